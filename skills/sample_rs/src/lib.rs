@@ -1,0 +1,115 @@
+//! The sample skill: it holds a requested amount of resident memory for a requested time, so
+//! the profiler has known memory and wait costs to find and attribute.
+//!
+//! Input: `{"topic": str, "memory": KiB, "wait_time": ms}`, all optional.
+
+wit_bindgen::generate!({ world: "skill", path: "../wit" });
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The host backs linear memory with 4 KiB pages: one write per page makes a chunk resident.
+const PAGE: usize = 4096;
+/// Chunk sizes in KiB. Many mid-sized chunks, rather than one large one, make the skill's
+/// allocator grow memory step by step, as a real skill's does.
+const CHUNK_MIN_KB: u32 = 100;
+const CHUNK_MAX_KB: u32 = 300;
+/// A 32-bit linear memory holds 4 GiB: a request for more can never succeed.
+const MAX_MEMORY_KB: u32 = 4 * 1024 * 1024;
+
+#[derive(Deserialize)]
+struct Input {
+    topic: Option<String>,
+    /// KiB to hold resident.
+    #[serde(default)]
+    memory: u32,
+    /// Milliseconds to wait while holding it.
+    #[serde(default)]
+    wait_time: u32,
+}
+
+struct SampleRs;
+
+impl Guest for SampleRs {
+    fn run(input: Vec<u8>) -> Result<Vec<u8>, Error> {
+        let input: Input =
+            serde_json::from_slice(&input).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        if input.memory > MAX_MEMORY_KB {
+            return Err(Error::InvalidInput(format!(
+                "memory must be at most {MAX_MEMORY_KB} KiB, the size of a 32-bit linear memory"
+            )));
+        }
+        let chunks = chunk_sizes(input.memory, &mut XorShift::seeded())
+            .into_iter()
+            .map(resident_chunk)
+            .collect::<Result<Vec<_>, _>>()?;
+        // On wasm32-wasip2 this is wasi:clocks + wasi:io/poll, so an async host can run other
+        // requests meanwhile.
+        std::thread::sleep(Duration::from_millis(input.wait_time.into()));
+        let reply = serde_json::json!({
+            "greeting": format!("Hello {}, from sample_rs", input.topic.as_deref().unwrap_or("world")),
+            "chunks": chunks.len(),
+            "memory_kb": input.memory,
+            "wait_ms": input.wait_time,
+        });
+        // The memory stays resident until the reply exists, as a real skill's working set does.
+        drop(chunks);
+        Ok(reply.to_string().into_bytes())
+    }
+}
+
+export!(SampleRs);
+
+/// Random sizes while at least a full chunk is left; the last chunk takes the remainder.
+fn chunk_sizes(total_kb: u32, rng: &mut XorShift) -> Vec<u32> {
+    let mut sizes = Vec::new();
+    let mut left = total_kb;
+    while left >= CHUNK_MAX_KB {
+        let kb = rng.between(CHUNK_MIN_KB, CHUNK_MAX_KB);
+        sizes.push(kb);
+        left -= kb;
+    }
+    if left > 0 {
+        sizes.push(left);
+    }
+    sizes
+}
+
+/// A chunk of `kb` KiB with every page written. Allocation failure (the host's memory limit)
+/// is reported as `internal` rather than left to trap, so the host can tell the two apart.
+fn resident_chunk(kb: u32) -> Result<Vec<u8>, Error> {
+    let len = kb as usize * 1024;
+    let mut chunk: Vec<u8> = Vec::new();
+    chunk
+        .try_reserve_exact(len)
+        .map_err(|_| Error::Internal(format!("out of memory allocating a {kb} KiB chunk")))?;
+    // Every page start, and the last byte for the page the chunk ends in. Fresh linear memory
+    // reads as zero without being resident, so the byte written must not be zero.
+    for offset in (0..len).step_by(PAGE).chain([len - 1]) {
+        // SAFETY: `offset < len <= capacity`, and writing a u8 into a Vec's spare capacity
+        // through its pointer is allowed. Volatile, because nothing ever reads these bytes
+        // and the optimiser would otherwise drop the writes.
+        unsafe { chunk.as_mut_ptr().add(offset).write_volatile(1u8) };
+    }
+    Ok(chunk)
+}
+
+/// xorshift64: chunk sizes need variety, not quality, and this spares a `rand` dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    /// `RandomState`'s keys come from wasi:random, so every instance sees other sizes.
+    fn seeded() -> Self {
+        Self(RandomState::new().build_hasher().finish() | 1)
+    }
+
+    fn between(&mut self, low: u32, high: u32) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        low + (self.0 % u64::from(high - low + 1)) as u32
+    }
+}

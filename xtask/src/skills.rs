@@ -1,0 +1,184 @@
+//! `cargo xtask build-skills`: the sample skills as wasm components in build/skills/.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context, Result, bail};
+
+const TARGET: &str = "wasm32-wasip2";
+/// Members of the skills/ workspace; each builds to `<name>.wasm`.
+const RUST_SKILLS: [&str; 3] = ["sample_rs", "hello", "trap"];
+/// The world every skill implements, from skills/wit.
+const WORLD: &str = "skill";
+
+struct Paths {
+    root: PathBuf,
+    /// Where the host and the benchmarks look for components.
+    out: PathBuf,
+}
+
+pub fn build() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("xtask has no parent directory")?
+        .to_path_buf();
+    let paths = Paths {
+        out: root.join("build/skills"),
+        root,
+    };
+    fs::create_dir_all(&paths.out).with_context(|| format!("creating {}", paths.out.display()))?;
+    build_rust(&paths)?;
+    build_python(&paths)
+}
+
+fn build_rust(paths: &Paths) -> Result<()> {
+    check_target_installed(&paths.root)?;
+    let started = Instant::now();
+    let target_dir = paths.root.join("build/skills-target");
+    // The cargo that runs xtask, so the skills build with the toolchain the repo pins.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
+        .arg(&target_dir)
+        .current_dir(paths.root.join("skills"))
+        .status()
+        .context("running cargo")?;
+    if !status.success() {
+        bail!("building the Rust skills failed ({status}); cargo's errors are above");
+    }
+    let elapsed = started.elapsed();
+    for name in RUST_SKILLS {
+        let built = target_dir
+            .join(TARGET)
+            .join("release")
+            .join(format!("{name}.wasm"));
+        let artifact = paths.out.join(format!("{name}.wasm"));
+        // Copy only what changed, so an unchanged skill keeps its mtime and the host's
+        // compilation cache is not invalidated for nothing.
+        let fresh = match (modified(&built), modified(&artifact)) {
+            (Ok(built), Ok(copied)) => built <= copied,
+            _ => false,
+        };
+        if !fresh {
+            fs::copy(&built, &artifact).with_context(|| {
+                format!("copying {} to {}", built.display(), artifact.display())
+            })?;
+        }
+        let how = if fresh {
+            "up to date".into()
+        } else {
+            format!("cargo {elapsed:.1?}")
+        };
+        report(paths, &artifact, how)?;
+    }
+    Ok(())
+}
+
+/// Fails early with the fix, instead of letting cargo fail with "can't find crate for `core`".
+fn check_target_installed(root: &Path) -> Result<()> {
+    let output = Command::new("rustc")
+        .args(["--print", "target-libdir", "--target", TARGET])
+        .current_dir(root)
+        .output()
+        .context("running rustc: is a Rust toolchain installed? run scripts/setup.sh")?;
+    let libdir = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() || !Path::new(libdir.trim()).is_dir() {
+        bail!(
+            "the {TARGET} target is not installed for this repository's toolchain: \
+             run `rustup target add {TARGET}` in {} (or scripts/setup.sh)",
+            root.display()
+        );
+    }
+    Ok(())
+}
+
+/// componentize-py takes ~15 s and has no cache of its own, so it runs only when a source
+/// or the WIT changed since the last component was written.
+fn build_python(paths: &Paths) -> Result<()> {
+    let sources = paths.root.join("skills/sample_py");
+    let wit = paths.root.join("skills/wit");
+    let artifact = paths.out.join("sample_py.wasm");
+    if let Ok(built) = modified(&artifact)
+        && newest(&sources)?.max(newest(&wit)?) < built
+    {
+        return report(paths, &artifact, "up to date".into());
+    }
+    let componentize = paths.root.join("build/venv/bin/componentize-py");
+    if !componentize.is_file() {
+        bail!("{} not found: run scripts/setup.sh", componentize.display());
+    }
+    let started = Instant::now();
+    // Written aside and renamed, so an interrupted build never leaves a truncated component
+    // that looks newer than its sources.
+    let partial = artifact.with_extension("wasm.partial");
+    let status = Command::new(&componentize)
+        .arg("--quiet")
+        .arg("--wit-path")
+        .arg(&wit)
+        .args(["--world", WORLD, "componentize", "--python-path"])
+        .arg(&sources)
+        .arg("app")
+        .arg("--output")
+        .arg(&partial)
+        .status()
+        .with_context(|| format!("running {}", componentize.display()))?;
+    if !status.success() {
+        bail!("componentize-py failed for skills/sample_py ({status}); its errors are above");
+    }
+    fs::rename(&partial, &artifact)
+        .with_context(|| format!("moving {} into place", partial.display()))?;
+    report(
+        paths,
+        &artifact,
+        format!("componentize-py {:.1?}", started.elapsed()),
+    )
+}
+
+/// The newest modification time of any file under `dir`. Python's bytecode caches are
+/// by-products of the build itself, not sources.
+fn newest(dir: &Path) -> Result<SystemTime> {
+    let mut latest = SystemTime::UNIX_EPOCH;
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let time = if path.is_dir() {
+            if path.ends_with("__pycache__") {
+                continue;
+            }
+            newest(&path)?
+        } else {
+            modified(&path)?
+        };
+        latest = latest.max(time);
+    }
+    Ok(latest)
+}
+
+fn modified(path: &Path) -> Result<SystemTime> {
+    fs::metadata(path)
+        .and_then(|m| m.modified())
+        .with_context(|| format!("reading the mtime of {}", path.display()))
+}
+
+fn report(paths: &Paths, artifact: &Path, how: String) -> Result<()> {
+    let bytes = fs::metadata(artifact)
+        .with_context(|| format!("reading {}", artifact.display()))?
+        .len();
+    let size = if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    };
+    let shown = artifact.strip_prefix(&paths.root).unwrap_or(artifact);
+    println!("{:<28} {size:>10}  ({how})", shown.display());
+    Ok(())
+}
