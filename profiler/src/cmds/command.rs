@@ -1,0 +1,248 @@
+//! The commands of the language, their arguments, and the checks that make a bad line fail
+//! before anything runs rather than halfway through a long workload.
+
+use super::in_flight::InFlightCap;
+use super::lexer::python_int;
+use std::fmt::Display;
+
+/// The topic `execute_all` and `p_execute_all` send when the line names none: the sample
+/// skill answers a greeting naming the topic, so this makes it say "Hello, World".
+pub const DEFAULT_TOPIC: &str = "World";
+
+/// One typed command. Omitted MEMORY_KB and WAIT_MS are 0, an omitted TIMES is 1.
+/// NAME and TOPIC are the tokens as written: `execute_all 42` greets the topic "42".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Register one more copy of the Python sample skill, wait until it is listed, execute it once.
+    AddPy,
+    /// Same for the Rust sample skill.
+    AddRs,
+    /// Register N Python copies at once, wait until all are listed, execute each once.
+    PAddPy(u32),
+    /// Same for N Rust copies.
+    PAddRs(u32),
+    /// List the registered skills.
+    Skills,
+    /// List the compiled-and-cached skills.
+    CachedSkills,
+    /// One request to one skill.
+    ExecuteSkill {
+        name: String,
+        topic: String,
+        memory_kb: u64,
+        wait_ms: u64,
+    },
+    /// One request per listed skill, one after the other.
+    ExecuteAll {
+        topic: String,
+        memory_kb: u64,
+        wait_ms: u64,
+    },
+    /// TIMES requests per listed skill, all in flight at once.
+    PExecuteAll {
+        topic: String,
+        memory_kb: u64,
+        wait_ms: u64,
+        times: u32,
+    },
+    /// Evict a compiled skill from the host's cache; `None`: the first cached one in sorted order.
+    DropCachedSkill(Option<String>),
+    /// Unregister a skill; `None`: the first registered one in sorted order.
+    DeleteSkill(Option<String>),
+    /// Terminate the host and wait for it to exit: implicit at the end of every file.
+    Stop,
+}
+
+impl Command {
+    /// The command named `name` with the arguments `args`, or a message saying what it expects.
+    pub(super) fn parse(name: &str, args: &[&str], cap: InFlightCap) -> Result<Self, String> {
+        let Some(signature) = SIGNATURES.iter().find(|signature| signature.name == name) else {
+            let known: Vec<&str> = SIGNATURES.iter().map(|signature| signature.name).collect();
+            return Err(format!(
+                "unknown command {name:?}; the commands are {}",
+                known.join(", ")
+            ));
+        };
+        let args = Args::new(signature, args, cap)?;
+        (signature.build)(&args)
+    }
+}
+
+struct Signature {
+    name: &'static str,
+    /// As the error messages show them: optional parameters in brackets.
+    params: &'static str,
+    build: fn(&Args) -> Result<Command, String>,
+}
+
+const fn takes(
+    name: &'static str,
+    params: &'static str,
+    build: fn(&Args) -> Result<Command, String>,
+) -> Signature {
+    Signature {
+        name,
+        params,
+        build,
+    }
+}
+
+const SIGNATURES: &[Signature] = &[
+    takes("add_py", "", |_| Ok(Command::AddPy)),
+    takes("add_rs", "", |_| Ok(Command::AddRs)),
+    takes("p_add_py", "N", |args| {
+        Ok(Command::PAddPy(args.required_count(0)?))
+    }),
+    takes("p_add_rs", "N", |args| {
+        Ok(Command::PAddRs(args.required_count(0)?))
+    }),
+    takes("skills", "", |_| Ok(Command::Skills)),
+    takes("cached_skills", "", |_| Ok(Command::CachedSkills)),
+    takes(
+        "execute_skill",
+        "NAME TOPIC [MEMORY_KB] [WAIT_MS]",
+        |args| {
+            Ok(Command::ExecuteSkill {
+                name: args.required_text(0),
+                topic: args.required_text(1),
+                memory_kb: args.amount(2)?,
+                wait_ms: args.amount(3)?,
+            })
+        },
+    ),
+    takes("execute_all", "[TOPIC] [MEMORY_KB] [WAIT_MS]", |args| {
+        Ok(Command::ExecuteAll {
+            topic: args.topic(0),
+            memory_kb: args.amount(1)?,
+            wait_ms: args.amount(2)?,
+        })
+    }),
+    takes(
+        "p_execute_all",
+        "[TOPIC] [MEMORY_KB] [WAIT_MS] [TIMES]",
+        |args| {
+            let (topic, memory_kb, wait_ms) = (args.topic(0), args.amount(1)?, args.amount(2)?);
+            let times = args.count(3)?.unwrap_or(1);
+            if args.cap.check(times, 1).is_err() {
+                let cap = args.cap;
+                return Err(args.problem(format!(
+                    "TIMES must be at most {cap} (--max-in-flight), got {times}"
+                )));
+            }
+            Ok(Command::PExecuteAll {
+                topic,
+                memory_kb,
+                wait_ms,
+                times,
+            })
+        },
+    ),
+    takes("drop_cached_skill", "[NAME]", |args| {
+        Ok(Command::DropCachedSkill(args.text(0)))
+    }),
+    takes("delete_skill", "[NAME]", |args| {
+        Ok(Command::DeleteSkill(args.text(0)))
+    }),
+    takes("stop", "", |_| Ok(Command::Stop)),
+];
+
+/// The arguments of one line, already known to be as many as its command takes.
+struct Args<'a> {
+    signature: &'a Signature,
+    tokens: &'a [&'a str],
+    cap: InFlightCap,
+}
+
+impl<'a> Args<'a> {
+    fn new(
+        signature: &'a Signature,
+        tokens: &'a [&'a str],
+        cap: InFlightCap,
+    ) -> Result<Self, String> {
+        let args = Self {
+            signature,
+            tokens,
+            cap,
+        };
+        let params = signature.params.split_whitespace();
+        let required = params
+            .clone()
+            .filter(|param| !param.starts_with('['))
+            .count();
+        if (required..=params.count()).contains(&tokens.len()) {
+            return Ok(args);
+        }
+        let plural = if tokens.len() == 1 { "" } else { "s" };
+        let hint = if tokens.iter().any(|token| token.starts_with('#')) {
+            " (a # comment must be on a line of its own)"
+        } else {
+            ""
+        };
+        Err(args.problem(format!("got {} argument{plural}{hint}", tokens.len())))
+    }
+
+    /// `message` prefixed with what the command takes.
+    fn problem(&self, message: impl Display) -> String {
+        let Signature { name, params, .. } = self.signature;
+        let params = if params.is_empty() {
+            "no arguments"
+        } else {
+            params
+        };
+        format!("{name} takes {params}; {message}")
+    }
+
+    fn param(&self, index: usize) -> &str {
+        let param = self
+            .signature
+            .params
+            .split_whitespace()
+            .nth(index)
+            .expect("a builder reads only declared parameters");
+        param.trim_matches(['[', ']'])
+    }
+
+    fn text(&self, index: usize) -> Option<String> {
+        self.tokens.get(index).map(|token| token.to_string())
+    }
+
+    fn required_text(&self, index: usize) -> String {
+        self.text(index).expect("the argument count was checked")
+    }
+
+    fn topic(&self, index: usize) -> String {
+        self.text(index)
+            .unwrap_or_else(|| DEFAULT_TOPIC.to_string())
+    }
+
+    /// MEMORY_KB or WAIT_MS: a whole number, 0 when omitted.
+    fn amount(&self, index: usize) -> Result<u64, String> {
+        Ok(self.integer(index, 0)?.unwrap_or(0))
+    }
+
+    /// N or TIMES: at least 1.
+    fn count(&self, index: usize) -> Result<Option<u32>, String> {
+        self.integer(index, 1)
+    }
+
+    fn required_count(&self, index: usize) -> Result<u32, String> {
+        Ok(self.count(index)?.expect("the argument count was checked"))
+    }
+
+    /// The integer at `index`, if given. The harness typed `1.5` as a float and `1e3` too;
+    /// both are refused here like any other non-integer.
+    fn integer<T: TryFrom<i128>>(&self, index: usize, min: i128) -> Result<Option<T>, String> {
+        let Some(token) = self.tokens.get(index) else {
+            return Ok(None);
+        };
+        let param = self.param(index);
+        let value = python_int(token)
+            .ok_or_else(|| self.problem(format!("{param} must be an integer, got {token:?}")))?;
+        if value < min {
+            return Err(self.problem(format!("{param} must be at least {min}, got {token}")));
+        }
+        T::try_from(value)
+            .map(Some)
+            .map_err(|_| self.problem(format!("{param} is too large, got {token}")))
+    }
+}

@@ -1,0 +1,540 @@
+//! The cmds language: a workload file, validated whole into a [`Plan`] before anything runs.
+//!
+//! The language and its hash come from the 2024 benchmark harness, and old files must mean
+//! what they meant there; `cmds/README.md` describes it. This module knows nothing of hosts
+//! or probes: it says what to do, the runner does it.
+
+mod command;
+mod hash;
+mod in_flight;
+mod lexer;
+
+pub use command::{Command, DEFAULT_TOPIC};
+pub use in_flight::{InFlightCap, TooManyInFlight};
+
+use anyhow::Context;
+use std::{fmt, fs, path::Path};
+
+/// A valid cmds file: what to run, in order, always ending with [`Command::Stop`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub entries: Vec<Entry>,
+    /// The cmds hash the harness logged for this file (see `cmds/README.md`).
+    pub hash: String,
+}
+
+/// One line of the file: measured and logged as one unit, however often it repeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// 1-based; `None` for the implicit `stop` at the end of the file.
+    pub line: Option<usize>,
+    /// The line's tokens joined by single spaces, as the harness logged it: `4 add_py`.
+    pub name: String,
+    /// How often to run the command: the line's leading integer, else 1.
+    pub repeat: u32,
+    pub command: Command,
+}
+
+/// Every problem of a cmds file, one `file:line: message` per line.
+#[derive(Debug, PartialEq, Eq)]
+pub struct InvalidCmds {
+    pub file: String,
+    pub errors: Vec<LineError>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct LineError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for InvalidCmds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, LineError { line, message }) in self.errors.iter().enumerate() {
+            let separator = if index == 0 { "" } else { "\n" };
+            write!(f, "{separator}{}:{line}: {message}", self.file)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InvalidCmds {}
+
+/// Reads and validates the cmds file at `path`; errors name it as given.
+pub fn read(path: &Path, cap: InFlightCap) -> anyhow::Result<Plan> {
+    let text = fs::read_to_string(path)
+        .with_context(|| format!("cannot read the cmds file {}", path.display()))?;
+    Ok(parse(&path.display().to_string(), &text, cap)?)
+}
+
+/// Validates the whole of `text` and reports every bad line, so that one edit fixes them all.
+/// `file` names the file in the errors.
+pub fn parse(file: &str, text: &str, cap: InFlightCap) -> Result<Plan, InvalidCmds> {
+    let lines = lexer::command_lines(text);
+    let mut entries = Vec::with_capacity(lines.len() + 1);
+    let mut errors = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        let checked = entry(line, cap).and_then(|entry| match lines.get(index + 1) {
+            // Old files may end with an explicit stop; anything after one would never run.
+            Some(next) if entry.command == Command::Stop => Err(stop_followed_by(next.number)),
+            _ => Ok(entry),
+        });
+        match checked {
+            Ok(entry) => entries.push(entry),
+            Err(message) => errors.push(LineError {
+                line: line.number,
+                message,
+            }),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(InvalidCmds {
+            file: file.to_string(),
+            errors,
+        });
+    }
+    if entries
+        .last()
+        .is_none_or(|last| last.command != Command::Stop)
+    {
+        entries.push(Entry {
+            line: None,
+            name: "stop".to_string(),
+            repeat: 1,
+            command: Command::Stop,
+        });
+    }
+    let hash = hash::cmds_hash(lines.iter().map(|line| line.tokens.as_slice()));
+    Ok(Plan { entries, hash })
+}
+
+fn entry(line: &lexer::Line<'_>, cap: InFlightCap) -> Result<Entry, String> {
+    let tokens = line.tokens.as_slice();
+    let first = tokens[0];
+    let (count, rest) = match lexer::python_int(first) {
+        Some(count) => (Some(count), &tokens[1..]),
+        None if first.parse::<f64>().is_ok() => {
+            return Err(format!("a repeat count must be an integer, got {first:?}"));
+        }
+        None => (None, tokens),
+    };
+    let [name, args @ ..] = rest else {
+        return Err(format!(
+            "the repeat count {first} must be followed by a command, as in `{first} execute_all`"
+        ));
+    };
+    let repeat = count.map(|count| repeat_count(count, first)).transpose()?;
+    let command = Command::parse(name, args, cap)?;
+    if command == Command::Stop && repeat.is_some() {
+        return Err("stop takes no repeat count: it ends the workload".to_string());
+    }
+    Ok(Entry {
+        line: Some(line.number),
+        name: tokens.join(" "),
+        repeat: repeat.unwrap_or(1),
+        command,
+    })
+}
+
+fn stop_followed_by(next_line: usize) -> String {
+    format!(
+        "stop ends the workload, but line {next_line} follows it; delete the stop \
+         (it is implicit at the end of every file) or the lines after it"
+    )
+}
+
+fn repeat_count(count: i128, token: &str) -> Result<u32, String> {
+    if count < 1 {
+        return Err(format!("a repeat count must be at least 1, got {token}"));
+    }
+    u32::try_from(count).map_err(|_| format!("the repeat count {token} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Command::*;
+
+    fn plan(text: &str) -> Plan {
+        parse("test.cmds", text, InFlightCap::DEFAULT)
+            .unwrap_or_else(|invalid| panic!("{text:?} is valid, but:\n{invalid}"))
+    }
+
+    fn errors(text: &str) -> String {
+        parse("test.cmds", text, InFlightCap::DEFAULT)
+            .expect_err(text)
+            .to_string()
+    }
+
+    fn entry(line: usize, name: &str, repeat: u32, command: Command) -> Entry {
+        Entry {
+            line: Some(line),
+            name: name.to_string(),
+            repeat,
+            command,
+        }
+    }
+
+    fn implicit_stop() -> Entry {
+        Entry {
+            line: None,
+            name: "stop".to_string(),
+            repeat: 1,
+            command: Stop,
+        }
+    }
+
+    fn text(s: &str) -> String {
+        s.to_string()
+    }
+
+    #[test]
+    fn parses_good_lines() {
+        let cases = [
+            ("add_py", entry(1, "add_py", 1, AddPy)),
+            ("4 add_rs", entry(1, "4 add_rs", 4, AddRs)),
+            ("+2   skills", entry(1, "+2 skills", 2, Skills)),
+            (
+                "1_000 cached_skills",
+                entry(1, "1_000 cached_skills", 1000, CachedSkills),
+            ),
+            ("p_add_py 10", entry(1, "p_add_py 10", 1, PAddPy(10))),
+            ("p_add_rs 3", entry(1, "p_add_rs 3", 1, PAddRs(3))),
+            (
+                "execute_skill sample_py1 Alice",
+                entry(
+                    1,
+                    "execute_skill sample_py1 Alice",
+                    1,
+                    ExecuteSkill {
+                        name: text("sample_py1"),
+                        topic: text("Alice"),
+                        memory_kb: 0,
+                        wait_ms: 0,
+                    },
+                ),
+            ),
+            (
+                "execute_skill sample_py1 Alice 100 20",
+                entry(
+                    1,
+                    "execute_skill sample_py1 Alice 100 20",
+                    1,
+                    ExecuteSkill {
+                        name: text("sample_py1"),
+                        topic: text("Alice"),
+                        memory_kb: 100,
+                        wait_ms: 20,
+                    },
+                ),
+            ),
+            (
+                "execute_all",
+                entry(
+                    1,
+                    "execute_all",
+                    1,
+                    ExecuteAll {
+                        topic: text(DEFAULT_TOPIC),
+                        memory_kb: 0,
+                        wait_ms: 0,
+                    },
+                ),
+            ),
+            (
+                "10 execute_all 42 7",
+                entry(
+                    1,
+                    "10 execute_all 42 7",
+                    10,
+                    ExecuteAll {
+                        topic: text("42"),
+                        memory_kb: 7,
+                        wait_ms: 0,
+                    },
+                ),
+            ),
+            (
+                "p_execute_all",
+                entry(
+                    1,
+                    "p_execute_all",
+                    1,
+                    PExecuteAll {
+                        topic: text(DEFAULT_TOPIC),
+                        memory_kb: 0,
+                        wait_ms: 0,
+                        times: 1,
+                    },
+                ),
+            ),
+            (
+                "p_execute_all Max 1000 100 15",
+                entry(
+                    1,
+                    "p_execute_all Max 1000 100 15",
+                    1,
+                    PExecuteAll {
+                        topic: text("Max"),
+                        memory_kb: 1000,
+                        wait_ms: 100,
+                        times: 15,
+                    },
+                ),
+            ),
+            (
+                "10 drop_cached_skill",
+                entry(1, "10 drop_cached_skill", 10, DropCachedSkill(None)),
+            ),
+            (
+                "drop_cached_skill sample_rs2",
+                entry(
+                    1,
+                    "drop_cached_skill sample_rs2",
+                    1,
+                    DropCachedSkill(Some(text("sample_rs2"))),
+                ),
+            ),
+            (
+                "delete_skill",
+                entry(1, "delete_skill", 1, DeleteSkill(None)),
+            ),
+            (
+                "delete_skill sample_py3",
+                entry(
+                    1,
+                    "delete_skill sample_py3",
+                    1,
+                    DeleteSkill(Some(text("sample_py3"))),
+                ),
+            ),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(plan(line).entries, [expected, implicit_stop()], "{line:?}");
+        }
+    }
+
+    #[test]
+    fn keeps_source_lines_and_ends_with_an_implicit_stop() {
+        let plan = plan("# setup\n\nadd_py\n\n  # twice\n2 skills\n");
+        assert_eq!(
+            plan.entries,
+            [
+                entry(3, "add_py", 1, AddPy),
+                entry(6, "2 skills", 2, Skills),
+                implicit_stop()
+            ]
+        );
+        assert_eq!(
+            parse("empty.cmds", "# nothing\n", InFlightCap::DEFAULT)
+                .unwrap()
+                .entries,
+            [implicit_stop()]
+        );
+    }
+
+    #[test]
+    fn an_explicit_stop_is_the_implicit_one_when_it_comes_last() {
+        assert_eq!(
+            plan("skills\nstop\n# done\n").entries,
+            [entry(1, "skills", 1, Skills), entry(2, "stop", 1, Stop)]
+        );
+        assert_eq!(
+            errors("stop\n\nskills\nstop"),
+            "test.cmds:1: stop ends the workload, but line 3 follows it; delete the stop (it is implicit at the end of \
+             every file) or the lines after it"
+        );
+    }
+
+    #[test]
+    fn refuses_bad_lines_saying_what_is_expected() {
+        let cases = [
+            (
+                "frobnicate",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, stop",
+            ),
+            (
+                "execute_skill sample_py1 Alice abc",
+                "execute_skill takes NAME TOPIC [MEMORY_KB] [WAIT_MS]; MEMORY_KB must be an integer, got \"abc\"",
+            ),
+            (
+                "execute_skill sample_py1 Alice 1.5",
+                "execute_skill takes NAME TOPIC [MEMORY_KB] [WAIT_MS]; MEMORY_KB must be an integer, got \"1.5\"",
+            ),
+            (
+                "execute_skill sample_py1 Alice 0 1e3",
+                "execute_skill takes NAME TOPIC [MEMORY_KB] [WAIT_MS]; WAIT_MS must be an integer, got \"1e3\"",
+            ),
+            (
+                "execute_skill sample_py1",
+                "execute_skill takes NAME TOPIC [MEMORY_KB] [WAIT_MS]; got 1 argument",
+            ),
+            (
+                "execute_skill a b 0 0 0",
+                "execute_skill takes NAME TOPIC [MEMORY_KB] [WAIT_MS]; got 5 arguments",
+            ),
+            (
+                "execute_skill a b 0 99999999999999999999999",
+                "execute_skill takes NAME TOPIC [MEMORY_KB] [WAIT_MS]; WAIT_MS is too large, got 99999999999999999999999",
+            ),
+            (
+                "execute_all Bob -5",
+                "execute_all takes [TOPIC] [MEMORY_KB] [WAIT_MS]; MEMORY_KB must be at least 0, got -5",
+            ),
+            ("p_add_py", "p_add_py takes N; got 0 arguments"),
+            (
+                "p_add_py 0",
+                "p_add_py takes N; N must be at least 1, got 0",
+            ),
+            (
+                "p_add_rs -2",
+                "p_add_rs takes N; N must be at least 1, got -2",
+            ),
+            (
+                "p_add_rs ten",
+                "p_add_rs takes N; N must be an integer, got \"ten\"",
+            ),
+            (
+                "p_execute_all Max 0 0 0",
+                "p_execute_all takes [TOPIC] [MEMORY_KB] [WAIT_MS] [TIMES]; TIMES must be at least 1, got 0",
+            ),
+            (
+                "p_execute_all Max 0 0 10001",
+                "p_execute_all takes [TOPIC] [MEMORY_KB] [WAIT_MS] [TIMES]; TIMES must be at most 10000 (--max-in-flight), got 10001",
+            ),
+            ("skills all", "skills takes no arguments; got 1 argument"),
+            (
+                "skills # list them",
+                "skills takes no arguments; got 3 arguments (a # comment must be on a line of its own)",
+            ),
+            ("0 add_py", "a repeat count must be at least 1, got 0"),
+            ("-1 add_py", "a repeat count must be at least 1, got -1"),
+            (
+                "1.5 add_py",
+                "a repeat count must be an integer, got \"1.5\"",
+            ),
+            (
+                "99999999999 add_py",
+                "the repeat count 99999999999 is too large",
+            ),
+            (
+                "4",
+                "the repeat count 4 must be followed by a command, as in `4 execute_all`",
+            ),
+            (
+                "4 5 add_py",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, stop",
+            ),
+            ("2 stop", "stop takes no repeat count: it ends the workload"),
+            ("stop now", "stop takes no arguments; got 1 argument"),
+        ];
+        for (line, message) in cases {
+            assert_eq!(errors(line), format!("test.cmds:1: {message}"), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn reports_every_bad_line_of_the_file() {
+        let text =
+            "add_py\np_add_py\n\n# fine\nexecute_skill sample_py1 Alice abc\nskills\n0 add_py\n";
+        let invalid = parse("bench.cmds", text, InFlightCap::DEFAULT).unwrap_err();
+        assert_eq!(
+            invalid
+                .errors
+                .iter()
+                .map(|error| error.line)
+                .collect::<Vec<_>>(),
+            [2, 5, 7]
+        );
+        assert_eq!(
+            invalid.to_string(),
+            "bench.cmds:2: p_add_py takes N; got 0 arguments\n\
+             bench.cmds:5: execute_skill takes NAME TOPIC [MEMORY_KB] [WAIT_MS]; MEMORY_KB must be an integer, got \"abc\"\n\
+             bench.cmds:7: a repeat count must be at least 1, got 0"
+        );
+    }
+
+    #[test]
+    fn the_in_flight_cap_is_a_parameter() {
+        let line = "p_execute_all Max 0 0 20000";
+        assert!(parse("x.cmds", line, InFlightCap::DEFAULT).is_err());
+        assert!(parse("x.cmds", line, InFlightCap::new(20_000)).is_ok());
+    }
+
+    #[test]
+    fn reference_workloads_hash_like_the_harness() {
+        let workloads = [
+            (
+                include_str!("../../../cmds/bench.cmds"),
+                "3c6d21c18c26d4130b6f57d617d2131cedd58d1d",
+            ),
+            (
+                include_str!("../../../cmds/stress.cmds"),
+                "fe671f5712f7fca8f7e5ac64be07a72186df2be6",
+            ),
+            (
+                include_str!("../../../cmds/p_execute_all.cmds"),
+                "c43cb5d37cabddd93e11c576235223e0bd695992",
+            ),
+            (
+                include_str!("../../../cmds/saturate.cmds"),
+                "3adee1afcc53ea464359a82e89ee18235204e802",
+            ),
+            (
+                include_str!("../../../cmds/mem_chunks_2.cmds"),
+                "b15aad654f80726c6b991d0293a7f058de07372e",
+            ),
+        ];
+        for (text, hash) in workloads {
+            assert_eq!(plan(text).hash, hash, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_smoke_workload_uses_every_command_but_the_slow_python_ones() {
+        let plan = plan(include_str!("../../../cmds/smoke.cmds"));
+        let used: std::collections::HashSet<_> = plan
+            .entries
+            .iter()
+            .map(|entry| std::mem::discriminant(&entry.command))
+            .collect();
+        let none = || String::new();
+        let expected = [
+            AddRs,
+            PAddRs(1),
+            Skills,
+            CachedSkills,
+            ExecuteSkill {
+                name: none(),
+                topic: none(),
+                memory_kb: 0,
+                wait_ms: 0,
+            },
+            ExecuteAll {
+                topic: none(),
+                memory_kb: 0,
+                wait_ms: 0,
+            },
+            PExecuteAll {
+                topic: none(),
+                memory_kb: 0,
+                wait_ms: 0,
+                times: 1,
+            },
+            DropCachedSkill(None),
+            DeleteSkill(None),
+            Stop,
+        ];
+        for command in expected {
+            assert!(
+                used.contains(&std::mem::discriminant(&command)),
+                "smoke.cmds does not use {command:?}"
+            );
+        }
+        assert!(
+            plan.entries
+                .iter()
+                .all(|entry| !matches!(entry.command, AddPy | PAddPy(_)))
+        );
+    }
+}
