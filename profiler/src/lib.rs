@@ -1,0 +1,9 @@
+//! skillprof: a systems profiler for WebAssembly skill runtimes.
+//!
+//! Data flows one way: a cmds file is parsed into a plan, the runner drives a skill host
+//! through it, probes and the sampler measure the host per entry, and every output format
+//! is a view of the per-entry result records.
+
+pub mod cmds;
+pub mod output;
+pub mod probes;
