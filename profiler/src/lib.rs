@@ -5,5 +5,6 @@
 //! is a view of the per-entry result records.
 
 pub mod cmds;
+pub mod hostctl;
 pub mod output;
 pub mod probes;

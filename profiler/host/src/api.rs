@@ -1,0 +1,198 @@
+//! The HTTP API. Status codes: 400 for what the client got wrong (bad JSON, bad or unknown
+//! name, input the skill rejects), 500 for what the skill got wrong (compile failure, trap,
+//! error, non-JSON answer), 503 when the pool is full, 504 past the deadline.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use wasmtime::Engine;
+
+use crate::config::HostConfig;
+use crate::invoke::{Failure, Invocation};
+use crate::metrics::Metrics;
+use crate::names;
+use crate::registry::{Registry, Slot};
+
+pub struct App {
+    pub config: HostConfig,
+    pub engine: Engine,
+    pub registry: Arc<Registry>,
+    pub metrics: Arc<Metrics>,
+    pub admission: Semaphore,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/execute_skill", post(execute_skill))
+        .route("/skills", get(skills))
+        .route("/skills/{name}", get(skill_status))
+        .route("/cached_skills", get(cached_skills))
+        .route("/cached_skills/{name}", delete(evict))
+        .route("/healthcheck", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
+        .with_state(app)
+}
+
+#[derive(Deserialize)]
+struct ExecuteRequest {
+    skill: String,
+    #[serde(default = "empty_object")]
+    input: Value,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+async fn execute_skill(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let _in_flight = app.metrics.request_started();
+    let response = execute(&app, &body).await;
+    app.metrics.request_finished(response.status().is_success());
+    response
+}
+
+async fn execute(app: &App, body: &[u8]) -> Response {
+    let request: ExecuteRequest = match serde_json::from_slice(body) {
+        Ok(request) => request,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    r#"invalid request body ({e}); expected {{"skill": NAME, "input": {{...}}}}"#
+                ),
+            );
+        }
+    };
+    let slot = match registered(app, &request.skill) {
+        Ok(slot) => slot,
+        Err(lookup) => return lookup.into_response(StatusCode::BAD_REQUEST),
+    };
+    let Ok(_admitted) = app.admission.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the host is shutting down");
+    };
+    let compiled = match app.registry.compiled(&slot).await {
+        Ok(compiled) => compiled,
+        Err(reason) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("skill '{}' failed to compile: {reason}", slot.name),
+            );
+        }
+    };
+    let input = serde_json::to_vec(&request.input).expect("a JSON value serialises");
+    let invocation = Invocation {
+        skill: &slot.name,
+        pre: &compiled.pre,
+        memory_limit: app.config.engine.memory_limit_bytes(),
+        deadline: app.config.deadline(),
+        metrics: &app.metrics,
+    };
+    match invocation.run(&input).await {
+        Ok(output) => ([(header::CONTENT_TYPE, "application/json")], output).into_response(),
+        Err(Failure::InvalidInput(message)) => error(
+            StatusCode::BAD_REQUEST,
+            format!("skill '{}' rejected its input: {message}", slot.name),
+        ),
+        Err(Failure::Skill(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, message),
+        Err(Failure::Deadline) => error(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "skill '{}' passed its deadline of {} ms and was stopped; raise --deadline-ms",
+                slot.name, app.config.deadline_ms
+            ),
+        ),
+        Err(Failure::PoolExhausted(message)) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "no free pool slot for '{}': {message}; raise --pool-instances",
+                slot.name
+            ),
+        ),
+    }
+}
+
+/// Why a name does not address a skill.
+enum Lookup {
+    Invalid(String),
+    Unknown(String),
+}
+
+impl Lookup {
+    /// Executing an unknown skill is a bad request; addressing one by path is a 404.
+    fn into_response(self, unknown: StatusCode) -> Response {
+        match self {
+            Lookup::Invalid(why) => error(StatusCode::BAD_REQUEST, why),
+            Lookup::Unknown(name) => error(
+                unknown,
+                format!("unknown skill '{name}'; GET /skills lists the registered ones"),
+            ),
+        }
+    }
+}
+
+fn registered(app: &App, name: &str) -> Result<Arc<Slot>, Lookup> {
+    names::validate(name).map_err(Lookup::Invalid)?;
+    app.registry
+        .get(name)
+        .ok_or_else(|| Lookup::Unknown(name.to_owned()))
+}
+
+async fn skills(State(app): State<Arc<App>>) -> Json<Vec<String>> {
+    Json(app.registry.names())
+}
+
+async fn cached_skills(State(app): State<Arc<App>>) -> Json<Vec<String>> {
+    Json(app.registry.cached_names())
+}
+
+async fn skill_status(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    match registered(&app, &name) {
+        Ok(slot) => Json(slot.status()).into_response(),
+        Err(lookup) => lookup.into_response(StatusCode::NOT_FOUND),
+    }
+}
+
+async fn evict(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    match registered(&app, &name) {
+        Ok(slot) => {
+            let evicted = app.registry.evict(&slot);
+            Json(json!({ "skill": slot.name, "evicted": evicted })).into_response()
+        }
+        Err(lookup) => lookup.into_response(StatusCode::NOT_FOUND),
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Json<Value> {
+    let mut report = app.metrics.snapshot();
+    report["registered_skills"] = json!(app.registry.names().len());
+    report["compiled_skills"] = json!(app.registry.cached_names().len());
+    report["failed_skills"] = json!(app.registry.count_failed());
+    report["allocator"] = json!(app.config.engine.allocator);
+    report["max_concurrent_requests"] = json!(app.config.effective_concurrency());
+    if let Some(pool) = app.engine.pooling_allocator_metrics() {
+        report["pooling"] = json!({
+            "component_instances": pool.component_instances(),
+            "core_instances": pool.core_instances(),
+            "memories": pool.memories(),
+            "tables": pool.tables(),
+            "stacks": pool.stacks(),
+            "unused_warm_memories": pool.unused_warm_memories(),
+            "unused_memory_bytes_resident": pool.unused_memory_bytes_resident(),
+            "unused_warm_tables": pool.unused_warm_tables(),
+            "unused_table_bytes_resident": pool.unused_table_bytes_resident(),
+        });
+    }
+    Json(report)
+}

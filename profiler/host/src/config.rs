@@ -1,0 +1,168 @@
+//! Every knob of the host, as command-line flags. `engine.rs` turns the engine-related
+//! ones into a wasmtime `Config`; the rest configure the registry, the API and shutdown.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, ValueEnum};
+use serde::Serialize;
+
+/// skillhost serves WebAssembly skill components over HTTP.
+///
+/// Every `<name>.wasm` file in the skills directory is a skill named `<name>`; adding or
+/// removing a file registers or unregisters it within `--scan-interval-ms`. A skill is
+/// compiled on its first request and kept compiled until evicted (`DELETE /cached_skills/NAME`).
+/// Each request runs in a fresh instance.
+///
+/// Routes: POST /execute_skill {"skill": NAME, "input": {...}}, GET /skills, GET /skills/NAME,
+/// GET /cached_skills, DELETE /cached_skills/NAME, GET /healthcheck, GET /metrics.
+///
+/// On SIGTERM or SIGINT the host stops accepting connections, lets in-flight requests finish
+/// for up to `--drain-timeout-ms`, drops every compiled skill and exits 0 (1 if the drain
+/// timed out).
+#[derive(Parser, Debug, Clone, Serialize)]
+#[command(name = "skillhost", version, about, long_about)]
+pub struct HostConfig {
+    /// Directory whose `<name>.wasm` files are the registered skills.
+    #[arg(long, value_name = "DIR")]
+    pub skills_dir: PathBuf,
+
+    /// Address to listen on. Loopback by default: the API has no authentication.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+
+    /// Port to listen on; 0 picks a free port. The chosen address is printed on stdout as
+    /// `listening on http://ADDR`.
+    #[arg(long, default_value_t = 8081)]
+    pub port: u16,
+
+    /// How often the skills directory is re-read, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub scan_interval_ms: u64,
+
+    /// Compile identical skill files once and share the compiled component between their
+    /// names. Off by default, as in the 2024 host, so that N copies of a skill cost N
+    /// compilations and results stay comparable with old runs.
+    #[arg(long)]
+    pub share_identical: bool,
+
+    /// Requests that may run at once; further requests wait for a free slot. With the pooling
+    /// allocator the effective limit is also capped at `--pool-instances`.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_concurrent_requests: usize,
+
+    /// Deadline of one request (instantiation and call), in milliseconds. A request past it
+    /// is answered with 504; CPU-bound guest code is interrupted at the next epoch tick.
+    #[arg(long, default_value_t = 60_000, value_name = "MS")]
+    pub deadline_ms: u64,
+
+    /// How long in-flight requests may run after SIGTERM/SIGINT before the host exits anyway.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    pub drain_timeout_ms: u64,
+
+    #[command(flatten)]
+    pub engine: EngineConfig,
+}
+
+/// The wasmtime engine's configuration. Changing any of these changes how skills are
+/// compiled or instantiated, so they all take part in the on-disk cache key.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct EngineConfig {
+    /// How instance memory is allocated: `on-demand` maps memory for every instance;
+    /// `pooling` reserves slots for all instances up front and reuses them.
+    #[arg(long, value_enum, default_value_t = Allocator::OnDemand)]
+    pub allocator: Allocator,
+
+    /// Linear memory one request's instance may use in total, across all its core
+    /// memories, in MiB. Growth past it fails, which guests usually turn into a trap.
+    #[arg(long, default_value_t = 4096, value_name = "MiB")]
+    pub memory_limit_mib: u64,
+
+    /// Initialise linear memory from copy-on-write images of the compiled code, so that
+    /// data segments are mapped rather than copied for each instance.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub memory_cow: bool,
+
+    /// Keep precompiled skills in this directory, keyed by the content hash of the wasm
+    /// file and the engine configuration, and load them with the mmap-backed deserializer.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Epoch tick: how often running guest code checks its deadline and yields to other
+    /// requests, in milliseconds.
+    #[arg(long, default_value_t = 10, value_name = "MS")]
+    pub epoch_tick_ms: u64,
+
+    #[command(flatten)]
+    pub pool: PoolConfig,
+}
+
+/// Pool sizes, used only with `--allocator pooling`. wasmtime's defaults (1,000 of each)
+/// fit only ~71 componentize-py components at once, because one of them holds 14 core
+/// instances; so the pools are sized from the shape of one component times the number of
+/// component instances that may be live at once.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct PoolConfig {
+    /// Component instances (requests) the pool holds at once.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub pool_instances: u32,
+
+    /// Core instances in one component (componentize-py components have 14).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub pool_core_instances_per_component: u32,
+
+    /// Linear memories in one component.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub pool_memories_per_component: u32,
+
+    /// Tables in one component.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub pool_tables_per_component: u32,
+
+    /// Elements of one table (CPython's function table is large).
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub pool_table_elements: usize,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocator {
+    OnDemand,
+    Pooling,
+}
+
+impl HostConfig {
+    pub fn scan_interval(&self) -> Duration {
+        Duration::from_millis(self.scan_interval_ms)
+    }
+
+    pub fn deadline(&self) -> Duration {
+        Duration::from_millis(self.deadline_ms)
+    }
+
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms)
+    }
+
+    /// Requests admitted at once: a pooling allocator cannot hold more instances than its
+    /// pool, and queueing beats failing them.
+    pub fn effective_concurrency(&self) -> usize {
+        match self.engine.allocator {
+            Allocator::OnDemand => self.max_concurrent_requests,
+            Allocator::Pooling => self
+                .max_concurrent_requests
+                .min(self.engine.pool.pool_instances as usize),
+        }
+    }
+}
+
+impl EngineConfig {
+    pub fn memory_limit_bytes(&self) -> usize {
+        usize::try_from(self.memory_limit_mib << 20).unwrap_or(usize::MAX)
+    }
+
+    pub fn epoch_tick(&self) -> Duration {
+        Duration::from_millis(self.epoch_tick_ms.max(1))
+    }
+}

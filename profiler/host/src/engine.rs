@@ -1,0 +1,86 @@
+//! The one place where the wasmtime engine is configured, in the spirit of `wasmtime serve`:
+//! read this file to know how skills are compiled and instantiated.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use anyhow::{Context, Result};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::config::{Allocator, EngineConfig};
+
+pub fn build(config: &EngineConfig) -> Result<Engine> {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true);
+    // Deadlines and fair sharing of the CPU between requests both hang off epochs:
+    // guest code checks the epoch at loop headers and function entries.
+    wasm.epoch_interruption(true);
+    wasm.memory_init_cow(config.memory_cow);
+    if config.allocator == Allocator::Pooling {
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(config)));
+    }
+    Engine::new(&wasm)
+        .map_err(anyhow::Error::from)
+        .context("configuring the wasmtime engine")
+}
+
+fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
+    let pool = &config.pool;
+    let instances = pool.pool_instances;
+    let mut pooling = PoolingAllocationConfig::new();
+    pooling
+        .total_component_instances(instances)
+        .max_core_instances_per_component(pool.pool_core_instances_per_component)
+        .total_core_instances(instances.saturating_mul(pool.pool_core_instances_per_component))
+        .max_memories_per_component(pool.pool_memories_per_component)
+        .total_memories(instances.saturating_mul(pool.pool_memories_per_component))
+        .max_tables_per_component(pool.pool_tables_per_component)
+        .total_tables(instances.saturating_mul(pool.pool_tables_per_component))
+        .table_elements(pool.pool_table_elements)
+        // One async fiber stack per in-flight request.
+        .total_stacks(instances)
+        // A slot never needs more than one instance may use in total.
+        .max_memory_size(config.memory_limit_bytes().min(1 << 32));
+    pooling
+}
+
+/// Advances the engine's epoch every tick on a plain thread, so that deadlines keep firing
+/// even when every runtime worker is busy running guest code.
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub fn start(engine: &Engine, config: &EngineConfig) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tick = config.epoch_tick();
+        let thread = {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            thread::Builder::new()
+                .name("epoch-ticker".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .expect("spawning the epoch thread")
+        };
+        EpochTicker {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! One request: a fresh store and instance from a skill's cached `InstancePre`, one call
+//! of `run`, and a verdict that says exactly why a request failed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::limits::MemoryLimiter;
+use crate::metrics::{LiveInstance, Metrics};
+
+wasmtime::component::bindgen!({
+    path: "../../skills/wit",
+    world: "skill",
+    exports: { default: async },
+});
+
+pub use skillprof::skill::types::Error as SkillError;
+
+/// Per-request store state: WASI (no files, no network, no environment) and the
+/// memory limiter.
+pub struct RequestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    _live: LiveInstance,
+}
+
+impl WasiView for RequestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Why a request did not produce output; each maps to one HTTP status.
+#[derive(Debug)]
+pub enum Failure {
+    /// The skill rejected its input (`error::invalid-input`).
+    InvalidInput(String),
+    /// The skill reported an error, trapped, or answered something that is not JSON.
+    Skill(String),
+    /// The request ran past its deadline.
+    Deadline,
+    /// The pooling allocator had no free slot.
+    PoolExhausted(String),
+}
+
+pub struct Invocation<'a> {
+    pub skill: &'a str,
+    pub pre: &'a SkillPre<RequestState>,
+    pub memory_limit: usize,
+    pub deadline: Duration,
+    pub metrics: &'a Arc<Metrics>,
+}
+
+impl Invocation<'_> {
+    pub async fn run(&self, input: &[u8]) -> Result<Vec<u8>, Failure> {
+        let engine = self.pre.engine();
+        let state = RequestState {
+            wasi: WasiCtx::builder().inherit_stderr().build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(self.memory_limit),
+            _live: self.metrics.instance_started(),
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.limiter);
+
+        let started = Instant::now();
+        let deadline = self.deadline;
+        // Guest code yields to the runtime at every epoch tick, so that a busy skill cannot
+        // starve the others, and traps once its deadline has passed.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if started.elapsed() >= deadline {
+                Err(wasmtime::Error::from(Trap::Interrupt))
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+
+        // The timeout covers guests that wait in WASI (sleeping), which run no guest code
+        // and so never see an epoch tick; dropping the future cancels the call.
+        let call = async {
+            let skill = self.pre.instantiate_async(&mut store).await?;
+            skill.call_run(&mut store, input).await
+        };
+        let outcome = match tokio::time::timeout(deadline, call).await {
+            Err(_elapsed) => return Err(Failure::Deadline),
+            Ok(outcome) => outcome,
+        };
+        let problem = match outcome {
+            Ok(Ok(output)) => match serde_json::from_slice::<serde::de::IgnoredAny>(&output) {
+                Ok(_) => return Ok(output),
+                Err(e) => format!("answered with invalid JSON: {e}"),
+            },
+            Ok(Err(SkillError::InvalidInput(message))) => {
+                return Err(Failure::InvalidInput(message));
+            }
+            Ok(Err(SkillError::Internal(message))) => {
+                format!("reported an internal error: {message}")
+            }
+            Err(error) => match host_side(&error) {
+                Some(failure) => return Err(failure),
+                None => describe_trap(&error),
+            },
+        };
+        let skill = self.skill;
+        // Guests turn refused memory growth into all kinds of errors; name the real cause.
+        Err(Failure::Skill(match store.data().limiter.refusal() {
+            Some(refusal) => {
+                format!("skill '{skill}' {problem} (the host refused memory growth: {refusal})")
+            }
+            None => format!("skill '{skill}' {problem}"),
+        }))
+    }
+}
+
+/// Failures that are the host's doing rather than the skill's.
+fn host_side(error: &wasmtime::Error) -> Option<Failure> {
+    if let Some(pool) = error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
+        return Some(Failure::PoolExhausted(pool.to_string()));
+    }
+    if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return Some(Failure::Deadline);
+    }
+    None
+}
+
+/// The cause first (`wasm trap: ...`), then where it happened.
+fn describe_trap(error: &wasmtime::Error) -> String {
+    let mut text = format!("failed: {}", error.root_cause());
+    if let Some(backtrace) = error.downcast_ref::<WasmBacktrace>() {
+        text.push_str(&format!("\n{backtrace}"));
+    }
+    text
+}

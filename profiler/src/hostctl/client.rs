@@ -1,0 +1,134 @@
+//! A small HTTP/1 client for the skill host API. Connections are pooled and kept alive,
+//! so the runner measures the host, not TCP handshakes.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client as Pool;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    pool: Pool<HttpConnector, Full<Bytes>>,
+}
+
+/// One answer of the host: its status and body, whatever the status.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn is_ok(&self) -> bool {
+        self.status.is_success()
+    }
+
+    /// The body as text, for messages.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_slice(&self.body).with_context(|| {
+            format!(
+                "the host answered {} with a body that is not the expected JSON: {}",
+                self.status,
+                self.text()
+            )
+        })
+    }
+
+    /// The body's `error` message if there is one, else the body.
+    pub fn error_message(&self) -> String {
+        self.json::<Value>()
+            .ok()
+            .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| self.text())
+    }
+}
+
+impl Client {
+    /// A client for the host at `base` (e.g. `http://127.0.0.1:8081`).
+    pub fn new(base: &str) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let pool = Pool::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Client {
+            base: base.trim_end_matches('/').to_owned(),
+            pool,
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends one request; transport failures are errors, any HTTP status is a [`Reply`].
+    pub async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<Reply> {
+        let uri = format!("{}{path}", self.base);
+        let mut request = Request::builder().method(method.clone()).uri(&uri);
+        if body.is_some() {
+            request = request.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let response = self
+            .pool
+            .request(request)
+            .await
+            .with_context(|| format!("{method} {uri}"))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .with_context(|| format!("reading the answer to {method} {uri}"))?
+            .to_bytes();
+        Ok(Reply { status, body })
+    }
+
+    /// GET of a JSON document that must succeed.
+    pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let reply = self.send(Method::GET, path, None).await?;
+        if !reply.is_ok() {
+            bail!("GET {path}: {} {}", reply.status, reply.error_message());
+        }
+        reply.json()
+    }
+
+    /// Registered skills, sorted.
+    pub async fn skills(&self) -> Result<Vec<String>> {
+        self.get_json("/skills").await
+    }
+
+    /// Compiled skills, sorted.
+    pub async fn cached_skills(&self) -> Result<Vec<String>> {
+        self.get_json("/cached_skills").await
+    }
+
+    /// One `POST /execute_skill`.
+    pub async fn execute(&self, skill: &str, input: &Value) -> Result<Reply> {
+        let body = serde_json::to_vec(&json!({ "skill": skill, "input": input }))?;
+        self.send(Method::POST, "/execute_skill", Some(body)).await
+    }
+
+    /// `DELETE /cached_skills/{name}`.
+    pub async fn drop_cached(&self, skill: &str) -> Result<Reply> {
+        self.send(Method::DELETE, &format!("/cached_skills/{skill}"), None)
+            .await
+    }
+
+    /// Whether the host answers its health check now.
+    pub async fn healthy(&self) -> bool {
+        matches!(self.send(Method::GET, "/healthcheck", None).await, Ok(reply) if reply.is_ok())
+    }
+}

@@ -1,0 +1,11 @@
+//! Everything about a skill host as seen from outside: starting one (ours or any other that
+//! follows the same conventions), its HTTP API, and its skills directory. Knows nothing of
+//! probes or output formats.
+
+pub mod client;
+pub mod process;
+pub mod skills_dir;
+
+pub use client::{Client, Reply};
+pub use process::{HostProcess, HostSpec, Stopped};
+pub use skills_dir::SkillsDir;

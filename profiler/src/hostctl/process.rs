@@ -1,0 +1,210 @@
+//! Starting a host process, waiting until it serves, and stopping it the way the harness
+//! did (SIGTERM, wait until reaped), with SIGKILL as the last resort.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use tokio::process::{Child, Command};
+
+use super::client::Client;
+
+/// How to start a host. Any host works that serves the skillhost HTTP API on loopback and
+/// registers skills from a directory; `{skills_dir}` and `{port}` in `args` and in `env`
+/// values are replaced by the run's skills directory and port.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostSpec {
+    pub bin: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Arguments that connect our own host to a run; other hosts need their own.
+pub const SKILLHOST_ARGS: [&str; 4] = ["--skills-dir", "{skills_dir}", "--port", "{port}"];
+
+impl HostSpec {
+    /// Our skillhost, found next to the running executable, with `extra` flags appended.
+    pub fn skillhost(extra: &[String]) -> Result<Self> {
+        let mut args: Vec<String> = SKILLHOST_ARGS.iter().map(|s| s.to_string()).collect();
+        args.extend_from_slice(extra);
+        Ok(HostSpec {
+            bin: find_skillhost()?,
+            args,
+            env: Vec::new(),
+        })
+    }
+
+    fn expand(&self, text: &str, skills_dir: &Path, port: u16) -> String {
+        text.replace("{skills_dir}", &skills_dir.display().to_string())
+            .replace("{port}", &port.to_string())
+    }
+}
+
+/// `skillhost` sits next to `skillprof` in a cargo target directory (or one level up, for
+/// test executables in `deps/`).
+fn find_skillhost() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the running executable")?;
+    let dir = exe.parent().context("the executable has no directory")?;
+    [dir.join("skillhost"), dir.join("../skillhost")]
+        .into_iter()
+        .find(|candidate| candidate.is_file())
+        .with_context(|| {
+            format!(
+                "skillhost is not next to {}; build it with `cargo build --release -p skillhost`, \
+                 or name another host with --host-bin",
+                exe.display()
+            )
+        })
+}
+
+/// A running host.
+pub struct HostProcess {
+    child: Child,
+    pid: u32,
+    log: PathBuf,
+    pub client: Client,
+}
+
+/// How a host ended.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    pub status: ExitStatus,
+    /// It ignored SIGTERM for the whole grace period and was SIGKILLed.
+    pub killed: bool,
+    /// From SIGTERM to reaped.
+    pub took: Duration,
+}
+
+impl HostProcess {
+    /// Starts the host on a free loopback port, its output going to `log`, and waits until
+    /// `GET /healthcheck` answers. Fails with the end of the log if the host exits first or
+    /// is not ready within `ready_timeout`.
+    pub async fn start(
+        spec: &HostSpec,
+        skills_dir: &Path,
+        log: &Path,
+        ready_timeout: Duration,
+    ) -> Result<Self> {
+        let port = free_port()?;
+        let output = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let mut command = Command::new(&spec.bin);
+        command
+            .args(
+                spec.args
+                    .iter()
+                    .map(|arg| spec.expand(arg, skills_dir, port)),
+            )
+            .envs(
+                spec.env
+                    .iter()
+                    .map(|(k, v)| (k, spec.expand(v, skills_dir, port))),
+            )
+            .stdin(Stdio::null())
+            .stdout(output.try_clone()?)
+            .stderr(output)
+            .kill_on_drop(true);
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting the host {}", spec.bin.display()))?;
+        let pid = child.id().context("the host exited at once")?;
+        let mut host = HostProcess {
+            child,
+            pid,
+            log: log.to_path_buf(),
+            client: Client::new(&format!("http://127.0.0.1:{port}")),
+        };
+        host.wait_until_ready(ready_timeout).await?;
+        Ok(host)
+    }
+
+    async fn wait_until_ready(&mut self, timeout: Duration) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "the host exited ({status}) before it was ready; the end of its log {}:\n{}",
+                    self.log.display(),
+                    tail(&self.log)
+                );
+            }
+            if self.client.healthy().await {
+                return Ok(());
+            }
+            if started.elapsed() > timeout {
+                bail!(
+                    "the host did not answer {}/healthcheck within {} s; the end of its log {}:\n{}",
+                    self.client.base(),
+                    timeout.as_secs(),
+                    self.log.display(),
+                    tail(&self.log)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The host's exit status if it has exited (crashed or was killed from outside).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// The end of the host's log, for error messages.
+    pub fn log_tail(&self) -> String {
+        tail(&self.log)
+    }
+
+    /// Sends SIGTERM and waits until the host is reaped; SIGKILL after `grace`.
+    pub async fn stop(mut self, grace: Duration) -> Result<Stopped> {
+        let started = Instant::now();
+        if let Some(status) = self.child.try_wait()? {
+            return Ok(Stopped {
+                status,
+                killed: false,
+                took: Duration::ZERO,
+            });
+        }
+        signal(self.pid, libc::SIGTERM)?;
+        let (status, killed) = match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => (status?, false),
+            Err(_) => {
+                self.child.start_kill()?;
+                (self.child.wait().await?, true)
+            }
+        };
+        Ok(Stopped {
+            status,
+            killed,
+            took: started.elapsed(),
+        })
+    }
+}
+
+fn signal(pid: u32, signal: i32) -> Result<()> {
+    let pid = libc::pid_t::try_from(pid)?;
+    // SAFETY: kill(2) on our own child's pid, which stays valid until we reap it.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("signalling the host");
+    }
+    Ok(())
+}
+
+/// A port that was free a moment ago. Another host's API cannot be told to pick one and
+/// report it, so the runner picks.
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn tail(log: &Path) -> String {
+    const LINES: usize = 20;
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LINES)..].join("\n")
+}

@@ -1,0 +1,84 @@
+//! What the integration tests share: the built sample skills and a real skillhost in a
+//! temporary directory.
+
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use skillprof::hostctl::{Client, HostProcess, HostSpec, SkillsDir};
+use tempfile::TempDir;
+
+/// A component from `cargo xtask build-skills`; a missing one fails the test loudly.
+pub fn skill(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../build/skills")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo xtask build-skills` (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+pub struct TestHost {
+    pub host: HostProcess,
+    pub skills: SkillsDir,
+    pub dir: TempDir,
+}
+
+impl TestHost {
+    /// Our skillhost with `flags`, scanning its skills directory every 50 ms.
+    pub async fn start(flags: &[&str]) -> TestHost {
+        let dir = tempfile::tempdir().unwrap();
+        let skills = SkillsDir::create(&dir.path().join("skills")).unwrap();
+        let mut extra = vec!["--scan-interval-ms".to_string(), "50".to_string()];
+        extra.extend(flags.iter().map(|s| s.to_string()));
+        let spec = HostSpec::skillhost(&extra).unwrap();
+        let host = HostProcess::start(
+            &spec,
+            skills.path(),
+            &dir.path().join("host.log"),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        TestHost { host, skills, dir }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.host.client
+    }
+
+    /// Registers `name` as a copy of the sample `artifact` and waits until it is listed.
+    pub async fn add(&self, name: &str, artifact: &str) {
+        self.skills.add(name, &skill(artifact)).unwrap();
+        self.wait_until(|skills| skills.iter().any(|s| s == name))
+            .await;
+    }
+
+    pub async fn wait_until(&self, listed: impl Fn(&[String]) -> bool) {
+        let started = Instant::now();
+        loop {
+            let skills = self.client().skills().await.unwrap();
+            if listed(&skills) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the skills directory change was not noticed in 10 s; listed: {skills:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn metrics(&self) -> Value {
+        self.client().get_json("/metrics").await.unwrap()
+    }
+
+    pub fn log(&self) -> String {
+        self.host.log_tail()
+    }
+}

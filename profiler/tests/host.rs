@@ -1,0 +1,446 @@
+//! The real skillhost, started on an ephemeral loopback port, serving the real sample
+//! skills: every route, every failure path, both allocators, concurrency and shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestHost;
+use hyper::{Method, StatusCode};
+use serde_json::{Value, json};
+
+fn input(topic: &str, memory_kb: u64, wait_ms: u64) -> Value {
+    json!({ "topic": topic, "memory": memory_kb, "wait_time": wait_ms })
+}
+
+async fn status_of(host: &TestHost, name: &str) -> Value {
+    host.client()
+        .get_json(&format!("/skills/{name}"))
+        .await
+        .unwrap()
+}
+
+/// Executes and returns the JSON answer, failing with the host's message otherwise.
+async fn run_ok(host: &TestHost, skill: &str, input: &Value) -> Value {
+    let reply = host.client().execute(skill, input).await.unwrap();
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{skill}: {}\n{}",
+        reply.text(),
+        host.log()
+    );
+    reply.json().unwrap()
+}
+
+async fn run_failing(host: &TestHost, skill: &str, input: &Value, status: StatusCode) -> String {
+    let reply = host.client().execute(skill, input).await.unwrap();
+    assert_eq!(reply.status, status, "{skill}: {}", reply.text());
+    reply.error_message()
+}
+
+/// The host still serves after a failure.
+async fn assert_healthy(host: &TestHost) {
+    assert!(
+        host.client().healthy().await,
+        "host unhealthy:\n{}",
+        host.log()
+    );
+    let answer = run_ok(host, "hello", &json!({"topic": "again"})).await;
+    assert_eq!(answer["greeting"], "Hello, again!");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_route_with_both_sample_skills() {
+    let host = TestHost::start(&[]).await;
+    host.add("sample_rs1", "sample_rs").await;
+    host.add("sample_py1", "sample_py").await;
+    host.add("hello", "hello").await;
+
+    assert_eq!(
+        host.client().skills().await.unwrap(),
+        ["hello", "sample_py1", "sample_rs1"]
+    );
+    assert!(
+        host.client().cached_skills().await.unwrap().is_empty(),
+        "compilation is lazy"
+    );
+    assert_eq!(status_of(&host, "sample_py1").await["state"], "registered");
+
+    for skill in ["sample_rs1", "sample_py1"] {
+        let answer = run_ok(&host, skill, &input("Alice", 1000, 20)).await;
+        let greeting = answer["greeting"].as_str().unwrap();
+        assert!(greeting.contains("Alice"), "{greeting}");
+        let chunks = answer["chunks"].as_u64().unwrap();
+        // 1000 KB in chunks of 100..=300 KB.
+        assert!((4..=10).contains(&chunks), "{skill}: {chunks} chunks");
+    }
+    assert_eq!(
+        host.client().cached_skills().await.unwrap(),
+        ["sample_py1", "sample_rs1"]
+    );
+    let status = status_of(&host, "sample_rs1").await;
+    assert_eq!(status["state"], "compiled");
+    assert_eq!(status["origin"], "compiled");
+
+    let metrics = host.metrics().await;
+    assert_eq!(metrics["compiled_skills"], 2);
+    assert_eq!(metrics["registered_skills"], 3);
+    assert_eq!(metrics["instances_live"], 0);
+    assert_eq!(metrics["requests_ok"], 2);
+    assert_eq!(metrics["allocator"], "on-demand");
+    assert!(metrics.get("pooling").is_none());
+
+    // Eviction, then re-compilation on the next request.
+    let evicted: Value = host
+        .client()
+        .drop_cached("sample_rs1")
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(evicted, json!({"skill": "sample_rs1", "evicted": true}));
+    assert_eq!(host.client().cached_skills().await.unwrap(), ["sample_py1"]);
+    let again: Value = host
+        .client()
+        .drop_cached("sample_rs1")
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(again["evicted"], false);
+    run_ok(&host, "sample_rs1", &input("Bob", 0, 0)).await;
+    assert_eq!(host.metrics().await["compilations"], 3);
+
+    // Removing the file unregisters the skill.
+    assert!(host.skills.remove("sample_rs1").unwrap());
+    host.wait_until(|skills| !skills.iter().any(|s| s == "sample_rs1"))
+        .await;
+    let message = run_failing(
+        &host,
+        "sample_rs1",
+        &input("x", 0, 0),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    assert!(message.contains("unknown skill"), "{message}");
+
+    let health = host
+        .client()
+        .send(Method::GET, "/healthcheck", None)
+        .await
+        .unwrap();
+    assert_eq!(health.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_wasm_fails_alone_and_shows_why() {
+    let host = TestHost::start(&[]).await;
+    host.skills
+        .add_bytes("broken", b"\0asm this is not a component")
+        .unwrap();
+    host.add("hello", "hello").await;
+
+    let message = run_failing(
+        &host,
+        "broken",
+        &json!({}),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+    .await;
+    assert!(message.contains("failed to compile"), "{message}");
+    let status = status_of(&host, "broken").await;
+    assert_eq!(status["state"], "failed");
+    assert!(!status["error"].as_str().unwrap().is_empty());
+    assert_eq!(host.metrics().await["failed_skills"], 1);
+    assert_healthy(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trap_or_skill_error_is_a_500_and_the_host_stays_healthy() {
+    let host = TestHost::start(&[]).await;
+    host.add("trap", "trap").await;
+    host.add("hello", "hello").await;
+
+    let trapped = run_failing(&host, "trap", &json!({}), StatusCode::INTERNAL_SERVER_ERROR).await;
+    assert!(trapped.contains("unreachable"), "{trapped}");
+    let internal = run_failing(
+        &host,
+        "trap",
+        &json!({"mode": "error"}),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+    .await;
+    assert!(internal.contains("internal error"), "{internal}");
+    let invalid = run_failing(
+        &host,
+        "trap",
+        &json!({"mode": "invalid"}),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    assert!(invalid.contains("rejected its input"), "{invalid}");
+    assert_healthy(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skill_over_its_memory_limit_gets_a_clear_500() {
+    let host = TestHost::start(&["--memory-limit-mib", "32"]).await;
+    host.add("sample_rs1", "sample_rs").await;
+    host.add("hello", "hello").await;
+
+    run_ok(&host, "sample_rs1", &input("fits", 10_000, 0)).await;
+    let message = run_failing(
+        &host,
+        "sample_rs1",
+        &input("big", 100_000, 0),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+    .await;
+    assert!(
+        message.contains("refused memory growth: limit 32 MiB"),
+        "{message}"
+    );
+    assert_healthy(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_past_their_deadline_are_stopped() {
+    let host = TestHost::start(&["--deadline-ms", "300"]).await;
+    host.add("sample_rs1", "sample_rs").await;
+    host.add("trap", "trap").await;
+    host.add("hello", "hello").await;
+
+    // Asleep in WASI, and busy in guest code: both are stopped.
+    let asleep = run_failing(
+        &host,
+        "sample_rs1",
+        &input("late", 0, 60_000),
+        StatusCode::GATEWAY_TIMEOUT,
+    )
+    .await;
+    assert!(asleep.contains("deadline of 300 ms"), "{asleep}");
+    let busy = run_failing(
+        &host,
+        "trap",
+        &json!({"mode": "loop"}),
+        StatusCode::GATEWAY_TIMEOUT,
+    )
+    .await;
+    assert!(busy.contains("deadline"), "{busy}");
+    assert_eq!(
+        host.metrics().await["instances_live"],
+        0,
+        "timed-out instances are dropped"
+    );
+    assert_healthy(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_json_and_bad_names_are_400() {
+    let host = TestHost::start(&[]).await;
+    host.add("hello", "hello").await;
+    let client = host.client();
+
+    let not_json = client
+        .send(Method::POST, "/execute_skill", Some(b"{not json".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(not_json.status, StatusCode::BAD_REQUEST);
+    assert!(not_json.error_message().contains("invalid request body"));
+    let no_skill = client
+        .send(
+            Method::POST,
+            "/execute_skill",
+            Some(br#"{"input": {}}"#.to_vec()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(no_skill.status, StatusCode::BAD_REQUEST);
+
+    for name in ["../hello", "hello.wasm", "a/b", "", "x y"] {
+        let message = run_failing(&host, name, &json!({}), StatusCode::BAD_REQUEST).await;
+        assert!(message.contains("skill name"), "{name:?}: {message}");
+    }
+    let unknown = run_failing(&host, "nope", &json!({}), StatusCode::BAD_REQUEST).await;
+    assert!(unknown.contains("unknown skill 'nope'"), "{unknown}");
+
+    let evict_unknown = client.drop_cached("nope").await.unwrap();
+    assert_eq!(evict_unknown.status, StatusCode::NOT_FOUND);
+    let evict_bad = client.drop_cached("..").await.unwrap();
+    assert_eq!(evict_bad.status, StatusCode::BAD_REQUEST);
+    let status_bad = client.send(Method::GET, "/skills/a.b", None).await.unwrap();
+    assert_eq!(status_bad.status, StatusCode::BAD_REQUEST);
+
+    // `input` may be left out: the skill gets `{}`.
+    let no_input = client
+        .send(
+            Method::POST,
+            "/execute_skill",
+            Some(br#"{"skill": "hello"}"#.to_vec()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(no_input.status, StatusCode::OK, "{}", no_input.text());
+    assert_eq!(
+        no_input.json::<Value>().unwrap()["greeting"],
+        "Hello, world!"
+    );
+    assert_healthy(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pooling_allocator_serves_both_samples_and_reports_its_pool() {
+    let host = TestHost::start(&["--allocator", "pooling", "--pool-instances", "50"]).await;
+    host.add("sample_rs1", "sample_rs").await;
+    host.add("sample_py1", "sample_py").await;
+    for skill in ["sample_rs1", "sample_py1"] {
+        for round in 0..3 {
+            run_ok(&host, skill, &input(&format!("round {round}"), 500, 0)).await;
+        }
+    }
+    let metrics = host.metrics().await;
+    assert_eq!(metrics["allocator"], "pooling");
+    assert_eq!(
+        metrics["max_concurrent_requests"], 50,
+        "capped at the pool size"
+    );
+    let pool = &metrics["pooling"];
+    assert_eq!(pool["component_instances"], 0, "no request is running");
+    assert!(
+        pool["unused_warm_memories"].as_u64().unwrap() >= 1,
+        "{pool}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disk_cache_is_reused_by_the_next_host() {
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().to_str().unwrap();
+    for expected in ["compiled", "disk_cache"] {
+        let host = TestHost::start(&["--cache-dir", cache_dir]).await;
+        host.add("sample_rs1", "sample_rs").await;
+        run_ok(&host, "sample_rs1", &input("cached", 100, 0)).await;
+        assert_eq!(status_of(&host, "sample_rs1").await["origin"], expected);
+        host.host.stop(Duration::from_secs(10)).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn identical_files_share_one_compilation_only_when_asked() {
+    for (flags, compilations, second) in [
+        (&[][..], 2, "compiled"),
+        (&["--share-identical"][..], 1, "shared"),
+    ] {
+        let host = TestHost::start(flags).await;
+        host.add("sample_rs1", "sample_rs").await;
+        host.add("sample_rs2", "sample_rs").await;
+        run_ok(&host, "sample_rs1", &input("one", 0, 0)).await;
+        run_ok(&host, "sample_rs2", &input("two", 0, 0)).await;
+        assert_eq!(
+            host.metrics().await["compilations"],
+            compilations,
+            "{flags:?}"
+        );
+        assert_eq!(
+            status_of(&host, "sample_rs2").await["origin"],
+            second,
+            "{flags:?}"
+        );
+    }
+}
+
+/// Sleeping guests must not hold OS threads: 1,000 requests sleeping 9 s each are all in
+/// flight at the same moment on a 2-core machine.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thousand_sleeping_requests_run_at_once() {
+    const REQUESTS: usize = 1000;
+    let host = TestHost::start(&[]).await;
+    host.add("sample_rs1", "sample_rs").await;
+    run_ok(&host, "sample_rs1", &input("warm", 0, 0)).await;
+
+    let requests: Vec<_> = (0..REQUESTS)
+        .map(|i| {
+            let client = host.client().clone();
+            tokio::spawn(async move {
+                client
+                    .execute("sample_rs1", &input(&format!("sleeper {i}"), 42, 9000))
+                    .await
+            })
+        })
+        .collect();
+    let mut most_live = 0;
+    while most_live < REQUESTS as u64 && !requests.iter().all(|r| r.is_finished()) {
+        most_live = most_live.max(host.metrics().await["instances_live"].as_u64().unwrap());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut ok = 0;
+    for request in requests {
+        let reply = request.await.unwrap().unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        ok += 1;
+    }
+    assert_eq!(ok, REQUESTS);
+    assert_eq!(most_live, REQUESTS as u64, "all sleepers were live at once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_drains_in_flight_requests_and_exits_0() {
+    const REQUESTS: u64 = 20;
+    let host = TestHost::start(&["--drain-timeout-ms", "10000"]).await;
+    host.add("sample_rs1", "sample_rs").await;
+    run_ok(&host, "sample_rs1", &input("warm", 0, 0)).await;
+
+    let requests: Vec<_> = (0..REQUESTS)
+        .map(|_| {
+            let client = host.client().clone();
+            tokio::spawn(async move {
+                client
+                    .execute("sample_rs1", &input("drain", 100, 1500))
+                    .await
+            })
+        })
+        .collect();
+    while host.metrics().await["requests_in_flight"] != REQUESTS {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stopped = host.host.stop(Duration::from_secs(20)).await.unwrap();
+    for request in requests {
+        let reply = request.await.unwrap().unwrap();
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "in-flight request was cut: {}",
+            reply.text()
+        );
+    }
+    assert_eq!(stopped.status.code(), Some(0), "{stopped:?}");
+    assert!(!stopped.killed);
+    assert!(
+        stopped.took < Duration::from_secs(10),
+        "within the drain timeout: {stopped:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_that_times_out_exits_1() {
+    let host = TestHost::start(&["--drain-timeout-ms", "300"]).await;
+    host.add("sample_rs1", "sample_rs").await;
+    run_ok(&host, "sample_rs1", &input("warm", 0, 0)).await;
+    let client = host.client().clone();
+    let sleeper = tokio::spawn(async move {
+        client
+            .execute("sample_rs1", &input("long", 0, 30_000))
+            .await
+    });
+    while host.metrics().await["requests_in_flight"] != 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stopped = host.host.stop(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(stopped.status.code(), Some(1), "{stopped:?}");
+    assert!(!stopped.killed);
+    assert!(
+        sleeper.await.unwrap().is_err(),
+        "the cut request sees its connection close"
+    );
+}
