@@ -34,4 +34,8 @@ if ! "$BUILD/venv/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONE
     python3 -m venv "$BUILD/venv"
     "$BUILD/venv/bin/pip" install --quiet "componentize-py==$COMPONENTIZE_PY"
 fi
+if [ ! -x "$BUILD/bin/hey" ]; then
+    step "hey (HTTP load generator for the host benchmark) in build/bin"
+    GOBIN="$BUILD/bin" go install github.com/rakyll/hey@v0.1.4
+fi
 step "toolchains ready"

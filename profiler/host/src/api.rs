@@ -16,6 +16,8 @@ use tokio::sync::Semaphore;
 use wasmtime::Engine;
 
 use crate::config::HostConfig;
+
+const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
 use crate::invoke::{Failure, Invocation};
 use crate::metrics::Metrics;
 use crate::names;
@@ -100,7 +102,19 @@ async fn execute(app: &App, body: &[u8]) -> Response {
         metrics: &app.metrics,
     };
     match invocation.run(&input).await {
-        Ok(output) => ([(header::CONTENT_TYPE, "application/json")], output).into_response(),
+        Ok(answer) => {
+            // Server-Timing lets clients split latency without trusting their own clocks.
+            let timing = format!(
+                "instantiate;dur={:.3}, call;dur={:.3}",
+                answer.instantiate.as_secs_f64() * 1e3,
+                answer.call.as_secs_f64() * 1e3
+            );
+            let headers = [
+                (header::CONTENT_TYPE, "application/json".to_owned()),
+                (SERVER_TIMING, timing),
+            ];
+            (headers, answer.output).into_response()
+        }
         Err(Failure::InvalidInput(message)) => error(
             StatusCode::BAD_REQUEST,
             format!("skill '{}' rejected its input: {message}", slot.name),

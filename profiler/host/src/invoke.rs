@@ -37,6 +37,13 @@ impl WasiView for RequestState {
     }
 }
 
+/// A skill's JSON output and where the request's time went.
+pub struct Answer {
+    pub output: Vec<u8>,
+    pub instantiate: Duration,
+    pub call: Duration,
+}
+
 /// Why a request did not produce output; each maps to one HTTP status.
 #[derive(Debug)]
 pub enum Failure {
@@ -59,7 +66,7 @@ pub struct Invocation<'a> {
 }
 
 impl Invocation<'_> {
-    pub async fn run(&self, input: &[u8]) -> Result<Vec<u8>, Failure> {
+    pub async fn run(&self, input: &[u8]) -> Result<Answer, Failure> {
         let engine = self.pre.engine();
         let state = RequestState {
             wasi: WasiCtx::builder().inherit_stderr().build(),
@@ -85,8 +92,10 @@ impl Invocation<'_> {
 
         // The timeout covers guests that wait in WASI (sleeping), which run no guest code
         // and so never see an epoch tick; dropping the future cancels the call.
+        let mut instantiated = None;
         let call = async {
             let skill = self.pre.instantiate_async(&mut store).await?;
+            instantiated = Some(started.elapsed());
             skill.call_run(&mut store, input).await
         };
         let outcome = match tokio::time::timeout(deadline, call).await {
@@ -95,7 +104,15 @@ impl Invocation<'_> {
         };
         let problem = match outcome {
             Ok(Ok(output)) => match serde_json::from_slice::<serde::de::IgnoredAny>(&output) {
-                Ok(_) => return Ok(output),
+                Ok(_) => {
+                    let instantiate = instantiated.unwrap_or_default();
+                    let call = started.elapsed().saturating_sub(instantiate);
+                    return Ok(Answer {
+                        output,
+                        instantiate,
+                        call,
+                    });
+                }
                 Err(e) => format!("answered with invalid JSON: {e}"),
             },
             Ok(Err(SkillError::InvalidInput(message))) => {

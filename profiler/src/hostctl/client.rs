@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::{Method, Request, StatusCode};
+use hyper::{HeaderMap, Method, Request, StatusCode};
 use hyper_util::client::legacy::Client as Pool;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -19,10 +19,11 @@ pub struct Client {
     pool: Pool<HttpConnector, Full<Bytes>>,
 }
 
-/// One answer of the host: its status and body, whatever the status.
+/// One answer of the host: its status, headers and body, whatever the status.
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: StatusCode,
+    pub headers: HeaderMap,
     pub body: Bytes,
 }
 
@@ -43,6 +44,17 @@ impl Reply {
                 self.status,
                 self.text()
             )
+        })
+    }
+
+    /// One metric's duration from the `Server-Timing` header (skillhost sends `instantiate`
+    /// and `call`), in milliseconds.
+    pub fn server_timing(&self, metric: &str) -> Option<f64> {
+        let header = self.headers.get("server-timing")?.to_str().ok()?;
+        header.split(',').find_map(|entry| {
+            let mut parts = entry.trim().split(';');
+            (parts.next()? == metric)
+                .then(|| parts.find_map(|p| p.trim().strip_prefix("dur=")?.parse().ok()))?
         })
     }
 
@@ -87,13 +99,18 @@ impl Client {
             .await
             .with_context(|| format!("{method} {uri}"))?;
         let status = response.status();
+        let headers = response.headers().clone();
         let body = response
             .into_body()
             .collect()
             .await
             .with_context(|| format!("reading the answer to {method} {uri}"))?
             .to_bytes();
-        Ok(Reply { status, body })
+        Ok(Reply {
+            status,
+            headers,
+            body,
+        })
     }
 
     /// GET of a JSON document that must succeed.
@@ -125,6 +142,26 @@ impl Client {
     pub async fn drop_cached(&self, skill: &str) -> Result<Reply> {
         self.send(Method::DELETE, &format!("/cached_skills/{skill}"), None)
             .await
+    }
+
+    /// Polls `GET /skills` until every one of `names` is listed, as the harness did after
+    /// adding skills: hosts notice new files only at their next scan.
+    pub async fn wait_until_listed(&self, names: &[String], timeout: Duration) -> Result<()> {
+        let started = std::time::Instant::now();
+        loop {
+            let listed = self.skills().await?;
+            let missing: Vec<&String> = names.iter().filter(|n| !listed.contains(n)).collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() > timeout {
+                bail!(
+                    "the host did not list {missing:?} within {} s of their files appearing",
+                    timeout.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Whether the host answers its health check now.

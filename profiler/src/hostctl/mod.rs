@@ -8,4 +8,4 @@ pub mod skills_dir;
 
 pub use client::{Client, Reply};
 pub use process::{HostProcess, HostSpec, Stopped};
-pub use skills_dir::SkillsDir;
+pub use skills_dir::{Samples, SkillsDir};

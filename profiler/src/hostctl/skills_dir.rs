@@ -54,3 +54,46 @@ impl SkillsDir {
         self.path.join(format!("{name}.wasm"))
     }
 }
+
+/// Where the sample skill components are (`cargo xtask build-skills` writes them to
+/// `build/skills/` in the repository).
+pub struct Samples {
+    dir: PathBuf,
+}
+
+impl Samples {
+    pub fn new(dir: &Path) -> Self {
+        Samples {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// `build/skills` of the repository whose `target/<profile>/` holds the running
+    /// executable (test executables sit one level deeper, in `deps/`).
+    pub fn beside_executable() -> Result<Self> {
+        let exe = std::env::current_exe().context("locating the running executable")?;
+        exe.ancestors()
+            .skip(1)
+            .take(4)
+            .map(|dir| dir.join("build/skills"))
+            .find(|dir| dir.is_dir())
+            .map(|dir| Samples { dir })
+            .with_context(|| {
+                format!(
+                    "no build/skills folder above {}: run `cargo xtask build-skills`, or pass --samples DIR",
+                    exe.display()
+                )
+            })
+    }
+
+    /// The component of sample `name` (`sample_py`, `sample_rs`, `hello`, `trap`).
+    pub fn path(&self, name: &str) -> Result<PathBuf> {
+        let path = self.dir.join(format!("{name}.wasm"));
+        anyhow::ensure!(
+            path.is_file(),
+            "{} is missing: run `cargo xtask build-skills`",
+            path.display()
+        );
+        Ok(path)
+    }
+}

@@ -3,24 +3,18 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use skillprof::hostctl::{Client, HostProcess, HostSpec, SkillsDir};
+use skillprof::hostctl::{Client, HostProcess, HostSpec, Samples, SkillsDir};
 use tempfile::TempDir;
 
 /// A component from `cargo xtask build-skills`; a missing one fails the test loudly.
 pub fn skill(name: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../build/skills")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo xtask build-skills` (scripts/test.sh does)",
-        path.display()
-    );
-    path
+    Samples::beside_executable()
+        .and_then(|samples| samples.path(name))
+        .unwrap_or_else(|e| panic!("{e:#} (scripts/test.sh does)"))
 }
 
 pub struct TestHost {
@@ -55,8 +49,10 @@ impl TestHost {
     /// Registers `name` as a copy of the sample `artifact` and waits until it is listed.
     pub async fn add(&self, name: &str, artifact: &str) {
         self.skills.add(name, &skill(artifact)).unwrap();
-        self.wait_until(|skills| skills.iter().any(|s| s == name))
-            .await;
+        self.client()
+            .wait_until_listed(&[name.to_owned()], Duration::from_secs(10))
+            .await
+            .unwrap();
     }
 
     pub async fn wait_until(&self, listed: impl Fn(&[String]) -> bool) {

@@ -1,0 +1,278 @@
+//! Host benchmark: prints what the skill host costs, with the on-demand and the pooling
+//! allocator side by side, measured in the same run. Figures only, no pass/fail: these
+//! machines are noisy, so compare the ratios.
+//!
+//!     cargo bench -p skillprof --bench host [-- --copies N --seconds S]
+//!
+//! Needs `cargo xtask build-skills`, a release skillhost, and `hey` (scripts/setup.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use skillprof::hostctl::{Client, HostProcess, HostSpec, Samples, SkillsDir};
+
+const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];
+const LATENCY_REQUESTS: usize = 200;
+const HEY_CONNECTIONS: usize = 150;
+
+struct Options {
+    copies: usize,
+    seconds: u64,
+}
+
+#[derive(Default)]
+struct Figures {
+    rows: Vec<(String, f64)>,
+}
+
+impl Figures {
+    fn add(&mut self, name: impl Into<String>, value: f64) {
+        let name = name.into();
+        eprintln!("  {name}: {value:.1}");
+        self.rows.push((name, value));
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let options = parse_options()?;
+    let samples = Samples::beside_executable()?;
+    let hey = find_hey()?;
+    let mut results = Vec::new();
+    for allocator in ALLOCATORS {
+        eprintln!("allocator {allocator}:");
+        results.push(measure(allocator, &samples, &hey, &options).await?);
+    }
+    print_table(&results);
+    Ok(())
+}
+
+fn parse_options() -> Result<Options> {
+    let mut options = Options {
+        copies: 10,
+        seconds: 10,
+    };
+    // cargo bench passes `--bench`; skip what is not ours.
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--copies" => options.copies = args.next().context("--copies N")?.parse()?,
+            "--seconds" => options.seconds = args.next().context("--seconds S")?.parse()?,
+            _ => {}
+        }
+    }
+    Ok(options)
+}
+
+struct Bench {
+    host: HostProcess,
+    skills: SkillsDir,
+    _dir: tempfile::TempDir,
+}
+
+impl Bench {
+    async fn start(allocator: &str, cache: Option<&Path>) -> Result<Bench> {
+        let dir = tempfile::tempdir()?;
+        let skills = SkillsDir::create(&dir.path().join("skills"))?;
+        let mut flags = vec!["--allocator".to_owned(), allocator.to_owned()];
+        flags.extend(["--scan-interval-ms".to_owned(), "50".to_owned()]);
+        if let Some(cache) = cache {
+            flags.extend(["--cache-dir".to_owned(), cache.display().to_string()]);
+        }
+        let host = HostProcess::start(
+            &HostSpec::skillhost(&flags)?,
+            skills.path(),
+            &dir.path().join("host.log"),
+            Duration::from_secs(30),
+        )
+        .await?;
+        Ok(Bench {
+            host,
+            skills,
+            _dir: dir,
+        })
+    }
+
+    fn client(&self) -> &Client {
+        &self.host.client
+    }
+
+    /// Registers `name`, executes it once (which compiles or loads it) and returns the
+    /// host's own load time and where the code came from.
+    async fn load(&self, name: &str, artifact: &Path) -> Result<(f64, String)> {
+        self.skills.add(name, artifact)?;
+        self.client()
+            .wait_until_listed(&[name.to_owned()], Duration::from_secs(10))
+            .await?;
+        let reply = self
+            .client()
+            .execute(name, &json!({"topic": "bench"}))
+            .await?;
+        if !reply.is_ok() {
+            bail!("{name}: {} {}", reply.status, reply.error_message());
+        }
+        let status: Value = self.client().get_json(&format!("/skills/{name}")).await?;
+        let load_ms = status["load_ms"].as_f64().context("load_ms")?;
+        Ok((load_ms, status["origin"].as_str().unwrap_or("?").to_owned()))
+    }
+
+    fn rss_mib(&self) -> Result<f64> {
+        let pid = i32::try_from(self.host.pid())?;
+        let status = procfs::process::Process::new(pid)?.status()?;
+        Ok(status.vmrss.context("VmRSS")? as f64 / 1024.0)
+    }
+
+    fn vms_gib(&self) -> Result<f64> {
+        let pid = i32::try_from(self.host.pid())?;
+        let status = procfs::process::Process::new(pid)?.status()?;
+        Ok(status.vmsize.context("VmSize")? as f64 / (1024.0 * 1024.0))
+    }
+
+    async fn stop(self) -> Result<()> {
+        self.host.stop(Duration::from_secs(30)).await?;
+        Ok(())
+    }
+}
+
+async fn measure(
+    allocator: &str,
+    samples: &Samples,
+    hey: &Path,
+    options: &Options,
+) -> Result<Figures> {
+    let mut figures = Figures::default();
+    let cache = tempfile::tempdir()?;
+    let py = samples.path("sample_py")?;
+    let rs = samples.path("sample_rs")?;
+
+    // Compilation, request latency and throughput, on a host that fills the disk cache.
+    let bench = Bench::start(allocator, Some(cache.path())).await?;
+    figures.add("VMS of an idle host (GiB)", bench.vms_gib()?);
+    for (name, artifact) in [("sample_py1", &py), ("sample_rs1", &rs)] {
+        let (ms, origin) = bench.load(name, artifact).await?;
+        anyhow::ensure!(
+            origin == "compiled",
+            "{name} was {origin}, expected a compilation"
+        );
+        figures.add(format!("compile {name} (ms)"), ms);
+    }
+    bench.load("hello", &samples.path("hello")?).await?;
+    for skill in ["hello", "sample_rs1", "sample_py1"] {
+        let (p50, p99) = latency(bench.client(), skill).await?;
+        figures.add(format!("instantiate+call {skill} p50 (ms)"), p50);
+        figures.add(format!("instantiate+call {skill} p99 (ms)"), p99);
+    }
+    figures.add(
+        format!("hello requests/s, {HEY_CONNECTIONS} connections (hey)"),
+        requests_per_second(hey, bench.client(), options.seconds)?,
+    );
+    bench.stop().await?;
+
+    // Loading from the warm cache: mmap-backed, so copies share the page cache.
+    let bench = Bench::start(allocator, Some(cache.path())).await?;
+    for (name, artifact) in [("sample_py1", &py), ("sample_rs1", &rs)] {
+        let (ms, origin) = bench.load(name, artifact).await?;
+        anyhow::ensure!(
+            origin == "disk_cache",
+            "{name} was {origin}, expected the disk cache"
+        );
+        figures.add(format!("warm-cache load {name} (ms)"), ms);
+    }
+    bench.stop().await?;
+
+    for (label, cache) in [("compiled", None), ("from disk cache", Some(cache.path()))] {
+        let bench = Bench::start(allocator, cache).await?;
+        for copy in 1..=options.copies {
+            bench.load(&format!("sample_py{copy}"), &py).await?;
+            if copy == 1 || copy == 2 || copy == options.copies {
+                figures.add(
+                    format!("RSS with {copy} sample_py, {label} (MiB)"),
+                    bench.rss_mib()?,
+                );
+            }
+        }
+        bench.stop().await?;
+    }
+    Ok(figures)
+}
+
+/// p50 and p99 of the host's instantiate+call time over sequential requests.
+async fn latency(client: &Client, skill: &str) -> Result<(f64, f64)> {
+    let mut samples = Vec::with_capacity(LATENCY_REQUESTS);
+    for _ in 0..LATENCY_REQUESTS {
+        let reply = client.execute(skill, &json!({"topic": "latency"})).await?;
+        let instantiate = reply
+            .server_timing("instantiate")
+            .context("Server-Timing instantiate")?;
+        let call = reply.server_timing("call").context("Server-Timing call")?;
+        samples.push(instantiate + call);
+    }
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+    Ok((at(0.50), at(0.99)))
+}
+
+fn requests_per_second(hey: &Path, client: &Client, seconds: u64) -> Result<f64> {
+    let started = Instant::now();
+    let output = Command::new(hey)
+        .args([
+            "-z",
+            &format!("{seconds}s"),
+            "-c",
+            &HEY_CONNECTIONS.to_string(),
+        ])
+        .args(["-m", "POST", "-T", "application/json"])
+        .args(["-d", r#"{"skill": "hello", "input": {"topic": "hey"}}"#])
+        .arg(format!("{}/execute_skill", client.base()))
+        .output()
+        .with_context(|| format!("running {}", hey.display()))?;
+    let report = String::from_utf8_lossy(&output.stdout);
+    anyhow::ensure!(
+        output.status.success(),
+        "hey failed after {:?}: {report}",
+        started.elapsed()
+    );
+    let not_ok: Vec<&str> = report
+        .lines()
+        .filter(|line| line.trim_start().starts_with('[') && !line.contains("[200]"))
+        .collect();
+    anyhow::ensure!(not_ok.is_empty(), "hey saw failed requests: {not_ok:?}");
+    report
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Requests/sec:"))
+        .and_then(|value| value.trim().parse().ok())
+        .with_context(|| format!("no Requests/sec in hey's report:\n{report}"))
+}
+
+fn find_hey() -> Result<PathBuf> {
+    let repo_bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/bin/hey");
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join("hey"))
+        .chain([repo_bin])
+        .find(|candidate| candidate.is_file())
+        .context("hey is not installed: run scripts/setup.sh (it puts hey in build/bin)")
+}
+
+fn print_table(results: &[Figures]) {
+    let [on_demand, pooling] = results else {
+        unreachable!("two allocators")
+    };
+    let width = on_demand
+        .rows
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
+    println!(
+        "\n{:width$}  {:>12}  {:>12}  {:>8}",
+        "host benchmark", ALLOCATORS[0], ALLOCATORS[1], "ratio"
+    );
+    for ((name, a), (_, b)) in on_demand.rows.iter().zip(&pooling.rows) {
+        println!("{name:width$}  {a:>12.1}  {b:>12.1}  {:>8.2}", b / a);
+    }
+}
