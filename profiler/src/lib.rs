@@ -8,3 +8,4 @@ pub mod cmds;
 pub mod hostctl;
 pub mod output;
 pub mod probes;
+pub mod record;

@@ -1,0 +1,113 @@
+//! The result record: one per entry, the single contract between measuring and reporting.
+//! Every metric group writes itself into a [`Row`] of named cells; `commands.csv`, the run
+//! log and the explanations are views of those rows. A new metric is added in one place,
+//! its group, and documented once, in [`COLUMNS`].
+
+use std::fmt::Write as _;
+
+/// Named cells in a fixed order. Column names carry their unit (`took_ms`, `rss_kb`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Row {
+    cells: Vec<(String, String)>,
+}
+
+impl Row {
+    pub fn int(&mut self, name: impl Into<String>, value: impl Into<i128>) -> &mut Self {
+        self.cells.push((name.into(), value.into().to_string()));
+        self
+    }
+
+    /// Three decimals: enough for milliseconds measured in microseconds.
+    pub fn float(&mut self, name: impl Into<String>, value: f64) -> &mut Self {
+        let mut text = String::new();
+        let _ = write!(text, "{value:.3}");
+        self.cells.push((name.into(), text));
+        self
+    }
+
+    pub fn text(&mut self, name: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        self.cells.push((name.into(), value.into()));
+        self
+    }
+
+    /// A value that was not measured for this entry: an empty cell, never a made-up zero.
+    pub fn missing(&mut self, name: impl Into<String>) -> &mut Self {
+        self.cells.push((name.into(), String::new()));
+        self
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.cells.iter().map(|(name, _)| name.as_str())
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &str> {
+        self.cells.iter().map(|(_, value)| value.as_str())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.cells.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Anything measured per entry writes its cells through this.
+pub trait Metrics {
+    fn write(&self, row: &mut Row);
+}
+
+/// The documentation of every column `commands.csv` can have. A name ending in `*` stands
+/// for a family (per zone, per madvise advice). The README's column table is generated
+/// from this list, and a test checks that every emitted column is documented here.
+pub const COLUMNS: &[(&str, &str)] = &[
+    ("index", "entry number, from 0, in file order"),
+    ("cmd", "the entry as the harness names it: its tokens joined by single spaces"),
+    ("line", "line of the cmds file (empty for the implicit stop)"),
+    ("repeat", "how often the command ran within the entry"),
+    ("started_s", "start of the entry, in seconds since the host was ready"),
+    ("took_ms", "wall time of the entry"),
+    ("rss_before_kb", "host resident set size before the entry"),
+    ("rss_after_kb", "host resident set size after the entry (0 after stop)"),
+    ("rss_diff_kb", "rss_after_kb - rss_before_kb"),
+    ("rss_peak_kb", "largest host RSS seen during the entry (sampled, and at both ends)"),
+    ("vms_before_kb", "host virtual memory size before the entry"),
+    ("vms_after_kb", "host virtual memory size after the entry (0 after stop)"),
+    ("vms_diff_kb", "vms_after_kb - vms_before_kb"),
+    ("minflt", "minor page faults of the host during the entry (/proc/PID/stat)"),
+    ("majflt", "major page faults of the host during the entry (/proc/PID/stat)"),
+    ("threads", "host threads at the end of the entry"),
+    ("requests", "HTTP requests the entry sent to the host"),
+    ("request_errors", "requests that failed: transport errors and non-2xx answers"),
+    ("first_error", "the first failure's message"),
+    ("exit_status", "stop only: how the host ended (exit code or signal)"),
+    ("killed", "stop only: 1 if the host ignored SIGTERM and was SIGKILLed"),
+];
+
+/// The documentation of `column`, if it has any.
+pub fn documentation(column: &str) -> Option<&'static str> {
+    COLUMNS.iter().find_map(|(name, doc)| {
+        let matches = match name.strip_suffix('*') {
+            Some(prefix) => column.starts_with(prefix),
+            None => column == *name,
+        };
+        matches.then_some(*doc)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_keep_order_and_format() {
+        let mut row = Row::default();
+        row.int("a_kb", -5).float("b_ms", 1.23456).text("c", "x").missing("d");
+        assert_eq!(row.names().collect::<Vec<_>>(), ["a_kb", "b_ms", "c", "d"]);
+        assert_eq!(row.values().collect::<Vec<_>>(), ["-5", "1.235", "x", ""]);
+        assert_eq!(row.get("b_ms"), Some("1.235"));
+    }
+
+    #[test]
+    fn columns_are_looked_up_by_name() {
+        assert!(documentation("took_ms").is_some());
+        assert!(documentation("nonsense").is_none());
+    }
+}
