@@ -9,3 +9,4 @@ pub mod hostctl;
 pub mod output;
 pub mod probes;
 pub mod record;
+pub mod sample;

@@ -45,7 +45,10 @@ impl Row {
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.cells.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.cells
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -59,26 +62,87 @@ pub trait Metrics {
 /// from this list, and a test checks that every emitted column is documented here.
 pub const COLUMNS: &[(&str, &str)] = &[
     ("index", "entry number, from 0, in file order"),
-    ("cmd", "the entry as the harness names it: its tokens joined by single spaces"),
-    ("line", "line of the cmds file (empty for the implicit stop)"),
+    (
+        "cmd",
+        "the entry as the harness names it: its tokens joined by single spaces",
+    ),
+    (
+        "line",
+        "line of the cmds file (empty for the implicit stop)",
+    ),
     ("repeat", "how often the command ran within the entry"),
-    ("started_s", "start of the entry, in seconds since the host was ready"),
+    (
+        "started_s",
+        "start of the entry, in seconds since the host was ready",
+    ),
     ("took_ms", "wall time of the entry"),
     ("rss_before_kb", "host resident set size before the entry"),
-    ("rss_after_kb", "host resident set size after the entry (0 after stop)"),
+    (
+        "rss_after_kb",
+        "host resident set size after the entry (0 after stop)",
+    ),
     ("rss_diff_kb", "rss_after_kb - rss_before_kb"),
-    ("rss_peak_kb", "largest host RSS seen during the entry (sampled, and at both ends)"),
+    (
+        "rss_peak_kb",
+        "largest host RSS seen during the entry (sampled, and at both ends)",
+    ),
     ("vms_before_kb", "host virtual memory size before the entry"),
-    ("vms_after_kb", "host virtual memory size after the entry (0 after stop)"),
+    (
+        "vms_after_kb",
+        "host virtual memory size after the entry (0 after stop)",
+    ),
     ("vms_diff_kb", "vms_after_kb - vms_before_kb"),
-    ("minflt", "minor page faults of the host during the entry (/proc/PID/stat)"),
-    ("majflt", "major page faults of the host during the entry (/proc/PID/stat)"),
+    (
+        "minflt",
+        "minor page faults of the host during the entry (/proc/PID/stat)",
+    ),
+    (
+        "majflt",
+        "major page faults of the host during the entry (/proc/PID/stat)",
+    ),
     ("threads", "host threads at the end of the entry"),
     ("requests", "HTTP requests the entry sent to the host"),
-    ("request_errors", "requests that failed: transport errors and non-2xx answers"),
+    (
+        "request_errors",
+        "requests that failed: transport errors and non-2xx answers",
+    ),
     ("first_error", "the first failure's message"),
-    ("exit_status", "stop only: how the host ended (exit code or signal)"),
-    ("killed", "stop only: 1 if the host ignored SIGTERM and was SIGKILLed"),
+    (
+        "exit_status",
+        "stop only: how the host ended (exit code or signal)",
+    ),
+    (
+        "killed",
+        "stop only: 1 if the host ignored SIGTERM and was SIGKILLed",
+    ),
+    (
+        "samples",
+        "samples the sampler took during the entry, both boundary samples included",
+    ),
+    (
+        "psi_some_us",
+        "memory stall time during the entry in which at least one task stalled (/proc/pressure/memory; empty without PSI)",
+    ),
+    (
+        "psi_full_us",
+        "memory stall time during the entry in which all non-idle tasks stalled at once (empty without PSI)",
+    ),
+    (
+        "zones_min_free_pages",
+        "fewest free pages, summed over the populated zones, in any sample of the entry",
+    ),
+    (
+        "zones_lowest_band",
+        "lowest watermark band the summed free pages fell into: baseline [promo, inf), promo [high, promo), high [low, high), low [min, low), min [0, min); baseline starts at high without promo",
+    ),
+    (
+        "zone_*",
+        "per populated zone, zone_<node>_<name>_min_free_pages (fewest free pages in any sample) and zone_<node>_<name>_lowest_band (its lowest band, as zones_lowest_band, against the zone's own watermarks)",
+    ),
+    (
+        "vmstat_*",
+        "change of a /proc/vmstat counter over the entry (pgfault, pgmajfault, pgscan_*, pgsteal_*, allocstall_*, pgrefill, workingset_*, pswpin, pswpout; workingset_nodes is a gauge and can fall)",
+    ),
 ];
 
 /// The documentation of `column`, if it has any.
@@ -99,7 +163,10 @@ mod tests {
     #[test]
     fn rows_keep_order_and_format() {
         let mut row = Row::default();
-        row.int("a_kb", -5).float("b_ms", 1.23456).text("c", "x").missing("d");
+        row.int("a_kb", -5)
+            .float("b_ms", 1.23456)
+            .text("c", "x")
+            .missing("d");
         assert_eq!(row.names().collect::<Vec<_>>(), ["a_kb", "b_ms", "c", "d"]);
         assert_eq!(row.values().collect::<Vec<_>>(), ["-5", "1.235", "x", ""]);
         assert_eq!(row.get("b_ms"), Some("1.235"));

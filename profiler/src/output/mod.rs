@@ -1,5 +1,8 @@
 //! File formats: each knows how to read or write its format, nothing of how the numbers in
 //! it were measured.
 
+pub mod commands_csv;
 pub mod compare;
 pub mod harness_log;
+pub mod meta;
+pub mod samples_csv;

@@ -1,0 +1,281 @@
+//! What one entry's samples add up to: extremes over every sample of the entry, boundary
+//! samples included, and changes between its two boundary samples.
+
+use crate::record::{Metrics, Row};
+
+use super::{
+    Sample,
+    psi::Psi,
+    vmstat::Vmstat,
+    zoneinfo::{self, Band, ZoneId},
+};
+
+/// How low free pages got: the fewest free pages, and the most severe band. The two can
+/// come from different samples, because watermarks move as zones grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lowest {
+    pub free_pages: u64,
+    pub band: Band,
+}
+
+impl Lowest {
+    fn with(self, other: Lowest) -> Lowest {
+        Lowest {
+            free_pages: self.free_pages.min(other.free_pages),
+            band: self.band.min(other.band),
+        }
+    }
+}
+
+/// The sampler's measurements of one entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntrySampling {
+    /// Samples taken during the entry, both boundary samples included.
+    pub samples: u64,
+    /// `None` if the host was gone in every sample.
+    pub rss_peak_kb: Option<u64>,
+    /// Memory stall time between the boundaries; `None` without PSI.
+    pub psi_some_us: Option<u64>,
+    pub psi_full_us: Option<u64>,
+    /// Over the summed free pages and watermarks of the populated zones.
+    pub zones_lowest: Lowest,
+    /// Each zone of the run's zone set; `None` if a sample lacked it.
+    pub zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
+    /// vmstat counter changes between the boundaries, in file order.
+    pub vmstat: Vec<(String, i64)>,
+}
+
+impl Metrics for EntrySampling {
+    fn write(&self, row: &mut Row) {
+        int_or_missing(row, "rss_peak_kb", self.rss_peak_kb);
+        row.int("samples", self.samples);
+        int_or_missing(row, "psi_some_us", self.psi_some_us);
+        int_or_missing(row, "psi_full_us", self.psi_full_us);
+        row.int("zones_min_free_pages", self.zones_lowest.free_pages)
+            .text("zones_lowest_band", self.zones_lowest.band.name());
+        for (zone, lowest) in &self.zone_lowest {
+            int_or_missing(
+                row,
+                zone.column("min_free_pages"),
+                lowest.map(|l| l.free_pages),
+            );
+            match lowest {
+                Some(lowest) => row.text(zone.column("lowest_band"), lowest.band.name()),
+                None => row.missing(zone.column("lowest_band")),
+            };
+        }
+        for (counter, change) in &self.vmstat {
+            row.int(format!("vmstat_{counter}"), *change);
+        }
+    }
+}
+
+fn int_or_missing(row: &mut Row, name: impl Into<String>, value: Option<u64>) {
+    match value {
+        Some(value) => row.int(name, value),
+        None => row.missing(name),
+    };
+}
+
+/// An entry being sampled.
+pub(super) struct Window {
+    pub(super) index: usize,
+    begin_psi: Option<Psi>,
+    begin_vmstat: Vmstat,
+    samples: u64,
+    rss_peak_kb: Option<u64>,
+    zones_lowest: Lowest,
+    zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
+}
+
+impl Window {
+    /// Opens entry `index` with its first boundary sample; `zones` is the run's zone set.
+    pub(super) fn open(index: usize, zones: &[ZoneId], first: &Sample) -> Self {
+        let mut window = Window {
+            index,
+            begin_psi: first.system.psi,
+            begin_vmstat: first.system.vmstat.clone(),
+            samples: 0,
+            rss_peak_kb: None,
+            zones_lowest: summed_lowest(first),
+            zone_lowest: zones.iter().map(|zone| (zone.clone(), None)).collect(),
+        };
+        window.observe(first);
+        window
+    }
+
+    pub(super) fn observe(&mut self, sample: &Sample) {
+        self.samples += 1;
+        if let Some(process) = sample.process {
+            self.rss_peak_kb = self.rss_peak_kb.max(Some(process.rss_kb));
+        }
+        self.zones_lowest = self.zones_lowest.with(summed_lowest(sample));
+        for (id, lowest) in &mut self.zone_lowest {
+            if let Some(zone) = sample.system.zones.iter().find(|zone| zone.id == *id) {
+                let seen = Lowest {
+                    free_pages: zone.free_pages,
+                    band: zone.watermarks.band(zone.free_pages),
+                };
+                *lowest = Some(lowest.map_or(seen, |lowest| lowest.with(seen)));
+            }
+        }
+    }
+
+    /// Closes the entry with its last boundary sample.
+    pub(super) fn close(mut self, last: &Sample) -> EntrySampling {
+        self.observe(last);
+        let stall = self.begin_psi.zip(last.system.psi);
+        // PSI totals only grow; saturating keeps a kernel bug from killing the sampler.
+        EntrySampling {
+            samples: self.samples,
+            rss_peak_kb: self.rss_peak_kb,
+            psi_some_us: stall
+                .map(|(begin, end)| end.some_total_us.saturating_sub(begin.some_total_us)),
+            psi_full_us: stall
+                .map(|(begin, end)| end.full_total_us.saturating_sub(begin.full_total_us)),
+            zones_lowest: self.zones_lowest,
+            zone_lowest: self.zone_lowest,
+            vmstat: last.system.vmstat.since(&self.begin_vmstat),
+        }
+    }
+}
+
+fn summed_lowest(sample: &Sample) -> Lowest {
+    let sums = zoneinfo::sums(&sample.system.zones);
+    Lowest {
+        free_pages: sums.free_pages,
+        band: sums.watermarks.band(sums.free_pages),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::sample::{System, meminfo, process::ProcessStat, psi, vmstat, zoneinfo::Zone};
+
+    fn sample(rss_kb: Option<u64>, normal_free: u64, psi_total_us: u64, pgfault: u64) -> Sample {
+        let mut zones = zoneinfo::parse(include_str!("testdata/zoneinfo")).unwrap();
+        zones[2].free_pages = normal_free;
+        Sample {
+            t: Duration::ZERO,
+            entry: Some(7),
+            process: rss_kb.map(|rss_kb| ProcessStat {
+                rss_kb,
+                vms_kb: 1,
+                minflt: 0,
+                majflt: 0,
+                threads: 1,
+            }),
+            system: System {
+                psi: Some(psi::Psi {
+                    some_total_us: psi_total_us,
+                    full_total_us: psi_total_us / 2,
+                    some_avg10: 0.0,
+                    full_avg10: 0.0,
+                }),
+                meminfo: meminfo::parse(include_str!("testdata/meminfo")).unwrap(),
+                zones,
+                vmstat: vmstat::parse(&format!("pgfault {pgfault}\npswpin 0\n")).unwrap(),
+            },
+        }
+    }
+
+    fn normal() -> ZoneId {
+        ZoneId {
+            node: 0,
+            name: "Normal".to_string(),
+        }
+    }
+
+    #[test]
+    fn sums_up_extremes_and_boundary_changes() {
+        // Normal: min 13142, low 16427, high 19712, promo 22997.
+        let first = sample(Some(100), 2_000_000, 1_000, 50);
+        let mut window = Window::open(7, &[normal()], &first);
+        window.observe(&sample(Some(900), 15_000, 1_500, 60));
+        window.observe(&sample(None, 20_000, 1_700, 70));
+        let entry = window.close(&sample(Some(300), 2_000_000, 4_000, 80));
+
+        assert_eq!(entry.samples, 4);
+        assert_eq!(entry.rss_peak_kb, Some(900));
+        assert_eq!(
+            (entry.psi_some_us, entry.psi_full_us),
+            (Some(3_000), Some(1_500))
+        );
+        assert_eq!(
+            entry.zone_lowest,
+            [(
+                normal(),
+                Some(Lowest {
+                    free_pages: 15_000,
+                    band: Band::Low
+                })
+            )]
+        );
+        // The other zones keep the sum far above its watermarks.
+        assert_eq!(entry.zones_lowest.band, Band::Baseline);
+        assert_eq!(entry.zones_lowest.free_pages, 3840 + 772808 + 15_000);
+        assert_eq!(
+            entry.vmstat,
+            [("pgfault".to_string(), 30), ("pswpin".to_string(), 0)]
+        );
+    }
+
+    #[test]
+    fn writes_documented_cells_and_leaves_the_unmeasured_empty() {
+        let mut first = sample(None, 2_000_000, 0, 1);
+        first.system.psi = None;
+        let unseen = ZoneId {
+            node: 1,
+            name: "Normal".to_string(),
+        };
+        let window = Window::open(0, &[normal(), unseen], &first);
+        let mut row = Row::default();
+        window.close(&sample(None, 2_000_000, 0, 2)).write(&mut row);
+
+        let names: Vec<&str> = row.names().collect();
+        assert_eq!(
+            names,
+            [
+                "rss_peak_kb",
+                "samples",
+                "psi_some_us",
+                "psi_full_us",
+                "zones_min_free_pages",
+                "zones_lowest_band",
+                "zone_0_Normal_min_free_pages",
+                "zone_0_Normal_lowest_band",
+                "zone_1_Normal_min_free_pages",
+                "zone_1_Normal_lowest_band",
+                "vmstat_pgfault",
+                "vmstat_pswpin",
+            ]
+        );
+        for name in names {
+            assert!(
+                crate::record::documentation(name).is_some(),
+                "{name} is not in record::COLUMNS"
+            );
+        }
+        for empty in ["rss_peak_kb", "psi_some_us", "zone_1_Normal_lowest_band"] {
+            assert_eq!(row.get(empty), Some(""), "{empty}");
+        }
+        assert_eq!(row.get("zone_0_Normal_lowest_band"), Some("baseline"));
+        assert_eq!(row.get("vmstat_pgfault"), Some("1"));
+    }
+
+    #[test]
+    fn the_band_uses_each_sample_s_own_watermarks() {
+        // Watermarks rise as a zone's managed pages grow: the same free pages fall lower.
+        let first = sample(Some(1), 20_000, 0, 0);
+        let mut raised = sample(Some(1), 20_000, 0, 0);
+        let zone: &mut Zone = &mut raised.system.zones[2];
+        zone.watermarks.low = 25_000;
+        zone.watermarks.high = 30_000;
+        let window = Window::open(0, &[normal()], &first);
+        let entry = window.close(&raised);
+        assert_eq!(entry.zone_lowest[0].1.unwrap().band, Band::Low);
+    }
+}

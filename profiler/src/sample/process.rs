@@ -1,0 +1,177 @@
+//! The host process from one read of /proc/PID/stat: memory, faults and threads.
+
+use std::{
+    fmt, fs, io,
+    path::{Path, PathBuf},
+    sync::OnceLock,
+};
+
+/// Memory in KB as psutil's `memory_info()` reports rss and vms, which the 2024 harness
+/// logged; faults are the process's own (children's are not included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessStat {
+    pub rss_kb: u64,
+    pub vms_kb: u64,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub threads: u64,
+}
+
+#[derive(Debug)]
+pub enum ProcessError {
+    /// The process has exited: it is a zombie or already reaped. Expected once the host
+    /// stops, so callers match on it.
+    Gone {
+        pid: u32,
+    },
+    Unreadable {
+        path: PathBuf,
+        source: io::Error,
+    },
+    Malformed {
+        line: String,
+        why: &'static str,
+    },
+}
+
+impl fmt::Display for ProcessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Gone { pid } => write!(f, "process {pid} has exited"),
+            Self::Unreadable { path, source } => write!(
+                f,
+                "cannot read {} ({source}); run skillprof as root or as the host's user",
+                path.display()
+            ),
+            Self::Malformed { line, why } => write!(
+                f,
+                "unexpected /proc/PID/stat line ({why}): {line:?}; has the kernel's format changed?"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProcessError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Unreadable { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+pub fn read(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
+    let path = proc_root.join(pid.to_string()).join("stat");
+    match fs::read_to_string(&path) {
+        Ok(line) => parse(&line, page_size()),
+        // ESRCH: the process exited between open and read.
+        Err(source)
+            if source.kind() == io::ErrorKind::NotFound
+                || source.raw_os_error() == Some(libc::ESRCH) =>
+        {
+            Err(ProcessError::Gone { pid })
+        }
+        Err(source) => Err(ProcessError::Unreadable { path, source }),
+    }
+}
+
+/// Parses one /proc/PID/stat line. A zombie counts as gone: its memory is already freed
+/// and reads 0, which is not a measurement of a running host.
+pub fn parse(line: &str, page_size_bytes: u64) -> Result<ProcessStat, ProcessError> {
+    let malformed = |why| ProcessError::Malformed {
+        line: line.trim_end().to_string(),
+        why,
+    };
+    // The command name sits in parentheses and may itself hold spaces and parentheses;
+    // only numbers and the state letter follow it, so the last `)` ends it.
+    let (head, tail) = line
+        .rsplit_once(')')
+        .ok_or_else(|| malformed("no `)` after the command name"))?;
+    let pid = head
+        .split_whitespace()
+        .next()
+        .and_then(|pid| pid.parse().ok())
+        .ok_or_else(|| malformed("no pid"))?;
+    let fields: Vec<&str> = tail.split_whitespace().collect();
+    // Fields are numbered as in proc_pid_stat(5): the state is field 3.
+    let field = |number: usize| -> Result<u64, ProcessError> {
+        fields
+            .get(number - 3)
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| malformed("a numeric field is missing"))
+    };
+    if matches!(fields.first(), Some(&("Z" | "X"))) {
+        return Err(ProcessError::Gone { pid });
+    }
+    Ok(ProcessStat {
+        minflt: field(10)?,
+        majflt: field(12)?,
+        threads: field(20)?,
+        vms_kb: field(23)? / 1024,
+        rss_kb: field(24)? * page_size_bytes / 1024,
+    })
+}
+
+fn page_size() -> u64 {
+    static PAGE_SIZE: OnceLock<u64> = OnceLock::new();
+    // SAFETY: sysconf only reads a constant of the running system.
+    *PAGE_SIZE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = 4096;
+
+    /// Captured from python3 holding a 30 MB bytearray and three sleeping threads, its
+    /// name set to `py (a) b)`; /proc/PID/status said VmSize 267296 kB, Threads 4.
+    #[test]
+    fn reads_a_process_whose_name_has_spaces_and_parentheses() {
+        let stat = parse(include_str!("testdata/stat_threads"), PAGE).unwrap();
+        assert_eq!(
+            stat,
+            ProcessStat {
+                rss_kb: 10811 * 4,
+                vms_kb: 267296,
+                minflt: 10257,
+                majflt: 0,
+                threads: 4,
+            }
+        );
+    }
+
+    #[test]
+    fn a_name_that_looks_like_fields_does_not_shift_them() {
+        // bash renamed to `we ird) 1 (x`.
+        let stat = parse(include_str!("testdata/stat_comm_with_parens"), PAGE).unwrap();
+        assert_eq!((stat.minflt, stat.threads), (180, 1));
+        assert_eq!(stat.vms_kb, 4464640 / 1024);
+        assert_eq!(stat.rss_kb, 780 * 4);
+    }
+
+    #[test]
+    fn a_zombie_is_gone() {
+        let error = parse(include_str!("testdata/stat_zombie"), PAGE).unwrap_err();
+        assert!(matches!(error, ProcessError::Gone { pid: 6351 }), "{error}");
+    }
+
+    #[test]
+    fn a_missing_process_is_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let error = read(root.path(), 4242).unwrap_err();
+        assert!(matches!(error, ProcessError::Gone { pid: 4242 }), "{error}");
+    }
+
+    #[test]
+    fn a_truncated_line_is_malformed() {
+        let error = parse("12 (x) S 1 2 3", PAGE).unwrap_err();
+        assert!(matches!(error, ProcessError::Malformed { .. }), "{error}");
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let stat = read(Path::new(super::super::PROC), std::process::id()).unwrap();
+        assert!(stat.rss_kb > 0 && stat.vms_kb >= stat.rss_kb && stat.threads >= 1);
+    }
+}

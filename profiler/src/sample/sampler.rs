@@ -1,0 +1,280 @@
+//! The sampler thread. It is a std thread, not a task: the runner's tokio runtime can be
+//! saturated by thousands of in-flight requests, and samples must keep their pace. Every
+//! read happens on this thread, boundary samples included, so its CPU time is the whole
+//! cost of sampling.
+
+use std::{
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+        mpsc::{self, Receiver, RecvTimeoutError, Sender},
+    },
+    thread::{self, JoinHandle},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+
+use super::{
+    PROC,
+    entry::{EntrySampling, Window},
+    process::{self, ProcessError, ProcessStat},
+    system::{System, SystemReader},
+    zoneinfo::{self, ZoneId},
+};
+use crate::output::samples_csv::SamplesCsv;
+
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Since the sampler started.
+    pub t: Duration,
+    /// The entry being measured; `None` between entries.
+    pub entry: Option<usize>,
+    /// `None` once the host has exited.
+    pub process: Option<ProcessStat>,
+    pub system: System,
+}
+
+/// Samples the host process `pid` and the system every interval into samples.csv, and
+/// sums up each entry. Entry calls block for one sample (about a millisecond).
+pub struct Sampler {
+    commands: Sender<Command>,
+    thread: JoinHandle<Result<()>>,
+    cpu_time_ns: Arc<AtomicU64>,
+    psi_live: bool,
+}
+
+enum Command {
+    Begin(usize, Sender<Result<()>>),
+    End(Sender<Result<EntrySampling>>),
+}
+
+impl Sampler {
+    /// Takes a first sample (between entries) and starts sampling every `interval`.
+    pub fn start(pid: u32, interval: Duration, csv: SamplesCsv) -> Result<Self> {
+        ensure!(
+            !interval.is_zero(),
+            "the sampling interval must be longer than 0"
+        );
+        let (commands, received) = mpsc::channel();
+        let (ready, started) = mpsc::channel();
+        let cpu_time_ns = Arc::new(AtomicU64::new(0));
+        let published = Arc::clone(&cpu_time_ns);
+        let thread = thread::Builder::new()
+            .name("skillprof-sampler".into())
+            .spawn(move || match Worker::start(pid, csv, published) {
+                Ok(worker) => {
+                    let _ = ready.send(Ok(worker.reader.psi_live()));
+                    worker.run(received, interval)
+                }
+                Err(error) => {
+                    let _ = ready.send(Err(error));
+                    Ok(())
+                }
+            })
+            .context("starting the sampler thread")?;
+        let psi_live = started
+            .recv()
+            .context("the sampler thread died while starting")??;
+        Ok(Sampler {
+            commands,
+            thread,
+            cpu_time_ns,
+            psi_live,
+        })
+    }
+
+    /// From now on samples are tagged `index`; takes the entry's first boundary sample.
+    pub fn begin_entry(&self, index: usize) -> Result<()> {
+        self.ask(|reply| Command::Begin(index, reply))
+    }
+
+    /// Takes the entry's last boundary sample, flushes samples.csv, and sums the entry up.
+    pub fn end_entry(&self) -> Result<EntrySampling> {
+        self.ask(Command::End)
+    }
+
+    /// CPU time the sampler thread has used so far: the profiler's cost of sampling.
+    pub fn cpu_time(&self) -> Duration {
+        Duration::from_nanos(self.cpu_time_ns.load(Ordering::Relaxed))
+    }
+
+    /// Whether /proc/pressure/memory is there (the psi columns are empty if not).
+    pub fn psi_live(&self) -> bool {
+        self.psi_live
+    }
+
+    /// Stops the thread and flushes samples.csv; returns the thread's CPU time in total.
+    pub fn finish(self) -> Result<Duration> {
+        // A closed channel is the thread's signal to stop.
+        drop(self.commands);
+        self.thread
+            .join()
+            .map_err(|_| anyhow!("the sampler thread panicked"))??;
+        Ok(Duration::from_nanos(
+            self.cpu_time_ns.load(Ordering::Relaxed),
+        ))
+    }
+
+    fn ask<T>(&self, command: impl FnOnce(Sender<Result<T>>) -> Command) -> Result<T> {
+        let (reply, answer) = mpsc::channel();
+        let stopped = || anyhow!("the sampler thread has stopped; Sampler::finish says why");
+        self.commands.send(command(reply)).map_err(|_| stopped())?;
+        answer.recv().map_err(|_| stopped())?
+    }
+}
+
+/// The thread's state.
+struct Worker {
+    pid: u32,
+    /// Set once the host is seen gone; its pid is never read again, because the kernel may
+    /// give it to another process.
+    host_gone: bool,
+    reader: SystemReader,
+    csv: SamplesCsv,
+    started: Instant,
+    /// The run's zones, fixed by the first sample as in samples.csv.
+    zones: Vec<ZoneId>,
+    window: Option<Window>,
+    /// The first sampling error; it stops sampling for good, because the samples after it
+    /// would leave a hole nobody sees. Every later call reports it.
+    failure: Option<String>,
+    cpu_time_ns: Arc<AtomicU64>,
+}
+
+impl Worker {
+    fn start(pid: u32, csv: SamplesCsv, cpu_time_ns: Arc<AtomicU64>) -> Result<Self> {
+        let mut worker = Worker {
+            pid,
+            host_gone: false,
+            reader: SystemReader::new(Path::new(PROC))?,
+            csv,
+            started: Instant::now(),
+            zones: Vec::new(),
+            window: None,
+            failure: None,
+            cpu_time_ns,
+        };
+        let first = worker.record(None)?;
+        worker.zones = zoneinfo::populated_ids(&first.system.zones);
+        worker.publish_cpu_time();
+        Ok(worker)
+    }
+
+    fn run(mut self, commands: Receiver<Command>, interval: Duration) -> Result<()> {
+        let mut next_tick = Instant::now() + interval;
+        loop {
+            match commands.recv_timeout(next_tick.saturating_duration_since(Instant::now())) {
+                Ok(Command::Begin(index, reply)) => {
+                    let _ = reply.send(self.begin(index));
+                }
+                Ok(Command::End(reply)) => {
+                    let _ = reply.send(self.end());
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    // An error is kept in `failure` and reported by the next call.
+                    let _ = self.tick();
+                    // Missed ticks are skipped, not caught up in a burst.
+                    let now = Instant::now();
+                    next_tick += interval;
+                    if next_tick <= now {
+                        next_tick = now + interval;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.publish_cpu_time();
+        }
+        self.csv.flush()?;
+        match self.failure {
+            Some(failure) => Err(anyhow!("sampling stopped early: {failure}")),
+            None => Ok(()),
+        }
+    }
+
+    fn tick(&mut self) -> Result<()> {
+        let sample = self.record(self.window.as_ref().map(|window| window.index))?;
+        if let Some(window) = &mut self.window {
+            window.observe(&sample);
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self, index: usize) -> Result<()> {
+        if let Some(open) = &self.window {
+            bail!(
+                "begin_entry({index}) while entry {} is open: call end_entry first",
+                open.index
+            );
+        }
+        let sample = self.record(Some(index))?;
+        self.window = Some(Window::open(index, &self.zones, &sample));
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<EntrySampling> {
+        let window = self
+            .window
+            .take()
+            .context("end_entry without begin_entry")?;
+        let sample = self.record(Some(window.index))?;
+        self.csv.flush()?;
+        Ok(window.close(&sample))
+    }
+
+    /// Takes a sample and writes it to samples.csv.
+    fn record(&mut self, entry: Option<usize>) -> Result<Sample> {
+        if let Some(failure) = &self.failure {
+            bail!("sampling stopped after an error: {failure}");
+        }
+        let recorded = self.take(entry).and_then(|sample| {
+            self.csv.write(&sample)?;
+            Ok(sample)
+        });
+        if let Err(error) = &recorded {
+            self.failure = Some(format!("{error:#}"));
+        }
+        recorded
+    }
+
+    fn take(&mut self, entry: Option<usize>) -> Result<Sample> {
+        let t = self.started.elapsed();
+        let process = self.read_process()?;
+        let system = self.reader.read()?;
+        Ok(Sample {
+            t,
+            entry,
+            process,
+            system,
+        })
+    }
+
+    fn read_process(&mut self) -> Result<Option<ProcessStat>> {
+        if self.host_gone {
+            return Ok(None);
+        }
+        match process::read(Path::new(PROC), self.pid) {
+            Ok(stat) => Ok(Some(stat)),
+            Err(ProcessError::Gone { .. }) => {
+                self.host_gone = true;
+                Ok(None)
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    fn publish_cpu_time(&self) {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the one timespec it is given; the clock of the
+        // calling thread always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        let nanos = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
+        self.cpu_time_ns.store(nanos, Ordering::Relaxed);
+    }
+}

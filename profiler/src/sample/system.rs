@@ -1,0 +1,66 @@
+//! One snapshot of the system-wide memory state.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::{
+    meminfo::{self, Meminfo},
+    psi::{self, Psi},
+    vmstat::{self, Vmstat},
+    zoneinfo::{self, Zone},
+};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct System {
+    /// `None` when the kernel has no PSI.
+    pub psi: Option<Psi>,
+    pub meminfo: Meminfo,
+    /// Every zone, populated or not, in file order.
+    pub zones: Vec<Zone>,
+    pub vmstat: Vmstat,
+}
+
+/// Reads snapshots; decides once, at creation, whether PSI is there, and says so if not.
+pub(super) struct SystemReader {
+    proc_root: PathBuf,
+    psi_live: bool,
+}
+
+impl SystemReader {
+    pub(super) fn new(proc_root: &Path) -> Result<Self> {
+        let psi_live = psi::read(proc_root)?.is_some();
+        if !psi_live {
+            // A run must say which mechanisms were live; this is the one place that knows.
+            eprintln!(
+                "skillprof: WARNING: {}/pressure/memory is missing (kernel without CONFIG_PSI, \
+                 or booted with psi=0): the memory stall columns stay empty; boot with psi=1 \
+                 to measure them",
+                proc_root.display()
+            );
+        }
+        Ok(SystemReader {
+            proc_root: proc_root.to_path_buf(),
+            psi_live,
+        })
+    }
+
+    pub(super) fn psi_live(&self) -> bool {
+        self.psi_live
+    }
+
+    pub(super) fn read(&self) -> Result<System> {
+        let psi = if self.psi_live {
+            let psi = psi::read(&self.proc_root)?;
+            Some(psi.context("/proc/pressure/memory disappeared during the run")?)
+        } else {
+            None
+        };
+        Ok(System {
+            psi,
+            meminfo: meminfo::read(&self.proc_root)?,
+            zones: zoneinfo::read(&self.proc_root)?,
+            vmstat: vmstat::read(&self.proc_root)?,
+        })
+    }
+}
