@@ -9,4 +9,5 @@ pub mod hostctl;
 pub mod output;
 pub mod probes;
 pub mod record;
+pub mod run;
 pub mod sample;

@@ -1,3 +1,5 @@
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -16,11 +18,27 @@ enum Command {
     Probes(skillprof::probes::ProbesArgs),
     // About and help come from the Args struct, which a doc comment here would override.
     Compare(skillprof::output::compare::Args),
+    // About and help come from RunArgs.
+    Run(skillprof::run::RunArgs),
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
-        Command::Probes(args) => skillprof::probes::run(args),
-        Command::Compare(args) => skillprof::output::compare::run(args),
+fn main() -> ExitCode {
+    match dispatch(Cli::parse().command) {
+        Ok(code) => code,
+        // The chain of causes, one line, without the backtrace anyhow would add when
+        // RUST_BACKTRACE is set: errors here are for users, and say what to do.
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(command: Command) -> Result<ExitCode> {
+    let done = |result: Result<()>| result.map(|()| ExitCode::SUCCESS);
+    match command {
+        Command::Probes(args) => done(skillprof::probes::run(args)),
+        Command::Compare(args) => done(skillprof::output::compare::run(args)),
+        Command::Run(args) => skillprof::run::run(args),
     }
 }

@@ -114,8 +114,10 @@ async fn every_route_with_both_sample_skills() {
 
     // Removing the file unregisters the skill.
     assert!(host.skills.remove("sample_rs1").unwrap());
-    host.wait_until(|skills| !skills.iter().any(|s| s == "sample_rs1"))
-        .await;
+    host.client()
+        .wait_until_unlisted("sample_rs1", Duration::from_secs(10))
+        .await
+        .unwrap();
     let message = run_failing(
         &host,
         "sample_rs1",

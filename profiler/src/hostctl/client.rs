@@ -147,16 +147,39 @@ impl Client {
     /// Polls `GET /skills` until every one of `names` is listed, as the harness did after
     /// adding skills: hosts notice new files only at their next scan.
     pub async fn wait_until_listed(&self, names: &[String], timeout: Duration) -> Result<()> {
+        self.wait_for_listing(timeout, |listed| {
+            let missing: Vec<&String> = names.iter().filter(|n| !listed.contains(n)).collect();
+            (!missing.is_empty()).then(|| format!("the host did not list {missing:?}"))
+        })
+        .await
+    }
+
+    /// Polls `GET /skills` until `name` is no longer listed.
+    pub async fn wait_until_unlisted(&self, name: &str, timeout: Duration) -> Result<()> {
+        self.wait_for_listing(timeout, |listed| {
+            listed
+                .iter()
+                .any(|s| s == name)
+                .then(|| format!("the host still lists {name}"))
+        })
+        .await
+    }
+
+    /// Polls until `pending` (given the listed skills) returns `None`, or fails with its
+    /// last answer after `timeout`.
+    async fn wait_for_listing(
+        &self,
+        timeout: Duration,
+        pending: impl Fn(&[String]) -> Option<String>,
+    ) -> Result<()> {
         let started = std::time::Instant::now();
         loop {
-            let listed = self.skills().await?;
-            let missing: Vec<&String> = names.iter().filter(|n| !listed.contains(n)).collect();
-            if missing.is_empty() {
+            let Some(why) = pending(&self.skills().await?) else {
                 return Ok(());
-            }
+            };
             if started.elapsed() > timeout {
                 bail!(
-                    "the host did not list {missing:?} within {} s of their files appearing",
+                    "{why} {} s after the skills directory changed",
                     timeout.as_secs()
                 );
             }

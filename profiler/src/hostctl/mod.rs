@@ -7,5 +7,5 @@ pub mod process;
 pub mod skills_dir;
 
 pub use client::{Client, Reply};
-pub use process::{HostProcess, HostSpec, Stopped};
+pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use skills_dir::{Samples, SkillsDir};

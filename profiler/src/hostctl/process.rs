@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
+use std::os::fd::{FromRawFd as _, OwnedFd};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 use super::client::Client;
@@ -66,6 +69,17 @@ pub struct HostProcess {
     pid: u32,
     log: PathBuf,
     pub client: Client,
+}
+
+/// Readable once the process has exited (a pidfd): no polling, no reaping.
+pub struct ExitWatch(AsyncFd<OwnedFd>);
+
+impl ExitWatch {
+    pub async fn exited(&self) {
+        // An error here means the descriptor is unusable, which only happens if the process
+        // is gone: treat it as exited.
+        let _ = self.0.readable().await;
+    }
 }
 
 /// How a host ended.
@@ -150,9 +164,22 @@ impl HostProcess {
         self.pid
     }
 
-    /// The host's exit status if it has exited (crashed or was killed from outside).
-    pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().ok().flatten()
+    /// A handle that becomes ready when the host exits, for racing against an entry.
+    pub fn exit_watch(&self) -> Result<ExitWatch> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.pid as libc::pid_t, 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("pidfd_open on the host");
+        }
+        // SAFETY: a fresh descriptor that nothing else owns; the OwnedFd keeps it open, and
+        // the AsyncFd owns that for its whole life.
+        let watch = unsafe {
+            let fd = OwnedFd::from_raw_fd(fd as i32);
+            AsyncFd::register_with_interest(fd, Interest::READABLE)
+        };
+        Ok(ExitWatch(
+            watch.context("watching the host through a pidfd")?,
+        ))
     }
 
     /// The end of the host's log, for error messages.

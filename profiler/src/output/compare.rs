@@ -52,13 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "compare takes at most {MAX_LOGS} logs (ids a to z), got {}",
         args.logs.len()
     );
-    let runs = args
-        .logs
-        .iter()
-        .zip('a'..='z')
-        .map(|(path, id)| Run::load(path, id))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    refuse_mismatches(&runs)?;
+    let runs = load(&args.logs)?;
     let mut out = io::stdout().lock();
     if args.csv {
         write_csv(&runs, &mut out)?;
@@ -67,6 +61,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// The comparison table of `logs` (run logs or run folders), as `skillprof compare` prints it.
+pub fn table_of(logs: &[PathBuf]) -> anyhow::Result<String> {
+    Ok(table(&load(logs)?))
+}
+
+fn load(logs: &[PathBuf]) -> anyhow::Result<Vec<Run>> {
+    let runs = logs
+        .iter()
+        .zip('a'..='z')
+        .map(|(path, id)| Run::load(path, id))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    refuse_mismatches(&runs)?;
+    Ok(runs)
 }
 
 struct Run {

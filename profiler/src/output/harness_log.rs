@@ -4,7 +4,7 @@
 //! exist in this format, so it is read and written byte for byte as the harness did.
 
 use anyhow::{Context, bail};
-use chrono::{NaiveDate, NaiveDateTime};
+use chrono::{DateTime, Local, NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::{
     fs,
@@ -252,6 +252,21 @@ pub fn locate(path: &Path) -> anyhow::Result<PathBuf> {
             )
         }
     }
+}
+
+/// `YYMMDD_HHMMSS.mmm`: how the harness wrote a moment (run names, `modified` fields).
+pub fn stamp(time: DateTime<Local>) -> String {
+    time.format("%y%m%d_%H%M%S%.3f").to_string()
+}
+
+/// The file's ctime as a stamp, for the `modified` fields of the header.
+pub fn ctime_stamp(path: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let nanos = u32::try_from(meta.ctime_nsec()).unwrap_or(0);
+    let time = DateTime::from_timestamp(meta.ctime(), nanos)
+        .with_context(|| format!("{} has an impossible ctime", path.display()))?;
+    Ok(stamp(time.with_timezone(&Local)))
 }
 
 /// When the run started, from the log's file name `YYMMDD_HHMMSS.mmm_run.log`. Read as

@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use skillprof::hostctl::{Client, HostProcess, HostSpec, Samples, SkillsDir};
@@ -53,21 +53,6 @@ impl TestHost {
             .wait_until_listed(&[name.to_owned()], Duration::from_secs(10))
             .await
             .unwrap();
-    }
-
-    pub async fn wait_until(&self, listed: impl Fn(&[String]) -> bool) {
-        let started = Instant::now();
-        loop {
-            let skills = self.client().skills().await.unwrap();
-            if listed(&skills) {
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "the skills directory change was not noticed in 10 s; listed: {skills:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
     }
 
     pub async fn metrics(&self) -> Value {

@@ -1,0 +1,91 @@
+//! `skillprof run` command line.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+const LONG_ABOUT: &str = "\
+Run a cmds workload against a skill host and measure every entry.
+
+skillprof starts the host (our skillhost by default) with a fresh skills directory inside the \
+run folder, waits until it answers, then runs the file's entries in order with the 2024 \
+harness's semantics, ending with `stop` (SIGTERM, then wait until the host is reaped). Per \
+entry it records wall time, the host's RSS and VMS before and after, peak RSS, page faults, \
+threads and request errors.
+
+The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
+  YYMMDD_HHMMSS.mmm_run.log  the harness's log format (skillprof compare reads it)
+  commands.csv               one row per entry, every metric, units in the column names
+  samples.csv                a time series: host RSS, faults, PSI, free memory per zone vs watermarks
+  meta.json                  machine, kernel, host binary and configuration, workload; how the run ended
+  host.log                   the host's own output
+Every file is flushed after each entry. Ctrl-C or SIGTERM stop the host, finish the files, mark \
+the run incomplete in meta.json with the entries not run, and exit non-zero.
+
+The whole cmds file is validated before anything starts; every bad line is reported as \
+file:line: message.
+
+Examples:
+  sudo skillprof run cmds/bench.cmds
+  sudo skillprof run cmds/bench.cmds -- --allocator pooling     # flags after -- go to skillhost
+  sudo skillprof run cmds/smoke.cmds --host-bin ./other-host --host-arg=--dir={skills_dir} --host-arg=--port={port}";
+
+#[derive(Args, Debug, Clone)]
+#[command(about = "Run a cmds workload against a skill host and measure every entry", long_about = LONG_ABOUT)]
+pub struct RunArgs {
+    /// The workload: a cmds file (see cmds/README.md).
+    #[arg(value_name = "FILE.cmds")]
+    pub cmds: PathBuf,
+
+    /// Folder under which the run folder is created.
+    #[arg(long, default_value = "runs", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Run another host instead of skillhost. It must serve skillhost's HTTP API on
+    /// 127.0.0.1 and register `<name>.wasm` files from a skills directory.
+    #[arg(long, value_name = "PATH")]
+    pub host_bin: Option<PathBuf>,
+
+    /// An argument for --host-bin (repeatable). `{skills_dir}` and `{port}` are replaced.
+    /// Without any, the host gets skillhost's: --skills-dir {skills_dir} --port {port}.
+    #[arg(long = "host-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub host_args: Vec<String>,
+
+    /// An environment variable for the host, KEY=VALUE (repeatable; placeholders as above).
+    #[arg(long = "host-env", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub host_env: Vec<(String, String)>,
+
+    /// Where the sample skill components are [default: build/skills of this checkout].
+    #[arg(long, value_name = "DIR")]
+    pub samples: Option<PathBuf>,
+
+    /// Sampling interval of samples.csv and of peak RSS, in milliseconds.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub interval_ms: u64,
+
+    /// Most requests one p_execute_all may have in flight (TIMES × skills).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_in_flight: u64,
+
+    /// How long to wait for the host to answer its health check, in seconds.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub ready_timeout_s: u64,
+
+    /// How long to wait for the host to list or unlist a skill, in seconds.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub list_timeout_s: u64,
+
+    /// How long the host may take to exit after SIGTERM before it is SIGKILLed, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    pub stop_timeout_s: u64,
+
+    /// Flags for skillhost (or appended to --host-bin's arguments), after `--`.
+    #[arg(last = true, value_name = "HOST_FLAGS")]
+    pub host_flags: Vec<String>,
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {text:?}"))
+}

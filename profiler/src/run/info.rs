@@ -1,0 +1,59 @@
+//! What meta.json says about a run: what ran where, how it was configured, and how it
+//! ended. The runner fills it in as it goes and rewrites the file at each change of state.
+
+use serde::Serialize;
+
+use crate::hostctl::HostSpec;
+
+use super::machine::Machine;
+
+#[derive(Debug, Serialize)]
+pub struct RunInfo {
+    pub skillprof_version: &'static str,
+    /// The run's name: `YYMMDD_HHMMSS.mmm`, local time.
+    pub run: String,
+    pub started: String,
+    pub finished: Option<String>,
+    pub status: Status,
+    /// Why the run is incomplete.
+    pub reason: Option<String>,
+    pub entries_run: usize,
+    /// `index: cmd` of every entry that did not run to its end.
+    pub entries_not_run: Vec<String>,
+    /// Requests that failed, over all entries.
+    pub request_errors: u64,
+    pub machine: Machine,
+    pub host: HostInfo,
+    pub cmds: CmdsInfo,
+    pub sampling_interval_ms: u64,
+    /// CPU time the sampler thread spent reading procfs: part of the profiler's own cost.
+    pub sampler_cpu_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    Complete,
+    Incomplete,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostInfo {
+    #[serde(flatten)]
+    pub spec: HostSpec,
+    /// SHA-1 of the binary, as in the harness log.
+    pub sha1: String,
+    pub modified: String,
+    pub pid: Option<u32>,
+    pub address: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CmdsInfo {
+    /// As given on the command line.
+    pub file: String,
+    pub hash: String,
+    pub modified: String,
+    pub entries: usize,
+}

@@ -1,0 +1,31 @@
+//! `skillprof run`: sequences a plan's entries against a host, marks each entry's
+//! boundaries for the sampler (and the probes), and hands one result record per entry to
+//! the output formats. It owns the notion of "the current entry".
+
+mod args;
+mod entry;
+mod info;
+mod interrupt;
+mod machine;
+mod progress;
+mod runner;
+mod workload;
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+pub use args::RunArgs;
+pub use machine::Machine;
+
+use crate::cmds::{self, InFlightCap};
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    // Validate the whole workload before anything starts.
+    let plan = cmds::read(&args.cmds, InFlightCap::new(args.max_in_flight))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(runner::execute(args, plan))
+}

@@ -1,0 +1,88 @@
+//! What a person watching a run sees: on a terminal, a live line with the entry, its
+//! elapsed time and the host's RSS; elsewhere (CI logs, pipes), one plain line per entry.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::sample::{self, process};
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+}
+
+impl Progress {
+    /// Live when stderr is a terminal.
+    pub fn new(total: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{pos}/{len}] {elapsed:>4} {msg}  {prefix}",
+                )
+                .expect("a valid template"),
+            );
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        });
+        Progress { bar, total }
+    }
+
+    /// Shows `host_pid`'s RSS next to the entry while it runs, every quarter second.
+    pub fn watch_rss(self: &Arc<Self>, host_pid: u32) {
+        if self.bar.is_none() {
+            return;
+        }
+        let progress = self.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                ticker.tick().await;
+                let Some(bar) = &progress.bar else { return };
+                if bar.is_finished() {
+                    return;
+                }
+                if let Ok(stat) = process::read(std::path::Path::new(sample::PROC), host_pid) {
+                    bar.set_prefix(format!("RSS {}", mib(stat.rss_kb)));
+                }
+            }
+        });
+    }
+
+    pub fn begin(&self, index: usize, name: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(index as u64);
+            bar.reset_elapsed();
+            bar.set_message(name.to_owned());
+        }
+    }
+
+    /// One line per finished entry: printed above the live line, or alone.
+    pub fn done(&self, index: usize, line: &str) {
+        let line = format!("[{}/{}] {line}", index + 1, self.total);
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    pub fn note(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn mib(kb: u64) -> String {
+    format!("{:.0} MiB", kb as f64 / 1024.0)
+}

@@ -1,0 +1,352 @@
+//! One run from start to finish: the run folder and its headers, the host, the entries in
+//! order, and the bookkeeping that leaves complete files behind on every way out: the
+//! last entry, Ctrl-C or SIGTERM, a host that dies, or an error of our own.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use chrono::Local;
+use sha1::{Digest, Sha1};
+
+use crate::cmds::{Command, Entry, InFlightCap, Plan};
+use crate::hostctl::{
+    ExitWatch, HostProcess, HostSpec, Samples, SkillsDir, process::SKILLHOST_ARGS,
+};
+use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
+use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
+use crate::record::{Metrics as _, Row};
+use crate::sample::process::{ProcessError, ProcessStat};
+use crate::sample::{self, Sampler, process};
+
+use super::args::RunArgs;
+use super::entry::EntryMeasure;
+use super::info::{CmdsInfo, HostInfo, RunInfo, Status};
+use super::interrupt::{Interruption, Signals};
+use super::machine::Machine;
+use super::progress::Progress;
+use super::workload::{Outcome, Workload};
+
+/// Why a run ended before its last entry.
+enum Abort {
+    Interrupted(Interruption),
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Abort {
+    fn from(error: anyhow::Error) -> Self {
+        Abort::Failed(error)
+    }
+}
+
+pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
+    let mut signals = Signals::install()?;
+    let stamp = harness_log::stamp(Local::now());
+    let folder = args.out.join(&stamp);
+    fs::create_dir_all(&folder)
+        .with_context(|| format!("creating the run folder {}", folder.display()))?;
+    let spec = host_spec(&args)?;
+    let samples = match &args.samples {
+        Some(dir) => Samples::new(dir),
+        None => Samples::beside_executable()?,
+    };
+    let machine = Machine::read()?;
+    let cmds_file = args.cmds.display().to_string();
+    let header = Header {
+        machine: machine.harness(),
+        binary: Binary {
+            bin: spec.bin.display().to_string(),
+            hash: sha1_of(&spec.bin)?,
+            modified: harness_log::ctime_stamp(&spec.bin)?,
+        },
+        cmds: CmdsFile {
+            filename: cmds_file.clone(),
+            hash: plan.hash.clone(),
+            modified: harness_log::ctime_stamp(&args.cmds)?,
+        },
+    };
+    let info = RunInfo {
+        skillprof_version: env!("CARGO_PKG_VERSION"),
+        run: stamp.clone(),
+        started: Local::now().to_rfc3339(),
+        finished: None,
+        status: Status::Running,
+        reason: None,
+        entries_run: 0,
+        entries_not_run: Vec::new(),
+        request_errors: 0,
+        host: HostInfo {
+            sha1: header.binary.hash.clone(),
+            modified: header.binary.modified.clone(),
+            spec: spec.clone(),
+            pid: None,
+            address: None,
+        },
+        cmds: CmdsInfo {
+            file: cmds_file,
+            hash: plan.hash.clone(),
+            modified: header.cmds.modified.clone(),
+            entries: plan.entries.len(),
+        },
+        machine,
+        sampling_interval_ms: args.interval_ms,
+        sampler_cpu_ms: None,
+    };
+    let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
+    let log_file =
+        File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let mut run = Run {
+        progress: Progress::new(plan.entries.len()).into(),
+        log: LogWriter::new(log_file, &header)?,
+        commands: CommandsCsv::create(&folder.join("commands.csv"))?,
+        samples_csv: Some(SamplesCsv::create(&folder.join("samples.csv"))?),
+        meta_path: folder.join("meta.json"),
+        entries_done: 0,
+        info,
+        folder,
+        log_path,
+        host: None,
+        sampler: None,
+    };
+    meta::write(&run.meta_path, &run.info)?;
+    let ended = run.drive(&args, &plan, &spec, &samples, &mut signals).await;
+    run.finish(&plan, ended).await
+}
+
+struct Run {
+    folder: PathBuf,
+    log_path: PathBuf,
+    meta_path: PathBuf,
+    info: RunInfo,
+    log: LogWriter<File>,
+    commands: CommandsCsv,
+    /// Handed to the sampler when the host is up.
+    samples_csv: Option<SamplesCsv>,
+    progress: std::sync::Arc<Progress>,
+    host: Option<HostProcess>,
+    sampler: Option<Sampler>,
+    entries_done: usize,
+}
+
+impl Run {
+    async fn drive(
+        &mut self,
+        args: &RunArgs,
+        plan: &Plan,
+        spec: &HostSpec,
+        samples: &Samples,
+        signals: &mut Signals,
+    ) -> Result<(), Abort> {
+        let skills = SkillsDir::create(&self.folder.join("skills"))?;
+        let ready_timeout = Duration::from_secs(args.ready_timeout_s);
+        let host_log = self.folder.join("host.log");
+        self.progress
+            .note(&format!("starting {}", spec.bin.display()));
+        let host = tokio::select! {
+            host = HostProcess::start(spec, skills.path(), &host_log, ready_timeout) => host?,
+            interruption = signals.next() => return Err(Abort::Interrupted(interruption)),
+        };
+        let pid = host.pid();
+        self.info.host.pid = Some(pid);
+        self.info.host.address = Some(host.client.base().to_owned());
+        meta::write(&self.meta_path, &self.info)?;
+        let exit_watch = host.exit_watch()?;
+        let mut workload = Workload::new(
+            host.client.clone(),
+            skills,
+            samples,
+            InFlightCap::new(args.max_in_flight),
+            Duration::from_secs(args.list_timeout_s),
+        )?;
+        self.host = Some(host);
+        let csv = self.samples_csv.take().expect("the sampler starts once");
+        self.sampler = Some(Sampler::start(
+            pid,
+            Duration::from_millis(args.interval_ms),
+            csv,
+        )?);
+        self.progress.watch_rss(pid);
+
+        let ready = Instant::now();
+        for (index, entry) in plan.entries.iter().enumerate() {
+            self.progress.begin(index, &entry.name);
+            let before = host_process(pid)?;
+            let sampler = self.sampler.as_ref().expect("started above");
+            sampler.begin_entry(index)?;
+            let started = ready.elapsed();
+            let clock = Instant::now();
+            let (outcome, after, stopped) = if entry.command == Command::Stop {
+                let host = self.host.take().expect("stop is the last entry");
+                let stopped = host.stop(Duration::from_secs(args.stop_timeout_s)).await?;
+                (Outcome::default(), None, Some(stopped))
+            } else {
+                let outcome = run_entry(&mut workload, entry, signals, &exit_watch).await?;
+                let after = host_process(pid)?;
+                (outcome, Some(after), None)
+            };
+            let took = clock.elapsed();
+            let sampling = sampler.end_entry()?;
+            let measure = EntryMeasure {
+                index,
+                cmd: entry.name.clone(),
+                line: entry.line,
+                repeat: entry.repeat,
+                started,
+                took: stopped.as_ref().map_or(took, |stopped| stopped.took),
+                before,
+                after,
+                outcome,
+                stopped,
+            };
+            let mut row = Row::default();
+            measure.write(&mut row);
+            sampling.write(&mut row);
+            self.record(&measure, &row)?;
+        }
+        Ok(())
+    }
+
+    /// Hands one finished entry to every output, each flushed to disk.
+    fn record(&mut self, measure: &EntryMeasure, row: &Row) -> Result<()> {
+        let logged = measure.harness();
+        self.log.write_entry(&logged)?;
+        self.commands.write(row)?;
+        self.entries_done += 1;
+        self.info.entries_run = self.entries_done;
+        self.info.request_errors += measure.outcome.errors;
+        let errors = match (&measure.outcome.first_error, measure.outcome.errors) {
+            (Some(first), n) => format!(", {n} failed request(s), first: {first}"),
+            (None, _) => String::new(),
+        };
+        self.progress.done(
+            measure.index,
+            &format!(
+                "{}: {} ms, rss {} KB ({:+} KB), {} request(s){errors}",
+                measure.cmd,
+                logged.took_ms,
+                logged.rss_kb,
+                logged.rss_diff_kb,
+                measure.outcome.requests
+            ),
+        );
+        Ok(())
+    }
+
+    /// Stops whatever still runs, completes meta.json, and tells the user how it went.
+    async fn finish(mut self, plan: &Plan, ended: Result<(), Abort>) -> Result<ExitCode> {
+        let mut code = ExitCode::SUCCESS;
+        if let Err(abort) = ended {
+            let mut reason = match &abort {
+                Abort::Interrupted(interruption) => interruption.to_string(),
+                Abort::Failed(error) => format!("{error:#}"),
+            };
+            code = ExitCode::from(match &abort {
+                Abort::Interrupted(interruption) => interruption.exit_code(),
+                Abort::Failed(_) => 1,
+            });
+            if let Some(host) = self.host.take() {
+                match host.stop(Duration::from_secs(10)).await {
+                    Ok(stopped) => {
+                        reason.push_str(&format!("; the host then ended: {}", stopped.status))
+                    }
+                    Err(error) => {
+                        reason.push_str(&format!("; stopping the host failed: {error:#}"))
+                    }
+                }
+            }
+            self.info.status = Status::Incomplete;
+            self.info.entries_not_run = plan.entries[self.entries_done..]
+                .iter()
+                .enumerate()
+                .map(|(offset, entry)| format!("{}: {}", self.entries_done + offset, entry.name))
+                .collect();
+            self.info.reason = Some(reason);
+        } else {
+            self.info.status = Status::Complete;
+        }
+        if let Some(sampler) = self.sampler.take() {
+            let cpu = sampler.finish()?;
+            self.info.sampler_cpu_ms = Some(cpu.as_secs_f64() * 1e3);
+        }
+        self.progress.finish();
+        self.info.finished = Some(Local::now().to_rfc3339());
+        meta::write(&self.meta_path, &self.info)?;
+
+        print!("{}", compare::table_of(&[self.log_path.clone()])?);
+        eprintln!("\nrun folder: {}", self.folder.display());
+        if self.info.request_errors > 0 {
+            eprintln!(
+                "warning: {} request(s) failed; see first_error in commands.csv",
+                self.info.request_errors
+            );
+        }
+        if let Some(reason) = &self.info.reason {
+            eprintln!("run incomplete: {reason}");
+            eprintln!("not run: {}", self.info.entries_not_run.join(", "));
+        }
+        Ok(code)
+    }
+}
+
+/// Runs one entry (its command `repeat` times) unless interrupted or the host exits.
+async fn run_entry(
+    workload: &mut Workload,
+    entry: &Entry,
+    signals: &mut Signals,
+    exit_watch: &ExitWatch,
+) -> Result<Outcome, Abort> {
+    let mut outcome = Outcome::default();
+    let repeated = async {
+        for _ in 0..entry.repeat {
+            workload.run(&entry.command, &mut outcome).await?;
+        }
+        anyhow::Ok(())
+    };
+    tokio::select! {
+        done = repeated => done?,
+        interruption = signals.next() => return Err(Abort::Interrupted(interruption)),
+        () = exit_watch.exited() => return Err(host_gone()),
+    }
+    Ok(outcome)
+}
+
+fn host_gone() -> Abort {
+    Abort::Interrupted(Interruption::HostExited)
+}
+
+/// The host's counters now; its absence means it died between entries.
+fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
+    match process::read(Path::new(sample::PROC), pid) {
+        Ok(stat) => Ok(stat),
+        Err(ProcessError::Gone { .. }) => Err(host_gone()),
+        Err(error) => Err(Abort::Failed(error.into())),
+    }
+}
+
+fn host_spec(args: &RunArgs) -> Result<HostSpec> {
+    let Some(bin) = &args.host_bin else {
+        return HostSpec::skillhost(&args.host_flags);
+    };
+    let bin = fs::canonicalize(bin).with_context(|| format!("--host-bin {}", bin.display()))?;
+    let mut host_args = if args.host_args.is_empty() {
+        SKILLHOST_ARGS.iter().map(|arg| arg.to_string()).collect()
+    } else {
+        args.host_args.clone()
+    };
+    host_args.extend(args.host_flags.iter().cloned());
+    Ok(HostSpec {
+        bin,
+        args: host_args,
+        env: args.host_env.clone(),
+    })
+}
+
+fn sha1_of(path: &Path) -> Result<String> {
+    let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Sha1::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}

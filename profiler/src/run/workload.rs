@@ -1,0 +1,282 @@
+//! What each cmds command does to a host, with the 2024 harness's semantics: name counters
+//! per language, wait-until-listed after adding, one execute after each add, the first name
+//! in sorted order when drop/delete get none. Request failures are counted, never dropped.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap};
+use crate::hostctl::{Client, Reply, Samples, SkillsDir};
+
+/// What an entry's requests did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub requests: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+}
+
+impl Outcome {
+    fn fail(&mut self, message: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert(message);
+    }
+
+    /// Counts one request and, unless it succeeded, its failure.
+    fn count(&mut self, what: &str, result: Result<Reply>) -> Option<Reply> {
+        self.requests += 1;
+        match result {
+            Ok(reply) if reply.is_ok() => Some(reply),
+            Ok(reply) => {
+                self.fail(format!(
+                    "{what}: {} {}",
+                    reply.status.as_u16(),
+                    reply.error_message()
+                ));
+                None
+            }
+            Err(error) => {
+                self.fail(format!("{what}: {error:#}"));
+                None
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Language {
+    Python,
+    Rust,
+}
+
+pub struct Workload {
+    client: Client,
+    skills: SkillsDir,
+    sample_py: PathBuf,
+    sample_rs: PathBuf,
+    added_py: u32,
+    added_rs: u32,
+    cap: InFlightCap,
+    list_timeout: Duration,
+}
+
+fn skill_input(topic: &str, memory_kb: u64, wait_ms: u64) -> Value {
+    json!({ "topic": topic, "memory": memory_kb, "wait_time": wait_ms })
+}
+
+impl Workload {
+    /// Fails now, before anything runs, if a sample skill is missing.
+    pub fn new(
+        client: Client,
+        skills: SkillsDir,
+        samples: &Samples,
+        cap: InFlightCap,
+        list_timeout: Duration,
+    ) -> Result<Self> {
+        Ok(Workload {
+            client,
+            skills,
+            sample_py: samples.path("sample_py")?,
+            sample_rs: samples.path("sample_rs")?,
+            added_py: 0,
+            added_rs: 0,
+            cap,
+            list_timeout,
+        })
+    }
+
+    /// Runs one command once. `Err` only for what makes going on pointless (the skills
+    /// directory cannot be written); failed requests are counted in `outcome`.
+    pub async fn run(&mut self, command: &Command, outcome: &mut Outcome) -> Result<()> {
+        match command {
+            Command::AddPy => self.add(Language::Python, 1, outcome).await,
+            Command::AddRs => self.add(Language::Rust, 1, outcome).await,
+            Command::PAddPy(n) => self.add(Language::Python, *n, outcome).await,
+            Command::PAddRs(n) => self.add(Language::Rust, *n, outcome).await,
+            Command::Skills => {
+                outcome.count(
+                    "GET /skills",
+                    self.client.send(hyper::Method::GET, "/skills", None).await,
+                );
+                Ok(())
+            }
+            Command::CachedSkills => {
+                let reply = self
+                    .client
+                    .send(hyper::Method::GET, "/cached_skills", None)
+                    .await;
+                outcome.count("GET /cached_skills", reply);
+                Ok(())
+            }
+            Command::ExecuteSkill {
+                name,
+                topic,
+                memory_kb,
+                wait_ms,
+            } => {
+                let reply = self
+                    .client
+                    .execute(name, &skill_input(topic, *memory_kb, *wait_ms))
+                    .await;
+                outcome.count(&format!("execute {name}"), reply);
+                Ok(())
+            }
+            Command::ExecuteAll {
+                topic,
+                memory_kb,
+                wait_ms,
+            } => {
+                let input = skill_input(topic, *memory_kb, *wait_ms);
+                for name in self.listed(outcome).await {
+                    let reply = self.client.execute(&name, &input).await;
+                    outcome.count(&format!("execute {name}"), reply);
+                }
+                Ok(())
+            }
+            Command::PExecuteAll {
+                topic,
+                memory_kb,
+                wait_ms,
+                times,
+            } => {
+                let names = self.listed(outcome).await;
+                match self.cap.check(*times, names.len()) {
+                    Ok(_) => {
+                        let input = skill_input(topic, *memory_kb, *wait_ms);
+                        let each = names
+                            .iter()
+                            .flat_map(|name| (0..*times).map(move |_| name.clone()));
+                        self.execute_at_once(each, &input, outcome).await;
+                    }
+                    Err(too_many) => outcome.fail(too_many.to_string()),
+                }
+                Ok(())
+            }
+            Command::DropCachedSkill(name) => {
+                match self.named_or_first(name, "/cached_skills", outcome).await {
+                    Some(name) => {
+                        let reply = self.client.drop_cached(&name).await;
+                        outcome.count(&format!("drop {name}"), reply);
+                    }
+                    None => outcome.fail("drop_cached_skill: no skill is cached".to_owned()),
+                }
+                Ok(())
+            }
+            Command::DeleteSkill(name) => {
+                match self.named_or_first(name, "/skills", outcome).await {
+                    Some(name) => self.delete(&name, outcome).await?,
+                    None => outcome.fail("delete_skill: no skill is registered".to_owned()),
+                }
+                Ok(())
+            }
+            Command::Stop => unreachable!("the runner stops the host itself"),
+        }
+    }
+
+    /// Registers `count` new copies, waits until the host lists them all, then executes
+    /// each once (all at once when several were added), so the entry includes compiling.
+    async fn add(&mut self, language: Language, count: u32, outcome: &mut Outcome) -> Result<()> {
+        let (prefix, source, counter) = match language {
+            Language::Python => ("sample_py", &self.sample_py, &mut self.added_py),
+            Language::Rust => ("sample_rs", &self.sample_rs, &mut self.added_rs),
+        };
+        let mut names = Vec::new();
+        for _ in 0..count {
+            *counter += 1;
+            let name = format!("{prefix}{counter}");
+            self.skills.add(&name, source)?;
+            names.push(name);
+        }
+        if let Err(error) = self
+            .client
+            .wait_until_listed(&names, self.list_timeout)
+            .await
+        {
+            outcome.fail(format!("{error:#}"));
+            return Ok(());
+        }
+        let input = skill_input(DEFAULT_TOPIC, 0, 0);
+        self.execute_at_once(names.into_iter(), &input, outcome)
+            .await;
+        Ok(())
+    }
+
+    /// Sends all requests at once and waits for every answer.
+    async fn execute_at_once(
+        &self,
+        names: impl Iterator<Item = String>,
+        input: &Value,
+        outcome: &mut Outcome,
+    ) {
+        let mut requests = JoinSet::new();
+        for name in names {
+            let client = self.client.clone();
+            let input = input.clone();
+            requests.spawn(async move {
+                let reply = client.execute(&name, &input).await;
+                (name, reply)
+            });
+        }
+        while let Some(joined) = requests.join_next().await {
+            match joined {
+                Ok((name, reply)) => {
+                    outcome.count(&format!("execute {name}"), reply);
+                }
+                Err(panic) => outcome.fail(format!("a request task failed: {panic}")),
+            }
+        }
+    }
+
+    async fn listed(&self, outcome: &mut Outcome) -> Vec<String> {
+        self.list("/skills", outcome).await
+    }
+
+    /// `name`, or else the first of the listing at `path` in sorted order.
+    async fn named_or_first(
+        &self,
+        name: &Option<String>,
+        path: &str,
+        outcome: &mut Outcome,
+    ) -> Option<String> {
+        match name {
+            Some(name) => Some(name.clone()),
+            None => self.list(path, outcome).await.into_iter().min(),
+        }
+    }
+
+    async fn list(&self, path: &str, outcome: &mut Outcome) -> Vec<String> {
+        let reply = self.client.send(hyper::Method::GET, path, None).await;
+        let Some(reply) = outcome.count(&format!("GET {path}"), reply) else {
+            return Vec::new();
+        };
+        match reply.json::<Vec<String>>() {
+            Ok(names) => names,
+            Err(error) => {
+                outcome.fail(format!("GET {path}: {error:#}"));
+                Vec::new()
+            }
+        }
+    }
+
+    /// Unregisters `name` by removing its file and waits until the host no longer lists it.
+    async fn delete(&self, name: &str, outcome: &mut Outcome) -> Result<()> {
+        if !self.skills.remove(name)? {
+            outcome.fail(format!(
+                "delete_skill: {name} is not in the skills directory"
+            ));
+            return Ok(());
+        }
+        if let Err(error) = self
+            .client
+            .wait_until_unlisted(name, self.list_timeout)
+            .await
+        {
+            outcome.fail(format!("delete_skill: {error:#}"));
+        }
+        Ok(())
+    }
+}

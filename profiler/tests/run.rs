@@ -1,0 +1,319 @@
+//! `skillprof run` end to end: the real binary runs workloads against the real skillhost,
+//! and the files it leaves are checked against each other and against the workload.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use skillprof::cmds::{self, InFlightCap};
+use skillprof::output::harness_log::RunLog;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn skillprof() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));
+    command.env_remove("RUST_BACKTRACE");
+    command
+}
+
+/// The one run folder under `out`.
+fn run_folder(out: &Path) -> PathBuf {
+    let folders: Vec<PathBuf> = fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        folders.len(),
+        1,
+        "expected one run folder in {}: {folders:?}",
+        out.display()
+    );
+    folders.into_iter().next().unwrap()
+}
+
+fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let rows = reader
+        .records()
+        .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .map(|r| r.iter().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    (header, rows)
+}
+
+fn column(header: &[String], name: &str) -> usize {
+    header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+}
+
+fn int(row: &[String], index: usize) -> i64 {
+    row[index]
+        .parse()
+        .unwrap_or_else(|_| panic!("not an integer: {:?} in {row:?}", row[index]))
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn smoke_run_leaves_four_consistent_files() {
+    let out = tempfile::tempdir().unwrap();
+    let cmds_file = repo().join("cmds/smoke.cmds");
+    let output = skillprof()
+        .arg("run")
+        .arg(&cmds_file)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let folder = run_folder(out.path());
+    let plan = cmds::read(&cmds_file, InFlightCap::DEFAULT).unwrap();
+
+    // The harness log: the workload's hash and one line per entry, names as in the plan.
+    let log = RunLog::read(&skillprof::output::harness_log::locate(&folder).unwrap()).unwrap();
+    assert_eq!(log.header.cmds.hash, plan.hash);
+    let names: Vec<&str> = log.entries.iter().map(|e| e.cmd.as_str()).collect();
+    let planned: Vec<&str> = plan.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, planned);
+
+    // commands.csv: one row per entry, its diffs consistent with its before/after.
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    assert_eq!(rows.len(), plan.entries.len());
+    let [before, after, diff] =
+        ["rss_before_kb", "rss_after_kb", "rss_diff_kb"].map(|c| column(&header, c));
+    let [peak, errors] = ["rss_peak_kb", "request_errors"].map(|c| column(&header, c));
+    for row in &rows {
+        assert_eq!(
+            int(row, diff),
+            int(row, after) - int(row, before),
+            "{row:?}"
+        );
+        assert!(
+            int(row, peak) >= int(row, before).max(int(row, after)),
+            "{row:?}"
+        );
+        assert_eq!(int(row, errors), 0, "{row:?}");
+    }
+    let stop = rows.last().unwrap();
+    assert_eq!(stop[column(&header, "cmd")], "stop");
+    assert_eq!(
+        int(stop, diff),
+        -int(stop, before),
+        "stop frees everything: {stop:?}"
+    );
+    assert_eq!(int(stop, after), 0);
+    assert_eq!(stop[column(&header, "exit_status")], "exit status: 0");
+    for (row, logged) in rows.iter().zip(&log.entries) {
+        assert_eq!(
+            int(row, diff),
+            logged.rss_diff_kb,
+            "the log and the CSV agree"
+        );
+    }
+
+    // samples.csv: a constant column count, entries tagged in order.
+    let (header, samples) = read_csv(&folder.join("samples.csv"));
+    assert!(
+        samples.len() >= plan.entries.len(),
+        "at least the boundary samples"
+    );
+    let entry = column(&header, "entry");
+    let tags: Vec<i64> = samples
+        .iter()
+        .filter(|r| !r[entry].is_empty())
+        .map(|r| int(r, entry))
+        .collect();
+    assert!(tags.windows(2).all(|w| w[0] <= w[1]), "entries in order");
+    assert_eq!(*tags.last().unwrap() as usize, plan.entries.len() - 1);
+
+    let meta: Value =
+        serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["status"], "complete");
+    assert_eq!(meta["cmds"]["hash"], plan.hash.as_str());
+    assert_eq!(meta["entries_run"], plan.entries.len());
+    assert!(meta["host"]["sha1"].as_str().unwrap().len() == 40);
+
+    // The run prints its own comparison-style table.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("Evaluating: cmds="), "{stdout}");
+    assert!(stdout.contains("Total time (ms)"), "{stdout}");
+}
+
+/// Writes a cmds file whose second entry sleeps long enough to be interrupted.
+fn long_workload(dir: &Path) -> PathBuf {
+    let path = dir.join("long.cmds");
+    fs::write(
+        &path,
+        "add_rs\nexecute_skill sample_rs1 Long 0 60000\nskills\n",
+    )
+    .unwrap();
+    path
+}
+
+/// Starts a run under `dir/runs` and waits until its second entry is under way; returns
+/// it with its run folder.
+#[allow(clippy::zombie_processes, reason = "the caller waits for the child it gets")]
+fn start_long_run(dir: &Path, cmds_file: &Path) -> (Child, PathBuf) {
+    let out = dir.join("runs");
+    let mut child = skillprof()
+        .arg("run")
+        .arg(cmds_file)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    // Under way: the first entry is recorded, so the sleeping one runs now.
+    let under_way = || {
+        let folder = fs::read_dir(&out).ok()?.next()?.ok()?.path();
+        let csv = fs::read_to_string(folder.join("commands.csv")).ok()?;
+        (csv.lines().count() >= 2).then_some(folder)
+    };
+    loop {
+        if let Some(folder) = under_way() {
+            std::thread::sleep(Duration::from_millis(500));
+            return (child, folder);
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!("the run never got going: {}", describe(&output));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn meta(folder: &Path) -> Value {
+    serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap()
+}
+
+fn assert_incomplete_but_whole(folder: &Path, reason: &str) {
+    let meta = meta(folder);
+    assert_eq!(meta["status"], "incomplete", "{meta}");
+    let why = meta["reason"].as_str().unwrap();
+    assert!(
+        why.contains(reason),
+        "reason {why:?} should mention {reason:?}"
+    );
+    let not_run: Vec<&str> = meta["entries_not_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        not_run,
+        [
+            "1: execute_skill sample_rs1 Long 0 60000",
+            "2: skills",
+            "3: stop"
+        ]
+    );
+    // Every file is there and parses; the one finished entry is in each.
+    let log = RunLog::read(&skillprof::output::harness_log::locate(folder).unwrap()).unwrap();
+    assert_eq!(log.entries.len(), 1);
+    let (_, rows) = read_csv(&folder.join("commands.csv"));
+    assert_eq!(rows.len(), 1);
+    let (_, samples) = read_csv(&folder.join("samples.csv"));
+    assert!(!samples.is_empty());
+}
+
+fn host_pid(folder: &Path) -> i32 {
+    meta(folder)["host"]["pid"]
+        .as_i64()
+        .expect("the host pid is in meta.json") as i32
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is not alive: its /proc/PID/stat state is Z.
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_host_killed_mid_run_leaves_whole_files_and_a_failed_run() {
+    let out = tempfile::tempdir().unwrap();
+    let (child, folder) = start_long_run(out.path(), &long_workload(out.path()));
+    // SAFETY: kill(2) on the host's pid.
+    assert_eq!(unsafe { libc::kill(host_pid(&folder), libc::SIGKILL) }, 0);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert_incomplete_but_whole(&folder, "the host exited on its own");
+    assert!(
+        meta(&folder)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("signal: 9")
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_host_finishes_the_files_and_exits_130() {
+    let out = tempfile::tempdir().unwrap();
+    let (child, folder) = start_long_run(out.path(), &long_workload(out.path()));
+    let host = host_pid(&folder);
+    // SAFETY: kill(2) on our child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", describe(&output));
+    assert_incomplete_but_whole(&folder, "SIGINT");
+    assert!(!alive(host), "the host was stopped");
+}
+
+#[test]
+fn an_invalid_workload_is_refused_before_anything_starts() {
+    let out = tempfile::tempdir().unwrap();
+    let cmds_file = out.path().join("bad.cmds");
+    fs::write(
+        &cmds_file,
+        "add_py\nexecute_skill sample_py1 Alice lots\n0 skills\nfly_away\n",
+    )
+    .unwrap();
+    let runs = out.path().join("runs");
+    let output = skillprof()
+        .arg("run")
+        .arg(&cmds_file)
+        .arg("--out")
+        .arg(&runs)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let file = cmds_file.display();
+    for line in [2, 3, 4] {
+        assert!(
+            stderr.contains(&format!("{file}:{line}: ")),
+            "line {line} reported:\n{stderr}"
+        );
+    }
+    assert!(!runs.exists(), "nothing started");
+}
