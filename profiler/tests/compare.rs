@@ -196,3 +196,59 @@ fn writes_csv() {
         "6,10 execute_all Cecilia 0 0,b,logs/241022_204217.737_run.log,196,140,432,inf"
     );
 }
+
+#[test]
+fn extended_needs_commands_csv_beside_every_log() {
+    let work = Workdir::new("extended-refused");
+    let stderr = work.fails(&["--extended", "logs/241022_204217.730_run.log"]);
+    assert!(
+        stderr.contains("--extended needs a commands.csv"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn extended_adds_commands_csv_columns_side_by_side() {
+    let work = Workdir::new("extended");
+    work.move_into(BENCH_A, "a");
+    work.move_into(BENCH_B, "b");
+    // Nine entries each, as in the logs; b has twice a's faults and no errors.
+    for (dir, factor) in [("a", 1), ("b", 2)] {
+        let mut csv = String::from("index,cmd,minflt,request_errors,rss_peak_kb\n");
+        for index in 0..9 {
+            csv.push_str(&format!(
+                "{index},x,{},0,{}\n",
+                (index + 1) * 100 * factor,
+                1000
+            ));
+        }
+        fs::write(work.0.join(dir).join("commands.csv"), csv).unwrap();
+    }
+    let table = work.succeeds(&["--extended=minflt,request_errors", "a", "b"]);
+    let heading = table.lines().find(|l| l.starts_with("cmd ")).unwrap();
+    assert!(
+        heading.ends_with("minflt  vs a(%)   request_errors  vs a(%)"),
+        "{heading:?}"
+    );
+    let lines: Vec<&str> = table.lines().collect();
+    let add_py_a = lines.iter().position(|l| l.starts_with("add_py ")).unwrap();
+    // b's first entry: minflt 200 is 200% of a's 100; no errors in either: 100.
+    let add_py_b = lines[add_py_a + 1];
+    assert!(
+        add_py_b.ends_with("200      200                0      100"),
+        "{add_py_b:?}"
+    );
+    assert_eq!(add_py_b.len(), heading.len(), "cells line up with their headings");
+
+    let csv = work.succeeds(&["--csv", "--extended=minflt", "a", "b"]);
+    let header = csv.lines().next().unwrap();
+    assert!(
+        header.ends_with(",rss_diff_vs_a_pct,minflt,minflt_vs_a_pct"),
+        "{header}"
+    );
+    assert!(csv.lines().nth(2).unwrap().ends_with(",200,200"), "{csv}");
+
+    // The default columns include majflt, which these files lack: named in the error.
+    let stderr = work.fails(&["--extended", "a", "b"]);
+    assert!(stderr.contains("has no column majflt"), "{stderr}");
+}

@@ -151,6 +151,7 @@ fn smoke_run_leaves_four_consistent_files() {
     assert_eq!(meta["cmds"]["hash"], plan.hash.as_str());
     assert_eq!(meta["entries_run"], plan.entries.len());
     assert!(meta["host"]["sha1"].as_str().unwrap().len() == 40);
+    assert_eq!(meta["host"]["config"]["engine"]["allocator"], "on-demand", "the host's own config");
 
     // The run prints its own comparison-style table.
     let stdout = String::from_utf8_lossy(&output.stdout);

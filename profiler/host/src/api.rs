@@ -40,6 +40,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/cached_skills/{name}", delete(evict))
         .route("/healthcheck", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
+        .route("/config", get(config))
         .with_state(app)
 }
 
@@ -186,6 +187,11 @@ async fn evict(State(app): State<Arc<App>>, Path(name): Path<String>) -> Respons
         }
         Err(lookup) => lookup.into_response(StatusCode::NOT_FOUND),
     }
+}
+
+/// The effective configuration, defaults included, so a profile records what really ran.
+async fn config(State(app): State<Arc<App>>) -> Json<HostConfig> {
+    Json(app.config.clone())
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Json<Value> {

@@ -44,7 +44,17 @@ pub struct Args {
     /// rss_diff_vs_a_pct.
     #[arg(long)]
     pub csv: bool,
+
+    /// Add columns from each run's commands.csv, side by side with vs a(%), after the
+    /// harness's columns. Without a list: rss_peak_kb, minflt, majflt and request_errors.
+    /// Needs a commands.csv next to every log (skillprof runs have one; 2024 logs do not).
+    #[arg(long, value_name = "COLUMNS", num_args = 0..=1, require_equals = true,
+          default_missing_value = DEFAULT_EXTENDED, value_delimiter = ',')]
+    pub extended: Vec<String>,
 }
+
+/// The --extended columns when none are named.
+const DEFAULT_EXTENDED: &str = "rss_peak_kb,minflt,majflt,request_errors";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     ensure!(
@@ -52,12 +62,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "compare takes at most {MAX_LOGS} logs (ids a to z), got {}",
         args.logs.len()
     );
-    let runs = load(&args.logs)?;
+    let mut runs = load(&args.logs)?;
+    for run in &mut runs {
+        run.load_extended(&args.extended)?;
+    }
     let mut out = io::stdout().lock();
     if args.csv {
-        write_csv(&runs, &mut out)?;
+        write_csv(&runs, &args.extended, &mut out)?;
     } else {
-        out.write_all(table(&runs).as_bytes())?;
+        out.write_all(table(&runs, &args.extended).as_bytes())?;
     }
     out.flush()?;
     Ok(())
@@ -65,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The comparison table of `logs` (run logs or run folders), as `skillprof compare` prints it.
 pub fn table_of(logs: &[PathBuf]) -> anyhow::Result<String> {
-    Ok(table(&load(logs)?))
+    Ok(table(&load(logs)?, &[]))
 }
 
 fn load(logs: &[PathBuf]) -> anyhow::Result<Vec<Run>> {
@@ -84,6 +97,8 @@ struct Run {
     file_name: String,
     started: NaiveDateTime,
     log: RunLog,
+    /// Per entry, the values of the --extended columns from commands.csv.
+    extended: Vec<Vec<String>>,
 }
 
 impl Run {
@@ -95,7 +110,46 @@ impl Run {
             file_name: path.display().to_string(),
             started: harness_log::started(&path)?,
             log,
+            extended: Vec::new(),
         })
+    }
+
+    /// Reads `columns` of the commands.csv beside the log, one row per entry.
+    fn load_extended(&mut self, columns: &[String]) -> anyhow::Result<()> {
+        if columns.is_empty() {
+            return Ok(());
+        }
+        let path = std::path::Path::new(&self.file_name).with_file_name("commands.csv");
+        let mut csv = csv::Reader::from_path(&path).with_context(|| {
+            format!(
+                "--extended needs a commands.csv beside every log, and {} has none \
+                 (logs of the 2024 harness never do)",
+                self.file_name
+            )
+        })?;
+        let header = csv.headers()?.clone();
+        let indices = columns
+            .iter()
+            .map(|column| {
+                header
+                    .iter()
+                    .position(|name| name == column)
+                    .with_context(|| format!("{} has no column {column}", path.display()))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for record in csv.records() {
+            let record = record.with_context(|| format!("reading {}", path.display()))?;
+            self.extended
+                .push(indices.iter().map(|&i| record[i].to_owned()).collect());
+        }
+        ensure!(
+            self.extended.len() == self.log.entries.len(),
+            "{} has {} rows but its log has {} entries",
+            path.display(),
+            self.extended.len(),
+            self.log.entries.len()
+        );
+        Ok(())
     }
 
     /// `value` as a percentage of log a's `a_value`; blank in log a's own rows.
@@ -154,10 +208,15 @@ fn refuse_mismatches(runs: &[Run]) -> anyhow::Result<()> {
 }
 
 /// The harness's table: per log a header block, then per entry one row per log, then totals.
-fn table(runs: &[Run]) -> String {
+fn table(runs: &[Run], extended: &[String]) -> String {
     let columns = Columns {
         with_vs_a: runs.len() > 1,
+        extended_widths: extended.iter().map(|name| name.len().max(RSS_WIDTH)).collect(),
     };
+    let extra_heading: Vec<(String, String)> = extended
+        .iter()
+        .map(|name| (name.clone(), "vs a(%)".to_owned()))
+        .collect();
     let heading = columns.row(
         "cmd",
         "id",
@@ -165,6 +224,7 @@ fn table(runs: &[Run]) -> String {
         "vs a(%)",
         "rss diff(KB)",
         "vs a(%)",
+        &extra_heading,
     );
     let width = heading.chars().count();
     let mut lines = vec![evaluating(runs)];
@@ -186,6 +246,7 @@ fn table(runs: &[Run]) -> String {
             &row.took_vs_a,
             &rss_diff,
             &row.rss_diff_vs_a,
+            &row.extended,
         ));
     }
     lines.push("-".repeat(width));
@@ -263,6 +324,8 @@ struct Row<'a> {
     entry: &'a Entry,
     took_vs_a: String,
     rss_diff_vs_a: String,
+    /// The --extended values, each with its vs a(%).
+    extended: Vec<(String, String)>,
 }
 
 /// Per entry of the workload, one row per log.
@@ -281,15 +344,36 @@ fn rows(runs: &[Run]) -> impl Iterator<Item = Row<'_>> {
                     entry,
                     took_vs_a: run.vs_a(entry.took_ms.into(), a_entry.took_ms.into()),
                     rss_diff_vs_a: run.vs_a(entry.rss_diff_kb.into(), a_entry.rss_diff_kb.into()),
+                    extended: extended_cells(run, a, step),
                 }
             })
         })
+}
+
+/// A run's --extended values of one entry, each with its percentage of log a's.
+fn extended_cells(run: &Run, a: &Run, step: usize) -> Vec<(String, String)> {
+    let Some(values) = run.extended.get(step) else {
+        return Vec::new();
+    };
+    values
+        .iter()
+        .zip(&a.extended[step])
+        .map(|(value, a_value)| {
+            let vs = match (value.parse::<f64>(), a_value.parse::<f64>()) {
+                (Ok(value), Ok(a_value)) if run.id != 'a' => vs_a_float(value, a_value),
+                _ => String::new(),
+            };
+            (value.clone(), vs)
+        })
+        .collect()
 }
 
 /// The table's column layout. The harness printed the vs a(%) columns of entry rows only when
 /// comparing, but those of the footers always.
 struct Columns {
     with_vs_a: bool,
+    /// Each --extended column is as wide as its name, at least as wide as rss diff's.
+    extended_widths: Vec<usize>,
 }
 
 impl Columns {
@@ -301,6 +385,7 @@ impl Columns {
         took_vs_a: &str,
         rss_diff: &str,
         rss_diff_vs_a: &str,
+        extended: &[(String, String)],
     ) -> String {
         let vs_a = |value: &str| {
             if self.with_vs_a {
@@ -309,13 +394,18 @@ impl Columns {
                 String::new()
             }
         };
-        format!(
+        let mut line = format!(
             "{cmd:<40}  {id:<2}{}{}{}{}",
             took_cell(took),
             vs_a(took_vs_a),
             rss_cell(rss_diff),
             vs_a(rss_diff_vs_a)
-        )
+        );
+        for ((value, value_vs_a), width) in extended.iter().zip(&self.extended_widths) {
+            line.push_str(&format!("   {value:>width$}"));
+            line.push_str(&vs_a(value_vs_a));
+        }
+        line
     }
 
     /// The width of the took(ms) column and its vs a(%) column, if shown.
@@ -336,21 +426,26 @@ fn vs_cell(value: &str) -> String {
     format!(" {value:>8}")
 }
 
+const RSS_WIDTH: usize = 12;
+
 fn rss_cell(value: &str) -> String {
-    format!("   {value:>12}")
+    format!("   {value:>RSS_WIDTH$}")
 }
 
 /// Python's `round(100 * value / a)`, with the harness's answers when a is 0: 100 if value
 /// is 0 too, else inf. Python rounds half to even (round(2.5) == 2), and so do we.
 fn vs_a(value: i128, a: i128) -> String {
-    match (value, a) {
-        (0, 0) => "100".to_string(),
-        (_, 0) => "inf".to_string(),
-        // As Python: the integer 100 * value, then one correctly rounded division.
-        _ => format!(
-            "{}",
-            ((100 * value) as f64 / a as f64).round_ties_even() as i64
-        ),
+    // Exact in f64 for any memory or time a log holds (below 2^46).
+    vs_a_float(value as f64, a as f64)
+}
+
+/// [`vs_a`] for values read back from commands.csv, which may have decimals.
+fn vs_a_float(value: f64, a: f64) -> String {
+    match (value == 0.0, a == 0.0) {
+        (true, true) => "100".to_string(),
+        (false, true) => "inf".to_string(),
+        // As Python's round(): one correctly rounded division, then half to even.
+        _ => format!("{}", (100.0 * value / a).round_ties_even() as i64),
     }
 }
 
@@ -370,9 +465,9 @@ fn thousands(value: i128) -> String {
     grouped
 }
 
-fn write_csv(runs: &[Run], out: impl Write) -> anyhow::Result<()> {
+fn write_csv(runs: &[Run], extended: &[String], out: impl Write) -> anyhow::Result<()> {
     let mut csv = csv::Writer::from_writer(out);
-    csv.write_record([
+    let mut header: Vec<String> = [
         "step",
         "cmd",
         "id",
@@ -381,9 +476,15 @@ fn write_csv(runs: &[Run], out: impl Write) -> anyhow::Result<()> {
         "took_vs_a_pct",
         "rss_diff_kb",
         "rss_diff_vs_a_pct",
-    ])?;
+    ]
+    .map(str::to_owned)
+    .into();
+    for name in extended {
+        header.extend([name.clone(), format!("{name}_vs_a_pct")]);
+    }
+    csv.write_record(&header)?;
     for row in rows(runs) {
-        csv.write_record([
+        let mut record = vec![
             (row.step + 1).to_string(),
             row.entry.cmd.clone(),
             row.run.id.to_string(),
@@ -392,7 +493,11 @@ fn write_csv(runs: &[Run], out: impl Write) -> anyhow::Result<()> {
             row.took_vs_a,
             row.entry.rss_diff_kb.to_string(),
             row.rss_diff_vs_a,
-        ])?;
+        ];
+        for (value, vs) in row.extended {
+            record.extend([value, vs]);
+        }
+        csv.write_record(&record)?;
     }
     csv.flush().context("cannot write the CSV")?;
     Ok(())

@@ -47,6 +47,9 @@ pub struct HostInfo {
     pub modified: String,
     pub pid: Option<u32>,
     pub address: Option<String>,
+    /// The host's effective configuration from `GET /config`, when it offers one
+    /// (skillhost does; other hosts may not).
+    pub config: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]

@@ -83,6 +83,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
             spec: spec.clone(),
             pid: None,
             address: None,
+            config: None,
         },
         cmds: CmdsInfo {
             file: cmds_file,
@@ -151,6 +152,7 @@ impl Run {
         let pid = host.pid();
         self.info.host.pid = Some(pid);
         self.info.host.address = Some(host.client.base().to_owned());
+        self.info.host.config = host.client.get_json("/config").await.ok();
         meta::write(&self.meta_path, &self.info)?;
         let exit_watch = host.exit_watch()?;
         let mut workload = Workload::new(
