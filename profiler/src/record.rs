@@ -156,9 +156,40 @@ pub fn documentation(column: &str) -> Option<&'static str> {
     })
 }
 
+/// The README's table of `commands.csv` columns, generated from [`COLUMNS`].
+pub fn columns_markdown() -> String {
+    let mut table = String::from("| column | meaning |\n|---|---|\n");
+    for (name, doc) in COLUMNS {
+        let _ = writeln!(table, "| `{name}` | {} |", doc.replace('|', "\\|"));
+    }
+    table
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const BEGIN: &str = "<!-- columns: generated from profiler/src/record.rs; a test keeps this list true -->\n";
+    const END: &str = "<!-- end columns -->";
+
+    /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites the README's table.
+    #[test]
+    fn the_readme_documents_every_column() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let start = readme.find(BEGIN).expect("the README's column markers") + BEGIN.len();
+        let end = start + readme[start..].find(END).expect("the README's end marker");
+        let table = columns_markdown();
+        if std::env::var_os("SKILLPROF_BLESS").is_some() {
+            let blessed = format!("{}{table}{}", &readme[..start], &readme[end..]);
+            std::fs::write(&path, blessed).unwrap();
+        } else {
+            assert_eq!(
+                readme[start..end], table,
+                "the README's column table is stale: run `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record`"
+            );
+        }
+    }
 
     #[test]
     fn rows_keep_order_and_format() {

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# README command 2: installs what is missing, builds, and runs every test. The probe tests
+# load real BPF programs and fail (never skip) without root, so run it as root.
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test.sh: the tests load BPF probes and need root; run: sudo scripts/test.sh" >&2
+    exit 1
+fi
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+"$ROOT/scripts/build.sh"
+cd "$ROOT"
+cargo test --release --workspace --no-fail-fast
