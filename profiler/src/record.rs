@@ -107,6 +107,13 @@ pub const COLUMNS: &[(&str, &str)] = &[
         "requests that failed: transport errors and non-2xx answers",
     ),
     ("first_error", "the first failure's message"),
+    ("executions", "skill executions among the requests"),
+    ("execute_p50_ms", "median latency of the skill executions, as the runner saw them"),
+    ("execute_p99_ms", "99th percentile (nearest rank) of the skill executions' latency"),
+    ("execute_max_ms", "slowest skill execution"),
+    ("host_instantiate_ms", "time the host spent instantiating skills, summed over the executions (its Server-Timing header; empty if the host sends none)"),
+    ("host_call_ms", "time the host spent in the skills' run calls, summed (Server-Timing)"),
+    ("listing_ms", "time spent waiting for the host to list (or unlist) skills after the skills directory changed"),
     (
         "exit_status",
         "stop only: how the host ended (exit code or signal)",

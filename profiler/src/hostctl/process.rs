@@ -90,6 +90,21 @@ pub struct Stopped {
     pub killed: bool,
     /// From SIGTERM to reaped.
     pub took: Duration,
+    /// SIGTERM sent and the host reaped, on CLOCK_MONOTONIC: the clock BPF programs
+    /// timestamp with, so kernel events can be placed between the two.
+    pub signalled_ns: u64,
+    pub reaped_ns: u64,
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds (`bpf_ktime_get_ns` reads the same clock).
+pub fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 impl HostProcess {
@@ -190,11 +205,14 @@ impl HostProcess {
     /// Sends SIGTERM and waits until the host is reaped; SIGKILL after `grace`.
     pub async fn stop(mut self, grace: Duration) -> Result<Stopped> {
         let started = Instant::now();
+        let signalled_ns = monotonic_ns();
         if let Some(status) = self.child.try_wait()? {
             return Ok(Stopped {
                 status,
                 killed: false,
                 took: Duration::ZERO,
+                signalled_ns,
+                reaped_ns: signalled_ns,
             });
         }
         signal(self.pid, libc::SIGTERM)?;
@@ -209,6 +227,8 @@ impl HostProcess {
             status,
             killed,
             took: started.elapsed(),
+            signalled_ns,
+            reaped_ns: monotonic_ns(),
         })
     }
 }

@@ -220,10 +220,8 @@ fn table(runs: &[Run], extended: &[String]) -> String {
     let heading = columns.row(
         "cmd",
         "id",
-        "took(ms)",
-        "vs a(%)",
-        "rss diff(KB)",
-        "vs a(%)",
+        ("took(ms)", "vs a(%)"),
+        ("rss diff(KB)", "vs a(%)"),
         &extra_heading,
     );
     let width = heading.chars().count();
@@ -242,10 +240,8 @@ fn table(runs: &[Run], extended: &[String]) -> String {
         lines.push(columns.row(
             cmd,
             &id,
-            &took,
-            &row.took_vs_a,
-            &rss_diff,
-            &row.rss_diff_vs_a,
+            (&took, &row.took_vs_a),
+            (&rss_diff, &row.rss_diff_vs_a),
             &row.extended,
         ));
     }
@@ -377,14 +373,13 @@ struct Columns {
 }
 
 impl Columns {
+    /// One line: the cmd and id, then each value with its vs a(%).
     fn row(
         &self,
         cmd: &str,
         id: &str,
-        took: &str,
-        took_vs_a: &str,
-        rss_diff: &str,
-        rss_diff_vs_a: &str,
+        (took, took_vs_a): (&str, &str),
+        (rss_diff, rss_diff_vs_a): (&str, &str),
         extended: &[(String, String)],
     ) -> String {
         let vs_a = |value: &str| {

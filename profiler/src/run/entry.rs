@@ -48,6 +48,27 @@ impl EntryMeasure {
     }
 }
 
+impl EntryMeasure {
+    /// Percentiles of the skill executions' latency; empty cells for an entry with none.
+    fn write_latency(&self, row: &mut Row) {
+        let mut latencies = self.outcome.latencies.clone();
+        latencies.sort();
+        row.int("executions", latencies.len() as u64);
+        let names = ["execute_p50_ms", "execute_p99_ms", "execute_max_ms"];
+        if latencies.is_empty() {
+            for name in names {
+                row.missing(name);
+            }
+            return;
+        }
+        // Nearest rank: the smallest latency that at least q of the executions did not exceed.
+        let rank = |q: f64| latencies[((latencies.len() as f64 * q).ceil() as usize).max(1) - 1];
+        for (name, latency) in names.into_iter().zip([rank(0.50), rank(0.99), rank(1.0)]) {
+            row.float(name, latency.as_secs_f64() * 1e3);
+        }
+    }
+}
+
 impl Metrics for EntryMeasure {
     fn write(&self, row: &mut Row) {
         let logged = self.harness();
@@ -78,6 +99,15 @@ impl Metrics for EntryMeasure {
                 "first_error",
                 self.outcome.first_error.clone().unwrap_or_default(),
             );
+        self.write_latency(row);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        if self.outcome.host_timed > 0 {
+            row.float("host_instantiate_ms", ms(self.outcome.host_instantiate))
+                .float("host_call_ms", ms(self.outcome.host_call));
+        } else {
+            row.missing("host_instantiate_ms").missing("host_call_ms");
+        }
+        row.float("listing_ms", ms(self.outcome.listing));
         match &self.stopped {
             Some(stopped) => row
                 .text("exit_status", stopped.status.to_string())

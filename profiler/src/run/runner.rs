@@ -311,8 +311,19 @@ async fn run_entry(
         interruption = signals.next() => return Err(Abort::Interrupted(interruption)),
         () = exit_watch.exited() => return Err(host_gone()),
     }
+    // A dying host resets its connections a moment before it becomes a zombie, so the
+    // requests can fail first: an entry that saw failures waits a moment to know whether
+    // they were the host's death.
+    if outcome.errors > 0
+        && tokio::time::timeout(DEATH_GRACE, exit_watch.exited()).await.is_ok()
+    {
+        return Err(host_gone());
+    }
     Ok(outcome)
 }
+
+/// How long the end of a dying host's exit may lag its closed connections.
+const DEATH_GRACE: Duration = Duration::from_secs(1);
 
 fn host_gone() -> Abort {
     Abort::Interrupted(Interruption::HostExited)

@@ -3,7 +3,7 @@
 //! in sorted order when drop/delete get none. Request failures are counted, never dropped.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde_json::{Value, json};
@@ -18,9 +18,33 @@ pub struct Outcome {
     pub requests: u64,
     pub errors: u64,
     pub first_error: Option<String>,
+    /// Client-side latency of every skill execution.
+    pub latencies: Vec<Duration>,
+    /// The host's own instantiate and call time (its Server-Timing header), summed over
+    /// the `host_timed` answers that carried one.
+    pub host_instantiate: Duration,
+    pub host_call: Duration,
+    pub host_timed: u64,
+    /// Waiting for the host to notice skills directory changes.
+    pub listing: Duration,
 }
 
 impl Outcome {
+    /// Counts one skill execution: its latency, the host's split of it, and its result.
+    fn executed(&mut self, name: &str, (result, took): (Result<Reply>, Duration)) {
+        self.latencies.push(took);
+        if let Ok(reply) = &result {
+            let ms = |metric| {
+                reply
+                    .server_timing(metric)
+                    .map(|ms| Duration::from_secs_f64(ms / 1e3))
+            };
+            self.host_instantiate += ms("instantiate").unwrap_or_default();
+            self.host_call += ms("call").unwrap_or_default();
+        }
+        self.count(&format!("execute {name}"), result);
+    }
+
     fn fail(&mut self, message: String) {
         self.errors += 1;
         self.first_error.get_or_insert(message);
@@ -62,6 +86,12 @@ pub struct Workload {
     added_rs: u32,
     cap: InFlightCap,
     list_timeout: Duration,
+}
+
+async fn timed_execute(client: &Client, name: &str, input: &Value) -> (Result<Reply>, Duration) {
+    let started = Instant::now();
+    let reply = client.execute(name, input).await;
+    (reply, started.elapsed())
 }
 
 fn skill_input(topic: &str, memory_kb: u64, wait_ms: u64) -> Value {
@@ -132,8 +162,7 @@ impl Workload {
             } => {
                 let input = skill_input(topic, *memory_kb, *wait_ms);
                 for name in self.listed(outcome).await {
-                    let reply = self.client.execute(&name, &input).await;
-                    outcome.count(&format!("execute {name}"), reply);
+                    outcome.executed(&name, timed_execute(&self.client, &name, &input).await);
                 }
                 Ok(())
             }
@@ -191,11 +220,13 @@ impl Workload {
             self.skills.add(&name, source)?;
             names.push(name);
         }
-        if let Err(error) = self
+        let started = Instant::now();
+        let listed = self
             .client
             .wait_until_listed(&names, self.list_timeout)
-            .await
-        {
+            .await;
+        outcome.listing += started.elapsed();
+        if let Err(error) = listed {
             outcome.fail(format!("{error:#}"));
             return Ok(());
         }
@@ -217,15 +248,13 @@ impl Workload {
             let client = self.client.clone();
             let input = input.clone();
             requests.spawn(async move {
-                let reply = client.execute(&name, &input).await;
-                (name, reply)
+                let executed = timed_execute(&client, &name, &input).await;
+                (name, executed)
             });
         }
         while let Some(joined) = requests.join_next().await {
             match joined {
-                Ok((name, reply)) => {
-                    outcome.count(&format!("execute {name}"), reply);
-                }
+                Ok((name, executed)) => outcome.executed(&name, executed),
                 Err(panic) => outcome.fail(format!("a request task failed: {panic}")),
             }
         }
@@ -270,11 +299,13 @@ impl Workload {
             ));
             return Ok(());
         }
-        if let Err(error) = self
+        let started = Instant::now();
+        let unlisted = self
             .client
             .wait_until_unlisted(name, self.list_timeout)
-            .await
-        {
+            .await;
+        outcome.listing += started.elapsed();
+        if let Err(error) = unlisted {
             outcome.fail(format!("delete_skill: {error:#}"));
         }
         Ok(())
