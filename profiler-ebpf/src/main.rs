@@ -1,56 +1,190 @@
 //! skillprof's BPF programs. They filter by the target process and aggregate in maps;
 //! everything else (what to attach, how to read, what it means) belongs to userspace.
+//!
+//! Attribution: userspace writes the current entry index into `ENTRY[0]` at each boundary;
+//! every program reads it and adds into `COUNTERS[entry]`, a per-CPU array whose value is one
+//! fixed array of u64 slots (numbered in `skillprof-common`). Why this layout:
+//! - per CPU: no atomics and no cache-line contention on the hot paths (faults, syscalls);
+//! - one value per entry: userspace reads an entry with one lookup, and a program touches
+//!   one map value (one lookup) however many slots it updates;
+//! - an array, not a hash: entries are dense (0..plan length), lookups are inlined by the
+//!   verifier and can never fail for lack of room; userspace sizes it at load time.
+//!
+//! Events in kernel threads (kswapd, LRU shrinking from kswapd) are attributed to the entry
+//! current when they happen. Syscalls are attributed to the entry current at their entry.
+//!
+//! Each event has programs for several attach mechanisms (fentry/fexit, kprobes, tp_btf,
+//! classic tracepoints); userspace attaches one of them per probe and the shared logic lives
+//! in plain functions, so the mechanisms count exactly the same things.
 #![no_std]
 #![no_main]
+// `atomic_xadd`: the BPF target has no `AtomicU64::fetch_add`, but LLVM lowers an atomic add
+// whose result is unused to BPF_XADD, which every kernel skillprof supports.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
+
+mod exit;
+mod faults;
+mod syscalls;
+mod vmscan;
+
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
-    EbpfContext as _, Global,
-    macros::{map, tracepoint},
-    maps::PerCpuArray,
-    programs::TracePointContext,
+    Global,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use skillprof_common::MmapTotals;
+use skillprof_common::{C_EVENTS_LOST, C_EVENTS_SENT, Counters, Event, ReclaimState, StopState};
 
 /// The tgid (process id) whose events are counted. A load-time constant set by userspace
 /// with `EbpfLoader::override_global`: no map lookup on the hot path.
 #[unsafe(no_mangle)]
 static TARGET_TGID: Global<u32> = Global::new(0);
 
-/// One slot, per CPU, so concurrent mmaps on different CPUs never contend.
+/// 1 when `--events` streams raw events. A load-time constant, so with streaming off the
+/// verifier removes the ring-buffer code from every program (no cost at all).
+#[unsafe(no_mangle)]
+static STREAM_EVENTS: Global<u32> = Global::new(0);
+
+/// `ENTRY[0]`: the entry index events are attributed to; written by userspace.
 #[map]
-static MMAP_TOTALS: PerCpuArray<MmapTotals> = PerCpuArray::with_max_entries(1, 0);
+static ENTRY: Array<u32> = Array::with_max_entries(1, 0);
 
-/// The record every `syscalls:sys_enter_*` tracepoint passes (the kernel's
-/// `struct syscall_trace_enter`): an 8-byte common header, the syscall number, then the
-/// six raw arguments. See `events/syscalls/sys_enter_mmap/format` in tracefs.
-#[repr(C)]
-struct SyscallEnter {
-    _common: u64,
-    _nr: i32,
-    args: [u64; 6],
+/// Per CPU, per entry: the counters. Userspace sets the number of entries at load time.
+#[map]
+static COUNTERS: PerCpuArray<Counters> = PerCpuArray::with_max_entries(1, 0);
+
+/// The host's shutdown instants (one slot).
+#[map]
+static STOP: Array<StopState> = Array::with_max_entries(1, 0);
+
+/// Per reclaiming thread, system-wide (key: tid).
+#[map]
+static RECLAIM: HashMap<u32, ReclaimState> = HashMap::with_max_entries(16384, 0);
+
+/// Raw events for `--events`; userspace sizes it (one page when streaming is off).
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(4096, 0);
+
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: a helper without arguments.
+    unsafe { bpf_ktime_get_ns() }
 }
 
-/// `mmap(addr, len, prot, flags, fd, off)`: the length is the second argument.
-const MMAP_ARG_LEN: usize = 1;
+/// (tid, tgid) of the current task.
+#[inline(always)]
+fn ids() -> (u32, u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    (pid_tgid as u32, (pid_tgid >> 32) as u32)
+}
 
-#[tracepoint(category = "syscalls", name = "sys_enter_mmap")]
-pub fn sys_enter_mmap(ctx: TracePointContext) -> u32 {
-    if ctx.tgid() != TARGET_TGID.load() {
-        return 0;
+#[inline(always)]
+fn is_host(tgid: u32) -> bool {
+    tgid == TARGET_TGID.load()
+}
+
+#[inline(always)]
+fn current_entry() -> u32 {
+    ENTRY.get(0).copied().unwrap_or(0)
+}
+
+/// This CPU's counters of `entry`. `None` only if userspace set an entry beyond the map,
+/// which it refuses to do.
+#[inline(always)]
+fn counters(entry: u32) -> Option<&'static mut Counters> {
+    // SAFETY: this CPU's slot of a live map value, valid while the program runs.
+    COUNTERS.get_ptr_mut(entry).map(|p| unsafe { &mut *p })
+}
+
+/// Adds to a slot with an atomic add (BPF_XADD, no fetch). The slot is per CPU, so there is
+/// no contention; the atomic is there because fentry/kprobe programs run with migration,
+/// not preemption, disabled: another program run on the same CPU can interleave with a
+/// plain read-modify-write and lose an increment, and the counts here must be exact.
+#[inline(always)]
+fn add(counters: &mut Counters, slot: usize, value: u64) {
+    if let Some(c) = counters.c.get_mut(slot) {
+        // SAFETY: an aligned u64 inside a map value, only ever accessed atomically or by
+        // userspace copies.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(c, value) };
     }
-    let record = ctx.as_ptr().cast::<SyscallEnter>();
-    // SAFETY: tracepoint programs may read their record directly; the verifier checks the
-    // access against the record's size.
-    let len = unsafe { (*record).args[MMAP_ARG_LEN] };
-    if let Some(totals) = MMAP_TOTALS.get_ptr_mut(0) {
-        // SAFETY: the pointer is this CPU's slot, valid for the whole program run.
-        unsafe {
-            (*totals).calls += 1;
-            (*totals).bytes += len;
+}
+
+#[inline(always)]
+fn max(counters: &mut Counters, slot: usize, value: u64) {
+    if let Some(c) = counters.c.get_mut(slot)
+        && value > *c
+    {
+        *c = value;
+    }
+}
+
+#[inline(always)]
+fn stop_state() -> Option<&'static mut StopState> {
+    // SAFETY: the only slot of a live array map; rare events, a racing write of the same
+    // "first seen" instant by two CPUs is harmless.
+    STOP.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+/// Streams one raw event when `--events` is on; counts it as lost when the ring is full.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn emit(entry: u32, tid: u32, kind: u32, aux: u32, a: u64, b: u64, c: u64) {
+    if STREAM_EVENTS.load() == 0 {
+        return;
+    }
+    let sent = match EVENTS.reserve::<Event>(0) {
+        Some(mut slot) => {
+            slot.write(Event {
+                ts_ns: now(),
+                entry,
+                tid,
+                kind,
+                aux,
+                a,
+                b,
+                c,
+            });
+            slot.submit(0);
+            true
         }
+        None => false,
+    };
+    if let Some(counters) = counters(entry) {
+        add(
+            counters,
+            if sent { C_EVENTS_SENT } else { C_EVENTS_LOST },
+            1,
+        );
     }
-    0
 }
+
+/// The pt_regs layout of x86_64 (the only architecture skillprof's syscall numbers are for).
+#[repr(C)]
+struct PtRegs {
+    r15: u64,
+    r14: u64,
+    r13: u64,
+    r12: u64,
+    bp: u64,
+    bx: u64,
+    r11: u64,
+    r10: u64,
+    r9: u64,
+    r8: u64,
+    ax: u64,
+    cx: u64,
+    dx: u64,
+    si: u64,
+    di: u64,
+    orig_ax: u64,
+}
+
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "license")]
+pub static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
 
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {

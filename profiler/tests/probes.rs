@@ -1,20 +1,17 @@
-//! `skillprof probes` against the real kernel: the mmap tracepoint attaches and counts.
+//! `skillprof probes` against the real kernel: every probe is listed with its mechanism, the
+//! syscall probe counts skillprof's own mmaps, forcing the fallbacks works, and without
+//! privileges it says so and refuses.
 //!
 //! These tests load BPF programs, so they need root (CI runs them as root). Without root they
 //! fail loudly: a skipped probe test would pass while proving nothing.
 
+mod probes_support;
+
 use std::{os::unix::process::CommandExt as _, process::Command};
 
+use probes_support::require_root;
 use serde_json::Value;
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test needs root: run as root / via sudo (e.g. `sudo -E cargo test -p skillprof --test probes`)"
-    );
-}
+use skillprof::probes::PROBES;
 
 fn skillprof_probes() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));
@@ -22,28 +19,50 @@ fn skillprof_probes() -> Command {
     command
 }
 
-#[test]
-fn mmap_tracepoint_attaches_and_counts_skillprofs_own_mmaps() {
-    require_root();
+fn report(args: &[&str]) -> Value {
     let out = skillprof_probes()
         .args(["--json", "--seconds", "1"])
+        .args(args)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "skillprof probes failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        "skillprof probes {args:?} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
-    let report: Value = serde_json::from_str(&stdout).expect("stdout is one JSON object");
+    serde_json::from_str(&stdout).expect("stdout is one JSON object")
+}
 
-    let mmap_probe = report["probes"]
+fn probe<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["probes"]
         .as_array()
-        .and_then(|probes| probes.iter().find(|probe| probe["probe"] == "mmap"))
-        .unwrap_or_else(|| panic!("no mmap probe in {report:#}"));
-    assert_eq!(mmap_probe["attached"], true, "{mmap_probe:#}");
-    assert_eq!(mmap_probe["mechanism"], "tracepoint", "{mmap_probe:#}");
+        .and_then(|probes| probes.iter().find(|probe| probe["probe"] == name))
+        .unwrap_or_else(|| panic!("no {name} probe in {report:#}"))
+}
+
+#[test]
+fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
+    require_root();
+    let report = report(&[]);
+    assert!(report["kernel"].as_str().is_some_and(|k| !k.is_empty()));
+    for expected in PROBES {
+        let status = probe(&report, expected.name);
+        // Every mechanism of the plan is accounted for, in plan order.
+        let attempts = status["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), expected.plan.len(), "{status:#}");
+        if status["attached"] == false {
+            // Only the function-probe-only probes may be missing, and they say why.
+            assert!(
+                !skillprof::probes::is_required(expected.name),
+                "required probe {} did not attach: {status:#}",
+                expected.name
+            );
+            assert!(!status["detail"].as_str().unwrap().is_empty());
+        }
+    }
+    assert_eq!(probe(&report, "major_faults")["attached"], true);
 
     let calls = report["mmap"]["calls"]
         .as_u64()
@@ -55,20 +74,81 @@ fn mmap_tracepoint_attaches_and_counts_skillprofs_own_mmaps() {
         "counted {calls} mmap calls, fewer than the {own} skillprof made itself"
     );
     assert!(report["mmap"]["bytes"].as_u64() > Some(0), "{report:#}");
+    // The cost of each attached program is reported.
+    let programs = report["costs"]["programs"].as_array().unwrap();
+    assert!(
+        programs
+            .iter()
+            .any(|p| p["probe"] == "syscalls" && p["runs"].as_u64() > Some(0)),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn forcing_the_fallback_attaches_classic_tracepoints() {
+    require_root();
+    let report = report(&["--force-fallback"]);
+    assert_eq!(report["force_fallback"], true);
+    for name in [
+        "syscalls",
+        "page_faults",
+        "kswapd",
+        "lru_shrink",
+        "exit",
+        "rss_stat",
+    ] {
+        let status = probe(&report, name);
+        assert_eq!(status["attached"], true, "{status:#}");
+        assert_eq!(status["mechanism"], "tracepoint", "{status:#}");
+    }
+    assert!(report["mmap"]["calls"].as_u64() >= report["self_mmaps"].as_u64());
+}
+
+#[test]
+fn a_mechanism_can_be_selected() {
+    require_root();
+    let report = report(&["--mechanism", "tp_btf,tracepoint"]);
+    let syscalls = probe(&report, "syscalls");
+    let attempts = syscalls["attempts"].as_array().unwrap();
+    assert_eq!(attempts[0]["mechanism"], "fentry");
+    assert_eq!(attempts[0]["outcome"], "skipped", "{syscalls:#}");
+}
+
+fn assert_refuses(mut command: Command, how: &str) {
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "skillprof probes succeeded {how}\nstdout:\n{stdout}"
+    );
+    assert!(
+        stderr.contains("needs root")
+            && stderr.contains("CAP_BPF")
+            && stderr.contains("sudo skillprof probes"),
+        "{how}: stderr:\n{stderr}"
+    );
+    // It never pretends: no probe table, no counts.
+    assert!(stdout.trim().is_empty(), "{how}: stdout:\n{stdout}");
 }
 
 #[test]
 fn without_privileges_it_says_root_is_needed() {
     require_root();
     // `nobody`: switching away from uid 0 clears the effective capabilities.
-    let out = skillprof_probes().uid(65534).gid(65534).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "skillprof probes succeeded without privileges"
-    );
-    assert!(
-        stderr.contains("needs root") && stderr.contains("sudo skillprof probes"),
-        "stderr:\n{stderr}"
-    );
+    let mut command = skillprof_probes();
+    command.uid(65534).gid(65534);
+    assert_refuses(command, "as nobody");
+}
+
+#[test]
+fn as_root_without_capabilities_it_says_so_too() {
+    require_root();
+    // uid 0, but no capabilities at all (bounding set emptied before exec).
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_skillprof"))
+        .arg("probes");
+    assert_refuses(command, "as root without capabilities");
 }

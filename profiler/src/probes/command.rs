@@ -1,14 +1,20 @@
 //! `skillprof probes`: load and attach every probe, show how each attached, and prove the
 //! counting works by reading a live count back.
 
-use std::{thread, time::Duration};
+use std::{path::PathBuf, thread, time::Duration};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Args;
 use serde::Serialize;
-use skillprof_common::MmapTotals;
 
-use super::{object::LoadedProbes, plan::ProbeStatus, privileges, tracefs::Tracefs};
+use crate::record::{Metrics as _, Row};
+
+use super::{
+    plan::{Mechanism, Outcome, PROBES, ProbeStatus},
+    privileges,
+    session::{ProbeCosts, ProbeOptions, ProbeSession},
+    tracefs::Tracefs,
+};
 
 /// mmaps skillprof makes itself when it watches itself, so the count has a known floor.
 const SELF_MMAPS: u64 = 16;
@@ -17,22 +23,24 @@ const SELF_MMAP_LEN: usize = 64 * 1024;
 /// Load and attach the BPF probes, show how each attached, and count mmaps (needs root).
 #[derive(Args, Debug)]
 #[command(long_about = "\
-Load skillprof's BPF probes, show how each one attached, and count a process's mmap calls.
+Load skillprof's BPF probes, show how each one attached, and count a process's events.
 
-Each probe has an ordered list of attach mechanisms, cheapest first (fentry, tp_btf, kprobe \
-and classic tracepoints differ in cost and in which kernels allow them); the first that \
-attaches wins, and the table shows which one did or, if none did, why not. Classic \
-tracepoints need tracefs: if /sys/kernel/tracing is not mounted, it is mounted (and left \
-mounted).
+Each probe has an ordered list of attach mechanisms: fentry/fexit, kprobe, tp_btf, classic \
+tracepoint (they differ in cost and in which kernels allow them). The first that attaches \
+wins, and the table shows which one did or, if none did, why not. Classic tracepoints need \
+tracefs: if /sys/kernel/tracing is not mounted, it is mounted (and left mounted). \
+shrink_node and exit_mmap exist only as function probes (fentry, kprobe); where neither is \
+allowed they are reported and skipped, and lru_shrink and rss_stat cover their ground.
 
-Then the mmap calls of one process are counted for --seconds and read back from the BPF \
-map. Watching itself (the default), skillprof makes 16 mmaps of its own, so a working probe \
-counts at least 16.
+Then the events of one process are counted for --seconds and read back from the BPF maps. \
+Watching itself (the default), skillprof makes 16 mmaps of its own, so a working probe \
+counts at least 16. The BPF cost of each program (runs, ns per run) is shown too.
 
 Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN): `sudo skillprof probes`. Exits \
-non-zero if a probe did not attach or the self-check count is short.")]
+non-zero if a probe that has a tracepoint in its plan did not attach, or the self-check \
+count is short.")]
 pub struct ProbesArgs {
-    /// Count the mmap calls of this process [default: skillprof itself].
+    /// Count the events of this process [default: skillprof itself].
     #[arg(long, value_name = "PID")]
     pid: Option<u32>,
     /// How long to count, in seconds.
@@ -41,21 +49,44 @@ pub struct ProbesArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Attach only each plan's last mechanism (classic tracepoints where the plan has one).
+    #[arg(long, env = "SKILLPROF_FORCE_FALLBACK")]
+    force_fallback: bool,
+    /// Use only these mechanisms (comma-separated: fentry, kprobe, tp_btf, tracepoint).
+    #[arg(
+        long,
+        value_name = "LIST",
+        env = "SKILLPROF_MECHANISMS",
+        value_delimiter = ','
+    )]
+    mechanism: Vec<String>,
+    /// Also stream raw events to this CSV file.
+    #[arg(long, value_name = "PATH")]
+    events: Option<PathBuf>,
 }
 
 /// Everything one run found; the table and the JSON are two views of it.
 #[derive(Serialize)]
 struct Report {
+    /// `uname -r`: mechanisms differ by kernel, and later runs compare these reports.
+    kernel: String,
     /// `null` when no probe needed tracefs.
     tracefs: Option<Tracefs>,
+    force_fallback: bool,
+    mechanisms: Option<Vec<Mechanism>>,
     probes: Vec<ProbeStatus>,
     /// The process counted (its tgid).
     pid: u32,
     seconds: u64,
     /// mmaps skillprof made itself during the window (0 unless it watched itself).
     self_mmaps: u64,
-    /// `null` when a probe did not attach: nothing was counted.
+    /// `null` when the syscalls probe did not attach: nothing was counted.
     mmap: Option<MmapCount>,
+    /// Every measured probe column of the window (unmeasured ones are left out).
+    counts: serde_json::Map<String, serde_json::Value>,
+    costs: ProbeCosts,
+    /// events.csv rows written, with --events.
+    events_written: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -71,25 +102,67 @@ pub fn run(args: ProbesArgs) -> Result<()> {
         Some(pid) => tgid_of(pid)?,
         None => me,
     };
-
-    let probes = LoadedProbes::attach(pid)?;
-    let mut report = Report {
-        tracefs: probes.tracefs,
-        probes: probes.statuses.clone(),
+    let mechanisms = if args.mechanism.is_empty() {
+        None
+    } else {
+        Some(
+            args.mechanism
+                .iter()
+                .map(|m| Mechanism::parse(m.trim()))
+                .collect::<Result<Vec<_>>>()?,
+        )
+    };
+    let options = ProbeOptions {
+        events: args.events.clone(),
+        force_fallback: args.force_fallback,
+        max_entries: 1,
+        mechanisms: mechanisms.clone(),
+    };
+    let session = ProbeSession::start(pid, &options)?;
+    let mut self_mmaps = 0;
+    if pid == me {
+        mmap_some()?;
+        self_mmaps = SELF_MMAPS;
+    }
+    thread::sleep(Duration::from_secs(args.seconds));
+    let metrics = session.entry(0)?;
+    let events_written = session.finish_events()?;
+    let syscalls_attached = session
+        .statuses()
+        .iter()
+        .any(|s| s.probe == "syscalls" && s.attached);
+    let mmap = syscalls_attached.then(|| MmapCount {
+        calls: metrics.value("mmap_calls").unwrap_or(0.0) as u64,
+        bytes: metrics.value("mmap_bytes").unwrap_or(0.0) as u64,
+    });
+    let mut cells = Row::default();
+    metrics.write(&mut cells);
+    let mut counts = serde_json::Map::new();
+    for (name, value) in cells.names().zip(cells.values()) {
+        let number = match value.parse::<u64>() {
+            Ok(int) => serde_json::json!(int),
+            Err(_) => match value.parse::<f64>() {
+                Ok(float) => serde_json::json!(float),
+                Err(_) => continue, // empty: not measured
+            },
+        };
+        counts.insert(name.to_string(), number);
+    }
+    let report = Report {
+        kernel: kernel_release(),
+        tracefs: session.tracefs(),
+        force_fallback: args.force_fallback,
+        mechanisms,
+        probes: session.statuses().to_vec(),
         pid,
         seconds: args.seconds,
-        self_mmaps: 0,
-        mmap: None,
+        self_mmaps,
+        mmap,
+        counts,
+        costs: session.costs()?,
+        events_written,
     };
-    if probes.all_attached() {
-        if pid == me {
-            mmap_some()?;
-            report.self_mmaps = SELF_MMAPS;
-        }
-        thread::sleep(Duration::from_secs(args.seconds));
-        let MmapTotals { calls, bytes } = probes.mmap_totals()?;
-        report.mmap = Some(MmapCount { calls, bytes });
-    }
+    drop(session);
 
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -97,6 +170,12 @@ pub fn run(args: ProbesArgs) -> Result<()> {
         print_table(&report);
     }
     verdict(&report)
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The thread-group id of `pid`: the programs filter by tgid, and a thread id would never match.
@@ -134,25 +213,22 @@ fn mmap_some() -> Result<()> {
 }
 
 fn print_table(report: &Report) {
-    let mut rows = vec![["probe", "mechanism", "attached", "detail"]];
+    println!("kernel {}", report.kernel);
+    let mut rows = vec![[
+        "probe".to_string(),
+        "mechanism".into(),
+        "attached".into(),
+        "detail".into(),
+    ]];
     rows.extend(report.probes.iter().map(|s| {
         [
-            s.probe,
-            s.mechanism.as_str(),
-            if s.attached { "yes" } else { "no" },
-            &s.detail,
+            s.probe.clone(),
+            s.mechanism.as_str().into(),
+            if s.attached { "yes" } else { "no" }.into(),
+            s.detail.clone(),
         ]
     }));
-    let mut widths = [0; 3];
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    for [probe, mechanism, attached, detail] in rows {
-        let [w0, w1, w2] = widths;
-        println!("{probe:w0$}  {mechanism:w1$}  {attached:w2$}  {detail}");
-    }
+    print_rows(&rows);
 
     if let Some(tracefs) = report.tracefs {
         println!("\ntracefs: {tracefs}");
@@ -173,15 +249,87 @@ fn print_table(report: &Report) {
             report.pid, report.seconds, mmap.calls, mmap.bytes
         );
     }
+    let nonzero: Vec<String> = report
+        .counts
+        .iter()
+        .filter(|(_, v)| v.as_f64() != Some(0.0))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !nonzero.is_empty() {
+        println!("non-zero counts: {}", nonzero.join(" "));
+    }
+
+    println!(
+        "\nBPF cost (kernel.bpf_stats_enabled, {:?}):",
+        report.costs.stats
+    );
+    let mut rows = vec![[
+        "probe".to_string(),
+        "program".into(),
+        "runs".into(),
+        "ns/run".into(),
+    ]];
+    rows.extend(report.costs.programs.iter().map(|p| {
+        [
+            p.probe.clone(),
+            p.program.clone(),
+            p.runs.to_string(),
+            p.ns_per_run.map_or("-".into(), |ns| format!("{ns:.0}")),
+        ]
+    }));
+    print_rows(&rows);
+    if report.costs.events_streamed {
+        println!(
+            "events: {} sent, {} lost, {} written",
+            report.costs.events_sent,
+            report.costs.events_lost,
+            report.events_written.unwrap_or(0)
+        );
+    }
 }
 
-/// Non-zero exit unless every probe attached and, when watching itself, counted its own mmaps.
+fn print_rows<const N: usize>(rows: &[[String; N]]) {
+    let mut widths = [0; N];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == N {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:width$}  "));
+            }
+        }
+        println!("{}", line.trim_end());
+    }
+}
+
+/// Whether a probe's plan has a mechanism every kernel skillprof supports has (tp_btf or a
+/// classic tracepoint); the others (shrink_node, exit_mmap) are optional.
+pub fn is_required(probe: &str) -> bool {
+    PROBES.iter().find(|p| p.name == probe).is_none_or(|p| {
+        p.plan
+            .iter()
+            .any(|a| matches!(a.mechanism, Mechanism::TpBtf | Mechanism::Tracepoint))
+    })
+}
+
+/// Non-zero exit unless every required probe that was tried attached and, when watching
+/// itself, the mmap count covers skillprof's own mmaps.
 fn verdict(report: &Report) -> Result<()> {
     let missing: Vec<_> = report
         .probes
         .iter()
-        .filter(|s| !s.attached)
-        .map(|s| s.probe)
+        .filter(|s| {
+            !s.attached
+                && is_required(&s.probe)
+                && s.attempts.iter().any(|a| a.outcome == Outcome::Failed)
+        })
+        .map(|s| s.probe.as_str())
         .collect();
     if !missing.is_empty() {
         bail!(
@@ -193,7 +341,8 @@ fn verdict(report: &Report) -> Result<()> {
         && mmap.calls < report.self_mmaps
     {
         bail!(
-            "the mmap probe attached but counted {} calls, fewer than the {} skillprof made itself",
+            "the syscalls probe attached but counted {} mmap calls, fewer than the {} \
+             skillprof made itself",
             mmap.calls,
             report.self_mmaps
         );

@@ -1,16 +1,33 @@
 //! Kernel probes: load skillprof's BPF object, attach each probe by the best mechanism this
-//! kernel allows, and read the aggregates back.
+//! kernel allows, attribute events to entries, and read the aggregates back.
 //!
-//! Every probe has an ordered attach plan (cheapest mechanism first); the loader tries them in
-//! order and records, per probe, what attached and why the others did not. Nothing here
-//! degrades silently: a run reports its [`ProbeStatus`] list.
+//! Every probe has an ordered attach plan (fentry/fexit, kprobe, tp_btf, classic tracepoint);
+//! the loader tries them in order and records, per probe, what attached and why the others did
+//! not. Nothing here degrades silently: a run reports its [`ProbeStatus`] list.
+//!
+//! The runner's view: [`ProbeSession::start`] on the host's pid, [`ProbeSession::begin_entry`]
+//! at each boundary, [`ProbeSession::entry`] for each entry's [`ProbeMetrics`] (a
+//! `record::Metrics`), [`ProbeSession::stop_timeline`] and [`stop_breakdown`] for the stop,
+//! and [`ProbeSession::costs`] for the profiler's own cost.
 
 mod command;
+mod events;
+mod formats;
+mod majflt;
+mod metrics;
 mod object;
 mod plan;
 mod privileges;
+mod session;
+mod stats;
+mod stop;
 mod tracefs;
 
-pub use command::{ProbesArgs, run};
-pub use object::LoadedProbes;
-pub use plan::{Mechanism, ProbeStatus};
+pub use command::{ProbesArgs, is_required, run};
+pub use metrics::{Column, ProbeMetrics, columns};
+pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
+pub use privileges::{can_load_bpf, require_bpf};
+pub use session::{ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};
+pub use stats::StatsSource;
+pub use stop::{StopBreakdown, StopPart, StopTimeline, TeardownSource, stop_breakdown};
+pub use tracefs::Tracefs;

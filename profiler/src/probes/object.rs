@@ -2,67 +2,46 @@
 //! profiler/build.rs for why), and the names of what is inside it.
 
 use anyhow::{Context as _, Result};
-use aya::{Ebpf, EbpfLoader, maps::PerCpuArray};
-use skillprof_common::MmapTotals;
-
-use super::{
-    plan::{Attacher, PROBES, ProbeStatus},
-    tracefs::Tracefs,
-};
+use aya::{Ebpf, EbpfLoader};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("SKILLPROF_BPF_OBJECT"));
 
-/// Global in the object: the tgid the programs count for.
+/// Globals in the object.
 const TARGET_TGID: &str = "TARGET_TGID";
-/// Per-CPU array with one [`MmapTotals`] slot.
-const MMAP_TOTALS: &str = "MMAP_TOTALS";
+const STREAM_EVENTS: &str = "STREAM_EVENTS";
+/// Maps in the object.
+pub const ENTRY: &str = "ENTRY";
+pub const COUNTERS: &str = "COUNTERS";
+pub const STOP: &str = "STOP";
+pub const RECLAIM: &str = "RECLAIM";
+pub const EVENTS: &str = "EVENTS";
+pub const BRK_LAST: &str = "BRK_LAST";
 
-/// The object loaded into the kernel with every probe's attach outcome. Dropping it detaches
-/// and unloads everything.
-pub struct LoadedProbes {
-    ebpf: Ebpf,
-    pub statuses: Vec<ProbeStatus>,
-    /// What was done about tracefs; `None` when no probe needed it.
-    pub tracefs: Option<Tracefs>,
-}
+/// The ring buffer when events are streamed: 16 MiB holds ~350k events, a second of faults
+/// at full speed, while the drain thread catches up. Without streaming it is one page (the
+/// programs never write it: the verifier removed that code).
+const RING_BYTES_STREAMING: u32 = 16 << 20;
+const RING_BYTES_IDLE: u32 = 4096;
 
-impl LoadedProbes {
-    /// Loads the object with its filter set to `tgid` and attaches every probe by its plan.
-    /// Only a failure to load the object at all is an error; per-probe failures are in
-    /// `statuses`.
-    pub fn attach(tgid: u32) -> Result<Self> {
-        let mut ebpf = EbpfLoader::new()
-            .override_global(TARGET_TGID, &tgid, true)
-            .load(OBJECT)
-            .context("loading the BPF object into the kernel")?;
-        let mut attacher = Attacher::default();
-        let statuses = PROBES
-            .iter()
-            .map(|probe| attacher.attach(&mut ebpf, probe))
-            .collect();
-        Ok(Self {
-            ebpf,
-            statuses,
-            tracefs: attacher.tracefs(),
-        })
-    }
-
-    pub fn all_attached(&self) -> bool {
-        self.statuses.iter().all(|status| status.attached)
-    }
-
-    /// The mmap totals so far, summed over CPUs.
-    pub fn mmap_totals(&self) -> Result<MmapTotals> {
-        let map = self
-            .ebpf
-            .map(MMAP_TOTALS)
-            .context("map MMAP_TOTALS is not in the BPF object")?;
-        let per_cpu = PerCpuArray::<_, MmapTotals>::try_from(map)?.get(&0, 0)?;
-        Ok(per_cpu
-            .iter()
-            .fold(MmapTotals::default(), |sum, cpu| MmapTotals {
-                calls: sum.calls + cpu.calls,
-                bytes: sum.bytes + cpu.bytes,
-            }))
-    }
+/// Loads the object into the kernel (maps created, no program loaded yet) with its filter set
+/// to `tgid`, room for `max_entries` entries, and the ring buffer on or off.
+///
+/// BPF memory is charged to the memory cgroup (kernel >= 5.11); RLIMIT_MEMLOCK is not raised
+/// (it cannot be on the machines skillprof runs on).
+pub fn load(tgid: u32, max_entries: u32, stream_events: bool) -> Result<Ebpf> {
+    let stream = u32::from(stream_events);
+    EbpfLoader::new()
+        .override_global(TARGET_TGID, &tgid, true)
+        .override_global(STREAM_EVENTS, &stream, true)
+        .map_max_entries(COUNTERS, max_entries.max(1))
+        .map_max_entries(
+            EVENTS,
+            if stream_events {
+                RING_BYTES_STREAMING
+            } else {
+                RING_BYTES_IDLE
+            },
+        )
+        .load(OBJECT)
+        .context("loading the BPF object into the kernel")
 }

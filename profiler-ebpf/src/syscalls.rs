@@ -1,0 +1,368 @@
+//! Address-space syscalls of the host: mmap, munmap, mremap, mprotect, madvise, brk (calls,
+//! bytes, errors, enter→exit latency per thread), and the `exit_group` instant.
+//!
+//! Mechanisms (userspace attaches one set): fentry+fexit on `__x64_sys_*`, kprobe+kretprobe
+//! on the same functions, tp_btf on the raw `sys_enter`/`sys_exit`, or the classic
+//! `syscalls:sys_{enter,exit}_*` tracepoints. All of them end in [`enter`] and [`exit`].
+
+use aya_ebpf::{
+    EbpfContext as _,
+    helpers::bpf_probe_read_kernel,
+    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, tracepoint},
+    maps::{Array, HashMap},
+    programs::{
+        BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext,
+        TracePointContext,
+    },
+};
+use skillprof_common::{
+    EV_EXIT_GROUP, EV_SYSCALL, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP, NR_MPROTECT, NR_MREMAP,
+    NR_MUNMAP, SC_BYTES, SC_CALLS, SC_ERRORS, SC_LAT_MAX_NS, SC_LAT_NS, SYS_BRK, SYS_MADVISE,
+    SYS_MREMAP, SYS_MUNMAP, SysEnter, advice_class, madv_bytes, madv_calls, sc, syscall_kind,
+};
+
+use crate::{PtRegs, add, counters, current_entry, emit, ids, is_host, max, now, stop_state};
+
+/// Per host thread (key: tid): the syscall in flight.
+#[map]
+static SYS_ENTER: HashMap<u32, SysEnter> = HashMap::with_max_entries(16384, 0);
+
+/// The host's program break after its last brk, to measure how far each brk moves it.
+#[map]
+static BRK_LAST: Array<u64> = Array::with_max_entries(1, 0);
+
+/// A syscall of the host entered. False if it could not be tracked (the per-thread map is
+/// full): the caller logs that, it is the one thing here that loses a count.
+#[inline(always)]
+fn enter(tid: u32, nr: u32, args: [u64; 3]) -> bool {
+    if nr == NR_EXIT_GROUP {
+        if let Some(stop) = stop_state()
+            && stop.exit_group_ns == 0
+        {
+            stop.exit_group_ns = now();
+        }
+        emit(current_entry(), tid, EV_EXIT_GROUP, 0, args[0], 0, 0);
+        return true;
+    }
+    if syscall_kind(nr).is_none() {
+        return true;
+    }
+    let state = SysEnter {
+        ts_ns: now(),
+        args,
+        nr,
+        entry: current_entry(),
+    };
+    SYS_ENTER.insert(&tid, &state, 0).is_ok()
+}
+
+/// Reports a call `enter` could not track.
+macro_rules! lost_call {
+    ($ctx:expr, $tid:expr, $nr:expr) => {
+        aya_log_ebpf::warn!(
+            $ctx,
+            "syscall state map full: syscall {} of thread {} is not counted",
+            $nr,
+            $tid
+        )
+    };
+}
+
+/// A syscall of the host returned. `nr` is `None` where the mechanism cannot tell (kretprobe):
+/// the saved entry state says which syscall it was.
+#[inline(always)]
+fn exit(tid: u32, nr: Option<u32>, ret: i64) {
+    let Some(saved) = SYS_ENTER.get_ptr(&tid) else {
+        return;
+    };
+    // SAFETY: a live hash map value; copied out before the delete below.
+    let saved = unsafe { *saved };
+    let _ = SYS_ENTER.remove(&tid);
+    if let Some(nr) = nr
+        && nr != saved.nr
+    {
+        // A stale entry (its exit was missed, e.g. attached mid-call): not this call.
+        return;
+    }
+    let Some(kind) = syscall_kind(saved.nr) else {
+        return;
+    };
+    let latency = now().saturating_sub(saved.ts_ns);
+    let failed_errno = (-4095..=-1).contains(&ret);
+    let (bytes, failed) = match saved.nr {
+        NR_MMAP | NR_MUNMAP | NR_MPROTECT | NR_MADVISE => (saved.args[1], failed_errno),
+        NR_MREMAP => (saved.args[2], failed_errno),
+        NR_BRK => brk_moved(saved.args[0], ret as u64),
+        _ => (0, failed_errno),
+    };
+    let Some(c) = counters(saved.entry) else {
+        return;
+    };
+    add(c, sc(kind, SC_CALLS), 1);
+    add(c, sc(kind, SC_BYTES), bytes);
+    if failed {
+        add(c, sc(kind, SC_ERRORS), 1);
+    }
+    add(c, sc(kind, SC_LAT_NS), latency);
+    max(c, sc(kind, SC_LAT_MAX_NS), latency);
+    if kind == SYS_MADVISE {
+        let class = advice_class(saved.args[2]);
+        add(c, madv_calls(class), 1);
+        add(c, madv_bytes(class), bytes);
+    }
+    if kind == SYS_MUNMAP
+        && let Some(stop) = stop_state()
+        && stop.signal_ns != 0
+        && stop.exit_group_ns == 0
+    {
+        // The graceful drain: between the termination signal and exit_group.
+        stop.drain_munmap_calls += 1;
+        stop.drain_munmap_bytes += bytes;
+    }
+    // The event's argument: the length (mremap: the new length; brk: the requested break).
+    let arg = match kind {
+        SYS_BRK => saved.args[0],
+        SYS_MREMAP => saved.args[2],
+        _ => saved.args[1],
+    };
+    // aux: the syscall slot, and madvise's advice above it.
+    let aux = if kind == SYS_MADVISE {
+        kind as u32 | ((saved.args[2] as u32 & 0xffff) << 8)
+    } else {
+        kind as u32
+    };
+    emit(saved.entry, tid, EV_SYSCALL, aux, arg, ret as u64, latency);
+}
+
+/// brk(requested) returned `new`: the bytes the break moved, and whether the call failed
+/// (asked for a new break and did not get it). brk(0) only queries.
+#[inline(always)]
+fn brk_moved(requested: u64, new: u64) -> (u64, bool) {
+    let Some(last) = BRK_LAST.get_ptr_mut(0) else {
+        return (0, false);
+    };
+    // SAFETY: the only slot of a live array map.
+    let last = unsafe { &mut *last };
+    let moved = if *last == 0 { 0 } else { new.abs_diff(*last) };
+    *last = new;
+    (moved, requested != 0 && new != requested)
+}
+
+/// Reads the first three syscall arguments from the user registers saved at syscall entry.
+#[inline(always)]
+fn user_args(regs: *const PtRegs) -> [u64; 3] {
+    // SAFETY: the helper checks the addresses; a failed read gives 0.
+    unsafe {
+        [
+            bpf_probe_read_kernel(&raw const (*regs).di).unwrap_or(0),
+            bpf_probe_read_kernel(&raw const (*regs).si).unwrap_or(0),
+            bpf_probe_read_kernel(&raw const (*regs).dx).unwrap_or(0),
+        ]
+    }
+}
+
+#[inline(always)]
+fn user_nr(regs: *const PtRegs) -> u32 {
+    // SAFETY: as in `user_args`.
+    unsafe { bpf_probe_read_kernel(&raw const (*regs).orig_ax).unwrap_or(u64::MAX) as u32 }
+}
+
+// ---- classic tracepoints: syscalls:sys_enter_<name> / sys_exit_<name> ---------------------
+
+/// `struct syscall_trace_enter`: 8-byte common header, the syscall number, six arguments.
+#[repr(C)]
+struct TraceEnter {
+    _common: u64,
+    nr: i32,
+    _pad: i32,
+    args: [u64; 6],
+}
+
+/// `struct syscall_trace_exit`: 8-byte common header, the syscall number, the return value.
+#[repr(C)]
+struct TraceExit {
+    _common: u64,
+    nr: i32,
+    _pad: i32,
+    ret: i64,
+}
+
+/// Attached to `sys_enter_{mmap,munmap,mremap,mprotect,madvise,brk,exit_group}`.
+///
+/// The arguments are read with a helper, not directly: a direct read of the third argument
+/// would make the kernel refuse to attach the program to the records that have fewer
+/// (munmap, brk, exit_group: `max_ctx_offset` beyond the record). For those, the unused
+/// third value is whatever follows the record.
+#[tracepoint]
+pub fn tp_sys_enter(ctx: TracePointContext) -> u32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let record = ctx.as_ptr().cast::<TraceEnter>();
+    // SAFETY: the number is in every record; the helper checks the other addresses.
+    let (nr, args) = unsafe {
+        (
+            (*record).nr as u32,
+            [
+                bpf_probe_read_kernel(&raw const (*record).args[0]).unwrap_or(0),
+                bpf_probe_read_kernel(&raw const (*record).args[1]).unwrap_or(0),
+                bpf_probe_read_kernel(&raw const (*record).args[2]).unwrap_or(0),
+            ],
+        )
+    };
+    if !enter(tid, nr, args) {
+        lost_call!(&ctx, tid, nr);
+    }
+    0
+}
+
+/// Attached to `sys_exit_{mmap,munmap,mremap,mprotect,madvise,brk}`.
+#[tracepoint]
+pub fn tp_sys_exit(ctx: TracePointContext) -> u32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let record = ctx.as_ptr().cast::<TraceExit>();
+    // SAFETY: as above.
+    let (nr, ret) = unsafe { ((*record).nr as u32, (*record).ret) };
+    exit(tid, Some(nr), ret);
+    0
+}
+
+// ---- tp_btf: raw_syscalls sys_enter(regs, id) / sys_exit(regs, ret) -----------------------
+
+#[btf_tracepoint(function = "sys_enter")]
+pub fn btf_sys_enter(ctx: BtfTracePointContext) -> i32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let id: i64 = ctx.arg(1);
+    let nr = id as u32;
+    if nr != NR_EXIT_GROUP && syscall_kind(nr).is_none() {
+        return 0;
+    }
+    let regs: *const PtRegs = ctx.arg(0);
+    if !enter(tid, nr, user_args(regs)) {
+        lost_call!(&ctx, tid, nr);
+    }
+    0
+}
+
+#[btf_tracepoint(function = "sys_exit")]
+pub fn btf_sys_exit(ctx: BtfTracePointContext) -> i32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let regs: *const PtRegs = ctx.arg(0);
+    let nr = user_nr(regs);
+    if syscall_kind(nr).is_none() {
+        return 0;
+    }
+    let ret: i64 = ctx.arg(1);
+    exit(tid, Some(nr), ret);
+    0
+}
+
+// ---- kprobes on __x64_sys_<name>(const struct pt_regs *regs) ------------------------------
+
+/// Attached to every `__x64_sys_<name>`; the syscall number is in the saved user registers.
+#[kprobe]
+pub fn kprobe_sys_enter(ctx: ProbeContext) -> u32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let Some(regs) = ctx.arg::<*const PtRegs>(0) else {
+        return 0;
+    };
+    let nr = user_nr(regs);
+    if !enter(tid, nr, user_args(regs)) {
+        lost_call!(&ctx, tid, nr);
+    }
+    0
+}
+
+#[kretprobe]
+pub fn kretprobe_sys_exit(ctx: RetProbeContext) -> u32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let ret: i64 = ctx.ret();
+    exit(tid, None, ret);
+    0
+}
+
+// ---- fentry / fexit on __x64_sys_<name>: one program per function (BTF attach) ------------
+
+macro_rules! fentry_fexit {
+    ($function:literal, $fentry:ident, $fexit:ident, $nr:expr) => {
+        #[fentry(function = $function)]
+        pub fn $fentry(ctx: FEntryContext) -> i32 {
+            let (tid, tgid) = ids();
+            if !is_host(tgid) {
+                return 0;
+            }
+            let regs: *const PtRegs = ctx.arg(0);
+            if !enter(tid, $nr, user_args(regs)) {
+                lost_call!(&ctx, tid, $nr);
+            }
+            0
+        }
+
+        #[fexit(function = $function)]
+        pub fn $fexit(ctx: FExitContext) -> i32 {
+            let (tid, tgid) = ids();
+            if !is_host(tgid) {
+                return 0;
+            }
+            // fexit's context: the arguments, then the return value.
+            let ret: i64 = ctx.arg(1);
+            exit(tid, Some($nr), ret);
+            0
+        }
+    };
+}
+
+fentry_fexit!("__x64_sys_mmap", fentry_sys_mmap, fexit_sys_mmap, NR_MMAP);
+fentry_fexit!(
+    "__x64_sys_munmap",
+    fentry_sys_munmap,
+    fexit_sys_munmap,
+    NR_MUNMAP
+);
+fentry_fexit!(
+    "__x64_sys_mremap",
+    fentry_sys_mremap,
+    fexit_sys_mremap,
+    NR_MREMAP
+);
+fentry_fexit!(
+    "__x64_sys_mprotect",
+    fentry_sys_mprotect,
+    fexit_sys_mprotect,
+    NR_MPROTECT
+);
+fentry_fexit!(
+    "__x64_sys_madvise",
+    fentry_sys_madvise,
+    fexit_sys_madvise,
+    NR_MADVISE
+);
+fentry_fexit!("__x64_sys_brk", fentry_sys_brk, fexit_sys_brk, NR_BRK);
+
+/// exit_group never returns: entry only.
+#[fentry(function = "__x64_sys_exit_group")]
+pub fn fentry_sys_exit_group(ctx: FEntryContext) -> i32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let regs: *const PtRegs = ctx.arg(0);
+    enter(tid, NR_EXIT_GROUP, user_args(regs));
+    0
+}

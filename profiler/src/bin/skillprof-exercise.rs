@@ -1,0 +1,285 @@
+//! skillprof-exercise: a deterministic workload for the probe tests. It does exactly what it
+//! is told, one command per stdin line, and answers each with one `ok ...` (or `error ...`)
+//! line on stdout, so a test can put an entry boundary between any two commands.
+//!
+//! Transparent huge pages are disabled for it (PR_SET_THP_DISABLE), so touching a page is
+//! one fault. Everything it needs is allocated before the first command and the replies are written
+//! with raw `write(2)` from a fixed buffer, so a command makes no syscalls or faults beyond
+//! the ones it is asked for (apart from reading stdin and the one write of its reply).
+//!
+//! Commands:
+//! - `mmap <n> <bytes>`: n anonymous private read-write mappings of `bytes` each;
+//! - `touch <pages>`: write one byte to each of the first `pages` untouched pages of the
+//!   mappings, in order;
+//! - `munmap <k>`: unmap the k oldest mappings, whole;
+//! - `munmap-bad`: one munmap of a misaligned address (fails with EINVAL);
+//! - `madvise-dontneed`: MADV_DONTNEED on the oldest remaining mapping, whole;
+//! - `brk <bytes>`: move the program break by `bytes` (sbrk: one brk call);
+//! - `hold <MiB>`: map and touch `MiB` MiB in one mapping (the stop test's resident memory);
+//! - `drain-on-sigterm <MiB>`: on SIGTERM, munmap that much of the held mapping, in 64 MiB
+//!   calls, then exit 0 (the graceful drain);
+//! - `wait-sigterm`: block until SIGTERM arrives (then drain and exit);
+//! - `readfile <path>`: read a file through the page cache, 1 MiB at a time;
+//! - `faults`: answer with this process's minflt and majflt (getrusage);
+//! - `exit`: exit 0.
+
+use std::{
+    ffi::CString,
+    io::{BufRead as _, BufReader},
+    ptr,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+const PAGE: usize = 4096;
+const MIB: usize = 1 << 20;
+
+static SIGTERM: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    SIGTERM.store(true, Ordering::SeqCst);
+}
+
+struct Region {
+    addr: *mut u8,
+    len: usize,
+}
+
+struct State {
+    regions: Vec<Region>,
+    /// Pages of `regions` touched so far, counting from the first mapping still held.
+    touched: usize,
+    held: Option<Region>,
+    drain_bytes: usize,
+    out: [u8; 256],
+    read_buf: Vec<u8>,
+}
+
+fn main() {
+    let mut state = State {
+        regions: Vec::with_capacity(1024),
+        touched: 0,
+        held: None,
+        drain_bytes: 0,
+        out: [0; 256],
+        read_buf: vec![1; MIB],
+    };
+    // No transparent huge pages: one fault per touched page, whatever the machine's THP mode
+    // (adjacent mappings merge into one VMA, where THP=always would map 2 MiB per fault).
+    // SAFETY: a process-wide flag, no pointers.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigterm as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, ptr::null_mut());
+    }
+    let stdin = std::io::stdin();
+    let mut input = BufReader::with_capacity(64 * 1024, stdin.lock());
+    let mut line = String::with_capacity(4096);
+    reply(&mut state, "ok ready");
+    loop {
+        line.clear();
+        match input.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let result = run(&mut state, &words);
+        match result {
+            Ok(Some(answer)) => reply(&mut state, &answer),
+            Ok(None) => reply(&mut state, "ok"),
+            Err(why) => reply(&mut state, &format!("error {why}")),
+        }
+    }
+}
+
+fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
+    let number = |i: usize| -> Result<usize, String> {
+        words
+            .get(i)
+            .ok_or("missing argument")?
+            .parse()
+            .map_err(|e| format!("{e}"))
+    };
+    match words.first().copied() {
+        Some("mmap") => {
+            let (n, len) = (number(1)?, number(2)?);
+            for _ in 0..n {
+                let addr = map(len)?;
+                state.regions.push(Region { addr, len });
+            }
+            Ok(None)
+        }
+        Some("touch") => {
+            let mut pages = number(1)?;
+            let mut skip = state.touched;
+            for region in &state.regions {
+                let in_region = region.len / PAGE;
+                if skip >= in_region {
+                    skip -= in_region;
+                    continue;
+                }
+                let here = (in_region - skip).min(pages);
+                for page in skip..skip + here {
+                    // SAFETY: inside a live read-write mapping.
+                    unsafe { ptr::write_volatile(region.addr.add(page * PAGE), 1) };
+                }
+                pages -= here;
+                state.touched += here;
+                skip = 0;
+                if pages == 0 {
+                    break;
+                }
+            }
+            if pages > 0 {
+                return Err(format!("{pages} pages short: map more first"));
+            }
+            Ok(None)
+        }
+        Some("munmap") => {
+            let k = number(1)?;
+            if k > state.regions.len() {
+                return Err("not that many mappings".into());
+            }
+            for region in state.regions.drain(..k) {
+                state.touched = state.touched.saturating_sub(region.len / PAGE);
+                // SAFETY: a whole mapping this program made and no longer uses.
+                if unsafe { libc::munmap(region.addr.cast(), region.len) } != 0 {
+                    return Err(format!("munmap: {}", std::io::Error::last_os_error()));
+                }
+            }
+            Ok(None)
+        }
+        Some("munmap-bad") => {
+            // SAFETY: a misaligned address: the kernel refuses it (EINVAL) and unmaps nothing.
+            let rc = unsafe { libc::munmap(ptr::without_provenance_mut(1), PAGE) };
+            if rc == 0 {
+                return Err("munmap of a misaligned address succeeded".into());
+            }
+            Ok(None)
+        }
+        Some("madvise-dontneed") => {
+            let region = state.regions.first().ok_or("no mapping")?;
+            // SAFETY: a whole mapping of this program; its contents may be discarded.
+            let rc = unsafe { libc::madvise(region.addr.cast(), region.len, libc::MADV_DONTNEED) };
+            if rc != 0 {
+                return Err(format!("madvise: {}", std::io::Error::last_os_error()));
+            }
+            Ok(None)
+        }
+        Some("brk") => {
+            let bytes = number(1)?;
+            // SAFETY: grows the heap; nothing else in this process moves the break meanwhile.
+            let old = unsafe { libc::sbrk(bytes as libc::intptr_t) };
+            if old as isize == -1 {
+                return Err(format!("sbrk: {}", std::io::Error::last_os_error()));
+            }
+            Ok(None)
+        }
+        Some("hold") => {
+            let len = number(1)? * MIB;
+            let addr = map(len)?;
+            for page in 0..len / PAGE {
+                // SAFETY: inside the fresh mapping.
+                unsafe { ptr::write_volatile(addr.add(page * PAGE), 1) };
+            }
+            state.held = Some(Region { addr, len });
+            Ok(None)
+        }
+        Some("drain-on-sigterm") => {
+            state.drain_bytes = number(1)? * MIB;
+            Ok(None)
+        }
+        Some("wait-sigterm") => {
+            reply(state, "ok waiting");
+            while !SIGTERM.load(Ordering::SeqCst) {
+                // SAFETY: waits for any signal.
+                unsafe { libc::pause() };
+            }
+            drain_and_exit(state)
+        }
+        Some("readfile") => {
+            let path =
+                CString::new(*words.get(1).ok_or("missing path")?).map_err(|e| e.to_string())?;
+            // SAFETY: a NUL-terminated path; the fd is closed below.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
+            if fd < 0 {
+                return Err(format!("open: {}", std::io::Error::last_os_error()));
+            }
+            let mut total = 0usize;
+            loop {
+                // SAFETY: reads into our own buffer.
+                let n = unsafe {
+                    libc::read(fd, state.read_buf.as_mut_ptr().cast(), state.read_buf.len())
+                };
+                if n <= 0 {
+                    break;
+                }
+                total += n as usize;
+            }
+            // SAFETY: our fd.
+            unsafe { libc::close(fd) };
+            Ok(Some(format!("ok read={total}")))
+        }
+        Some("faults") => {
+            // SAFETY: fills a zeroed struct.
+            let usage = unsafe {
+                let mut usage: libc::rusage = std::mem::zeroed();
+                libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+                usage
+            };
+            Ok(Some(format!(
+                "ok minflt={} majflt={}",
+                usage.ru_minflt, usage.ru_majflt
+            )))
+        }
+        Some("exit") => std::process::exit(0),
+        _ => Err(format!("unknown command {words:?}")),
+    }
+}
+
+fn drain_and_exit(state: &mut State) -> ! {
+    if let Some(held) = &state.held {
+        let mut left = state.drain_bytes.min(held.len);
+        let mut at = held.addr;
+        while left > 0 {
+            let chunk = left.min(64 * MIB);
+            // SAFETY: unmaps the front of the held mapping, which nothing uses any more.
+            unsafe {
+                libc::munmap(at.cast(), chunk);
+                at = at.add(chunk);
+            }
+            left -= chunk;
+        }
+    }
+    std::process::exit(0)
+}
+
+fn map(len: usize) -> Result<*mut u8, String> {
+    // SAFETY: a fresh anonymous mapping.
+    let addr = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    Ok(addr.cast())
+}
+
+/// One line on stdout with a single write(2) from a fixed buffer.
+fn reply(state: &mut State, text: &str) {
+    let bytes = text.as_bytes();
+    let n = bytes.len().min(state.out.len() - 1);
+    state.out[..n].copy_from_slice(&bytes[..n]);
+    state.out[n] = b'\n';
+    // SAFETY: writes our own buffer to fd 1.
+    unsafe { libc::write(1, state.out.as_ptr().cast(), n + 1) };
+}

@@ -1,0 +1,459 @@
+//! A probe session: the BPF object loaded and filtered to one host process, every probe
+//! attached by its plan, per-entry attribution, the stop timeline, and the profiler's own cost.
+
+use std::{
+    collections::HashMap,
+    fs,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+};
+
+use anyhow::{Context as _, Result, ensure};
+use aya::{
+    Ebpf,
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+};
+use aya_log::EbpfLogger;
+use serde::Serialize;
+use skillprof_common::{
+    C_EVENTS_LOST, C_EVENTS_SENT, COUNTERS as SLOTS, Counters, RECLAIM_KSWAPD, ReclaimState,
+    StopState,
+};
+
+use super::{
+    events::EventStream,
+    majflt::MajorFaults,
+    metrics::{ProbeMetrics, combine},
+    object,
+    plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
+    privileges,
+    stats::{StatsGuard, StatsSource},
+    stop::StopTimeline,
+    tracefs::Tracefs,
+};
+
+// The BPF side uses x86_64 syscall numbers and `__x64_sys_*` function names.
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("skillprof's probes are written for x86_64 (syscall numbers, pt_regs, __x64_sys_*)");
+const _: () = {
+    use skillprof_common::*;
+    assert!(NR_MMAP as i64 == libc::SYS_mmap);
+    assert!(NR_MUNMAP as i64 == libc::SYS_munmap);
+    assert!(NR_MREMAP as i64 == libc::SYS_mremap);
+    assert!(NR_MPROTECT as i64 == libc::SYS_mprotect);
+    assert!(NR_MADVISE as i64 == libc::SYS_madvise);
+    assert!(NR_BRK as i64 == libc::SYS_brk);
+    assert!(NR_EXIT_GROUP as i64 == libc::SYS_exit_group);
+};
+
+/// How to run the probes.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeOptions {
+    /// Stream raw events to this events.csv.
+    pub events: Option<PathBuf>,
+    /// Attach only each plan's last mechanism (the most portable one).
+    pub force_fallback: bool,
+    /// Entries the run can have (plan length + 1); `begin_entry` refuses indexes beyond.
+    pub max_entries: u32,
+    /// Only these mechanisms (`None`: all). Combined with `force_fallback`, the fallback wins.
+    pub mechanisms: Option<Vec<Mechanism>>,
+}
+
+impl ProbeOptions {
+    fn allowed(&self) -> Allowed {
+        if self.force_fallback {
+            Allowed::FallbackOnly
+        } else if let Some(only) = &self.mechanisms {
+            Allowed::Only(only.clone())
+        } else {
+            Allowed::All
+        }
+    }
+}
+
+/// The loaded probes of one host process. Dropping it detaches everything, stops the event
+/// stream and turns BPF stats back off.
+pub struct ProbeSession {
+    // Field order is drop order: the stream drains before the programs go.
+    events: Option<Mutex<EventStream>>,
+    entry_map: Mutex<Array<MapData, u32>>,
+    counters: PerCpuArray<MapData, Counters>,
+    stop: Array<MapData, StopState>,
+    ebpf: Ebpf,
+    majflt: Option<Mutex<MajorFaults>>,
+    /// Major-fault counter value at each `begin_entry`.
+    majflt_marks: Mutex<HashMap<u32, u64>>,
+    stats: Option<StatsGuard>,
+    stats_error: Option<String>,
+    /// aya-log records from the programs (rare paths only, e.g. a full map).
+    logger: Option<Mutex<EbpfLogger<Diagnostics>>>,
+    diagnostics: Diagnostics,
+    statuses: Vec<ProbeStatus>,
+    tracefs: Option<Tracefs>,
+    tgid: u32,
+    max_entries: u32,
+    current: Mutex<u32>,
+}
+
+impl ProbeSession {
+    /// Loads the object filtered to `tgid`, attaches every probe by its plan, enables BPF
+    /// stats (off again when the session drops). Only a failure to load at all is an error
+    /// (including missing privileges, with the fix); per-probe failures are in `statuses`.
+    pub fn start(tgid: u32, options: &ProbeOptions) -> Result<ProbeSession> {
+        privileges::require_bpf_for_run()?;
+        ensure!(
+            fs::metadata(format!("/proc/{tgid}")).is_ok(),
+            "no process {tgid} to probe"
+        );
+        let max_entries = options.max_entries.max(1);
+        // Stats first, so the first runs of every program are counted.
+        let (stats, stats_error) = match StatsGuard::enable() {
+            Ok(guard) => (Some(guard), None),
+            Err(e) => (None, Some(e)),
+        };
+        let mut ebpf = object::load(tgid, max_entries, options.events.is_some())?;
+        seed_kswapd(&mut ebpf)?;
+        seed_brk(&mut ebpf, tgid)?;
+        let diagnostics = Diagnostics::default();
+        let logger = EbpfLogger::init_with_logger(&mut ebpf, diagnostics.clone())
+            .context("reading the BPF programs' log ring (aya-log)")?;
+
+        let mut attacher = Attacher::default();
+        let allowed = options.allowed();
+        let mut statuses: Vec<ProbeStatus> = PROBES
+            .iter()
+            .map(|probe| attacher.attach(&mut ebpf, probe, &allowed))
+            .collect();
+
+        let majflt = MajorFaults::open(tgid);
+        statuses.push(ProbeStatus::perf_counter(
+            "major_faults",
+            &majflt
+                .as_ref()
+                .map(|m| {
+                    format!(
+                        "PERF_COUNT_SW_PAGE_FAULTS_MAJ on {} threads of {tgid} (inherited)",
+                        m.threads()
+                    )
+                })
+                .map_err(|e| format!("{e:#}")),
+        ));
+
+        let entry_map = Array::try_from(take(&mut ebpf, object::ENTRY)?)?;
+        let counters = PerCpuArray::try_from(take(&mut ebpf, object::COUNTERS)?)?;
+        let stop = Array::try_from(take(&mut ebpf, object::STOP)?)?;
+        let events = match &options.events {
+            Some(path) => {
+                let ring = RingBuf::try_from(take(&mut ebpf, object::EVENTS)?)?;
+                Some(Mutex::new(EventStream::start(ring, path)?))
+            }
+            None => None,
+        };
+        let session = ProbeSession {
+            events,
+            entry_map: Mutex::new(entry_map),
+            counters,
+            stop,
+            ebpf,
+            majflt: majflt.ok().map(Mutex::new),
+            majflt_marks: Mutex::new(HashMap::new()),
+            stats,
+            stats_error,
+            logger: Some(Mutex::new(logger)),
+            diagnostics,
+            statuses,
+            tracefs: attacher.tracefs(),
+            tgid,
+            max_entries,
+            current: Mutex::new(0),
+        };
+        session.begin_entry(0)?;
+        Ok(session)
+    }
+
+    /// Per probe: attached or not, by which mechanism, and why not.
+    pub fn statuses(&self) -> &[ProbeStatus] {
+        &self.statuses
+    }
+
+    /// What was done about tracefs, if a probe needed it.
+    pub fn tracefs(&self) -> Option<Tracefs> {
+        self.tracefs
+    }
+
+    pub fn tgid(&self) -> u32 {
+        self.tgid
+    }
+
+    /// From now on, events are attributed to entry `index`.
+    pub fn begin_entry(&self, index: u32) -> Result<()> {
+        ensure!(
+            index < self.max_entries,
+            "entry {index} is beyond the {} entries the probes were loaded for \
+             (ProbeOptions::max_entries)",
+            self.max_entries
+        );
+        // Mark the major-fault counter first: faults after this instant belong to `index`.
+        if let Some(majflt) = &self.majflt {
+            let value = majflt.lock().unwrap().read()?;
+            self.majflt_marks.lock().unwrap().insert(index, value);
+        }
+        self.entry_map
+            .lock()
+            .unwrap()
+            .set(0, &index, 0)
+            .context("writing the entry index into the BPF map")?;
+        *self.current.lock().unwrap() = index;
+        Ok(())
+    }
+
+    /// What the BPF programs logged (aya-log), oldest first: things that cost counts, such as
+    /// a full map. Empty in a healthy run.
+    pub fn diagnostics(&self) -> Vec<String> {
+        if let Some(logger) = &self.logger {
+            logger.lock().unwrap().flush();
+        }
+        self.diagnostics.0.lock().unwrap().clone()
+    }
+
+    /// Everything attributed to entry `index`, summed over CPUs.
+    pub fn entry(&self, index: u32) -> Result<ProbeMetrics> {
+        ensure!(index < self.max_entries, "entry {index} was never begun");
+        let per_cpu = self
+            .counters
+            .get(&index, 0)
+            .context("reading the per-entry counters")?;
+        let counters = combine(per_cpu.iter());
+        let attached = self
+            .statuses
+            .iter()
+            .filter(|s| s.attached)
+            .map(|s| (s.probe.clone(), s.mechanism))
+            .collect();
+        Ok(ProbeMetrics {
+            counters,
+            attached,
+            majflt_perf: self.majflt_delta(index)?,
+            streaming: self.events.is_some(),
+        })
+    }
+
+    /// Major faults between `begin_entry(index)` and the next entry's begin (or now).
+    fn majflt_delta(&self, index: u32) -> Result<Option<u64>> {
+        let Some(majflt) = &self.majflt else {
+            return Ok(None);
+        };
+        let marks = self.majflt_marks.lock().unwrap();
+        let Some(&start) = marks.get(&index) else {
+            return Ok(None);
+        };
+        let next = marks
+            .iter()
+            .filter(|&(&i, _)| i > index)
+            .min_by_key(|&(&i, _)| i);
+        let end = match next {
+            Some((_, &v)) => v,
+            None => majflt.lock().unwrap().read()?,
+        };
+        Ok(Some(end.saturating_sub(start)))
+    }
+
+    /// Kernel-side instants of the host's shutdown (CLOCK_MONOTONIC ns).
+    pub fn stop_timeline(&self) -> Result<StopTimeline> {
+        let state = self.stop.get(&0, 0).context("reading the STOP map")?;
+        let mut timeline = StopTimeline::from_state(&state);
+        let attached = |name: &str| self.statuses.iter().any(|s| s.probe == name && s.attached);
+        timeline.exit_probes_attached = attached("exit");
+        timeline.syscall_probes_attached = attached("syscalls");
+        timeline.exit_mmap_attached = attached("exit_mmap");
+        timeline.rss_stat_attached = attached("rss_stat");
+        Ok(timeline)
+    }
+
+    /// Per program: runs, total ns, ns/run (BPF stats), and the events streamed and lost.
+    pub fn costs(&self) -> Result<ProbeCosts> {
+        let mut programs = Vec::new();
+        for status in self.statuses.iter().filter(|s| s.attached) {
+            for name in &status.programs {
+                let Some(program) = self.ebpf.program(name) else {
+                    continue;
+                };
+                let info = program
+                    .info()
+                    .with_context(|| format!("reading the info of program {name}"))?;
+                let runs = info.run_count();
+                let run_ns = info.run_time().as_nanos() as u64;
+                programs.push(ProgramCost {
+                    probe: status.probe.clone(),
+                    program: name.clone(),
+                    mechanism: status.mechanism,
+                    runs,
+                    run_ns,
+                    ns_per_run: (runs > 0).then(|| run_ns as f64 / runs as f64),
+                });
+            }
+        }
+        let (mut sent, mut lost) = (0, 0);
+        if self.events.is_some() {
+            for index in 0..self.max_entries {
+                let per_cpu = self.counters.get(&index, 0)?;
+                let counters = combine(per_cpu.iter());
+                sent += counters[C_EVENTS_SENT];
+                lost += counters[C_EVENTS_LOST];
+            }
+        }
+        Ok(ProbeCosts {
+            stats: self.stats.as_ref().map(StatsGuard::source),
+            stats_error: self.stats_error.clone(),
+            total_runs: programs.iter().map(|p| p.runs).sum(),
+            total_run_ns: programs.iter().map(|p| p.run_ns).sum(),
+            programs,
+            events_streamed: self.events.is_some(),
+            events_sent: sent,
+            events_lost: lost,
+            events_written: self
+                .events
+                .as_ref()
+                .map(|stream| stream.lock().unwrap().written()),
+            diagnostics: self.diagnostics(),
+        })
+    }
+
+    /// Stops the event stream: drains the ring into events.csv and closes it. Returns the
+    /// number of events written (`None` without `--events`). Dropping the session does the
+    /// same; this is for callers that want the count or the error.
+    pub fn finish_events(&self) -> Result<Option<u64>> {
+        match &self.events {
+            Some(stream) => Ok(Some(stream.lock().unwrap().finish()?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The profiler's own cost.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeCosts {
+    /// How BPF stats were enabled (`None`: they could not be; see `stats_error`).
+    pub stats: Option<StatsSource>,
+    pub stats_error: Option<String>,
+    pub programs: Vec<ProgramCost>,
+    pub total_runs: u64,
+    pub total_run_ns: u64,
+    pub events_streamed: bool,
+    /// Events the programs put in the ring, and those that did not fit.
+    pub events_sent: u64,
+    pub events_lost: u64,
+    /// Events written to events.csv so far.
+    pub events_written: Option<u64>,
+    /// What the programs logged (see [`ProbeSession::diagnostics`]).
+    pub diagnostics: Vec<String>,
+}
+
+/// Collects aya-log records.
+#[derive(Clone, Default)]
+struct Diagnostics(Arc<Mutex<Vec<String>>>);
+
+impl log::Log for Diagnostics {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{}: {}", record.level(), record.args()));
+    }
+
+    fn flush(&self) {}
+}
+
+/// One BPF program's runs. `runs` counts every invocation, including the ones that return
+/// after the tgid compare (e.g. the raw syscall tracepoints run for every syscall).
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgramCost {
+    pub probe: String,
+    pub program: String,
+    pub mechanism: Mechanism,
+    pub runs: u64,
+    pub run_ns: u64,
+    pub ns_per_run: Option<f64>,
+}
+
+fn take(ebpf: &mut Ebpf, name: &str) -> Result<aya::maps::Map> {
+    ebpf.take_map(name)
+        .with_context(|| format!("map {name} is not in the BPF object"))
+}
+
+/// Marks the kswapd threads as such in `RECLAIM`, so LRU shrinking by a kswapd that was
+/// already awake at attach time is classified (kswapd_wake marks them too).
+fn seed_kswapd(ebpf: &mut Ebpf) -> Result<()> {
+    let map = ebpf
+        .map_mut(object::RECLAIM)
+        .with_context(|| format!("map {} is not in the BPF object", object::RECLAIM))?;
+    let mut reclaim: BpfHashMap<_, u32, ReclaimState> = BpfHashMap::try_from(map)?;
+    for entry in fs::read_dir("/proc")? {
+        let Some(pid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(comm) = fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        // kswapd0, kswapd1, ...: kernel threads, children of kthreadd (pid 2).
+        if comm.starts_with("kswapd") && parent(pid) == Some(2) {
+            let state = ReclaimState {
+                kinds: RECLAIM_KSWAPD,
+                ..ReclaimState::default()
+            };
+            reclaim.insert(&pid, &state, 0)?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets the host's current program break in `BRK_LAST`, so its first brk after the start is
+/// measured too: the end of the `[heap]` mapping (glibc moves the break in whole pages), or
+/// the start of the heap if it has none yet.
+fn seed_brk(ebpf: &mut Ebpf, tgid: u32) -> Result<()> {
+    let maps = fs::read_to_string(format!("/proc/{tgid}/maps")).unwrap_or_default();
+    let heap_end = maps
+        .lines()
+        .find(|line| line.ends_with("[heap]"))
+        .and_then(|line| line.split(['-', ' ']).nth(1))
+        .and_then(|end| u64::from_str_radix(end, 16).ok());
+    let brk = heap_end.or_else(|| {
+        // /proc/PID/stat field 47: start_brk.
+        let stat = fs::read_to_string(format!("/proc/{tgid}/stat")).ok()?;
+        stat.rsplit_once(") ")?
+            .1
+            .split(' ')
+            .nth(47 - 3)?
+            .parse()
+            .ok()
+    });
+    if let Some(brk) = brk {
+        let map = ebpf
+            .map_mut(object::BRK_LAST)
+            .with_context(|| format!("map {} is not in the BPF object", object::BRK_LAST))?;
+        Array::<_, u64>::try_from(map)?.set(0, &brk, 0)?;
+    }
+    Ok(())
+}
+
+fn parent(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+}
+
+/// Guards `SLOTS` being what `Counters` holds (both from skillprof-common).
+const _: () = assert!(size_of::<Counters>() == SLOTS * 8);
+
+// The runner may move the session into a thread or share it behind an Arc.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<ProbeSession>();
+};
