@@ -5,9 +5,12 @@
 //! is a view of the per-entry result records.
 
 pub mod cmds;
+pub mod explain;
 pub mod hostctl;
 pub mod output;
 pub mod probes;
 pub mod record;
+pub mod report;
 pub mod run;
 pub mod sample;
+pub mod words;

@@ -36,6 +36,18 @@ impl Row {
         self
     }
 
+    /// The columns `group` writes, all empty: for the entries a group does not apply to
+    /// (the stop breakdown outside `stop`, probes under --no-probes), so that every row has
+    /// the same columns.
+    pub fn absent(&mut self, group: &impl Metrics) -> &mut Self {
+        let mut example = Row::default();
+        group.write(&mut example);
+        for name in example.names() {
+            self.missing(name);
+        }
+        self
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.cells.iter().map(|(name, _)| name.as_str())
     }

@@ -130,6 +130,49 @@ fn smoke_run_leaves_four_consistent_files() {
         );
     }
 
+    // Kernel evidence, attributed to the right entry: the skill touches every page of the
+    // 1,000 KB it allocates, so that entry saw at least 250 user page faults.
+    let [executions, instantiate, faults] =
+        ["executions", "host_instantiate_ms", "faults_user"].map(|c| column(&header, c));
+    let execute_skill = rows
+        .iter()
+        .find(|r| r[1].starts_with("execute_skill"))
+        .unwrap();
+    assert_eq!(int(execute_skill, executions), 1);
+    assert!(int(execute_skill, faults) >= 250, "{execute_skill:?}");
+    for row in rows.iter().filter(|r| int(r, executions) > 0) {
+        assert!(
+            !row[instantiate].is_empty(),
+            "the host's Server-Timing split: {row:?}"
+        );
+    }
+    // The stop breakdown's parts add up to its total, which is the stop's wall time.
+    let number = |row: &[String], name: &str| row[column(&header, name)].parse::<f64>().unwrap();
+    let parts: f64 = ["signal", "drain", "exit", "teardown", "last_thread", "reap"]
+        .iter()
+        .map(|part| number(stop, &format!("stop_{part}_ms")))
+        .sum();
+    let total = number(stop, "stop_total_ms");
+    assert!(
+        (parts - total).abs() < 0.01,
+        "parts {parts} vs total {total}"
+    );
+    assert!((total - number(stop, "took_ms")).abs() < 1.0, "{stop:?}");
+
+    // One paragraph per entry, in order.
+    let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+    let paragraphs: Vec<&str> = explanation
+        .split("\n\n")
+        .filter(|p| !p.trim().is_empty() && !p.starts_with('#') && !p.starts_with("- "))
+        .collect();
+    assert_eq!(paragraphs.len(), plan.entries.len());
+    for (paragraph, entry) in paragraphs.iter().zip(&plan.entries) {
+        assert!(
+            paragraph.starts_with(&format!("{}: ", entry.name)),
+            "{paragraph:?}"
+        );
+    }
+
     // samples.csv: a constant column count, entries tagged in order.
     let (header, samples) = read_csv(&folder.join("samples.csv"));
     assert!(
@@ -151,7 +194,21 @@ fn smoke_run_leaves_four_consistent_files() {
     assert_eq!(meta["cmds"]["hash"], plan.hash.as_str());
     assert_eq!(meta["entries_run"], plan.entries.len());
     assert!(meta["host"]["sha1"].as_str().unwrap().len() == 40);
-    assert_eq!(meta["host"]["config"]["engine"]["allocator"], "on-demand", "the host's own config");
+    assert_eq!(
+        meta["host"]["config"]["engine"]["allocator"], "on-demand",
+        "the host's own config"
+    );
+    assert_eq!(meta["probes"]["enabled"], true);
+    let statuses = meta["probes"]["statuses"].as_array().unwrap();
+    assert!(
+        statuses
+            .iter()
+            .any(|s| s["probe"] == "syscalls" && s["attached"] == true)
+    );
+    assert!(
+        meta["probes"]["costs"]["total_runs"].as_u64().unwrap() > 0,
+        "the profiler's own cost"
+    );
 
     // The run prints its own comparison-style table.
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -172,7 +229,10 @@ fn long_workload(dir: &Path) -> PathBuf {
 
 /// Starts a run under `dir/runs` and waits until its second entry is under way; returns
 /// it with its run folder.
-#[allow(clippy::zombie_processes, reason = "the caller waits for the child it gets")]
+#[allow(
+    clippy::zombie_processes,
+    reason = "the caller waits for the child it gets"
+)]
 fn start_long_run(dir: &Path, cmds_file: &Path) -> (Child, PathBuf) {
     let out = dir.join("runs");
     let mut child = skillprof()
@@ -317,4 +377,101 @@ fn an_invalid_workload_is_refused_before_anything_starts() {
         );
     }
     assert!(!runs.exists(), "nothing started");
+}
+
+/// A short workload for the tests that only need a host doing something.
+fn short_workload(dir: &Path) -> PathBuf {
+    let path = dir.join("short.cmds");
+    fs::write(&path, "add_rs\nexecute_skill sample_rs1 Short 1000 0\n").unwrap();
+    path
+}
+
+#[test]
+fn without_probes_the_probe_columns_are_empty_not_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let cmds_file = short_workload(dir.path());
+    let output = skillprof()
+        .arg("run")
+        .arg(&cmds_file)
+        .arg("--out")
+        .arg(&out)
+        .arg("--no-probes")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let folder = run_folder(&out);
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    for name in [
+        "faults_user",
+        "mmap_calls",
+        "direct_reclaim_count",
+        "stop_total_ms",
+    ] {
+        let index = column(&header, name);
+        assert!(
+            rows.iter().all(|r| r[index].is_empty()),
+            "{name} must be empty without probes"
+        );
+    }
+    assert!(
+        int(&rows[1], column(&header, "minflt")) > 0,
+        "procfs still measures"
+    );
+    assert_eq!(meta(&folder)["probes"]["enabled"], false);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("probes off (--no-probes)"),
+        "says so loudly: {stderr}"
+    );
+}
+
+/// Runs `skillprof run` as the unprivileged user nobody.
+fn run_as_nobody(dir: &Path, extra: &[&str]) -> Output {
+    let out = dir.join("runs");
+    fs::create_dir_all(&out).unwrap();
+    // nobody needs to write the run folder and read the workload.
+    Command::new("chmod")
+        .args(["-R", "a+rwx"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_skillprof"))
+        .arg("run")
+        .arg(short_workload(dir))
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("setpriv (util-linux) runs the binary unprivileged")
+}
+
+#[test]
+fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = run_as_nobody(dir.path(), &[]);
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("needs root") && stderr.contains("--no-probes"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read_dir(dir.path().join("runs")).unwrap().count(),
+        0,
+        "nothing started"
+    );
+
+    let procfs_only = run_as_nobody(dir.path(), &["--no-probes"]);
+    assert!(procfs_only.status.success(), "{}", describe(&procfs_only));
+    let folder = run_folder(&dir.path().join("runs"));
+    assert_eq!(meta(&folder)["probes"]["enabled"], false);
 }

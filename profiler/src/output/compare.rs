@@ -2,6 +2,7 @@
 //! harness's eval printed them, so that old and new tables can be diffed.
 
 use super::harness_log::{self, Entry, RunLog};
+use crate::words::thousands;
 use anyhow::{Context, ensure};
 use chrono::NaiveDateTime;
 use std::{
@@ -444,21 +445,6 @@ fn vs_a_float(value: f64, a: f64) -> String {
     }
 }
 
-/// `value` with a comma between each group of three digits, as Python's `{:,}`.
-fn thousands(value: i128) -> String {
-    let digits = value.unsigned_abs().to_string();
-    let mut grouped = String::with_capacity(digits.len() * 4 / 3 + 1);
-    if value < 0 {
-        grouped.push('-');
-    }
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(digit);
-    }
-    grouped
-}
 
 fn write_csv(runs: &[Run], extended: &[String], out: impl Write) -> anyhow::Result<()> {
     let mut csv = csv::Writer::from_writer(out);
@@ -525,17 +511,4 @@ mod tests {
         assert_eq!(vs_a(0, 96), "0");
     }
 
-    #[test]
-    fn groups_thousands_like_python() {
-        for (value, expected) in [
-            (0, "0"),
-            (999, "999"),
-            (1000, "1,000"),
-            (-1537472, "-1,537,472"),
-            (123456, "123,456"),
-            (-100, "-100"),
-        ] {
-            assert_eq!(thousands(value), expected);
-        }
-    }
 }

@@ -10,9 +10,10 @@ use serde::Serialize;
 use crate::record::{Metrics as _, Row};
 
 use super::{
+    tables,
     plan::{Mechanism, Outcome, PROBES, ProbeStatus},
     privileges,
-    session::{ProbeCosts, ProbeOptions, ProbeSession},
+    session::{MechanismArgs, ProbeCosts, ProbeSession},
     tracefs::Tracefs,
 };
 
@@ -49,17 +50,8 @@ pub struct ProbesArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Attach only each plan's last mechanism (classic tracepoints where the plan has one).
-    #[arg(long, env = "SKILLPROF_FORCE_FALLBACK")]
-    force_fallback: bool,
-    /// Use only these mechanisms (comma-separated: fentry, kprobe, tp_btf, tracepoint).
-    #[arg(
-        long,
-        value_name = "LIST",
-        env = "SKILLPROF_MECHANISMS",
-        value_delimiter = ','
-    )]
-    mechanism: Vec<String>,
+    #[command(flatten)]
+    selection: MechanismArgs,
     /// Also stream raw events to this CSV file.
     #[arg(long, value_name = "PATH")]
     events: Option<PathBuf>,
@@ -102,22 +94,8 @@ pub fn run(args: ProbesArgs) -> Result<()> {
         Some(pid) => tgid_of(pid)?,
         None => me,
     };
-    let mechanisms = if args.mechanism.is_empty() {
-        None
-    } else {
-        Some(
-            args.mechanism
-                .iter()
-                .map(|m| Mechanism::parse(m.trim()))
-                .collect::<Result<Vec<_>>>()?,
-        )
-    };
-    let options = ProbeOptions {
-        events: args.events.clone(),
-        force_fallback: args.force_fallback,
-        max_entries: 1,
-        mechanisms: mechanisms.clone(),
-    };
+    let options = args.selection.options(args.events.clone(), 1)?;
+    let (force_fallback, mechanisms) = (options.force_fallback, options.mechanisms.clone());
     let session = ProbeSession::start(pid, &options)?;
     let mut self_mmaps = 0;
     if pid == me {
@@ -151,7 +129,7 @@ pub fn run(args: ProbesArgs) -> Result<()> {
     let report = Report {
         kernel: kernel_release(),
         tracefs: session.tracefs(),
-        force_fallback: args.force_fallback,
+        force_fallback,
         mechanisms,
         probes: session.statuses().to_vec(),
         pid,
@@ -214,21 +192,7 @@ fn mmap_some() -> Result<()> {
 
 fn print_table(report: &Report) {
     println!("kernel {}", report.kernel);
-    let mut rows = vec![[
-        "probe".to_string(),
-        "mechanism".into(),
-        "attached".into(),
-        "detail".into(),
-    ]];
-    rows.extend(report.probes.iter().map(|s| {
-        [
-            s.probe.clone(),
-            s.mechanism.as_str().into(),
-            if s.attached { "yes" } else { "no" }.into(),
-            s.detail.clone(),
-        ]
-    }));
-    print_rows(&rows);
+    print!("{}", tables::statuses(&report.probes));
 
     if let Some(tracefs) = report.tracefs {
         println!("\ntracefs: {tracefs}");
@@ -259,53 +223,7 @@ fn print_table(report: &Report) {
         println!("non-zero counts: {}", nonzero.join(" "));
     }
 
-    println!(
-        "\nBPF cost (kernel.bpf_stats_enabled, {:?}):",
-        report.costs.stats
-    );
-    let mut rows = vec![[
-        "probe".to_string(),
-        "program".into(),
-        "runs".into(),
-        "ns/run".into(),
-    ]];
-    rows.extend(report.costs.programs.iter().map(|p| {
-        [
-            p.probe.clone(),
-            p.program.clone(),
-            p.runs.to_string(),
-            p.ns_per_run.map_or("-".into(), |ns| format!("{ns:.0}")),
-        ]
-    }));
-    print_rows(&rows);
-    if report.costs.events_streamed {
-        println!(
-            "events: {} sent, {} lost, {} written",
-            report.costs.events_sent,
-            report.costs.events_lost,
-            report.events_written.unwrap_or(0)
-        );
-    }
-}
-
-fn print_rows<const N: usize>(rows: &[[String; N]]) {
-    let mut widths = [0; N];
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    for row in rows {
-        let mut line = String::new();
-        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-            if i + 1 == N {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:width$}  "));
-            }
-        }
-        println!("{}", line.trim_end());
-    }
+    print!("\n{}", tables::costs(&report.costs));
 }
 
 /// Whether a probe's plan has a mechanism every kernel skillprof supports has (tp_btf or a

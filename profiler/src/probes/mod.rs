@@ -21,13 +21,14 @@ mod privileges;
 mod session;
 mod stats;
 mod stop;
+pub mod tables;
 mod tracefs;
 
 pub use command::{ProbesArgs, is_required, run};
 pub use metrics::{Column, ProbeMetrics, columns};
 pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
-pub use privileges::{can_load_bpf, require_bpf};
-pub use session::{ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};
+pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};
+pub use session::{MechanismArgs, ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};
 pub use stats::StatsSource;
 pub use stop::{StopBreakdown, StopPart, StopTimeline, TeardownSource, stop_breakdown};
 pub use tracefs::Tracefs;

@@ -59,6 +59,29 @@ pub struct ProbeOptions {
     pub mechanisms: Option<Vec<Mechanism>>,
 }
 
+/// Which attach mechanisms a session may use: the same flags for `skillprof probes` and
+/// `skillprof run`, so that a kernel's fallback paths can be exercised either way.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct MechanismArgs {
+    /// Attach only each plan's last mechanism (classic tracepoints where the plan has one),
+    /// to compare with what the preferred mechanisms count.
+    #[arg(long, env = "SKILLPROF_FORCE_FALLBACK")]
+    pub force_fallback: bool,
+    /// Use only these mechanisms (comma-separated: fentry, kprobe, tp_btf, tracepoint).
+    #[arg(long, value_name = "LIST", env = "SKILLPROF_MECHANISMS", value_delimiter = ',')]
+    pub mechanism: Vec<String>,
+}
+
+impl MechanismArgs {
+    pub fn options(&self, events: Option<PathBuf>, max_entries: u32) -> Result<ProbeOptions> {
+        let mechanisms = match self.mechanism.as_slice() {
+            [] => None,
+            names => Some(names.iter().map(|m| Mechanism::parse(m.trim())).collect::<Result<_>>()?),
+        };
+        Ok(ProbeOptions { events, force_fallback: self.force_fallback, max_entries, mechanisms })
+    }
+}
+
 impl ProbeOptions {
     fn allowed(&self) -> Allowed {
         if self.force_fallback {

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::probes::MechanismArgs;
+
 const LONG_ABOUT: &str = "\
 Run a cmds workload against a skill host and measure every entry.
 
@@ -11,14 +13,21 @@ skillprof starts the host (our skillhost by default) with a fresh skills directo
 run folder, waits until it answers, then runs the file's entries in order with the 2024 \
 harness's semantics, ending with `stop` (SIGTERM, then wait until the host is reaped). Per \
 entry it records wall time, the host's RSS and VMS before and after, peak RSS, page faults, \
-threads and request errors.
+threads and request errors, and from BPF probes on the host (root needed; --no-probes \
+runs without): its mmap/munmap/madvise/mprotect/brk calls and bytes, page faults, direct \
+and memcg reclaim, and system-wide kswapd, LRU and slab shrinking, all attributed to the \
+entry that caused them, plus a breakdown of the stop into signal, drain, exit, \
+address-space teardown and reap.
 
 The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
   YYMMDD_HHMMSS.mmm_run.log  the harness's log format (skillprof compare reads it)
   commands.csv               one row per entry, every metric, units in the column names
   samples.csv                a time series: host RSS, faults, PSI, free memory per zone vs watermarks
-  meta.json                  machine, kernel, host binary and configuration, workload; how the run ended
+  meta.json                  machine, kernel, host binary and configuration, workload, which probe
+                             attached by which mechanism, the profiler's own cost; how the run ended
+  explain.md                 one paragraph per entry: where its memory and time went, from the evidence
   host.log                   the host's own output
+  events.csv                 with --events: every kernel event, timestamped
 Every file is flushed after each entry. Ctrl-C or SIGTERM stop the host, finish the files, mark \
 the run incomplete in meta.json with the entries not run, and exit non-zero.
 
@@ -78,6 +87,19 @@ pub struct RunArgs {
     /// How long the host may take to exit after SIGTERM before it is SIGKILLed, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]
     pub stop_timeout_s: u64,
+
+    /// Run without BPF probes (no root needed): procfs and the sampler only. Every probe
+    /// column of commands.csv stays empty, never zero, and meta.json says probes were off.
+    #[arg(long)]
+    pub no_probes: bool,
+
+    /// Also stream every kernel event to events.csv (time, entry, thread, kind, fields),
+    /// and report events lost when the ring buffer was full.
+    #[arg(long, conflicts_with = "no_probes")]
+    pub events: bool,
+
+    #[command(flatten)]
+    pub mechanisms: MechanismArgs,
 
     /// Flags for skillhost (or appended to --host-bin's arguments), after `--`.
     #[arg(last = true, value_name = "HOST_FLAGS")]

@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::hostctl::HostSpec;
 
 use super::machine::Machine;
+use super::probing::ProbesInfo;
 
 #[derive(Debug, Serialize)]
 pub struct RunInfo {
@@ -28,6 +29,8 @@ pub struct RunInfo {
     pub sampling_interval_ms: u64,
     /// CPU time the sampler thread spent reading procfs: part of the profiler's own cost.
     pub sampler_cpu_ms: Option<f64>,
+    /// Which probe attached by which mechanism, and what they cost.
+    pub probes: Option<ProbesInfo>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -12,6 +13,9 @@ use crate::sample::{self, process};
 pub struct Progress {
     bar: Option<ProgressBar>,
     total: usize,
+    /// Set once the host is told to stop: from then on /proc/PID is not read (see
+    /// `Sampler::release_process`).
+    host_released: AtomicBool,
 }
 
 impl Progress {
@@ -28,7 +32,11 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(100));
             bar
         });
-        Progress { bar, total }
+        Progress {
+            bar,
+            total,
+            host_released: AtomicBool::new(false),
+        }
     }
 
     /// Shows `host_pid`'s RSS next to the entry while it runs, every quarter second.
@@ -42,7 +50,7 @@ impl Progress {
             loop {
                 ticker.tick().await;
                 let Some(bar) = &progress.bar else { return };
-                if bar.is_finished() {
+                if bar.is_finished() || progress.host_released.load(Ordering::Relaxed) {
                     return;
                 }
                 if let Ok(stat) = process::read(std::path::Path::new(sample::PROC), host_pid) {
@@ -50,6 +58,11 @@ impl Progress {
                 }
             }
         });
+    }
+
+    /// Stops showing the host's RSS: it is about to exit.
+    pub fn release_host(&self) {
+        self.host_released.store(true, Ordering::Relaxed);
     }
 
     pub fn begin(&self, index: usize, name: &str) {

@@ -20,12 +20,14 @@ use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::Sampl
 use crate::record::{Metrics as _, Row};
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process};
+use crate::{explain, probes, words};
 
 use super::args::RunArgs;
 use super::entry::EntryMeasure;
 use super::info::{CmdsInfo, HostInfo, RunInfo, Status};
 use super::interrupt::{Interruption, Signals};
 use super::machine::Machine;
+use super::probing::Probing;
 use super::progress::Progress;
 use super::workload::{Outcome, Workload};
 
@@ -42,6 +44,10 @@ impl From<anyhow::Error> for Abort {
 }
 
 pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
+    if !args.no_probes {
+        // Before anything starts: a run that cannot probe would leave a half-made folder.
+        probes::require_bpf_for_run()?;
+    }
     let mut signals = Signals::install()?;
     let stamp = harness_log::stamp(Local::now());
     let folder = args.out.join(&stamp);
@@ -94,6 +100,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         machine,
         sampling_interval_ms: args.interval_ms,
         sampler_cpu_ms: None,
+        probes: None,
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
     let log_file =
@@ -110,6 +117,8 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         log_path,
         host: None,
         sampler: None,
+        probing: None,
+        rows: Vec::new(),
     };
     meta::write(&run.meta_path, &run.info)?;
     let ended = run.drive(&args, &plan, &spec, &samples, &mut signals).await;
@@ -128,7 +137,10 @@ struct Run {
     progress: std::sync::Arc<Progress>,
     host: Option<HostProcess>,
     sampler: Option<Sampler>,
+    probing: Option<Probing>,
     entries_done: usize,
+    /// Every recorded row, for explain.md.
+    rows: Vec<Row>,
 }
 
 impl Run {
@@ -170,6 +182,11 @@ impl Run {
             csv,
         )?);
         self.progress.watch_rss(pid);
+        let probing = Probing::start(args, pid, plan.entries.len(), &self.folder)?;
+        self.progress.note(&probing.describe());
+        self.info.probes = Some(probing.info());
+        meta::write(&self.meta_path, &self.info)?;
+        self.probing = Some(probing);
 
         let ready = Instant::now();
         for (index, entry) in plan.entries.iter().enumerate() {
@@ -177,10 +194,14 @@ impl Run {
             let before = host_process(pid)?;
             let sampler = self.sampler.as_ref().expect("started above");
             sampler.begin_entry(index)?;
+            let probing = self.probing.as_ref().expect("started above");
+            probing.begin_entry(index)?;
             let started = ready.elapsed();
             let clock = Instant::now();
             let (outcome, after, stopped) = if entry.command == Command::Stop {
                 let host = self.host.take().expect("stop is the last entry");
+                sampler.release_process()?;
+                self.progress.release_host();
                 let stopped = host.stop(Duration::from_secs(args.stop_timeout_s)).await?;
                 (Outcome::default(), None, Some(stopped))
             } else {
@@ -205,6 +226,7 @@ impl Run {
             let mut row = Row::default();
             measure.write(&mut row);
             sampling.write(&mut row);
+            probing.write_entry(index, measure.stopped.as_ref(), &mut row)?;
             self.record(&measure, &row)?;
         }
         Ok(())
@@ -215,6 +237,7 @@ impl Run {
         let logged = measure.harness();
         self.log.write_entry(&logged)?;
         self.commands.write(row)?;
+        self.rows.push(row.clone());
         self.entries_done += 1;
         self.info.entries_run = self.entries_done;
         self.info.request_errors += measure.outcome.errors;
@@ -272,11 +295,30 @@ impl Run {
             let cpu = sampler.finish()?;
             self.info.sampler_cpu_ms = Some(cpu.as_secs_f64() * 1e3);
         }
+        if let Some(probing) = self.probing.take() {
+            let costs = probing.costs()?;
+            if let Some(costs) = &costs {
+                eprint!("\n{}", probes::tables::costs(costs));
+                for diagnostic in &costs.diagnostics {
+                    eprintln!("warning: a BPF program reported: {diagnostic}");
+                }
+            }
+            if let Some(info) = &mut self.info.probes {
+                info.costs = costs;
+            }
+        }
         self.progress.finish();
         self.info.finished = Some(Local::now().to_rfc3339());
         meta::write(&self.meta_path, &self.info)?;
 
         print!("{}", compare::table_of(&[self.log_path.clone()])?);
+        let explanation = explain::document(
+            &format!("{} ({})", self.info.cmds.file, self.info.run),
+            &measurement(&self.info),
+            &self.rows,
+        );
+        fs::write(self.folder.join("explain.md"), &explanation).context("writing explain.md")?;
+        print!("\n{explanation}");
         eprintln!("\nrun folder: {}", self.folder.display());
         if self.info.request_errors > 0 {
             eprintln!(
@@ -315,7 +357,9 @@ async fn run_entry(
     // requests can fail first: an entry that saw failures waits a moment to know whether
     // they were the host's death.
     if outcome.errors > 0
-        && tokio::time::timeout(DEATH_GRACE, exit_watch.exited()).await.is_ok()
+        && tokio::time::timeout(DEATH_GRACE, exit_watch.exited())
+            .await
+            .is_ok()
     {
         return Err(host_gone());
     }
@@ -336,6 +380,63 @@ fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
         Err(ProcessError::Gone { .. }) => Err(host_gone()),
         Err(error) => Err(Abort::Failed(error.into())),
     }
+}
+
+/// How the run was measured, for the head of explain.md: the host, which probes were live
+/// by which mechanism, and what measuring cost.
+fn measurement(info: &RunInfo) -> Vec<String> {
+    let mut lines = vec![format!(
+        "host: {} on {} ({} cores, {} GiB), kernel {}",
+        info.host.spec.bin.display(),
+        info.machine.brand,
+        info.machine.cores,
+        info.machine.memory_total_kb / (1024 * 1024),
+        info.machine.kernel_release
+    )];
+    if let Some(engine) = info.host.config.as_ref().and_then(|c| c.get("engine")) {
+        lines.push(format!("host configuration: {engine}"));
+    }
+    let Some(probes) = &info.probes else {
+        return lines;
+    };
+    if !probes.enabled {
+        lines.push("probes: off (--no-probes); procfs and the sampler only".to_owned());
+    }
+    let live: Vec<String> = probes
+        .statuses
+        .iter()
+        .filter(|s| s.attached)
+        .map(|s| format!("{} ({})", s.probe, s.mechanism))
+        .collect();
+    if !live.is_empty() {
+        lines.push(format!("probes live: {}", live.join(", ")));
+    }
+    let missing: Vec<&str> = probes
+        .statuses
+        .iter()
+        .filter(|s| !s.attached)
+        .map(|s| s.probe.as_str())
+        .collect();
+    if !missing.is_empty() {
+        lines.push(format!(
+            "probes not attached on this kernel: {} (meta.json says why; others cover their ground)",
+            missing.join(", ")
+        ));
+    }
+    if let Some(costs) = &probes.costs {
+        lines.push(format!(
+            "profiler cost: BPF programs ran {} times for {} in total{}; the sampler thread used {} of CPU",
+            words::count(costs.total_runs as f64),
+            words::ms(costs.total_run_ns as f64 / 1e6),
+            if costs.events_streamed {
+                format!(", {} events streamed, {} lost", costs.events_sent, costs.events_lost)
+            } else {
+                String::new()
+            },
+            words::ms(info.sampler_cpu_ms.unwrap_or(0.0))
+        ));
+    }
+    lines
 }
 
 fn host_spec(args: &RunArgs) -> Result<HostSpec> {

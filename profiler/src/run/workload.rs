@@ -39,8 +39,11 @@ impl Outcome {
                     .server_timing(metric)
                     .map(|ms| Duration::from_secs_f64(ms / 1e3))
             };
-            self.host_instantiate += ms("instantiate").unwrap_or_default();
-            self.host_call += ms("call").unwrap_or_default();
+            if let (Some(instantiate), Some(call)) = (ms("instantiate"), ms("call")) {
+                self.host_instantiate += instantiate;
+                self.host_call += call;
+                self.host_timed += 1;
+            }
         }
         self.count(&format!("execute {name}"), result);
     }
@@ -148,11 +151,8 @@ impl Workload {
                 memory_kb,
                 wait_ms,
             } => {
-                let reply = self
-                    .client
-                    .execute(name, &skill_input(topic, *memory_kb, *wait_ms))
-                    .await;
-                outcome.count(&format!("execute {name}"), reply);
+                let input = skill_input(topic, *memory_kb, *wait_ms);
+                outcome.executed(name, timed_execute(&self.client, name, &input).await);
                 Ok(())
             }
             Command::ExecuteAll {

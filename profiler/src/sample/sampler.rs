@@ -50,6 +50,7 @@ pub struct Sampler {
 enum Command {
     Begin(usize, Sender<Result<()>>),
     End(Sender<Result<EntrySampling>>),
+    Release(Sender<Result<()>>),
 }
 
 impl Sampler {
@@ -95,6 +96,13 @@ impl Sampler {
     /// Takes the entry's last boundary sample, flushes samples.csv, and sums the entry up.
     pub fn end_entry(&self) -> Result<EntrySampling> {
         self.ask(Command::End)
+    }
+
+    /// Stops reading /proc/PID for good: the host is about to exit, and a reader that
+    /// holds its mm at that moment would run part of the address-space teardown itself,
+    /// hiding it from the probes. Process columns are empty from here on.
+    pub fn release_process(&self) -> Result<()> {
+        self.ask(Command::Release)
     }
 
     /// CPU time the sampler thread has used so far: the profiler's cost of sampling.
@@ -173,6 +181,10 @@ impl Worker {
                 }
                 Ok(Command::End(reply)) => {
                     let _ = reply.send(self.end());
+                }
+                Ok(Command::Release(reply)) => {
+                    self.host_gone = true;
+                    let _ = reply.send(Ok(()));
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     // An error is kept in `failure` and reported by the next call.

@@ -1,0 +1,73 @@
+//! The probe tables people read: which probe attached by which mechanism (and why not),
+//! and what each BPF program cost. `skillprof probes` and every run print the same ones.
+
+use std::fmt::Write as _;
+
+use super::plan::ProbeStatus;
+use super::session::ProbeCosts;
+
+/// probe, mechanism, attached, detail: one line per probe.
+pub fn statuses(statuses: &[ProbeStatus]) -> String {
+    let mut rows = vec![["probe", "mechanism", "attached", "detail"].map(String::from)];
+    rows.extend(statuses.iter().map(|s| {
+        [
+            s.probe.clone(),
+            s.mechanism.as_str().into(),
+            if s.attached { "yes" } else { "no" }.into(),
+            s.detail.clone(),
+        ]
+    }));
+    aligned(&rows)
+}
+
+/// Runs and ns/run per program (BPF stats), then the event stream's count and losses.
+pub fn costs(costs: &ProbeCosts) -> String {
+    let mut text = match (&costs.stats, &costs.stats_error) {
+        (Some(source), _) => format!("BPF cost (BPF stats via {source:?}):\n"),
+        (None, Some(why)) => format!("BPF cost unknown: BPF stats could not be enabled ({why})\n"),
+        (None, None) => "BPF cost unknown\n".to_owned(),
+    };
+    let mut rows = vec![["probe", "program", "runs", "ns/run"].map(String::from)];
+    rows.extend(costs.programs.iter().map(|p| {
+        [
+            p.probe.clone(),
+            p.program.clone(),
+            p.runs.to_string(),
+            p.ns_per_run.map_or("-".into(), |ns| format!("{ns:.0}")),
+        ]
+    }));
+    text.push_str(&aligned(&rows));
+    if costs.events_streamed {
+        let _ = writeln!(
+            text,
+            "events: {} sent, {} lost, {} written",
+            costs.events_sent,
+            costs.events_lost,
+            costs.events_written.unwrap_or(0)
+        );
+    }
+    text
+}
+
+/// Left-aligned columns two spaces apart; the last column is not padded.
+fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0; N];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let mut text = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == N {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:width$}  ");
+            }
+        }
+        let _ = writeln!(text, "{}", line.trim_end());
+    }
+    text
+}

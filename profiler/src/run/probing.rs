@@ -1,0 +1,123 @@
+//! The runner's side of the probes: a live session on the host, or none (`--no-probes`),
+//! and in both cases the same columns in every row, so commands.csv keeps one header.
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::hostctl::Stopped;
+use crate::probes::{
+    self, ProbeCosts, ProbeSession, ProbeStatus, StopBreakdown, StopTimeline, Tracefs,
+    stop_breakdown,
+};
+use crate::record::{Metrics as _, Row};
+
+use super::args::RunArgs;
+
+pub enum Probing {
+    Live(Box<ProbeSession>),
+    Off,
+}
+
+/// What meta.json says about the probes.
+#[derive(Debug, Serialize)]
+pub struct ProbesInfo {
+    pub enabled: bool,
+    pub tracefs: Option<Tracefs>,
+    pub statuses: Vec<ProbeStatus>,
+    /// The profiler's own cost, read at the end of the run.
+    pub costs: Option<ProbeCosts>,
+}
+
+impl Probing {
+    /// Attaches to the host `pid` unless probes are off; `entries` is the plan's length.
+    pub fn start(args: &RunArgs, pid: u32, entries: usize, folder: &Path) -> Result<Self> {
+        if args.no_probes {
+            return Ok(Probing::Off);
+        }
+        let events = args.events.then(|| folder.join("events.csv"));
+        let options = args.mechanisms.options(events, entries as u32 + 1)?;
+        Ok(Probing::Live(Box::new(ProbeSession::start(pid, &options)?)))
+    }
+
+    pub fn info(&self) -> ProbesInfo {
+        match self {
+            Probing::Live(session) => ProbesInfo {
+                enabled: true,
+                tracefs: session.tracefs(),
+                statuses: session.statuses().to_vec(),
+                costs: None,
+            },
+            Probing::Off => ProbesInfo {
+                enabled: false,
+                tracefs: None,
+                statuses: Vec::new(),
+                costs: None,
+            },
+        }
+    }
+
+    /// The probe table, or the loud line that there is none.
+    pub fn describe(&self) -> String {
+        match self {
+            Probing::Live(session) => probes::tables::statuses(session.statuses()),
+            Probing::Off => "probes off (--no-probes): every probe column stays empty\n".to_owned(),
+        }
+    }
+
+    pub fn begin_entry(&self, index: usize) -> Result<()> {
+        match self {
+            Probing::Live(session) => session.begin_entry(index as u32),
+            Probing::Off => Ok(()),
+        }
+    }
+
+    /// The entry's probe metrics and, for `stop`, its breakdown into signal, drain, exit,
+    /// teardown and reap; empty cells where there is nothing to say.
+    pub fn write_entry(
+        &self,
+        index: usize,
+        stopped: Option<&Stopped>,
+        row: &mut Row,
+    ) -> Result<()> {
+        let unobserved = stop_breakdown(&StopTimeline::default(), 0, 0);
+        match self {
+            Probing::Live(session) => {
+                session.entry(index as u32)?.write(row);
+                match stopped {
+                    Some(stopped) => breakdown(session, stopped)?.write(row),
+                    None => {
+                        row.absent(&unobserved);
+                    }
+                }
+            }
+            Probing::Off => {
+                for column in probes::columns() {
+                    row.missing(&column.name);
+                }
+                row.absent(&unobserved);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn costs(&self) -> Result<Option<ProbeCosts>> {
+        match self {
+            Probing::Live(session) => {
+                session.finish_events()?;
+                Ok(Some(session.costs()?))
+            }
+            Probing::Off => Ok(None),
+        }
+    }
+}
+
+fn breakdown(session: &ProbeSession, stopped: &Stopped) -> Result<StopBreakdown> {
+    let timeline = session.stop_timeline()?;
+    Ok(stop_breakdown(
+        &timeline,
+        stopped.signalled_ns,
+        stopped.reaped_ns,
+    ))
+}
