@@ -10,3 +10,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 "$ROOT/scripts/build.sh"
 cd "$ROOT"
 cargo test --release --workspace --no-fail-fast
+# The probe tests again on this kernel and in a Debian 6.1 guest (fentry/fexit, kprobes), and
+# the two kernels compared; see the README's "Kernel matrix".
+"$ROOT/scripts/kernel-matrix.sh"

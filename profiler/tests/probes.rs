@@ -2,6 +2,10 @@
 //! syscall probe counts skillprof's own mmaps, forcing the fallbacks works, and without
 //! privileges it says so and refuses.
 //!
+//! Which mechanism attaches is asserted per kernel (`SKILLPROF_EXPECT_MECHANISMS`: this
+//! machine's kernel must give the fallbacks, a stock kernel the function probes), and the
+//! reports are saved for the kernel matrix's tables (`SKILLPROF_MATRIX_OUT`).
+//!
 //! These tests load BPF programs, so they need root (CI runs them as root). Without root they
 //! fail loudly: a skipped probe test would pass while proving nothing.
 
@@ -9,9 +13,9 @@ mod probes_support;
 
 use std::{os::unix::process::CommandExt as _, process::Command};
 
-use probes_support::require_root;
+use probes_support::{Selection, assert_mechanisms, require_root, save_result};
 use serde_json::Value;
-use skillprof::probes::PROBES;
+use skillprof::probes::{PROBES, ProbeStatus};
 
 fn skillprof_probes() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));
@@ -35,6 +39,10 @@ fn report(args: &[&str]) -> Value {
     serde_json::from_str(&stdout).expect("stdout is one JSON object")
 }
 
+fn statuses(report: &Value) -> Vec<ProbeStatus> {
+    serde_json::from_value(report["probes"].clone()).expect("the report's probes are statuses")
+}
+
 fn probe<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["probes"]
         .as_array()
@@ -46,7 +54,9 @@ fn probe<'a>(report: &'a Value, name: &str) -> &'a Value {
 fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
     require_root();
     let report = report(&[]);
+    save_result("probes", report.clone());
     assert!(report["kernel"].as_str().is_some_and(|k| !k.is_empty()));
+    assert_mechanisms(&statuses(&report), Selection::All);
     for expected in PROBES {
         let status = probe(&report, expected.name);
         // Every mechanism of the plan is accounted for, in plan order.
@@ -88,7 +98,9 @@ fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
 fn forcing_the_fallback_attaches_classic_tracepoints() {
     require_root();
     let report = report(&["--force-fallback"]);
+    save_result("probes-forced-fallback", report.clone());
     assert_eq!(report["force_fallback"], true);
+    assert_mechanisms(&statuses(&report), Selection::ForcedFallback);
     for name in [
         "syscalls",
         "page_faults",
@@ -112,6 +124,19 @@ fn a_mechanism_can_be_selected() {
     let attempts = syscalls["attempts"].as_array().unwrap();
     assert_eq!(attempts[0]["mechanism"], "fentry");
     assert_eq!(attempts[0]["outcome"], "skipped", "{syscalls:#}");
+}
+
+#[test]
+fn without_fentry_kprobes_attach_where_the_kernel_has_them() {
+    require_root();
+    // On a kernel with kprobes, syscalls, shrink_node and exit_mmap attach kprobes, and the
+    // self-check (at least skillprof's own mmaps counted) runs through them; on this
+    // machine's kernel the kprobe attempts fail and tp_btf counts instead.
+    let report = report(&["--mechanism", "kprobe,tp_btf,tracepoint"]);
+    save_result("probes-no-fentry", report.clone());
+    assert_mechanisms(&statuses(&report), Selection::NoFentry);
+    assert!(report["mmap"]["calls"].as_u64() >= report["self_mmaps"].as_u64());
+    assert!(report["self_mmaps"].as_u64() > Some(0), "{report:#}");
 }
 
 fn assert_refuses(mut command: Command, how: &str) {

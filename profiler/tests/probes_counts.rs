@@ -3,13 +3,21 @@
 //! that to each entry. Also: the fallback mechanisms count the same as the preferred ones,
 //! and `--events` streams what the aggregates counted.
 //!
+//! Which mechanisms attach is asserted per kernel (`SKILLPROF_EXPECT_MECHANISMS`), and the
+//! counts are saved (`SKILLPROF_MATRIX_OUT`) so that the kernel matrix can check that two
+//! kernels, attaching by different mechanisms, attribute the same counts.
+//!
 //! Root only (CI runs these as root); without root they fail loudly.
 
 mod probes_support;
 
 use std::collections::BTreeMap;
 
-use probes_support::{Exercise, int, minflt, require_root, row};
+use probes_support::{
+    Exercise, Selection, assert_mechanisms, cell_json, int, majflt, mechanisms_json, minflt,
+    require_root, row, save_result,
+};
+use serde_json::{Value, json};
 use skillprof::{
     probes::{Mechanism, ProbeOptions, ProbeSession, columns},
     record::Row,
@@ -29,21 +37,34 @@ const STEPS: &[(&str, &[&str])] = &[
 ];
 const TOUCHED: u64 = 4000;
 
+/// The kernel's own fault counts of the workload per entry (/proc/PID/stat deltas).
+struct KernelFaults {
+    minflt: Vec<u64>,
+    /// Faults the kernel counted as major: those that read from disk, and those that were
+    /// retried (FAULT_FLAG_TRIED), e.g. on a file page under I/O.
+    majflt: Vec<u64>,
+}
+
 /// Runs the workload with a boundary before each step in every session; returns the rows of
-/// each session per entry, and the kernel's minflt delta per entry.
-fn run_workload(exercise: &mut Exercise, sessions: &[&ProbeSession]) -> (Vec<Vec<Row>>, Vec<u64>) {
+/// each session per entry, and the kernel's own fault counts per entry.
+fn run_workload(
+    exercise: &mut Exercise,
+    sessions: &[&ProbeSession],
+) -> (Vec<Vec<Row>>, KernelFaults) {
     let pid = exercise.pid();
     let mut minflt_deltas = Vec::new();
+    let mut majflt_deltas = Vec::new();
     for (i, (_, commands)) in STEPS.iter().enumerate() {
         let entry = i as u32 + 1;
         for session in sessions {
             session.begin_entry(entry).unwrap();
         }
-        let before = minflt(pid);
+        let (before, before_major) = (minflt(pid), majflt(pid));
         for command in *commands {
             exercise.cmd(command);
         }
         minflt_deltas.push(minflt(pid) - before);
+        majflt_deltas.push(majflt(pid) - before_major);
     }
     let end = STEPS.len() as u32 + 1;
     for session in sessions {
@@ -57,7 +78,11 @@ fn run_workload(exercise: &mut Exercise, sessions: &[&ProbeSession]) -> (Vec<Vec
                 .collect()
         })
         .collect();
-    (rows, minflt_deltas)
+    let kernel = KernelFaults {
+        minflt: minflt_deltas,
+        majflt: majflt_deltas,
+    };
+    (rows, kernel)
 }
 
 fn options() -> ProbeOptions {
@@ -65,6 +90,38 @@ fn options() -> ProbeOptions {
         max_entries: STEPS.len() as u32 + 2,
         ..ProbeOptions::default()
     }
+}
+
+fn options_for(selection: Selection) -> ProbeOptions {
+    ProbeOptions {
+        force_fallback: selection.force_fallback(),
+        mechanisms: selection.mechanisms(),
+        ..options()
+    }
+}
+
+/// One session's counts per entry, as the kernel matrix compares them across kernels.
+fn session_json(selection: Selection, session: &ProbeSession, rows: &[Row]) -> Value {
+    let counted: Vec<&str> = syscall_count_columns()
+        .chain(["faults_user", "faults_user_write", "faults_major"])
+        .collect();
+    let entries: Vec<Value> = STEPS
+        .iter()
+        .zip(rows)
+        .enumerate()
+        .map(|(i, ((step, _), row))| {
+            let counts: serde_json::Map<String, Value> = counted
+                .iter()
+                .map(|c| (c.to_string(), cell_json(row, c)))
+                .collect();
+            json!({"entry": i + 1, "step": step, "counts": counts})
+        })
+        .collect();
+    json!({
+        "selection": selection.label(),
+        "mechanisms": mechanisms_json(session.statuses()),
+        "entries": entries,
+    })
 }
 
 /// The syscall columns every step expects; anything not listed must be 0.
@@ -161,6 +218,7 @@ fn exact_counts_are_attributed_to_their_entries() {
             status.probe, status.mechanism, status.attached, status.detail
         );
     }
+    assert_mechanisms(session.statuses(), Selection::All);
     for probe in ["syscalls", "page_faults"] {
         assert!(
             session
@@ -171,8 +229,16 @@ fn exact_counts_are_attributed_to_their_entries() {
             session.statuses()
         );
     }
-    let (rows, minflt_deltas) = run_workload(&mut exercise, &[&session]);
-    check_exact(&rows[0], &minflt_deltas, "preferred");
+    let (rows, kernel) = run_workload(&mut exercise, &[&session]);
+    save_result(
+        "exact-counts",
+        json!({
+            "sessions": [session_json(Selection::All, &session, &rows[0])],
+            "kernel_minflt": kernel.minflt,
+            "kernel_majflt": kernel.majflt,
+        }),
+    );
+    check_exact(&rows[0], &kernel.minflt, "default");
 
     // The profiler's own cost: every syscall/fault program ran and has a cost per run.
     let costs = session.costs().unwrap();
@@ -205,16 +271,13 @@ fn exact_counts_are_attributed_to_their_entries() {
 fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
     require_root();
     let mut exercise = Exercise::start();
-    // Both at once on the same process: the same events, counted by two mechanisms.
-    let preferred = ProbeSession::start(exercise.pid(), &options()).unwrap();
-    let fallback = ProbeSession::start(
-        exercise.pid(),
-        &ProbeOptions {
-            force_fallback: true,
-            ..options()
-        },
-    )
-    .unwrap();
+    // All at once on the same process: the same events, counted by every mechanism the
+    // kernel allows. The preferred ones (fentry/fexit where allowed), fentry excluded
+    // (kprobes where the kernel has them), and the forced fallback (classic tracepoints).
+    let sessions: Vec<ProbeSession> = Selection::ALL
+        .iter()
+        .map(|selection| ProbeSession::start(exercise.pid(), &options_for(*selection)).unwrap())
+        .collect();
     let mechanism = |session: &ProbeSession, probe: &str| {
         let status = session
             .statuses()
@@ -224,9 +287,17 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
         assert!(status.attached, "{status:#?}");
         status.mechanism
     };
+    for (selection, session) in Selection::ALL.iter().zip(&sessions) {
+        assert_mechanisms(session.statuses(), *selection);
+    }
+    let (preferred, fallback) = (&sessions[0], &sessions[2]);
     for probe in ["syscalls", "page_faults"] {
-        let (p, f) = (mechanism(&preferred, probe), mechanism(&fallback, probe));
-        println!("{probe}: preferred {p}, fallback {f}");
+        let (p, k, f) = (
+            mechanism(preferred, probe),
+            mechanism(&sessions[1], probe),
+            mechanism(fallback, probe),
+        );
+        println!("{probe}: preferred {p}, without fentry {k}, fallback {f}");
         assert_eq!(
             f,
             Mechanism::Tracepoint,
@@ -238,27 +309,45 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
         );
     }
 
-    let (rows, minflt_deltas) = run_workload(&mut exercise, &[&preferred, &fallback]);
-    check_exact(&rows[0], &minflt_deltas, "preferred");
-    check_exact(&rows[1], &minflt_deltas, "fallback");
+    let session_refs: Vec<&ProbeSession> = sessions.iter().collect();
+    let (rows, kernel) = run_workload(&mut exercise, &session_refs);
+    save_result(
+        "mechanism-counts",
+        json!({
+            "sessions": Selection::ALL
+                .iter()
+                .zip(&sessions)
+                .zip(&rows)
+                .map(|((selection, session), rows)| session_json(*selection, session, rows))
+                .collect::<Vec<_>>(),
+            "kernel_minflt": kernel.minflt,
+            "kernel_majflt": kernel.majflt,
+        }),
+    );
+    for (selection, rows) in Selection::ALL.iter().zip(&rows) {
+        check_exact(rows, &kernel.minflt, selection.label());
+    }
     let compared: Vec<&str> = columns()
         .iter()
         .filter(|c| matches!(c.probe, "syscalls" | "page_faults") && !c.name.contains("_lat_"))
         .map(|c| c.name.as_str())
         .collect();
-    for (entry, (a, b)) in rows[0].iter().zip(&rows[1]).enumerate() {
-        for column in &compared {
-            // A column only one mechanism measures (faults_major: fexit only) is empty in the
-            // other; everything both measure must be equal.
-            if a.get(column) == Some("") || b.get(column) == Some("") {
-                continue;
+    for (selection, other) in Selection::ALL.iter().zip(&rows).skip(1) {
+        for (entry, (a, b)) in rows[0].iter().zip(other).enumerate() {
+            for column in &compared {
+                // A column only one mechanism measures (faults_major: fexit only) is empty in
+                // the other; everything both measure must be equal.
+                if a.get(column) == Some("") || b.get(column) == Some("") {
+                    continue;
+                }
+                assert_eq!(
+                    a.get(column),
+                    b.get(column),
+                    "entry {}: {column} differs between the preferred mechanism and {}",
+                    entry + 1,
+                    selection.label()
+                );
             }
-            assert_eq!(
-                a.get(column),
-                b.get(column),
-                "entry {}: {column} differs between the preferred and the fallback mechanism",
-                entry + 1
-            );
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Reclaim, safely: the workload runs in its own memory cgroup with a small limit and reads a
 //! file larger than the limit. Only clean page cache is reclaimed (no anonymous memory over
 //! the limit, so no OOM kill, and nothing outside the cgroup is pressed). The probes must see
-//! memcg reclaim and LRU shrinking in the workload's own context, in the right entry.
+//! memcg reclaim and LRU shrinking in the workload's own context, in the right entry; and,
+//! where function probes attach (`SKILLPROF_EXPECT_MECHANISMS=preferred`), shrink_node too.
 //!
 //! Root only (CI runs it as root); without root it fails loudly.
 
@@ -14,7 +15,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use probes_support::{Exercise, int, require_root, row};
+use probes_support::{
+    Exercise, KernelKind, Selection, assert_mechanisms, cell_json, int, kernel_kind,
+    mechanisms_json, require_root, row, save_result,
+};
+use serde_json::json;
 use skillprof::probes::{ProbeOptions, ProbeSession};
 
 const MIB: u64 = 1 << 20;
@@ -160,6 +165,7 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
             session.statuses()
         );
     }
+    assert_mechanisms(session.statuses(), Selection::All);
 
     let failcnt_before = cgroup.stat("max").unwrap_or(0);
     session.begin_entry(1).unwrap();
@@ -185,6 +191,8 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
             "lru_host_reclaimed",
             "lru_kswapd_calls",
             "slab_shrinks",
+            "shrink_node_memcg_calls",
+            "shrink_node_host_calls",
         ]
         .map(|c| format!("{c}={}", read.get(c).unwrap_or("?")))
         .join(" ")
@@ -192,6 +200,30 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
     };
     println!("{}", show("read entry"));
     println!("cgroup limit hits during the read: {failcnt}");
+    let saved = [
+        "memcg_reclaim_count",
+        "memcg_reclaim_pages",
+        "lru_memcg_calls",
+        "lru_memcg_scanned",
+        "lru_memcg_reclaimed",
+        "lru_host_calls",
+        "lru_host_reclaimed",
+        "shrink_node_memcg_calls",
+        "shrink_node_host_calls",
+    ];
+    save_result(
+        "reclaim",
+        json!({
+            "file_bytes": FILE,
+            "limit_bytes": LIMIT,
+            "limit_hits": failcnt,
+            "mechanisms": mechanisms_json(session.statuses()),
+            "read_entry": saved
+                .iter()
+                .map(|c| (c.to_string(), cell_json(&read, c)))
+                .collect::<serde_json::Map<_, _>>(),
+        }),
+    );
 
     assert!(
         failcnt > 0,
@@ -230,6 +262,29 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
         "LRU pages reclaimed in the workload's context ({host_lru}) do not match its memcg \
          reclaims ({reclaimed})"
     );
+
+    // shrink_node: function probes only. Where they attach, memcg reclaim goes through it, in
+    // the workload's own context; elsewhere its columns are empty, never a made-up 0.
+    match kernel_kind() {
+        KernelKind::Preferred => {
+            assert!(
+                int(&read, "shrink_node_memcg_calls") > 0,
+                "{}",
+                show("read")
+            );
+            assert!(int(&read, "shrink_node_host_calls") > 0, "{}", show("read"));
+            assert_eq!(int(&idle, "shrink_node_host_calls"), 0);
+            assert_eq!(int(&after, "shrink_node_host_calls"), 0);
+        }
+        KernelKind::Fallback => {
+            assert_eq!(
+                read.get("shrink_node_host_calls"),
+                Some(""),
+                "{}",
+                show("read")
+            );
+        }
+    }
 
     drop(session);
     exercise.send("exit");
