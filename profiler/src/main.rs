@@ -20,6 +20,8 @@ enum Command {
     Compare(skillprof::output::compare::Args),
     // About and help come from RunArgs.
     Run(skillprof::run::RunArgs),
+    // About and help come from PressureArgs.
+    Pressure(skillprof::pressure::PressureArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,5 +42,6 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Probes(args) => done(skillprof::probes::run(args)),
         Command::Compare(args) => done(skillprof::output::compare::run(args)),
         Command::Run(args) => skillprof::run::run(args),
+        Command::Pressure(args) => skillprof::pressure::run(args),
     }
 }

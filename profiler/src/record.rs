@@ -244,6 +244,15 @@ pub const COLUMNS: &[(&str, &str)] = &[
         "stop_*",
         "stop only, the breakdown (parts sum to stop_total_ms): stop_signal_ms (SIGTERM sent → delivered), stop_drain_ms (→ exit_group), stop_exit_ms (→ teardown start), stop_teardown_ms (address space), stop_last_thread_ms (→ parent notified), stop_reap_ms (→ reaped); stop_drain_munmaps and stop_drain_munmap_bytes; stop_teardown_pages (freed); stop_teardown_by (exit_mmap or rss_stat)",
     ),
+    // The balloon of `pressure BAND` (`skillprof run --pressure`), per entry; absent without one.
+    (
+        "pressure_zone_*",
+        "per populated zone: pressure_zone_<node>_<name>_min_usable_kb (fewest free pages above the zone's lowmem reserve in any reading) and pressure_zone_<node>_<name>_lowest_band (its lowest band against its own watermarks); empty for a zone that cannot serve user memory (DMA)",
+    ),
+    (
+        "pressure_*",
+        "the band a balloon held during the entry, from readings every 50 ms of free memory as user memory reaches it (pages above each zone's lowmem reserve, summed over the zones that can serve user memory): pressure_band (aimed at), pressure_reads, pressure_in_band_pct, pressure_min_free_kb, pressure_max_free_kb, pressure_lowest_band, pressure_highest_band, pressure_band_lower_kb and pressure_band_upper_kb (the band at the last reading; the watermarks include the kernel's boost), pressure_balloon_kb (at the end), pressure_balloon_max_kb, pressure_adjustments (balloon resizes), pressure_floor_crossings (readings below min + margin, each making the balloon give memory back), pressure_eased (why the aim was eased: the kernel had little to reclaim), pressure_aborted (why the hold stopped)",
+    ),
 ];
 
 /// The documentation of `column`, if it has any.

@@ -3,6 +3,7 @@
 
 use super::in_flight::InFlightCap;
 use super::lexer::python_int;
+use crate::sample::zoneinfo::Band;
 use std::fmt::Display;
 
 /// The topic `execute_all` and `p_execute_all` send when the line names none: the sample
@@ -49,6 +50,9 @@ pub enum Command {
     DropCachedSkill(Option<String>),
     /// Unregister a skill; `None`: the first registered one in sorted order.
     DeleteSkill(Option<String>),
+    /// Hold free memory in a watermark band from now on (a balloon beside the host), or stop
+    /// holding (`None`, written `off`). See `skillprof pressure --help` for the bands.
+    Pressure(Option<Band>),
     /// Terminate the host and wait for it to exit: implicit at the end of every file.
     Stop,
 }
@@ -142,6 +146,20 @@ const SIGNATURES: &[Signature] = &[
     }),
     takes("delete_skill", "[NAME]", |args| {
         Ok(Command::DeleteSkill(args.text(0)))
+    }),
+    takes("pressure", "BAND", |args| {
+        let band = args.required_text(0);
+        if band == "off" {
+            return Ok(Command::Pressure(None));
+        }
+        match crate::pressure::parse_band(&band) {
+            Ok(band) => Ok(Command::Pressure(Some(band))),
+            // The one name that is a band but not one to hold: say why.
+            Err(why) if band == "min" => Err(args.problem(why)),
+            Err(_) => Err(args.problem(format!(
+                "BAND must be baseline, promo, high, low or off, got {band:?}"
+            ))),
+        }
     }),
     takes("stop", "", |_| Ok(Command::Stop)),
 ];

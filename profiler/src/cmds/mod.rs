@@ -125,8 +125,17 @@ fn entry(line: &lexer::Line<'_>, cap: InFlightCap) -> Result<Entry, String> {
     };
     let repeat = count.map(|count| repeat_count(count, first)).transpose()?;
     let command = Command::parse(name, args, cap)?;
-    if command == Command::Stop && repeat.is_some() {
-        return Err("stop takes no repeat count: it ends the workload".to_string());
+    match command {
+        Command::Stop if repeat.is_some() => {
+            return Err("stop takes no repeat count: it ends the workload".to_string());
+        }
+        Command::Pressure(_) if repeat.is_some() => {
+            return Err(
+                "pressure takes no repeat count: it holds a band until the next pressure line"
+                    .to_string(),
+            );
+        }
+        _ => {}
     }
     Ok(Entry {
         line: Some(line.number),
@@ -153,6 +162,7 @@ fn repeat_count(count: i128, token: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::zoneinfo::Band;
     use Command::*;
 
     fn plan(text: &str) -> Plan {
@@ -308,6 +318,15 @@ mod tests {
                     DeleteSkill(Some(text("sample_py3"))),
                 ),
             ),
+            (
+                "pressure low",
+                entry(1, "pressure low", 1, Pressure(Some(Band::Low))),
+            ),
+            (
+                "pressure baseline",
+                entry(1, "pressure baseline", 1, Pressure(Some(Band::Baseline))),
+            ),
+            ("pressure off", entry(1, "pressure off", 1, Pressure(None))),
         ];
         for (line, expected) in cases {
             assert_eq!(plan(line).entries, [expected, implicit_stop()], "{line:?}");
@@ -351,7 +370,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -423,9 +442,22 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
+            ("pressure", "pressure takes BAND; got 0 arguments"),
+            (
+                "pressure extreme",
+                "pressure takes BAND; BAND must be baseline, promo, high, low or off, got \"extreme\"",
+            ),
+            (
+                "pressure min",
+                "pressure takes BAND; the min band [0, min) is where only the kernel may allocate; the lowest band skillprof holds is low [min, low)",
+            ),
+            (
+                "2 pressure low",
+                "pressure takes no repeat count: it holds a band until the next pressure line",
+            ),
             ("stop now", "stop takes no arguments; got 1 argument"),
         ];
         for (line, message) in cases {

@@ -5,4 +5,5 @@ pub mod commands_csv;
 pub mod compare;
 pub mod harness_log;
 pub mod meta;
+pub mod pressure_csv;
 pub mod samples_csv;

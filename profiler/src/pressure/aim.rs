@@ -1,0 +1,219 @@
+//! Where in a band the balloon aims, and how far it moves per step.
+//!
+//! Positions are shares of the held range: from the band's lower edge, raised to the safety
+//! floor where that is higher (the low band), to its upper edge. The aim sits high in the
+//! range so that the experiment's iterations, which take a block of memory and give it back,
+//! dip without leaving the band; the balloon only moves when free memory leaves a comfort
+//! zone around the aim, so it does not chase those dips.
+
+use anyhow::{Result, ensure};
+
+use super::bands::{self, Bounds};
+use super::safety::{Safety, mib};
+use crate::sample::zoneinfo::{Band, Watermarks};
+
+/// Aim and comfort zone, as shares of the held range.
+struct Shares {
+    aim: f64,
+    comfort: (f64, f64),
+}
+
+const NORMAL: Shares = Shares {
+    aim: 0.7,
+    comfort: (0.25, 0.95),
+};
+/// With little to reclaim: higher, so an allocation burst has more room before the floor.
+const EASED: Shares = Shares {
+    aim: 0.9,
+    comfort: (0.4, 0.98),
+};
+/// The default iteration block, as a share of the narrowest held range. An iteration that
+/// starts at the aim dips by up to two blocks (the one it writes, and the previous one's pages,
+/// which wait uncounted in the per-CPU free lists until reused) and stays above the comfort
+/// zone's lower edge.
+pub const BLOCK_SHARE: f64 = 0.2;
+/// The most the balloon grows in one step (it cannot see free memory while it touches).
+const MAX_STEP_PAGES: u64 = (1 << 30) / 4096;
+
+/// The controller's view of one band under one reading of the watermarks, in free pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Aim {
+    pub band: Band,
+    pub bounds: Bounds,
+    pub floor: u64,
+    /// `None` for baseline: the balloon holds nothing.
+    pub target: Option<u64>,
+    /// [from, to): the balloon stays put while free memory is in here.
+    pub comfort: (u64, u64),
+}
+
+/// The held range of a band: [max(lower, floor), upper).
+fn held_range(band: Band, marks: &Watermarks, floor: u64) -> Result<Option<(u64, u64)>> {
+    let bounds = bands::bounds(band, marks)?;
+    let Some(upper) = bounds.upper else {
+        return Ok(None);
+    };
+    let bottom = bounds.lower.max(floor);
+    ensure!(
+        bottom + 16 <= upper,
+        "the {band} band {} is {} wide here, no wider than the safety margin: widen the bands \
+         with --scale-factor, or lower --margin-percent",
+        bands::interval(band),
+        mib(upper - bounds.lower)
+    );
+    Ok(Some((bottom, upper)))
+}
+
+impl Aim {
+    pub fn new(band: Band, marks: &Watermarks, safety: &Safety, eased: bool) -> Result<Aim> {
+        let floor = safety.floor(marks, eased);
+        let bounds = bands::bounds(band, marks)?;
+        let shares = if eased { &EASED } else { &NORMAL };
+        Ok(match held_range(band, marks, floor)? {
+            None => Aim {
+                band,
+                bounds,
+                floor,
+                target: None,
+                comfort: (bounds.lower, u64::MAX),
+            },
+            Some((bottom, upper)) => {
+                let at = |share: f64| bottom + ((upper - bottom) as f64 * share) as u64;
+                Aim {
+                    band,
+                    bounds,
+                    floor,
+                    target: Some(at(shares.aim)),
+                    comfort: (at(shares.comfort.0), at(shares.comfort.1)),
+                }
+            }
+        })
+    }
+
+    /// The balloon size (pages) to move to, or `None` to stay.
+    pub fn next_balloon(&self, free_pages: u64, balloon_pages: u64) -> Option<u64> {
+        let next = match self.target {
+            None => 0,
+            Some(_) if (self.comfort.0..self.comfort.1).contains(&free_pages) => return None,
+            Some(target) if free_pages > target => {
+                let distance = free_pages - target;
+                let width = self.comfort.1 - self.comfort.0;
+                // Halve the distance while far away: the reading ages while pages are touched,
+                // and other processes allocate too.
+                let step = if distance <= width {
+                    distance
+                } else {
+                    (distance / 2).max(width)
+                };
+                balloon_pages + step.min(MAX_STEP_PAGES)
+            }
+            Some(target) => balloon_pages.saturating_sub(target - free_pages),
+        };
+        (next != balloon_pages).then_some(next)
+    }
+}
+
+/// The default block of an iteration: [`BLOCK_SHARE`] of the narrowest held range of the
+/// bands below baseline, so every band gets the same block and their times compare.
+pub fn default_block_pages(marks: &Watermarks, safety: &Safety) -> Result<u64> {
+    let floor = safety.floor(marks, false);
+    let mut narrowest = u64::MAX;
+    for band in bands::HOLDABLE {
+        if band == Band::Promo && marks.promo.is_none() {
+            continue;
+        }
+        if let Some((bottom, upper)) = held_range(band, marks, floor)? {
+            narrowest = narrowest.min(upper - bottom);
+        }
+    }
+    Ok((narrowest as f64 * BLOCK_SHARE) as u64)
+}
+
+/// Refuses a block that would take free memory out of `band` (or below the floor).
+pub fn check_block(
+    block_pages: u64,
+    band: Band,
+    marks: &Watermarks,
+    safety: &Safety,
+) -> Result<()> {
+    let aim = Aim::new(band, marks, safety, false)?;
+    if let Some(target) = aim.target {
+        ensure!(
+            target.saturating_sub(2 * block_pages) >= aim.comfort.0,
+            "a block of {} would take free memory out of the {band} band {} ({} wide here): use \
+             a smaller --block-size (the default fits), or widen the bands with --scale-factor",
+            mib(block_pages),
+            bands::interval(band),
+            mib(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MARKS: Watermarks = Watermarks {
+        min: 1000,
+        low: 2000,
+        high: 3000,
+        promo: Some(4000),
+    };
+
+    #[test]
+    fn the_aim_sits_high_in_the_band_and_the_low_band_starts_at_the_floor() {
+        let safety = Safety::default();
+        let promo = Aim::new(Band::Promo, &MARKS, &safety, false).unwrap();
+        assert_eq!(promo.target, Some(3700));
+        assert_eq!(promo.comfort, (3250, 3950));
+        let low = Aim::new(Band::Low, &MARKS, &safety, false).unwrap();
+        assert_eq!(low.floor, 1250);
+        assert_eq!(low.target, Some(1250 + 525));
+        let eased = Aim::new(Band::Low, &MARKS, &safety, true).unwrap();
+        assert_eq!(eased.floor, 1500);
+        assert_eq!(eased.target, Some(1950));
+        let baseline = Aim::new(Band::Baseline, &MARKS, &safety, false).unwrap();
+        assert_eq!(baseline.target, None);
+    }
+
+    #[test]
+    fn the_balloon_moves_only_outside_the_comfort_zone() {
+        let aim = Aim::new(Band::High, &MARKS, &Safety::default(), false).unwrap();
+        assert_eq!(aim.target, Some(2700));
+        assert_eq!(aim.next_balloon(2500, 10_000), None);
+        // Just above: the whole distance.
+        assert_eq!(aim.next_balloon(3000, 10_000), Some(10_300));
+        // Far above: half of it.
+        assert_eq!(aim.next_balloon(102_700, 0), Some(50_000));
+        // Below: give back what is missing, never below empty.
+        assert_eq!(aim.next_balloon(2200, 10_000), Some(9500));
+        assert_eq!(aim.next_balloon(2200, 100), Some(0));
+        assert_eq!(aim.next_balloon(2200, 0), None);
+        let baseline = Aim::new(Band::Baseline, &MARKS, &Safety::default(), false).unwrap();
+        assert_eq!(baseline.next_balloon(10, 5), Some(0));
+        assert_eq!(baseline.next_balloon(10, 0), None);
+    }
+
+    #[test]
+    fn the_default_block_fits_every_band() {
+        let safety = Safety::default();
+        let block = default_block_pages(&MARKS, &safety).unwrap();
+        assert_eq!(block, 150);
+        for band in bands::HOLDABLE {
+            check_block(block, band, &MARKS, &safety).unwrap();
+        }
+        let error = check_block(300, Band::Low, &MARKS, &safety).unwrap_err();
+        assert!(error.to_string().contains("--scale-factor"), "{error}");
+    }
+
+    #[test]
+    fn a_margin_wider_than_the_band_is_refused() {
+        let safety = Safety {
+            margin_percent: 100,
+            ..Safety::default()
+        };
+        let error = Aim::new(Band::Low, &MARKS, &safety, false).unwrap_err();
+        assert!(error.to_string().contains("--margin-percent"), "{error}");
+    }
+}

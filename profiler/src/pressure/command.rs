@@ -1,0 +1,441 @@
+//! `skillprof pressure`: sets the machine up (sysctl, swap file, CPUs), runs the experiment,
+//! puts everything back, and leaves the run folder: pressure.csv, pressure_samples.csv,
+//! free_vs_watermarks.svg and meta.json.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use chrono::Local;
+use serde::Serialize;
+
+use super::aim;
+use super::args::PressureArgs;
+use super::balloon::{Balloon, page_size};
+use super::experiment::{self, BandResult, Instruments, Outcome, Plan};
+use super::hold::{HoldOptions, HoldSample};
+use super::interrupt;
+use super::kswapd::Kswapd;
+use super::reach;
+use super::safety::{Safety, mib};
+use super::swapfile::Swapfile;
+use super::sysctl::{self, SysctlChange};
+use super::table;
+use super::units;
+use crate::output::commands_csv::CommandsCsv;
+use crate::output::pressure_csv::SamplesCsv;
+use crate::output::{harness_log, meta};
+use crate::probes::{ProbeOptions, ProbeSession, ProbeStatus};
+use crate::record::{Metrics, Row};
+use crate::report::watermarks;
+use crate::run::Machine;
+use crate::sample::PROC;
+use crate::sample::zoneinfo::Band;
+
+const SCALE_FACTOR: &str = "vm.watermark_scale_factor";
+/// The largest default iteration block: wide bands (--scale-factor) would otherwise make one
+/// iteration take most of a second.
+const MAX_DEFAULT_BLOCK: u64 = 64 << 20;
+/// How often the balloon's controller reads free memory.
+const INTERVAL: Duration = Duration::from_millis(50);
+
+/// meta.json of a pressure run.
+#[derive(Serialize)]
+struct Info {
+    skillprof_version: &'static str,
+    kind: &'static str,
+    run: String,
+    started: String,
+    finished: Option<String>,
+    /// running, complete, aborted, not_reached, interrupted or failed.
+    status: &'static str,
+    reason: Option<String>,
+    command: Vec<String>,
+    machine: Machine,
+    bands_defined_on: &'static str,
+    levels: Vec<&'static str>,
+    iterations: u32,
+    block_bytes: Option<u64>,
+    margin_percent: u64,
+    psi_full_max: f64,
+    watermark_scale_factor: ScaleFactor,
+    min_free_kbytes: String,
+    swapfile: Option<SwapInfo>,
+    cpus: Option<Vec<usize>>,
+    probes: ProbesInfo,
+    /// Processes skillprof forked; none may outlive it.
+    balloon_pid: Option<u32>,
+    guardian_pids: Vec<u32>,
+    bands: Vec<BandSummary>,
+}
+
+/// meta.json and where it goes: saved whenever something a reader of a crashed run would
+/// need changes (the helper processes, the end).
+struct Meta {
+    path: PathBuf,
+    info: Info,
+}
+
+impl Meta {
+    fn save(&self) -> Result<()> {
+        meta::write(&self.path, &self.info)
+    }
+}
+
+#[derive(Serialize)]
+struct ScaleFactor {
+    before: String,
+    during: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct SwapInfo {
+    path: PathBuf,
+    bytes: u64,
+}
+
+#[derive(Serialize, Default)]
+struct ProbesInfo {
+    loaded: bool,
+    /// Why not, when they were wanted.
+    error: Option<String>,
+    statuses: Vec<ProbeStatus>,
+}
+
+#[derive(Serialize)]
+struct BandSummary {
+    band: &'static str,
+    outcome: &'static str,
+    reason: String,
+}
+
+pub fn run(args: PressureArgs) -> Result<ExitCode> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "skillprof pressure needs root: it drives the machine to low memory, sets \
+             {SCALE_FACTOR} and enables swap files. Run it as root, e.g. `sudo skillprof \
+             pressure --quick`"
+        );
+    }
+    interrupt::install()?;
+    if let Some(cpus) = &args.cpus {
+        units::pin(cpus)?;
+    }
+    let stamp = harness_log::stamp(Local::now());
+    let folder = args.out.join(format!("pressure-{stamp}"));
+    fs::create_dir_all(&folder)
+        .with_context(|| format!("creating the run folder {}", folder.display()))?;
+    let info = Info {
+        skillprof_version: env!("CARGO_PKG_VERSION"),
+        kind: "pressure",
+        run: stamp,
+        started: Local::now().to_rfc3339(),
+        finished: None,
+        status: "running",
+        reason: None,
+        command: std::env::args().collect(),
+        machine: Machine::read()?,
+        bands_defined_on: "free pages above each zone's lowmem reserve (protection against \
+                           Movable), and those zones' watermarks, summed over the zones that \
+                           can serve user memory",
+        levels: args.levels().iter().map(|band| band.name()).collect(),
+        iterations: args.iterations(),
+        block_bytes: None,
+        margin_percent: args.margin_percent,
+        psi_full_max: args.psi_full_max,
+        watermark_scale_factor: ScaleFactor {
+            before: sysctl::read(SCALE_FACTOR)?,
+            during: args.scale_factor,
+        },
+        min_free_kbytes: sysctl::read("vm.min_free_kbytes")?,
+        swapfile: None,
+        cpus: args.cpus.clone(),
+        probes: ProbesInfo::default(),
+        balloon_pid: None,
+        guardian_pids: Vec::new(),
+        bands: Vec::new(),
+    };
+    let mut meta = Meta {
+        path: folder.join("meta.json"),
+        info,
+    };
+    meta.save()?;
+    println!("skillprof pressure: writing {}", folder.display());
+
+    let outcome = set_up_and_run(&args, &folder, &mut meta);
+    let info = &mut meta.info;
+    info.finished = Some(Local::now().to_rfc3339());
+    let code = match &outcome {
+        Ok(results) => {
+            let (status, reason, code) = verdict(results);
+            info.status = status;
+            info.reason = reason;
+            code
+        }
+        Err(error) => {
+            info.status = "failed";
+            info.reason = Some(format!("{error:#}"));
+            ExitCode::FAILURE
+        }
+    };
+    meta.save()?;
+    outcome?;
+    Ok(code)
+}
+
+/// The run's status, reason and exit code from its bands.
+fn verdict(results: &[BandResult]) -> (&'static str, Option<String>, ExitCode) {
+    let first_not_held = results.iter().find(|r| r.outcome != Outcome::Held);
+    match first_not_held.map(|r| (r, &r.outcome)) {
+        None => match interrupt::received() {
+            // A signal before the first band, or between two.
+            Some(signal) => (
+                "interrupted",
+                Some(format!("skillprof received {}", signal.name())),
+                ExitCode::from(signal.exit_code()),
+            ),
+            None => ("complete", None, ExitCode::SUCCESS),
+        },
+        Some((result, Outcome::Interrupted(signal))) => (
+            "interrupted",
+            Some(format!("{}: {}", result.band, result.outcome.reason())),
+            ExitCode::from(signal.exit_code()),
+        ),
+        Some((result, outcome)) => (
+            if matches!(outcome, Outcome::Aborted(_)) {
+                "aborted"
+            } else {
+                "not_reached"
+            },
+            Some(format!("{}: {}", result.band, outcome.reason())),
+            ExitCode::FAILURE,
+        ),
+    }
+}
+
+/// Changes the machine (each change under a guardian), runs the experiment, and puts the
+/// machine back, reporting the first failure.
+fn set_up_and_run(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result<Vec<BandResult>> {
+    let scale = match args.scale_factor {
+        Some(value) => {
+            let change = SysctlChange::set(SCALE_FACTOR, &value.to_string())?;
+            println!(
+                "{SCALE_FACTOR}: {} -> {value} for the experiment",
+                change.original()
+            );
+            meta.info.guardian_pids.push(change.guardian_pid());
+            meta.save()?;
+            Some(change)
+        }
+        None => None,
+    };
+    let swap = match args.swapfile {
+        Some(bytes) => {
+            let path = folder.join("skillprof.swap");
+            println!(
+                "swap file: writing {} MiB to {}",
+                bytes >> 20,
+                path.display()
+            );
+            let swap = Swapfile::enable(&path, bytes)?;
+            meta.info.guardian_pids.push(swap.guardian_pid());
+            meta.info.swapfile = Some(SwapInfo { path, bytes });
+            meta.save()?;
+            Some(swap)
+        }
+        None => None,
+    };
+    let results = run_experiment(args, folder, meta);
+    let mut restored = Vec::new();
+    if let Some(change) = scale {
+        restored.push(change.restore().map(|()| {
+            println!(
+                "{SCALE_FACTOR} restored to {}",
+                meta.info.watermark_scale_factor.before
+            )
+        }));
+    }
+    if let Some(swap) = swap {
+        let path = swap.path().to_path_buf();
+        restored.push(
+            swap.disable()
+                .map(|()| println!("swap file {} turned off and deleted", path.display())),
+        );
+    }
+    let results = results?;
+    restored.into_iter().collect::<Result<()>>()?;
+    Ok(results)
+}
+
+fn run_experiment(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result<Vec<BandResult>> {
+    let info = &mut meta.info;
+    let safety = Safety {
+        margin_percent: args.margin_percent,
+        psi_full_max: args.psi_full_max,
+    };
+    let levels = args.levels();
+    let block_bytes = choose_block(args, &safety, &levels)?;
+    info.block_bytes = Some(block_bytes);
+    let probes = if args.no_probes {
+        None
+    } else {
+        start_probes(levels.len(), &mut info.probes)
+    };
+    let kswapd = Kswapd::find()?;
+
+    let started = Instant::now();
+    let (samples, readings) = mpsc::channel();
+    let samples_path = folder.join("pressure_samples.csv");
+    let writer = write_samples(
+        SamplesCsv::create(&samples_path, started, page_size())?,
+        readings,
+    );
+    let held = Balloon::hold(
+        levels[0],
+        HoldOptions {
+            safety,
+            interval: INTERVAL,
+            samples: Some(samples),
+        },
+    )?;
+    info.balloon_pid = Some(held.balloon_pid());
+    meta.save()?;
+    let info = &mut meta.info;
+
+    let plan = Plan {
+        levels,
+        iterations: args.iterations(),
+        block_bytes,
+        settle_timeout: Duration::from_secs(args.settle_timeout_s()),
+    };
+    let mut csv = CommandsCsv::create(&folder.join("pressure.csv"))?;
+    let mut results = Vec::new();
+    let instruments = Instruments {
+        probes: probes.as_ref(),
+        kswapd: &kswapd,
+    };
+    let ran = experiment::run(&plan, &held, &instruments, &mut |result| {
+        let mut row = Row::default();
+        result.write(&mut row);
+        csv.write(&row)?;
+        println!("{}", summary_line(result));
+        info.bands.push(BandSummary {
+            band: result.band.name(),
+            outcome: result.outcome.name(),
+            reason: result.outcome.reason(),
+        });
+        results.push(result.clone());
+        Ok(())
+    });
+    // The memory goes back before anything else is reported.
+    let released = held.release();
+    println!("balloon released");
+    let written = writer
+        .join()
+        .unwrap_or_else(|_| bail!("the pressure_samples.csv writer panicked"));
+    ran?;
+    released?;
+    written?;
+    print!("\n{}", table::render_results(&results));
+    let svg = folder.join("free_vs_watermarks.svg");
+    watermarks::plot(&samples_path, &svg)?;
+    println!("\nplot: {}", svg.display());
+    Ok(results)
+}
+
+/// The iteration block: as asked, or a share of the narrowest band (see `aim`); refused if it
+/// would take free memory out of a band.
+fn choose_block(args: &PressureArgs, safety: &Safety, levels: &[Band]) -> Result<u64> {
+    let marks = reach::read(Path::new(PROC))?.watermarks;
+    let page = page_size();
+    let block_bytes = match args.block_size {
+        Some(bytes) => bytes.div_ceil(page) * page,
+        None => {
+            let pages = aim::default_block_pages(&marks, safety)?;
+            (pages * page).clamp(page, MAX_DEFAULT_BLOCK)
+        }
+    };
+    for &band in levels {
+        aim::check_block(block_bytes / page, band, &marks, safety)?;
+    }
+    println!(
+        "bands now (MiB of free memory, summed as user memory reaches it): min {}, low {}, \
+         high {}, promo {}; iterations of {} KiB",
+        mib(marks.min),
+        mib(marks.low),
+        mib(marks.high),
+        marks.promo.map_or("-".to_string(), mib),
+        block_bytes >> 10
+    );
+    Ok(block_bytes)
+}
+
+/// The probes on this process, two entries per band (its settling, its iterations); without
+/// them the kernel figures come from /proc, and the run says so.
+fn start_probes(bands: usize, info: &mut ProbesInfo) -> Option<ProbeSession> {
+    let options = ProbeOptions {
+        max_entries: 2 * bands as u32,
+        ..ProbeOptions::default()
+    };
+    match ProbeSession::start(std::process::id(), &options) {
+        Ok(session) => {
+            info.loaded = true;
+            info.statuses = session.statuses().to_vec();
+            Some(session)
+        }
+        Err(error) => {
+            println!("probes: not loaded ({error:#}); kernel figures come from /proc only");
+            info.error = Some(format!("{error:#}"));
+            None
+        }
+    }
+}
+
+/// Writes the controller's readings as they come, until the controller ends.
+fn write_samples(
+    mut csv: SamplesCsv,
+    readings: mpsc::Receiver<HoldSample>,
+) -> JoinHandle<Result<()>> {
+    std::thread::spawn(move || {
+        for reading in readings {
+            csv.write(&reading)?;
+        }
+        Ok(())
+    })
+}
+
+fn summary_line(result: &BandResult) -> String {
+    let held = &result.held;
+    let times = result.times.map_or("no iterations".to_string(), |t| {
+        format!(
+            "{} iterations: median {:.3} ms, p99 {:.3} ms",
+            t.count, t.median_ms, t.p99_ms
+        )
+    });
+    let free = if held.reads == 0 {
+        String::new()
+    } else {
+        format!(
+            "; free held {}..{} in [{}, {}) ({:.0}% of readings)",
+            mib(held.min_free_pages),
+            mib(held.max_free_pages),
+            mib(held.bounds.lower),
+            held.bounds.upper.map_or("inf".to_string(), mib),
+            held.in_band_percent()
+        )
+    };
+    let reason = match &result.outcome {
+        Outcome::Held => String::new(),
+        outcome => format!(" ({})", outcome.reason()),
+    };
+    format!(
+        "{}: {}{reason}; {times}{free}",
+        result.band,
+        result.outcome.name()
+    )
+}

@@ -1,0 +1,231 @@
+//! The experiment: band by band, from the most free memory to the least, settle into the band
+//! (printing progress), then time the iterations while the balloon holds it. One result per
+//! band; the first band that cannot be held ends the experiment, since every band after it
+//! lies lower.
+
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::bands;
+use super::hold::{BandHeld, HeldBalloon, NotHeld, Settling};
+use super::interrupt::{self, Interrupted};
+use super::iterations::{self, Summary};
+use super::kernel::{KernelMetrics, Window};
+use super::kswapd::Kswapd;
+use super::safety::mib;
+use crate::probes::ProbeSession;
+use crate::record::{Metrics, Row};
+use crate::sample::zoneinfo::Band;
+
+pub struct Plan {
+    /// In the order they are visited.
+    pub levels: Vec<Band>,
+    pub iterations: u32,
+    pub block_bytes: u64,
+    pub settle_timeout: Duration,
+}
+
+/// How a band ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Held,
+    /// A safety rule stopped the hold (the balloon gave its memory back).
+    Aborted(String),
+    NotReached(String),
+    Interrupted(Interrupted),
+}
+
+impl Outcome {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Held => "held",
+            Outcome::Aborted(_) => "aborted",
+            Outcome::NotReached(_) => "not reached",
+            Outcome::Interrupted(_) => "interrupted",
+        }
+    }
+
+    pub fn reason(&self) -> String {
+        match self {
+            Outcome::Held => String::new(),
+            Outcome::Aborted(reason) | Outcome::NotReached(reason) => reason.clone(),
+            Outcome::Interrupted(signal) => format!("skillprof received {}", signal.name()),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct BandResult {
+    pub band: Band,
+    pub outcome: Outcome,
+    pub settle: Duration,
+    pub block_bytes: u64,
+    /// `None` when no iteration ran.
+    pub times: Option<Summary>,
+    pub held: BandHeld,
+    /// Over the iterations; over the attempt to settle for a band that was not reached.
+    pub kernel: KernelMetrics,
+}
+
+/// The columns of pressure.csv (documented in `output::pressure_csv`).
+impl Metrics for BandResult {
+    fn write(&self, row: &mut Row) {
+        row.text("band", self.band.name())
+            .text("outcome", self.outcome.name())
+            .text("reason", self.outcome.reason())
+            .float("settle_s", self.settle.as_secs_f64())
+            .int("block_kb", self.block_bytes / 1024);
+        type Statistic = fn(&Summary) -> f64;
+        let times: [(&str, Statistic); 5] = [
+            ("iter_mean_ms", |s| s.mean_ms),
+            ("iter_median_ms", |s| s.median_ms),
+            ("iter_p99_ms", |s| s.p99_ms),
+            ("iter_min_ms", |s| s.min_ms),
+            ("iter_max_ms", |s| s.max_ms),
+        ];
+        row.int("iterations", self.times.map_or(0, |t| t.count as u64));
+        for (name, value) in times {
+            match &self.times {
+                Some(summary) => row.float(name, value(summary)),
+                None => row.missing(name),
+            };
+        }
+        self.held.write(row);
+        self.kernel.write(row);
+    }
+}
+
+/// What the experiment measures with.
+pub struct Instruments<'a> {
+    pub probes: Option<&'a ProbeSession>,
+    pub kswapd: &'a Kswapd,
+}
+
+/// Runs every band of `plan`, handing each result to `done` as soon as it is known.
+pub fn run(
+    plan: &Plan,
+    held: &HeldBalloon,
+    instruments: &Instruments<'_>,
+    done: &mut dyn FnMut(&BandResult) -> Result<()>,
+) -> Result<()> {
+    for (index, &band) in plan.levels.iter().enumerate() {
+        let result = run_band(plan, band, index as u32, held, instruments)?;
+        done(&result)?;
+        if result.outcome != Outcome::Held {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn run_band(
+    plan: &Plan,
+    band: Band,
+    index: u32,
+    held: &HeldBalloon,
+    instruments: &Instruments<'_>,
+) -> Result<BandResult> {
+    let Instruments { probes, kswapd } = *instruments;
+    println!(
+        "{band} {}: settling (the balloon grows or shrinks until free memory is in the band)",
+        bands::interval(band)
+    );
+    held.retarget(band)?;
+    // Two windows per band, so that the settling's reclaim does not count in the iterations'.
+    let settling = Window::begin(2 * index, probes, kswapd)?;
+    let started = Instant::now();
+    let settled = held.settle(plan.settle_timeout, &mut progress_line());
+    let settle = started.elapsed();
+    let not_reached = |outcome: Outcome| -> Result<BandResult> {
+        Ok(BandResult {
+            band,
+            outcome,
+            settle,
+            block_bytes: plan.block_bytes,
+            times: None,
+            held: held.held(),
+            kernel: settling.end(probes, kswapd)?,
+        })
+    };
+    match settled {
+        Ok(()) => {}
+        Err(NotHeld::Aborted(reason)) => return not_reached(Outcome::Aborted(reason)),
+        Err(NotHeld::TimedOut(reason)) => return not_reached(Outcome::NotReached(reason)),
+        Err(NotHeld::Stopped) => {
+            let signal = interrupt::received().expect("only a signal stops the settling");
+            return not_reached(Outcome::Interrupted(signal));
+        }
+    }
+    let free = held.held();
+    println!(
+        "{band}: held after {:.1} s (balloon {:.2} GiB, free {}); {} iterations of {:.1} MiB",
+        settle.as_secs_f64(),
+        free.balloon_bytes as f64 / f64::from(1 << 30),
+        mib(free.free_pages),
+        plan.iterations,
+        plan.block_bytes as f64 / f64::from(1 << 20)
+    );
+
+    let window = Window::begin(2 * index + 1, probes, kswapd)?;
+    held.reset_window();
+    let page = super::balloon::page_size() as usize;
+    let mut times = Vec::with_capacity(plan.iterations as usize);
+    let mut outcome = Outcome::Held;
+    for _ in 0..plan.iterations {
+        if let Some(signal) = interrupt::received() {
+            outcome = Outcome::Interrupted(signal);
+            break;
+        }
+        if let Some(reason) = held.aborted() {
+            outcome = Outcome::Aborted(reason);
+            break;
+        }
+        times.push(iterations::allocate_touch_free(
+            plan.block_bytes as usize,
+            page,
+        )?);
+    }
+    let kernel = window.end(probes, kswapd)?;
+    let held_band = held.held();
+    // An abort during the last iteration still counts.
+    if let (Outcome::Held, Some(reason)) = (&outcome, &held_band.aborted) {
+        outcome = Outcome::Aborted(reason.clone());
+    }
+    Ok(BandResult {
+        band,
+        outcome,
+        settle,
+        block_bytes: plan.block_bytes,
+        times: Summary::of(&times),
+        held: held_band,
+        kernel,
+    })
+}
+
+/// Prints a settling progress line about once a second, and the reason the first time the
+/// aim is eased; stops the wait on SIGINT or SIGTERM.
+fn progress_line() -> impl FnMut(&Settling) -> ControlFlow<()> {
+    let mut said_eased = false;
+    move |settling: &Settling| {
+        if let (false, Some(reason)) = (said_eased, &settling.eased) {
+            println!("  {reason}");
+            said_eased = true;
+        }
+        let aim = &settling.aim;
+        println!(
+            "  {:5.1} s  balloon {:6.2} GiB  free {:>12}  target {} in [{}, {})",
+            settling.elapsed.as_secs_f64(),
+            settling.balloon_bytes as f64 / f64::from(1 << 30),
+            mib(settling.free_pages),
+            aim.target.map_or("(balloon empty)".to_string(), mib),
+            mib(aim.bounds.lower),
+            aim.bounds.upper.map_or("inf".to_string(), mib),
+        );
+        match interrupt::received() {
+            Some(_) => ControlFlow::Break(()),
+            None => ControlFlow::Continue(()),
+        }
+    }
+}

@@ -1,0 +1,749 @@
+//! Holding a band: a thread that reads free memory every interval and resizes the balloon to
+//! keep it in the band, while whatever runs beside it (the experiment's iterations, a
+//! workload's host) allocates and frees. It enforces the safety rules on every reading and,
+//! when one is broken, gives all the memory back and stops.
+//!
+//! The runner's view: [`Balloon::hold`] a band, [`HeldBalloon::settle`] until free memory is
+//! in it, then per entry [`HeldBalloon::reset_window`] and [`HeldBalloon::held`]; move with
+//! [`HeldBalloon::retarget`]; end with [`HeldBalloon::release`].
+
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::aim::Aim;
+use super::balloon::{Balloon, Killer, page_size};
+use super::bands::{self, Bounds};
+use super::reach::{self, Reach};
+use super::safety::{self, Safety, Violation, mib};
+use crate::record::{Metrics, Row};
+use crate::sample::PROC;
+use crate::sample::meminfo::{self, Meminfo};
+use crate::sample::psi::{self, Psi};
+use crate::sample::zoneinfo::{Band, Watermarks, ZoneId};
+
+/// Readings in the band, in a row, before a band counts as reached.
+const SETTLED_READS: u32 = 4;
+/// The longest a reading or a shrink may take. Both take milliseconds; only a kernel that
+/// stalls the controller for memory (free memory exhausted, nothing left to reclaim) makes
+/// them take longer, and then the watchdog kills the balloon: a kill needs no memory.
+const STEP_LIMIT: Duration = Duration::from_secs(1);
+/// ... and a grow gets this rate on top (touching pages runs at ~1.5 GB/s here, slower while
+/// the kernel initialises memory lazily).
+const GROW_BYTES_PER_SECOND: u64 = 128 << 20;
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+const STALLED: &str = "the kernel stalled the balloon's controller for too long (free memory \
+                       exhausted, nothing left to reclaim): the balloon was killed to give its \
+                       memory back";
+
+#[derive(Clone, Debug)]
+pub struct HoldOptions {
+    pub safety: Safety,
+    /// How often free memory is read and the balloon adjusted.
+    pub interval: Duration,
+    /// Every reading, for a time series (the experiment's pressure_samples.csv).
+    pub samples: Option<Sender<HoldSample>>,
+}
+
+impl Default for HoldOptions {
+    fn default() -> Self {
+        HoldOptions {
+            safety: Safety::default(),
+            interval: Duration::from_millis(50),
+            samples: None,
+        }
+    }
+}
+
+/// One reading of the controller.
+#[derive(Clone, Debug)]
+pub struct HoldSample {
+    pub at: Instant,
+    /// The band being held.
+    pub band: Band,
+    pub settled: bool,
+    pub reach: Reach,
+    pub balloon_bytes: u64,
+    pub psi: Option<Psi>,
+    pub meminfo: Meminfo,
+}
+
+/// One populated zone over a window: its own usable free pages against its own watermarks.
+/// `None` while not read, and always for a zone that cannot serve user memory (DMA).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneHeld {
+    pub id: ZoneId,
+    pub min_usable_pages: Option<u64>,
+    pub lowest_band: Option<Band>,
+}
+
+/// The band actually held over a window (since the hold began, the last retarget or the last
+/// `reset_window`), from the readings taken every interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BandHeld {
+    /// The band aimed at.
+    pub band: Band,
+    pub reads: u64,
+    /// Readings with free memory inside the band.
+    pub in_band_reads: u64,
+    /// Fewest and most usable free pages read (see `reach`).
+    pub min_free_pages: u64,
+    pub max_free_pages: u64,
+    /// Usable free pages at the last reading.
+    pub free_pages: u64,
+    pub lowest_band: Band,
+    pub highest_band: Band,
+    /// The band and watermarks at the last reading (they grow with managed pages).
+    pub bounds: Bounds,
+    pub watermarks: Watermarks,
+    pub balloon_bytes: u64,
+    pub max_balloon_bytes: u64,
+    /// Times the balloon was resized.
+    pub adjustments: u64,
+    /// Readings below the safety floor (each made the balloon give memory back).
+    pub floor_crossings: u64,
+    pub zones: Vec<ZoneHeld>,
+    /// Why the aim was eased, if it was (the kernel had little to reclaim).
+    pub eased: Option<String>,
+    /// Why the hold stopped, if a safety rule stopped it.
+    pub aborted: Option<String>,
+}
+
+impl BandHeld {
+    /// A window without readings yet; `zones` fixes the per-zone columns.
+    fn new(
+        band: Band,
+        bounds: Bounds,
+        watermarks: Watermarks,
+        balloon_bytes: u64,
+        zones: impl IntoIterator<Item = ZoneId>,
+    ) -> BandHeld {
+        // min and max start inverted, so the first reading sets both.
+        BandHeld {
+            band,
+            reads: 0,
+            in_band_reads: 0,
+            min_free_pages: u64::MAX,
+            max_free_pages: 0,
+            free_pages: 0,
+            lowest_band: Band::Baseline,
+            highest_band: Band::Min,
+            bounds,
+            watermarks,
+            balloon_bytes,
+            max_balloon_bytes: balloon_bytes,
+            adjustments: 0,
+            floor_crossings: 0,
+            zones: zones
+                .into_iter()
+                .map(|id| ZoneHeld {
+                    id,
+                    min_usable_pages: None,
+                    lowest_band: None,
+                })
+                .collect(),
+            eased: None,
+            aborted: None,
+        }
+    }
+
+    fn record(&mut self, reading: &Reading, aim: &Aim, balloon_bytes: u64) {
+        let free = reading.reach.free_pages;
+        let band = reading.reach.band();
+        self.reads += 1;
+        self.in_band_reads += u64::from(aim.bounds.contains(free));
+        self.min_free_pages = self.min_free_pages.min(free);
+        self.max_free_pages = self.max_free_pages.max(free);
+        self.free_pages = free;
+        self.lowest_band = self.lowest_band.min(band);
+        self.highest_band = self.highest_band.max(band);
+        self.bounds = aim.bounds;
+        self.watermarks = reading.reach.watermarks;
+        self.balloon_bytes = balloon_bytes;
+        self.max_balloon_bytes = self.max_balloon_bytes.max(balloon_bytes);
+        for zone in reading.reach.reachable() {
+            if let Some(held) = self.zones.iter_mut().find(|held| held.id == zone.id) {
+                let usable = zone.usable_pages();
+                held.min_usable_pages =
+                    Some(held.min_usable_pages.map_or(usable, |m| m.min(usable)));
+                held.lowest_band =
+                    Some(held.lowest_band.map_or(zone.band(), |b| b.min(zone.band())));
+            }
+        }
+    }
+
+    /// Share of the readings inside the band, in percent.
+    pub fn in_band_percent(&self) -> f64 {
+        if self.reads == 0 {
+            return 0.0;
+        }
+        100.0 * self.in_band_reads as f64 / self.reads as f64
+    }
+}
+
+/// The per-entry "band actually held" columns (`pressure_*` in `record::COLUMNS`).
+impl Metrics for BandHeld {
+    fn write(&self, row: &mut Row) {
+        let kb = |pages: u64| pages * page_size() / 1024;
+        row.text("pressure_band", self.band.name())
+            .int("pressure_reads", self.reads);
+        if self.reads == 0 {
+            for name in [
+                "pressure_in_band_pct",
+                "pressure_min_free_kb",
+                "pressure_max_free_kb",
+                "pressure_lowest_band",
+                "pressure_highest_band",
+            ] {
+                row.missing(name);
+            }
+        } else {
+            row.float("pressure_in_band_pct", self.in_band_percent())
+                .int("pressure_min_free_kb", kb(self.min_free_pages))
+                .int("pressure_max_free_kb", kb(self.max_free_pages))
+                .text("pressure_lowest_band", self.lowest_band.name())
+                .text("pressure_highest_band", self.highest_band.name());
+        }
+        row.int("pressure_band_lower_kb", kb(self.bounds.lower));
+        match self.bounds.upper {
+            Some(upper) => row.int("pressure_band_upper_kb", kb(upper)),
+            None => row.missing("pressure_band_upper_kb"),
+        };
+        row.int("pressure_balloon_kb", self.balloon_bytes / 1024)
+            .int("pressure_balloon_max_kb", self.max_balloon_bytes / 1024)
+            .int("pressure_adjustments", self.adjustments)
+            .int("pressure_floor_crossings", self.floor_crossings);
+        for zone in &self.zones {
+            let column = |what: &str| format!("pressure_{}", zone.id.column(what));
+            match zone.min_usable_pages.zip(zone.lowest_band) {
+                Some((pages, band)) => row
+                    .int(column("min_usable_kb"), kb(pages))
+                    .text(column("lowest_band"), band.name()),
+                None => row
+                    .missing(column("min_usable_kb"))
+                    .missing(column("lowest_band")),
+            };
+        }
+        row.text("pressure_eased", self.eased.clone().unwrap_or_default())
+            .text("pressure_aborted", self.aborted.clone().unwrap_or_default());
+    }
+}
+
+/// The `pressure_*` cells of an entry without a balloon: the same columns as [`BandHeld`],
+/// all empty, so that commands.csv keeps one set of columns when a workload turns pressure on
+/// and off.
+pub struct NoBalloon {
+    template: BandHeld,
+}
+
+impl NoBalloon {
+    /// Reads which zones there are (the per-zone columns).
+    pub fn new() -> Result<NoBalloon> {
+        let reach = reach::read(Path::new(PROC))?;
+        let bounds = bands::bounds(Band::Baseline, &reach.watermarks)?;
+        Ok(NoBalloon {
+            template: BandHeld::new(
+                Band::Baseline,
+                bounds,
+                reach.watermarks,
+                0,
+                reach.zones.iter().map(|zone| zone.id.clone()),
+            ),
+        })
+    }
+}
+
+impl Metrics for NoBalloon {
+    fn write(&self, row: &mut Row) {
+        let mut cells = Row::default();
+        self.template.write(&mut cells);
+        for name in cells.names() {
+            row.missing(name);
+        }
+    }
+}
+
+/// Why a band was not reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotHeld {
+    /// A safety rule stopped the hold; the balloon is empty.
+    Aborted(String),
+    /// Free memory did not get into the band in time.
+    TimedOut(String),
+    /// The progress callback asked to stop waiting.
+    Stopped,
+}
+
+/// What `settle` reports while it waits, about once a second.
+#[derive(Clone, Debug)]
+pub struct Settling {
+    pub band: Band,
+    pub elapsed: Duration,
+    pub balloon_bytes: u64,
+    pub free_pages: u64,
+    pub aim: Aim,
+    pub eased: Option<String>,
+}
+
+/// One reading of the system.
+struct Reading {
+    reach: Reach,
+    psi: Option<Psi>,
+    meminfo: Meminfo,
+}
+
+impl Reading {
+    fn take() -> Result<Reading> {
+        let proc_root = Path::new(PROC);
+        Ok(Reading {
+            reach: reach::read(proc_root)?,
+            psi: psi::read(proc_root)?,
+            meminfo: meminfo::read(proc_root)?,
+        })
+    }
+}
+
+/// What the controller and the caller share.
+struct State {
+    band: Band,
+    settled: bool,
+    in_band_streak: u32,
+    /// The last reading was below the safety floor.
+    below_floor: bool,
+    window: BandHeld,
+    last: Option<(u64, Aim)>,
+    eased: Option<String>,
+    aborted: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    stop: AtomicBool,
+    /// The controller thread has ended (the watchdog ends with it).
+    ended: AtomicBool,
+    /// When the controller's current step must be done, in ms since `epoch`; 0: not watched.
+    deadline_ms: AtomicU64,
+    epoch: Instant,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in the controller is reported as an abort; the state itself stays usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Runs `step` under the watchdog's eye: it must be done within `limit`.
+    fn watched<T>(&self, limit: Duration, step: impl FnOnce() -> T) -> T {
+        let deadline = self.now_ms() + limit.as_millis() as u64;
+        self.deadline_ms.store(deadline.max(1), Ordering::SeqCst);
+        let result = step();
+        self.deadline_ms.store(0, Ordering::SeqCst);
+        result
+    }
+
+    fn abort(&self, reason: String) {
+        let mut state = self.lock();
+        state.window.aborted.get_or_insert(reason.clone());
+        state.aborted.get_or_insert(reason);
+        drop(state);
+        self.changed.notify_all();
+    }
+}
+
+/// A balloon holding a band; see the module documentation. Dropping it releases the memory.
+pub struct HeldBalloon {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<()>>>,
+    watchdog: Option<JoinHandle<()>>,
+    balloon_pid: u32,
+}
+
+impl Balloon {
+    /// Starts a balloon and the thread that keeps free memory in `band`. Returns at once;
+    /// [`HeldBalloon::settle`] waits until the band is reached.
+    pub fn hold(band: Band, options: HoldOptions) -> Result<HeldBalloon> {
+        let reading = Reading::take()?;
+        let aim = Aim::new(band, &reading.reach.watermarks, &options.safety, false)?;
+        let balloon = Balloon::spawn()?;
+        let balloon_pid = balloon.pid();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                band,
+                settled: false,
+                in_band_streak: 0,
+                below_floor: false,
+                window: BandHeld::new(
+                    band,
+                    aim.bounds,
+                    reading.reach.watermarks,
+                    0,
+                    reading.reach.zones.iter().map(|zone| zone.id.clone()),
+                ),
+                last: None,
+                eased: None,
+                aborted: None,
+            }),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            deadline_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        });
+        let killer = balloon.killer();
+        let controller = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("balloon".into())
+            .spawn(move || control(&controller, balloon, &options))
+            .context("starting the balloon's controller thread")?;
+        let watched = Arc::clone(&shared);
+        let watchdog = std::thread::Builder::new()
+            .name("balloon-watch".into())
+            .spawn(move || watch(&watched, &killer))
+            .context("starting the balloon's watchdog thread")?;
+        Ok(HeldBalloon {
+            shared,
+            thread: Some(thread),
+            watchdog: Some(watchdog),
+            balloon_pid,
+        })
+    }
+}
+
+impl HeldBalloon {
+    /// The balloon's process id (for checks that it is gone after `release`).
+    pub fn balloon_pid(&self) -> u32 {
+        self.balloon_pid
+    }
+
+    /// Aims at another band from the next reading on; starts a new window.
+    pub fn retarget(&self, band: Band) -> Result<()> {
+        let mut state = self.shared.lock();
+        if let Some(reason) = &state.aborted {
+            bail!("the balloon stopped holding: {reason}");
+        }
+        let bounds = bands::bounds(band, &state.window.watermarks)?;
+        state.band = band;
+        state.settled = false;
+        state.in_band_streak = 0;
+        state.window.band = band;
+        state.window.bounds = bounds;
+        reset(&mut state.window);
+        Ok(())
+    }
+
+    /// Waits until free memory has been in the band for a few readings in a row, calling
+    /// `progress` about once a second; `ControlFlow::Break` from it stops the wait.
+    pub fn settle(
+        &self,
+        timeout: Duration,
+        progress: &mut dyn FnMut(&Settling) -> ControlFlow<()>,
+    ) -> Result<(), NotHeld> {
+        let started = Instant::now();
+        let mut next_report = started + Duration::from_secs(1);
+        let mut state = self.shared.lock();
+        loop {
+            if let Some(reason) = &state.aborted {
+                return Err(NotHeld::Aborted(reason.clone()));
+            }
+            if state.settled {
+                return Ok(());
+            }
+            let now = Instant::now();
+            let settling = state.last.map(|(free_pages, aim)| Settling {
+                band: state.band,
+                elapsed: now - started,
+                balloon_bytes: state.window.balloon_bytes,
+                free_pages,
+                aim,
+                eased: state.eased.clone().filter(|_| state.band != Band::Baseline),
+            });
+            if now >= started + timeout {
+                let detail = settling.map_or("no reading yet".to_string(), |s| {
+                    format!(
+                        "free memory is {}, the band {} is [{}, {}) and the balloon holds {} MiB",
+                        mib(s.free_pages),
+                        bands::interval(s.band),
+                        mib(s.aim.bounds.lower),
+                        s.aim.bounds.upper.map_or("inf".to_string(), mib),
+                        s.balloon_bytes >> 20
+                    )
+                });
+                return Err(NotHeld::TimedOut(format!(
+                    "the {} band was not reached in {} s: {detail}",
+                    state.band,
+                    timeout.as_secs()
+                )));
+            }
+            if now >= next_report {
+                next_report = now + Duration::from_secs(1);
+                if let Some(settling) = settling {
+                    drop(state);
+                    if progress(&settling).is_break() {
+                        return Err(NotHeld::Stopped);
+                    }
+                    state = self.shared.lock();
+                    continue;
+                }
+            }
+            let wait = next_report.min(started + timeout) - now;
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, wait)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+
+    /// The band actually held since the last retarget or reset.
+    pub fn held(&self) -> BandHeld {
+        self.shared.lock().window.clone()
+    }
+
+    /// Starts a new window (the runner calls it at each entry).
+    pub fn reset_window(&self) {
+        reset(&mut self.shared.lock().window);
+    }
+
+    /// Why the hold stopped, if a safety rule (or a failure) stopped it.
+    pub fn aborted(&self) -> Option<String> {
+        self.shared.lock().aborted.clone()
+    }
+
+    /// Stops holding and waits until the balloon's memory is back with the kernel.
+    pub fn release(mut self) -> Result<BandHeld> {
+        self.stop()?;
+        Ok(self.held())
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let controlled = match self.thread.take().map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(error))) => Err(error),
+            Some(Err(_)) => Err(anyhow::anyhow!(
+                "the balloon's controller thread panicked (its memory was released)"
+            )),
+        };
+        // Also after a panic of the controller; the watchdog wakes every WATCH_INTERVAL.
+        self.shared.ended.store(true, Ordering::SeqCst);
+        if let Some(watchdog) = self.watchdog.take() {
+            let _ = watchdog.join();
+        }
+        controlled
+    }
+}
+
+impl Drop for HeldBalloon {
+    fn drop(&mut self) {
+        if let Err(error) = self.stop() {
+            eprintln!("skillprof: releasing the balloon: {error:#}");
+        }
+    }
+}
+
+fn reset(window: &mut BandHeld) {
+    *window = BandHeld::new(
+        window.band,
+        window.bounds,
+        window.watermarks,
+        window.balloon_bytes,
+        window.zones.iter().map(|zone| zone.id.clone()),
+    );
+}
+
+/// The controller thread: hold until told to stop or a safety rule is broken, then give the
+/// memory back whatever happened. A failure to hold (the balloon killed, procfs unreadable)
+/// ends the hold like an abort, with the error as its reason; only a failure to release is
+/// this thread's error.
+fn control(shared: &Shared, mut balloon: Balloon, options: &HoldOptions) -> Result<()> {
+    if let Err(error) = hold_until_stopped(shared, &mut balloon, options) {
+        shared.abort(format!("{error:#}"));
+    }
+    let released = balloon.release();
+    shared.ended.store(true, Ordering::SeqCst);
+    released
+}
+
+/// The watchdog thread: kills the balloon when the controller cannot finish a step in time,
+/// which only a kernel out of memory makes it do. It allocates nothing while it watches.
+fn watch(shared: &Shared, killer: &Killer) {
+    while !shared.ended.load(Ordering::SeqCst) {
+        std::thread::sleep(WATCH_INTERVAL);
+        let deadline = shared.deadline_ms.load(Ordering::SeqCst);
+        if deadline != 0 && shared.now_ms() > deadline {
+            // The kill first: it frees the memory everything else is waiting for.
+            killer.kill();
+            shared.abort(STALLED.to_string());
+            return;
+        }
+    }
+}
+
+/// Whether a violation of the safety rules aborts the hold, and why. Below the floor, the
+/// balloon first gives memory back (the adjustment shrinks it to the aim); the hold is aborted
+/// if that is not enough by the next reading, or if there was nothing to give back.
+fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -> Option<String> {
+    match violation {
+        None => {
+            state.below_floor = false;
+            None
+        }
+        Some(Violation::Stalls(reason)) => Some(reason),
+        Some(Violation::BelowFloor(reason)) if balloon_empty => {
+            Some(format!("{reason}, with the balloon already empty"))
+        }
+        Some(Violation::BelowFloor(reason)) if state.below_floor => Some(format!(
+            "{reason}, still, after the balloon gave memory back"
+        )),
+        Some(Violation::BelowFloor(_)) => {
+            state.below_floor = true;
+            state.window.floor_crossings += 1;
+            None
+        }
+    }
+}
+
+fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOptions) -> Result<()> {
+    let page = page_size();
+    let mut next = Instant::now();
+    while !shared.stop.load(Ordering::SeqCst) {
+        if shared.lock().aborted.is_some() {
+            return Ok(());
+        }
+        let reading = shared.watched(STEP_LIMIT, Reading::take)?;
+        let free = reading.reach.free_pages;
+        let mut state = shared.lock();
+        let eased = safety::little_to_reclaim(&reading.meminfo, state.eased.is_some());
+        // Baseline holds nothing, so there is no aim to ease.
+        if eased.is_some() && state.band != Band::Baseline && state.window.eased.is_none() {
+            state.window.eased.clone_from(&eased);
+        }
+        state.eased = eased;
+        let aim = Aim::new(
+            state.band,
+            &reading.reach.watermarks,
+            &options.safety,
+            state.eased.is_some(),
+        )?;
+        let violation = options
+            .safety
+            .violation(free, aim.floor, reading.psi.as_ref());
+        let abort = judge(&mut state, violation, balloon.bytes() == 0);
+        if let Some(reason) = abort {
+            drop(state);
+            shared.abort(reason);
+            shared.watched(STEP_LIMIT, || balloon.resize(0))?;
+            return Ok(());
+        }
+        let in_band = aim.bounds.contains(free);
+        state.in_band_streak = if in_band { state.in_band_streak + 1 } else { 0 };
+        state.settled |= state.in_band_streak >= SETTLED_READS;
+        let band = state.band;
+        let settled = state.settled;
+        state.window.record(&reading, &aim, balloon.bytes());
+        state.last = Some((free, aim));
+        drop(state);
+
+        if let Some(pages) = aim.next_balloon(free, balloon.bytes() / page) {
+            let growth = (pages * page).saturating_sub(balloon.bytes());
+            let limit = STEP_LIMIT + Duration::from_secs(growth / GROW_BYTES_PER_SECOND);
+            shared.watched(limit, || balloon.resize(pages * page))?;
+            let mut state = shared.lock();
+            state.window.adjustments += 1;
+            state.window.balloon_bytes = balloon.bytes();
+            state.window.max_balloon_bytes = state.window.max_balloon_bytes.max(balloon.bytes());
+        }
+        shared.changed.notify_all();
+        if let Some(samples) = &options.samples {
+            // A caller that stopped listening does not stop the hold.
+            let _ = samples.send(HoldSample {
+                at: Instant::now(),
+                band,
+                settled,
+                reach: reading.reach,
+                balloon_bytes: balloon.bytes(),
+                psi: reading.psi,
+                meminfo: reading.meminfo,
+            });
+        }
+        next += options.interval;
+        let now = Instant::now();
+        match next.checked_duration_since(now) {
+            Some(wait) => std::thread::sleep(wait),
+            None => next = now,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record;
+
+    fn reading(zoneinfo: &str) -> Reading {
+        Reading {
+            reach: reach::parse(zoneinfo).unwrap(),
+            psi: None,
+            meminfo: meminfo::parse(include_str!("../sample/testdata/meminfo")).unwrap(),
+        }
+    }
+
+    /// commands.csv needs the same columns for every entry, read or not.
+    #[test]
+    fn a_window_writes_the_same_documented_columns_before_and_after_readings() {
+        let captured = reading(include_str!("../sample/testdata/zoneinfo"));
+        let marks = captured.reach.watermarks;
+        let aim = Aim::new(Band::High, &marks, &Safety::default(), false).unwrap();
+        let mut window = BandHeld::new(
+            Band::High,
+            aim.bounds,
+            marks,
+            0,
+            captured.reach.zones.iter().map(|zone| zone.id.clone()),
+        );
+        let mut empty = Row::default();
+        window.write(&mut empty);
+        assert_eq!(empty.get("pressure_min_free_kb"), Some(""));
+        assert_eq!(empty.get("pressure_zone_0_Normal_lowest_band"), Some(""));
+
+        window.record(&captured, &aim, 4096);
+        let at_low = reading(&include_str!("../sample/testdata/zoneinfo").replacen(
+            "pages free     2080781",
+            "pages free     16426",
+            1,
+        ));
+        window.record(&at_low, &aim, 8192);
+        let mut read = Row::default();
+        window.write(&mut read);
+        assert_eq!(
+            empty.names().collect::<Vec<_>>(),
+            read.names().collect::<Vec<_>>()
+        );
+        assert_eq!(read.get("pressure_reads"), Some("2"));
+        assert_eq!(read.get("pressure_lowest_band"), Some("baseline"));
+        assert_eq!(read.get("pressure_zone_0_Normal_lowest_band"), Some("low"));
+        assert_eq!(read.get("pressure_zone_0_DMA_lowest_band"), Some(""));
+        assert_eq!(read.get("pressure_balloon_max_kb"), Some("8"));
+        for name in read.names() {
+            assert!(
+                record::documentation(name).is_some(),
+                "{name} is not in record::COLUMNS"
+            );
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! What the kernel did while one band was held: kswapd, direct reclaim, LRU scanning, memory
+//! stalls, major faults and swap. Each figure comes from the probes when they run and from
+//! procfs otherwise, and says which: a figure neither can measure stays empty.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::kswapd::Kswapd;
+use crate::probes::{self, ProbeMetrics, ProbeSession};
+use crate::record::{Metrics, Row};
+use crate::sample::PROC;
+use crate::sample::psi::{self, Psi};
+use crate::sample::vmstat::{self, Vmstat};
+
+/// Where a figure came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The BPF probes (vmscan tracepoints), attributed to the band's window.
+    Probes,
+    /// A /proc counter read at both ends of the window.
+    Procfs,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Probes => "probes",
+            Source::Procfs => "procfs",
+        }
+    }
+}
+
+/// One figure and its source; `None` when nothing here measures it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figure {
+    pub value: f64,
+    pub source: Source,
+}
+
+/// The counters read at both ends of a window.
+struct Counters {
+    at: Instant,
+    vmstat: Vmstat,
+    psi: Option<Psi>,
+    kswapd: Duration,
+}
+
+impl Counters {
+    fn read(kswapd: &Kswapd) -> Result<Counters> {
+        let proc_root = std::path::Path::new(PROC);
+        Ok(Counters {
+            at: Instant::now(),
+            vmstat: vmstat::read(proc_root)?,
+            psi: psi::read(proc_root)?,
+            kswapd: kswapd.cpu_time()?,
+        })
+    }
+}
+
+/// The start of one band's window.
+pub struct Window {
+    index: u32,
+    before: Counters,
+}
+
+impl Window {
+    /// Starts the window; with probes, their events count in entry `index` from now on.
+    pub fn begin(index: u32, probes: Option<&ProbeSession>, kswapd: &Kswapd) -> Result<Window> {
+        if let Some(session) = probes {
+            session.begin_entry(index)?;
+        }
+        Ok(Window {
+            index,
+            before: Counters::read(kswapd)?,
+        })
+    }
+
+    pub fn end(self, probes: Option<&ProbeSession>, kswapd: &Kswapd) -> Result<KernelMetrics> {
+        let after = Counters::read(kswapd)?;
+        let psi = self.before.psi.zip(after.psi).map(|(before, after)| {
+            (
+                after.some_total_us - before.some_total_us,
+                after.full_total_us - before.full_total_us,
+            )
+        });
+        Ok(KernelMetrics {
+            probes: probes
+                .map(|session| session.entry(self.index))
+                .transpose()?,
+            vmstat: after.vmstat.since(&self.before.vmstat),
+            psi_us: psi,
+            kswapd_cpu: after.kswapd.saturating_sub(self.before.kswapd),
+            wall: after.at - self.before.at,
+        })
+    }
+}
+
+/// The kernel's side of one band.
+#[derive(Clone, Debug)]
+pub struct KernelMetrics {
+    pub probes: Option<ProbeMetrics>,
+    /// Changes of the kept /proc/vmstat counters.
+    pub vmstat: Vec<(String, i64)>,
+    /// PSI memory (some, full) stall time, µs; `None` without PSI.
+    pub psi_us: Option<(u64, u64)>,
+    pub kswapd_cpu: Duration,
+    pub wall: Duration,
+}
+
+impl KernelMetrics {
+    fn probe(&self, column: &str) -> Option<Figure> {
+        let value = self.probes.as_ref()?.value(column)?;
+        Some(Figure {
+            value,
+            source: Source::Probes,
+        })
+    }
+
+    /// A probe column summed over the reclaim contexts (`lru_<ctx>_<what>`).
+    fn probe_over_contexts(&self, what: &str) -> Option<Figure> {
+        let metrics = self.probes.as_ref()?;
+        let mut total = None;
+        for column in probes::columns() {
+            let name = &column.name;
+            if name.starts_with("lru_") && !name.starts_with("lru_host_") && name.ends_with(what) {
+                *total.get_or_insert(0.0) += metrics.value(name)?;
+            }
+        }
+        total.map(|value| Figure {
+            value,
+            source: Source::Probes,
+        })
+    }
+
+    /// The sum of the vmstat counters `counted` picks; `None` if it picks none.
+    fn vmstat_sum(&self, counted: impl Fn(&str) -> bool) -> Option<Figure> {
+        let mut picked = self
+            .vmstat
+            .iter()
+            .filter(|(name, _)| counted(name))
+            .peekable();
+        picked.peek()?;
+        Some(Figure {
+            value: picked.map(|(_, change)| *change as f64).sum(),
+            source: Source::Procfs,
+        })
+    }
+
+    fn vmstat(&self, name: &str) -> Option<Figure> {
+        self.vmstat_sum(|counter| counter == name)
+    }
+
+    pub fn kswapd_cpu_percent(&self) -> Figure {
+        Figure {
+            value: 100.0 * self.kswapd_cpu.as_secs_f64() / self.wall.as_secs_f64().max(1e-9),
+            source: Source::Procfs,
+        }
+    }
+
+    pub fn kswapd_wakes(&self) -> Option<Figure> {
+        self.probe("kswapd_wakes")
+    }
+
+    pub fn kswapd_awake_ms(&self) -> Option<Figure> {
+        self.probe("kswapd_awake_ms")
+    }
+
+    /// Direct reclaims by every process: the probes' count (the iterating process and the
+    /// others), else the allocstall counters.
+    pub fn direct_reclaims(&self) -> Option<Figure> {
+        match (
+            self.probe("direct_reclaim_count"),
+            self.probe("direct_reclaim_others_count"),
+        ) {
+            (Some(own), Some(others)) => Some(Figure {
+                value: own.value + others.value,
+                source: Source::Probes,
+            }),
+            _ => self.vmstat_sum(|name| name.starts_with("allocstall_")),
+        }
+    }
+
+    /// Time the iterating process spent in direct reclaim (probes only).
+    pub fn direct_reclaim_ms(&self) -> Option<Figure> {
+        self.probe("direct_reclaim_ms")
+    }
+
+    pub fn direct_reclaim_max_ms(&self) -> Option<Figure> {
+        self.probe("direct_reclaim_max_ms")
+    }
+
+    pub fn lru_scanned(&self) -> Option<Figure> {
+        self.probe_over_contexts("_scanned")
+            .or_else(|| self.vmstat_sum(|name| ["pgscan_kswapd", "pgscan_direct"].contains(&name)))
+    }
+
+    pub fn lru_reclaimed(&self) -> Option<Figure> {
+        self.probe_over_contexts("_reclaimed").or_else(|| {
+            self.vmstat_sum(|name| ["pgsteal_kswapd", "pgsteal_direct"].contains(&name))
+        })
+    }
+
+    pub fn psi_ms(&self) -> Option<(Figure, Figure)> {
+        let (some, full) = self.psi_us?;
+        let ms = |us: u64| Figure {
+            value: us as f64 / 1e3,
+            source: Source::Procfs,
+        };
+        Some((ms(some), ms(full)))
+    }
+
+    /// Major faults, system-wide.
+    pub fn major_faults(&self) -> Option<Figure> {
+        self.vmstat("pgmajfault")
+    }
+
+    pub fn swap_in_out(&self) -> Option<(Figure, Figure)> {
+        self.vmstat("pswpin").zip(self.vmstat("pswpout"))
+    }
+}
+
+/// Every probe column (empty without probes), then the procfs figures.
+impl Metrics for KernelMetrics {
+    fn write(&self, row: &mut Row) {
+        match &self.probes {
+            Some(metrics) => metrics.write(row),
+            None => {
+                for column in probes::columns() {
+                    row.missing(&column.name);
+                }
+            }
+        }
+        for (name, change) in &self.vmstat {
+            row.int(format!("vmstat_{name}"), *change);
+        }
+        match self.psi_us {
+            Some((some, full)) => row.int("psi_some_us", some).int("psi_full_us", full),
+            None => row.missing("psi_some_us").missing("psi_full_us"),
+        };
+        row.float("kswapd_cpu_ms", self.kswapd_cpu.as_secs_f64() * 1e3)
+            .float("kswapd_cpu_pct", self.kswapd_cpu_percent().value);
+    }
+}

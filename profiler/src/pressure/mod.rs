@@ -1,0 +1,51 @@
+//! Memory pressure: hold free memory in a band between the kernel's zone watermarks and see
+//! what it does to the machine and to a workload.
+//!
+//! The bands (`bands`) are defined on free memory as user-space allocations can reach it
+//! (`reach`), read afresh on every step. A balloon process (`balloon`) holds touched anonymous
+//! memory, and a controller thread (`hold`) resizes it to keep free memory in a band, under
+//! the safety rules (`safety`, `aim`). Guardian processes (`guardian`) undo every change to
+//! the machine (`sysctl`, `swapfile`) on every exit path. `skillprof pressure` (`command`)
+//! runs the experiment (`experiment`) band by band.
+//!
+//! The runner's view (`pressure BAND` in a cmds file, `skillprof run --pressure BAND`):
+//! [`Balloon::hold`] starts the balloon and its controller and returns at once;
+//! [`HeldBalloon::settle`] blocks until free memory is in the band (from async code, on a
+//! blocking thread); per entry, [`HeldBalloon::reset_window`] at its start and
+//! [`HeldBalloon::held`] at its end give the band actually held, a `record::Metrics` (the
+//! `pressure_*` columns); [`HeldBalloon::retarget`] and `settle` move to another band;
+//! [`HeldBalloon::release`] (`pressure off`, the end of the run) blocks until the memory is
+//! back. When a safety rule stops the hold, the balloon is already empty and
+//! [`HeldBalloon::aborted`] says why. Entries without a balloon write [`NoBalloon`]: the same
+//! columns, empty.
+
+mod aim;
+mod args;
+mod balloon;
+mod bands;
+mod command;
+mod experiment;
+mod fork;
+mod guardian;
+mod hold;
+mod interrupt;
+mod iterations;
+mod kernel;
+mod kswapd;
+mod reach;
+mod safety;
+mod swapfile;
+mod sysctl;
+mod table;
+mod units;
+
+pub use aim::Aim;
+pub use args::PressureArgs;
+pub use balloon::Balloon;
+pub use bands::{Bounds, parse as parse_band};
+pub use command::run;
+pub use hold::{
+    BandHeld, HeldBalloon, HoldOptions, HoldSample, NoBalloon, NotHeld, Settling, ZoneHeld,
+};
+pub use reach::{Reach, ZoneReach};
+pub use safety::Safety;

@@ -1,0 +1,278 @@
+//! Free memory as user-space allocations can reach it: the summed free pages and watermarks the
+//! bands are defined on.
+//!
+//! Summing every zone's free pages and watermarks, as /proc/zoneinfo prints them, gives bands a
+//! process can never enter: the kernel keeps part of each lower zone back from allocations that
+//! could have been served higher up (`lowmem_reserve`, the zone's `protection:` line). An
+//! anonymous page may come from any zone up to Movable, so a zone serves it only while
+//! `free - protection[Movable] > watermark` (`__zone_watermark_ok`). On the 24 GiB machines
+//! skillprof runs on, DMA (15 MiB free, 53 MiB protected) never serves user memory and DMA32
+//! keeps ~82 MiB back: the plain sums bottom out ~120 MiB above the summed promo watermark,
+//! so every band below baseline would be out of reach.
+//!
+//! Here each zone counts the free pages above its reserve, and a zone whose managed pages
+//! cannot even cover its reserve and min watermark (DMA) counts neither free pages nor
+//! watermarks. The sums then cross the watermarks exactly when the kernel's own checks do:
+//! kswapd wakes when they fall below the summed low watermark.
+//!
+//! The watermarks are the kernel's current ones, as /proc/zoneinfo prints them: with the zone's
+//! `boost` added, which the kernel raises for a while after an allocation had to steal a
+//! pageblock of another migrate type, so that kswapd reclaims extra and defragments. A boost
+//! (up to 1.5 x high) moves every band up within milliseconds, and with it the point where
+//! user allocations stall in direct reclaim and, with nothing left to reclaim, the OOM killer
+//! comes next: an experiment that judged safety on the configured watermarks had its balloon
+//! OOM-killed while free memory sat above the configured min. The boost is also reported on
+//! its own.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::sample::zoneinfo::{self, Band, Watermarks, ZoneId};
+
+/// One zone, as user-space allocations see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneReach {
+    pub id: ZoneId,
+    /// The zone's own free pages (`pages free`).
+    pub free_pages: u64,
+    /// Pages kept back from allocations that may use any zone up to Movable.
+    pub reserve_pages: u64,
+    /// The current watermarks, boost included.
+    pub watermarks: Watermarks,
+    /// What the kernel currently adds to each configured watermark (`boost`; 0 before
+    /// kernel 5.0).
+    pub boost_pages: u64,
+    /// Whether the zone can serve user memory at all (DMA cannot).
+    pub reachable: bool,
+}
+
+impl ZoneReach {
+    /// Free pages above the reserve: what a user-space allocation could still take.
+    pub fn usable_pages(&self) -> u64 {
+        self.free_pages.saturating_sub(self.reserve_pages)
+    }
+
+    pub fn band(&self) -> Band {
+        self.watermarks.band(self.usable_pages())
+    }
+}
+
+/// The reachable zones' usable free pages and watermarks, summed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reach {
+    pub free_pages: u64,
+    pub watermarks: Watermarks,
+    /// The reachable zones' boosts, summed.
+    pub boost_pages: u64,
+    /// Every populated zone, reachable or not, in file order.
+    pub zones: Vec<ZoneReach>,
+}
+
+impl Reach {
+    pub fn band(&self) -> Band {
+        self.watermarks.band(self.free_pages)
+    }
+
+    pub fn reachable(&self) -> impl Iterator<Item = &ZoneReach> {
+        self.zones.iter().filter(|zone| zone.reachable)
+    }
+}
+
+/// Reads /proc/zoneinfo afresh: watermarks and reserves grow with a zone's managed pages.
+pub fn read(proc_root: &Path) -> Result<Reach> {
+    let path = proc_root.join("zoneinfo");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    parse(&text)
+}
+
+pub fn parse(text: &str) -> Result<Reach> {
+    let zones = zoneinfo::parse(text)?;
+    let extras = extras(text)?;
+    let mut reach = Vec::new();
+    for zone in zones.iter().filter(|zone| zone.populated()) {
+        let extra = extras
+            .iter()
+            .find(|extra| extra.zone == zone.id)
+            .with_context(|| {
+                format!(
+                    "/proc/zoneinfo: node {} zone {} has no `protection:` line",
+                    zone.id.node, zone.id.name
+                )
+            })?;
+        // Reachability judged without the boost: a boost is temporary, a zone's size is not.
+        let configured_min = zone.watermarks.min.saturating_sub(extra.boost);
+        reach.push(ZoneReach {
+            id: zone.id.clone(),
+            free_pages: zone.free_pages,
+            reserve_pages: extra.reserve,
+            watermarks: zone.watermarks,
+            boost_pages: extra.boost,
+            reachable: zone.managed_pages > extra.reserve + configured_min,
+        });
+    }
+    let reachable = || reach.iter().filter(|zone| zone.reachable);
+    let sum = |value: fn(&ZoneReach) -> u64| reachable().map(value).sum();
+    Ok(Reach {
+        free_pages: sum(ZoneReach::usable_pages),
+        watermarks: Watermarks {
+            min: sum(|zone| zone.watermarks.min),
+            low: sum(|zone| zone.watermarks.low),
+            high: sum(|zone| zone.watermarks.high),
+            promo: reachable().map(|zone| zone.watermarks.promo).sum(),
+        },
+        boost_pages: sum(|zone| zone.boost_pages),
+        zones: reach,
+    })
+}
+
+/// What `zoneinfo::parse` leaves out of a zone: its reserve and its boost.
+struct Extra {
+    zone: ZoneId,
+    /// Protection against allocations that may use any zone up to the node's Movable zone,
+    /// the highest an anonymous page may come from (`gfp_zone(GFP_HIGHUSER_MOVABLE)`).
+    reserve: u64,
+    boost: u64,
+}
+
+/// A node lists its zones in zone-index order, which is what the protection values are
+/// indexed by.
+fn extras(text: &str) -> Result<Vec<Extra>> {
+    // Per zone: its boost and its protection line.
+    let mut zones: Vec<(ZoneId, u64, Vec<u64>)> = Vec::new();
+    let mut current: Option<(ZoneId, u64)> = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(header) = line.strip_prefix("Node ") {
+            let (node, name) = header
+                .split_once(", zone")
+                .with_context(|| format!("/proc/zoneinfo: unexpected zone header {line:?}"))?;
+            let id = ZoneId {
+                node: node.trim().parse().context("/proc/zoneinfo: node number")?,
+                name: name.trim().to_string(),
+            };
+            current = Some((id, 0));
+        } else if let Some(boost) = line.strip_prefix("boost ") {
+            if let Some((_, slot)) = current.as_mut() {
+                *slot = boost
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("/proc/zoneinfo: unexpected {line:?}"))?;
+            }
+        } else if let Some(values) = line.strip_prefix("protection:") {
+            let (zone, boost) = current
+                .take()
+                .with_context(|| format!("/proc/zoneinfo: {line:?} outside a zone"))?;
+            let values = values
+                .trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .split(',')
+                .map(|value| value.trim().parse::<u64>())
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("/proc/zoneinfo: unexpected {line:?}"))?;
+            zones.push((zone, boost, values));
+        }
+    }
+    zones
+        .iter()
+        .map(|(zone, boost, protection)| {
+            let movable = zones
+                .iter()
+                .filter(|(other, ..)| other.node == zone.node)
+                .position(|(other, ..)| other.name == "Movable")
+                .with_context(|| {
+                    format!("/proc/zoneinfo: node {} lists no Movable zone", zone.node)
+                })?;
+            let reserve = protection.get(movable).with_context(|| {
+                format!(
+                    "/proc/zoneinfo: the protection line of node {} zone {} has no Movable entry",
+                    zone.node, zone.name
+                )
+            })?;
+            Ok(Extra {
+                zone: zone.clone(),
+                reserve: *reserve,
+                boost: *boost,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAPTURED: &str = include_str!("../sample/testdata/zoneinfo");
+
+    #[test]
+    fn dma_is_out_of_reach_and_dma32_counts_above_its_reserve() {
+        let reach = parse(CAPTURED).unwrap();
+        let names: Vec<_> = reach.zones.iter().map(|z| z.id.name.as_str()).collect();
+        assert_eq!(names, ["DMA", "DMA32", "Normal"]);
+        assert!(
+            !reach.zones[0].reachable,
+            "DMA: 3840 managed < 13642 reserved"
+        );
+        assert_eq!(reach.zones[1].reserve_pages, 10624);
+        assert_eq!(reach.zones[1].usable_pages(), 772808 - 10624);
+        assert_eq!(reach.zones[2].reserve_pages, 0);
+        assert_eq!(reach.free_pages, 772808 - 10624 + 2080781);
+        assert_eq!(
+            reach.watermarks,
+            Watermarks {
+                min: 3734 + 13142,
+                low: 4667 + 16427,
+                high: 5600 + 19712,
+                promo: Some(6533 + 22997),
+            }
+        );
+        assert_eq!(reach.band(), Band::Baseline);
+    }
+
+    /// The state in which kswapd woke on this machine: every reachable zone at its low
+    /// watermark above its reserve. The plain sums call it baseline; reach calls it low.
+    #[test]
+    fn zones_at_their_low_watermark_sum_to_the_low_band() {
+        let at_low = CAPTURED
+            .replacen("pages free     772808", "pages free     15290", 1)
+            .replacen("pages free     2080781", "pages free     16426", 1);
+        let reach = parse(&at_low).unwrap();
+        assert_eq!(reach.free_pages, 4666 + 16426);
+        assert_eq!(reach.band(), Band::Low);
+        assert_eq!(reach.zones[1].band(), Band::Low);
+        let plain = zoneinfo::sums(&zoneinfo::parse(&at_low).unwrap());
+        assert_eq!(plain.watermarks.band(plain.free_pages), Band::Baseline);
+    }
+
+    /// zoneinfo prints the watermarks with the boost added, as the kernel applies them.
+    #[test]
+    fn boosts_raise_the_watermarks_and_are_reported() {
+        let boosted = CAPTURED
+            .replacen("        boost    0\n        min      13142\n        low      16427\n        high     19712\n        promo    22997",
+                "        boost    4608\n        min      17750\n        low      21035\n        high     24320\n        promo    27605", 1);
+        assert_ne!(boosted, CAPTURED, "the Normal zone's block");
+        let reach = parse(&boosted).unwrap();
+        assert_eq!(reach.zones[2].boost_pages, 4608);
+        assert_eq!(reach.boost_pages, 4608);
+        let configured = parse(CAPTURED).unwrap().watermarks;
+        assert_eq!(reach.watermarks.min, configured.min + 4608);
+        assert_eq!(reach.watermarks.promo, configured.promo.map(|p| p + 4608));
+    }
+
+    #[test]
+    fn a_zone_without_protection_is_named() {
+        let broken = CAPTURED.replacen("        protection: (0, 0, 10624, 10624, 10624)\n", "", 1);
+        let error = parse(&broken).unwrap_err().to_string();
+        assert!(error.contains("node 0 zone DMA32"), "{error}");
+    }
+
+    #[test]
+    fn each_node_indexes_its_own_zones() {
+        let two_nodes = format!("{CAPTURED}{}", CAPTURED.replace("Node 0,", "Node 1,"));
+        let reach = parse(&two_nodes).unwrap();
+        assert_eq!(reach.zones.len(), 6);
+        assert_eq!(reach.zones[4].reserve_pages, 10624);
+        assert_eq!(reach.free_pages, 2 * (772808 - 10624 + 2080781));
+    }
+}

@@ -1,0 +1,259 @@
+//! The experiment's results as two text tables for stdout: how long the iterations took in
+//! each band held, and what the kernel did meanwhile, with where each figure came from.
+
+use std::fmt::Write as _;
+
+use super::experiment::{BandResult, Outcome};
+use super::kernel::{Figure, Source};
+use super::safety::mib_number;
+
+/// Columns padded to their widest cell; the first left-aligned, the others right-aligned.
+fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (index, (cell, width)) in cells.zip(&widths).enumerate() {
+            let gap = if index == 0 { "" } else { "  " };
+            if index == 0 {
+                let _ = write!(text, "{cell:<width$}");
+            } else {
+                let _ = write!(text, "{gap}{cell:>width$}");
+            }
+        }
+        text.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&mut header.iter().copied());
+    for row in rows {
+        out += &line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+fn figure(figure: Option<Figure>, decimals: usize) -> String {
+    figure.map_or("-".to_string(), |f| format!("{:.decimals$}", f.value))
+}
+
+fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
+    let baseline = results
+        .iter()
+        .find(|r| r.band == crate::sample::zoneinfo::Band::Baseline)
+        .and_then(|r| r.times)
+        .map(|t| t.median_ms);
+    results
+        .iter()
+        .map(|r| {
+            let held = &r.held;
+            let (free, inside) = if held.reads == 0 {
+                ("-".to_string(), "-".to_string())
+            } else {
+                (
+                    format!(
+                        "{}..{}",
+                        mib_number(held.min_free_pages),
+                        mib_number(held.max_free_pages)
+                    ),
+                    format!("{:.0}%", held.in_band_percent()),
+                )
+            };
+            let band = format!(
+                "[{}, {})",
+                mib_number(held.bounds.lower),
+                held.bounds.upper.map_or("inf".to_string(), mib_number)
+            );
+            let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
+            let versus = match (r.times, baseline) {
+                (Some(t), Some(base)) if base > 0.0 => {
+                    format!("{:+.1}%", 100.0 * (t.median_ms / base - 1.0))
+                }
+                _ => "-".to_string(),
+            };
+            vec![
+                r.band.name().to_string(),
+                r.outcome.name().to_string(),
+                free,
+                band,
+                inside,
+                format!("{:.2}", held.max_balloon_bytes as f64 / f64::from(1 << 30)),
+                r.times.map_or(0, |t| t.count).to_string(),
+                ms(r.times.map(|t| t.mean_ms)),
+                ms(r.times.map(|t| t.median_ms)),
+                ms(r.times.map(|t| t.p99_ms)),
+                versus,
+            ]
+        })
+        .collect()
+}
+
+fn kernel_rows(results: &[BandResult]) -> Vec<Vec<String>> {
+    results
+        .iter()
+        .map(|r| {
+            let k = &r.kernel;
+            let pair = |pair: Option<(Figure, Figure)>, decimals: usize| match pair {
+                Some((a, b)) => format!("{:.decimals$}/{:.decimals$}", a.value, b.value),
+                None => "-".to_string(),
+            };
+            vec![
+                r.band.name().to_string(),
+                format!("{:.1}", k.kswapd_cpu_percent().value),
+                figure(k.kswapd_wakes(), 0),
+                figure(k.kswapd_awake_ms(), 1),
+                figure(k.direct_reclaims(), 0),
+                pair(k.direct_reclaim_ms().zip(k.direct_reclaim_max_ms()), 2),
+                figure(k.lru_scanned(), 0),
+                figure(k.lru_reclaimed(), 0),
+                pair(k.psi_ms(), 1),
+                figure(k.major_faults(), 0),
+                pair(k.swap_in_out(), 0),
+            ]
+        })
+        .collect()
+}
+
+/// Per zone: the lowest band its own usable free pages reached, and the fewest of them.
+fn zone_table(results: &[BandResult]) -> Option<String> {
+    let zones: Vec<String> = results
+        .first()?
+        .held
+        .zones
+        .iter()
+        .map(|zone| format!("{} {}", zone.id.node, zone.id.name))
+        .collect();
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.band.name().to_string()];
+            row.extend(r.held.zones.iter().map(|zone| {
+                match zone.min_usable_pages.zip(zone.lowest_band) {
+                    Some((pages, band)) => format!("{band} ({})", mib_number(pages)),
+                    None => "-".to_string(),
+                }
+            }));
+            row
+        })
+        .collect();
+    let mut header = vec!["band"];
+    header.extend(zones.iter().map(String::as_str));
+    Some(render(&header, &rows))
+}
+
+/// Which mechanism produced each kernel figure, from the first result.
+fn sources(result: &BandResult) -> String {
+    let k = &result.kernel;
+    let name = |figure: Option<Figure>| figure.map_or("not measured", |f| f.source.name());
+    let probes_or = |figure: Option<Figure>, procfs: &str| match figure.map(|f| f.source) {
+        Some(Source::Probes) => "probes (vmscan tracepoints)".to_string(),
+        Some(Source::Procfs) => procfs.to_string(),
+        None => "not measured".to_string(),
+    };
+    format!(
+        "sources: kswapd cpu: /proc/<kswapd>/stat utime+stime; kswapd wakes and awake time: {}; \
+         direct reclaims: {} (every process); reclaim ms: {} (the iterating process); \
+         LRU scanned/reclaimed: {}; PSI: /proc/pressure/memory; major faults and swap: \
+         /proc/vmstat (system-wide)\n",
+        name(k.kswapd_wakes()),
+        probes_or(k.direct_reclaims(), "/proc/vmstat allocstall_*"),
+        name(k.direct_reclaim_ms()),
+        probes_or(
+            k.lru_scanned(),
+            "/proc/vmstat pgscan/pgsteal_{kswapd,direct}"
+        ),
+    )
+}
+
+/// Both tables, the sources, and the reasons of bands that were not held.
+pub fn render_results(results: &[BandResult]) -> String {
+    let mut out =
+        String::from("Iterations per band held (free memory summed as user memory reaches it):\n");
+    out += &render(
+        &[
+            "band",
+            "outcome",
+            "free held MiB",
+            "band MiB",
+            "in band",
+            "balloon GiB",
+            "iters",
+            "mean ms",
+            "median ms",
+            "p99 ms",
+            "vs baseline",
+        ],
+        &timing_rows(results),
+    );
+    if let Some(zones) = zone_table(results) {
+        out += "\nPer zone, against its own watermarks: lowest band (fewest MiB free above its \
+                lowmem reserve; - for a zone that cannot serve user memory):\n";
+        out += &zones;
+    }
+    out += "\nWhat the kernel did during the iterations:\n";
+    out += &render(
+        &[
+            "band",
+            "kswapd cpu%",
+            "wakes",
+            "awake ms",
+            "direct reclaims",
+            "reclaim ms total/max",
+            "LRU scanned",
+            "reclaimed",
+            "PSI some/full ms",
+            "major faults",
+            "swap in/out",
+        ],
+        &kernel_rows(results),
+    );
+    if let Some(first) = results.first() {
+        out += &sources(first);
+    }
+    for result in results {
+        if result.outcome != Outcome::Held {
+            let _ = writeln!(
+                out,
+                "{}: {}: {}",
+                result.band,
+                result.outcome.name(),
+                result.outcome.reason()
+            );
+        }
+        let held = &result.held;
+        if held.reads > 0 && held.in_band_percent() < 90.0 {
+            let _ = writeln!(
+                out,
+                "{}: free memory was in the band in only {:.0}% of the readings (kswapd or \
+                 other processes moved it faster than the balloon followed): the figures \
+                 describe what was held, {}..{} MiB",
+                result.band,
+                held.in_band_percent(),
+                mib_number(held.min_free_pages),
+                mib_number(held.max_free_pages)
+            );
+        }
+        if let Some(eased) = &result.held.eased {
+            let _ = writeln!(out, "{}: {eased}", result.band);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_line_up() {
+        let table = render(
+            &["band", "ms"],
+            &[
+                vec!["baseline".into(), "1.5".into()],
+                vec!["low".into(), "12.25".into()],
+            ],
+        );
+        assert_eq!(table, "band         ms\nbaseline    1.5\nlow       12.25\n");
+    }
+}

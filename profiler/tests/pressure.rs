@@ -1,0 +1,380 @@
+//! `skillprof pressure` for real: a quick experiment, then the same killed mid-band by SIGINT,
+//! SIGTERM and SIGKILL. Every run must leave the machine as it found it: the sysctl restored,
+//! no swap file active or present, the balloon's memory back, no helper process left.
+//!
+//! These tests need root (they change a sysctl and enable swap) and fail without it, never
+//! skip. They run one at a time: two experiments would fight over the same free memory.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// One experiment at a time.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    // A failed test must not fail the others that wait.
+    MACHINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const SCALE_FACTOR: &str = "/proc/sys/vm/watermark_scale_factor";
+/// What the balloon's memory may still be missing from MemAvailable afterwards: other
+/// processes come and go on a CI machine too.
+const MEMORY_TOLERANCE_KB: u64 = 1 << 20;
+
+fn skillprof() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));
+    command.env_remove("RUST_BACKTRACE");
+    command
+}
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    assert_eq!(
+        uid, 0,
+        "the pressure tests change vm.watermark_scale_factor and enable swap: run them as root \
+         (sudo scripts/test.sh)"
+    );
+}
+
+fn mem_available_kb() -> u64 {
+    fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("MemAvailable:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("MemAvailable in /proc/meminfo")
+}
+
+/// The machine before an experiment.
+struct Before {
+    scale_factor: String,
+    mem_available_kb: u64,
+}
+
+fn before() -> Before {
+    assert!(
+        !swaps().contains("skillprof.swap"),
+        "a skillprof swap file is already active:\n{}",
+        swaps()
+    );
+    Before {
+        scale_factor: fs::read_to_string(SCALE_FACTOR).unwrap(),
+        mem_available_kb: mem_available_kb(),
+    }
+}
+
+fn swaps() -> String {
+    fs::read_to_string("/proc/swaps").unwrap()
+}
+
+/// The one run folder under `out`.
+fn run_folder(out: &Path) -> PathBuf {
+    let folders: Vec<PathBuf> = fs::read_dir(out)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    folders.into_iter().next().unwrap()
+}
+
+fn meta(folder: &Path) -> Value {
+    serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap()
+}
+
+/// Running, or a zombie nobody reaped yet (its memory is freed either way).
+fn alive(pid: u64) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Polls `check` for up to `limit`: a killed skillprof's guardians restore asynchronously.
+fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> Option<String>) {
+    let start = Instant::now();
+    loop {
+        match check() {
+            None => return,
+            Some(problem) if start.elapsed() > limit => panic!("{what}: {problem}"),
+            Some(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// Everything skillprof changed is back, and nothing it started is left.
+fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
+    eventually(limit, "vm.watermark_scale_factor", || {
+        let now = fs::read_to_string(SCALE_FACTOR).unwrap();
+        (now != before.scale_factor).then(|| format!("is {now:?}, was {:?}", before.scale_factor))
+    });
+    let swap_file = folder.join("skillprof.swap");
+    eventually(limit, "the swap file", || {
+        let active = swaps();
+        if active.contains("skillprof.swap") {
+            Some(format!("still active:\n{active}"))
+        } else if swap_file.exists() {
+            Some(format!("{} is still there", swap_file.display()))
+        } else {
+            None
+        }
+    });
+    let meta = meta(folder);
+    let mut helpers: Vec<u64> = meta["guardian_pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pid| pid.as_u64().unwrap())
+        .collect();
+    helpers.extend(meta["balloon_pid"].as_u64());
+    assert!(!helpers.is_empty(), "meta.json names no helper process");
+    eventually(limit, "skillprof's helper processes", || {
+        let left: Vec<_> = helpers.iter().filter(|&&pid| alive(pid)).collect();
+        (!left.is_empty()).then(|| format!("still running: {left:?}"))
+    });
+    eventually(limit, "the balloon's memory", || {
+        let now = mem_available_kb();
+        (now + MEMORY_TOLERANCE_KB < before.mem_available_kb).then(|| {
+            format!(
+                "MemAvailable is {now} kB, {} kB before the experiment",
+                before.mem_available_kb
+            )
+        })
+    });
+}
+
+fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    reader
+        .records()
+        .map(|record| {
+            header
+                .iter()
+                .cloned()
+                .zip(record.unwrap().iter().map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+fn number(row: &std::collections::HashMap<String, String>, column: &str) -> f64 {
+    row[column]
+        .parse()
+        .unwrap_or_else(|_| panic!("{column} = {:?} in {row:?}", row[column]))
+}
+
+/// The flags every experiment here uses: both changes to the machine, so that every test
+/// checks both come back.
+const CHANGES: [&str; 4] = ["--scale-factor", "100", "--swapfile", "256M"];
+
+#[test]
+fn refuses_to_run_without_root() {
+    let out = tempfile::tempdir().unwrap();
+    let output = skillprof()
+        .args(["pressure", "--quick", "--out"])
+        .arg(out.path())
+        .uid(65534)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("needs root") && stderr.contains("sudo skillprof pressure"),
+        "{stderr}"
+    );
+    assert_eq!(fs::read_dir(out.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
+    require_root();
+    let _machine = one_at_a_time();
+    let before = before();
+    let out = tempfile::tempdir().unwrap();
+    let output = skillprof()
+        .args(["pressure", "--quick"])
+        .args(CHANGES)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let folder = run_folder(out.path());
+    assert_machine_restored(&before, &folder, Duration::from_secs(10));
+    assert_eq!(meta(&folder)["status"], "complete");
+
+    let bands = read_csv(&folder.join("pressure.csv"));
+    let names: Vec<&str> = bands.iter().map(|row| row["band"].as_str()).collect();
+    assert_eq!(names, ["baseline", "promo", "high"], "{stdout}");
+    for row in &bands {
+        let band = &row["band"];
+        assert_eq!(row["outcome"], "held", "{band}: {}", row["reason"]);
+        assert_eq!(number(row, "iterations"), 50.0);
+        assert!(number(row, "iter_median_ms") > 0.0);
+        // Held within tolerance: nearly every reading in the band, none more than a band's
+        // width outside it.
+        assert!(
+            number(row, "pressure_in_band_pct") >= 90.0,
+            "{band}: {row:?}"
+        );
+        // The band is the one at the last reading: a watermark boost may have moved it a
+        // little since the fewest and most free pages were read.
+        let lower = number(row, "pressure_band_lower_kb");
+        if row["pressure_band_upper_kb"].is_empty() {
+            assert!(
+                number(row, "pressure_min_free_kb") >= lower,
+                "{band}: {row:?}"
+            );
+        } else {
+            let upper = number(row, "pressure_band_upper_kb");
+            let width = upper - lower;
+            // --scale-factor 100 makes each band ~1% of memory wide, not 0.1%.
+            assert!(
+                width > 100.0 * 1024.0,
+                "{band} is only {width} kB wide: {row:?}"
+            );
+            let tolerance = width / 2.0;
+            assert!(
+                number(row, "pressure_min_free_kb") >= lower - tolerance,
+                "{band}: {row:?}"
+            );
+            assert!(
+                number(row, "pressure_max_free_kb") < upper + tolerance,
+                "{band}: {row:?}"
+            );
+        }
+    }
+    let samples = read_csv(&folder.join("pressure_samples.csv"));
+    assert!(samples.len() > 20, "{} readings", samples.len());
+    assert!(
+        samples
+            .iter()
+            .all(|s| number(s, "swaptotal_kb") >= 200.0 * 1024.0),
+        "the swap file was not on during the experiment"
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|s| number(s, "balloon_kb") > 1024.0 * 1024.0)
+    );
+    let svg = fs::read_to_string(folder.join("free_vs_watermarks.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("promo [high, promo)"));
+    assert!(stdout.contains("vs baseline"), "{stdout}");
+}
+
+/// Starts an experiment that holds the promo band for far longer than the test waits, and
+/// returns once it is iterating in it.
+fn start_holding_promo(out: &Path) -> (Child, mpsc::Receiver<String>) {
+    let mut child = skillprof()
+        .args(["pressure", "--levels", "promo", "--iterations", "100000000"])
+        .args(CHANGES)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, received) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = lines.send(line.unwrap_or_default());
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match received.recv_timeout(left) {
+            Ok(line) if line.starts_with("promo: held after") => break,
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the promo band was not held in time:\n{}", seen.join("\n"));
+            }
+        }
+    }
+    // Mid-band: iterating, with the balloon full.
+    std::thread::sleep(Duration::from_secs(1));
+    (child, received)
+}
+
+fn stop_mid_band(signal: libc::c_int) -> (ExitStatus, PathBuf, Before, tempfile::TempDir) {
+    require_root();
+    let before = before();
+    let out = tempfile::tempdir().unwrap();
+    let (mut child, _lines) = start_holding_promo(out.path());
+    // SAFETY: signals our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "skillprof did not exit after signal {signal}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let folder = run_folder(out.path());
+    (status, folder, before, out)
+}
+
+fn assert_interrupted(signal: libc::c_int, name: &str) {
+    let _machine = one_at_a_time();
+    let (status, folder, before, _out) = stop_mid_band(signal);
+    assert_eq!(status.code(), Some(128 + signal), "{status:?}");
+    assert_machine_restored(&before, &folder, Duration::from_secs(10));
+    let meta = meta(&folder);
+    assert_eq!(meta["status"], "interrupted");
+    assert!(
+        meta["reason"].as_str().unwrap().contains(name),
+        "{}",
+        meta["reason"]
+    );
+    let bands = read_csv(&folder.join("pressure.csv"));
+    assert_eq!(bands.len(), 1);
+    assert_eq!(bands[0]["outcome"], "interrupted");
+    assert!(number(&bands[0], "iterations") > 0.0);
+}
+
+#[test]
+fn sigint_mid_band_restores_the_machine() {
+    assert_interrupted(libc::SIGINT, "SIGINT");
+}
+
+#[test]
+fn sigterm_mid_band_restores_the_machine() {
+    assert_interrupted(libc::SIGTERM, "SIGTERM");
+}
+
+/// No handler survives SIGKILL: the guardians restore, and the balloon ends as its pipe
+/// closes.
+#[test]
+fn after_sigkill_mid_band_the_guardians_restore_the_machine() {
+    let _machine = one_at_a_time();
+    let (status, folder, before, _out) = stop_mid_band(libc::SIGKILL);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert_machine_restored(&before, &folder, Duration::from_secs(60));
+    assert_eq!(
+        meta(&folder)["status"],
+        "running",
+        "nobody was left to finish meta.json"
+    );
+}
