@@ -148,15 +148,15 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ),
     (
         "zones_min_free_pages",
-        "fewest free pages, summed over the populated zones, in any sample of the entry",
+        "fewest free pages user allocations could reach (each zone's free pages above its reserve, summed over the zones that serve user memory) in any sample of the entry",
     ),
     (
         "zones_lowest_band",
-        "lowest watermark band the summed free pages fell into: baseline [promo, inf), promo [high, promo), high [low, high), low [min, low), min [0, min); baseline starts at high without promo",
+        "lowest watermark band those reachable free pages fell into, against the same zones' summed watermarks (boost included): baseline [promo, inf), promo [high, promo), high [low, high), low [min, low), min [0, min); baseline starts at high without promo",
     ),
     (
         "zone_*",
-        "per populated zone, zone_<node>_<name>_min_free_pages (fewest free pages in any sample) and zone_<node>_<name>_lowest_band (its lowest band, as zones_lowest_band, against the zone's own watermarks)",
+        "per populated zone, zone_<node>_<name>_min_free_pages (fewest free pages above the zone's reserve in any sample) and zone_<node>_<name>_lowest_band (its lowest band, as zones_lowest_band, against the zone's own watermarks)",
     ),
     (
         "vmstat_*",

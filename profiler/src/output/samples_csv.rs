@@ -12,8 +12,8 @@
 //! | `psi_some_total_us`, `psi_full_total_us` | memory stall time since boot (/proc/pressure/memory): `some`, at least one task stalled; `full`, all non-idle tasks at once; empty if the kernel has no PSI |
 //! | `psi_some_avg10`, `psi_full_avg10` | the same, as percent of the last 10 s |
 //! | `memfree_kb`, `memavailable_kb` | /proc/meminfo MemFree and MemAvailable |
-//! | `zones_free_pages` | free pages summed over the populated zones |
-//! | `zones_min_pages`, `zones_low_pages`, `zones_high_pages`, `zones_promo_pages` | their watermarks summed the same way (promo: empty before kernel 6.3) |
+//! | `zones_free_pages` | free memory as user allocations reach it: each zone's free pages above its reserve (the `protection:` line), summed over the zones that can serve user memory at all (not DMA here); the watermark bands are judged on this |
+//! | `zones_min_pages`, `zones_low_pages`, `zones_high_pages`, `zones_promo_pages` | the current watermarks (boost included) summed over the same zones (promo: empty before kernel 6.3) |
 //! | `zone_<node>_<name>_free_pages`, `..._min_pages`, `..._low_pages`, `..._high_pages`, `..._promo_pages` | the same for each populated zone (the set is fixed by the first sample) |
 //! | `zone_<node>_<name>_managed_pages` | pages the zone manages; grows during a run while memory is initialised lazily, and the watermarks with it |
 
@@ -56,26 +56,11 @@ const COLUMNS: &[(&str, Cell)] = &[
     ("memavailable_kb", |s| {
         Some(s.system.meminfo.memavailable_kb.to_string())
     }),
-    ("zones_free_pages", |s| {
-        Some(zoneinfo::sums(&s.system.zones).free_pages.to_string())
-    }),
-    ("zones_min_pages", |s| {
-        Some(zoneinfo::sums(&s.system.zones).watermarks.min.to_string())
-    }),
-    ("zones_low_pages", |s| {
-        Some(zoneinfo::sums(&s.system.zones).watermarks.low.to_string())
-    }),
-    ("zones_high_pages", |s| {
-        Some(zoneinfo::sums(&s.system.zones).watermarks.high.to_string())
-    }),
-    ("zones_promo_pages", |s| {
-        Some(
-            zoneinfo::sums(&s.system.zones)
-                .watermarks
-                .promo?
-                .to_string(),
-        )
-    }),
+    ("zones_free_pages", |s| Some(s.system.reach.free_pages.to_string())),
+    ("zones_min_pages", |s| Some(s.system.reach.watermarks.min.to_string())),
+    ("zones_low_pages", |s| Some(s.system.reach.watermarks.low.to_string())),
+    ("zones_high_pages", |s| Some(s.system.reach.watermarks.high.to_string())),
+    ("zones_promo_pages", |s| Some(s.system.reach.watermarks.promo?.to_string())),
 ];
 
 /// The columns of each zone, named `zone_<node>_<name>_<suffix>`.
@@ -152,13 +137,14 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sample::{System, meminfo, process::ProcessStat, psi, vmstat};
+    use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
 
     fn captured_system() -> System {
         System {
             psi: Some(psi::parse(include_str!("../sample/testdata/pressure_io")).unwrap()),
             meminfo: meminfo::parse(include_str!("../sample/testdata/meminfo")).unwrap(),
             zones: zoneinfo::parse(include_str!("../sample/testdata/zoneinfo")).unwrap(),
+            reach: reach::parse(include_str!("../sample/testdata/zoneinfo")).unwrap(),
             vmstat: vmstat::parse(include_str!("../sample/testdata/vmstat")).unwrap(),
         }
     }
@@ -213,13 +199,15 @@ mod tests {
         assert_eq!(cell(0, "rss_kb"), "43244");
         assert_eq!(cell(0, "psi_some_total_us"), "24693027");
         assert_eq!(cell(0, "psi_some_avg10"), "0.00");
+        // Free memory as user allocations reach it: DMA (3840 free) cannot serve them at all,
+        // and DMA32 keeps 10624 pages back (its `protection:` line, against Movable).
         assert_eq!(
             cell(0, "zones_free_pages"),
-            (3840 + 772808 + 2080781).to_string()
+            (772808 - 10624 + 2080781).to_string()
         );
         assert_eq!(
             cell(0, "zones_promo_pages"),
-            (30 + 6533 + 22997).to_string()
+            (6533 + 22997).to_string()
         );
         assert_eq!(cell(0, "zone_0_Normal_managed_pages"), "2719744");
         assert_eq!(cell(0, "zone_0_DMA32_min_pages"), "3734");

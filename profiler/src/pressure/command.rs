@@ -20,7 +20,7 @@ use super::experiment::{self, BandResult, Instruments, Outcome, Plan};
 use super::hold::{HoldOptions, HoldSample};
 use super::interrupt;
 use super::kswapd::Kswapd;
-use super::reach;
+use crate::sample::reach;
 use super::safety::{Safety, mib};
 use super::swapfile::Swapfile;
 use super::sysctl::{self, SysctlChange};

@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use super::aim::Aim;
 use super::balloon::{Balloon, Killer, page_size};
 use super::bands::{self, Bounds};
-use super::reach::{self, Reach};
+use crate::sample::reach::{self, Reach};
 use super::safety::{self, Safety, Violation, mib};
 use crate::record::{Metrics, Row};
 use crate::sample::PROC;

@@ -32,7 +32,6 @@ mod interrupt;
 mod iterations;
 mod kernel;
 mod kswapd;
-mod reach;
 mod safety;
 mod swapfile;
 mod sysctl;
@@ -47,5 +46,4 @@ pub use command::run;
 pub use hold::{
     BandHeld, HeldBalloon, HoldOptions, HoldSample, NoBalloon, NotHeld, Settling, ZoneHeld,
 };
-pub use reach::{Reach, ZoneReach};
 pub use safety::Safety;

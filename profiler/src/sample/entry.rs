@@ -7,7 +7,7 @@ use super::{
     Sample,
     psi::Psi,
     vmstat::Vmstat,
-    zoneinfo::{self, Band, ZoneId},
+    zoneinfo::{Band, ZoneId},
 };
 
 /// How low free pages got: the fewest free pages, and the most severe band. The two can
@@ -111,10 +111,10 @@ impl Window {
         }
         self.zones_lowest = self.zones_lowest.with(summed_lowest(sample));
         for (id, lowest) in &mut self.zone_lowest {
-            if let Some(zone) = sample.system.zones.iter().find(|zone| zone.id == *id) {
+            if let Some(zone) = sample.system.reach.zones.iter().find(|zone| zone.id == *id) {
                 let seen = Lowest {
-                    free_pages: zone.free_pages,
-                    band: zone.watermarks.band(zone.free_pages),
+                    free_pages: zone.usable_pages(),
+                    band: zone.band(),
                 };
                 *lowest = Some(lowest.map_or(seen, |lowest| lowest.with(seen)));
             }
@@ -140,11 +140,13 @@ impl Window {
     }
 }
 
+/// Over free memory as user allocations reach it (`reach`): the plain sums of /proc/zoneinfo
+/// include pages no user allocation may take, and never leave the baseline band.
 fn summed_lowest(sample: &Sample) -> Lowest {
-    let sums = zoneinfo::sums(&sample.system.zones);
+    let reach = &sample.system.reach;
     Lowest {
-        free_pages: sums.free_pages,
-        band: sums.watermarks.band(sums.free_pages),
+        free_pages: reach.free_pages,
+        band: reach.band(),
     }
 }
 
@@ -153,11 +155,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sample::{System, meminfo, process::ProcessStat, psi, vmstat, zoneinfo::Zone};
+    use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
 
     fn sample(rss_kb: Option<u64>, normal_free: u64, psi_total_us: u64, pgfault: u64) -> Sample {
-        let mut zones = zoneinfo::parse(include_str!("testdata/zoneinfo")).unwrap();
-        zones[2].free_pages = normal_free;
+        let zoneinfo = normal_with_free(normal_free);
         Sample {
             t: Duration::ZERO,
             entry: Some(7),
@@ -176,10 +177,18 @@ mod tests {
                     full_avg10: 0.0,
                 }),
                 meminfo: meminfo::parse(include_str!("testdata/meminfo")).unwrap(),
-                zones,
+                zones: zoneinfo::parse(&zoneinfo).unwrap(),
+                reach: reach::parse(&zoneinfo).unwrap(),
                 vmstat: vmstat::parse(&format!("pgfault {pgfault}\npswpin 0\n")).unwrap(),
             },
         }
+    }
+
+    /// The captured zoneinfo with the Normal zone's free pages set.
+    fn normal_with_free(pages: u64) -> String {
+        let captured = include_str!("testdata/zoneinfo");
+        assert!(captured.contains("pages free     2080781"), "the capture's Normal zone");
+        captured.replace("pages free     2080781", &format!("pages free     {pages}"))
     }
 
     fn normal() -> ZoneId {
@@ -214,9 +223,11 @@ mod tests {
                 })
             )]
         );
-        // The other zones keep the sum far above its watermarks.
+        // DMA32 keeps the reachable sum above its watermarks; DMA does not count at all.
+        let lowest = reach::parse(&normal_with_free(15_000)).unwrap();
         assert_eq!(entry.zones_lowest.band, Band::Baseline);
-        assert_eq!(entry.zones_lowest.free_pages, 3840 + 772808 + 15_000);
+        assert_eq!(entry.zones_lowest.free_pages, lowest.free_pages);
+        assert!(lowest.free_pages < 3840 + 772808 + 15_000, "reserves are left out");
         assert_eq!(
             entry.vmstat,
             [("pgfault".to_string(), 30), ("pswpin".to_string(), 0)]
@@ -271,7 +282,8 @@ mod tests {
         // Watermarks rise as a zone's managed pages grow: the same free pages fall lower.
         let first = sample(Some(1), 20_000, 0, 0);
         let mut raised = sample(Some(1), 20_000, 0, 0);
-        let zone: &mut Zone = &mut raised.system.zones[2];
+        let zone = &mut raised.system.reach.zones[2];
+        assert_eq!(zone.id, normal());
         zone.watermarks.low = 25_000;
         zone.watermarks.high = 30_000;
         let window = Window::open(0, &[normal()], &first);

@@ -7,6 +7,7 @@ mod keyed;
 pub mod meminfo;
 pub mod process;
 pub mod psi;
+pub mod reach;
 mod sampler;
 mod system;
 pub mod vmstat;

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use super::{
     meminfo::{self, Meminfo},
     psi::{self, Psi},
+    reach::{self, Reach},
     vmstat::{self, Vmstat},
     zoneinfo::{self, Zone},
 };
@@ -18,6 +19,8 @@ pub struct System {
     pub meminfo: Meminfo,
     /// Every zone, populated or not, in file order.
     pub zones: Vec<Zone>,
+    /// The same zones as user allocations can reach them: the bands are judged on this.
+    pub reach: Reach,
     pub vmstat: Vmstat,
 }
 
@@ -56,10 +59,14 @@ impl SystemReader {
         } else {
             None
         };
+        let path = self.proc_root.join("zoneinfo");
+        let zoneinfo =
+            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         Ok(System {
             psi,
             meminfo: meminfo::read(&self.proc_root)?,
-            zones: zoneinfo::read(&self.proc_root)?,
+            zones: zoneinfo::parse(&zoneinfo)?,
+            reach: reach::parse(&zoneinfo)?,
             vmstat: vmstat::read(&self.proc_root)?,
         })
     }

@@ -103,29 +103,6 @@ impl Zone {
     }
 }
 
-/// Free pages and watermarks summed over the populated zones: the pressure experiments
-/// define their bands on these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ZoneSums {
-    pub free_pages: u64,
-    /// `promo` only if every populated zone has one.
-    pub watermarks: Watermarks,
-}
-
-pub fn sums(zones: &[Zone]) -> ZoneSums {
-    let populated = || zones.iter().filter(|zone| zone.populated());
-    let sum = |watermark: fn(&Zone) -> u64| populated().map(watermark).sum();
-    ZoneSums {
-        free_pages: sum(|zone| zone.free_pages),
-        watermarks: Watermarks {
-            min: sum(|zone| zone.watermarks.min),
-            low: sum(|zone| zone.watermarks.low),
-            high: sum(|zone| zone.watermarks.high),
-            promo: populated().map(|zone| zone.watermarks.promo).sum(),
-        },
-    }
-}
-
 /// The populated zones' ids, in file order.
 pub fn populated_ids(zones: &[Zone]) -> Vec<ZoneId> {
     zones
@@ -311,25 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn sums_cover_populated_zones_only() {
-        let sums = sums(&parse(CAPTURED).unwrap());
-        assert_eq!(
-            sums,
-            ZoneSums {
-                free_pages: 3840 + 772808 + 2080781,
-                // Movable is empty but prints min 32: not counted.
-                watermarks: Watermarks {
-                    min: 18 + 3734 + 13142,
-                    low: 22 + 4667 + 16427,
-                    high: 26 + 5600 + 19712,
-                    promo: Some(30 + 6533 + 22997),
-                },
-            }
-        );
-    }
-
-    #[test]
-    fn a_kernel_without_promo_reads_and_sums_none() {
+    fn a_kernel_without_promo_reads_none_and_sums_none() {
         let old: String = CAPTURED
             .lines()
             .filter(|line| !line.trim_start().starts_with("promo"))
@@ -337,7 +296,9 @@ mod tests {
             .collect();
         let zones = parse(&old).unwrap();
         assert!(zones.iter().all(|zone| zone.watermarks.promo.is_none()));
-        assert_eq!(sums(&zones).watermarks.promo, None);
+        // Summed over zones, a missing promo stays missing.
+        let reach = crate::sample::reach::parse(&old).unwrap();
+        assert_eq!(reach.watermarks.promo, None);
         assert_eq!(zones[2].watermarks.high, 19712);
     }
 
