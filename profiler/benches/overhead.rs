@@ -62,7 +62,9 @@ fn main() -> Result<()> {
 }
 
 fn parse_options() -> Result<Options> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()?;
     let mut options = Options {
         pairs: 3,
         cmds: repo.join("cmds/bench.cmds"),

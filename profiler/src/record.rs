@@ -120,12 +120,27 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ),
     ("first_error", "the first failure's message"),
     ("executions", "skill executions among the requests"),
-    ("execute_p50_ms", "median latency of the skill executions, as the runner saw them"),
-    ("execute_p99_ms", "99th percentile (nearest rank) of the skill executions' latency"),
+    (
+        "execute_p50_ms",
+        "median latency of the skill executions, as the runner saw them",
+    ),
+    (
+        "execute_p99_ms",
+        "99th percentile (nearest rank) of the skill executions' latency",
+    ),
     ("execute_max_ms", "slowest skill execution"),
-    ("host_instantiate_ms", "time the host spent instantiating skills, summed over the executions (its Server-Timing header; empty if the host sends none)"),
-    ("host_call_ms", "time the host spent in the skills' run calls, summed (Server-Timing)"),
-    ("listing_ms", "time spent waiting for the host to list (or unlist) skills after the skills directory changed"),
+    (
+        "host_instantiate_ms",
+        "time the host spent instantiating skills, summed over the executions (its Server-Timing header; empty if the host sends none)",
+    ),
+    (
+        "host_call_ms",
+        "time the host spent in the skills' run calls, summed (Server-Timing)",
+    ),
+    (
+        "listing_ms",
+        "time spent waiting for the host to list (or unlist) skills after the skills directory changed",
+    ),
     (
         "exit_status",
         "stop only: how the host ended (exit code or signal)",
@@ -279,7 +294,8 @@ pub fn columns_markdown() -> String {
 mod tests {
     use super::*;
 
-    const BEGIN: &str = "<!-- columns: generated from profiler/src/record.rs; a test keeps this list true -->\n";
+    const BEGIN: &str =
+        "<!-- columns: generated from profiler/src/record.rs; a test keeps this list true -->\n";
     const END: &str = "<!-- end columns -->";
 
     /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites the README's table.
@@ -295,7 +311,8 @@ mod tests {
             std::fs::write(&path, blessed).unwrap();
         } else {
             assert_eq!(
-                readme[start..end], table,
+                readme[start..end],
+                table,
                 "the README's column table is stale: run `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record`"
             );
         }

@@ -238,7 +238,11 @@ fn extended_adds_commands_csv_columns_side_by_side() {
         add_py_b.ends_with("200      200                0      100"),
         "{add_py_b:?}"
     );
-    assert_eq!(add_py_b.len(), heading.len(), "cells line up with their headings");
+    assert_eq!(
+        add_py_b.len(),
+        heading.len(),
+        "cells line up with their headings"
+    );
 
     let csv = work.succeeds(&["--csv", "--extended=minflt", "a", "b"]);
     let header = csv.lines().next().unwrap();

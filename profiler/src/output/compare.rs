@@ -212,7 +212,10 @@ fn refuse_mismatches(runs: &[Run]) -> anyhow::Result<()> {
 fn table(runs: &[Run], extended: &[String]) -> String {
     let columns = Columns {
         with_vs_a: runs.len() > 1,
-        extended_widths: extended.iter().map(|name| name.len().max(RSS_WIDTH)).collect(),
+        extended_widths: extended
+            .iter()
+            .map(|name| name.len().max(RSS_WIDTH))
+            .collect(),
     };
     let extra_heading: Vec<(String, String)> = extended
         .iter()
@@ -445,7 +448,6 @@ fn vs_a_float(value: f64, a: f64) -> String {
     }
 }
 
-
 fn write_csv(runs: &[Run], extended: &[String], out: impl Write) -> anyhow::Result<()> {
     let mut csv = csv::Writer::from_writer(out);
     let mut header: Vec<String> = [
@@ -510,5 +512,4 @@ mod tests {
         assert_eq!(vs_a(432, 0), "inf");
         assert_eq!(vs_a(0, 96), "0");
     }
-
 }

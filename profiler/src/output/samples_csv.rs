@@ -56,11 +56,21 @@ const COLUMNS: &[(&str, Cell)] = &[
     ("memavailable_kb", |s| {
         Some(s.system.meminfo.memavailable_kb.to_string())
     }),
-    ("zones_free_pages", |s| Some(s.system.reach.free_pages.to_string())),
-    ("zones_min_pages", |s| Some(s.system.reach.watermarks.min.to_string())),
-    ("zones_low_pages", |s| Some(s.system.reach.watermarks.low.to_string())),
-    ("zones_high_pages", |s| Some(s.system.reach.watermarks.high.to_string())),
-    ("zones_promo_pages", |s| Some(s.system.reach.watermarks.promo?.to_string())),
+    ("zones_free_pages", |s| {
+        Some(s.system.reach.free_pages.to_string())
+    }),
+    ("zones_min_pages", |s| {
+        Some(s.system.reach.watermarks.min.to_string())
+    }),
+    ("zones_low_pages", |s| {
+        Some(s.system.reach.watermarks.low.to_string())
+    }),
+    ("zones_high_pages", |s| {
+        Some(s.system.reach.watermarks.high.to_string())
+    }),
+    ("zones_promo_pages", |s| {
+        Some(s.system.reach.watermarks.promo?.to_string())
+    }),
 ];
 
 /// The columns of each zone, named `zone_<node>_<name>_<suffix>`.
@@ -205,10 +215,7 @@ mod tests {
             cell(0, "zones_free_pages"),
             (772808 - 10624 + 2080781).to_string()
         );
-        assert_eq!(
-            cell(0, "zones_promo_pages"),
-            (6533 + 22997).to_string()
-        );
+        assert_eq!(cell(0, "zones_promo_pages"), (6533 + 22997).to_string());
         assert_eq!(cell(0, "zone_0_Normal_managed_pages"), "2719744");
         assert_eq!(cell(0, "zone_0_DMA32_min_pages"), "3734");
         for empty in [

@@ -20,7 +20,6 @@ use super::experiment::{self, BandResult, Instruments, Outcome, Plan};
 use super::hold::{HoldOptions, HoldSample};
 use super::interrupt;
 use super::kswapd::Kswapd;
-use crate::sample::reach;
 use super::safety::{Safety, mib};
 use super::swapfile::Swapfile;
 use super::sysctl::{self, SysctlChange};
@@ -34,6 +33,7 @@ use crate::record::{Metrics, Row};
 use crate::report::watermarks;
 use crate::run::Machine;
 use crate::sample::PROC;
+use crate::sample::reach;
 use crate::sample::zoneinfo::Band;
 
 const SCALE_FACTOR: &str = "vm.watermark_scale_factor";

@@ -10,10 +10,10 @@ use serde::Serialize;
 use crate::record::{Metrics as _, Row};
 
 use super::{
-    tables,
     plan::{Mechanism, Outcome, PROBES, ProbeStatus},
     privileges,
     session::{MechanismArgs, ProbeCosts, ProbeSession},
+    tables,
     tracefs::Tracefs,
 };
 

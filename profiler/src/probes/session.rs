@@ -68,7 +68,12 @@ pub struct MechanismArgs {
     #[arg(long, env = "SKILLPROF_FORCE_FALLBACK")]
     pub force_fallback: bool,
     /// Use only these mechanisms (comma-separated: fentry, kprobe, tp_btf, tracepoint).
-    #[arg(long, value_name = "LIST", env = "SKILLPROF_MECHANISMS", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "LIST",
+        env = "SKILLPROF_MECHANISMS",
+        value_delimiter = ','
+    )]
     pub mechanism: Vec<String>,
 }
 
@@ -76,9 +81,19 @@ impl MechanismArgs {
     pub fn options(&self, events: Option<PathBuf>, max_entries: u32) -> Result<ProbeOptions> {
         let mechanisms = match self.mechanism.as_slice() {
             [] => None,
-            names => Some(names.iter().map(|m| Mechanism::parse(m.trim())).collect::<Result<_>>()?),
+            names => Some(
+                names
+                    .iter()
+                    .map(|m| Mechanism::parse(m.trim()))
+                    .collect::<Result<_>>()?,
+            ),
         };
-        Ok(ProbeOptions { events, force_fallback: self.force_fallback, max_entries, mechanisms })
+        Ok(ProbeOptions {
+            events,
+            force_fallback: self.force_fallback,
+            max_entries,
+            mechanisms,
+        })
     }
 }
 

@@ -187,7 +187,10 @@ mod tests {
     /// The captured zoneinfo with the Normal zone's free pages set.
     fn normal_with_free(pages: u64) -> String {
         let captured = include_str!("testdata/zoneinfo");
-        assert!(captured.contains("pages free     2080781"), "the capture's Normal zone");
+        assert!(
+            captured.contains("pages free     2080781"),
+            "the capture's Normal zone"
+        );
         captured.replace("pages free     2080781", &format!("pages free     {pages}"))
     }
 
@@ -227,7 +230,10 @@ mod tests {
         let lowest = reach::parse(&normal_with_free(15_000)).unwrap();
         assert_eq!(entry.zones_lowest.band, Band::Baseline);
         assert_eq!(entry.zones_lowest.free_pages, lowest.free_pages);
-        assert!(lowest.free_pages < 3840 + 772808 + 15_000, "reserves are left out");
+        assert!(
+            lowest.free_pages < 3840 + 772808 + 15_000,
+            "reserves are left out"
+        );
         assert_eq!(
             entry.vmstat,
             [("pgfault".to_string(), 30), ("pswpin".to_string(), 0)]

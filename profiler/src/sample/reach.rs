@@ -247,7 +247,10 @@ mod tests {
         let populated = || zones.iter().filter(|zone| zone.populated());
         let free: u64 = populated().map(|zone| zone.free_pages).sum();
         let promo: u64 = populated().filter_map(|zone| zone.watermarks.promo).sum();
-        assert!(free > promo, "plain sums call it baseline: {free} > {promo}");
+        assert!(
+            free > promo,
+            "plain sums call it baseline: {free} > {promo}"
+        );
     }
 
     /// zoneinfo prints the watermarks with the boost added, as the kernel applies them.

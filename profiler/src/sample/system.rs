@@ -60,8 +60,8 @@ impl SystemReader {
             None
         };
         let path = self.proc_root.join("zoneinfo");
-        let zoneinfo =
-            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let zoneinfo = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         Ok(System {
             psi,
             meminfo: meminfo::read(&self.proc_root)?,
