@@ -143,11 +143,15 @@ fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
         let left: Vec<_> = helpers.iter().filter(|&&pid| alive(pid)).collect();
         (!left.is_empty()).then(|| format!("still running: {left:?}"))
     });
+    assert_memory_back(before, limit);
+}
+
+fn assert_memory_back(before: &Before, limit: Duration) {
     eventually(limit, "the balloon's memory", || {
         let now = mem_available_kb();
         (now + MEMORY_TOLERANCE_KB < before.mem_available_kb).then(|| {
             format!(
-                "MemAvailable is {now} kB, {} kB before the experiment",
+                "MemAvailable is {now} kB, {} kB before",
                 before.mem_available_kb
             )
         })
@@ -377,4 +381,84 @@ fn after_sigkill_mid_band_the_guardians_restore_the_machine() {
         "running",
         "nobody was left to finish meta.json"
     );
+}
+
+/// `pressure BAND` in a cmds file: the entries after it run with free memory held in the
+/// band and say so in their `pressure_*` columns; `pressure off` gives the memory back, and
+/// nothing is left once the run ends.
+#[test]
+fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
+    require_root();
+    let _machine = one_at_a_time();
+    let before = before();
+    let dir = tempfile::tempdir().unwrap();
+    let cmds_file = dir.path().join("pressure.cmds");
+    fs::write(
+        &cmds_file,
+        "pressure promo\nadd_rs\nexecute_skill sample_rs1 Squeeze 1000 0\npressure off\nskills\n",
+    )
+    .unwrap();
+    let out = dir.path().join("runs");
+    let output = skillprof()
+        .arg("run")
+        .arg(&cmds_file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let folder = run_folder(&out);
+
+    let rows = read_csv(&folder.join("commands.csv"));
+    let cmds: Vec<&str> = rows.iter().map(|row| row["cmd"].as_str()).collect();
+    assert_eq!(
+        cmds,
+        [
+            "pressure promo",
+            "add_rs",
+            "execute_skill sample_rs1 Squeeze 1000 0",
+            "pressure off",
+            "skills",
+            "stop"
+        ]
+    );
+    for row in &rows[1..3] {
+        assert_eq!(row["pressure_band"], "promo", "{row:?}");
+        assert!(
+            number(row, "pressure_in_band_pct") >= 80.0,
+            "{stderr}\n{row:?}"
+        );
+        assert!(number(row, "pressure_balloon_kb") > 0.0, "{row:?}");
+        assert_eq!(row["pressure_aborted"], "", "{row:?}");
+        // The sampler sees the same memory the balloon holds in the band.
+        assert!(
+            ["promo", "high"].contains(&row["zones_lowest_band"].as_str()),
+            "{row:?}"
+        );
+    }
+    for row in &rows[4..] {
+        assert_eq!(row["pressure_band"], "", "{row:?}");
+        assert_eq!(row["pressure_balloon_kb"], "", "{row:?}");
+    }
+
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explain.contains("under pressure: a balloon aimed at the promo band"),
+        "{explain}"
+    );
+    let meta = meta(&folder);
+    assert_eq!(meta["status"], "complete");
+    let balloons: Vec<u64> = meta["pressure_balloon_pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pid| pid.as_u64().unwrap())
+        .collect();
+    assert_eq!(balloons.len(), 1, "{meta}");
+    eventually(Duration::from_secs(10), "the balloon process", || {
+        alive(balloons[0]).then(|| format!("{} still running", balloons[0]))
+    });
+    assert_memory_back(&before, Duration::from_secs(10));
 }

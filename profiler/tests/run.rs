@@ -470,6 +470,16 @@ fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
         "nothing started"
     );
 
+    // A balloon squeezes the whole machine: no pressure without root either.
+    let squeezed = run_as_nobody(dir.path(), &["--no-probes", "--pressure", "high"]);
+    assert!(!squeezed.status.success(), "{}", describe(&squeezed));
+    let stderr = String::from_utf8_lossy(&squeezed.stderr);
+    assert!(
+        stderr.contains("--pressure high") && stderr.contains("needs root"),
+        "{stderr}"
+    );
+    assert_eq!(fs::read_dir(dir.path().join("runs")).unwrap().count(), 0);
+
     let procfs_only = run_as_nobody(dir.path(), &["--no-probes"]);
     assert!(procfs_only.status.success(), "{}", describe(&procfs_only));
     let folder = run_folder(&dir.path().join("runs"));

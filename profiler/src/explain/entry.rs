@@ -22,6 +22,7 @@ pub fn paragraph(row: &Row) -> String {
     parts.extend(address_space(&cells));
     parts.extend(faults(&cells));
     parts.push(reclaim(&cells));
+    parts.extend(pressure(&cells));
     format!("{cmd}: {}.", parts.join("; "))
 }
 
@@ -196,6 +197,25 @@ fn reclaim(cells: &Cells) -> String {
     seen.join(", ")
 }
 
+/// What the balloon held during the entry, when one was: the band it aimed at, how much
+/// memory it took, and how often free memory really was in the band.
+fn pressure(cells: &Cells) -> Option<String> {
+    let band = cells.text("pressure_band")?;
+    let mut text = format!("under pressure: a balloon aimed at the {band} band");
+    if let Some(kb) = cells.num("pressure_balloon_kb") {
+        text.push_str(&format!(" holding {}", bytes(kb * 1024.0)));
+    }
+    if let Some(pct) = cells.num("pressure_in_band_pct") {
+        text.push_str(&format!(", free memory in the band {pct:.0}% of the time"));
+    }
+    if let Some(why) = cells.text("pressure_aborted") {
+        text.push_str(&format!(" (ABORTED: {why})"));
+    } else if let Some(why) = cells.text("pressure_eased") {
+        text.push_str(&format!(" (eased: {why})"));
+    }
+    Some(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +265,28 @@ mod tests {
             ("faults_user", ""),
         ]));
         assert_eq!(text, "skills: 0 ms, ±0 RSS; reclaim not probed.");
+    }
+
+    #[test]
+    fn a_balloon_says_which_band_it_held() {
+        let text = paragraph(&row(&[
+            ("cmd", "add_rs"),
+            ("took_ms", "900"),
+            ("rss_diff_kb", "2048"),
+            ("pressure_band", "promo"),
+            ("pressure_balloon_kb", "22020096"),
+            ("pressure_in_band_pct", "96.4"),
+            ("pressure_aborted", ""),
+        ]));
+        assert!(
+            text.ends_with(
+                "under pressure: a balloon aimed at the promo band holding 21.0 GiB, free \
+                 memory in the band 96% of the time."
+            ),
+            "{text}"
+        );
+        let without = paragraph(&row(&[("cmd", "skills"), ("pressure_band", "")]));
+        assert!(!without.contains("pressure"), "{without}");
     }
 
     #[test]

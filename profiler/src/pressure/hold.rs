@@ -20,12 +20,12 @@ use anyhow::{Context, Result, bail};
 use super::aim::Aim;
 use super::balloon::{Balloon, Killer, page_size};
 use super::bands::{self, Bounds};
-use crate::sample::reach::{self, Reach};
 use super::safety::{self, Safety, Violation, mib};
 use crate::record::{Metrics, Row};
 use crate::sample::PROC;
 use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
+use crate::sample::reach::{self, Reach};
 use crate::sample::zoneinfo::{Band, Watermarks, ZoneId};
 
 /// Readings in the band, in a row, before a band counts as reached.
@@ -84,7 +84,9 @@ pub struct ZoneHeld {
 }
 
 /// The band actually held over a window (since the hold began, the last retarget or the last
-/// `reset_window`), from the readings taken every interval.
+/// `reset_window`), from the readings taken every interval. A window `reset_window` starts
+/// opens with the reading before it, so that an entry shorter than the interval still says
+/// where free memory was.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BandHeld {
     /// The band aimed at.
@@ -153,9 +155,9 @@ impl BandHeld {
         }
     }
 
-    fn record(&mut self, reading: &Reading, aim: &Aim, balloon_bytes: u64) {
-        let free = reading.reach.free_pages;
-        let band = reading.reach.band();
+    fn record(&mut self, reach: &Reach, aim: &Aim, balloon_bytes: u64) {
+        let free = reach.free_pages;
+        let band = reach.band();
         self.reads += 1;
         self.in_band_reads += u64::from(aim.bounds.contains(free));
         self.min_free_pages = self.min_free_pages.min(free);
@@ -164,10 +166,10 @@ impl BandHeld {
         self.lowest_band = self.lowest_band.min(band);
         self.highest_band = self.highest_band.max(band);
         self.bounds = aim.bounds;
-        self.watermarks = reading.reach.watermarks;
+        self.watermarks = reach.watermarks;
         self.balloon_bytes = balloon_bytes;
         self.max_balloon_bytes = self.max_balloon_bytes.max(balloon_bytes);
-        for zone in reading.reach.reachable() {
+        for zone in reach.reachable() {
             if let Some(held) = self.zones.iter_mut().find(|held| held.id == zone.id) {
                 let usable = zone.usable_pages();
                 held.min_usable_pages =
@@ -317,7 +319,8 @@ struct State {
     /// The last reading was below the safety floor.
     below_floor: bool,
     window: BandHeld,
-    last: Option<(u64, Aim)>,
+    /// The last reading and what it was aimed at.
+    last: Option<(Reach, Aim)>,
     eased: Option<String>,
     aborted: Option<String>,
 }
@@ -462,12 +465,12 @@ impl HeldBalloon {
                 return Ok(());
             }
             let now = Instant::now();
-            let settling = state.last.map(|(free_pages, aim)| Settling {
+            let settling = state.last.as_ref().map(|(reach, aim)| Settling {
                 band: state.band,
                 elapsed: now - started,
                 balloon_bytes: state.window.balloon_bytes,
-                free_pages,
-                aim,
+                free_pages: reach.free_pages,
+                aim: *aim,
                 eased: state.eased.clone().filter(|_| state.band != Band::Baseline),
             });
             if now >= started + timeout {
@@ -515,7 +518,13 @@ impl HeldBalloon {
 
     /// Starts a new window (the runner calls it at each entry).
     pub fn reset_window(&self) {
-        reset(&mut self.shared.lock().window);
+        let mut guard = self.shared.lock();
+        let state = &mut *guard;
+        reset(&mut state.window);
+        if let Some((reach, aim)) = &state.last {
+            let balloon_bytes = state.window.balloon_bytes;
+            state.window.record(reach, aim, balloon_bytes);
+        }
     }
 
     /// Why the hold stopped, if a safety rule (or a failure) stopped it.
@@ -654,8 +663,8 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
         state.settled |= state.in_band_streak >= SETTLED_READS;
         let band = state.band;
         let settled = state.settled;
-        state.window.record(&reading, &aim, balloon.bytes());
-        state.last = Some((free, aim));
+        state.window.record(&reading.reach, &aim, balloon.bytes());
+        state.last = Some((reading.reach.clone(), aim));
         drop(state);
 
         if let Some(pages) = aim.next_balloon(free, balloon.bytes() / page) {
@@ -695,26 +704,22 @@ mod tests {
     use super::*;
     use crate::record;
 
-    fn reading(zoneinfo: &str) -> Reading {
-        Reading {
-            reach: reach::parse(zoneinfo).unwrap(),
-            psi: None,
-            meminfo: meminfo::parse(include_str!("../sample/testdata/meminfo")).unwrap(),
-        }
+    fn reading(zoneinfo: &str) -> Reach {
+        reach::parse(zoneinfo).unwrap()
     }
 
     /// commands.csv needs the same columns for every entry, read or not.
     #[test]
     fn a_window_writes_the_same_documented_columns_before_and_after_readings() {
         let captured = reading(include_str!("../sample/testdata/zoneinfo"));
-        let marks = captured.reach.watermarks;
+        let marks = captured.watermarks;
         let aim = Aim::new(Band::High, &marks, &Safety::default(), false).unwrap();
         let mut window = BandHeld::new(
             Band::High,
             aim.bounds,
             marks,
             0,
-            captured.reach.zones.iter().map(|zone| zone.id.clone()),
+            captured.zones.iter().map(|zone| zone.id.clone()),
         );
         let mut empty = Row::default();
         window.write(&mut empty);

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::probes::MechanismArgs;
+use crate::sample::zoneinfo::Band;
 
 const LONG_ABOUT: &str = "\
 Run a cmds workload against a skill host and measure every entry.
@@ -100,6 +101,17 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub mechanisms: MechanismArgs,
+
+    /// Hold free memory in a watermark band (baseline, promo, high or low) for the whole run,
+    /// with a balloon that shrinks as the host grows; `pressure BAND|off` in the cmds file
+    /// moves between bands. Every entry records the band actually held (pressure_* columns).
+    /// See `skillprof pressure --help` for the bands and the safety rules.
+    #[arg(long, value_name = "BAND", value_parser = crate::pressure::parse_band)]
+    pub pressure: Option<Band>,
+
+    /// How long to wait for free memory to reach a band, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    pub pressure_timeout_s: u64,
 
     /// Flags for skillhost (or appended to --host-bin's arguments), after `--`.
     #[arg(last = true, value_name = "HOST_FLAGS")]

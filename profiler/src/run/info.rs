@@ -31,6 +31,10 @@ pub struct RunInfo {
     pub sampler_cpu_ms: Option<f64>,
     /// Which probe attached by which mechanism, and what they cost.
     pub probes: Option<ProbesInfo>,
+    /// The band `--pressure` held from the start, and what went wrong holding bands.
+    pub pressure: Option<String>,
+    pub pressure_notes: Vec<String>,
+    pub pressure_balloon_pids: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

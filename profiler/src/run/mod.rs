@@ -7,6 +7,7 @@ mod entry;
 mod info;
 mod interrupt;
 mod machine;
+mod pressure;
 mod probing;
 mod progress;
 mod runner;

@@ -27,6 +27,7 @@ use super::entry::EntryMeasure;
 use super::info::{CmdsInfo, HostInfo, RunInfo, Status};
 use super::interrupt::{Interruption, Signals};
 use super::machine::Machine;
+use super::pressure::{self as pressure_room, Pressure};
 use super::probing::Probing;
 use super::progress::Progress;
 use super::workload::{Outcome, Workload};
@@ -43,11 +44,21 @@ impl From<anyhow::Error> for Abort {
     }
 }
 
+impl From<pressure_room::Interrupted> for Abort {
+    fn from(interrupted: pressure_room::Interrupted) -> Self {
+        match interrupted {
+            pressure_room::Interrupted::By(interruption) => Abort::Interrupted(interruption),
+            pressure_room::Interrupted::Failed(error) => Abort::Failed(error),
+        }
+    }
+}
+
 pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     if !args.no_probes {
         // Before anything starts: a run that cannot probe would leave a half-made folder.
         probes::require_bpf_for_run()?;
     }
+    pressure_room::require_root_if_used(args.pressure, &plan)?;
     let mut signals = Signals::install()?;
     let stamp = harness_log::stamp(Local::now());
     let folder = args.out.join(&stamp);
@@ -101,6 +112,9 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         sampling_interval_ms: args.interval_ms,
         sampler_cpu_ms: None,
         probes: None,
+        pressure: None,
+        pressure_notes: Vec::new(),
+        pressure_balloon_pids: Vec::new(),
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
     let log_file =
@@ -118,6 +132,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         host: None,
         sampler: None,
         probing: None,
+        pressure: None,
         rows: Vec::new(),
     };
     meta::write(&run.meta_path, &run.info)?;
@@ -138,6 +153,7 @@ struct Run {
     host: Option<HostProcess>,
     sampler: Option<Sampler>,
     probing: Option<Probing>,
+    pressure: Option<Pressure>,
     entries_done: usize,
     /// Every recorded row, for explain.md.
     rows: Vec<Row>,
@@ -187,6 +203,13 @@ impl Run {
         self.info.probes = Some(probing.info());
         meta::write(&self.meta_path, &self.info)?;
         self.probing = Some(probing);
+        let pressure = self
+            .pressure
+            .insert(Pressure::new(Duration::from_secs(args.pressure_timeout_s))?);
+        if let Some(band) = args.pressure {
+            self.info.pressure = Some(band.to_string());
+            pressure.set(Some(band), &self.progress, signals).await?;
+        }
 
         let ready = Instant::now();
         for (index, entry) in plan.entries.iter().enumerate() {
@@ -196,18 +219,27 @@ impl Run {
             sampler.begin_entry(index)?;
             let probing = self.probing.as_ref().expect("started above");
             probing.begin_entry(index)?;
+            let pressure = self.pressure.as_mut().expect("started above");
+            pressure.begin_entry();
             let started = ready.elapsed();
             let clock = Instant::now();
-            let (outcome, after, stopped) = if entry.command == Command::Stop {
-                let host = self.host.take().expect("stop is the last entry");
-                sampler.release_process()?;
-                self.progress.release_host();
-                let stopped = host.stop(Duration::from_secs(args.stop_timeout_s)).await?;
-                (Outcome::default(), None, Some(stopped))
-            } else {
-                let outcome = run_entry(&mut workload, entry, signals, &exit_watch).await?;
-                let after = host_process(pid)?;
-                (outcome, Some(after), None)
+            let (outcome, after, stopped) = match &entry.command {
+                Command::Stop => {
+                    let host = self.host.take().expect("stop is the last entry");
+                    sampler.release_process()?;
+                    self.progress.release_host();
+                    let stopped = host.stop(Duration::from_secs(args.stop_timeout_s)).await?;
+                    (Outcome::default(), None, Some(stopped))
+                }
+                Command::Pressure(band) => {
+                    pressure.set(*band, &self.progress, signals).await?;
+                    (Outcome::default(), Some(host_process(pid)?), None)
+                }
+                _ => {
+                    let outcome = run_entry(&mut workload, entry, signals, &exit_watch).await?;
+                    let after = host_process(pid)?;
+                    (outcome, Some(after), None)
+                }
             };
             let took = clock.elapsed();
             let sampling = sampler.end_entry()?;
@@ -227,6 +259,7 @@ impl Run {
             measure.write(&mut row);
             sampling.write(&mut row);
             probing.write_entry(index, measure.stopped.as_ref(), &mut row)?;
+            pressure.write_entry(&mut row);
             self.record(&measure, &row)?;
         }
         Ok(())
@@ -291,6 +324,17 @@ impl Run {
         } else {
             self.info.status = Status::Complete;
         }
+        if let Some(mut pressure) = self.pressure.take() {
+            // The balloon's memory goes back before anything else: the machine is not ours.
+            // A balloon that will not go is a loud note; the run's files are still finished.
+            if let Err(error) = pressure.release().await {
+                pressure
+                    .notes
+                    .push(format!("releasing the balloon failed: {error:#}"));
+            }
+            self.info.pressure_notes = pressure.notes;
+            self.info.pressure_balloon_pids = pressure.balloon_pids;
+        }
         if let Some(sampler) = self.sampler.take() {
             let cpu = sampler.finish()?;
             self.info.sampler_cpu_ms = Some(cpu.as_secs_f64() * 1e3);
@@ -325,6 +369,9 @@ impl Run {
                 "warning: {} request(s) failed; see first_error in commands.csv",
                 self.info.request_errors
             );
+        }
+        for note in &self.info.pressure_notes {
+            eprintln!("warning: {note}");
         }
         if let Some(reason) = &self.info.reason {
             eprintln!("run incomplete: {reason}");

@@ -203,7 +203,7 @@ impl Workload {
                 Ok(())
             }
             Command::Stop => unreachable!("the runner stops the host itself"),
-            Command::Pressure(_) => unreachable!("the runner holds pressure itself"),
+            Command::Pressure(_) => unreachable!("the runner holds the pressure itself"),
         }
     }
 
