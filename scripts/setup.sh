@@ -38,4 +38,15 @@ if [ ! -x "$BUILD/bin/hey" ]; then
     step "hey (HTTP load generator for the host benchmark) in build/bin"
     GOBIN="$BUILD/bin" go install github.com/rakyll/hey@v0.1.4
 fi
+# The report test renders report.html in headless Chromium (Debian's; its own download of a
+# browser is refused on this network). Only for the tests, but installed here with the rest.
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        step "chromium (Debian's, for the report test)"
+        apt-get install -y --no-install-recommends chromium >/dev/null \
+            || { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }
+    else
+        step "chromium missing: the report test will fail without it (as root: apt-get install chromium)"
+    fi
+fi
 step "toolchains ready"

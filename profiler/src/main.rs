@@ -22,6 +22,9 @@ enum Command {
     Run(skillprof::run::RunArgs),
     // About and help come from PressureArgs.
     Pressure(skillprof::pressure::PressureArgs),
+    // About and help come from ReportArgs and ExportArgs.
+    Report(skillprof::report::cli::ReportArgs),
+    Export(skillprof::report::cli::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +46,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Compare(args) => done(skillprof::output::compare::run(args)),
         Command::Run(args) => skillprof::run::run(args),
         Command::Pressure(args) => skillprof::pressure::run(args),
+        Command::Report(args) => done(skillprof::report::cli::report(args)),
+        Command::Export(args) => done(skillprof::report::cli::export(args)),
     }
 }

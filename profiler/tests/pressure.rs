@@ -9,11 +9,12 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+mod common;
+use common::cli::{alive, meta, run_folder, skillprof};
 
 /// One experiment at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
@@ -29,12 +30,6 @@ const SCALE_FACTOR: &str = "/proc/sys/vm/watermark_scale_factor";
 /// What the balloon's memory may still be missing from MemAvailable afterwards: other
 /// processes come and go on a CI machine too.
 const MEMORY_TOLERANCE_KB: u64 = 1 << 20;
-
-fn skillprof() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));
-    command.env_remove("RUST_BACKTRACE");
-    command
-}
 
 fn require_root() {
     // SAFETY: geteuid has no preconditions.
@@ -75,30 +70,6 @@ fn before() -> Before {
 
 fn swaps() -> String {
     fs::read_to_string("/proc/swaps").unwrap()
-}
-
-/// The one run folder under `out`.
-fn run_folder(out: &Path) -> PathBuf {
-    let folders: Vec<PathBuf> = fs::read_dir(out)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    assert_eq!(folders.len(), 1, "{folders:?}");
-    folders.into_iter().next().unwrap()
-}
-
-fn meta(folder: &Path) -> Value {
-    serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap()
-}
-
-/// Running, or a zombie nobody reaped yet (its memory is freed either way).
-fn alive(pid: u64) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 /// Polls `check` for up to `limit`: a killed skillprof's guardians restore asynchronously.

@@ -10,29 +10,11 @@ use serde_json::Value;
 use skillprof::cmds::{self, InFlightCap};
 use skillprof::output::harness_log::RunLog;
 
+mod common;
+use common::cli::{alive, describe, meta, run_folder, skillprof};
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn skillprof() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));
-    command.env_remove("RUST_BACKTRACE");
-    command
-}
-
-/// The one run folder under `out`.
-fn run_folder(out: &Path) -> PathBuf {
-    let folders: Vec<PathBuf> = fs::read_dir(out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(
-        folders.len(),
-        1,
-        "expected one run folder in {}: {folders:?}",
-        out.display()
-    );
-    folders.into_iter().next().unwrap()
 }
 
 fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
@@ -62,15 +44,6 @@ fn int(row: &[String], index: usize) -> i64 {
     row[index]
         .parse()
         .unwrap_or_else(|_| panic!("not an integer: {:?} in {row:?}", row[index]))
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[test]
@@ -265,10 +238,6 @@ fn start_long_run(dir: &Path, cmds_file: &Path) -> (Child, PathBuf) {
     }
 }
 
-fn meta(folder: &Path) -> Value {
-    serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap()
-}
-
 fn assert_incomplete_but_whole(folder: &Path, reason: &str) {
     let meta = meta(folder);
     assert_eq!(meta["status"], "incomplete", "{meta}");
@@ -306,20 +275,6 @@ fn host_pid(folder: &Path) -> i32 {
         .expect("the host pid is in meta.json") as i32
 }
 
-fn alive(pid: i32) -> bool {
-    // A zombie is not alive: its /proc/PID/stat state is Z.
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            !stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn a_host_killed_mid_run_leaves_whole_files_and_a_failed_run() {
     let out = tempfile::tempdir().unwrap();
@@ -347,7 +302,7 @@ fn ctrl_c_stops_the_host_finishes_the_files_and_exits_130() {
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130), "{}", describe(&output));
     assert_incomplete_but_whole(&folder, "SIGINT");
-    assert!(!alive(host), "the host was stopped");
+    assert!(!alive(host as u64), "the host was stopped");
 }
 
 #[test]

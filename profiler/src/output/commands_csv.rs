@@ -43,3 +43,60 @@ impl CommandsCsv {
         Ok(())
     }
 }
+
+/// Reads a `commands.csv` back into rows, cells in file order: an empty cell stays empty
+/// ("not measured"), never 0.
+pub fn read(path: &Path) -> Result<Vec<Row>> {
+    let mut csv =
+        csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    let header = csv
+        .headers()
+        .with_context(|| format!("reading the header of {}", path.display()))?
+        .clone();
+    let mut rows = Vec::new();
+    for (number, record) in csv.records().enumerate() {
+        let record = record.with_context(|| format!("reading {}", path.display()))?;
+        ensure!(
+            record.len() == header.len(),
+            "{}: row {} has {} cells but the header has {}",
+            path.display(),
+            number + 1,
+            record.len(),
+            header.len()
+        );
+        let mut row = Row::default();
+        for (name, value) in header.iter().zip(record.iter()) {
+            row.text(name, value);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_back_what_it_wrote_with_empty_cells_kept_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("commands.csv");
+        let mut first = Row::default();
+        first
+            .int("index", 0)
+            .text("cmd", "add_rs")
+            .float("took_ms", 1.5)
+            .missing("faults_user");
+        let mut second = Row::default();
+        second
+            .int("index", 1)
+            .text("cmd", "stop, \"quoted\"")
+            .float("took_ms", 2.0)
+            .int("faults_user", 0);
+        let mut csv = CommandsCsv::create(&path).unwrap();
+        csv.write(&first).unwrap();
+        csv.write(&second).unwrap();
+        drop(csv);
+        assert_eq!(read(&path).unwrap(), [first, second]);
+    }
+}

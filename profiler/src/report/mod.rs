@@ -2,3 +2,11 @@
 //! be redrawn from an old run folder.
 
 pub mod watermarks;
+
+// `skillprof report` and `skillprof export`: report.html, plots, the Perfetto trace.
+pub mod cli;
+pub mod html;
+pub mod load;
+pub mod perfetto;
+pub mod plots;
+pub mod png;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod cli;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

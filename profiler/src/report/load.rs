@@ -1,0 +1,601 @@
+//! A run folder read back into a typed view for reports: meta.json, commands.csv (one
+//! [`Row`] per entry), samples.csv as columns, events.csv when the run had `--events`, and
+//! each entry's span on one clock.
+//!
+//! **One clock.** Everything is placed on the sampler's clock (`t_s` of samples.csv, seconds
+//! since the sampler started). An entry starts at its first sample tagged with its index (the
+//! sampler takes one at every boundary, just before the entry's clock starts) and lasts its
+//! `took_ms`, cut short at the next entry's start where the millisecond rounding of the files
+//! would make them overlap. Events carry CLOCK_MONOTONIC nanoseconds; they are moved onto the
+//! sampler's clock by the one offset that keeps every entry's events inside that entry (see
+//! [`Events::offset_slack_ms`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::Deserialize;
+
+use crate::output::commands_csv;
+use crate::output::harness_log::{self, RunLog};
+use crate::record::Row;
+
+/// Everything a report draws from one run folder.
+pub struct Run {
+    pub folder: PathBuf,
+    /// `YYMMDD_HHMMSS.mmm`, from meta.json or the folder's name.
+    pub name: String,
+    pub meta: Meta,
+    /// meta.json as it is, for what [`Meta`] does not name (the host's configuration).
+    pub meta_json: serde_json::Value,
+    pub log: RunLog,
+    pub rows: Vec<Row>,
+    pub samples: Samples,
+    pub entries: Vec<Entry>,
+    /// How the entries were placed on the sampler's clock, in words.
+    pub alignment: String,
+    pub events: Option<Events>,
+}
+
+/// The parts of meta.json a report shows; every field optional, so that runs of older
+/// versions (or incomplete ones) still load.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Meta {
+    pub skillprof_version: Option<String>,
+    pub run: Option<String>,
+    pub started: Option<String>,
+    pub finished: Option<String>,
+    pub status: Option<String>,
+    pub reason: Option<String>,
+    pub entries_not_run: Vec<String>,
+    pub machine: Option<MachineMeta>,
+    pub host: Option<HostMeta>,
+    pub cmds: Option<CmdsMeta>,
+    pub sampling_interval_ms: Option<u64>,
+    pub sampler_cpu_ms: Option<f64>,
+    pub probes: Option<ProbesMeta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct MachineMeta {
+    pub arch: Option<String>,
+    pub brand: Option<String>,
+    pub cores: Option<u64>,
+    pub memory_total_kb: Option<u64>,
+    pub memory_available_kb: Option<u64>,
+    pub kernel_release: Option<String>,
+    pub kernel_version: Option<String>,
+    pub hostname: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct HostMeta {
+    pub bin: Option<String>,
+    pub args: Vec<String>,
+    pub sha1: Option<String>,
+    pub pid: Option<u32>,
+    pub config: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CmdsMeta {
+    pub file: Option<String>,
+    pub hash: Option<String>,
+    pub entries: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProbesMeta {
+    pub enabled: bool,
+    pub statuses: Vec<ProbeStatusMeta>,
+    pub costs: Option<CostsMeta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProbeStatusMeta {
+    pub probe: String,
+    pub mechanism: String,
+    pub attached: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CostsMeta {
+    pub total_runs: u64,
+    pub total_run_ns: u64,
+    pub events_streamed: bool,
+    pub events_sent: u64,
+    pub events_lost: u64,
+    pub programs: Vec<ProgramCostMeta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProgramCostMeta {
+    pub probe: String,
+    pub program: String,
+    pub runs: u64,
+    pub run_ns: u64,
+    pub ns_per_run: Option<f64>,
+}
+
+impl Meta {
+    /// Bytes per page, where the architecture fixes it (x86_64: always 4 KiB).
+    pub fn page_bytes(&self) -> Option<f64> {
+        let arch = self.machine.as_ref()?.arch.as_deref()?;
+        matches!(
+            arch.to_ascii_lowercase().as_str(),
+            "x86_64" | "x86" | "i686"
+        )
+        .then_some(4096.0)
+    }
+
+    pub fn sampling_interval_s(&self) -> f64 {
+        self.sampling_interval_ms.unwrap_or(100) as f64 / 1000.0
+    }
+}
+
+/// samples.csv by column. A cell that was not measured is `None`.
+#[derive(Debug, Default)]
+pub struct Samples {
+    pub t_s: Vec<f64>,
+    pub entry: Vec<Option<usize>>,
+    columns: BTreeMap<String, Vec<Option<f64>>>,
+    /// The header in file order.
+    pub names: Vec<String>,
+}
+
+impl Samples {
+    pub fn read(path: &Path) -> Result<Self> {
+        let mut csv =
+            csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+        let names: Vec<String> = csv.headers()?.iter().map(str::to_owned).collect();
+        let position = |name: &str| {
+            names
+                .iter()
+                .position(|n| n == name)
+                .with_context(|| format!("{} has no column {name}", path.display()))
+        };
+        let (t_at, entry_at) = (position("t_s")?, position("entry")?);
+        let mut samples = Samples {
+            names: names.clone(),
+            ..Samples::default()
+        };
+        let mut columns: Vec<Vec<Option<f64>>> = vec![Vec::new(); names.len()];
+        for (number, record) in csv.records().enumerate() {
+            let record = record.with_context(|| format!("reading {}", path.display()))?;
+            let t: f64 = record[t_at].parse().with_context(|| {
+                format!(
+                    "{} row {}: t_s {:?}",
+                    path.display(),
+                    number + 1,
+                    &record[t_at]
+                )
+            })?;
+            samples.t_s.push(t);
+            samples.entry.push(record[entry_at].parse().ok());
+            for (column, cell) in columns.iter_mut().zip(record.iter()) {
+                column.push(cell.parse().ok());
+            }
+        }
+        samples.columns = names.into_iter().zip(columns).collect();
+        Ok(samples)
+    }
+
+    pub fn len(&self) -> usize {
+        self.t_s.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.t_s.is_empty()
+    }
+
+    /// A column, if samples.csv has it and any of its cells was measured.
+    pub fn column(&self, name: &str) -> Option<&[Option<f64>]> {
+        self.columns
+            .get(name)
+            .filter(|values| values.iter().any(Option::is_some))
+            .map(Vec::as_slice)
+    }
+
+    /// The populated zones, as `<node>_<name>` in column order (zone_0_DMA32_free_pages → 0_DMA32).
+    pub fn zones(&self) -> Vec<String> {
+        self.names
+            .iter()
+            .filter_map(|name| name.strip_prefix("zone_")?.strip_suffix("_free_pages"))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// One entry on the sampler's clock.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub index: usize,
+    pub cmd: String,
+    pub begin_s: f64,
+    pub end_s: f64,
+    pub took_ms: f64,
+}
+
+/// events.csv, on the sampler's clock.
+#[derive(Debug, Default)]
+pub struct Events {
+    pub list: Vec<Event>,
+    /// CLOCK_MONOTONIC ns at the sampler's t = 0, as estimated.
+    pub offset_ns: i128,
+    /// How far the estimate can be off either way: half the range of offsets that keep every
+    /// entry's events inside it.
+    pub offset_slack_ms: f64,
+    /// Threads of the host: those seen in the host-only probes (syscalls, faults).
+    pub host_tids: BTreeSet<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub ts_ns: u64,
+    /// On the sampler's clock.
+    pub t_s: f64,
+    pub entry: u32,
+    pub tid: u32,
+    pub kind: String,
+    /// `name=value` pairs, space-separated, as events.csv has them.
+    pub fields: String,
+}
+
+impl Event {
+    /// The value of field `name`, as a number (hex with 0x too); `None` if absent.
+    pub fn field(&self, name: &str) -> Option<f64> {
+        self.fields.split(' ').find_map(|pair| {
+            let value = pair.strip_prefix(name)?.strip_prefix('=')?;
+            match value.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok().map(|v| v as f64),
+                None => value.parse().ok(),
+            }
+        })
+    }
+
+    /// The fields as (name, value) pairs; a value in parentheses joins the pair before it.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for token in self.fields.split(' ').filter(|t| !t.is_empty()) {
+            match token.split_once('=') {
+                Some((name, value)) => pairs.push((name.to_owned(), value.to_owned())),
+                None => match pairs.last_mut() {
+                    Some((_, value)) => {
+                        value.push(' ');
+                        value.push_str(token);
+                    }
+                    None => pairs.push((token.to_owned(), String::new())),
+                },
+            }
+        }
+        pairs
+    }
+
+    /// What it lasted, for the kinds that say (ending at the event): syscalls, reclaim,
+    /// kswapd awake, shrinkers.
+    pub fn duration_ns(&self) -> Option<f64> {
+        match self.kind.as_str() {
+            "kswapd_sleep" => self.field("awake_ns").filter(|ns| *ns > 0.0),
+            "direct_reclaim" | "memcg_reclaim" | "shrink_node" | "shrink_slab" => self.field("ns"),
+            kind if SYSCALLS.contains(&kind) => self.field("lat_ns"),
+            _ => None,
+        }
+    }
+}
+
+/// The syscalls the probes count, as events.csv names them.
+pub const SYSCALLS: [&str; 6] = ["mmap", "munmap", "mremap", "mprotect", "madvise", "brk"];
+
+impl Run {
+    pub fn load(folder: &Path) -> Result<Run> {
+        ensure!(
+            folder.is_dir(),
+            "{} is not a run folder (skillprof run leaves one per run, e.g. runs/241022_204217.730)",
+            folder.display()
+        );
+        let meta_path = folder.join("meta.json");
+        let meta_text = fs::read_to_string(&meta_path).with_context(|| {
+            format!(
+                "{} has no readable meta.json: is it a skillprof run folder?",
+                folder.display()
+            )
+        })?;
+        let meta_json: serde_json::Value = serde_json::from_str(&meta_text)
+            .with_context(|| format!("parsing {}", meta_path.display()))?;
+        let meta: Meta = serde_json::from_value(meta_json.clone())
+            .with_context(|| format!("reading {}", meta_path.display()))?;
+        let log = RunLog::read(&harness_log::locate(folder)?)?;
+        let rows = commands_csv::read(&folder.join("commands.csv"))?;
+        let samples_path = folder.join("samples.csv");
+        let samples = Samples::read(&samples_path)?;
+        ensure!(
+            !samples.is_empty(),
+            "{} has no samples: the run ended before its first entry",
+            samples_path.display()
+        );
+        let (entries, alignment) = place_entries(&rows, &samples)?;
+        let events_path = folder.join("events.csv");
+        let events = if events_path.exists() {
+            Some(read_events(&events_path, &entries)?)
+        } else {
+            None
+        };
+        let name = meta.run.clone().unwrap_or_else(|| {
+            folder
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        Ok(Run {
+            folder: folder.to_path_buf(),
+            name,
+            meta,
+            meta_json,
+            log,
+            rows,
+            samples,
+            entries,
+            alignment,
+            events,
+        })
+    }
+
+    /// The run's label in comparisons: the allocator when the host says, else its name.
+    pub fn label(&self) -> String {
+        let allocator = self
+            .meta
+            .host
+            .as_ref()
+            .and_then(|host| host.config.as_ref())
+            .and_then(|config| config.pointer("/engine/allocator"))
+            .and_then(|value| value.as_str());
+        match allocator {
+            Some(allocator) => format!("{} ({allocator})", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    pub fn probes_live(&self) -> bool {
+        self.meta.probes.as_ref().is_some_and(|p| p.enabled)
+    }
+
+    /// A measured number of row `entry`; `None` for an empty cell or a missing column.
+    pub fn cell(&self, entry: usize, column: &str) -> Option<f64> {
+        self.rows.get(entry)?.get(column)?.parse().ok()
+    }
+
+    /// Where in `t_s` the run's entries start and end: [first begin, last end].
+    pub fn span_s(&self) -> (f64, f64) {
+        let first = self.samples.t_s.first().copied().unwrap_or(0.0);
+        let last = self.samples.t_s.last().copied().unwrap_or(1.0);
+        let end = self.entries.last().map_or(last, |e| e.end_s.max(last));
+        (first, end.max(first + 0.001))
+    }
+}
+
+fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<Entry>, String)> {
+    let mut first_tag: BTreeMap<usize, f64> = BTreeMap::new();
+    for (t, entry) in samples.t_s.iter().zip(&samples.entry) {
+        if let Some(entry) = entry {
+            first_tag.entry(*entry).or_insert(*t);
+        }
+    }
+    let number = |row: &Row, name: &str| -> Option<f64> { row.get(name)?.parse().ok() };
+    // For an entry without a tagged sample (none so far): its started_s, moved by the offset
+    // the tagged entries show between the two clocks.
+    let offsets: Vec<f64> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, row)| Some(first_tag.get(&i)? - number(row, "started_s")?))
+        .collect();
+    let offset = median(&offsets);
+    let mut untagged = Vec::new();
+    let mut entries = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let took_ms = number(row, "took_ms").unwrap_or(0.0);
+        let begin_s = match first_tag.get(&i) {
+            Some(t) => *t,
+            None => {
+                untagged.push(i);
+                match (number(row, "started_s"), offset) {
+                    (Some(started), Some(offset)) => started + offset,
+                    _ => bail!(
+                        "cannot place entry {i} on the sampler's clock: no sample is tagged \
+                         with it and the run has no other entry to align by"
+                    ),
+                }
+            }
+        };
+        entries.push(Entry {
+            index: i,
+            cmd: row.get("cmd").unwrap_or("?").to_owned(),
+            begin_s,
+            end_s: begin_s + took_ms / 1000.0,
+            took_ms,
+        });
+    }
+    for i in 1..entries.len() {
+        let next = entries[i].begin_s;
+        let previous = &mut entries[i - 1];
+        previous.end_s = previous.end_s.min(next).max(previous.begin_s);
+    }
+    let mut alignment = String::from(
+        "Entries are placed on the sampler's clock (seconds since it started): each starts at \
+         its first sample tagged with its index, taken at the boundary, and lasts its took_ms.",
+    );
+    if !untagged.is_empty() {
+        alignment.push_str(&format!(
+            " Entries {untagged:?} have no tagged sample and are placed by started_s, moved by \
+             the offset the others show ({:.3} s).",
+            offset.unwrap_or(0.0)
+        ));
+    }
+    Ok((entries, alignment))
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied()
+}
+
+fn read_events(path: &Path, entries: &[Entry]) -> Result<Events> {
+    let mut csv = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_path(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let mut list = Vec::new();
+    for (number, record) in csv.records().enumerate() {
+        let record = record.with_context(|| format!("reading {}", path.display()))?;
+        let parse = |i: usize| -> Result<u64> {
+            record
+                .get(i)
+                .and_then(|cell| cell.parse().ok())
+                .with_context(|| format!("{} row {}: column {i}", path.display(), number + 1))
+        };
+        list.push(Event {
+            ts_ns: parse(0)?,
+            t_s: 0.0,
+            entry: u32::try_from(parse(1)?).unwrap_or(u32::MAX),
+            tid: u32::try_from(parse(2)?).unwrap_or(u32::MAX),
+            kind: record.get(3).unwrap_or("?").to_owned(),
+            // A field holding a comma would have been split by the reader; join it again.
+            fields: record.iter().skip(4).collect::<Vec<_>>().join(","),
+        });
+    }
+    list.sort_by_key(|event| event.ts_ns);
+    let host_tids = list
+        .iter()
+        .filter(|e| e.kind == "fault" || SYSCALLS.contains(&e.kind.as_str()))
+        .map(|e| e.tid)
+        .collect();
+    let (offset_ns, offset_slack_ms) = clock_offset(&list, entries)?;
+    for event in &mut list {
+        event.t_s = (i128::from(event.ts_ns) - offset_ns) as f64 / 1e9;
+    }
+    Ok(Events {
+        list,
+        offset_ns,
+        offset_slack_ms,
+        host_tids,
+    })
+}
+
+/// The offset (monotonic ns at sampler t = 0) that keeps each entry's events inside it.
+/// Every entry gives bounds: its first event cannot come before it began, its last not after
+/// the next entry began (the probes attribute events to the entry last marked). The offset is the middle of the range all entries allow; its slack
+/// is half that range. Events keep their order and spacing: only the whole set moves.
+fn clock_offset(events: &[Event], entries: &[Entry]) -> Result<(i128, f64)> {
+    let mut first: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+    for event in events {
+        first.entry(event.entry).or_insert(event.ts_ns);
+        last.insert(event.entry, event.ts_ns);
+    }
+    let ns = |s: f64| (s * 1e9).round() as i128;
+    let (mut upper, mut lower) = (i128::MAX, i128::MIN);
+    for (i, entry) in entries.iter().enumerate() {
+        let Ok(index) = u32::try_from(entry.index) else {
+            continue;
+        };
+        // Entry 0 gives no such bound when others do: the probes count into entry 0 from
+        // the moment they attach, a little before it begins.
+        if let Some(ts) = first.get(&index)
+            && (index > 0 || first.keys().all(|e| *e == 0))
+        {
+            upper = upper.min(i128::from(*ts) - ns(entry.begin_s));
+        }
+        if let Some(ts) = last.get(&index) {
+            // The map still says this entry until the next one begins; the last entry's
+            // events end with its last sample.
+            let end = entries.get(i + 1).map_or(entry.end_s, |next| next.begin_s);
+            lower = lower.max(i128::from(*ts) - ns(end));
+        }
+    }
+    ensure!(
+        upper != i128::MAX,
+        "events.csv: no event belongs to an entry of commands.csv, so its clock cannot be \
+         aligned with the samples'"
+    );
+    if lower == i128::MIN || lower > upper {
+        // A single bound, or bounds that cross by the files' millisecond rounding: the
+        // earliest placement the first events allow.
+        let slack = if lower > upper {
+            (lower - upper) as f64 / 1e6
+        } else {
+            0.0
+        };
+        return Ok((upper, slack));
+    }
+    Ok((lower + (upper - lower) / 2, (upper - lower) as f64 / 2e6))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(ts_ns: u64, entry: u32) -> Event {
+        Event {
+            ts_ns,
+            t_s: 0.0,
+            entry,
+            tid: 1,
+            kind: "mmap".into(),
+            fields: "len=4096 ret=0 lat_ns=10".into(),
+        }
+    }
+
+    fn entry(index: usize, begin_s: f64, end_s: f64) -> Entry {
+        Entry {
+            index,
+            cmd: format!("e{index}"),
+            begin_s,
+            end_s,
+            took_ms: (end_s - begin_s) * 1000.0,
+        }
+    }
+
+    #[test]
+    fn the_clock_offset_keeps_every_entrys_events_inside_it() {
+        // Entries at [1, 2) and [2, 3) s; events 5 s + 1.1 .. 1.9 and 5 s + 2.2 .. 2.95.
+        let base = 5_000_000_000u64;
+        let events = [
+            event(base + 1_100_000_000, 0),
+            event(base + 1_900_000_000, 0),
+            event(base + 2_200_000_000, 1),
+            event(base + 2_950_000_000, 1),
+        ];
+        let entries = [entry(0, 1.0, 2.0), entry(1, 2.0, 3.0)];
+        let (offset, slack) = clock_offset(&events, &entries).unwrap();
+        // Allowed: offset in [base - 0.05 s, base + 0.2 s] (entry 0's first event bounds
+        // nothing: the probes count into entry 0 before it begins); the middle, ± 125 ms.
+        assert_eq!(offset, i128::from(base) + 75_000_000);
+        assert!((slack - 125.0).abs() < 1e-9, "{slack}");
+    }
+
+    #[test]
+    fn fields_are_read_by_name_and_pairs_keep_parenthesised_words() {
+        let mut e = event(0, 0);
+        e.kind = "madvise".into();
+        e.fields = "len=8192 ret=0 lat_ns=77 advice=4 (dontneed)".into();
+        assert_eq!(e.field("lat_ns"), Some(77.0));
+        assert_eq!(e.duration_ns(), Some(77.0));
+        assert_eq!(
+            e.pairs().last().unwrap(),
+            &("advice".into(), "4 (dontneed)".into())
+        );
+        e.fields = "address=0x10 write=1".into();
+        assert_eq!(e.field("address"), Some(16.0));
+        assert_eq!(e.field("missing"), None);
+    }
+}

@@ -1,0 +1,214 @@
+//! `skillprof export --perfetto` of a real run with `--events`, checked against the trace
+//! event format (the JSON that ui.perfetto.dev and chrome://tracing open): every event well
+//! formed, slices on a track nested, counters in time order, one instant per kernel event,
+//! and the entries as slices in the order and with the durations of commands.csv.
+//!
+//! Runs as root: the run attaches probes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+use skillprof::output::commands_csv;
+
+mod common;
+use common::cli::{self, describe};
+
+fn skillprof(args: &[&str]) -> Output {
+    cli::skillprof().args(args).output().unwrap()
+}
+
+/// A real smoke run with --events.
+fn run_with_events(out: &Path) -> PathBuf {
+    let cmds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds/smoke.cmds");
+    let output = skillprof(&[
+        "run",
+        cmds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--events",
+    ]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let mut folders = fs::read_dir(out).unwrap().map(|e| e.unwrap().path());
+    let folder = folders.next().unwrap();
+    assert!(folders.next().is_none());
+    folder
+}
+
+fn number(event: &Value, field: &str) -> f64 {
+    event[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{field} is not a number in {event}"))
+}
+
+fn integer(event: &Value, field: &str) -> u64 {
+    event[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} is not an integer in {event}"))
+}
+
+/// Complete slices (`X`) of one track must nest: each starts after the one before it ended,
+/// or ends within it.
+/// A slice: start and end (µs) and name.
+type Slice = (f64, f64, String);
+
+fn assert_nested(track: &(u64, u64), slices: &mut [Slice]) {
+    slices.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    let mut open: Vec<Slice> = Vec::new();
+    for (start, end, name) in slices.iter() {
+        while open.last().is_some_and(|parent| *start >= parent.1) {
+            open.pop();
+        }
+        if let Some(parent) = open.last() {
+            assert!(
+                *end <= parent.1 + 1e-3,
+                "on track {track:?}, {name} [{start}, {end}] overlaps {} [{}, {}] without \
+                 nesting in it",
+                parent.2,
+                parent.0,
+                parent.1
+            );
+        }
+        open.push((*start, *end, name.clone()));
+    }
+}
+
+#[test]
+fn the_perfetto_export_is_a_valid_trace_of_the_run() {
+    let out = tempfile::tempdir().unwrap();
+    let folder = run_with_events(out.path());
+    let trace_path = out.path().join("trace.json");
+    let output = skillprof(&[
+        "export",
+        "--perfetto",
+        folder.to_str().unwrap(),
+        "--out",
+        trace_path.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", describe(&output));
+
+    let trace: Value =
+        serde_json::from_str(&fs::read_to_string(&trace_path).unwrap()).expect("the trace is JSON");
+    let events = trace["traceEvents"]
+        .as_array()
+        .expect("a JSON object with a traceEvents array");
+    assert!(!events.is_empty());
+
+    let mut slices: BTreeMap<(u64, u64), Vec<Slice>> = BTreeMap::new();
+    let mut counters: BTreeMap<(u64, String), Vec<f64>> = BTreeMap::new();
+    let mut instants = 0usize;
+    let mut named_threads = BTreeSet::new();
+    for event in events {
+        let phase = event["ph"].as_str().expect("every event has a phase");
+        let name = event["name"].as_str().expect("every event has a name");
+        let pid = integer(event, "pid");
+        if phase == "M" {
+            assert!(
+                ["process_name", "thread_name", "process_sort_index"].contains(&name),
+                "{event}"
+            );
+            if name == "thread_name" {
+                named_threads.insert((pid, integer(event, "tid")));
+            }
+            continue;
+        }
+        let ts = number(event, "ts");
+        assert!(ts >= 0.0 && ts.is_finite(), "{event}");
+        let tid = integer(event, "tid");
+        match phase {
+            "X" => {
+                let dur = number(event, "dur");
+                assert!(dur >= 0.0, "{event}");
+                slices
+                    .entry((pid, tid))
+                    .or_default()
+                    .push((ts, ts + dur, name.to_owned()));
+            }
+            "C" => {
+                let args = event["args"].as_object().expect("counter args");
+                assert!(!args.is_empty(), "{event}");
+                for value in args.values() {
+                    assert!(value.as_f64().is_some_and(f64::is_finite), "{event}");
+                }
+                counters.entry((pid, name.to_owned())).or_default().push(ts);
+            }
+            "i" => {
+                assert!(
+                    ["t", "p", "g"].contains(&event["s"].as_str().unwrap_or("")),
+                    "{event}"
+                );
+                instants += 1;
+            }
+            other => panic!("unexpected phase {other}: {event}"),
+        }
+    }
+
+    // Slices nest on every track, and every track with slices is named.
+    for (track, track_slices) in &mut slices {
+        assert_nested(track, track_slices);
+        assert!(named_threads.contains(track), "track {track:?} has no name");
+    }
+
+    // Counters move forward in time, each track on its own.
+    for ((_, name), times) in &counters {
+        assert!(
+            times.windows(2).all(|pair| pair[0] < pair[1]),
+            "counter {name} goes back in time"
+        );
+    }
+    for counter in [
+        "host RSS",
+        "host VMS",
+        "free memory, all zones",
+        "low watermark, all zones",
+        "PSI some (stalled)",
+        "host minor faults",
+    ] {
+        assert!(
+            counters.keys().any(|(_, name)| name == counter),
+            "no counter {counter}: {:?}",
+            counters.keys()
+        );
+    }
+
+    // The entries: one slice each, in order, named as in commands.csv and as long.
+    let rows = commands_csv::read(&folder.join("commands.csv")).unwrap();
+    let entry_slices: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "entry")
+        .collect();
+    assert_eq!(entry_slices.len(), rows.len());
+    let mut previous_end = 0.0;
+    for (slice, row) in entry_slices.iter().zip(&rows) {
+        assert_eq!(slice["name"].as_str(), row.get("cmd"));
+        let took_us: f64 = row.get("took_ms").unwrap().parse::<f64>().unwrap() * 1000.0;
+        let (ts, dur) = (number(slice, "ts"), number(slice, "dur"));
+        // Within the files' millisecond rounding of the boundaries.
+        assert!(
+            (dur - took_us).abs() <= 1000.0,
+            "{slice}: took {took_us} µs"
+        );
+        assert!(
+            ts >= previous_end - 1e-3,
+            "{slice} starts before the entry before it ended"
+        );
+        previous_end = ts + dur;
+    }
+    // The stop holds its breakdown.
+    let stop_parts = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "stop")
+        .count();
+    assert_eq!(stop_parts, 6, "the stop's six parts");
+
+    // Every kernel event of events.csv is an instant.
+    let kernel_events = fs::read_to_string(folder.join("events.csv"))
+        .unwrap()
+        .lines()
+        .count()
+        - 1;
+    assert!(kernel_events > 0, "the run streamed no events");
+    assert_eq!(instants, kernel_events);
+}

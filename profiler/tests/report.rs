@@ -1,0 +1,443 @@
+//! `skillprof report` end to end: real runs of the skill host, their report.html rendered in
+//! headless Chromium (Debian's, with the flags this closed network needs), a screenshot, no
+//! console errors, every section there and every plot drawn.
+//!
+//! Runs as root (the runs attach probes). Chromium must be installed (scripts/setup.sh does):
+//! a missing one fails the test, never skips it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use skillprof::explain;
+use skillprof::output::commands_csv;
+
+mod common;
+use common::cli::{describe, run_folder, skillprof};
+
+/// Where this test binary keeps its runs: under target/, emptied once per process.
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-test");
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+/// Runs `cmds` with `args` into scratch/`name` and returns the run folder.
+fn run(name: &str, cmds: &Path, args: &[&str]) -> PathBuf {
+    let out = scratch().join(name);
+    let output = skillprof()
+        .arg("run")
+        .arg(cmds)
+        .arg("--out")
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "run {name}: {}", describe(&output));
+    run_folder(&out)
+}
+
+fn smoke() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds/smoke.cmds")
+}
+
+/// cmds/smoke.cmds on the default (on-demand) allocator, made once per process.
+fn on_demand() -> &'static Path {
+    static RUN: OnceLock<PathBuf> = OnceLock::new();
+    RUN.get_or_init(|| run("on-demand", &smoke(), &[]))
+}
+
+/// The same workload on the pooling allocator.
+fn pooling() -> &'static Path {
+    static RUN: OnceLock<PathBuf> = OnceLock::new();
+    RUN.get_or_init(|| run("pooling", &smoke(), &["--", "--allocator", "pooling"]))
+}
+
+/// A two-entry workload without probes: other cmds, and every probe column empty.
+fn tiny_without_probes() -> &'static Path {
+    static RUN: OnceLock<PathBuf> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let cmds = scratch().join("tiny.cmds");
+        fs::write(&cmds, "add_rs\nskills\n").unwrap();
+        run("tiny", &cmds, &["--no-probes"])
+    })
+}
+
+fn report(args: &[&Path], extra: &[&str]) -> Output {
+    skillprof()
+        .arg("report")
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// What Chromium made of a page: the DOM after its scripts ran, its console, a screenshot.
+struct Rendered {
+    dom: String,
+    console: Vec<String>,
+}
+
+/// Debian's Chromium with the flags this closed network needs, and a new empty profile.
+fn chromium(extra: &[String], page: &Path) -> Output {
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            // The console, one line per message, on stderr.
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output();
+    match output {
+        Ok(output) => output,
+        Err(error) => panic!(
+            "cannot start chromium ({error}): the report test needs Debian's chromium; \
+             scripts/setup.sh installs it (apt-get install --no-install-recommends chromium)"
+        ),
+    }
+}
+
+/// Chromium prints every console message as `...:CONSOLE:<line>] "<message>", source: ...`;
+/// this Chromium gives them all the level INFO, so every one counts (the report logs nothing).
+fn console_lines(stderr: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|line| line.contains(":CONSOLE"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn render(page: &Path, screenshot: &Path) -> Rendered {
+    let dom = chromium(&["--dump-dom".to_owned()], page);
+    assert!(
+        dom.status.success(),
+        "chromium --dump-dom: {}",
+        describe(&dom)
+    );
+    let shot = chromium(
+        &[
+            "--window-size=1400,5000".to_owned(),
+            format!("--screenshot={}", screenshot.display()),
+        ],
+        page,
+    );
+    assert!(
+        shot.status.success(),
+        "chromium --screenshot: {}",
+        describe(&shot)
+    );
+    let mut console = console_lines(&dom.stderr);
+    console.extend(console_lines(&shot.stderr));
+    Rendered {
+        dom: String::from_utf8(dom.stdout).unwrap(),
+        console,
+    }
+}
+
+/// Width and height of a PNG, from its header.
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&bytes[1..4], b"PNG", "{} is not a PNG", path.display());
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+/// The markup of `<figure ... data-plot="id" ...>` up to its end.
+fn figure<'d>(dom: &'d str, id: &str) -> &'d str {
+    let marker = format!("data-plot=\"{id}\"");
+    let start = dom
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no plot {id} in the page"));
+    let end = start + dom[start..].find("</figure>").expect("a closed figure");
+    &dom[start..end]
+}
+
+/// The data a plotters SVG draws: lines that are not black axes (with at least two points),
+/// and bars that are neither the background nor the entries' shading.
+fn data_marks(svg: &str) -> usize {
+    let mut marks = 0;
+    for element in svg.split('<').skip(1) {
+        let attribute = |name: &str| {
+            let key = format!(" {name}=\"");
+            let start = element.find(&key)? + key.len();
+            Some(&element[start..start + element[start..].find('"')?])
+        };
+        if element.starts_with("polyline") {
+            let points = attribute("points").unwrap_or("").split_whitespace().count();
+            if attribute("stroke") != Some("#000000") && points >= 2 {
+                marks += 1;
+            }
+        } else if element.starts_with("rect") {
+            let fill = attribute("fill").unwrap_or("");
+            let width: f64 = attribute("width")
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(0.0);
+            if !["#FFFFFF", "#78788C"].contains(&fill) && width > 0.0 {
+                marks += 1;
+            }
+        }
+    }
+    marks
+}
+
+fn assert_plotted(dom: &str, id: &str) {
+    let markup = figure(dom, id);
+    assert!(
+        !markup.contains("data-absent"),
+        "plot {id} is absent: {markup}"
+    );
+    let svg = &markup[markup
+        .find("<svg")
+        .unwrap_or_else(|| panic!("plot {id} has no svg"))..];
+    let marks = data_marks(svg);
+    assert!(marks > 0, "plot {id} draws no data:\n{svg:.2000}");
+}
+
+fn assert_section(dom: &str, name: &str) {
+    assert!(
+        dom.contains(&format!("data-section=\"{name}\"")),
+        "section {name} missing"
+    );
+}
+
+/// Text as Chromium serialises it in the DOM.
+fn serialised(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn assert_clean(rendered: &Rendered, page: &Path) {
+    assert!(
+        rendered.console.is_empty(),
+        "{} logged to the console:\n{}",
+        page.display(),
+        rendered.console.join("\n")
+    );
+    assert!(
+        rendered.dom.contains("data-ready=\"yes\""),
+        "the page's script did not run to its end"
+    );
+}
+
+fn screenshots() -> PathBuf {
+    let dir = scratch().join("screenshots");
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn chromium_console_errors_reach_the_test() {
+    // The check below is only as good as this: a page that errs must be caught.
+    let page = scratch().join("console-error.html");
+    fs::write(
+        &page,
+        "<!DOCTYPE html><html><body><script>console.error('caught');</script></body></html>",
+    )
+    .unwrap();
+    let rendered = chromium(&["--dump-dom".to_owned()], &page);
+    let console = console_lines(&rendered.stderr);
+    assert!(
+        console.iter().any(|line| line.contains("caught")),
+        "chromium did not report console.error on stderr: {}",
+        describe(&rendered)
+    );
+}
+
+#[test]
+fn a_real_runs_report_renders_with_every_section_and_plot() {
+    let folder = on_demand();
+    let output = report(&[folder], &["--format", "png"]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let page = folder.join("report.html");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&page.display().to_string()), "{stderr}");
+
+    // Self-contained: nothing to fetch, and a policy that would refuse it.
+    let html = fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Content-Security-Policy"));
+    for (at, _) in html.match_indices("http") {
+        let rest = &html[at..];
+        assert!(
+            rest.starts_with("http://www.w3.org/2000/svg") || rest.starts_with("http-equiv"),
+            "a web address in report.html: {:.80}",
+            rest
+        );
+    }
+
+    let shot = screenshots().join("smoke-report.png");
+    let rendered = render(&page, &shot);
+    assert_clean(&rendered, &page);
+    assert_eq!(png_size(&shot), (1400, 5000));
+    println!("screenshot: {}", shot.display());
+    let dom = &rendered.dom;
+
+    for section in ["header", "entries", "timeseries", "stop"] {
+        assert_section(dom, section);
+    }
+    for fact in [
+        "machine",
+        "kernel",
+        "host configuration",
+        "probes live",
+        "profiler overhead",
+    ] {
+        assert!(
+            dom.contains(&format!("<dt>{fact}</dt>")),
+            "header lacks {fact}"
+        );
+    }
+    assert!(
+        dom.contains("syscalls <span"),
+        "the probes live are not listed"
+    );
+    for plot in ["memory", "rates", "zones", "psi", "reclaim", "stop"] {
+        assert_plotted(dom, plot);
+    }
+
+    // Every entry in the table, with its explanation and every column.
+    let rows = commands_csv::read(&folder.join("commands.csv")).unwrap();
+    let table = &dom[dom.find("id=\"entries-table\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr>").count(),
+        rows.len() + 1,
+        "one row per entry"
+    );
+    for row in &rows {
+        let paragraph = serialised(&explain::paragraph(row));
+        assert!(table.contains(&paragraph), "no explanation {paragraph}");
+    }
+    for name in rows[0].names().filter(|n| *n != "index" && *n != "cmd") {
+        assert!(table.contains(&format!(">{name}</th>")), "no column {name}");
+    }
+
+    // Sortable: a click on took_ms orders the entries by it (the script runs in Chromium; a
+    // copy of the page clicks and writes down the order it sees).
+    let sorting = folder.join("sorting.html");
+    let click = r#"<script>
+        const table = document.getElementById("entries-table");
+        const heads = Array.from(table.tHead.rows[0].cells);
+        heads.find(h => h.textContent === "took_ms").click();
+        document.body.dataset.order = Array.from(table.tBodies[0].rows)
+            .map(row => row.cells[0].dataset.v).join(",");
+        </script></body>"#;
+    fs::write(&sorting, html.replace("</body>", click)).unwrap();
+    let sorted = chromium(&["--dump-dom".to_owned()], &sorting);
+    assert!(
+        console_lines(&sorted.stderr).is_empty(),
+        "{}",
+        describe(&sorted)
+    );
+    let mut by_took: Vec<(f64, String)> = rows
+        .iter()
+        .map(|row| {
+            let took = row.get("took_ms").unwrap().parse().unwrap();
+            (took, row.get("index").unwrap().to_owned())
+        })
+        .collect();
+    by_took.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let expected: Vec<String> = by_took.into_iter().map(|(_, index)| index).collect();
+    let dom = String::from_utf8_lossy(&sorted.stdout);
+    assert!(
+        dom.contains(&format!("data-order=\"{}\"", expected.join(","))),
+        "sorting by took_ms gave another order than {expected:?}"
+    );
+
+    // --format png: every plot alone, as an image.
+    for plot in ["memory", "rates", "zones", "psi", "reclaim", "stop"] {
+        let (width, height) = png_size(&folder.join("plots").join(format!("{plot}.png")));
+        assert!(width >= 2000 && height >= 200, "{plot}: {width}x{height}");
+    }
+}
+
+#[test]
+fn comparing_pooling_with_on_demand_draws_the_entries_side_by_side() {
+    let (a, b) = (on_demand(), pooling());
+    let out = scratch().join("pooling-vs-on-demand.html");
+    let output = report(&[a, b], &["--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(&out.display().to_string()),
+        "the report does not say where it went"
+    );
+    let shot = screenshots().join("smoke-comparison.png");
+    let rendered = render(&out, &shot);
+    assert_clean(&rendered, &out);
+    println!("screenshot: {}", shot.display());
+    let dom = &rendered.dom;
+    for section in ["header", "comparison", "stop", "runs"] {
+        assert_section(dom, section);
+    }
+    for plot in [
+        "compare-time",
+        "compare-rss",
+        "compare-faults",
+        "compare-syscalls",
+        "compare-rss-time",
+        "stop",
+    ] {
+        assert_plotted(dom, plot);
+    }
+    assert!(dom.contains("(on-demand)") && dom.contains("(pooling)"));
+    // Ratios to run a beside run b's bars, and in the table.
+    assert!(dom.contains("b/a</th>"));
+    assert!(figure(dom, "compare-time").contains('×'));
+
+    // Without --out, the page goes into the first run's folder.
+    let output = report(&[b, a], &[]);
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(b.join("report.html").exists());
+}
+
+#[test]
+fn runs_of_other_workloads_are_refused() {
+    let output = report(&[on_demand(), tiny_without_probes()], &[]);
+    assert!(!output.status.success(), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("one workload") && stderr.contains("different workloads"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn what_was_not_measured_is_absent_with_a_note_never_zero() {
+    let folder = tiny_without_probes();
+    let output = report(&[folder], &[]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let page = folder.join("report.html");
+    let rendered = render(&page, &screenshots().join("no-probes.png"));
+    assert_clean(&rendered, &page);
+    let dom = &rendered.dom;
+    // Probes off: reclaim and the stop breakdown are absent, each saying why.
+    for plot in ["reclaim", "stop"] {
+        let markup = figure(dom, plot);
+        assert!(markup.contains("data-absent"), "{plot}: {markup:.500}");
+        assert!(markup.contains("--no-probes"), "{plot}: {markup:.500}");
+    }
+    // The syscall half of the rates plot says it was not measured; faults are drawn.
+    assert_plotted(dom, "rates");
+    assert!(figure(dom, "rates").contains("probes were off"));
+    // Probe columns are "–" (not measured), not 0.
+    let table = &dom[dom.find("id=\"entries-table\"").unwrap()..];
+    assert!(table.contains("title=\"not measured\">–</td>"));
+    assert!(dom.contains("none: probes off"));
+}
