@@ -110,11 +110,15 @@ fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
         .collect();
     helpers.extend(meta["balloon_pid"].as_u64());
     assert!(!helpers.is_empty(), "meta.json names no helper process");
+    assert_gone(&helpers, limit);
+    assert_memory_back(before, limit);
+}
+
+fn assert_gone(helpers: &[u64], limit: Duration) {
     eventually(limit, "skillprof's helper processes", || {
         let left: Vec<_> = helpers.iter().filter(|&&pid| alive(pid)).collect();
         (!left.is_empty()).then(|| format!("still running: {left:?}"))
     });
-    assert_memory_back(before, limit);
 }
 
 fn assert_memory_back(before: &Before, limit: Duration) {
@@ -356,7 +360,7 @@ fn after_sigkill_mid_band_the_guardians_restore_the_machine() {
 
 /// `pressure BAND` in a cmds file: the entries after it run with free memory held in the
 /// band and say so in their `pressure_*` columns; `pressure off` gives the memory back, and
-/// nothing is left once the run ends.
+/// nothing is left once the run ends: no balloon, and `--scale-factor` restored.
 #[test]
 fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
     require_root();
@@ -373,7 +377,7 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
     let output = skillprof()
         .arg("run")
         .arg(&cmds_file)
-        .arg("--out")
+        .args(["--scale-factor", "100", "--out"])
         .arg(&out)
         .output()
         .unwrap();
@@ -381,6 +385,10 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     let folder = run_folder(&out);
+    assert_eq!(
+        fs::read_to_string(SCALE_FACTOR).unwrap(),
+        before.scale_factor
+    );
 
     let rows = read_csv(&folder.join("commands.csv"));
     let cmds: Vec<&str> = rows.iter().map(|row| row["cmd"].as_str()).collect();
@@ -428,8 +436,20 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
         .map(|pid| pid.as_u64().unwrap())
         .collect();
     assert_eq!(balloons.len(), 1, "{meta}");
-    eventually(Duration::from_secs(10), "the balloon process", || {
-        alive(balloons[0]).then(|| format!("{} still running", balloons[0]))
-    });
+    assert_eq!(meta["scale_factor"]["during"], 100);
+    assert_eq!(
+        meta["scale_factor"]["before"].as_str().unwrap(),
+        before.scale_factor.trim()
+    );
+    let mut helpers = balloons;
+    helpers.extend(
+        meta["guardian_pids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|pid| pid.as_u64().unwrap()),
+    );
+    assert_eq!(helpers.len(), 2, "{meta}");
+    assert_gone(&helpers, Duration::from_secs(10));
     assert_memory_back(&before, Duration::from_secs(10));
 }

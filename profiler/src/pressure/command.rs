@@ -22,7 +22,7 @@ use super::interrupt;
 use super::kswapd::Kswapd;
 use super::safety::{Safety, mib};
 use super::swapfile::Swapfile;
-use super::sysctl::{self, SysctlChange};
+use super::sysctl::{self, SCALE_FACTOR, SysctlChange};
 use super::table;
 use super::units;
 use crate::output::commands_csv::CommandsCsv;
@@ -36,7 +36,6 @@ use crate::sample::PROC;
 use crate::sample::reach;
 use crate::sample::zoneinfo::Band;
 
-const SCALE_FACTOR: &str = "vm.watermark_scale_factor";
 /// The largest default iteration block: wide bands (--scale-factor) would otherwise make one
 /// iteration take most of a second.
 const MAX_DEFAULT_BLOCK: u64 = 64 << 20;

@@ -521,7 +521,12 @@ impl HeldBalloon {
         let mut guard = self.shared.lock();
         let state = &mut *guard;
         reset(&mut state.window);
-        if let Some((reach, aim)) = &state.last {
+        // An aborted hold holds nothing: every later window says so.
+        if state.aborted.is_some() {
+            state.window.aborted.clone_from(&state.aborted);
+            state.window.balloon_bytes = 0;
+        }
+        if let Some((reach, aim)) = state.last.as_ref().filter(|_| state.aborted.is_none()) {
             let balloon_bytes = state.window.balloon_bytes;
             state.window.record(reach, aim, balloon_bytes);
         }
@@ -656,6 +661,10 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             drop(state);
             shared.abort(reason);
             shared.watched(STEP_LIMIT, || balloon.resize(0))?;
+            let mut state = shared.lock();
+            state.window.balloon_bytes = 0;
+            // Nothing is held from here on: no later window may open with this reading.
+            state.last = None;
             return Ok(());
         }
         let in_band = aim.bounds.contains(free);
@@ -706,6 +715,62 @@ mod tests {
 
     fn reading(zoneinfo: &str) -> Reach {
         reach::parse(zoneinfo).unwrap()
+    }
+
+    /// A hold without its threads, its last reading taken from the captured zoneinfo.
+    fn held_after_one_reading() -> HeldBalloon {
+        let reach = reading(include_str!("../sample/testdata/zoneinfo"));
+        let aim = Aim::new(Band::High, &reach.watermarks, &Safety::default(), false).unwrap();
+        let mut window = BandHeld::new(
+            Band::High,
+            aim.bounds,
+            reach.watermarks,
+            0,
+            reach.zones.iter().map(|zone| zone.id.clone()),
+        );
+        window.record(&reach, &aim, 1 << 30);
+        window.balloon_bytes = 1 << 30;
+        HeldBalloon {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    band: Band::High,
+                    settled: true,
+                    in_band_streak: SETTLED_READS,
+                    below_floor: false,
+                    window,
+                    last: Some((reach, aim)),
+                    eased: None,
+                    aborted: None,
+                }),
+                changed: Condvar::new(),
+                stop: AtomicBool::new(false),
+                ended: AtomicBool::new(false),
+                deadline_ms: AtomicU64::new(0),
+                epoch: Instant::now(),
+            }),
+            thread: None,
+            watchdog: None,
+            balloon_pid: 0,
+        }
+    }
+
+    /// An entry shorter than the reading interval still says where free memory was; once a
+    /// safety rule stopped the hold, no later entry claims a band or a balloon.
+    #[test]
+    fn a_window_opens_with_the_last_reading_unless_the_hold_was_aborted() {
+        let held = held_after_one_reading();
+        held.reset_window();
+        let window = held.held();
+        assert_eq!((window.reads, window.in_band_reads), (1, 0));
+        assert_eq!(window.balloon_bytes, 1 << 30);
+        assert_eq!(window.aborted, None);
+
+        held.shared.abort("below the floor".to_string());
+        held.reset_window();
+        let window = held.held();
+        assert_eq!(window.reads, 0);
+        assert_eq!(window.balloon_bytes, 0);
+        assert_eq!(window.aborted.as_deref(), Some("below the floor"));
     }
 
     /// commands.csv needs the same columns for every entry, read or not.

@@ -47,3 +47,4 @@ pub use hold::{
     BandHeld, HeldBalloon, HoldOptions, HoldSample, NoBalloon, NotHeld, Settling, ZoneHeld,
 };
 pub use safety::Safety;
+pub use sysctl::{SCALE_FACTOR, SysctlChange};

@@ -8,6 +8,9 @@ use anyhow::{Context, Result, ensure};
 
 use super::guardian::{Guardian, Restore};
 
+/// What `--scale-factor` sets: the distance between the watermarks, in 1/10000 of memory.
+pub const SCALE_FACTOR: &str = "vm.watermark_scale_factor";
+
 /// A sysctl set to another value until [`SysctlChange::restore`] (or drop).
 pub struct SysctlChange {
     name: &'static str,

@@ -109,6 +109,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "BAND", value_parser = crate::pressure::parse_band)]
     pub pressure: Option<Band>,
 
+    /// Set vm.watermark_scale_factor to N (1-3000) for the run, restored afterwards (by a
+    /// guardian process, however the run ends). 200 makes each band 2% of memory wide instead
+    /// of 0.1%, so a balloon can absorb a host's allocation bursts inside the band.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=3000))]
+    pub scale_factor: Option<u32>,
+
     /// How long to wait for free memory to reach a band, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]
     pub pressure_timeout_s: u64,

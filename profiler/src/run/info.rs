@@ -35,6 +35,16 @@ pub struct RunInfo {
     pub pressure: Option<String>,
     pub pressure_notes: Vec<String>,
     pub pressure_balloon_pids: Vec<u32>,
+    /// `--scale-factor`: vm.watermark_scale_factor before and during the run.
+    pub scale_factor: Option<ScaleFactor>,
+    /// The processes that restore what the run changed, should it end without doing so.
+    pub guardian_pids: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleFactor {
+    pub before: String,
+    pub during: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

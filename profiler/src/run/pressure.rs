@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cmds::{Command, Plan};
 use crate::pressure::{Balloon, HeldBalloon, HoldOptions, NoBalloon, NotHeld};
+use crate::pressure::{SCALE_FACTOR, SysctlChange};
 use crate::record::{Metrics as _, Row};
 use crate::sample::zoneinfo::Band;
 
@@ -19,15 +20,20 @@ use super::progress::Progress;
 
 /// A balloon squeezes every process on the machine, not only the host: like `skillprof
 /// pressure`, a run that holds a band needs root. Checked before anything starts.
-pub fn require_root_if_used(from_start: Option<Band>, plan: &Plan) -> Result<()> {
+pub fn require_root_if_used(
+    from_start: Option<Band>,
+    scale_factor: Option<u32>,
+    plan: &Plan,
+) -> Result<()> {
     let in_plan = plan
         .entries
         .iter()
         .find(|entry| matches!(entry.command, Command::Pressure(_)));
-    let why = match (from_start, in_plan) {
-        (Some(band), _) => format!("--pressure {band}"),
-        (None, Some(entry)) => format!("line {}: {}", entry.line.unwrap_or(0), entry.name),
-        (None, None) => return Ok(()),
+    let why = match (from_start, in_plan, scale_factor) {
+        (Some(band), _, _) => format!("--pressure {band}"),
+        (None, Some(entry), _) => format!("line {}: {}", entry.line.unwrap_or(0), entry.name),
+        (None, None, Some(value)) => format!("--scale-factor {value}"),
+        (None, None, None) => return Ok(()),
     };
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -47,6 +53,8 @@ pub struct Pressure {
     pub notes: Vec<String>,
     /// Every balloon process this run started (meta.json: proof none outlives it).
     pub balloon_pids: Vec<u32>,
+    /// `--scale-factor`, until the run ends.
+    scale: Option<SysctlChange>,
 }
 
 /// Why changing the pressure did not end normally.
@@ -63,7 +71,19 @@ impl Pressure {
             settle_timeout,
             notes: Vec::new(),
             balloon_pids: Vec::new(),
+            scale: None,
         })
+    }
+
+    /// Sets vm.watermark_scale_factor until [`Pressure::finish`], under a guardian; returns
+    /// the value before and the guardian's pid.
+    pub fn set_scale_factor(&mut self, value: u32, progress: &Progress) -> Result<(String, u32)> {
+        let change = SysctlChange::set(SCALE_FACTOR, &value.to_string())?;
+        let before = change.original().to_string();
+        progress.note(&format!("{SCALE_FACTOR}: {before} -> {value} for the run"));
+        let guardian = change.guardian_pid();
+        self.scale = Some(change);
+        Ok((before, guardian))
     }
 
     /// Holds `band` (`None`: lets go), waiting until free memory is in it. A band that is
@@ -79,6 +99,14 @@ impl Pressure {
             self.release().await.map_err(Interrupted::Failed)?;
             return Ok(());
         };
+        // A balloon a safety rule stopped holds nothing: a new band gets a new balloon.
+        if self
+            .balloon
+            .as_ref()
+            .is_some_and(|held| held.aborted().is_some())
+        {
+            self.release().await.map_err(Interrupted::Failed)?;
+        }
         let held = match self.balloon.take() {
             Some(held) => {
                 held.retarget(band).map_err(Interrupted::Failed)?;
@@ -158,9 +186,33 @@ impl Pressure {
         }
     }
 
+    /// The end of the run: the balloon's memory back, then the sysctl. What fails is a note;
+    /// the guardians still restore when skillprof exits.
+    pub async fn finish(&mut self) {
+        if let Err(error) = self.release().await {
+            self.notes
+                .push(format!("releasing the balloon failed: {error:#}"));
+        }
+        if let Some(change) = self.scale.take() {
+            let before = change.original().to_string();
+            match change.restore() {
+                Ok(()) => eprintln!("{SCALE_FACTOR} restored to {before}"),
+                Err(error) => self.notes.push(format!("{error:#}")),
+            }
+        }
+    }
+
     /// Gives the balloon's memory back and waits until it is.
     pub async fn release(&mut self) -> Result<()> {
         if let Some(held) = self.balloon.take() {
+            // Said once: an abort seen while settling was noted then.
+            if let Some(why) = held.aborted()
+                && !self.notes.iter().any(|note| note.contains(&why))
+            {
+                self.notes.push(format!(
+                    "a safety rule stopped the balloon during the run: {why}"
+                ));
+            }
             tokio::task::spawn_blocking(move || held.release())
                 .await
                 .context("the releasing thread failed")??;

@@ -24,7 +24,7 @@ use crate::{explain, probes, words};
 
 use super::args::RunArgs;
 use super::entry::EntryMeasure;
-use super::info::{CmdsInfo, HostInfo, RunInfo, Status};
+use super::info::{CmdsInfo, HostInfo, RunInfo, ScaleFactor, Status};
 use super::interrupt::{Interruption, Signals};
 use super::machine::Machine;
 use super::pressure::{self as pressure_room, Pressure};
@@ -58,7 +58,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         // Before anything starts: a run that cannot probe would leave a half-made folder.
         probes::require_bpf_for_run()?;
     }
-    pressure_room::require_root_if_used(args.pressure, &plan)?;
+    pressure_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
     let mut signals = Signals::install()?;
     let stamp = harness_log::stamp(Local::now());
     let folder = args.out.join(&stamp);
@@ -115,6 +115,8 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         pressure: None,
         pressure_notes: Vec::new(),
         pressure_balloon_pids: Vec::new(),
+        scale_factor: None,
+        guardian_pids: Vec::new(),
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
     let log_file =
@@ -206,6 +208,12 @@ impl Run {
         let pressure = self
             .pressure
             .insert(Pressure::new(Duration::from_secs(args.pressure_timeout_s))?);
+        if let Some(during) = args.scale_factor {
+            let (before, guardian) = pressure.set_scale_factor(during, &self.progress)?;
+            self.info.scale_factor = Some(ScaleFactor { before, during });
+            self.info.guardian_pids.push(guardian);
+            meta::write(&self.meta_path, &self.info)?;
+        }
         if let Some(band) = args.pressure {
             self.info.pressure = Some(band.to_string());
             pressure.set(Some(band), &self.progress, signals).await?;
@@ -325,13 +333,8 @@ impl Run {
             self.info.status = Status::Complete;
         }
         if let Some(mut pressure) = self.pressure.take() {
-            // The balloon's memory goes back before anything else: the machine is not ours.
-            // A balloon that will not go is a loud note; the run's files are still finished.
-            if let Err(error) = pressure.release().await {
-                pressure
-                    .notes
-                    .push(format!("releasing the balloon failed: {error:#}"));
-            }
+            // The machine goes back before anything else: it is not ours.
+            pressure.finish().await;
             self.info.pressure_notes = pressure.notes;
             self.info.pressure_balloon_pids = pressure.balloon_pids;
         }
