@@ -113,6 +113,10 @@ pub const COLUMNS: &[(&str, &str)] = &[
         "major page faults of the host during the entry (/proc/PID/stat)",
     ),
     ("threads", "host threads at the end of the entry"),
+    (
+        "host_cpu_ms",
+        "CPU time the host used during the entry, user + system, all threads (/proc/PID/stat, in 10 ms ticks; empty after stop). Far below took_ms on a CPU-bound entry: the host waited for a CPU",
+    ),
     ("requests", "HTTP requests the entry sent to the host"),
     (
         "request_errors",
@@ -160,6 +164,14 @@ pub const COLUMNS: &[(&str, &str)] = &[
     (
         "psi_full_us",
         "memory stall time during the entry in which all non-idle tasks stalled at once (empty without PSI)",
+    ),
+    (
+        "cpu_busy_pct",
+        "share of all the machine's CPU time that was busy during the entry, every process (/proc/stat; empty when no 10 ms tick passed)",
+    ),
+    (
+        "cpu_steal_pct",
+        "share of all the machine's CPU time the hypervisor gave to other guests while this one wanted to run",
     ),
     (
         "zones_min_free_pages",

@@ -18,6 +18,7 @@ pub fn paragraph(row: &Row) -> String {
     }
     let mut parts = vec![memory(&cells)];
     parts.extend(time(&cells));
+    parts.extend(cpu(&cells));
     parts.extend(requests_failed(&cells));
     parts.extend(address_space(&cells));
     parts.extend(faults(&cells));
@@ -77,15 +78,35 @@ fn time(cells: &Cells) -> Option<String> {
         ms(call)
     ));
     // Concurrent executions overlap, so their summed host time can exceed the wall time:
-    // only a sequential remainder means anything.
+    // only a sequential remainder means anything, and a few ms of it are the HTTP round trips.
     let rest = took - listing - instantiate - call;
-    if rest > 0.0 && rest > took * 0.5 {
+    if rest >= 100.0 && rest > took * 0.5 {
         split.push(format!(
             "the other {} compiling and on the wire (compile dominated)",
             ms(rest)
         ));
     }
     Some(format!("{text}: {}", split.join(", ")))
+}
+
+/// Whether the host was on a CPU for its wall time, and how busy the machine was: a slow
+/// entry without memory evidence is often one that waited for a CPU. CPU time is counted in
+/// 10 ms ticks, so only entries of 100 ms and more are worth saying it of.
+fn cpu(cells: &Cells) -> Option<String> {
+    let took = cells.num("took_ms").filter(|took| *took >= 100.0)?;
+    let host = cells.num("host_cpu_ms")?;
+    let mut text = format!(
+        "the host used {} of CPU ({:.0}% of one CPU)",
+        ms(host),
+        100.0 * host / took
+    );
+    if let Some(busy) = cells.num("cpu_busy_pct") {
+        text.push_str(&format!(", the machine's CPUs were {busy:.0}% busy"));
+        if let Some(steal) = cells.num("cpu_steal_pct").filter(|steal| *steal >= 1.0) {
+            text.push_str(&format!(" and {steal:.0}% stolen by the hypervisor"));
+        }
+    }
+    Some(text)
 }
 
 fn requests_failed(cells: &Cells) -> Option<String> {
@@ -240,6 +261,9 @@ mod tests {
             ("listing_ms", "900"),
             ("host_instantiate_ms", "2"),
             ("host_call_ms", "3"),
+            ("host_cpu_ms", "16420"),
+            ("cpu_busy_pct", "97.6"),
+            ("cpu_steal_pct", "4.2"),
             ("mmap_calls", "1920"),
             ("mmap_bytes", "10522669875"),
             ("faults_user", "81211"),
@@ -251,7 +275,8 @@ mod tests {
             text,
             "add_py: 17,637 ms, +318 MiB RSS; 1 execution: 900 ms waiting for the host to list \
              skills, 2.0 ms instantiate + 3.0 ms call in the host, the other 16,732 ms compiling \
-             and on the wire (compile dominated); 1,920 mmap (9.80 GiB virtual); 81,211 page \
+             and on the wire (compile dominated); the host used 16,420 ms of CPU (93% of one \
+             CPU), the machine's CPUs were 98% busy and 4% stolen by the hypervisor; 1,920 mmap (9.80 GiB virtual); 81,211 page \
              faults (97% write), 81,211 per execution; no reclaim."
         );
     }

@@ -147,6 +147,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::sample::cpu::CpuTimes;
     use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
 
     fn captured_system() -> System {
@@ -156,6 +157,7 @@ mod tests {
             zones: zoneinfo::parse(include_str!("../sample/testdata/zoneinfo")).unwrap(),
             reach: reach::parse(include_str!("../sample/testdata/zoneinfo")).unwrap(),
             vmstat: vmstat::parse(include_str!("../sample/testdata/vmstat")).unwrap(),
+            cpu: CpuTimes::default(),
         }
     }
 
@@ -173,6 +175,7 @@ mod tests {
                 minflt: 10257,
                 majflt: 0,
                 threads: 4,
+                cpu_ticks: 0,
             }),
             system: captured_system(),
         };

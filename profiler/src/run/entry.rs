@@ -69,6 +69,13 @@ impl EntryMeasure {
     }
 }
 
+/// /proc/PID/stat counts CPU time in clock ticks (USER_HZ, 100 on Linux).
+fn ms_per_tick() -> f64 {
+    // SAFETY: sysconf only reads a constant of the running system.
+    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    1000.0 / ticks_per_second.max(1) as f64
+}
+
 impl Metrics for EntryMeasure {
     fn write(&self, row: &mut Row) {
         let logged = self.harness();
@@ -90,8 +97,16 @@ impl Metrics for EntryMeasure {
             Some(after) => row
                 .int("minflt", after.minflt.saturating_sub(self.before.minflt))
                 .int("majflt", after.majflt.saturating_sub(self.before.majflt))
-                .int("threads", after.threads),
-            None => row.missing("minflt").missing("majflt").missing("threads"),
+                .int("threads", after.threads)
+                .float(
+                    "host_cpu_ms",
+                    after.cpu_ticks.saturating_sub(self.before.cpu_ticks) as f64 * ms_per_tick(),
+                ),
+            None => row
+                .missing("minflt")
+                .missing("majflt")
+                .missing("threads")
+                .missing("host_cpu_ms"),
         };
         row.int("requests", self.outcome.requests)
             .int("request_errors", self.outcome.errors)

@@ -5,6 +5,7 @@ use crate::record::{Metrics, Row};
 
 use super::{
     Sample,
+    cpu::{CpuShare, CpuTimes},
     psi::Psi,
     vmstat::Vmstat,
     zoneinfo::{Band, ZoneId},
@@ -43,6 +44,8 @@ pub struct EntrySampling {
     pub zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
     /// vmstat counter changes between the boundaries, in file order.
     pub vmstat: Vec<(String, i64)>,
+    /// The machine's CPUs between the boundaries; `None` if no tick passed.
+    pub cpu: Option<CpuShare>,
 }
 
 impl Metrics for EntrySampling {
@@ -51,6 +54,12 @@ impl Metrics for EntrySampling {
         row.int("samples", self.samples);
         int_or_missing(row, "psi_some_us", self.psi_some_us);
         int_or_missing(row, "psi_full_us", self.psi_full_us);
+        match self.cpu {
+            Some(cpu) => row
+                .float("cpu_busy_pct", cpu.busy_pct)
+                .float("cpu_steal_pct", cpu.steal_pct),
+            None => row.missing("cpu_busy_pct").missing("cpu_steal_pct"),
+        };
         row.int("zones_min_free_pages", self.zones_lowest.free_pages)
             .text("zones_lowest_band", self.zones_lowest.band.name());
         for (zone, lowest) in &self.zone_lowest {
@@ -82,6 +91,7 @@ pub(super) struct Window {
     pub(super) index: usize,
     begin_psi: Option<Psi>,
     begin_vmstat: Vmstat,
+    begin_cpu: CpuTimes,
     samples: u64,
     rss_peak_kb: Option<u64>,
     zones_lowest: Lowest,
@@ -95,6 +105,7 @@ impl Window {
             index,
             begin_psi: first.system.psi,
             begin_vmstat: first.system.vmstat.clone(),
+            begin_cpu: first.system.cpu,
             samples: 0,
             rss_peak_kb: None,
             zones_lowest: summed_lowest(first),
@@ -136,6 +147,7 @@ impl Window {
             zones_lowest: self.zones_lowest,
             zone_lowest: self.zone_lowest,
             vmstat: last.system.vmstat.since(&self.begin_vmstat),
+            cpu: last.system.cpu.since(&self.begin_cpu),
         }
     }
 }
@@ -168,6 +180,7 @@ mod tests {
                 minflt: 0,
                 majflt: 0,
                 threads: 1,
+                cpu_ticks: 0,
             }),
             system: System {
                 psi: Some(psi::Psi {
@@ -180,6 +193,12 @@ mod tests {
                 zones: zoneinfo::parse(&zoneinfo).unwrap(),
                 reach: reach::parse(&zoneinfo).unwrap(),
                 vmstat: vmstat::parse(&format!("pgfault {pgfault}\npswpin 0\n")).unwrap(),
+                // Both CPUs busy a quarter of the time, one tick in ten stolen.
+                cpu: CpuTimes {
+                    total: 200 * pgfault,
+                    idle: 150 * pgfault,
+                    steal: 20 * pgfault,
+                },
             },
         }
     }
@@ -238,6 +257,13 @@ mod tests {
             entry.vmstat,
             [("pgfault".to_string(), 30), ("pswpin".to_string(), 0)]
         );
+        assert_eq!(
+            entry.cpu,
+            Some(CpuShare {
+                busy_pct: 25.0,
+                steal_pct: 10.0
+            })
+        );
     }
 
     #[test]
@@ -260,6 +286,8 @@ mod tests {
                 "samples",
                 "psi_some_us",
                 "psi_full_us",
+                "cpu_busy_pct",
+                "cpu_steal_pct",
                 "zones_min_free_pages",
                 "zones_lowest_band",
                 "zone_0_Normal_min_free_pages",

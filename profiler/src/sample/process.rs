@@ -15,6 +15,8 @@ pub struct ProcessStat {
     pub minflt: u64,
     pub majflt: u64,
     pub threads: u64,
+    /// utime + stime, in clock ticks (USER_HZ).
+    pub cpu_ticks: u64,
 }
 
 #[derive(Debug)]
@@ -107,6 +109,7 @@ pub fn parse(line: &str, page_size_bytes: u64) -> Result<ProcessStat, ProcessErr
         minflt: field(10)?,
         majflt: field(12)?,
         threads: field(20)?,
+        cpu_ticks: field(14)? + field(15)?,
         vms_kb: field(23)? / 1024,
         rss_kb: field(24)? * page_size_bytes / 1024,
     })
@@ -137,6 +140,7 @@ mod tests {
                 minflt: 10257,
                 majflt: 0,
                 threads: 4,
+                cpu_ticks: 8 + 2,
             }
         );
     }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::{
+    cpu::{self, CpuTimes},
     meminfo::{self, Meminfo},
     psi::{self, Psi},
     reach::{self, Reach},
@@ -22,6 +23,7 @@ pub struct System {
     /// The same zones as user allocations can reach them: the bands are judged on this.
     pub reach: Reach,
     pub vmstat: Vmstat,
+    pub cpu: CpuTimes,
 }
 
 /// Reads snapshots; decides once, at creation, whether PSI is there, and says so if not.
@@ -68,6 +70,7 @@ impl SystemReader {
             zones: zoneinfo::parse(&zoneinfo)?,
             reach: reach::parse(&zoneinfo)?,
             vmstat: vmstat::read(&self.proc_root)?,
+            cpu: cpu::read(&self.proc_root)?,
         })
     }
 }

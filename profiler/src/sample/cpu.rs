@@ -1,0 +1,114 @@
+//! The machine's CPU time from the `cpu` line of /proc/stat: an entry that is slower with no
+//! memory evidence is often one that waited for a CPU, on a busy or overcommitted machine.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+/// Cumulative time of all CPUs, in clock ticks (USER_HZ), as /proc/stat counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Every state: user, nice, system, idle, iowait, irq, softirq, steal. Guest time is
+    /// already inside user and nice.
+    pub total: u64,
+    /// Idle and waiting for I/O: no task on the CPU.
+    pub idle: u64,
+    /// Taken by the hypervisor for other guests while this one wanted to run.
+    pub steal: u64,
+}
+
+/// The share of the CPUs busy and stolen between two readings, in percent of all CPU time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuShare {
+    pub busy_pct: f64,
+    pub steal_pct: f64,
+}
+
+impl CpuTimes {
+    /// `None` when no tick passed between the readings (entries shorter than 10 ms).
+    pub fn since(&self, earlier: &CpuTimes) -> Option<CpuShare> {
+        let total = self.total.checked_sub(earlier.total).filter(|&t| t > 0)? as f64;
+        let idle = self.idle.saturating_sub(earlier.idle) as f64;
+        let steal = self.steal.saturating_sub(earlier.steal) as f64;
+        Some(CpuShare {
+            busy_pct: 100.0 * (total - idle).max(0.0) / total,
+            steal_pct: 100.0 * steal / total,
+        })
+    }
+}
+
+pub fn read(proc_root: &Path) -> Result<CpuTimes> {
+    let path = proc_root.join("stat");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    parse(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+pub fn parse(text: &str) -> Result<CpuTimes> {
+    let Some(line) = text.lines().find(|line| line.starts_with("cpu ")) else {
+        bail!("no `cpu ` line");
+    };
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|field| field.parse().context("a CPU time that is not a number"))
+        .collect::<Result<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    if ticks.len() < 8 {
+        bail!(
+            "{} CPU times in the `cpu` line, expected at least 8",
+            ticks.len()
+        );
+    }
+    Ok(CpuTimes {
+        total: ticks[..8].iter().sum(),
+        idle: ticks[3] + ticks[4],
+        steal: ticks[7],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured on this 2-CPU VM.
+    const CAPTURED: &str = "cpu  1879592 36061 338378 692685 9719 0 3866 88654 0 0\n\
+                            cpu0 915095 18217 153224 388233 3138 0 1875 45618 0 0\n";
+
+    #[test]
+    fn reads_the_summed_cpu_line_and_leaves_guest_time_uncounted_twice() {
+        let times = parse(CAPTURED).unwrap();
+        assert_eq!(
+            times,
+            CpuTimes {
+                total: 1879592 + 36061 + 338378 + 692685 + 9719 + 3866 + 88654,
+                idle: 692685 + 9719,
+                steal: 88654,
+            }
+        );
+    }
+
+    #[test]
+    fn shares_are_of_all_cpu_time_between_two_readings() {
+        let before = CpuTimes {
+            total: 1000,
+            idle: 400,
+            steal: 10,
+        };
+        let after = CpuTimes {
+            total: 1200,
+            idle: 450,
+            steal: 30,
+        };
+        let share = after.since(&before).unwrap();
+        assert_eq!(share.busy_pct, 75.0);
+        assert_eq!(share.steal_pct, 10.0);
+        assert_eq!(before.since(&before), None, "no tick, no share");
+    }
+
+    #[test]
+    fn a_short_cpu_line_is_an_error() {
+        assert!(parse("cpu  1 2 3\n").is_err());
+        assert!(parse("intr 1\n").is_err());
+    }
+}
