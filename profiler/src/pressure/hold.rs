@@ -337,6 +337,17 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(state: State) -> Self {
+        Shared {
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            deadline_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic in the controller is reported as an abort; the state itself stays usable.
         self.state
@@ -382,29 +393,22 @@ impl Balloon {
         let aim = Aim::new(band, &reading.reach.watermarks, &options.safety, false)?;
         let balloon = Balloon::spawn()?;
         let balloon_pid = balloon.pid();
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
+        let shared = Arc::new(Shared::new(State {
+            band,
+            settled: false,
+            in_band_streak: 0,
+            below_floor: false,
+            window: BandHeld::new(
                 band,
-                settled: false,
-                in_band_streak: 0,
-                below_floor: false,
-                window: BandHeld::new(
-                    band,
-                    aim.bounds,
-                    reading.reach.watermarks,
-                    0,
-                    reading.reach.zones.iter().map(|zone| zone.id.clone()),
-                ),
-                last: None,
-                eased: None,
-                aborted: None,
-            }),
-            changed: Condvar::new(),
-            stop: AtomicBool::new(false),
-            ended: AtomicBool::new(false),
-            deadline_ms: AtomicU64::new(0),
-            epoch: Instant::now(),
-        });
+                aim.bounds,
+                reading.reach.watermarks,
+                0,
+                reading.reach.zones.iter().map(|zone| zone.id.clone()),
+            ),
+            last: None,
+            eased: None,
+            aborted: None,
+        }));
         let killer = balloon.killer();
         let controller = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -731,23 +735,16 @@ mod tests {
         window.record(&reach, &aim, 1 << 30);
         window.balloon_bytes = 1 << 30;
         HeldBalloon {
-            shared: Arc::new(Shared {
-                state: Mutex::new(State {
-                    band: Band::High,
-                    settled: true,
-                    in_band_streak: SETTLED_READS,
-                    below_floor: false,
-                    window,
-                    last: Some((reach, aim)),
-                    eased: None,
-                    aborted: None,
-                }),
-                changed: Condvar::new(),
-                stop: AtomicBool::new(false),
-                ended: AtomicBool::new(false),
-                deadline_ms: AtomicU64::new(0),
-                epoch: Instant::now(),
-            }),
+            shared: Arc::new(Shared::new(State {
+                band: Band::High,
+                settled: true,
+                in_band_streak: SETTLED_READS,
+                below_floor: false,
+                window,
+                last: Some((reach, aim)),
+                eased: None,
+                aborted: None,
+            })),
             thread: None,
             watchdog: None,
             balloon_pid: 0,
