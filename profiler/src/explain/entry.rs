@@ -20,6 +20,7 @@ pub fn paragraph(row: &Row) -> String {
     parts.extend(time(&cells));
     parts.extend(cpu(&cells));
     parts.extend(requests_failed(&cells));
+    parts.extend(reserved(&cells));
     parts.extend(address_space(&cells));
     parts.extend(faults(&cells));
     parts.push(reclaim(&cells));
@@ -118,6 +119,22 @@ fn requests_failed(cells: &Cells) -> Option<String> {
     ))
 }
 
+/// Address space the host holds without using it: the pooling allocator reserves every slot
+/// up front (terabytes of VMS, no RSS); on demand, each compiled skill reserves its own.
+/// Said when it is large or moved by a GiB or more.
+fn reserved(cells: &Cells) -> Option<String> {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let vms = cells.some("vms_after_kb")? * 1024.0;
+    let moved = cells.num("vms_diff_kb").unwrap_or(0.0) * 1024.0;
+    (vms >= 1024.0 * GIB || moved.abs() >= GIB).then(|| {
+        format!(
+            "{} of address space reserved ({} in the entry)",
+            bytes(vms),
+            change(moved)
+        )
+    })
+}
+
 /// mmap, munmap, madvise and mprotect, with their bytes: how the address space moved.
 fn address_space(cells: &Cells) -> Option<String> {
     let mut calls = Vec::new();
@@ -137,6 +154,7 @@ fn address_space(cells: &Cells) -> Option<String> {
         let size = cells
             .num("madv_dontneed_bytes")
             .map_or(String::new(), |b| format!(", {}", bytes(b)));
+        // The pooling allocator decommits a slot this way when an instance ends, for reuse.
         calls.push(format!("{} madvise(DONTNEED){size} given back", count(n)));
     }
     if let Some(n) = cells.some("mprotect_calls") {
@@ -279,6 +297,28 @@ mod tests {
              CPU), the machine's CPUs were 98% busy and 4% stolen by the hypervisor; 1,920 mmap (9.80 GiB virtual); 81,211 page \
              faults (97% write), 81,211 per execution; no reclaim."
         );
+    }
+
+    #[test]
+    fn a_pooling_host_says_what_it_reserved() {
+        let text = paragraph(&row(&[
+            ("cmd", "10 execute_all Cecilia 0 0"),
+            ("took_ms", "250"),
+            ("rss_diff_kb", "200"),
+            ("vms_after_kb", "17179869184"),
+            ("vms_diff_kb", "0"),
+        ]));
+        assert!(
+            text.contains("16.0 TiB of address space reserved (±0 in the entry)"),
+            "{text}"
+        );
+        let on_demand = paragraph(&row(&[
+            ("cmd", "skills"),
+            ("took_ms", "1"),
+            ("vms_after_kb", "4194304"),
+            ("vms_diff_kb", "0"),
+        ]));
+        assert!(!on_demand.contains("reserved"), "{on_demand}");
     }
 
     #[test]
