@@ -216,7 +216,8 @@ fn reclaim(cells: &Cells) -> String {
             count(reclaimed)
         ));
     }
-    if let Some(us) = cells.some("psi_some_us") {
+    // PSI counts in µs; stalls under 0.1 ms would read "0.0 ms" and mean nothing here.
+    if let Some(us) = cells.num("psi_some_us").filter(|us| *us >= 100.0) {
         seen.push(format!("tasks stalled on memory for {}", ms(us / 1000.0)));
     }
     if let Some(band) = cells
