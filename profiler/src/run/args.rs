@@ -18,7 +18,14 @@ threads and request errors, and from BPF probes on the host (root needed; --no-p
 runs without): its mmap/munmap/madvise/mprotect/brk calls and bytes, page faults, direct \
 and memcg reclaim, and system-wide kswapd, LRU and slab shrinking, all attributed to the \
 entry that caused them, plus a breakdown of the stop into signal, drain, exit, \
-address-space teardown and reap.
+address-space teardown and reap; and the host's CPU time against the machine's busy and \
+stolen CPU, for entries that are slow for want of a CPU.
+
+Under pressure (--pressure BAND, or `pressure BAND|off` lines in the file) a balloon holds the \
+machine's free memory in a watermark band while the entries run, and every entry records the \
+band really held; a safety rule that stops the balloon is said in the rows, explain.md and at \
+the end. --scale-factor widens the bands for the run. Both need root, and both are undone on \
+every exit path (see skillprof pressure --help).
 
 The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
   YYMMDD_HHMMSS.mmm_run.log  the harness's log format (skillprof compare reads it)
@@ -38,6 +45,7 @@ file:line: message.
 Examples:
   sudo skillprof run cmds/bench.cmds
   sudo skillprof run cmds/bench.cmds -- --allocator pooling     # flags after -- go to skillhost
+  sudo skillprof run cmds/bench.cmds --pressure high            # free memory held in [low, high)
   sudo skillprof run cmds/smoke.cmds --host-bin ./other-host --host-arg=--dir={skills_dir} --host-arg=--port={port}";
 
 #[derive(Args, Debug, Clone)]
