@@ -14,8 +14,8 @@ mod probes_support;
 use std::collections::BTreeMap;
 
 use probes_support::{
-    Exercise, Selection, assert_mechanisms, cell_json, int, majflt, mechanisms_json, minflt,
-    require_root, row, save_result,
+    Exercise, Selection, assert_attached, assert_mechanisms, cell_json, int, kernel_stat,
+    mechanisms_json, require_root, row, save_result,
 };
 use serde_json::{Value, json};
 use skillprof::{
@@ -59,12 +59,13 @@ fn run_workload(
         for session in sessions {
             session.begin_entry(entry).unwrap();
         }
-        let (before, before_major) = (minflt(pid), majflt(pid));
+        let before = kernel_stat(pid);
         for command in *commands {
             exercise.cmd(command);
         }
-        minflt_deltas.push(minflt(pid) - before);
-        majflt_deltas.push(majflt(pid) - before_major);
+        let after = kernel_stat(pid);
+        minflt_deltas.push(after.minflt - before.minflt);
+        majflt_deltas.push(after.majflt - before.majflt);
     }
     let end = STEPS.len() as u32 + 1;
     for session in sessions {
@@ -219,16 +220,7 @@ fn exact_counts_are_attributed_to_their_entries() {
         );
     }
     assert_mechanisms(session.statuses(), Selection::All);
-    for probe in ["syscalls", "page_faults"] {
-        assert!(
-            session
-                .statuses()
-                .iter()
-                .any(|s| s.probe == probe && s.attached),
-            "probe {probe} did not attach: {:#?}",
-            session.statuses()
-        );
-    }
+    assert_attached(session.statuses(), &["syscalls", "page_faults"]);
     let (rows, kernel) = run_workload(&mut exercise, &[&session]);
     save_result(
         "exact-counts",

@@ -16,8 +16,8 @@ use std::{
 };
 
 use probes_support::{
-    Exercise, KernelKind, Selection, assert_mechanisms, cell_json, int, kernel_kind,
-    mechanisms_json, require_root, row, save_result,
+    Exercise, KernelKind, Selection, assert_attached, assert_mechanisms, cell_json, int,
+    kernel_kind, mechanisms_json, require_root, row, save_result,
 };
 use serde_json::json;
 use skillprof::probes::{ProbeOptions, ProbeSession};
@@ -155,16 +155,7 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
         },
     )
     .unwrap();
-    for probe in ["memcg_reclaim", "lru_shrink"] {
-        assert!(
-            session
-                .statuses()
-                .iter()
-                .any(|s| s.probe == probe && s.attached),
-            "probe {probe} did not attach: {:#?}",
-            session.statuses()
-        );
-    }
+    assert_attached(session.statuses(), &["memcg_reclaim", "lru_shrink"]);
     assert_mechanisms(session.statuses(), Selection::All);
 
     let failcnt_before = cgroup.stat("max").unwrap_or(0);

@@ -12,10 +12,11 @@
 mod probes_support;
 
 use probes_support::{
-    Exercise, KernelKind, Selection, assert_mechanisms, int, kernel_kind, monotonic_ns,
+    Exercise, KernelKind, Selection, assert_attached, assert_mechanisms, int, kernel_kind,
     require_root, row, save_result,
 };
 use serde_json::json;
+use skillprof::hostctl::process::monotonic_ns;
 use skillprof::probes::{ProbeOptions, ProbeSession, StopTimeline, TeardownSource, stop_breakdown};
 
 const HOLD_MIB: u64 = 1280;
@@ -48,16 +49,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
         },
     )
     .unwrap();
-    for probe in ["syscalls", "exit", "rss_stat"] {
-        assert!(
-            session
-                .statuses()
-                .iter()
-                .any(|s| s.probe == probe && s.attached),
-            "probe {probe} did not attach: {:#?}",
-            session.statuses()
-        );
-    }
+    assert_attached(session.statuses(), &["syscalls", "exit", "rss_stat"]);
     assert_mechanisms(session.statuses(), Selection::All);
 
     session.begin_entry(1).unwrap();

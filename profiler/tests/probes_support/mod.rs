@@ -10,7 +10,7 @@ use std::{
     env::VarError,
     fmt::Write as _,
     io::{BufRead as _, BufReader, Write as _},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},
 };
 
@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use skillprof::{
     probes::{Mechanism, Outcome, PROBES, ProbeStatus},
     record::{Metrics, Row},
+    sample::process::{self, ProcessStat},
 };
 
 /// The probe tests load BPF programs: they need root, and fail loudly without it (a skipped
@@ -87,29 +88,9 @@ impl Drop for Exercise {
     }
 }
 
-/// The kernel's own minor-fault count of a process (/proc/PID/stat field 10).
-pub fn minflt(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
-    fields[10 - 3].parse().unwrap()
-}
-
-/// The kernel's major-fault count of a process (/proc/PID/stat field 12).
-pub fn majflt(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
-    fields[12 - 3].parse().unwrap()
-}
-
-/// CLOCK_MONOTONIC in ns: the clock of the kernel's timestamps.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: fills a local timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+/// The kernel's own counters of a process (/proc/PID/stat), to check the probes against.
+pub fn kernel_stat(pid: u32) -> ProcessStat {
+    process::read(Path::new("/proc"), pid).unwrap()
 }
 
 /// The metrics as the result record's cells.
@@ -233,6 +214,16 @@ pub fn expected_mechanism(
             KernelKind::Preferred => true,
             KernelKind::Fallback => !matches!(m, Fentry | Kprobe),
         })
+}
+
+/// Asserts that each of `probes`, which the test needs, attached by some mechanism.
+pub fn assert_attached(statuses: &[ProbeStatus], probes: &[&str]) {
+    for probe in probes {
+        assert!(
+            statuses.iter().any(|s| s.probe == *probe && s.attached),
+            "probe {probe} did not attach: {statuses:#?}"
+        );
+    }
 }
 
 /// Asserts that every probe attached by the mechanism this kernel must give under
