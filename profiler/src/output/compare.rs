@@ -1,6 +1,7 @@
 //! `skillprof compare`: run logs of one workload side by side, printed exactly as the 2024
 //! harness's eval printed them, so that old and new tables can be diffed.
 
+use super::commands_csv;
 use super::harness_log::{self, Entry, RunLog};
 use crate::words::thousands;
 use anyhow::{Context, ensure};
@@ -121,27 +122,23 @@ impl Run {
             return Ok(());
         }
         let path = std::path::Path::new(&self.file_name).with_file_name("commands.csv");
-        let mut csv = csv::Reader::from_path(&path).with_context(|| {
-            format!(
-                "--extended needs a commands.csv beside every log, and {} has none \
-                 (logs of the 2024 harness never do)",
-                self.file_name
-            )
-        })?;
-        let header = csv.headers()?.clone();
-        let indices = columns
-            .iter()
-            .map(|column| {
-                header
-                    .iter()
-                    .position(|name| name == column)
-                    .with_context(|| format!("{} has no column {column}", path.display()))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        for record in csv.records() {
-            let record = record.with_context(|| format!("reading {}", path.display()))?;
-            self.extended
-                .push(indices.iter().map(|&i| record[i].to_owned()).collect());
+        ensure!(
+            path.exists(),
+            "--extended needs a commands.csv beside every log, and {} has none \
+             (logs of the 2024 harness never do)",
+            self.file_name
+        );
+        let rows = commands_csv::read(&path)?;
+        for row in &rows {
+            let cells = columns
+                .iter()
+                .map(|column| {
+                    row.get(column)
+                        .map(str::to_owned)
+                        .with_context(|| format!("{} has no column {column}", path.display()))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            self.extended.push(cells);
         }
         ensure!(
             self.extended.len() == self.log.entries.len(),
