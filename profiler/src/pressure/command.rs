@@ -113,8 +113,7 @@ struct BandSummary {
 }
 
 pub fn run(args: PressureArgs) -> Result<ExitCode> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !super::running_as_root() {
         bail!(
             "skillprof pressure needs root: it drives the machine to low memory, sets \
              {SCALE_FACTOR} and enables swap files. Run it as root, e.g. `sudo skillprof \

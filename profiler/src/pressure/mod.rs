@@ -48,3 +48,10 @@ pub use hold::{
 };
 pub use safety::Safety;
 pub use sysctl::{SCALE_FACTOR, SysctlChange};
+
+/// Holding a band squeezes every process on the machine, and the experiment writes sysctls
+/// and enables swap: both `skillprof pressure` and a run under pressure need root.
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

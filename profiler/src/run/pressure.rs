@@ -35,8 +35,7 @@ pub fn require_root_if_used(
         (None, None, Some(value)) => format!("--scale-factor {value}"),
         (None, None, None) => return Ok(()),
     };
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::pressure::running_as_root() {
         bail!(
             "{why} holds free memory near the watermarks of the whole machine, which needs \
              root: run as root (e.g. `sudo skillprof run ...`), or drop the pressure"
