@@ -98,10 +98,15 @@ impl Balloon {
     /// (~1.5 GB/s here).
     pub fn resize(&mut self, bytes: u64) -> Result<u64> {
         let commands = self.commands.as_mut().context("the balloon was released")?;
-        if let Err(error) = commands.write_all(&bytes.to_ne_bytes()) {
-            return Err(error).context("sending the balloon its new size");
+        let sent = commands.write_all(&bytes.to_ne_bytes());
+        // The write fails only when the child has already exited (a broken pipe); its reply
+        // pipe has then ended too, and `reply` says how it ended, which is what the caller
+        // needs to know (killed by the watchdog, by the OOM killer, ...).
+        let reached = self.reply();
+        match sent {
+            Ok(()) => reached,
+            Err(error) => reached.and(Err(error).context("sending the balloon its new size")),
         }
-        self.reply()
     }
 
     fn reply(&mut self) -> Result<u64> {
@@ -283,6 +288,15 @@ mod tests {
             "{held} kB held for a 4 MiB balloon"
         );
         balloon.killer().kill();
+        // Wait for the exit, so the command is sent into a broken pipe: the order a watchdog
+        // kill usually takes, and the one that must still say how the balloon ended.
+        let mut exited = libc::pollfd {
+            fd: balloon.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on a pidfd we own.
+        assert_eq!(unsafe { libc::poll(&mut exited, 1, 10_000) }, 1);
         let error = balloon.resize(1 << 20).unwrap_err().to_string();
         assert!(error.contains("killed by signal 9"), "{error}");
         balloon.release().unwrap();
