@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+
 use std::process::Output;
 
 use serde_json::Value;
@@ -18,23 +18,6 @@ use common::cli::{self, describe};
 
 fn skillprof(args: &[&str]) -> Output {
     cli::skillprof().args(args).output().unwrap()
-}
-
-/// A real smoke run with --events.
-fn run_with_events(out: &Path) -> PathBuf {
-    let cmds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds/smoke.cmds");
-    let output = skillprof(&[
-        "run",
-        cmds.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--events",
-    ]);
-    assert!(output.status.success(), "{}", describe(&output));
-    let mut folders = fs::read_dir(out).unwrap().map(|e| e.unwrap().path());
-    let folder = folders.next().unwrap();
-    assert!(folders.next().is_none());
-    folder
 }
 
 fn number(event: &Value, field: &str) -> f64 {
@@ -49,11 +32,11 @@ fn integer(event: &Value, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("{field} is not an integer in {event}"))
 }
 
-/// Complete slices (`X`) of one track must nest: each starts after the one before it ended,
-/// or ends within it.
 /// A slice: start and end (µs) and name.
 type Slice = (f64, f64, String);
 
+/// Complete slices (`X`) of one track must nest: each starts after the one before it ended,
+/// or ends within it.
 fn assert_nested(track: &(u64, u64), slices: &mut [Slice]) {
     slices.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
     let mut open: Vec<Slice> = Vec::new();
@@ -78,7 +61,8 @@ fn assert_nested(track: &(u64, u64), slices: &mut [Slice]) {
 #[test]
 fn the_perfetto_export_is_a_valid_trace_of_the_run() {
     let out = tempfile::tempdir().unwrap();
-    let folder = run_with_events(out.path());
+    // A real smoke run with --events.
+    let (_, folder) = cli::run_ok(&cli::smoke_cmds(), out.path(), &["--events"]);
     let trace_path = out.path().join("trace.json");
     let output = skillprof(&[
         "export",

@@ -14,7 +14,8 @@ use std::sync::{Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::cli::{alive, meta, run_folder, skillprof};
+use common::cli::{alive, meta, run_folder, run_ok, skillprof};
+use serde_json::Value;
 
 /// One experiment at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
@@ -32,22 +33,17 @@ const SCALE_FACTOR: &str = "/proc/sys/vm/watermark_scale_factor";
 const MEMORY_TOLERANCE_KB: u64 = 1 << 20;
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
-    assert_eq!(
-        uid, 0,
+    assert!(
+        skillprof::pressure::running_as_root(),
         "the pressure tests change vm.watermark_scale_factor and enable swap: run them as root \
          (sudo scripts/test.sh)"
     );
 }
 
 fn mem_available_kb() -> u64 {
-    fs::read_to_string("/proc/meminfo")
+    skillprof::sample::meminfo::read(Path::new("/proc"))
         .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("MemAvailable:"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .expect("MemAvailable in /proc/meminfo")
+        .memavailable_kb
 }
 
 /// The machine before an experiment.
@@ -102,26 +98,17 @@ fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
         }
     });
     let meta = meta(folder);
-    let mut helpers: Vec<u64> = meta["guardian_pids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|pid| pid.as_u64().unwrap())
-        .collect();
+    // `skillprof pressure` names its one balloon, `skillprof run` one per `pressure` hold.
+    let mut helpers = pids(&meta, "guardian_pids");
     helpers.extend(meta["balloon_pid"].as_u64());
+    if meta.get("pressure_balloon_pids").is_some() {
+        helpers.extend(pids(&meta, "pressure_balloon_pids"));
+    }
     assert!(!helpers.is_empty(), "meta.json names no helper process");
-    assert_gone(&helpers, limit);
-    assert_memory_back(before, limit);
-}
-
-fn assert_gone(helpers: &[u64], limit: Duration) {
     eventually(limit, "skillprof's helper processes", || {
         let left: Vec<_> = helpers.iter().filter(|&&pid| alive(pid)).collect();
         (!left.is_empty()).then(|| format!("still running: {left:?}"))
     });
-}
-
-fn assert_memory_back(before: &Before, limit: Duration) {
     eventually(limit, "the balloon's memory", || {
         let now = mem_available_kb();
         (now + MEMORY_TOLERANCE_KB < before.mem_available_kb).then(|| {
@@ -131,6 +118,16 @@ fn assert_memory_back(before: &Before, limit: Duration) {
             )
         })
     });
+}
+
+/// The process ids meta.json lists under `key`.
+fn pids(meta: &Value, key: &str) -> Vec<u64> {
+    meta[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("meta.json has no list {key}: {meta}"))
+        .iter()
+        .map(|pid| pid.as_u64().unwrap())
+        .collect()
 }
 
 fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
@@ -373,18 +370,12 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
         "pressure promo\nadd_rs\nexecute_skill sample_rs1 Squeeze 1000 0\npressure off\nskills\n",
     )
     .unwrap();
-    let out = dir.path().join("runs");
-    let output = skillprof()
-        .arg("run")
-        .arg(&cmds_file)
-        .args(["--scale-factor", "100", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let (output, folder) = run_ok(
+        &cmds_file,
+        &dir.path().join("runs"),
+        &["--scale-factor", "100"],
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    let folder = run_folder(&out);
     assert_eq!(
         fs::read_to_string(SCALE_FACTOR).unwrap(),
         before.scale_factor
@@ -429,27 +420,12 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
     );
     let meta = meta(&folder);
     assert_eq!(meta["status"], "complete");
-    let balloons: Vec<u64> = meta["pressure_balloon_pids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|pid| pid.as_u64().unwrap())
-        .collect();
-    assert_eq!(balloons.len(), 1, "{meta}");
+    assert_eq!(pids(&meta, "pressure_balloon_pids").len(), 1, "{meta}");
+    assert_eq!(pids(&meta, "guardian_pids").len(), 1, "{meta}");
     assert_eq!(meta["scale_factor"]["during"], 100);
     assert_eq!(
         meta["scale_factor"]["before"].as_str().unwrap(),
         before.scale_factor.trim()
     );
-    let mut helpers = balloons;
-    helpers.extend(
-        meta["guardian_pids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|pid| pid.as_u64().unwrap()),
-    );
-    assert_eq!(helpers.len(), 2, "{meta}");
-    assert_gone(&helpers, Duration::from_secs(10));
-    assert_memory_back(&before, Duration::from_secs(10));
+    assert_machine_restored(&before, &folder, Duration::from_secs(10));
 }

@@ -14,7 +14,7 @@ use skillprof::explain;
 use skillprof::output::commands_csv;
 
 mod common;
-use common::cli::{describe, run_folder, skillprof};
+use common::cli::{describe, run_ok, skillprof, smoke_cmds};
 
 /// Where this test binary keeps its runs: under target/, emptied once per process.
 fn scratch() -> &'static Path {
@@ -29,33 +29,19 @@ fn scratch() -> &'static Path {
 
 /// Runs `cmds` with `args` into scratch/`name` and returns the run folder.
 fn run(name: &str, cmds: &Path, args: &[&str]) -> PathBuf {
-    let out = scratch().join(name);
-    let output = skillprof()
-        .arg("run")
-        .arg(cmds)
-        .arg("--out")
-        .arg(&out)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "run {name}: {}", describe(&output));
-    run_folder(&out)
-}
-
-fn smoke() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds/smoke.cmds")
+    run_ok(cmds, &scratch().join(name), args).1
 }
 
 /// cmds/smoke.cmds on the default (on-demand) allocator, made once per process.
 fn on_demand() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
-    RUN.get_or_init(|| run("on-demand", &smoke(), &[]))
+    RUN.get_or_init(|| run("on-demand", &smoke_cmds(), &[]))
 }
 
 /// The same workload on the pooling allocator.
 fn pooling() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
-    RUN.get_or_init(|| run("pooling", &smoke(), &["--", "--allocator", "pooling"]))
+    RUN.get_or_init(|| run("pooling", &smoke_cmds(), &["--", "--allocator", "pooling"]))
 }
 
 /// A two-entry workload without probes: other cmds, and every probe column empty.
@@ -75,12 +61,6 @@ fn report(args: &[&Path], extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .unwrap()
-}
-
-/// What Chromium made of a page: the DOM after its scripts ran, its console, a screenshot.
-struct Rendered {
-    dom: String,
-    console: Vec<String>,
 }
 
 /// Debian's Chromium with the flags this closed network needs, and a new empty profile.
@@ -124,7 +104,10 @@ fn console_lines(stderr: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn render(page: &Path, screenshot: &Path) -> Rendered {
+/// Renders `page` in Chromium, once for its DOM and once for a screenshot, and asserts that
+/// the console stayed silent and the page's script ran to its end; returns the DOM after its
+/// scripts ran.
+fn render(page: &Path, screenshot: &Path) -> String {
     let dom = chromium(&["--dump-dom".to_owned()], page);
     assert!(
         dom.status.success(),
@@ -145,10 +128,18 @@ fn render(page: &Path, screenshot: &Path) -> Rendered {
     );
     let mut console = console_lines(&dom.stderr);
     console.extend(console_lines(&shot.stderr));
-    Rendered {
-        dom: String::from_utf8(dom.stdout).unwrap(),
-        console,
-    }
+    assert!(
+        console.is_empty(),
+        "{} logged to the console:\n{}",
+        page.display(),
+        console.join("\n")
+    );
+    let dom = String::from_utf8(dom.stdout).unwrap();
+    assert!(
+        dom.contains("data-ready=\"yes\""),
+        "the page's script did not run to its end"
+    );
+    dom
 }
 
 /// Width and height of a PNG, from its header.
@@ -224,19 +215,6 @@ fn serialised(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-fn assert_clean(rendered: &Rendered, page: &Path) {
-    assert!(
-        rendered.console.is_empty(),
-        "{} logged to the console:\n{}",
-        page.display(),
-        rendered.console.join("\n")
-    );
-    assert!(
-        rendered.dom.contains("data-ready=\"yes\""),
-        "the page's script did not run to its end"
-    );
-}
-
 fn screenshots() -> PathBuf {
     let dir = scratch().join("screenshots");
     fs::create_dir_all(&dir).unwrap();
@@ -283,11 +261,9 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
     }
 
     let shot = screenshots().join("smoke-report.png");
-    let rendered = render(&page, &shot);
-    assert_clean(&rendered, &page);
+    let dom = &render(&page, &shot);
     assert_eq!(png_size(&shot), (1400, 5000));
     println!("screenshot: {}", shot.display());
-    let dom = &rendered.dom;
 
     for section in ["header", "entries", "timeseries", "stop"] {
         assert_section(dom, section);
@@ -379,10 +355,8 @@ fn comparing_pooling_with_on_demand_draws_the_entries_side_by_side() {
         "the report does not say where it went"
     );
     let shot = screenshots().join("smoke-comparison.png");
-    let rendered = render(&out, &shot);
-    assert_clean(&rendered, &out);
+    let dom = &render(&out, &shot);
     println!("screenshot: {}", shot.display());
-    let dom = &rendered.dom;
     for section in ["header", "comparison", "stop", "runs"] {
         assert_section(dom, section);
     }
@@ -424,9 +398,7 @@ fn what_was_not_measured_is_absent_with_a_note_never_zero() {
     let output = report(&[folder], &[]);
     assert!(output.status.success(), "{}", describe(&output));
     let page = folder.join("report.html");
-    let rendered = render(&page, &screenshots().join("no-probes.png"));
-    assert_clean(&rendered, &page);
-    let dom = &rendered.dom;
+    let dom = &render(&page, &screenshots().join("no-probes.png"));
     // Probes off: reclaim and the stop breakdown are absent, each saying why.
     for plot in ["reclaim", "stop"] {
         let markup = figure(dom, plot);

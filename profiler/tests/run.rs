@@ -6,16 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use skillprof::cmds::{self, InFlightCap};
 use skillprof::output::harness_log::RunLog;
 
 mod common;
-use common::cli::{alive, describe, meta, run_folder, skillprof};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::cli::{alive, describe, meta, run_folder, run_ok, skillprof, smoke_cmds};
 
 fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let mut reader = csv::Reader::from_path(path).unwrap();
@@ -49,16 +44,8 @@ fn int(row: &[String], index: usize) -> i64 {
 #[test]
 fn smoke_run_leaves_four_consistent_files() {
     let out = tempfile::tempdir().unwrap();
-    let cmds_file = repo().join("cmds/smoke.cmds");
-    let output = skillprof()
-        .arg("run")
-        .arg(&cmds_file)
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", describe(&output));
-    let folder = run_folder(out.path());
+    let cmds_file = smoke_cmds();
+    let (output, folder) = run_ok(&cmds_file, out.path(), &[]);
     let plan = cmds::read(&cmds_file, InFlightCap::DEFAULT).unwrap();
 
     // The harness log: the workload's hash and one line per entry, names as in the plan.
@@ -161,8 +148,7 @@ fn smoke_run_leaves_four_consistent_files() {
     assert!(tags.windows(2).all(|w| w[0] <= w[1]), "entries in order");
     assert_eq!(*tags.last().unwrap() as usize, plan.entries.len() - 1);
 
-    let meta: Value =
-        serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap();
+    let meta = meta(&folder);
     assert_eq!(meta["status"], "complete");
     assert_eq!(meta["cmds"]["hash"], plan.hash.as_str());
     assert_eq!(meta["entries_run"], plan.entries.len());
@@ -346,16 +332,7 @@ fn without_probes_the_probe_columns_are_empty_not_zero() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("runs");
     let cmds_file = short_workload(dir.path());
-    let output = skillprof()
-        .arg("run")
-        .arg(&cmds_file)
-        .arg("--out")
-        .arg(&out)
-        .arg("--no-probes")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", describe(&output));
-    let folder = run_folder(&out);
+    let (output, folder) = run_ok(&cmds_file, &out, &["--no-probes"]);
     let (header, rows) = read_csv(&folder.join("commands.csv"));
     for name in [
         "faults_user",

@@ -23,6 +23,27 @@ pub fn describe(output: &Output) -> String {
     )
 }
 
+/// cmds/smoke.cmds of this repository.
+pub fn smoke_cmds() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds/smoke.cmds")
+}
+
+/// `skillprof run CMDS --out OUT EXTRA..`, which must succeed: its output and its one run
+/// folder. `extra` comes last, so that it may end with `-- HOST-FLAGS`.
+pub fn run_ok(cmds: &Path, out: &Path, extra: &[&str]) -> (Output, PathBuf) {
+    let output = skillprof()
+        .arg("run")
+        .arg(cmds)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let folder = run_folder(out);
+    (output, folder)
+}
+
 /// The one run folder under `out`.
 pub fn run_folder(out: &Path) -> PathBuf {
     let folders: Vec<PathBuf> = fs::read_dir(out)
@@ -42,12 +63,7 @@ pub fn meta(folder: &Path) -> Value {
     serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap()
 }
 
-/// Running, or a zombie nobody reaped yet (its memory is freed either way).
+/// Running: not reaped, and not a zombie either (its memory is freed already).
 pub fn alive(pid: u64) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    skillprof::sample::process::read(Path::new("/proc"), pid as u32).is_ok()
 }
