@@ -30,7 +30,7 @@ Examples:
   skillprof compare --csv runs/*_run.log > bench.csv";
 
 /// Logs are named a to z.
-const MAX_LOGS: usize = 26;
+pub const MAX_LOGS: usize = 26;
 
 #[derive(clap::Args, Debug)]
 #[command(about = ABOUT, long_about = LONG_ABOUT)]

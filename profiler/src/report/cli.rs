@@ -97,13 +97,11 @@ fn folder_of(path: &Path) -> PathBuf {
     }
 }
 
-/// Runs are compared a to z, as `skillprof compare` names them.
-const MAX_RUNS: usize = 26;
-
 pub fn report(args: ReportArgs) -> Result<()> {
     ensure!(
-        args.runs.len() <= MAX_RUNS,
-        "report compares at most {MAX_RUNS} runs (a to z), got {}",
+        args.runs.len() <= compare::MAX_LOGS,
+        "report compares at most {} runs (a to z), got {}",
+        compare::MAX_LOGS,
         args.runs.len()
     );
     let folders: Vec<PathBuf> = args.runs.iter().map(|p| folder_of(p)).collect();

@@ -637,13 +637,17 @@ fn entries_table(run: &Run, prefix: &str) -> String {
         .names()
         .filter(|n| *n != "index" && *n != "cmd")
         .collect();
-    let quiet = |name: &str| {
-        run.rows.iter().all(|row| {
-            let value = row.get(name).unwrap_or("");
-            value.is_empty() || value.parse::<f64>().is_ok_and(|v| v == 0.0)
+    // Decided once per column: every cell of every row asks.
+    let quiet: Vec<bool> = names
+        .iter()
+        .map(|name| {
+            run.rows.iter().all(|row| {
+                let value = row.get(name).unwrap_or("");
+                value.is_empty() || value.parse::<f64>().is_ok_and(|v| v == 0.0)
+            })
         })
-    };
-    let quiet_count = names.iter().filter(|n| quiet(n)).count();
+        .collect();
+    let quiet_count = quiet.iter().filter(|q| **q).count();
     let mut html = String::new();
     let _ = writeln!(
         html,
@@ -659,11 +663,11 @@ fn entries_table(run: &Run, prefix: &str) -> String {
          <th class=\"sticky1\" title=\"{}\">entry</th><th class=\"sticky2 text\">explanation</th>",
         escape(record::documentation("cmd").unwrap_or(""))
     );
-    for name in &names {
+    for (name, quiet) in names.iter().zip(&quiet) {
         let _ = write!(
             html,
             "<th{} title=\"{}\">{}</th>",
-            if quiet(name) { " class=\"quiet\"" } else { "" },
+            if *quiet { " class=\"quiet\"" } else { "" },
             escape(record::documentation(name).unwrap_or("")),
             escape(name)
         );
@@ -679,10 +683,10 @@ fn entries_table(run: &Run, prefix: &str) -> String {
             escape(row.get("cmd").unwrap_or("?")),
             escape(&explain::paragraph(row))
         );
-        for name in &names {
+        for (name, quiet) in names.iter().zip(&quiet) {
             html.push_str(&cell_in(
                 row.get(name).unwrap_or(""),
-                if quiet(name) { "quiet" } else { "" },
+                if *quiet { "quiet" } else { "" },
             ));
         }
         html.push_str("</tr>\n");

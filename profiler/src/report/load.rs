@@ -27,8 +27,6 @@ pub struct Run {
     /// `YYMMDD_HHMMSS.mmm`, from meta.json or the folder's name.
     pub name: String,
     pub meta: Meta,
-    /// meta.json as it is, for what [`Meta`] does not name (the host's configuration).
-    pub meta_json: serde_json::Value,
     pub log: RunLog,
     pub rows: Vec<Row>,
     pub samples: Samples,
@@ -43,7 +41,6 @@ pub struct Run {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct Meta {
-    pub skillprof_version: Option<String>,
     pub run: Option<String>,
     pub started: Option<String>,
     pub finished: Option<String>,
@@ -230,10 +227,8 @@ pub struct Entry {
 #[derive(Debug, Default)]
 pub struct Events {
     pub list: Vec<Event>,
-    /// CLOCK_MONOTONIC ns at the sampler's t = 0, as estimated.
-    pub offset_ns: i128,
-    /// How far the estimate can be off either way: half the range of offsets that keep every
-    /// entry's events inside it.
+    /// How far the estimated CLOCK_MONOTONIC time of the sampler's t = 0 can be off either way:
+    /// half the range of offsets that keep every entry's events inside it.
     pub offset_slack_ms: f64,
     /// Threads of the host: those seen in the host-only probes (syscalls, faults).
     pub host_tids: BTreeSet<u32>,
@@ -294,7 +289,7 @@ impl Event {
 }
 
 /// The syscalls the probes count, as events.csv names them.
-pub const SYSCALLS: [&str; 6] = ["mmap", "munmap", "mremap", "mprotect", "madvise", "brk"];
+pub use skillprof_common::SYSCALL_NAMES as SYSCALLS;
 
 impl Run {
     pub fn load(folder: &Path) -> Result<Run> {
@@ -310,9 +305,7 @@ impl Run {
                 folder.display()
             )
         })?;
-        let meta_json: serde_json::Value = serde_json::from_str(&meta_text)
-            .with_context(|| format!("parsing {}", meta_path.display()))?;
-        let meta: Meta = serde_json::from_value(meta_json.clone())
+        let meta: Meta = serde_json::from_str(&meta_text)
             .with_context(|| format!("reading {}", meta_path.display()))?;
         let log = RunLog::read(&harness_log::locate(folder)?)?;
         let rows = commands_csv::read(&folder.join("commands.csv"))?;
@@ -340,7 +333,6 @@ impl Run {
             folder: folder.to_path_buf(),
             name,
             meta,
-            meta_json,
             log,
             rows,
             samples,
@@ -485,7 +477,6 @@ fn read_events(path: &Path, entries: &[Entry]) -> Result<Events> {
     }
     Ok(Events {
         list,
-        offset_ns,
         offset_slack_ms,
         host_tids,
     })

@@ -41,13 +41,6 @@ pub fn write(run: &Run, path: &Path) -> Result<usize> {
     Ok(count)
 }
 
-/// The trace as a JSON value: `{"traceEvents": [...], "displayTimeUnit": "ms", ...}`.
-pub fn trace(run: &Run) -> Result<Value> {
-    let mut bytes = Vec::new();
-    write_to(run, &mut bytes)?;
-    Ok(serde_json::from_slice(&bytes)?)
-}
-
 struct Trace<'w> {
     out: &'w mut dyn Write,
     count: usize,
@@ -150,9 +143,7 @@ fn write_to(run: &Run, out: &mut dyn Write) -> Result<usize> {
     )?;
     entries(&mut trace, run)?;
     counters(&mut trace, run)?;
-    if run.events.is_some() {
-        events(&mut trace, run)?;
-    }
+    events(&mut trace, run)?;
     let count = trace.count;
     trace.out.write_all(b"\n]}\n")?;
     Ok(count)

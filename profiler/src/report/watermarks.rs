@@ -5,11 +5,12 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow, ensure};
+use anyhow::{Context, Result, ensure};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::plots::drawing;
 use crate::output::pressure_csv::{SamplePoint, read_samples};
 
 /// The shading of each band, from the bottom of the chart up: the band's name and colour.
@@ -20,6 +21,7 @@ const BANDS: [(&str, RGBColor); 5] = [
     ("promo [high, promo)", RGBColor(240, 220, 80)),
     ("baseline [promo, inf)", RGBColor(120, 200, 120)),
 ];
+const WHAT: &str = "the watermark plot";
 const FREE: RGBColor = RGBColor(30, 80, 200);
 const BALLOON: RGBColor = RGBColor(140, 60, 160);
 
@@ -36,19 +38,13 @@ pub fn plot(samples: &Path, svg: &Path) -> Result<()> {
         samples.display()
     );
     let root = SVGBackend::new(svg, (1200, 900)).into_drawing_area();
-    root.fill(&WHITE).map_err(drawing)?;
+    root.fill(&WHITE).map_err(drawing(WHAT))?;
     let (upper, lower) = root.split_vertically(560);
     zoomed(&upper, &points)?;
     overview(&lower, &points)?;
     root.present()
-        .map_err(drawing)
+        .map_err(drawing(WHAT))
         .with_context(|| format!("writing {}", svg.display()))
-}
-
-fn drawing<E: std::error::Error + Send + Sync + 'static>(
-    error: DrawingAreaErrorKind<E>,
-) -> anyhow::Error {
-    anyhow!("drawing the watermark plot: {error}")
 }
 
 /// The watermarks, summed, at one reading: min, low, high, promo (high again without promo).
@@ -73,14 +69,14 @@ fn zoomed(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -> 
         .x_label_area_size(36)
         .y_label_area_size(64)
         .build_cartesian_2d(0.0..t_end, 0.0..top)
-        .map_err(drawing)?;
+        .map_err(drawing(WHAT))?;
     chart
         .configure_mesh()
         .x_desc("seconds")
         .y_desc("MiB")
         .light_line_style(WHITE.mix(0.0))
         .draw()
-        .map_err(drawing)?;
+        .map_err(drawing(WHAT))?;
 
     // Each band is the polygon between its lower and upper watermark over time.
     let edge = |index: usize, point: &SamplePoint| -> f64 {
@@ -99,7 +95,7 @@ fn zoomed(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -> 
                 outline,
                 colour.mix(0.25).filled(),
             )))
-            .map_err(drawing)?
+            .map_err(drawing(WHAT))?
             .label(*name)
             .legend(move |(x, y)| {
                 Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.mix(0.5).filled())
@@ -111,14 +107,14 @@ fn zoomed(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -> 
                 points.iter().map(|p| (p.t_s, marks(p)[index])),
                 BLACK.mix(0.5),
             ))
-            .map_err(drawing)?;
+            .map_err(drawing(WHAT))?;
     }
     chart
         .draw_series(LineSeries::new(
             points.iter().map(|p| (p.t_s, mib(p.free_kb).min(top))),
             FREE.stroke_width(2),
         ))
-        .map_err(drawing)?
+        .map_err(drawing(WHAT))?
         .label("free (clipped at the top while the balloon grows)")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], FREE.stroke_width(2)));
 
@@ -138,14 +134,14 @@ fn zoomed(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -> 
                     [(point.t_s, 0.0), (point.t_s, top)],
                     BLACK.mix(0.6),
                 )])
-                .map_err(drawing)?;
+                .map_err(drawing(WHAT))?;
             chart
                 .draw_series([Text::new(
                     format!(" → {} ", point.band),
                     (point.t_s, height),
                     label_style(point.t_s > 0.85 * t_end),
                 )])
-                .map_err(drawing)?;
+                .map_err(drawing(WHAT))?;
         }
     }
     chart
@@ -154,7 +150,7 @@ fn zoomed(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -> 
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
         .draw()
-        .map_err(drawing)?;
+        .map_err(drawing(WHAT))?;
     Ok(())
 }
 
@@ -185,20 +181,20 @@ fn overview(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -
         .x_label_area_size(36)
         .y_label_area_size(64)
         .build_cartesian_2d(0.0..t_end, (1.0..top).log_scale())
-        .map_err(drawing)?;
+        .map_err(drawing(WHAT))?;
     chart
         .configure_mesh()
         .x_desc("seconds")
         .y_desc("MiB")
         .draw()
-        .map_err(drawing)?;
+        .map_err(drawing(WHAT))?;
     let positive = |mib: f64| mib.max(1.0);
     chart
         .draw_series(LineSeries::new(
             points.iter().map(|p| (p.t_s, positive(mib(p.free_kb)))),
             FREE.stroke_width(2),
         ))
-        .map_err(drawing)?
+        .map_err(drawing(WHAT))?
         .label("free")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], FREE.stroke_width(2)));
     chart
@@ -206,7 +202,7 @@ fn overview(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -
             points.iter().map(|p| (p.t_s, positive(mib(p.balloon_kb)))),
             BALLOON.stroke_width(2),
         ))
-        .map_err(drawing)?
+        .map_err(drawing(WHAT))?
         .label("balloon")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], BALLOON.stroke_width(2)));
     chart
@@ -214,7 +210,7 @@ fn overview(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -
             points.iter().map(|p| (p.t_s, positive(marks(p)[0]))),
             BANDS[1].1,
         ))
-        .map_err(drawing)?
+        .map_err(drawing(WHAT))?
         .label("min")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], BANDS[1].1));
     chart
@@ -223,7 +219,7 @@ fn overview(area: &DrawingArea<SVGBackend<'_>, Shift>, points: &[SamplePoint]) -
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
         .draw()
-        .map_err(drawing)?;
+        .map_err(drawing(WHAT))?;
     Ok(())
 }
 

@@ -517,20 +517,8 @@ pub fn rss_over_time(runs: &[&Run]) -> Result<Figure> {
             .map_err(drawing("the RSS comparison's axes"))?;
         shade_entries(&mut chart, &shifted, &x, (0.0, top), Some(&head))?;
         for (r, run_lines) in lines.into_iter().enumerate() {
-            let colour = run_colour(r);
-            let mut first = true;
-            for points in run_lines {
-                let series = chart
-                    .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-                    .map_err(drawing("a run's RSS"))?;
-                if std::mem::take(&mut first) {
-                    series
-                        .label(format!("{}: {}", id(r), runs[r].label()))
-                        .legend(move |(x, y)| {
-                            PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2))
-                        });
-                }
-            }
+            let label = format!("{}: {}", id(r), runs[r].label());
+            super::line(&mut chart, run_lines, run_colour(r), &label)?;
         }
         chart
             .configure_series_labels()

@@ -76,16 +76,34 @@ pub const GREEN: RGBColor = RGBColor(44, 160, 44);
 pub const RED: RGBColor = RGBColor(214, 39, 40);
 pub const PURPLE: RGBColor = RGBColor(148, 103, 189);
 pub const BROWN: RGBColor = RGBColor(140, 86, 75);
-pub const PINK: RGBColor = RGBColor(227, 119, 194);
 pub const GREY: RGBColor = RGBColor(127, 127, 127);
-pub const OLIVE: RGBColor = RGBColor(188, 189, 34);
-pub const CYAN: RGBColor = RGBColor(23, 190, 207);
 
 /// One colour per run in comparisons, a, b, c, ...
 pub const RUN_COLOURS: [RGBColor; 6] = [BLUE, ORANGE, GREEN, RED, PURPLE, BROWN];
 
 pub fn run_colour(index: usize) -> RGBColor {
     RUN_COLOURS[index % RUN_COLOURS.len()]
+}
+
+/// Draws one series as `lines` (a gap in the data splits it), with one legend entry.
+pub fn line<Y: Ranged<ValueType = f64>>(
+    chart: &mut TimeChart<'_, '_, Y>,
+    lines: Vec<Vec<(f64, f64)>>,
+    colour: RGBColor,
+    label: &str,
+) -> Result<()> {
+    let mut first = true;
+    for points in lines {
+        let series = chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+            .map_err(drawing("a line"))?;
+        if std::mem::take(&mut first) {
+            series.label(label).legend(move |(x, y)| {
+                PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2))
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A plotting failure, as an error that says what was drawn.

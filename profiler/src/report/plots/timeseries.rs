@@ -11,8 +11,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    BLUE, BROWN, Figure, GREEN, GREY, ORANGE, PURPLE, RED, TimeChart, Y_LABELS, drawing, font,
-    render, shade_entries, short, strip,
+    BLUE, Figure, GREY, ORANGE, PURPLE, RED, TimeChart, Y_LABELS, drawing, font, line, render,
+    run_colour, shade_entries, short, strip,
 };
 use crate::report::load::{Run, SYSCALLS, Samples};
 use crate::words;
@@ -198,26 +198,6 @@ fn legend<'a, 'b: 'a, Y: Ranged<ValueType = f64>>(
         .map_err(drawing("a legend"))
 }
 
-fn line<Y: Ranged<ValueType = f64>>(
-    chart: &mut TimeChart<'_, '_, Y>,
-    lines: Vec<Vec<(f64, f64)>>,
-    colour: RGBColor,
-    label: &str,
-) -> Result<()> {
-    let mut first = true;
-    for points in lines {
-        let series = chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-            .map_err(drawing("a line"))?;
-        if std::mem::take(&mut first) {
-            series.label(label).legend(move |(x, y)| {
-                PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2))
-            });
-        }
-    }
-    Ok(())
-}
-
 /// A note in the middle of an empty panel: what was not measured and why.
 fn note<Y: Ranged<ValueType = f64>>(
     chart: &mut TimeChart<'_, '_, Y>,
@@ -379,12 +359,7 @@ fn syscall_panel(
             mesh(&mut chart, "calls / s")?;
             shade_entries(&mut chart, entries, x, (0.0, top), None)?;
             for (i, (name, steps)) in series.iter().enumerate() {
-                line(
-                    &mut chart,
-                    vec![step_points(steps)],
-                    SYSCALL_COLOURS[i % 6],
-                    name,
-                )?;
+                line(&mut chart, vec![step_points(steps)], run_colour(i), name)?;
             }
             legend(&mut chart, SeriesLabelPosition::UpperRight)
         }
@@ -414,7 +389,7 @@ fn syscall_panel(
                     .into_iter()
                     .map(|(t, v)| (t, v.max(floor)))
                     .collect();
-                line(&mut chart, vec![points], SYSCALL_COLOURS[i % 6], name)?;
+                line(&mut chart, vec![points], run_colour(i), name)?;
             }
             legend(&mut chart, SeriesLabelPosition::UpperRight)
         }
@@ -426,8 +401,6 @@ fn syscall_panel(
         }
     }
 }
-
-const SYSCALL_COLOURS: [RGBColor; 6] = [BLUE, ORANGE, GREEN, RED, PURPLE, BROWN];
 
 enum Syscalls {
     /// One series per syscall that was called at all.
