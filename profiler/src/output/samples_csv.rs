@@ -147,8 +147,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sample::cpu::CpuTimes;
-    use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
+    use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, zoneinfo};
 
     fn captured_system() -> System {
         System {
@@ -156,8 +155,6 @@ mod tests {
             meminfo: meminfo::parse(include_str!("../sample/testdata/meminfo")).unwrap(),
             zones: zoneinfo::parse(include_str!("../sample/testdata/zoneinfo")).unwrap(),
             reach: reach::parse(include_str!("../sample/testdata/zoneinfo")).unwrap(),
-            vmstat: vmstat::parse(include_str!("../sample/testdata/vmstat")).unwrap(),
-            cpu: CpuTimes::default(),
         }
     }
 

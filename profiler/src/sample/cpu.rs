@@ -38,10 +38,8 @@ impl CpuTimes {
 }
 
 pub fn read(proc_root: &Path) -> Result<CpuTimes> {
-    let path = proc_root.join("stat");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text).with_context(|| format!("parsing {}", path.display()))
+    parse(&super::read_proc_file(proc_root, "stat")?)
+        .with_context(|| format!("parsing {}", proc_root.join("stat").display()))
 }
 
 pub fn parse(text: &str) -> Result<CpuTimes> {

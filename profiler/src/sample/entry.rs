@@ -5,9 +5,9 @@ use crate::record::{Metrics, Row};
 
 use super::{
     Sample,
-    cpu::{CpuShare, CpuTimes},
+    cpu::CpuShare,
     psi::Psi,
-    vmstat::Vmstat,
+    system::Counters,
     zoneinfo::{Band, ZoneId},
 };
 
@@ -90,8 +90,7 @@ fn int_or_missing(row: &mut Row, name: impl Into<String>, value: Option<u64>) {
 pub(super) struct Window {
     pub(super) index: usize,
     begin_psi: Option<Psi>,
-    begin_vmstat: Vmstat,
-    begin_cpu: CpuTimes,
+    begin: Counters,
     samples: u64,
     rss_peak_kb: Option<u64>,
     zones_lowest: Lowest,
@@ -99,13 +98,13 @@ pub(super) struct Window {
 }
 
 impl Window {
-    /// Opens entry `index` with its first boundary sample; `zones` is the run's zone set.
-    pub(super) fn open(index: usize, zones: &[ZoneId], first: &Sample) -> Self {
+    /// Opens entry `index` with its first boundary sample and the counters read with it;
+    /// `zones` is the run's zone set.
+    pub(super) fn open(index: usize, zones: &[ZoneId], first: &Sample, begin: Counters) -> Self {
         let mut window = Window {
             index,
             begin_psi: first.system.psi,
-            begin_vmstat: first.system.vmstat.clone(),
-            begin_cpu: first.system.cpu,
+            begin,
             samples: 0,
             rss_peak_kb: None,
             zones_lowest: summed_lowest(first),
@@ -132,8 +131,8 @@ impl Window {
         }
     }
 
-    /// Closes the entry with its last boundary sample.
-    pub(super) fn close(mut self, last: &Sample) -> EntrySampling {
+    /// Closes the entry with its last boundary sample and the counters read with it.
+    pub(super) fn close(mut self, last: &Sample, end: &Counters) -> EntrySampling {
         self.observe(last);
         let stall = self.begin_psi.zip(last.system.psi);
         // PSI totals only grow; saturating keeps a kernel bug from killing the sampler.
@@ -146,8 +145,8 @@ impl Window {
                 .map(|(begin, end)| end.full_total_us.saturating_sub(begin.full_total_us)),
             zones_lowest: self.zones_lowest,
             zone_lowest: self.zone_lowest,
-            vmstat: last.system.vmstat.since(&self.begin_vmstat),
-            cpu: last.system.cpu.since(&self.begin_cpu),
+            vmstat: end.vmstat.since(&self.begin.vmstat),
+            cpu: end.cpu.since(&self.begin.cpu),
         }
     }
 }
@@ -167,9 +166,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::sample::cpu::CpuTimes;
     use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
 
-    fn sample(rss_kb: Option<u64>, normal_free: u64, psi_total_us: u64, pgfault: u64) -> Sample {
+    fn sample(rss_kb: Option<u64>, normal_free: u64, psi_total_us: u64) -> Sample {
         let zoneinfo = normal_with_free(normal_free);
         Sample {
             t: Duration::ZERO,
@@ -192,13 +192,18 @@ mod tests {
                 meminfo: meminfo::parse(include_str!("testdata/meminfo")).unwrap(),
                 zones: zoneinfo::parse(&zoneinfo).unwrap(),
                 reach: reach::parse(&zoneinfo).unwrap(),
-                vmstat: vmstat::parse(&format!("pgfault {pgfault}\npswpin 0\n")).unwrap(),
-                // Both CPUs busy a quarter of the time, one tick in ten stolen.
-                cpu: CpuTimes {
-                    total: 200 * pgfault,
-                    idle: 150 * pgfault,
-                    steal: 20 * pgfault,
-                },
+            },
+        }
+    }
+
+    fn counters(pgfault: u64) -> Counters {
+        Counters {
+            vmstat: vmstat::parse(&format!("pgfault {pgfault}\npswpin 0\n")).unwrap(),
+            // Both CPUs busy a quarter of the time, one tick in ten stolen.
+            cpu: CpuTimes {
+                total: 200 * pgfault,
+                idle: 150 * pgfault,
+                steal: 20 * pgfault,
             },
         }
     }
@@ -223,11 +228,11 @@ mod tests {
     #[test]
     fn sums_up_extremes_and_boundary_changes() {
         // Normal: min 13142, low 16427, high 19712, promo 22997.
-        let first = sample(Some(100), 2_000_000, 1_000, 50);
-        let mut window = Window::open(7, &[normal()], &first);
-        window.observe(&sample(Some(900), 15_000, 1_500, 60));
-        window.observe(&sample(None, 20_000, 1_700, 70));
-        let entry = window.close(&sample(Some(300), 2_000_000, 4_000, 80));
+        let first = sample(Some(100), 2_000_000, 1_000);
+        let mut window = Window::open(7, &[normal()], &first, counters(50));
+        window.observe(&sample(Some(900), 15_000, 1_500));
+        window.observe(&sample(None, 20_000, 1_700));
+        let entry = window.close(&sample(Some(300), 2_000_000, 4_000), &counters(80));
 
         assert_eq!(entry.samples, 4);
         assert_eq!(entry.rss_peak_kb, Some(900));
@@ -268,15 +273,17 @@ mod tests {
 
     #[test]
     fn writes_documented_cells_and_leaves_the_unmeasured_empty() {
-        let mut first = sample(None, 2_000_000, 0, 1);
+        let mut first = sample(None, 2_000_000, 0);
         first.system.psi = None;
         let unseen = ZoneId {
             node: 1,
             name: "Normal".to_string(),
         };
-        let window = Window::open(0, &[normal(), unseen], &first);
+        let window = Window::open(0, &[normal(), unseen], &first, counters(1));
         let mut row = Row::default();
-        window.close(&sample(None, 2_000_000, 0, 2)).write(&mut row);
+        window
+            .close(&sample(None, 2_000_000, 0), &counters(2))
+            .write(&mut row);
 
         let names: Vec<&str> = row.names().collect();
         assert_eq!(
@@ -314,14 +321,14 @@ mod tests {
     #[test]
     fn the_band_uses_each_sample_s_own_watermarks() {
         // Watermarks rise as a zone's managed pages grow: the same free pages fall lower.
-        let first = sample(Some(1), 20_000, 0, 0);
-        let mut raised = sample(Some(1), 20_000, 0, 0);
+        let first = sample(Some(1), 20_000, 0);
+        let mut raised = sample(Some(1), 20_000, 0);
         let zone = &mut raised.system.reach.zones[2];
         assert_eq!(zone.id, normal());
         zone.watermarks.low = 25_000;
         zone.watermarks.high = 30_000;
-        let window = Window::open(0, &[normal()], &first);
-        let entry = window.close(&raised);
+        let window = Window::open(0, &[normal()], &first, counters(0));
+        let entry = window.close(&raised, &counters(0));
         assert_eq!(entry.zone_lowest[0].1.unwrap().band, Band::Low);
     }
 }

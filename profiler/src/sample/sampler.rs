@@ -20,7 +20,7 @@ use super::{
     PROC,
     entry::{EntrySampling, Window},
     process::{self, ProcessError, ProcessStat},
-    system::{System, SystemReader},
+    system::{Counters, System, SystemReader},
     zoneinfo::{self, ZoneId},
 };
 use crate::output::samples_csv::SamplesCsv;
@@ -223,7 +223,8 @@ impl Worker {
             );
         }
         let sample = self.record(Some(index))?;
-        self.window = Some(Window::open(index, &self.zones, &sample));
+        let counters = self.counters()?;
+        self.window = Some(Window::open(index, &self.zones, &sample, counters));
         Ok(())
     }
 
@@ -233,23 +234,35 @@ impl Worker {
             .take()
             .context("end_entry without begin_entry")?;
         let sample = self.record(Some(window.index))?;
+        let counters = self.counters()?;
         self.csv.flush()?;
-        Ok(window.close(&sample))
+        Ok(window.close(&sample, &counters))
     }
 
     /// Takes a sample and writes it to samples.csv.
     fn record(&mut self, entry: Option<usize>) -> Result<Sample> {
+        self.unless_failed(|worker| {
+            let sample = worker.take(entry)?;
+            worker.csv.write(&sample)?;
+            Ok(sample)
+        })
+    }
+
+    /// The counters at an entry boundary.
+    fn counters(&mut self) -> Result<Counters> {
+        self.unless_failed(|_| Counters::read(Path::new(PROC)))
+    }
+
+    /// Runs `step` unless sampling has failed already; its error is the failure from then on.
+    fn unless_failed<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         if let Some(failure) = &self.failure {
             bail!("sampling stopped after an error: {failure}");
         }
-        let recorded = self.take(entry).and_then(|sample| {
-            self.csv.write(&sample)?;
-            Ok(sample)
-        });
-        if let Err(error) = &recorded {
+        let done = step(self);
+        if let Err(error) = &done {
             self.failure = Some(format!("{error:#}"));
         }
-        recorded
+        done
     }
 
     fn take(&mut self, entry: Option<usize>) -> Result<Sample> {

@@ -1,4 +1,5 @@
-//! One snapshot of the system-wide memory state.
+//! One snapshot of the system-wide memory state, and the cumulative counters an entry
+//! reports as differences.
 
 use std::path::{Path, PathBuf};
 
@@ -22,8 +23,24 @@ pub struct System {
     pub zones: Vec<Zone>,
     /// The same zones as user allocations can reach them: the bands are judged on this.
     pub reach: Reach,
+}
+
+/// Counters that only ever count up and that an entry reports as the difference between its
+/// two boundaries. Nothing reads them in between, so they are read at the boundaries only,
+/// not on every tick.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Counters {
     pub vmstat: Vmstat,
     pub cpu: CpuTimes,
+}
+
+impl Counters {
+    pub(super) fn read(proc_root: &Path) -> Result<Self> {
+        Ok(Counters {
+            vmstat: vmstat::read(proc_root)?,
+            cpu: cpu::read(proc_root)?,
+        })
+    }
 }
 
 /// Reads snapshots; decides once, at creation, whether PSI is there, and says so if not.
@@ -61,16 +78,12 @@ impl SystemReader {
         } else {
             None
         };
-        let path = self.proc_root.join("zoneinfo");
-        let zoneinfo = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let zoneinfo = super::read_proc_file(&self.proc_root, "zoneinfo")?;
         Ok(System {
             psi,
             meminfo: meminfo::read(&self.proc_root)?,
             zones: zoneinfo::parse(&zoneinfo)?,
             reach: reach::parse(&zoneinfo)?,
-            vmstat: vmstat::read(&self.proc_root)?,
-            cpu: cpu::read(&self.proc_root)?,
         })
     }
 }
