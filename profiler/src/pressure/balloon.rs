@@ -102,11 +102,9 @@ impl Balloon {
         // The write fails only when the child has already exited (a broken pipe); its reply
         // pipe has then ended too, and `reply` says how it ended, which is what the caller
         // needs to know (killed by the watchdog, by the OOM killer, ...).
-        let reached = self.reply();
-        match sent {
-            Ok(()) => reached,
-            Err(error) => reached.and(Err(error).context("sending the balloon its new size")),
-        }
+        let reached = self.reply()?;
+        sent.context("sending the balloon its new size")?;
+        Ok(reached)
     }
 
     fn reply(&mut self) -> Result<u64> {

@@ -525,12 +525,12 @@ impl HeldBalloon {
         let mut guard = self.shared.lock();
         let state = &mut *guard;
         reset(&mut state.window);
-        // An aborted hold holds nothing: every later window says so.
+        // An aborted hold holds nothing: every later window says so, and none opens with
+        // the last reading (whoever aborted it, the controller or the watchdog).
         if state.aborted.is_some() {
             state.window.aborted.clone_from(&state.aborted);
             state.window.balloon_bytes = 0;
-        }
-        if let Some((reach, aim)) = state.last.as_ref().filter(|_| state.aborted.is_none()) {
+        } else if let Some((reach, aim)) = &state.last {
             let balloon_bytes = state.window.balloon_bytes;
             state.window.record(reach, aim, balloon_bytes);
         }
@@ -667,8 +667,6 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             shared.watched(STEP_LIMIT, || balloon.resize(0))?;
             let mut state = shared.lock();
             state.window.balloon_bytes = 0;
-            // Nothing is held from here on: no later window may open with this reading.
-            state.last = None;
             return Ok(());
         }
         let in_band = aim.bounds.contains(free);

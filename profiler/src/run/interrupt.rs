@@ -32,6 +32,18 @@ impl fmt::Display for Interruption {
     }
 }
 
+/// Why a run ended before its last entry: interrupted, or an error.
+pub enum Abort {
+    Interrupted(Interruption),
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Abort {
+    fn from(error: anyhow::Error) -> Self {
+        Abort::Failed(error)
+    }
+}
+
 /// SIGINT and SIGTERM to skillprof, caught from the start of the run so that neither kills
 /// it before the host is stopped and the files are finished.
 pub struct Signals {

@@ -15,7 +15,7 @@ use crate::pressure::{SCALE_FACTOR, SysctlChange};
 use crate::record::{Metrics as _, Row};
 use crate::sample::zoneinfo::Band;
 
-use super::interrupt::{Interruption, Signals};
+use super::interrupt::{Abort, Signals};
 use super::progress::Progress;
 
 /// A balloon squeezes every process on the machine, not only the host: like `skillprof
@@ -56,12 +56,6 @@ pub struct Pressure {
     scale: Option<SysctlChange>,
 }
 
-/// Why changing the pressure did not end normally.
-pub enum Interrupted {
-    By(Interruption),
-    Failed(anyhow::Error),
-}
-
 impl Pressure {
     pub fn new(settle_timeout: Duration) -> Result<Self> {
         Ok(Pressure {
@@ -93,9 +87,9 @@ impl Pressure {
         band: Option<Band>,
         progress: &Progress,
         signals: &mut Signals,
-    ) -> Result<(), Interrupted> {
+    ) -> Result<(), Abort> {
         let Some(band) = band else {
-            self.release().await.map_err(Interrupted::Failed)?;
+            self.release().await?;
             return Ok(());
         };
         // A balloon a safety rule stopped holds nothing: a new band gets a new balloon.
@@ -104,16 +98,15 @@ impl Pressure {
             .as_ref()
             .is_some_and(|held| held.aborted().is_some())
         {
-            self.release().await.map_err(Interrupted::Failed)?;
+            self.release().await?;
         }
         let held = match self.balloon.take() {
             Some(held) => {
-                held.retarget(band).map_err(Interrupted::Failed)?;
+                held.retarget(band)?;
                 held
             }
             None => {
-                let held =
-                    Balloon::hold(band, HoldOptions::default()).map_err(Interrupted::Failed)?;
+                let held = Balloon::hold(band, HoldOptions::default())?;
                 self.balloon_pids.push(held.balloon_pid());
                 held
             }
@@ -137,7 +130,7 @@ impl Pressure {
         });
         let interruption = tokio::select! {
             done = &mut settling => {
-                let (held, outcome) = done.context("the settling thread failed").map_err(Interrupted::Failed)?;
+                let (held, outcome) = done.context("the settling thread failed")?;
                 self.balloon = Some(held);
                 self.note_outcome(band, outcome, progress);
                 return Ok(());
@@ -145,12 +138,9 @@ impl Pressure {
             interruption = signals.next() => interruption,
         };
         stop.store(true, Ordering::Relaxed);
-        let (held, _) = settling
-            .await
-            .context("the settling thread failed")
-            .map_err(Interrupted::Failed)?;
+        let (held, _) = settling.await.context("the settling thread failed")?;
         self.balloon = Some(held);
-        Err(Interrupted::By(interruption))
+        Err(Abort::Interrupted(interruption))
     }
 
     fn note_outcome(&mut self, band: Band, outcome: Result<(), NotHeld>, progress: &Progress) {

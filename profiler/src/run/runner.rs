@@ -25,33 +25,12 @@ use crate::{explain, probes, words};
 use super::args::RunArgs;
 use super::entry::EntryMeasure;
 use super::info::{CmdsInfo, HostInfo, RunInfo, ScaleFactor, Status};
-use super::interrupt::{Interruption, Signals};
+use super::interrupt::{Abort, Interruption, Signals};
 use super::machine::Machine;
 use super::pressure::{self as pressure_room, Pressure};
 use super::probing::Probing;
 use super::progress::Progress;
 use super::workload::{Outcome, Workload};
-
-/// Why a run ended before its last entry.
-enum Abort {
-    Interrupted(Interruption),
-    Failed(anyhow::Error),
-}
-
-impl From<anyhow::Error> for Abort {
-    fn from(error: anyhow::Error) -> Self {
-        Abort::Failed(error)
-    }
-}
-
-impl From<pressure_room::Interrupted> for Abort {
-    fn from(interrupted: pressure_room::Interrupted) -> Self {
-        match interrupted {
-            pressure_room::Interrupted::By(interruption) => Abort::Interrupted(interruption),
-            pressure_room::Interrupted::Failed(error) => Abort::Failed(error),
-        }
-    }
-}
 
 pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     if !args.no_probes {
