@@ -23,9 +23,8 @@ impl<'a> Cells<'a> {
         self.0.get(name).filter(|value| !value.is_empty())
     }
 
-    /// A measured number; `None` for an empty cell or a column the row does not have.
     fn num(&self, name: &str) -> Option<f64> {
-        self.text(name)?.parse().ok()
+        self.0.number(name)
     }
 
     /// A measured number that is not zero.

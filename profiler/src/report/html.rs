@@ -776,10 +776,8 @@ fn compare_table(runs: &[&Run]) -> String {
                     }
                 );
                 if i > 0 {
-                    let ratio = match (value, base) {
-                        (Some(v), Some(b)) if b != 0.0 && v / b >= 0.0 => (v / b).to_string(),
-                        _ => String::new(),
-                    };
+                    let ratio = bars::ratio_value(value, base)
+                        .map_or(String::new(), |ratio| ratio.to_string());
                     let _ = write!(
                         html,
                         "<td class=\"ratio\" data-v=\"{ratio}\">{}</td>",

@@ -126,7 +126,7 @@ pub struct ProgramCostMeta {
 
 impl Meta {
     /// Bytes per page, where the architecture fixes it (x86_64: always 4 KiB).
-    pub fn page_bytes(&self) -> Option<f64> {
+    fn page_bytes(&self) -> Option<f64> {
         let arch = self.machine.as_ref()?.arch.as_deref()?;
         matches!(
             arch.to_ascii_lowercase().as_str(),
@@ -135,8 +135,23 @@ impl Meta {
         .then_some(4096.0)
     }
 
+    /// How page counts are shown: in MiB (the factor per page) where the page size is
+    /// known, else as pages.
+    pub fn page_unit(&self) -> (f64, &'static str) {
+        match self.page_bytes() {
+            Some(bytes) => (bytes / 1048576.0, "MiB"),
+            None => (1.0, "pages"),
+        }
+    }
+
     pub fn sampling_interval_s(&self) -> f64 {
         self.sampling_interval_ms.unwrap_or(100) as f64 / 1000.0
+    }
+
+    /// Samples closer than this are merged into the next interval when a counter becomes a
+    /// rate: the boundary samples come in pairs a millisecond apart.
+    pub fn rate_min_dt_s(&self) -> f64 {
+        self.sampling_interval_s() / 2.0
     }
 }
 
@@ -363,7 +378,7 @@ impl Run {
 
     /// A measured number of row `entry`; `None` for an empty cell or a missing column.
     pub fn cell(&self, entry: usize, column: &str) -> Option<f64> {
-        self.rows.get(entry)?.get(column)?.parse().ok()
+        self.rows.get(entry)?.number(column)
     }
 
     /// Where in `t_s` the run's entries start and end: [first begin, last end].
@@ -382,24 +397,23 @@ fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<Entry>, String)
             first_tag.entry(*entry).or_insert(*t);
         }
     }
-    let number = |row: &Row, name: &str| -> Option<f64> { row.get(name)?.parse().ok() };
     // For an entry without a tagged sample (none so far): its started_s, moved by the offset
     // the tagged entries show between the two clocks.
     let offsets: Vec<f64> = rows
         .iter()
         .enumerate()
-        .filter_map(|(i, row)| Some(first_tag.get(&i)? - number(row, "started_s")?))
+        .filter_map(|(i, row)| Some(first_tag.get(&i)? - row.number("started_s")?))
         .collect();
     let offset = median(&offsets);
     let mut untagged = Vec::new();
     let mut entries = Vec::new();
     for (i, row) in rows.iter().enumerate() {
-        let took_ms = number(row, "took_ms").unwrap_or(0.0);
+        let took_ms = row.number("took_ms").unwrap_or(0.0);
         let begin_s = match first_tag.get(&i) {
             Some(t) => *t,
             None => {
                 untagged.push(i);
-                match (number(row, "started_s"), offset) {
+                match (row.number("started_s"), offset) {
                     (Some(started), Some(offset)) => started + offset,
                     _ => bail!(
                         "cannot place entry {i} on the sampler's clock: no sample is tagged \

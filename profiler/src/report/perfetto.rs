@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::load::{Event, Run};
 use super::plots::bars::STOP_PARTS;
-use super::plots::timeseries::rates;
+use super::plots::timeseries::column_rates;
 use crate::explain;
 
 /// Synthetic process ids, above any real pid (pid_max is at most 2^22).
@@ -251,10 +251,7 @@ fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
         "GiB",
         series("vms_kb", 1.0 / 1048576.0).into_iter(),
     )?;
-    let (page, unit) = match run.meta.page_bytes() {
-        Some(bytes) => (bytes / 1048576.0, "MiB"),
-        None => (1.0, "pages"),
-    };
+    let (page, unit) = run.meta.page_unit();
     counter(
         trace,
         "free memory, all zones",
@@ -279,12 +276,10 @@ fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
             points.into_iter(),
         )?;
     }
-    let min_dt = run.meta.sampling_interval_s() / 2.0;
     let rate = |trace: &mut Trace, name: &str, column: &str, scale: f64, unit: &str| {
-        let Some(values) = samples.column(column) else {
+        let Some(steps) = column_rates(run, column) else {
             return Ok(());
         };
-        let steps = rates(t, values, min_dt);
         // Each rate holds over its interval: set at its start, back to 0 where the series ends.
         let mut points: Vec<(f64, f64)> = steps.iter().map(|s| (s.t0, s.value * scale)).collect();
         if let Some(last) = steps.last() {

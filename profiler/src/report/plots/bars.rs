@@ -26,7 +26,7 @@ pub const STOP_PARTS: [(&str, &str, RGBColor); 6] = [
 ];
 
 /// The stop row's parts in ms, if the run measured them.
-pub fn stop_parts(run: &Run) -> Option<(usize, Vec<f64>, f64)> {
+pub fn stop_parts(run: &Run) -> Option<(Vec<f64>, f64)> {
     let index = run
         .rows
         .iter()
@@ -36,7 +36,7 @@ pub fn stop_parts(run: &Run) -> Option<(usize, Vec<f64>, f64)> {
         .iter()
         .map(|(name, _, _)| run.cell(index, &format!("stop_{name}_ms")).unwrap_or(0.0))
         .collect();
-    Some((index, parts, total))
+    Some((parts, total))
 }
 
 pub fn stop(runs: &[&Run]) -> Result<Figure> {
@@ -44,7 +44,7 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
     let measured: Vec<(usize, Vec<f64>, f64)> = runs
         .iter()
         .enumerate()
-        .filter_map(|(i, run)| stop_parts(run).map(|(_, parts, total)| (i, parts, total)))
+        .filter_map(|(i, run)| stop_parts(run).map(|(parts, total)| (i, parts, total)))
         .collect();
     if measured.is_empty() {
         let why = if runs.iter().any(|run| !run.probes_live()) {
@@ -231,12 +231,18 @@ pub const METRICS: [Metric; 4] = [
     },
 ];
 
+/// `value / base` where the ratio means something: both measured, a base that is not zero,
+/// and the same sign.
+pub fn ratio_value(value: Option<f64>, base: Option<f64>) -> Option<f64> {
+    let (v, b) = (value?, base?);
+    (b != 0.0 && v / b >= 0.0).then(|| v / b)
+}
+
 /// `value` over run a's `base`, as the report prints it: ×1.23; "–" where a ratio says
 /// nothing (a is 0 or unmeasured, or the two have opposite signs).
 pub fn ratio(value: Option<f64>, base: Option<f64>) -> String {
-    match (value, base) {
-        (Some(v), Some(b)) if b != 0.0 && v / b >= 0.0 => {
-            let r = v / b;
+    match ratio_value(value, base) {
+        Some(r) => {
             if r == 0.0 {
                 "×0".to_owned()
             } else if r >= 100.0 {
@@ -247,8 +253,8 @@ pub fn ratio(value: Option<f64>, base: Option<f64>) -> String {
                 format!("×{r:.2}")
             }
         }
-        (Some(v), Some(b)) if v == 0.0 && b == 0.0 => "×1".to_owned(),
-        _ => "–".to_owned(),
+        None if value == Some(0.0) && base == Some(0.0) => "×1".to_owned(),
+        None => "–".to_owned(),
     }
 }
 

@@ -59,6 +59,16 @@ pub fn segments(t: &[f64], values: &[Option<f64>], scale: f64) -> Vec<Vec<(f64, 
     lines
 }
 
+/// [`rates`] of the samples.csv column `column`; `None` where it was not measured.
+pub fn column_rates(run: &Run, column: &str) -> Option<Vec<Step>> {
+    let samples = &run.samples;
+    Some(rates(
+        &samples.t_s,
+        samples.column(column)?,
+        run.meta.rate_min_dt_s(),
+    ))
+}
+
 /// Per-second rates of a cumulative counter between samples. Samples closer than `min_dt`
 /// (the boundary samples come in pairs a millisecond apart) are merged into the next
 /// interval; an interval with an unmeasured end is skipped.
@@ -273,15 +283,9 @@ fn memory(run: &Run) -> Result<Figure> {
 
 fn rates_figure(run: &Run) -> Result<Figure> {
     const TITLE: &str = "Page faults and memory syscalls per second";
-    let samples = &run.samples;
     let x = x_range(run);
-    let min_dt = run.meta.sampling_interval_s() / 2.0;
-    let minor = samples
-        .column("minflt")
-        .map(|c| rates(&samples.t_s, c, min_dt));
-    let major = samples
-        .column("majflt")
-        .map(|c| rates(&samples.t_s, c, min_dt));
+    let minor = column_rates(run, "minflt");
+    let major = column_rates(run, "majflt");
     let syscalls = syscall_steps(run);
     let fault_top = top_of(minor.iter().chain(&major).flatten().map(|s| s.value), 1.0);
     let svg = render("the rates plot", 640, |root| {
@@ -327,7 +331,7 @@ fn rates_figure(run: &Run) -> Result<Figure> {
              between consecutive samples (boundary samples closer than {} ms are merged into \
              the next interval). Minor faults are pages touched for the first time (or after \
              being given back); major faults read from disk. {syscall_words}",
-            (min_dt * 1000.0).round()
+            (run.meta.rate_min_dt_s() * 1000.0).round()
         ),
     ))
 }
@@ -517,10 +521,7 @@ fn zones(run: &Run) -> Result<Figure> {
             "samples.csv has no zone columns (an older run, or /proc/zoneinfo was unreadable)",
         ));
     }
-    let (scale, unit) = match run.meta.page_bytes() {
-        Some(bytes) => (bytes / (1024.0 * 1024.0), "MiB"),
-        None => (1.0, "pages"),
-    };
+    let (scale, unit) = run.meta.page_unit();
     let x = x_range(run);
     let columns = 2usize;
     let rows = series.len().div_ceil(columns);
@@ -685,7 +686,6 @@ fn psi(run: &Run) -> Result<Figure> {
              so samples.csv's psi columns are empty",
         ));
     };
-    let min_dt = run.meta.sampling_interval_s() / 2.0;
     // µs stalled per s of wall time / 10^4 = percent of the time.
     let percent = |steps: Vec<Step>| -> Vec<Step> {
         steps
@@ -696,6 +696,7 @@ fn psi(run: &Run) -> Result<Figure> {
             })
             .collect()
     };
+    let min_dt = run.meta.rate_min_dt_s();
     let some = percent(rates(&samples.t_s, some_total, min_dt));
     let full = percent(rates(&samples.t_s, full_total, min_dt));
     let x = x_range(run);
