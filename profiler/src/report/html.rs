@@ -295,6 +295,20 @@ fn fact(html: &mut String, name: &str, value: &str) {
 }
 
 /// Machine, kernel, host configuration, probes live, and what measuring cost.
+/// One fact about a run, as HTML.
+type Fact = fn(&Run) -> String;
+
+/// What a run's header and a comparison's table of runs both say about each run.
+const RUN_FACTS: [(&str, Fact); 7] = [
+    ("status", status),
+    ("machine", |r| escape(&machine(r))),
+    ("kernel", |r| escape(&kernel(r))),
+    ("host", host),
+    ("host configuration", host_config),
+    ("probes live", probes_live),
+    ("profiler overhead", overhead),
+];
+
 fn header(run: &Run) -> String {
     let meta = &run.meta;
     let mut html = String::from("<dl class=\"facts\">\n");
@@ -309,13 +323,9 @@ fn header(run: &Run) -> String {
             escape(&cmds.hash)
         ),
     );
-    fact(&mut html, "status", &status(run));
-    fact(&mut html, "machine", &escape(&machine(run)));
-    fact(&mut html, "kernel", &escape(&kernel(run)));
-    fact(&mut html, "host", &host(run));
-    fact(&mut html, "host configuration", &host_config(run));
-    fact(&mut html, "probes live", &probes_live(run));
-    fact(&mut html, "profiler overhead", &overhead(run));
+    for (name, value) in RUN_FACTS {
+        fact(&mut html, name, &value(run));
+    }
     fact(
         &mut html,
         "sampling",
@@ -553,8 +563,7 @@ fn header_table(runs: &[&Run]) -> String {
         );
     }
     html.push_str("</tr></thead><tbody>");
-    type Fact = fn(&Run) -> String;
-    let rows: [(&str, Fact); 9] = [
+    let identity: [(&str, Fact); 2] = [
         ("folder", |r| {
             format!("<code>{}</code>", escape(&r.folder.display().to_string()))
         }),
@@ -565,15 +574,8 @@ fn header_table(runs: &[&Run]) -> String {
                 escape(&r.log.header.cmds.hash)
             )
         }),
-        ("status", status),
-        ("machine", |r| escape(&machine(r))),
-        ("kernel", |r| escape(&kernel(r))),
-        ("host", host),
-        ("host configuration", host_config),
-        ("probes live", probes_live),
-        ("profiler overhead", overhead),
     ];
-    for (name, cell) in rows {
+    for (name, cell) in identity.into_iter().chain(RUN_FACTS) {
         let _ = write!(html, "<tr><th class=\"text\">{name}</th>");
         for run in runs {
             let _ = write!(

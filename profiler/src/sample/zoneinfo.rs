@@ -51,6 +51,19 @@ pub enum Band {
 }
 
 impl Band {
+    const ALL: [Band; 5] = [
+        Band::Min,
+        Band::Low,
+        Band::High,
+        Band::Promo,
+        Band::Baseline,
+    ];
+
+    /// The band `name` (as [`Band::name`] writes it) stands for.
+    pub fn from_name(name: &str) -> Option<Band> {
+        Band::ALL.into_iter().find(|band| band.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Band::Min => "min",

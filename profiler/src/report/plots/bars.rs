@@ -9,8 +9,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    BLUE, BROWN, Figure, GREEN, GREY, PURPLE, RED, WIDTH, drawing, font, render, run_colour,
-    shade_entries, short,
+    BLUE, BROWN, Figure, GREEN, GREY, PURPLE, RED, WIDTH, axes_style, drawing, font, render,
+    run_colour, shade_entries, short,
 };
 use crate::report::load::{Run, SYSCALLS};
 use crate::words;
@@ -75,15 +75,11 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
             .y_label_area_size(12)
             .build_cartesian_2d(0.0..longest * 1.04, 0.0..measured.len() as f64)
             .map_err(drawing("the stop breakdown"))?;
-        chart
-            .configure_mesh()
+        axes_style(&mut chart.configure_mesh())
             .disable_y_mesh()
             .y_labels(0)
             .x_desc("ms from SIGTERM sent to the host reaped")
             .x_label_formatter(&|v| short(*v))
-            .label_style(font(12))
-            .axis_desc_style(font(13))
-            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(drawing("the stop breakdown's axes"))?;
         for (row, (run_index, parts, total)) in measured.iter().enumerate() {
@@ -367,15 +363,11 @@ impl Bars<'_, '_, '_> {
     where
         X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     {
-        chart
-            .configure_mesh()
+        axes_style(&mut chart.configure_mesh())
             .disable_y_mesh()
             .y_labels(0)
             .x_desc(unit)
             .x_label_formatter(&|v| short(*v))
-            .label_style(font(12))
-            .axis_desc_style(font(13))
-            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(drawing("a comparison's axes"))?;
         let entries = self.values[0].len();
@@ -511,14 +503,10 @@ pub fn rss_over_time(runs: &[&Run]) -> Result<Figure> {
             .y_label_area_size(super::Y_LABELS)
             .build_cartesian_2d(x.clone(), 0.0..top)
             .map_err(drawing("the RSS comparison"))?;
-        chart
-            .configure_mesh()
+        axes_style(&mut chart.configure_mesh())
             .x_desc("seconds since the first entry began")
             .y_desc("MiB")
             .y_label_formatter(&|v| short(*v))
-            .label_style(font(12))
-            .axis_desc_style(font(13))
-            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(drawing("the RSS comparison's axes"))?;
         shade_entries(&mut chart, &shifted, &x, (0.0, top), Some(&head))?;

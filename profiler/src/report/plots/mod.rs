@@ -11,6 +11,7 @@ use std::error::Error;
 use std::ops::Range;
 
 use anyhow::{Result, anyhow};
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -131,6 +132,20 @@ pub fn render(
 
 pub fn font(size: u32) -> TextStyle<'static> {
     (FONT, size).into_font().into()
+}
+
+/// The report's one look for axes: small labels and a light grid.
+pub fn axes_style<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged,
+    Y: Ranged,
+    DB: DrawingBackend,
+{
+    mesh.label_style(font(12))
+        .axis_desc_style(font(13))
+        .light_line_style(RGBColor(238, 238, 238))
 }
 
 /// Numbers for axes and labels: 950, 12.5k, 3.2M.

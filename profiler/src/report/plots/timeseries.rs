@@ -11,10 +11,11 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    BLUE, Figure, GREY, ORANGE, PURPLE, RED, TimeChart, Y_LABELS, drawing, font, line, render,
-    run_colour, shade_entries, short, strip,
+    BLUE, Figure, GREY, ORANGE, PURPLE, RED, TimeChart, Y_LABELS, axes_style, drawing, font, line,
+    render, run_colour, shade_entries, short, strip,
 };
 use crate::report::load::{Run, SYSCALLS, Samples};
+use crate::sample::zoneinfo::Band;
 use crate::words;
 
 const X_DESC: &str = "seconds since the sampler started";
@@ -182,14 +183,10 @@ fn mesh<Y>(chart: &mut TimeChart<'_, '_, Y>, y_desc: &str) -> Result<()>
 where
     Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
-    chart
-        .configure_mesh()
+    axes_style(&mut chart.configure_mesh())
         .x_desc(X_DESC)
         .y_desc(y_desc)
         .y_label_formatter(&|v| short(*v))
-        .label_style(font(12))
-        .axis_desc_style(font(13))
-        .light_line_style(RGBColor(238, 238, 238))
         .draw()
         .map_err(drawing("a time series' axes"))
 }
@@ -418,16 +415,22 @@ enum Syscalls {
 fn syscall_steps(run: &Run) -> Syscalls {
     if let Some(events) = &run.events {
         let width = bin_width(run);
+        // One pass over what may be millions of events: each syscall's times.
+        let mut times: Vec<Vec<(f64, f64)>> = vec![Vec::new(); SYSCALLS.len()];
+        for event in &events.list {
+            if let Some(at) = SYSCALLS.iter().position(|name| *name == event.kind) {
+                times[at].push((event.t_s, 1.0));
+            }
+        }
         let series: Vec<(String, Vec<Step>)> = SYSCALLS
             .iter()
-            .filter(|name| events.list.iter().any(|e| e.kind == **name))
-            .map(|name| {
-                let items = events
-                    .list
-                    .iter()
-                    .filter(|e| e.kind == *name)
-                    .map(|e| (e.t_s, 1.0));
-                (name.to_string(), binned(run.span_s(), width, items))
+            .zip(times)
+            .filter(|(_, items)| !items.is_empty())
+            .map(|(name, items)| {
+                (
+                    name.to_string(),
+                    binned(run.span_s(), width, items.into_iter()),
+                )
             })
             .collect();
         return Syscalls::Measured {
@@ -538,9 +541,9 @@ fn zones(run: &Run) -> Result<Figure> {
     let lowest = run
         .rows
         .iter()
-        .filter_map(|row| row.get("zones_lowest_band").filter(|b| !b.is_empty()))
-        .min_by_key(|band| band_rank(band))
-        .unwrap_or("not recorded");
+        .filter_map(|row| Band::from_name(row.get("zones_lowest_band")?))
+        .min()
+        .map_or("not recorded", Band::name);
     Ok(Figure::svg(
         "zones",
         TITLE,
@@ -555,13 +558,6 @@ fn zones(run: &Run) -> Result<Figure> {
             if unit == "MiB" { " (4 KiB pages)" } else { "" }
         ),
     ))
-}
-
-fn band_rank(band: &str) -> usize {
-    ["min", "low", "high", "promo", "baseline"]
-        .iter()
-        .position(|b| *b == band)
-        .unwrap_or(usize::MAX)
 }
 
 fn draw_band_key(area: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<()> {
@@ -616,14 +612,10 @@ fn zone_panel(
         .y_label_area_size(64)
         .build_cartesian_2d(x.clone(), (bottom..top).log_scale())
         .map_err(drawing("a zone panel"))?;
-    chart
-        .configure_mesh()
+    axes_style(&mut chart.configure_mesh())
         .x_desc("s")
         .y_desc(format!("{unit}, log scale"))
         .y_label_formatter(&|v| short(*v))
-        .label_style(font(12))
-        .axis_desc_style(font(13))
-        .light_line_style(RGBColor(238, 238, 238))
         .x_labels(6)
         .draw()
         .map_err(drawing("a zone panel's axes"))?;
