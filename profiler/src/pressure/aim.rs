@@ -32,11 +32,11 @@ const EASED: Shares = Shares {
 /// which wait uncounted in the per-CPU free lists until reused) and stays above the comfort
 /// zone's lower edge.
 pub const BLOCK_SHARE: f64 = 0.2;
-/// The most the balloon grows in one step: it cannot see free memory while it touches, and
-/// the watchdog gives a grow a second plus 128 MiB/s. In 1 GiB steps a machine touching
-/// pages at ~110 MB/s (busy writing back a build's page cache, 7 GiB still free) overran
-/// that and the balloon was killed as if memory were exhausted; in 256 MiB steps the same
-/// machine keeps within it, and a real stall is still caught within 3 s.
+/// The most the balloon grows in one step: the controller cannot see free memory while the
+/// balloon touches, and the watchdog gives a grow a second plus 128 MiB/s before it checks
+/// free memory against the floor. In 256 MiB steps a machine touching pages at ~110 MB/s
+/// (busy writing back a build's page cache) keeps within that, and a real stall is caught
+/// within 3 s.
 const MAX_STEP_PAGES: u64 = (256 << 20) / 4096;
 
 /// The controller's view of one band under one reading of the watermarks, in free pages.

@@ -223,6 +223,13 @@ fn progress_line() -> impl FnMut(&Settling) -> ControlFlow<()> {
             mib(aim.bounds.lower),
             aim.bounds.upper.map_or("inf".to_string(), mib),
         );
+        if let Some(late) = settling.late {
+            println!(
+                "  a balloon step is {:.1} s past its limit, with free memory above the floor: \
+                 the machine is slow to hand out memory; waiting",
+                late.as_secs_f64()
+            );
+        }
         match interrupt::received() {
             Some(_) => ControlFlow::Break(()),
             None => ControlFlow::Continue(()),

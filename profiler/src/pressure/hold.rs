@@ -30,17 +30,19 @@ use crate::sample::zoneinfo::{Band, Watermarks, ZoneId};
 
 /// Readings in the band, in a row, before a band counts as reached.
 const SETTLED_READS: u32 = 4;
-/// The longest a reading or a shrink may take. Both take milliseconds; only a kernel that
-/// stalls the controller for memory (free memory exhausted, nothing left to reclaim) makes
-/// them take longer, and then the watchdog kills the balloon: a kill needs no memory.
+/// The time a reading or a shrink should take. Both take milliseconds; a kernel out of memory
+/// (free memory at min, nothing left to reclaim) stalls them, and then the watchdog kills the
+/// balloon: a kill needs no memory.
 const STEP_LIMIT: Duration = Duration::from_secs(1);
 /// ... and a grow gets this rate on top (touching pages runs at ~1.5 GB/s here, slower while
 /// the kernel initialises memory lazily).
 const GROW_BYTES_PER_SECOND: u64 = 128 << 20;
+/// How far past its limit a step may run while free memory stays above the floor. Above min
+/// the kernel hands out pages without reclaiming, so a step that slow is not waiting for
+/// memory but for the machine: a hypervisor backing guest pages on first touch stalled a CI
+/// run's balloon for seconds with 6 GiB free, and killing it then aborted a band for nothing.
+const LATE_LIMIT: Duration = Duration::from_secs(60);
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
-const STALLED: &str = "the kernel stalled the balloon's controller for too long (free memory \
-                       exhausted, nothing left to reclaim): the balloon was killed to give its \
-                       memory back";
 
 #[derive(Clone, Debug)]
 pub struct HoldOptions {
@@ -110,6 +112,10 @@ pub struct BandHeld {
     pub adjustments: u64,
     /// Readings below the safety floor (each made the balloon give memory back).
     pub floor_crossings: u64,
+    /// Controller steps (readings, resizes) that overran their time limit with free memory
+    /// above the floor, and the slowest step: the machine was slow to hand out memory.
+    pub late_steps: u64,
+    pub slowest_step_ms: u64,
     pub zones: Vec<ZoneHeld>,
     /// Why the aim was eased, if it was (the kernel had little to reclaim).
     pub eased: Option<String>,
@@ -142,6 +148,8 @@ impl BandHeld {
             max_balloon_bytes: balloon_bytes,
             adjustments: 0,
             floor_crossings: 0,
+            late_steps: 0,
+            slowest_step_ms: 0,
             zones: zones
                 .into_iter()
                 .map(|id| ZoneHeld {
@@ -220,7 +228,9 @@ impl Metrics for BandHeld {
         row.int("pressure_balloon_kb", self.balloon_bytes / 1024)
             .int("pressure_balloon_max_kb", self.max_balloon_bytes / 1024)
             .int("pressure_adjustments", self.adjustments)
-            .int("pressure_floor_crossings", self.floor_crossings);
+            .int("pressure_floor_crossings", self.floor_crossings)
+            .int("pressure_late_steps", self.late_steps)
+            .int("pressure_slowest_step_ms", self.slowest_step_ms);
         for zone in &self.zones {
             let column = |what: &str| format!("pressure_{}", zone.id.column(what));
             match zone.min_usable_pages.zip(zone.lowest_band) {
@@ -291,6 +301,8 @@ pub struct Settling {
     pub free_pages: u64,
     pub aim: Aim,
     pub eased: Option<String>,
+    /// How far past its limit the controller's current step is running, if it is.
+    pub late: Option<Duration>,
 }
 
 /// One reading of the system.
@@ -333,6 +345,9 @@ struct Shared {
     ended: AtomicBool,
     /// When the controller's current step must be done, in ms since `epoch`; 0: not watched.
     deadline_ms: AtomicU64,
+    /// Machine-wide free pages (sysinfo's count) below which a late step is waiting for
+    /// memory: the safety floor, translated at the last reading. MAX before the first.
+    shortage_below: AtomicU64,
     epoch: Instant,
 }
 
@@ -344,6 +359,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             deadline_ms: AtomicU64::new(0),
+            shortage_below: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
         }
     }
@@ -359,13 +375,26 @@ impl Shared {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Runs `step` under the watchdog's eye: it must be done within `limit`.
+    /// Runs `step` under the watchdog's eye: it should be done within `limit`. A late step
+    /// that finished counts in the window.
     fn watched<T>(&self, limit: Duration, step: impl FnOnce() -> T) -> T {
-        let deadline = self.now_ms() + limit.as_millis() as u64;
+        let started = self.now_ms();
+        let deadline = started + limit.as_millis() as u64;
         self.deadline_ms.store(deadline.max(1), Ordering::SeqCst);
         let result = step();
         self.deadline_ms.store(0, Ordering::SeqCst);
+        let ended = self.now_ms();
+        let mut state = self.lock();
+        state.window.slowest_step_ms = state.window.slowest_step_ms.max(ended - started);
+        state.window.late_steps += u64::from(ended > deadline);
         result
+    }
+
+    /// How far past its limit the current step is running, if it is.
+    fn late(&self) -> Option<Duration> {
+        let deadline = self.deadline_ms.load(Ordering::SeqCst);
+        let now = self.now_ms();
+        (deadline != 0 && now > deadline).then(|| Duration::from_millis(now - deadline))
     }
 
     fn abort(&self, reason: String) {
@@ -476,6 +505,7 @@ impl HeldBalloon {
                 free_pages: reach.free_pages,
                 aim: *aim,
                 eased: state.eased.clone().filter(|_| state.band != Band::Baseline),
+                late: self.shared.late(),
             });
             if now >= started + timeout {
                 let detail = settling.map_or("no reading yet".to_string(), |s| {
@@ -596,19 +626,49 @@ fn control(shared: &Shared, mut balloon: Balloon, options: &HoldOptions) -> Resu
     released
 }
 
-/// The watchdog thread: kills the balloon when the controller cannot finish a step in time,
-/// which only a kernel out of memory makes it do. It allocates nothing while it watches.
+/// The watchdog thread: kills the balloon when the controller's step is late and free memory
+/// is below the floor (the kernel is out of memory and the controller cannot shrink), or when
+/// the step is far too late whatever free memory is. It allocates nothing while it watches.
 fn watch(shared: &Shared, killer: &Killer) {
+    let page = page_size();
     while !shared.ended.load(Ordering::SeqCst) {
         std::thread::sleep(WATCH_INTERVAL);
-        let deadline = shared.deadline_ms.load(Ordering::SeqCst);
-        if deadline != 0 && shared.now_ms() > deadline {
+        let Some(late) = shared.late() else {
+            continue;
+        };
+        // Unreadable counts as short: the safe side.
+        let free = reach::free_ram_bytes().map_or(0, |bytes| bytes / page);
+        let shortage_below = shared.shortage_below.load(Ordering::SeqCst);
+        if let Some(why) = late_verdict(late, free, shortage_below) {
             // The kill first: it frees the memory everything else is waiting for.
             killer.kill();
-            shared.abort(STALLED.to_string());
+            shared.abort(why);
             return;
         }
     }
+}
+
+/// Why a step `late` past its limit, with `free` pages free machine-wide, ends the hold; `None`
+/// to keep waiting.
+fn late_verdict(late: Duration, free: u64, shortage_below: u64) -> Option<String> {
+    if free < shortage_below {
+        return Some(format!(
+            "a balloon step ran {:.1} s past its limit with free memory at the safety floor \
+             (the kernel was out of memory, and the controller could not shrink the balloon): \
+             the balloon was killed to give its memory back",
+            late.as_secs_f64()
+        ));
+    }
+    (late > LATE_LIMIT).then(|| {
+        format!(
+            "a balloon step ran {} s past its limit with {} free, above the safety floor: the \
+             machine hands out memory too slowly to hold a band (a hypervisor backing guest \
+             memory on first touch, or writeback), so the balloon was killed to give its \
+             memory back",
+            late.as_secs(),
+            mib(free)
+        )
+    })
 }
 
 /// Whether a violation of the safety rules aborts the hold, and why. Below the floor, the
@@ -657,6 +717,10 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             &options.safety,
             state.eased.is_some(),
         )?;
+        shared.shortage_below.store(
+            reading.reach.free_ram_pages_for(aim.floor),
+            Ordering::SeqCst,
+        );
         let violation = options
             .safety
             .violation(free, aim.floor, reading.psi.as_ref());
@@ -747,6 +811,22 @@ mod tests {
             watchdog: None,
             balloon_pid: 0,
         }
+    }
+
+    /// A late step ends the hold at once only when free memory is below the floor; above
+    /// it, only once the step is a minute late.
+    #[test]
+    fn a_late_step_is_killed_for_a_shortage_or_after_a_minute() {
+        let second = Duration::from_secs(1);
+        assert_eq!(late_verdict(second, 2000, 1000), None);
+        assert_eq!(late_verdict(LATE_LIMIT, 2000, 1000), None);
+        let shortage = late_verdict(second, 999, 1000).unwrap();
+        assert!(shortage.contains("at the safety floor"), "{shortage}");
+        let slow = late_verdict(LATE_LIMIT + second, 2000, 1000).unwrap();
+        assert!(slow.contains("61 s past its limit"), "{slow}");
+        assert!(slow.contains("above the safety floor"), "{slow}");
+        // Before the first reading, every late step counts as a shortage.
+        assert!(late_verdict(second, u64::MAX - 1, u64::MAX).is_some());
     }
 
     /// An entry shorter than the reading interval still says where free memory was; once a

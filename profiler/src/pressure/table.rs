@@ -234,6 +234,15 @@ pub fn render_results(results: &[BandResult]) -> String {
                 mib_number(held.max_free_pages)
             );
         }
+        if held.late_steps > 0 {
+            let _ = writeln!(
+                out,
+                "{}: {} balloon steps ran past their time limit (the slowest took {} ms) with \
+                 free memory above the floor: the machine was slow to hand out memory, and the \
+                 iteration times include that",
+                result.band, held.late_steps, held.slowest_step_ms
+            );
+        }
         if let Some(eased) = &result.held.eased {
             let _ = writeln!(out, "{}: {eased}", result.band);
         }

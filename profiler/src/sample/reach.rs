@@ -77,6 +77,38 @@ impl Reach {
     pub fn reachable(&self) -> impl Iterator<Item = &ZoneReach> {
         self.zones.iter().filter(|zone| zone.reachable)
     }
+
+    /// The machine-wide free pages, as [`free_ram_bytes`] counts them, that guarantee at
+    /// least `usable` usable free pages: that count also holds the unreachable zones' free
+    /// pages and the reachable zones' reserves. (An unreachable zone's free pages barely move:
+    /// only allocations that must come from it, such as DMA, take them.)
+    pub fn free_ram_pages_for(&self, usable: u64) -> u64 {
+        let outside: u64 = self
+            .zones
+            .iter()
+            .map(|zone| {
+                if zone.reachable {
+                    zone.reserve_pages
+                } else {
+                    zone.free_pages
+                }
+            })
+            .sum();
+        usable + outside
+    }
+}
+
+/// Free memory machine-wide, in bytes, as sysinfo(2) reports it: every zone's free pages,
+/// reserves included. It reads a global counter and allocates nothing, so it answers at once
+/// even when reading /proc would wait for memory.
+pub fn free_ram_bytes() -> std::io::Result<u64> {
+    // SAFETY: sysinfo fills the struct it is given; all-zero is a valid value of it.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a struct of the right type.
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(info.freeram as u64 * u64::from(info.mem_unit))
 }
 
 /// Reads /proc/zoneinfo afresh: watermarks and reserves grow with a zone's managed pages.
@@ -266,6 +298,38 @@ mod tests {
         let configured = parse(CAPTURED).unwrap().watermarks;
         assert_eq!(reach.watermarks.min, configured.min + 4608);
         assert_eq!(reach.watermarks.promo, configured.promo.map(|p| p + 4608));
+    }
+
+    /// The watchdog's check: machine-wide free pages at this count leave at least the usable
+    /// pages asked for, even with DMA32 drained to its reserve.
+    #[test]
+    fn the_machine_wide_count_for_a_floor_covers_dma_and_the_reserves() {
+        let reach = parse(CAPTURED).unwrap();
+        assert_eq!(reach.free_ram_pages_for(5000), 5000 + 3840 + 10624);
+        let drained = CAPTURED
+            .replacen("pages free     772808", "pages free     10000", 1)
+            .replacen("pages free     2080781", "pages free     5000", 1);
+        let drained = parse(&drained).unwrap();
+        let machine_wide = 3840 + 10000 + 5000;
+        assert_eq!(drained.free_pages, 5000);
+        // Conservative by what DMA32 lacks of its reserve, never the other way.
+        assert_eq!(
+            drained.free_ram_pages_for(5000) - machine_wide,
+            10624 - 10000
+        );
+    }
+
+    /// sysinfo(2) and /proc/meminfo read the same counter, a few pages of per-CPU drift apart.
+    #[test]
+    fn sysinfo_counts_the_free_memory_meminfo_does() {
+        let free = free_ram_bytes().unwrap() / 1024;
+        let meminfo = crate::sample::meminfo::read(Path::new(crate::sample::PROC)).unwrap();
+        let drift = free.abs_diff(meminfo.memfree_kb);
+        assert!(
+            drift < 64 * 1024,
+            "sysinfo {free} kB, MemFree {} kB",
+            meminfo.memfree_kb
+        );
     }
 
     #[test]
