@@ -331,9 +331,9 @@ fn balloon_of(parent: u32) -> i32 {
         .pid
 }
 
-/// A balloon that cannot touch its pages for a while, with free memory far above the floor, is
-/// the machine being slow, not out of memory: the watchdog waits and says so, and the band is
-/// held. (A hypervisor backing guest memory on first touch stalled a CI run's balloon so, with
+/// A balloon that cannot touch its pages for a while, with free memory far above the high
+/// watermark, is the machine being slow, not out of memory: the watchdog waits and says so,
+/// and the band is held. (A hypervisor backing guest memory on first touch stalled a CI run's balloon so, with
 /// 6 GiB free, and the watchdog used to kill it.)
 #[test]
 fn a_balloon_stalled_with_memory_free_is_waited_for() {
@@ -357,7 +357,7 @@ fn a_balloon_stalled_with_memory_free_is_waited_for() {
     let stdout = seen.join("\n");
     assert!(status.success(), "{status:?}\n{stdout}");
     assert!(
-        stdout.contains("past its limit, with free memory above the floor"),
+        stdout.contains("past its limit, with free memory above the high watermark"),
         "{stdout}"
     );
     let folder = run_folder(out.path());

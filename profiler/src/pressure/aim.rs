@@ -34,7 +34,7 @@ const EASED: Shares = Shares {
 pub const BLOCK_SHARE: f64 = 0.2;
 /// The most the balloon grows in one step: the controller cannot see free memory while the
 /// balloon touches, and the watchdog gives a grow a second plus 128 MiB/s before it checks
-/// free memory against the floor. In 256 MiB steps a machine touching pages at ~110 MB/s
+/// free memory against the high watermark. In 256 MiB steps a machine touching pages at ~110 MB/s
 /// (busy writing back a build's page cache) keeps within that, and a real stall is caught
 /// within 3 s.
 const MAX_STEP_PAGES: u64 = (256 << 20) / 4096;

@@ -225,8 +225,8 @@ fn progress_line() -> impl FnMut(&Settling) -> ControlFlow<()> {
         );
         if let Some(late) = settling.late {
             println!(
-                "  a balloon step is {:.1} s past its limit, with free memory above the floor: \
-                 the machine is slow to hand out memory; waiting",
+                "  a balloon step is {:.1} s past its limit, with free memory above the high \
+                 watermark: the machine is slow to hand out memory; waiting",
                 late.as_secs_f64()
             );
         }

@@ -37,10 +37,12 @@ const STEP_LIMIT: Duration = Duration::from_secs(1);
 /// ... and a grow gets this rate on top (touching pages runs at ~1.5 GB/s here, slower while
 /// the kernel initialises memory lazily).
 const GROW_BYTES_PER_SECOND: u64 = 128 << 20;
-/// How far past its limit a step may run while free memory stays above the floor. Above min
-/// the kernel hands out pages without reclaiming, so a step that slow is not waiting for
-/// memory but for the machine: a hypervisor backing guest pages on first touch stalled a CI
-/// run's balloon for seconds with 6 GiB free, and killing it then aborted a band for nothing.
+/// How far past its limit a step may run while free memory stays above the high watermark.
+/// There the kernel neither reclaims nor throttles allocations, so a step that slow is waiting
+/// for the machine, not for memory: a hypervisor backing guest pages on first touch stalled a
+/// CI run's balloon for seconds with 6 GiB free, and killing it then aborted a band for
+/// nothing. Below high, kswapd or direct reclaim may be what the step waits for, and a late
+/// step is killed at once.
 const LATE_LIMIT: Duration = Duration::from_secs(60);
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -113,7 +115,7 @@ pub struct BandHeld {
     /// Readings below the safety floor (each made the balloon give memory back).
     pub floor_crossings: u64,
     /// Controller steps (readings, resizes) that overran their time limit with free memory
-    /// above the floor, and the slowest step: the machine was slow to hand out memory.
+    /// above the high watermark, and the slowest step: the machine was slow to hand out memory.
     pub late_steps: u64,
     pub slowest_step_ms: u64,
     pub zones: Vec<ZoneHeld>,
@@ -345,9 +347,9 @@ struct Shared {
     ended: AtomicBool,
     /// When the controller's current step must be done, in ms since `epoch`; 0: not watched.
     deadline_ms: AtomicU64,
-    /// Machine-wide free pages (sysinfo's count) below which a late step is waiting for
-    /// memory: the safety floor, translated at the last reading. MAX before the first.
-    shortage_below: AtomicU64,
+    /// Machine-wide free pages (sysinfo's count) below which a late step may be waiting on
+    /// reclaim: the high watermark, translated at the last reading. MAX before the first.
+    reclaim_below: AtomicU64,
     epoch: Instant,
 }
 
@@ -359,7 +361,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             deadline_ms: AtomicU64::new(0),
-            shortage_below: AtomicU64::new(u64::MAX),
+            reclaim_below: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
         }
     }
@@ -627,8 +629,9 @@ fn control(shared: &Shared, mut balloon: Balloon, options: &HoldOptions) -> Resu
 }
 
 /// The watchdog thread: kills the balloon when the controller's step is late and free memory
-/// is below the floor (the kernel is out of memory and the controller cannot shrink), or when
-/// the step is far too late whatever free memory is. It allocates nothing while it watches.
+/// is below the high watermark (the kernel may be reclaiming, out of memory, and the controller
+/// cannot shrink), or when the step is far too late whatever free memory is. It allocates
+/// nothing while it watches.
 fn watch(shared: &Shared, killer: &Killer) {
     let page = page_size();
     while !shared.ended.load(Ordering::SeqCst) {
@@ -636,10 +639,10 @@ fn watch(shared: &Shared, killer: &Killer) {
         let Some(late) = shared.late() else {
             continue;
         };
-        // Unreadable counts as short: the safe side.
+        // Unreadable counts as below: the safe side.
         let free = reach::free_ram_bytes().map_or(0, |bytes| bytes / page);
-        let shortage_below = shared.shortage_below.load(Ordering::SeqCst);
-        if let Some(why) = late_verdict(late, free, shortage_below) {
+        let reclaim_below = shared.reclaim_below.load(Ordering::SeqCst);
+        if let Some(why) = late_verdict(late, free, reclaim_below) {
             // The kill first: it frees the memory everything else is waiting for.
             killer.kill();
             shared.abort(why);
@@ -650,21 +653,21 @@ fn watch(shared: &Shared, killer: &Killer) {
 
 /// Why a step `late` past its limit, with `free` pages free machine-wide, ends the hold; `None`
 /// to keep waiting.
-fn late_verdict(late: Duration, free: u64, shortage_below: u64) -> Option<String> {
-    if free < shortage_below {
+fn late_verdict(late: Duration, free: u64, reclaim_below: u64) -> Option<String> {
+    if free < reclaim_below {
         return Some(format!(
-            "a balloon step ran {:.1} s past its limit with free memory at the safety floor \
-             (the kernel was out of memory, and the controller could not shrink the balloon): \
-             the balloon was killed to give its memory back",
+            "a balloon step ran {:.1} s past its limit with free memory below the high \
+             watermark, where the kernel reclaims (stalled for memory, the controller could not \
+             shrink the balloon): the balloon was killed to give its memory back",
             late.as_secs_f64()
         ));
     }
     (late > LATE_LIMIT).then(|| {
         format!(
-            "a balloon step ran {} s past its limit with {} free, above the safety floor: the \
-             machine hands out memory too slowly to hold a band (a hypervisor backing guest \
-             memory on first touch, or writeback), so the balloon was killed to give its \
-             memory back",
+            "a balloon step ran {} s past its limit with {} free, above the high watermark, \
+             where the kernel neither reclaims nor throttles: the machine hands out memory too \
+             slowly to hold a band (a hypervisor backing guest memory on first touch), so the \
+             balloon was killed to give its memory back",
             late.as_secs(),
             mib(free)
         )
@@ -717,8 +720,8 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             &options.safety,
             state.eased.is_some(),
         )?;
-        shared.shortage_below.store(
-            reading.reach.free_ram_pages_for(aim.floor),
+        shared.reclaim_below.store(
+            reading.reach.free_ram_pages_for(reading.reach.watermarks.high),
             Ordering::SeqCst,
         );
         let violation = options
@@ -813,19 +816,19 @@ mod tests {
         }
     }
 
-    /// A late step ends the hold at once only when free memory is below the floor; above
-    /// it, only once the step is a minute late.
+    /// A late step ends the hold at once only when free memory is below the high watermark;
+    /// above it, only once the step is a minute late.
     #[test]
-    fn a_late_step_is_killed_for_a_shortage_or_after_a_minute() {
+    fn a_late_step_is_killed_below_high_at_once_and_above_it_after_a_minute() {
         let second = Duration::from_secs(1);
         assert_eq!(late_verdict(second, 2000, 1000), None);
         assert_eq!(late_verdict(LATE_LIMIT, 2000, 1000), None);
-        let shortage = late_verdict(second, 999, 1000).unwrap();
-        assert!(shortage.contains("at the safety floor"), "{shortage}");
+        let reclaiming = late_verdict(second, 999, 1000).unwrap();
+        assert!(reclaiming.contains("below the high watermark"), "{reclaiming}");
         let slow = late_verdict(LATE_LIMIT + second, 2000, 1000).unwrap();
         assert!(slow.contains("61 s past its limit"), "{slow}");
-        assert!(slow.contains("above the safety floor"), "{slow}");
-        // Before the first reading, every late step counts as a shortage.
+        assert!(slow.contains("above the high watermark"), "{slow}");
+        // Before the first reading, every late step counts as one below high.
         assert!(late_verdict(second, u64::MAX - 1, u64::MAX).is_some());
     }
 

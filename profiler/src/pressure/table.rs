@@ -238,8 +238,8 @@ pub fn render_results(results: &[BandResult]) -> String {
             let _ = writeln!(
                 out,
                 "{}: {} balloon steps ran past their time limit (the slowest took {} ms) with \
-                 free memory above the floor: the machine was slow to hand out memory, and the \
-                 iteration times include that",
+                 free memory above the high watermark: the machine was slow to hand out \
+                 memory, and the iteration times include that",
                 result.band, held.late_steps, held.slowest_step_ms
             );
         }
