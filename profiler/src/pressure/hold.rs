@@ -642,36 +642,56 @@ fn watch(shared: &Shared, killer: &Killer) {
         // Unreadable counts as below: the safe side.
         let free = reach::free_ram_bytes().map_or(0, |bytes| bytes / page);
         let reclaim_below = shared.reclaim_below.load(Ordering::SeqCst);
-        if let Some(why) = late_verdict(late, free, reclaim_below) {
-            // The kill first: it frees the memory everything else is waiting for.
+        if let Some(verdict) = LateStep::judge(late, free, reclaim_below) {
+            // The kill first: it frees the memory everything else, the reason's words
+            // included, may be waiting for.
             killer.kill();
-            shared.abort(why);
+            shared.abort(verdict.reason(late, free));
             return;
         }
     }
 }
 
-/// Why a step `late` past its limit, with `free` pages free machine-wide, ends the hold; `None`
-/// to keep waiting.
-fn late_verdict(late: Duration, free: u64, reclaim_below: u64) -> Option<String> {
-    if free < reclaim_below {
-        return Some(format!(
-            "a balloon step ran {:.1} s past its limit with free memory below the high \
-             watermark, where the kernel reclaims (stalled for memory, the controller could not \
-             shrink the balloon): the balloon was killed to give its memory back",
-            late.as_secs_f64()
-        ));
+/// Why a late step ends the hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LateStep {
+    /// Free memory is below the high watermark: the step may be stalled in reclaim.
+    Reclaiming,
+    /// Far too late, with free memory above high all along.
+    TooSlow,
+}
+
+impl LateStep {
+    /// Whether a step `late` past its limit, with `free` pages free machine-wide, ends the
+    /// hold; `None` to keep waiting. Allocates nothing.
+    fn judge(late: Duration, free: u64, reclaim_below: u64) -> Option<LateStep> {
+        if free < reclaim_below {
+            Some(LateStep::Reclaiming)
+        } else if late > LATE_LIMIT {
+            Some(LateStep::TooSlow)
+        } else {
+            None
+        }
     }
-    (late > LATE_LIMIT).then(|| {
-        format!(
-            "a balloon step ran {} s past its limit with {} free, above the high watermark, \
-             where the kernel neither reclaims nor throttles: the machine hands out memory too \
-             slowly to hold a band (a hypervisor backing guest memory on first touch), so the \
-             balloon was killed to give its memory back",
-            late.as_secs(),
-            mib(free)
-        )
-    })
+
+    fn reason(self, late: Duration, free: u64) -> String {
+        match self {
+            LateStep::Reclaiming => format!(
+                "a balloon step ran {:.1} s past its limit with free memory below the high \
+                 watermark, where the kernel reclaims (stalled for memory, the controller could \
+                 not shrink the balloon): the balloon was killed to give its memory back",
+                late.as_secs_f64()
+            ),
+            LateStep::TooSlow => format!(
+                "a balloon step ran {} s past its limit with {} free, above the high watermark, \
+                 where the kernel neither reclaims nor throttles: the machine hands out memory \
+                 too slowly to hold a band (a hypervisor backing guest memory on first touch), \
+                 so the balloon was killed to give its memory back",
+                late.as_secs(),
+                mib(free)
+            ),
+        }
+    }
 }
 
 /// Whether a violation of the safety rules aborts the hold, and why. Below the floor, the
@@ -821,15 +841,25 @@ mod tests {
     #[test]
     fn a_late_step_is_killed_below_high_at_once_and_above_it_after_a_minute() {
         let second = Duration::from_secs(1);
-        assert_eq!(late_verdict(second, 2000, 1000), None);
-        assert_eq!(late_verdict(LATE_LIMIT, 2000, 1000), None);
-        let reclaiming = late_verdict(second, 999, 1000).unwrap();
-        assert!(reclaiming.contains("below the high watermark"), "{reclaiming}");
-        let slow = late_verdict(LATE_LIMIT + second, 2000, 1000).unwrap();
+        assert_eq!(LateStep::judge(second, 2000, 1000), None);
+        assert_eq!(LateStep::judge(LATE_LIMIT, 2000, 1000), None);
+        assert_eq!(
+            LateStep::judge(second, 999, 1000),
+            Some(LateStep::Reclaiming)
+        );
+        let too_late = LATE_LIMIT + second;
+        assert_eq!(
+            LateStep::judge(too_late, 2000, 1000),
+            Some(LateStep::TooSlow)
+        );
+        let slow = LateStep::TooSlow.reason(too_late, 2000);
         assert!(slow.contains("61 s past its limit"), "{slow}");
         assert!(slow.contains("above the high watermark"), "{slow}");
         // Before the first reading, every late step counts as one below high.
-        assert!(late_verdict(second, u64::MAX - 1, u64::MAX).is_some());
+        assert_eq!(
+            LateStep::judge(second, u64::MAX - 1, u64::MAX),
+            Some(LateStep::Reclaiming)
+        );
     }
 
     /// An entry shorter than the reading interval still says where free memory was; once a
