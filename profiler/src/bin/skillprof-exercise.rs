@@ -192,10 +192,24 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
             Ok(None)
         }
         Some("wait-sigterm") => {
+            // SIGTERM stays blocked from before the reply until sigsuspend unblocks it and
+            // waits in one step. With a flag check and pause(), a SIGTERM sent right after
+            // the reply could land between the two, and the wait never ended (a kernel-matrix
+            // guest hung so).
+            // SAFETY: this (only) thread's signal mask, from and into sets on the stack.
+            let waiting = unsafe {
+                let mut term: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut term);
+                libc::sigaddset(&mut term, libc::SIGTERM);
+                let mut before: libc::sigset_t = std::mem::zeroed();
+                libc::sigprocmask(libc::SIG_BLOCK, &term, &mut before);
+                libc::sigdelset(&mut before, libc::SIGTERM);
+                before
+            };
             reply(state, "ok waiting");
             while !SIGTERM.load(Ordering::SeqCst) {
-                // SAFETY: waits for any signal.
-                unsafe { libc::pause() };
+                // SAFETY: waits for a signal with `waiting` as the mask, SIGTERM unblocked.
+                unsafe { libc::sigsuspend(&waiting) };
             }
             drain_and_exit(state)
         }
