@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-
 use std::process::Output;
 
 use serde_json::Value;

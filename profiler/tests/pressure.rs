@@ -295,7 +295,10 @@ fn wait_for_line(
             Ok(line) => seen.push(line),
             Err(_) => {
                 let _ = child.kill();
-                panic!("the line awaited did not come in time:\n{}", seen.join("\n"));
+                panic!(
+                    "the line awaited did not come in time:\n{}",
+                    seen.join("\n")
+                );
             }
         }
     }
@@ -333,8 +336,8 @@ fn balloon_of(parent: u32) -> i32 {
 
 /// A balloon that cannot touch its pages for a while, with free memory far above the high
 /// watermark, is the machine being slow, not out of memory: the watchdog waits and says so,
-/// and the band is held. (A hypervisor backing guest memory on first touch stalled a CI run's balloon so, with
-/// 6 GiB free, and the watchdog used to kill it.)
+/// and the band is held. (A hypervisor backing guest memory on first touch stalled a CI run's
+/// balloon so, with 6 GiB free, and the watchdog used to kill it.)
 #[test]
 fn a_balloon_stalled_with_memory_free_is_waited_for() {
     require_root();
@@ -344,14 +347,26 @@ fn a_balloon_stalled_with_memory_free_is_waited_for() {
     let (mut child, lines) = spawn_promo(out.path(), "100");
     let mut seen = Vec::new();
     let growing = |line: &str| line.contains(" s  balloon ");
-    wait_for_line(&mut child, &lines, &mut seen, Duration::from_secs(60), growing);
+    wait_for_line(
+        &mut child,
+        &lines,
+        &mut seen,
+        Duration::from_secs(60),
+        growing,
+    );
     let balloon = balloon_of(child.id());
     // SAFETY: signals the experiment's own balloon. Stopped for longer than a 256 MiB grow's
-    // limit (3 s), far shorter than the watchdog's patience above the floor.
+    // limit (3 s), far shorter than the watchdog's patience above the high watermark.
     assert_eq!(unsafe { libc::kill(balloon, libc::SIGSTOP) }, 0);
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(unsafe { libc::kill(balloon, libc::SIGCONT) }, 0);
-    wait_for_line(&mut child, &lines, &mut seen, Duration::from_secs(180), held_promo);
+    wait_for_line(
+        &mut child,
+        &lines,
+        &mut seen,
+        Duration::from_secs(180),
+        held_promo,
+    );
     let status = child.wait().unwrap();
     seen.extend(lines.iter());
     let stdout = seen.join("\n");

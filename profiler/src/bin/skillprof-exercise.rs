@@ -5,7 +5,8 @@
 //! Transparent huge pages are disabled for it (PR_SET_THP_DISABLE), so touching a page is
 //! one fault. Everything it needs is allocated before the first command and the replies are written
 //! with raw `write(2)` from a fixed buffer, so a command makes no syscalls or faults beyond
-//! the ones it is asked for (apart from reading stdin and the one write of its reply).
+//! the ones it is asked for (apart from reading stdin, the one write of its reply, and
+//! `wait-sigterm`'s signal mask).
 //!
 //! Commands:
 //! - `mmap <n> <bytes>`: n anonymous private read-write mappings of `bytes` each;
@@ -18,7 +19,8 @@
 //! - `hold <MiB>`: map and touch `MiB` MiB in one mapping (the stop test's resident memory);
 //! - `drain-on-sigterm <MiB>`: on SIGTERM, munmap that much of the held mapping, in 64 MiB
 //!   calls, then exit 0 (the graceful drain);
-//! - `wait-sigterm`: block until SIGTERM arrives (then drain and exit);
+//! - `wait-sigterm`: block until SIGTERM arrives (then drain and exit); a SIGTERM sent any
+//!   time after the reply is never missed;
 //! - `readfile <path>`: read a file through the page cache, 1 MiB at a time;
 //! - `faults`: answer with this process's minflt and majflt (getrusage);
 //! - `exit`: exit 0.

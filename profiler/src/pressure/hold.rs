@@ -741,7 +741,9 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             state.eased.is_some(),
         )?;
         shared.reclaim_below.store(
-            reading.reach.free_ram_pages_for(reading.reach.watermarks.high),
+            reading
+                .reach
+                .free_ram_pages_for(reading.reach.watermarks.high),
             Ordering::SeqCst,
         );
         let violation = options
