@@ -1,14 +1,17 @@
-//! User page faults of the host: count and writes; majors where the mechanism sees them.
+//! Page faults of the host: user-mode faults (count, writes; majors where the mechanism sees
+//! them), and kernel-mode faults on its user addresses, which the kernel counts in the host's
+//! minflt too (a read(2) into a fresh buffer faults inside copy_to_user).
 //!
 //! Mechanisms: fexit on `handle_mm_fault` (sees the result, so also majors and retries), tp_btf
-//! `page_fault_user`, or the classic `exceptions:page_fault_user` tracepoint.
+//! `page_fault_user` + `page_fault_kernel`, or the classic `exceptions:page_fault_{user,kernel}`
+//! tracepoints.
 
 use aya_ebpf::{
     EbpfContext as _,
     macros::{btf_tracepoint, fexit, tracepoint},
     programs::{BtfTracePointContext, FExitContext, TracePointContext},
 };
-use skillprof_common::{C_FAULTS, C_FAULTS_MAJOR, C_FAULTS_WRITE, EV_FAULT, EV_FAULT_FEXIT};
+use skillprof_common::{EV_FAULT, EV_FAULT_FEXIT, EV_FAULT_KERNEL};
 
 use crate::{add, counters, current_entry, emit, ids, is_host};
 
@@ -26,20 +29,35 @@ const VM_FAULT_RETRY: u32 = 0x400;
 fn fault(tid: u32, address: u64, write: bool, major: bool, kind: u32, b: u64, c: u64) {
     let entry = current_entry();
     if let Some(counters) = counters(entry) {
-        add(counters, C_FAULTS, 1);
+        let faults = &mut counters.faults;
+        add(&mut faults.user, 1);
         if write {
-            add(counters, C_FAULTS_WRITE, 1);
+            add(&mut faults.user_write, 1);
         }
         if major {
-            add(counters, C_FAULTS_MAJOR, 1);
+            add(&mut faults.major, 1);
         }
     }
     emit(entry, tid, kind, 0, address, b, c);
 }
 
-/// `exceptions:page_fault_user`: address @8, ip @16, error_code @24.
+/// A fault taken in kernel mode. Only those on user addresses (the lower half of the address
+/// space) are the host's memory: the kernel's own addresses never fault into its minflt.
+#[inline(always)]
+fn kernel_fault(tid: u32, address: u64, write: bool) {
+    if address >> 63 != 0 {
+        return;
+    }
+    let entry = current_entry();
+    if let Some(counters) = counters(entry) {
+        add(&mut counters.faults.kernel, 1);
+    }
+    emit(entry, tid, EV_FAULT_KERNEL, 0, address, write as u64, 0);
+}
+
+/// `exceptions:page_fault_{user,kernel}`: address @8, ip @16, error_code @24.
 #[repr(C)]
-struct PageFaultUser {
+struct PageFault {
     _common: u64,
     address: u64,
     _ip: u64,
@@ -52,7 +70,7 @@ pub fn tp_page_fault_user(ctx: TracePointContext) -> u32 {
     if !is_host(tgid) {
         return 0;
     }
-    let record = ctx.as_ptr().cast::<PageFaultUser>();
+    let record = ctx.as_ptr().cast::<PageFault>();
     // SAFETY: tracepoint programs read their record directly; the verifier bounds-checks it.
     let (address, error_code) = unsafe { ((*record).address, (*record).error_code) };
     fault(
@@ -88,9 +106,36 @@ pub fn btf_page_fault_user(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// `vm_fault_t handle_mm_fault(vma, address, flags, regs)`: counts the faults from user mode
-/// whose handling finished (not the calls that ask to be retried), which is what the
-/// exception tracepoint counts; it also sees whether the fault was major.
+#[tracepoint]
+pub fn tp_page_fault_kernel(ctx: TracePointContext) -> u32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let record = ctx.as_ptr().cast::<PageFault>();
+    // SAFETY: as in `tp_page_fault_user`.
+    let (address, error_code) = unsafe { ((*record).address, (*record).error_code) };
+    kernel_fault(tid, address, error_code & X86_PF_WRITE != 0);
+    0
+}
+
+/// `page_fault_kernel(unsigned long address, struct pt_regs *regs, unsigned long error_code)`.
+#[btf_tracepoint(function = "page_fault_kernel")]
+pub fn btf_page_fault_kernel(ctx: BtfTracePointContext) -> i32 {
+    let (tid, tgid) = ids();
+    if !is_host(tgid) {
+        return 0;
+    }
+    let error_code: u64 = ctx.arg(2);
+    kernel_fault(tid, ctx.arg(0), error_code & X86_PF_WRITE != 0);
+    0
+}
+
+/// `vm_fault_t handle_mm_fault(vma, address, flags, regs)`: counts the faults whose handling
+/// finished (not the calls that ask to be retried), which is what the exception tracepoints
+/// count; it also sees whether the fault was major. A fault without `FAULT_FLAG_USER` but with
+/// registers is a kernel-mode exception on a user address; without registers it comes from
+/// get_user_pages, which no exception tracepoint sees, so it is left out here too.
 #[fexit(function = "handle_mm_fault")]
 pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     let (tid, tgid) = ids();
@@ -99,8 +144,15 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     }
     let address: u64 = ctx.arg(1);
     let flags: u32 = ctx.arg(2);
+    let regs: u64 = ctx.arg(3);
     let ret: u32 = ctx.arg(4);
-    if flags & FAULT_FLAG_USER == 0 || ret & VM_FAULT_RETRY != 0 {
+    if ret & VM_FAULT_RETRY != 0 {
+        return 0;
+    }
+    if flags & FAULT_FLAG_USER == 0 {
+        if regs != 0 {
+            kernel_fault(tid, address, flags & FAULT_FLAG_WRITE != 0);
+        }
         return 0;
     }
     fault(

@@ -3,10 +3,10 @@
 //!
 //! Attribution: userspace writes the current entry index into `ENTRY[0]` at each boundary;
 //! every program reads it and adds into `COUNTERS[entry]`, a per-CPU array whose value is one
-//! fixed array of u64 slots (numbered in `skillprof-common`). Why this layout:
+//! `Counters` struct of named counter groups (declared in `skillprof-common`). Why this layout:
 //! - per CPU: no atomics and no cache-line contention on the hot paths (faults, syscalls);
 //! - one value per entry: userspace reads an entry with one lookup, and a program touches
-//!   one map value (one lookup) however many slots it updates;
+//!   one map value (one lookup) however many counters it updates;
 //! - an array, not a hash: entries are dense (0..plan length), lookups are inlined by the
 //!   verifier and can never fail for lack of room; userspace sizes it at load time.
 //!
@@ -36,7 +36,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use skillprof_common::{C_EVENTS_LOST, C_EVENTS_SENT, Counters, Event, ReclaimState, StopState};
+use skillprof_common::{Counters, Event, ReclaimState, StopState};
 
 /// The tgid (process id) whose events are counted. A load-time constant set by userspace
 /// with `EbpfLoader::override_global`: no map lookup on the hot path.
@@ -99,25 +99,21 @@ fn counters(entry: u32) -> Option<&'static mut Counters> {
     COUNTERS.get_ptr_mut(entry).map(|p| unsafe { &mut *p })
 }
 
-/// Adds to a slot with an atomic add (BPF_XADD, no fetch). The slot is per CPU, so there is
-/// no contention; the atomic is there because fentry/kprobe programs run with migration,
-/// not preemption, disabled: another program run on the same CPU can interleave with a
-/// plain read-modify-write and lose an increment, and the counts here must be exact.
+/// Adds to a counter with an atomic add (BPF_XADD, no fetch). The counter is per CPU, so
+/// there is no contention; the atomic is there because fentry/kprobe programs run with
+/// migration, not preemption, disabled: another program run on the same CPU can interleave
+/// with a plain read-modify-write and lose an increment, and the counts here must be exact.
 #[inline(always)]
-fn add(counters: &mut Counters, slot: usize, value: u64) {
-    if let Some(c) = counters.c.get_mut(slot) {
-        // SAFETY: an aligned u64 inside a map value, only ever accessed atomically or by
-        // userspace copies.
-        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(c, value) };
-    }
+fn add(counter: &mut u64, value: u64) {
+    // SAFETY: an aligned u64 inside a map value, only ever accessed atomically or by
+    // userspace copies.
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(counter, value) };
 }
 
 #[inline(always)]
-fn max(counters: &mut Counters, slot: usize, value: u64) {
-    if let Some(c) = counters.c.get_mut(slot)
-        && value > *c
-    {
-        *c = value;
+fn max(counter: &mut u64, value: u64) {
+    if value > *counter {
+        *counter = value;
     }
 }
 
@@ -153,11 +149,8 @@ fn emit(entry: u32, tid: u32, kind: u32, aux: u32, a: u64, b: u64, c: u64) {
         None => false,
     };
     if let Some(counters) = counters(entry) {
-        add(
-            counters,
-            if sent { C_EVENTS_SENT } else { C_EVENTS_LOST },
-            1,
-        );
+        let events = &mut counters.events;
+        add(if sent { &mut events.sent } else { &mut events.lost }, 1);
     }
 }
 

@@ -17,8 +17,7 @@ use aya_ebpf::{
 };
 use skillprof_common::{
     EV_EXIT_GROUP, EV_SYSCALL, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP, NR_MPROTECT, NR_MREMAP,
-    NR_MUNMAP, SC_BYTES, SC_CALLS, SC_ERRORS, SC_LAT_MAX_NS, SC_LAT_NS, SYS_BRK, SYS_MADVISE,
-    SYS_MREMAP, SYS_MUNMAP, SysEnter, advice_class, madv_bytes, madv_calls, sc, syscall_kind,
+    NR_MUNMAP, SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP, SysEnter, advice_class, syscall_kind,
 };
 
 use crate::{PtRegs, add, counters, current_entry, emit, ids, is_host, max, now, stop_state};
@@ -98,17 +97,20 @@ fn exit(tid: u32, nr: Option<u32>, ret: i64) {
     let Some(c) = counters(saved.entry) else {
         return;
     };
-    add(c, sc(kind, SC_CALLS), 1);
-    add(c, sc(kind, SC_BYTES), bytes);
-    if failed {
-        add(c, sc(kind, SC_ERRORS), 1);
+    if let Some(counts) = c.syscalls.get_mut(kind) {
+        add(&mut counts.calls, 1);
+        add(&mut counts.bytes, bytes);
+        if failed {
+            add(&mut counts.errors, 1);
+        }
+        add(&mut counts.lat_ns, latency);
+        max(&mut counts.lat_max_ns, latency);
     }
-    add(c, sc(kind, SC_LAT_NS), latency);
-    max(c, sc(kind, SC_LAT_MAX_NS), latency);
-    if kind == SYS_MADVISE {
-        let class = advice_class(saved.args[2]);
-        add(c, madv_calls(class), 1);
-        add(c, madv_bytes(class), bytes);
+    if kind == SYS_MADVISE
+        && let Some(advice) = c.madvise.get_mut(advice_class(saved.args[2]))
+    {
+        add(&mut advice.calls, 1);
+        add(&mut advice.bytes, bytes);
     }
     if kind == SYS_MUNMAP
         && let Some(stop) = stop_state()

@@ -17,16 +17,10 @@ use aya_ebpf::{
     },
 };
 use skillprof_common::{
-    C_DIRECT_HOST, C_DIRECT_HOST_MAX_NS, C_DIRECT_HOST_NS, C_DIRECT_HOST_RECLAIMED,
-    C_DIRECT_OTHERS, C_DIRECT_OTHERS_RECLAIMED, C_KSWAPD_AWAKE_NS, C_KSWAPD_SLEEP, C_KSWAPD_WAKE,
-    C_KSWAPD_WOKEN_BY_HOST, C_KSWAPD_WOKEN_BY_OTHERS, C_MEMCG_HOST, C_MEMCG_HOST_MAX_NS,
-    C_MEMCG_HOST_NS, C_MEMCG_HOST_RECLAIMED, C_MEMCG_OTHERS, C_MEMCG_OTHERS_RECLAIMED,
-    C_SHRINK_NODE_HOST, C_SHRINK_NODE_HOST_NS, C_SLAB, C_SLAB_FREED, C_SLAB_HOST, C_SLAB_HOST_NS,
-    C_SLAB_NS, C_THROTTLED, C_THROTTLED_HOST, C_THROTTLED_HOST_US, C_THROTTLED_US, CTX_DIRECT,
-    CTX_KSWAPD, CTX_MEMCG, CTX_OTHER, EV_DIRECT_RECLAIM, EV_KSWAPD_SLEEP, EV_KSWAPD_WAKE,
-    EV_LRU_ACTIVE, EV_LRU_INACTIVE, EV_MEMCG_RECLAIM, EV_SHRINK_NODE, EV_SHRINK_SLAB, EV_THROTTLED,
-    EV_WAKEUP_KSWAPD, LRU_CALLS, LRU_RECLAIMED, LRU_SCANNED, RECLAIM_DIRECT, RECLAIM_KSWAPD,
-    RECLAIM_MEMCG, ReclaimState, lru, lru_host, shrink_node_calls, shrink_node_ns,
+    CTX_DIRECT, CTX_KSWAPD, CTX_MEMCG, CTX_OTHER, EV_DIRECT_RECLAIM, EV_KSWAPD_SLEEP,
+    EV_KSWAPD_WAKE, EV_LRU_ACTIVE, EV_LRU_INACTIVE, EV_MEMCG_RECLAIM, EV_SHRINK_NODE,
+    EV_SHRINK_SLAB, EV_THROTTLED, EV_WAKEUP_KSWAPD, LruCounts, RECLAIM_DIRECT, RECLAIM_KSWAPD,
+    RECLAIM_MEMCG, ReclaimState,
 };
 
 use crate::{RECLAIM, add, counters, current_entry, emit, ids, is_host, max, now};
@@ -99,7 +93,7 @@ fn kswapd_wake(nid: i32, order: i32) {
     }
     let entry = current_entry();
     if let Some(c) = counters(entry) {
-        add(c, C_KSWAPD_WAKE, 1);
+        add(&mut c.kswapd.wakes, 1);
     }
     emit(entry, tid, EV_KSWAPD_WAKE, nid as u32, order as u64, 0, 0);
 }
@@ -118,8 +112,8 @@ fn kswapd_sleep(nid: i32) {
     }
     let entry = current_entry();
     if let Some(c) = counters(entry) {
-        add(c, C_KSWAPD_SLEEP, 1);
-        add(c, C_KSWAPD_AWAKE_NS, awake);
+        add(&mut c.kswapd.sleeps, 1);
+        add(&mut c.kswapd.awake_ns, awake);
     }
     emit(entry, tid, EV_KSWAPD_SLEEP, nid as u32, awake, 0, 0);
 }
@@ -130,12 +124,12 @@ fn wakeup_kswapd(nid: i32, order: i32, gfp: u64) {
     let host = is_host(tgid);
     let entry = current_entry();
     if let Some(c) = counters(entry) {
+        let kswapd = &mut c.kswapd;
         add(
-            c,
             if host {
-                C_KSWAPD_WOKEN_BY_HOST
+                &mut kswapd.woken_by_host
             } else {
-                C_KSWAPD_WOKEN_BY_OTHERS
+                &mut kswapd.woken_by_others
             },
             1,
         );
@@ -184,33 +178,19 @@ fn reclaim_end(kind: u32, reclaimed: u64) {
     let host = is_host(tgid);
     let entry = current_entry();
     if let Some(c) = counters(entry) {
-        let (count, ns, max_ns, pages, others, others_pages) = if kind == RECLAIM_DIRECT {
-            (
-                C_DIRECT_HOST,
-                C_DIRECT_HOST_NS,
-                C_DIRECT_HOST_MAX_NS,
-                C_DIRECT_HOST_RECLAIMED,
-                C_DIRECT_OTHERS,
-                C_DIRECT_OTHERS_RECLAIMED,
-            )
+        let counts = if kind == RECLAIM_DIRECT {
+            &mut c.direct
         } else {
-            (
-                C_MEMCG_HOST,
-                C_MEMCG_HOST_NS,
-                C_MEMCG_HOST_MAX_NS,
-                C_MEMCG_HOST_RECLAIMED,
-                C_MEMCG_OTHERS,
-                C_MEMCG_OTHERS_RECLAIMED,
-            )
+            &mut c.memcg
         };
         if host {
-            add(c, count, 1);
-            add(c, ns, took);
-            max(c, max_ns, took);
-            add(c, pages, reclaimed);
+            add(&mut counts.host, 1);
+            add(&mut counts.host_ns, took);
+            max(&mut counts.host_max_ns, took);
+            add(&mut counts.host_pages, reclaimed);
         } else {
-            add(c, others, 1);
-            add(c, others_pages, reclaimed);
+            add(&mut counts.others, 1);
+            add(&mut counts.others_pages, reclaimed);
         }
     }
     let kind_ev = if kind == RECLAIM_DIRECT {
@@ -222,18 +202,23 @@ fn reclaim_end(kind: u32, reclaimed: u64) {
 }
 
 #[inline(always)]
+fn lru_add(counts: &mut LruCounts, scanned: u64, reclaimed: u64) {
+    add(&mut counts.calls, 1);
+    add(&mut counts.scanned, scanned);
+    add(&mut counts.reclaimed, reclaimed);
+}
+
+#[inline(always)]
 fn lru_shrink(nid: i32, scanned: u64, reclaimed: u64, active: bool, other: u64) {
     let (tid, tgid) = ids();
     let ctx = context_of(state(tid).map(|s| &*s));
     let entry = current_entry();
     if let Some(c) = counters(entry) {
-        add(c, lru(ctx, LRU_CALLS), 1);
-        add(c, lru(ctx, LRU_SCANNED), scanned);
-        add(c, lru(ctx, LRU_RECLAIMED), reclaimed);
+        if let Some(counts) = c.lru.get_mut(ctx) {
+            lru_add(counts, scanned, reclaimed);
+        }
         if is_host(tgid) {
-            add(c, lru_host(LRU_CALLS), 1);
-            add(c, lru_host(LRU_SCANNED), scanned);
-            add(c, lru_host(LRU_RECLAIMED), reclaimed);
+            lru_add(&mut c.lru_host, scanned, reclaimed);
         }
     }
     if active {
@@ -282,12 +267,13 @@ fn slab_end(freed: i32) {
     let freed = if freed > 0 { freed as u64 } else { 0 };
     let entry = current_entry();
     if let Some(c) = counters(entry) {
-        add(c, C_SLAB, 1);
-        add(c, C_SLAB_FREED, freed);
-        add(c, C_SLAB_NS, took);
+        let slab = &mut c.slab;
+        add(&mut slab.shrinks, 1);
+        add(&mut slab.freed, freed);
+        add(&mut slab.ns, took);
         if is_host(tgid) {
-            add(c, C_SLAB_HOST, 1);
-            add(c, C_SLAB_HOST_NS, took);
+            add(&mut slab.host_shrinks, 1);
+            add(&mut slab.host_ns, took);
         }
     }
     emit(entry, tid, EV_SHRINK_SLAB, 0, freed, took, 0);
@@ -299,11 +285,12 @@ fn throttled(nid: i32, delayed_us: i32, reason: i32) {
     let delayed = if delayed_us > 0 { delayed_us as u64 } else { 0 };
     let entry = current_entry();
     if let Some(c) = counters(entry) {
-        add(c, C_THROTTLED, 1);
-        add(c, C_THROTTLED_US, delayed);
+        let throttle = &mut c.throttle;
+        add(&mut throttle.count, 1);
+        add(&mut throttle.us, delayed);
         if is_host(tgid) {
-            add(c, C_THROTTLED_HOST, 1);
-            add(c, C_THROTTLED_HOST_US, delayed);
+            add(&mut throttle.host_count, 1);
+            add(&mut throttle.host_us, delayed);
         }
     }
     emit(
@@ -340,11 +327,13 @@ fn shrink_node_end() {
     let took = now().saturating_sub(start);
     let entry = current_entry();
     if let Some(c) = counters(entry) {
-        add(c, shrink_node_calls(ctx), 1);
-        add(c, shrink_node_ns(ctx), took);
+        if let Some(counts) = c.shrink_node.get_mut(ctx) {
+            add(&mut counts.calls, 1);
+            add(&mut counts.ns, took);
+        }
         if is_host(tgid) {
-            add(c, C_SHRINK_NODE_HOST, 1);
-            add(c, C_SHRINK_NODE_HOST_NS, took);
+            add(&mut c.shrink_node_host.calls, 1);
+            add(&mut c.shrink_node_host.ns, took);
         }
     }
     emit(entry, tid, EV_SHRINK_NODE, ctx as u32, took, 0, 0);

@@ -1,7 +1,7 @@
 //! The result record: one per entry, the single contract between measuring and reporting.
 //! Every metric group writes itself into a [`Row`] of named cells; `commands.csv`, the run
 //! log and the explanations are views of those rows. A new metric is added in one place,
-//! its group, and documented once, in [`COLUMNS`].
+//! its group, and documented once, in [`columns`].
 
 use std::fmt::Write as _;
 
@@ -74,10 +74,11 @@ pub trait Metrics {
     fn write(&self, row: &mut Row);
 }
 
-/// The documentation of every column `commands.csv` can have. A name ending in `*` stands
-/// for a family (per zone, per madvise advice). The README's column table is generated
-/// from this list, and a test checks that every emitted column is documented here.
-pub const COLUMNS: &[(&str, &str)] = &[
+/// The documentation of the runner's and the sampler's columns. A name ending in `*` stands
+/// for a family (per zone, per vmstat counter). With the probes' columns and the ones after
+/// them, this is [`columns`], from which the README's column table is generated; a test
+/// checks that every emitted column is documented there.
+const RUN_COLUMNS: &[(&str, &str)] = &[
     ("index", "entry number, from 0, in file order"),
     (
         "cmd",
@@ -194,84 +195,11 @@ pub const COLUMNS: &[(&str, &str)] = &[
         "vmstat_*",
         "change of a /proc/vmstat counter over the entry (pgfault, pgmajfault, pgscan_*, pgsteal_*, allocstall_*, pgrefill, workingset_*, pswpin, pswpout; workingset_nodes is a gauge and can fall)",
     ),
-    // Probes (BPF), per entry; empty when the probe did not attach (see meta.json's probes).
-    (
-        "mmap_*",
-        "host mmap(2) calls (probes): mmap_calls, mmap_bytes (requested lengths), mmap_errors, mmap_lat_us (enter→exit, summed over calls), mmap_lat_max_us; a call counts in the entry current when it entered",
-    ),
-    (
-        "munmap_*",
-        "host munmap(2) calls: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
-    ),
-    (
-        "mremap_*",
-        "host mremap(2) calls: _calls, _bytes (new lengths), _errors, _lat_us, _lat_max_us",
-    ),
-    (
-        "mprotect_*",
-        "host mprotect(2) calls: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
-    ),
-    (
-        "madvise_*",
-        "host madvise(2) calls, all advice: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
-    ),
-    (
-        "brk_*",
-        "host brk(2) calls: _calls, _bytes (how far the break moved, either way), _errors (the break did not move as asked), _lat_us, _lat_max_us",
-    ),
-    (
-        "madv_*",
-        "madvise per advice: madv_<advice>_calls and madv_<advice>_bytes, advice one of dontneed, free, remove, willneed, hugepage, nohugepage, cold, pageout, populate (read or write), collapse, other",
-    ),
-    (
-        "faults_user",
-        "user-mode page faults of the host (exceptions:page_fault_user, or fexit handle_mm_fault without the retried attempts)",
-    ),
-    ("faults_user_write", "faults_user that were writes"),
-    (
-        "faults_user_read",
-        "faults_user that were reads or instruction fetches (faults_user - faults_user_write)",
-    ),
-    (
-        "faults_major",
-        "faults_user that were major; only fexit handle_mm_fault sees this (empty otherwise; see majflt_perf)",
-    ),
-    (
-        "majflt_perf",
-        "major faults of the host from a perf software counter (PAGE_FAULTS_MAJ, every thread)",
-    ),
-    (
-        "kswapd_*",
-        "kswapd, system-wide: kswapd_wakes, kswapd_sleeps, kswapd_awake_ms (awake time, counted when it sleeps), kswapd_woken_by_host and kswapd_woken_by_others (allocations that asked it to wake)",
-    ),
-    (
-        "direct_reclaim_*",
-        "direct reclaim in the host's context: _count, _ms (total), _max_ms, _pages (reclaimed); by other processes: _others_count, _others_pages",
-    ),
-    (
-        "memcg_reclaim_*",
-        "memcg limit reclaim in the host's context: _count, _ms, _max_ms, _pages; by other processes: _others_count, _others_pages",
-    ),
-    (
-        "lru_*",
-        "LRU shrinking (mm_vmscan_lru_shrink_inactive/active), system-wide: lru_<ctx>_calls, _scanned (inactive: scanned, active: taken), _reclaimed, ctx one of kswapd, direct, memcg, other; and lru_host_* for the host's own context",
-    ),
-    (
-        "shrink_node_*",
-        "shrink_node (fentry/fexit or kprobes only; empty where neither attaches): shrink_node_<ctx>_calls and _ms per reclaim context, and shrink_node_host_calls/_ms",
-    ),
-    (
-        "slab_*",
-        "slab shrinkers, system-wide: slab_shrinks, slab_freed (objects), slab_ms; in the host's context: slab_host_shrinks, slab_host_ms",
-    ),
-    (
-        "throttle_*",
-        "reclaim throttling (mm_vmscan_throttled): throttle_count, throttle_ms (delayed), and throttle_host_count/_ms for the host",
-    ),
-    (
-        "events_*",
-        "with --events: events_sent to the ring buffer and events_lost (ring full) during the entry",
-    ),
+];
+
+/// Documentation of the columns that follow the probes' (whose own documentation lives with
+/// their definitions, `probes::metrics::columns`).
+const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
     (
         "stop_*",
         "stop only, the breakdown (parts sum to stop_total_ms): stop_signal_ms (SIGTERM sent → delivered), stop_drain_ms (→ exit_group), stop_exit_ms (→ teardown start), stop_teardown_ms (address space), stop_last_thread_ms (→ parent notified), stop_reap_ms (→ reaped); stop_drain_munmaps and stop_drain_munmap_bytes; stop_teardown_pages (freed); stop_teardown_by (exit_mmap or rss_stat)",
@@ -287,21 +215,29 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The documentation of every column `commands.csv` can have, in row order.
+pub fn columns() -> Vec<(&'static str, &'static str)> {
+    let mut columns = RUN_COLUMNS.to_vec();
+    columns.extend(crate::probes::column_documentation());
+    columns.extend_from_slice(COLUMNS_AFTER_PROBES);
+    columns
+}
+
 /// The documentation of `column`, if it has any.
 pub fn documentation(column: &str) -> Option<&'static str> {
-    COLUMNS.iter().find_map(|(name, doc)| {
+    columns().into_iter().find_map(|(name, doc)| {
         let matches = match name.strip_suffix('*') {
             Some(prefix) => column.starts_with(prefix),
-            None => column == *name,
+            None => column == name,
         };
-        matches.then_some(*doc)
+        matches.then_some(doc)
     })
 }
 
-/// The README's table of `commands.csv` columns, generated from [`COLUMNS`].
+/// The README's table of `commands.csv` columns, generated from [`columns`].
 pub fn columns_markdown() -> String {
     let mut table = String::from("| column | meaning |\n|---|---|\n");
-    for (name, doc) in COLUMNS {
+    for (name, doc) in columns() {
         let _ = writeln!(table, "| `{name}` | {} |", doc.replace('|', "\\|"));
     }
     table

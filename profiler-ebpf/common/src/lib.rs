@@ -3,14 +3,14 @@
 //!
 //! Both sides read the same bytes, so every type here is `#[repr(C)]`, `Copy`, and made of
 //! fixed-width integers only (no padding the two compilers could disagree on). The BPF side
-//! only adds numbers into the slots named here; what they mean is decided in userspace
-//! (`profiler/src/probes/metrics.rs`).
+//! only adds numbers into the fields named here; their column names, units and documentation
+//! are decided once in userspace (`profiler/src/probes/metrics.rs`).
 
 // ---------------------------------------------------------------------------------------------
 // Syscalls
 // ---------------------------------------------------------------------------------------------
 
-/// The address-space syscalls skillprof counts, in slot order.
+/// The address-space syscalls skillprof counts, in `SYS_*` order.
 pub const SYSCALL_NAMES: [&str; SYSCALLS] =
     ["mmap", "munmap", "mremap", "mprotect", "madvise", "brk"];
 pub const SYSCALLS: usize = 6;
@@ -30,7 +30,7 @@ pub const NR_MREMAP: u32 = 25;
 pub const NR_MADVISE: u32 = 28;
 pub const NR_EXIT_GROUP: u32 = 231;
 
-/// Which slot a syscall number counts in, if any.
+/// Which `SYS_*` kind a syscall number counts as, if any.
 #[inline(always)]
 pub const fn syscall_kind(nr: u32) -> Option<usize> {
     match nr {
@@ -42,26 +42,6 @@ pub const fn syscall_kind(nr: u32) -> Option<usize> {
         NR_BRK => Some(SYS_BRK),
         _ => None,
     }
-}
-
-/// Per syscall: calls completed (enter and exit both seen).
-pub const SC_CALLS: usize = 0;
-/// Per syscall: bytes (mmap/munmap/mprotect/madvise: the length argument; mremap: the new
-/// length; brk: how far the break moved, either way).
-pub const SC_BYTES: usize = 1;
-/// Per syscall: calls that failed (a return in -4095..=-1; brk: the break did not move to
-/// the requested address).
-pub const SC_ERRORS: usize = 2;
-/// Per syscall: enter→exit time, summed over calls, ns.
-pub const SC_LAT_NS: usize = 3;
-/// Per syscall: the longest enter→exit time, ns (a maximum, not a sum).
-pub const SC_LAT_MAX_NS: usize = 4;
-const SC_STRIDE: usize = 5;
-
-/// The counter slot of `field` (an `SC_*`) for syscall slot `kind` (a `SYS_*`).
-#[inline(always)]
-pub const fn sc(kind: usize, field: usize) -> usize {
-    C_SYSCALL_BASE + kind * SC_STRIDE + field
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -102,17 +82,6 @@ pub const fn advice_class(advice: u64) -> usize {
     }
 }
 
-/// Counter slot of madvise calls with advice class `class`.
-#[inline(always)]
-pub const fn madv_calls(class: usize) -> usize {
-    C_MADV_BASE + class * 2
-}
-/// Counter slot of madvise bytes with advice class `class`.
-#[inline(always)]
-pub const fn madv_bytes(class: usize) -> usize {
-    C_MADV_BASE + class * 2 + 1
-}
-
 // ---------------------------------------------------------------------------------------------
 // Reclaim contexts
 // ---------------------------------------------------------------------------------------------
@@ -148,121 +117,195 @@ pub struct ReclaimState {
 // The per-entry counters
 // ---------------------------------------------------------------------------------------------
 
-const C_SYSCALL_BASE: usize = 0;
-const C_MADV_BASE: usize = C_SYSCALL_BASE + SYSCALLS * SC_STRIDE; // 30
-
-/// User-mode page faults of the host.
-pub const C_FAULTS: usize = C_MADV_BASE + ADVICES * 2; // 52
-/// ... of which writes.
-pub const C_FAULTS_WRITE: usize = C_FAULTS + 1;
-/// ... of which major (only the fexit `handle_mm_fault` mechanism sees this).
-pub const C_FAULTS_MAJOR: usize = C_FAULTS + 2;
-
-/// kswapd woke up (system-wide).
-pub const C_KSWAPD_WAKE: usize = C_FAULTS + 3;
-/// kswapd went back to sleep (system-wide).
-pub const C_KSWAPD_SLEEP: usize = C_KSWAPD_WAKE + 1;
-/// Time kswapd was awake, ns, counted when it goes to sleep.
-pub const C_KSWAPD_AWAKE_NS: usize = C_KSWAPD_WAKE + 2;
-/// Allocations that asked kswapd to wake, in the host's context.
-pub const C_KSWAPD_WOKEN_BY_HOST: usize = C_KSWAPD_WAKE + 3;
-/// ... in any other context.
-pub const C_KSWAPD_WOKEN_BY_OTHERS: usize = C_KSWAPD_WAKE + 4;
-
-/// Direct reclaim in the host's context: count, total ns, max ns, pages reclaimed.
-pub const C_DIRECT_HOST: usize = C_KSWAPD_WAKE + 5;
-pub const C_DIRECT_HOST_NS: usize = C_DIRECT_HOST + 1;
-pub const C_DIRECT_HOST_MAX_NS: usize = C_DIRECT_HOST + 2;
-pub const C_DIRECT_HOST_RECLAIMED: usize = C_DIRECT_HOST + 3;
-/// Direct reclaim by other processes: count, pages reclaimed.
-pub const C_DIRECT_OTHERS: usize = C_DIRECT_HOST + 4;
-pub const C_DIRECT_OTHERS_RECLAIMED: usize = C_DIRECT_HOST + 5;
-
-/// Memcg (limit) reclaim in the host's context, and by others: same layout as direct.
-pub const C_MEMCG_HOST: usize = C_DIRECT_HOST + 6;
-pub const C_MEMCG_HOST_NS: usize = C_MEMCG_HOST + 1;
-pub const C_MEMCG_HOST_MAX_NS: usize = C_MEMCG_HOST + 2;
-pub const C_MEMCG_HOST_RECLAIMED: usize = C_MEMCG_HOST + 3;
-pub const C_MEMCG_OTHERS: usize = C_MEMCG_HOST + 4;
-pub const C_MEMCG_OTHERS_RECLAIMED: usize = C_MEMCG_HOST + 5;
-
-/// LRU shrinking (`shrink_{inactive,active}_list`) per reclaim context: calls, pages
-/// scanned (inactive: scanned; active: taken), pages reclaimed (inactive only).
-const C_LRU_BASE: usize = C_MEMCG_HOST + 6;
-pub const LRU_CALLS: usize = 0;
-pub const LRU_SCANNED: usize = 1;
-pub const LRU_RECLAIMED: usize = 2;
-#[inline(always)]
-pub const fn lru(ctx: usize, field: usize) -> usize {
-    C_LRU_BASE + ctx * 3 + field
-}
-/// The same three, for LRU shrinking in the host's own context (direct or memcg reclaim).
-#[inline(always)]
-pub const fn lru_host(field: usize) -> usize {
-    C_LRU_BASE + CONTEXTS * 3 + field
+/// Merges the per-CPU copies of a counter group (userspace reads one copy per CPU).
+pub trait Combine {
+    fn combine(&mut self, other: &Self);
 }
 
-/// `shrink_node` (fentry/fexit or kprobes) per reclaim context: calls, ns.
-const C_NODE_BASE: usize = C_LRU_BASE + CONTEXTS * 3 + 3;
-#[inline(always)]
-pub const fn shrink_node_calls(ctx: usize) -> usize {
-    C_NODE_BASE + ctx * 2
-}
-#[inline(always)]
-pub const fn shrink_node_ns(ctx: usize) -> usize {
-    C_NODE_BASE + ctx * 2 + 1
-}
-/// `shrink_node` in the host's context: calls, ns.
-pub const C_SHRINK_NODE_HOST: usize = C_NODE_BASE + CONTEXTS * 2;
-pub const C_SHRINK_NODE_HOST_NS: usize = C_SHRINK_NODE_HOST + 1;
-
-/// Slab shrinkers run (system-wide): calls, objects freed, ns; and in the host's context.
-pub const C_SLAB: usize = C_SHRINK_NODE_HOST + 2;
-pub const C_SLAB_FREED: usize = C_SLAB + 1;
-pub const C_SLAB_NS: usize = C_SLAB + 2;
-pub const C_SLAB_HOST: usize = C_SLAB + 3;
-pub const C_SLAB_HOST_NS: usize = C_SLAB + 4;
-
-/// Reclaim throttling (`mm_vmscan_throttled`), system-wide and in the host's context:
-/// count and microseconds delayed.
-pub const C_THROTTLED: usize = C_SLAB + 5;
-pub const C_THROTTLED_US: usize = C_THROTTLED + 1;
-pub const C_THROTTLED_HOST: usize = C_THROTTLED + 2;
-pub const C_THROTTLED_HOST_US: usize = C_THROTTLED + 3;
-
-/// `--events`: events that did not fit in the ring buffer.
-pub const C_EVENTS_LOST: usize = C_THROTTLED + 4;
-/// `--events`: events written to the ring buffer.
-pub const C_EVENTS_SENT: usize = C_EVENTS_LOST + 1;
-
-/// Slots in use; [`Counters`] has room for [`COUNTERS`].
-pub const COUNTERS_USED: usize = C_EVENTS_SENT + 1;
-pub const COUNTERS: usize = 128;
-const _: () = assert!(COUNTERS_USED <= COUNTERS);
-
-/// Whether slot `i` holds a maximum (combined over CPUs with `max`) rather than a sum.
-pub const fn is_max_slot(i: usize) -> bool {
-    let mut kind = 0;
-    while kind < SYSCALLS {
-        if i == sc(kind, SC_LAT_MAX_NS) {
-            return true;
+impl<T: Combine, const N: usize> Combine for [T; N] {
+    fn combine(&mut self, other: &Self) {
+        for (mine, theirs) in self.iter_mut().zip(other.iter()) {
+            mine.combine(theirs);
         }
-        kind += 1;
     }
-    i == C_DIRECT_HOST_MAX_NS || i == C_MEMCG_HOST_MAX_NS
+}
+
+/// Declares a counter group: a `#[repr(C)]` struct of u64 fields, each merged across CPUs by
+/// `sum` or `max`. A new counter is one line here; userspace names and documents it once
+/// (`profiler/src/probes/metrics.rs`).
+macro_rules! counters {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$doc:meta])* $field:ident: $op:ident,)* }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$doc])* pub $field: u64,)*
+        }
+
+        impl Combine for $name {
+            fn combine(&mut self, other: &Self) {
+                $(self.$field = counters!(@$op self.$field, other.$field);)*
+            }
+        }
+    };
+    (@sum $a:expr, $b:expr) => { $a.wrapping_add($b) };
+    (@max $a:expr, $b:expr) => { if $b > $a { $b } else { $a } };
+}
+
+counters! {
+    /// One address-space syscall kind of the host.
+    pub struct SyscallCounts {
+        /// Calls completed (enter and exit both seen).
+        calls: sum,
+        /// mmap/munmap/mprotect/madvise: the length argument; mremap: the new length; brk: how
+        /// far the break moved, either way.
+        bytes: sum,
+        /// Calls that failed (a return in -4095..=-1; brk: the break did not move as asked).
+        errors: sum,
+        /// Enter→exit time, summed over calls.
+        lat_ns: sum,
+        /// The longest enter→exit time.
+        lat_max_ns: max,
+    }
+}
+
+counters! {
+    /// madvise calls of one advice class.
+    pub struct AdviceCounts {
+        calls: sum,
+        bytes: sum,
+    }
+}
+
+counters! {
+    /// Page faults of the host.
+    pub struct FaultCounts {
+        /// Taken in user mode.
+        user: sum,
+        /// ... of which writes.
+        user_write: sum,
+        /// ... of which major (only the fexit `handle_mm_fault` mechanism sees this).
+        major: sum,
+        /// Taken in kernel mode on the host's user addresses (copy_to_user into a fresh buffer).
+        kernel: sum,
+    }
+}
+
+counters! {
+    /// kswapd, system-wide.
+    pub struct KswapdCounts {
+        wakes: sum,
+        sleeps: sum,
+        /// Time kswapd was awake, counted when it goes to sleep.
+        awake_ns: sum,
+        /// Allocations that asked kswapd to wake, in the host's context.
+        woken_by_host: sum,
+        /// ... in any other context.
+        woken_by_others: sum,
+    }
+}
+
+counters! {
+    /// Direct or memcg (limit) reclaim: in the host's context, and by other processes.
+    pub struct ReclaimCounts {
+        host: sum,
+        host_ns: sum,
+        host_max_ns: max,
+        host_pages: sum,
+        others: sum,
+        others_pages: sum,
+    }
+}
+
+counters! {
+    /// LRU shrinking (`shrink_{inactive,active}_list`) in one reclaim context.
+    pub struct LruCounts {
+        calls: sum,
+        /// Inactive: pages scanned; active: pages taken.
+        scanned: sum,
+        /// Inactive only.
+        reclaimed: sum,
+    }
+}
+
+counters! {
+    /// `shrink_node` (fentry/fexit or kprobes) in one reclaim context.
+    pub struct ShrinkNodeCounts {
+        calls: sum,
+        ns: sum,
+    }
+}
+
+counters! {
+    /// Slab shrinkers, system-wide and in the host's context.
+    pub struct SlabCounts {
+        shrinks: sum,
+        /// Objects freed.
+        freed: sum,
+        ns: sum,
+        host_shrinks: sum,
+        host_ns: sum,
+    }
+}
+
+counters! {
+    /// Reclaim throttling (`mm_vmscan_throttled`), system-wide and in the host's context.
+    pub struct ThrottleCounts {
+        count: sum,
+        /// Microseconds delayed.
+        us: sum,
+        host_count: sum,
+        host_us: sum,
+    }
+}
+
+counters! {
+    /// `--events`: the ring buffer.
+    pub struct EventCounts {
+        /// Events written.
+        sent: sum,
+        /// Events that did not fit.
+        lost: sum,
+    }
 }
 
 /// Everything attributed to one entry on one CPU: the value type of the `COUNTERS` per-CPU
-/// array, indexed by entry. Slots are named by the `C_*` constants and functions above.
+/// array, indexed by entry. Arrays are indexed by the `SYS_*`, advice class and `CTX_*`
+/// numbers above.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    pub c: [u64; COUNTERS],
+    pub syscalls: [SyscallCounts; SYSCALLS],
+    pub madvise: [AdviceCounts; ADVICES],
+    pub faults: FaultCounts,
+    pub kswapd: KswapdCounts,
+    pub direct: ReclaimCounts,
+    pub memcg: ReclaimCounts,
+    pub lru: [LruCounts; CONTEXTS],
+    /// LRU shrinking in the host's own context (direct or memcg reclaim).
+    pub lru_host: LruCounts,
+    pub shrink_node: [ShrinkNodeCounts; CONTEXTS],
+    pub shrink_node_host: ShrinkNodeCounts,
+    pub slab: SlabCounts,
+    pub throttle: ThrottleCounts,
+    pub events: EventCounts,
 }
 
-impl Default for Counters {
-    fn default() -> Self {
-        Self { c: [0; COUNTERS] }
+impl Combine for Counters {
+    fn combine(&mut self, other: &Self) {
+        self.syscalls.combine(&other.syscalls);
+        self.madvise.combine(&other.madvise);
+        self.faults.combine(&other.faults);
+        self.kswapd.combine(&other.kswapd);
+        self.direct.combine(&other.direct);
+        self.memcg.combine(&other.memcg);
+        self.lru.combine(&other.lru);
+        self.lru_host.combine(&other.lru_host);
+        self.shrink_node.combine(&other.shrink_node);
+        self.shrink_node_host.combine(&other.shrink_node_host);
+        self.slab.combine(&other.slab);
+        self.throttle.combine(&other.throttle);
+        self.events.combine(&other.events);
     }
 }
 
@@ -379,6 +422,8 @@ pub const EV_EXIT_MMAP: u32 = 17;
 pub const EV_RSS_TEARDOWN: u32 = 18;
 /// a: signal sent to the parent.
 pub const EV_NOTIFY_PARENT: u32 = 19;
+/// a: address; b: 1 if a write. A kernel-mode fault on a user address.
+pub const EV_FAULT_KERNEL: u32 = 20;
 
 #[cfg(feature = "user")]
 mod pod {

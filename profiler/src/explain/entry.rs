@@ -163,11 +163,18 @@ fn address_space(cells: &Cells) -> Option<String> {
     (!calls.is_empty()).then(|| calls.join(", "))
 }
 
+/// Every fault the kernel counts in the host's minflt: user mode and, where the probes saw
+/// them, kernel mode on its user addresses.
 fn faults(cells: &Cells) -> Option<String> {
-    let faults = cells.some("faults_user")?;
+    let user = cells.some("faults_user")?;
+    let kernel = cells.some("faults_kernel");
+    let faults = user + kernel.unwrap_or(0.0);
     let mut text = format!("{} page faults", many(faults));
     if let Some(writes) = cells.num("faults_user_write") {
-        text.push_str(&format!(" ({:.0}% write", 100.0 * writes / faults));
+        text.push_str(&format!(" ({:.0}% write", 100.0 * writes / user));
+        if let Some(kernel) = kernel {
+            text.push_str(&format!(", {} in kernel mode", count(kernel)));
+        }
         if let Some(major) = cells.some("majflt_perf") {
             text.push_str(&format!(", {} major", count(major)));
         }
@@ -287,6 +294,7 @@ mod tests {
             ("mmap_bytes", "10522669875"),
             ("faults_user", "81211"),
             ("faults_user_write", "78774"),
+            ("faults_kernel", "0"),
             ("direct_reclaim_count", "0"),
             ("zones_lowest_band", "baseline"),
         ]));
@@ -331,6 +339,22 @@ mod tests {
             ("faults_user", ""),
         ]));
         assert_eq!(text, "skills: 0 ms, ±0 RSS; reclaim not probed.");
+    }
+
+    #[test]
+    fn kernel_mode_faults_count_in_the_total() {
+        let text = paragraph(&row(&[
+            ("cmd", "add_rs"),
+            ("took_ms", "90"),
+            ("rss_diff_kb", "2048"),
+            ("faults_user", "2466"),
+            ("faults_user_write", "2000"),
+            ("faults_kernel", "32"),
+        ]));
+        assert!(
+            text.contains("2,498 page faults (81% write, 32 in kernel mode)"),
+            "{text}"
+        );
     }
 
     #[test]

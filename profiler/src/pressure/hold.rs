@@ -199,7 +199,7 @@ impl BandHeld {
     }
 }
 
-/// The per-entry "band actually held" columns (`pressure_*` in `record::COLUMNS`).
+/// The per-entry "band actually held" columns (`pressure_*` in `record::columns()`).
 impl Metrics for BandHeld {
     fn write(&self, row: &mut Row) {
         let kb = |pages: u64| pages * page_size() / 1024;
@@ -922,7 +922,7 @@ mod tests {
         for name in read.names() {
             assert!(
                 record::documentation(name).is_some(),
-                "{name} is not in record::COLUMNS"
+                "{name} is not in record::columns()"
             );
         }
     }

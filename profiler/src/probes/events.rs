@@ -20,10 +20,10 @@ use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
 use skillprof_common::{
     ADVICE_NAMES, CTX_NAMES, EV_DIRECT_RECLAIM, EV_EXIT_GROUP, EV_EXIT_MMAP, EV_FAULT,
-    EV_FAULT_FEXIT, EV_KSWAPD_SLEEP, EV_KSWAPD_WAKE, EV_LRU_ACTIVE, EV_LRU_INACTIVE,
-    EV_MEMCG_RECLAIM, EV_NOTIFY_PARENT, EV_PROCESS_EXIT, EV_RSS_TEARDOWN, EV_SHRINK_NODE,
-    EV_SHRINK_SLAB, EV_SIGNAL_DELIVER, EV_SYSCALL, EV_THROTTLED, EV_WAKEUP_KSWAPD, Event,
-    SYSCALL_NAMES, advice_class,
+    EV_FAULT_FEXIT, EV_FAULT_KERNEL, EV_KSWAPD_SLEEP, EV_KSWAPD_WAKE, EV_LRU_ACTIVE,
+    EV_LRU_INACTIVE, EV_MEMCG_RECLAIM, EV_NOTIFY_PARENT, EV_PROCESS_EXIT, EV_RSS_TEARDOWN,
+    EV_SHRINK_NODE, EV_SHRINK_SLAB, EV_SIGNAL_DELIVER, EV_SYSCALL, EV_THROTTLED, EV_WAKEUP_KSWAPD,
+    Event, SYSCALL_NAMES, advice_class,
 };
 
 pub struct EventStream {
@@ -153,6 +153,7 @@ fn write_event(out: &mut impl std::io::Write, e: &Event) -> std::io::Result<()> 
                 e.c
             ),
         ),
+        EV_FAULT_KERNEL => ("fault_kernel", format!("address={:#x} write={}", e.a, e.b)),
         EV_KSWAPD_WAKE => ("kswapd_wake", format!("nid={} order={}", e.aux, e.a)),
         EV_KSWAPD_SLEEP => ("kswapd_sleep", format!("nid={} awake_ns={}", e.aux, e.a)),
         EV_WAKEUP_KSWAPD => (

@@ -12,7 +12,9 @@ fn expected(category: &str, name: &str) -> &'static [(&'static str, usize, usize
     match (category, name) {
         ("syscalls", n) if n.starts_with("sys_enter_") => &[("__syscall_nr", 8, 4)],
         ("syscalls", n) if n.starts_with("sys_exit_") => &[("__syscall_nr", 8, 4), ("ret", 16, 8)],
-        ("exceptions", "page_fault_user") => &[("address", 8, 8), ("error_code", 24, 8)],
+        ("exceptions", "page_fault_user" | "page_fault_kernel") => {
+            &[("address", 8, 8), ("error_code", 24, 8)]
+        }
         ("vmscan", "mm_vmscan_kswapd_wake") => &[("nid", 8, 4), ("order", 16, 4)],
         ("vmscan", "mm_vmscan_kswapd_sleep") => &[("nid", 8, 4)],
         ("vmscan", "mm_vmscan_wakeup_kswapd") => {

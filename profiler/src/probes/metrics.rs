@@ -1,37 +1,25 @@
 //! What the probes measured for one entry, as result-record cells. The BPF side only adds into
-//! numbered slots; the names, units and meaning are here.
+//! the typed counter groups of `skillprof_common::Counters`; each column's name, unit, probe
+//! and documentation are declared once, in [`columns`].
 //!
 //! A probe that did not attach writes empty cells for its columns, never zeros.
 
 use std::{collections::HashMap, sync::OnceLock};
 
 use skillprof_common::{
-    ADVICE_NAMES, ADVICES, C_DIRECT_HOST, C_DIRECT_HOST_MAX_NS, C_DIRECT_HOST_NS,
-    C_DIRECT_HOST_RECLAIMED, C_DIRECT_OTHERS, C_DIRECT_OTHERS_RECLAIMED, C_EVENTS_LOST,
-    C_EVENTS_SENT, C_FAULTS, C_FAULTS_MAJOR, C_FAULTS_WRITE, C_KSWAPD_AWAKE_NS, C_KSWAPD_SLEEP,
-    C_KSWAPD_WAKE, C_KSWAPD_WOKEN_BY_HOST, C_KSWAPD_WOKEN_BY_OTHERS, C_MEMCG_HOST,
-    C_MEMCG_HOST_MAX_NS, C_MEMCG_HOST_NS, C_MEMCG_HOST_RECLAIMED, C_MEMCG_OTHERS,
-    C_MEMCG_OTHERS_RECLAIMED, C_SHRINK_NODE_HOST, C_SHRINK_NODE_HOST_NS, C_SLAB, C_SLAB_FREED,
-    C_SLAB_HOST, C_SLAB_HOST_NS, C_SLAB_NS, C_THROTTLED, C_THROTTLED_HOST, C_THROTTLED_HOST_US,
-    C_THROTTLED_US, CONTEXTS, COUNTERS, CTX_NAMES, Counters, LRU_CALLS, LRU_RECLAIMED, LRU_SCANNED,
-    SC_BYTES, SC_CALLS, SC_ERRORS, SC_LAT_MAX_NS, SC_LAT_NS, SYSCALL_NAMES, SYSCALLS, is_max_slot,
-    lru, lru_host, madv_bytes, madv_calls, sc, shrink_node_calls, shrink_node_ns,
+    ADVICE_NAMES, CONTEXTS, CTX_NAMES, Combine as _, Counters, ReclaimCounts, SYSCALL_NAMES,
+    SYSCALLS,
 };
 
 use super::plan::Mechanism;
 use crate::record::{Metrics, Row};
 
-/// Combines the per-CPU copies of one entry's counters: sums, and maxima for `*_max` slots.
-pub fn combine<'a>(per_cpu: impl IntoIterator<Item = &'a Counters>) -> [u64; COUNTERS] {
-    let mut total = [0u64; COUNTERS];
+/// Combines the per-CPU copies of one entry's counters: sums, and maxima for the `*_max`
+/// counters.
+pub fn combine<'a>(per_cpu: impl IntoIterator<Item = &'a Counters>) -> Counters {
+    let mut total = Counters::default();
     for cpu in per_cpu {
-        for (slot, (sum, value)) in total.iter_mut().zip(cpu.c.iter()).enumerate() {
-            if is_max_slot(slot) {
-                *sum = (*sum).max(*value);
-            } else {
-                *sum = sum.wrapping_add(*value);
-            }
-        }
+        total.combine(cpu);
     }
     total
 }
@@ -39,7 +27,7 @@ pub fn combine<'a>(per_cpu: impl IntoIterator<Item = &'a Counters>) -> [u64; COU
 /// Everything the probes attributed to one entry.
 #[derive(Clone, Debug)]
 pub struct ProbeMetrics {
-    pub(super) counters: [u64; COUNTERS],
+    pub(super) counters: Counters,
     /// Per probe name: the mechanism that attached (absent: not attached).
     pub(super) attached: HashMap<String, Mechanism>,
     /// Major faults from the perf counter during the entry (`None`: no counter).
@@ -49,9 +37,11 @@ pub struct ProbeMetrics {
 }
 
 impl ProbeMetrics {
-    /// A raw slot (see `skillprof_common`), summed (or maxed) over CPUs.
-    pub fn slot(&self, slot: usize) -> u64 {
-        self.counters[slot]
+    /// A figure of `probe`'s counters; `None` if that probe did not attach.
+    pub fn read<T>(&self, probe: &str, figure: impl Fn(&Counters) -> T) -> Option<T> {
+        self.attached
+            .contains_key(probe)
+            .then(|| figure(&self.counters))
     }
 
     /// The value of one of [`columns`], as written to the row (`None`: not measured).
@@ -62,25 +52,14 @@ impl ProbeMetrics {
 
     fn measured(&self, spec: &Column) -> Option<f64> {
         let mechanism = self.attached.get(spec.probe);
-        match spec.value {
-            Value::MajfltPerf => return self.majflt_perf.map(|v| v as f64),
-            Value::Events(_) if !self.streaming => return None,
-            _ => {}
+        let count = |read: &Read| read(&self.counters) as f64;
+        match &spec.value {
+            Value::MajfltPerf => self.majflt_perf.map(|v| v as f64),
+            Value::Events(read) => self.streaming.then(|| count(read)),
+            Value::FexitOnly(read) => (mechanism? == &Mechanism::Fentry).then(|| count(read)),
+            Value::Count(read) => mechanism.map(|_| count(read)),
+            Value::Scaled(read, unit) => mechanism.map(|_| count(read) * unit.factor()),
         }
-        if spec.probe != "events" {
-            let mechanism = mechanism?;
-            if matches!(spec.value, Value::MajorBpf) && *mechanism != Mechanism::Fentry {
-                return None;
-            }
-        }
-        let slot = |i: usize| self.counters[i] as f64;
-        Some(match spec.value {
-            Value::Slot(i, unit) => slot(i) * unit.factor(),
-            Value::FaultsRead => slot(C_FAULTS) - slot(C_FAULTS_WRITE),
-            Value::MajorBpf => slot(C_FAULTS_MAJOR),
-            Value::Events(i) => slot(i),
-            Value::MajfltPerf => unreachable!("handled above"),
-        })
     }
 }
 
@@ -89,7 +68,9 @@ impl Metrics for ProbeMetrics {
         for spec in columns() {
             match self.measured(spec) {
                 None => row.missing(&spec.name),
-                Some(value) if spec.float => row.float(&spec.name, value),
+                Some(value) if matches!(spec.value, Value::Scaled(..)) => {
+                    row.float(&spec.name, value)
+                }
                 Some(value) => row.int(&spec.name, value as i128),
             };
         }
@@ -98,7 +79,6 @@ impl Metrics for ProbeMetrics {
 
 #[derive(Clone, Copy, Debug)]
 enum Unit {
-    One,
     NsAsUs,
     NsAsMs,
     UsAsMs,
@@ -107,7 +87,6 @@ enum Unit {
 impl Unit {
     fn factor(self) -> f64 {
         match self {
-            Self::One => 1.0,
             Self::NsAsUs => 1e-3,
             Self::NsAsMs => 1e-6,
             Self::UsAsMs => 1e-3,
@@ -115,230 +94,206 @@ impl Unit {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+type Read = Box<dyn Fn(&Counters) -> u64 + Send + Sync>;
+
 enum Value {
-    Slot(usize, Unit),
-    FaultsRead,
-    MajorBpf,
+    /// A count, written as an integer.
+    Count(Read),
+    /// A time, converted to the column's unit and written with decimals.
+    Scaled(Read, Unit),
+    /// Only the fexit mechanism of the probe sees it.
+    FexitOnly(Read),
+    /// Only while `--events` streams.
+    Events(Read),
+    /// Not BPF: the perf counter of major faults.
     MajfltPerf,
-    Events(usize),
 }
 
-/// One probe column: its name, the probe it needs, and where its value comes from.
-#[derive(Debug)]
+/// One probe column: its name, the probe it needs, where its value comes from, and what it
+/// means.
 pub struct Column {
     pub name: String,
     pub probe: &'static str,
+    /// The documentation line: this column's own, or a family's (`mmap_*`) shared by every
+    /// column of the family.
+    pub doc: (&'static str, &'static str),
     value: Value,
-    float: bool,
 }
+
+impl std::fmt::Debug for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Column")
+            .field("name", &self.name)
+            .field("probe", &self.probe)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The documentation of every probe column, one line per column or family, in row order.
+pub fn documentation() -> Vec<(&'static str, &'static str)> {
+    let mut docs: Vec<(&str, &str)> = Vec::new();
+    for column in columns() {
+        if !docs.contains(&column.doc) {
+            docs.push(column.doc);
+        }
+    }
+    docs
+}
+
+/// What each syscall kind's family of columns holds (its `_bytes` differ).
+const SYSCALL_DOCS: [(&str, &str); SYSCALLS] = [
+    (
+        "mmap_*",
+        "host mmap(2) calls (probes): mmap_calls, mmap_bytes (requested lengths), mmap_errors, mmap_lat_us (enter→exit, summed over calls), mmap_lat_max_us; a call counts in the entry current when it entered",
+    ),
+    (
+        "munmap_*",
+        "host munmap(2) calls: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
+    ),
+    (
+        "mremap_*",
+        "host mremap(2) calls: _calls, _bytes (new lengths), _errors, _lat_us, _lat_max_us",
+    ),
+    (
+        "mprotect_*",
+        "host mprotect(2) calls: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
+    ),
+    (
+        "madvise_*",
+        "host madvise(2) calls, all advice: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
+    ),
+    (
+        "brk_*",
+        "host brk(2) calls: _calls, _bytes (how far the break moved, either way), _errors (the break did not move as asked), _lat_us, _lat_max_us",
+    ),
+];
+
+const MADV_DOC: (&str, &str) = (
+    "madv_*",
+    "madvise per advice: madv_<advice>_calls and madv_<advice>_bytes, advice one of dontneed, free, remove, willneed, hugepage, nohugepage, cold, pageout, populate (read or write), collapse, other",
+);
+const KSWAPD_DOC: (&str, &str) = (
+    "kswapd_*",
+    "kswapd, system-wide: kswapd_wakes, kswapd_sleeps, kswapd_awake_ms (awake time, counted when it sleeps), kswapd_woken_by_host and kswapd_woken_by_others (allocations that asked it to wake)",
+);
+const LRU_DOC: (&str, &str) = (
+    "lru_*",
+    "LRU shrinking (mm_vmscan_lru_shrink_inactive/active), system-wide: lru_<ctx>_calls, _scanned (inactive: scanned, active: taken), _reclaimed, ctx one of kswapd, direct, memcg, other; and lru_host_* for the host's own context",
+);
+const SHRINK_NODE_DOC: (&str, &str) = (
+    "shrink_node_*",
+    "shrink_node (fentry/fexit or kprobes only; empty where neither attaches): shrink_node_<ctx>_calls and _ms per reclaim context, and shrink_node_host_calls/_ms",
+);
+const SLAB_DOC: (&str, &str) = (
+    "slab_*",
+    "slab shrinkers, system-wide: slab_shrinks, slab_freed (objects), slab_ms; in the host's context: slab_host_shrinks, slab_host_ms",
+);
+const THROTTLE_DOC: (&str, &str) = (
+    "throttle_*",
+    "reclaim throttling (mm_vmscan_throttled): throttle_count, throttle_ms (delayed), and throttle_host_count/_ms for the host",
+);
+const EVENTS_DOC: (&str, &str) = (
+    "events_*",
+    "with --events: events_sent to the ring buffer and events_lost (ring full) during the entry",
+);
 
 /// Every column the probes write, in row order.
 pub fn columns() -> &'static [Column] {
     static COLUMNS: OnceLock<Vec<Column>> = OnceLock::new();
     COLUMNS.get_or_init(|| {
+        use Unit::*;
         let mut out = Vec::new();
-        let mut col = |name: String, probe: &'static str, value: Value| {
-            let float = matches!(value, Value::Slot(_, unit) if !matches!(unit, Unit::One));
+        let mut col = |name: String, probe: &'static str, doc, value| {
             out.push(Column {
                 name,
                 probe,
+                doc,
                 value,
-                float,
-            });
+            })
         };
-        use Unit::*;
-        use Value::Slot;
-        for (kind, name) in SYSCALL_NAMES.iter().enumerate().take(SYSCALLS) {
-            col(
-                format!("{name}_calls"),
-                "syscalls",
-                Slot(sc(kind, SC_CALLS), One),
-            );
-            col(
-                format!("{name}_bytes"),
-                "syscalls",
-                Slot(sc(kind, SC_BYTES), One),
-            );
-            col(
-                format!("{name}_errors"),
-                "syscalls",
-                Slot(sc(kind, SC_ERRORS), One),
-            );
-            col(
-                format!("{name}_lat_us"),
-                "syscalls",
-                Slot(sc(kind, SC_LAT_NS), NsAsUs),
-            );
+        fn count(read: impl Fn(&Counters) -> u64 + Send + Sync + 'static) -> Value {
+            Value::Count(Box::new(read))
+        }
+        fn scaled(read: impl Fn(&Counters) -> u64 + Send + Sync + 'static, unit: Unit) -> Value {
+            Value::Scaled(Box::new(read), unit)
+        }
+
+        for (kind, name) in SYSCALL_NAMES.iter().enumerate() {
+            let doc = SYSCALL_DOCS[kind];
+            let sc = move |c: &Counters| c.syscalls[kind];
+            col(format!("{name}_calls"), "syscalls", doc, count(move |c| sc(c).calls));
+            col(format!("{name}_bytes"), "syscalls", doc, count(move |c| sc(c).bytes));
+            col(format!("{name}_errors"), "syscalls", doc, count(move |c| sc(c).errors));
+            col(format!("{name}_lat_us"), "syscalls", doc, scaled(move |c| sc(c).lat_ns, NsAsUs));
             col(
                 format!("{name}_lat_max_us"),
                 "syscalls",
-                Slot(sc(kind, SC_LAT_MAX_NS), NsAsUs),
+                doc,
+                scaled(move |c| sc(c).lat_max_ns, NsAsUs),
             );
         }
-        for (class, name) in ADVICE_NAMES.iter().enumerate().take(ADVICES) {
-            col(
-                format!("madv_{name}_calls"),
-                "syscalls",
-                Slot(madv_calls(class), One),
-            );
-            col(
-                format!("madv_{name}_bytes"),
-                "syscalls",
-                Slot(madv_bytes(class), One),
-            );
-        }
-        col("faults_user".into(), "page_faults", Slot(C_FAULTS, One));
-        col(
-            "faults_user_write".into(),
-            "page_faults",
-            Slot(C_FAULTS_WRITE, One),
-        );
-        col("faults_user_read".into(), "page_faults", Value::FaultsRead);
-        col("faults_major".into(), "page_faults", Value::MajorBpf);
-        col("majflt_perf".into(), "major_faults", Value::MajfltPerf);
-
-        col("kswapd_wakes".into(), "kswapd", Slot(C_KSWAPD_WAKE, One));
-        col("kswapd_sleeps".into(), "kswapd", Slot(C_KSWAPD_SLEEP, One));
-        col(
-            "kswapd_awake_ms".into(),
-            "kswapd",
-            Slot(C_KSWAPD_AWAKE_NS, NsAsMs),
-        );
-        col(
-            "kswapd_woken_by_host".into(),
-            "kswapd",
-            Slot(C_KSWAPD_WOKEN_BY_HOST, One),
-        );
-        col(
-            "kswapd_woken_by_others".into(),
-            "kswapd",
-            Slot(C_KSWAPD_WOKEN_BY_OTHERS, One),
-        );
-
-        for (prefix, probe, base, max, ns, pages, others, others_pages) in [
-            (
-                "direct_reclaim",
-                "direct_reclaim",
-                C_DIRECT_HOST,
-                C_DIRECT_HOST_MAX_NS,
-                C_DIRECT_HOST_NS,
-                C_DIRECT_HOST_RECLAIMED,
-                C_DIRECT_OTHERS,
-                C_DIRECT_OTHERS_RECLAIMED,
-            ),
-            (
-                "memcg_reclaim",
-                "memcg_reclaim",
-                C_MEMCG_HOST,
-                C_MEMCG_HOST_MAX_NS,
-                C_MEMCG_HOST_NS,
-                C_MEMCG_HOST_RECLAIMED,
-                C_MEMCG_OTHERS,
-                C_MEMCG_OTHERS_RECLAIMED,
-            ),
-        ] {
-            col(format!("{prefix}_count"), probe, Slot(base, One));
-            col(format!("{prefix}_ms"), probe, Slot(ns, NsAsMs));
-            col(format!("{prefix}_max_ms"), probe, Slot(max, NsAsMs));
-            col(format!("{prefix}_pages"), probe, Slot(pages, One));
-            col(format!("{prefix}_others_count"), probe, Slot(others, One));
-            col(
-                format!("{prefix}_others_pages"),
-                probe,
-                Slot(others_pages, One),
-            );
+        for (class, name) in ADVICE_NAMES.iter().enumerate() {
+            col(format!("madv_{name}_calls"), "syscalls", MADV_DOC, count(move |c| c.madvise[class].calls));
+            col(format!("madv_{name}_bytes"), "syscalls", MADV_DOC, count(move |c| c.madvise[class].bytes));
         }
 
-        for (ctx, name) in CTX_NAMES.iter().enumerate().take(CONTEXTS) {
-            col(
-                format!("lru_{name}_calls"),
-                "lru_shrink",
-                Slot(lru(ctx, LRU_CALLS), One),
-            );
-            col(
-                format!("lru_{name}_scanned"),
-                "lru_shrink",
-                Slot(lru(ctx, LRU_SCANNED), One),
-            );
-            col(
-                format!("lru_{name}_reclaimed"),
-                "lru_shrink",
-                Slot(lru(ctx, LRU_RECLAIMED), One),
-            );
+        let faults = "page_faults";
+        col("faults_user".into(), faults, ("faults_user", "user-mode page faults of the host (exceptions:page_fault_user, or fexit handle_mm_fault without the retried attempts)"), count(|c| c.faults.user));
+        col("faults_user_write".into(), faults, ("faults_user_write", "faults_user that were writes"), count(|c| c.faults.user_write));
+        col("faults_user_read".into(), faults, ("faults_user_read", "faults_user that were reads or instruction fetches (faults_user - faults_user_write)"), count(|c| c.faults.user - c.faults.user_write));
+        col("faults_major".into(), faults, ("faults_major", "faults_user that were major; only fexit handle_mm_fault sees this (empty otherwise; see majflt_perf)"), Value::FexitOnly(Box::new(|c| c.faults.major)));
+        col("faults_kernel".into(), faults, ("faults_kernel", "page faults the host took in kernel mode on its own user addresses, e.g. read(2) into a fresh buffer (exceptions:page_fault_kernel, or fexit handle_mm_fault); the kernel counts them in minflt too"), count(|c| c.faults.kernel));
+        col("majflt_perf".into(), "major_faults", ("majflt_perf", "major faults of the host from a perf software counter (PAGE_FAULTS_MAJ, every thread)"), Value::MajfltPerf);
+
+        col("kswapd_wakes".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.wakes));
+        col("kswapd_sleeps".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.sleeps));
+        col("kswapd_awake_ms".into(), "kswapd", KSWAPD_DOC, scaled(|c| c.kswapd.awake_ns, NsAsMs));
+        col("kswapd_woken_by_host".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.woken_by_host));
+        col("kswapd_woken_by_others".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.woken_by_others));
+
+        let reclaims: [(&str, (&str, &str), fn(&Counters) -> &ReclaimCounts); 2] = [
+            ("direct_reclaim", ("direct_reclaim_*", "direct reclaim in the host's context: _count, _ms (total), _max_ms, _pages (reclaimed); by other processes: _others_count, _others_pages"), |c| &c.direct),
+            ("memcg_reclaim", ("memcg_reclaim_*", "memcg limit reclaim in the host's context: _count, _ms, _max_ms, _pages; by other processes: _others_count, _others_pages"), |c| &c.memcg),
+        ];
+        for (prefix, doc, group) in reclaims {
+            col(format!("{prefix}_count"), prefix, doc, count(move |c| group(c).host));
+            col(format!("{prefix}_ms"), prefix, doc, scaled(move |c| group(c).host_ns, NsAsMs));
+            col(format!("{prefix}_max_ms"), prefix, doc, scaled(move |c| group(c).host_max_ns, NsAsMs));
+            col(format!("{prefix}_pages"), prefix, doc, count(move |c| group(c).host_pages));
+            col(format!("{prefix}_others_count"), prefix, doc, count(move |c| group(c).others));
+            col(format!("{prefix}_others_pages"), prefix, doc, count(move |c| group(c).others_pages));
         }
-        col(
-            "lru_host_calls".into(),
-            "lru_shrink",
-            Slot(lru_host(LRU_CALLS), One),
-        );
-        col(
-            "lru_host_scanned".into(),
-            "lru_shrink",
-            Slot(lru_host(LRU_SCANNED), One),
-        );
-        col(
-            "lru_host_reclaimed".into(),
-            "lru_shrink",
-            Slot(lru_host(LRU_RECLAIMED), One),
-        );
 
-        for (ctx, name) in CTX_NAMES.iter().enumerate().take(CONTEXTS) {
-            col(
-                format!("shrink_node_{name}_calls"),
-                "shrink_node",
-                Slot(shrink_node_calls(ctx), One),
-            );
-            col(
-                format!("shrink_node_{name}_ms"),
-                "shrink_node",
-                Slot(shrink_node_ns(ctx), NsAsMs),
-            );
+        let contexts = CTX_NAMES.iter().enumerate().take(CONTEXTS);
+        for (ctx, name) in contexts.clone() {
+            col(format!("lru_{name}_calls"), "lru_shrink", LRU_DOC, count(move |c| c.lru[ctx].calls));
+            col(format!("lru_{name}_scanned"), "lru_shrink", LRU_DOC, count(move |c| c.lru[ctx].scanned));
+            col(format!("lru_{name}_reclaimed"), "lru_shrink", LRU_DOC, count(move |c| c.lru[ctx].reclaimed));
         }
-        col(
-            "shrink_node_host_calls".into(),
-            "shrink_node",
-            Slot(C_SHRINK_NODE_HOST, One),
-        );
-        col(
-            "shrink_node_host_ms".into(),
-            "shrink_node",
-            Slot(C_SHRINK_NODE_HOST_NS, NsAsMs),
-        );
+        col("lru_host_calls".into(), "lru_shrink", LRU_DOC, count(|c| c.lru_host.calls));
+        col("lru_host_scanned".into(), "lru_shrink", LRU_DOC, count(|c| c.lru_host.scanned));
+        col("lru_host_reclaimed".into(), "lru_shrink", LRU_DOC, count(|c| c.lru_host.reclaimed));
 
-        col("slab_shrinks".into(), "shrink_slab", Slot(C_SLAB, One));
-        col("slab_freed".into(), "shrink_slab", Slot(C_SLAB_FREED, One));
-        col("slab_ms".into(), "shrink_slab", Slot(C_SLAB_NS, NsAsMs));
-        col(
-            "slab_host_shrinks".into(),
-            "shrink_slab",
-            Slot(C_SLAB_HOST, One),
-        );
-        col(
-            "slab_host_ms".into(),
-            "shrink_slab",
-            Slot(C_SLAB_HOST_NS, NsAsMs),
-        );
+        for (ctx, name) in contexts {
+            col(format!("shrink_node_{name}_calls"), "shrink_node", SHRINK_NODE_DOC, count(move |c| c.shrink_node[ctx].calls));
+            col(format!("shrink_node_{name}_ms"), "shrink_node", SHRINK_NODE_DOC, scaled(move |c| c.shrink_node[ctx].ns, NsAsMs));
+        }
+        col("shrink_node_host_calls".into(), "shrink_node", SHRINK_NODE_DOC, count(|c| c.shrink_node_host.calls));
+        col("shrink_node_host_ms".into(), "shrink_node", SHRINK_NODE_DOC, scaled(|c| c.shrink_node_host.ns, NsAsMs));
 
-        col("throttle_count".into(), "throttle", Slot(C_THROTTLED, One));
-        col(
-            "throttle_ms".into(),
-            "throttle",
-            Slot(C_THROTTLED_US, UsAsMs),
-        );
-        col(
-            "throttle_host_count".into(),
-            "throttle",
-            Slot(C_THROTTLED_HOST, One),
-        );
-        col(
-            "throttle_host_ms".into(),
-            "throttle",
-            Slot(C_THROTTLED_HOST_US, UsAsMs),
-        );
+        col("slab_shrinks".into(), "shrink_slab", SLAB_DOC, count(|c| c.slab.shrinks));
+        col("slab_freed".into(), "shrink_slab", SLAB_DOC, count(|c| c.slab.freed));
+        col("slab_ms".into(), "shrink_slab", SLAB_DOC, scaled(|c| c.slab.ns, NsAsMs));
+        col("slab_host_shrinks".into(), "shrink_slab", SLAB_DOC, count(|c| c.slab.host_shrinks));
+        col("slab_host_ms".into(), "shrink_slab", SLAB_DOC, scaled(|c| c.slab.host_ns, NsAsMs));
 
-        col("events_sent".into(), "events", Value::Events(C_EVENTS_SENT));
-        col("events_lost".into(), "events", Value::Events(C_EVENTS_LOST));
+        col("throttle_count".into(), "throttle", THROTTLE_DOC, count(|c| c.throttle.count));
+        col("throttle_ms".into(), "throttle", THROTTLE_DOC, scaled(|c| c.throttle.us, UsAsMs));
+        col("throttle_host_count".into(), "throttle", THROTTLE_DOC, count(|c| c.throttle.host_count));
+        col("throttle_host_ms".into(), "throttle", THROTTLE_DOC, scaled(|c| c.throttle.host_us, UsAsMs));
+
+        col("events_sent".into(), "events", EVENTS_DOC, Value::Events(Box::new(|c| c.events.sent)));
+        col("events_lost".into(), "events", EVENTS_DOC, Value::Events(Box::new(|c| c.events.lost)));
         out
     })
 }
@@ -353,7 +308,7 @@ mod tests {
         for column in columns() {
             assert!(
                 record::documentation(&column.name).is_some(),
-                "column {} is not in record::COLUMNS",
+                "column {} has no documentation",
                 column.name
             );
         }
@@ -361,10 +316,10 @@ mod tests {
 
     #[test]
     fn missing_probes_write_empty_cells() {
-        let mut counters = [0; COUNTERS];
-        counters[sc(0, SC_CALLS)] = 3;
-        counters[C_FAULTS] = 10;
-        counters[C_FAULTS_WRITE] = 4;
+        let mut counters = Counters::default();
+        counters.syscalls[0].calls = 3;
+        counters.faults.user = 10;
+        counters.faults.user_write = 4;
         let metrics = ProbeMetrics {
             counters,
             attached: [("syscalls".to_string(), Mechanism::TpBtf)].into(),
@@ -378,5 +333,22 @@ mod tests {
         assert_eq!(row.get("majflt_perf"), Some("2"));
         assert_eq!(row.get("events_lost"), Some(""));
         assert_eq!(metrics.value("mmap_calls"), Some(3.0));
+        assert_eq!(metrics.read("syscalls", |c| c.syscalls[0].calls), Some(3));
+        assert_eq!(metrics.read("page_faults", |c| c.faults.user), None);
+    }
+
+    #[test]
+    fn per_cpu_copies_sum_and_keep_maxima() {
+        let mut a = Counters::default();
+        a.syscalls[1].calls = 2;
+        a.syscalls[1].lat_max_ns = 50;
+        a.direct.host_max_ns = 7;
+        let mut b = a;
+        b.syscalls[1].lat_max_ns = 30;
+        b.direct.host_max_ns = 9;
+        let total = combine([&a, &b]);
+        assert_eq!(total.syscalls[1].calls, 4);
+        assert_eq!(total.syscalls[1].lat_max_ns, 50);
+        assert_eq!(total.direct.host_max_ns, 9);
     }
 }

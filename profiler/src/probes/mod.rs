@@ -25,7 +25,7 @@ pub mod tables;
 mod tracefs;
 
 pub use command::{ProbesArgs, is_required, run};
-pub use metrics::{Column, ProbeMetrics, columns};
+pub use metrics::{Column, ProbeMetrics, columns, documentation as column_documentation};
 pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
 pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};
 pub use session::{MechanismArgs, ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};

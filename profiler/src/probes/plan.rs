@@ -352,7 +352,7 @@ pub const PROBES: &[Probe] = &[
     },
     Probe {
         name: "page_faults",
-        what: "user page faults of the host (count, writes; majors with fexit)",
+        what: "page faults of the host: user mode (count, writes; majors with fexit) and kernel mode on its user addresses",
         plan: &[
             Attach {
                 mechanism: Mechanism::Fentry,
@@ -360,11 +360,17 @@ pub const PROBES: &[Probe] = &[
             },
             Attach {
                 mechanism: Mechanism::TpBtf,
-                hooks: &[btf!("btf_page_fault_user", "page_fault_user")],
+                hooks: &[
+                    btf!("btf_page_fault_user", "page_fault_user"),
+                    btf!("btf_page_fault_kernel", "page_fault_kernel"),
+                ],
             },
             Attach {
                 mechanism: Mechanism::Tracepoint,
-                hooks: &[tp!("tp_page_fault_user", "exceptions", "page_fault_user")],
+                hooks: &[
+                    tp!("tp_page_fault_user", "exceptions", "page_fault_user"),
+                    tp!("tp_page_fault_kernel", "exceptions", "page_fault_kernel"),
+                ],
             },
         ],
     },

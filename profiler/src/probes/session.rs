@@ -15,10 +15,7 @@ use aya::{
 };
 use aya_log::EbpfLogger;
 use serde::Serialize;
-use skillprof_common::{
-    C_EVENTS_LOST, C_EVENTS_SENT, COUNTERS as SLOTS, Counters, RECLAIM_KSWAPD, ReclaimState,
-    StopState,
-};
+use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 
 use super::{
     events::EventStream,
@@ -336,8 +333,8 @@ impl ProbeSession {
             for index in 0..self.max_entries {
                 let per_cpu = self.counters.get(&index, 0)?;
                 let counters = combine(per_cpu.iter());
-                sent += counters[C_EVENTS_SENT];
-                lost += counters[C_EVENTS_LOST];
+                sent += counters.events.sent;
+                lost += counters.events.lost;
             }
         }
         Ok(ProbeCosts {
@@ -486,9 +483,6 @@ fn parent(pid: u32) -> Option<u32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
 }
-
-/// Guards `SLOTS` being what `Counters` holds (both from skillprof-common).
-const _: () = assert!(size_of::<Counters>() == SLOTS * 8);
 
 // The runner may move the session into a thread or share it behind an Arc.
 const _: () = {

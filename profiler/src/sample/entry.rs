@@ -308,7 +308,7 @@ mod tests {
         for name in names {
             assert!(
                 crate::record::documentation(name).is_some(),
-                "{name} is not in record::COLUMNS"
+                "{name} is not in record::columns()"
             );
         }
         for empty in ["rss_peak_kb", "psi_some_us", "zone_1_Normal_lowest_band"] {
