@@ -12,7 +12,8 @@ use aya_ebpf::{
     },
 };
 use skillprof_common::{
-    EV_EXIT_MMAP, EV_NOTIFY_PARENT, EV_PROCESS_EXIT, EV_RSS_TEARDOWN, EV_SIGNAL_DELIVER, StopState,
+    ExitMmapEvent, NotifyParentEvent, ProcessExitEvent, RssTeardownEvent, SignalDeliverEvent,
+    StopState,
 };
 
 use crate::{current_entry, emit, ids, is_host, now, stop_state};
@@ -33,7 +34,11 @@ fn signal_deliver(sig: i32) {
         stop.signal_ns = now();
         stop.signal = sig as u32;
     }
-    emit(current_entry(), tid, EV_SIGNAL_DELIVER, 0, sig as u64, 0, 0);
+    emit(
+        current_entry(),
+        tid,
+        SignalDeliverEvent { signal: sig as u64 },
+    );
 }
 
 #[inline(always)]
@@ -50,7 +55,7 @@ fn process_exit() {
         stop.last_exit_ns = t;
         stop.exits += 1;
     }
-    emit(current_entry(), tid, EV_PROCESS_EXIT, 0, 0, 0, 0);
+    emit(current_entry(), tid, ProcessExitEvent {});
 }
 
 /// A host thread generated SIGCHLD: the exit notification to the parent (the host does not
@@ -64,7 +69,11 @@ fn signal_generate(sig: i32) {
     if let Some(stop) = stop_state() {
         stop.notify_ns = now();
     }
-    emit(current_entry(), tid, EV_NOTIFY_PARENT, 0, sig as u64, 0, 0);
+    emit(
+        current_entry(),
+        tid,
+        NotifyParentEvent { signal: sig as u64 },
+    );
 }
 
 #[inline(always)]
@@ -85,7 +94,7 @@ fn exit_mmap(end: bool) {
             stop.exit_mmap_start_ns = now();
         }
     }
-    emit(current_entry(), tid, EV_EXIT_MMAP, end as u32, 0, 0, 0);
+    emit(current_entry(), tid, ExitMmapEvent { end: end as u64 });
 }
 
 // ---- kmem:rss_stat (classic only: tp_btf gets (mm, member), not the counter value) --------
@@ -152,11 +161,11 @@ pub fn tp_rss_stat(ctx: TracePointContext) -> u32 {
     emit(
         current_entry(),
         tid,
-        EV_RSS_TEARDOWN,
-        member as u32,
-        size,
-        curr as u64,
-        0,
+        RssTeardownEvent {
+            member: member as u32,
+            own_task: curr,
+            bytes: size,
+        },
     );
     0
 }

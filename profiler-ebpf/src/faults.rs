@@ -11,7 +11,7 @@ use aya_ebpf::{
     macros::{btf_tracepoint, fexit, tracepoint},
     programs::{BtfTracePointContext, FExitContext, TracePointContext},
 };
-use skillprof_common::{EV_FAULT, EV_FAULT_FEXIT, EV_FAULT_KERNEL};
+use skillprof_common::{EventBody, HandledFaultEvent, KernelFaultEvent, UserFaultEvent};
 
 use crate::{add, counters, current_entry, emit, ids, is_host};
 
@@ -26,7 +26,7 @@ const VM_FAULT_MAJOR: u32 = 0x4;
 const VM_FAULT_RETRY: u32 = 0x400;
 
 #[inline(always)]
-fn fault(tid: u32, address: u64, write: bool, major: bool, kind: u32, b: u64, c: u64) {
+fn fault<E: EventBody + 'static>(tid: u32, write: bool, major: bool, event: E) {
     let entry = current_entry();
     if let Some(counters) = counters(entry) {
         let faults = &mut counters.faults;
@@ -38,7 +38,7 @@ fn fault(tid: u32, address: u64, write: bool, major: bool, kind: u32, b: u64, c:
             add(&mut faults.major, 1);
         }
     }
-    emit(entry, tid, kind, 0, address, b, c);
+    emit(entry, tid, event);
 }
 
 /// A fault taken in kernel mode. Only those on user addresses (the lower half of the address
@@ -52,7 +52,14 @@ fn kernel_fault(tid: u32, address: u64, write: bool) {
     if let Some(counters) = counters(entry) {
         add(&mut counters.faults.kernel, 1);
     }
-    emit(entry, tid, EV_FAULT_KERNEL, 0, address, write as u64, 0);
+    emit(
+        entry,
+        tid,
+        KernelFaultEvent {
+            address,
+            write: write as u64,
+        },
+    );
 }
 
 /// `exceptions:page_fault_{user,kernel}`: address @8, ip @16, error_code @24.
@@ -75,12 +82,12 @@ pub fn tp_page_fault_user(ctx: TracePointContext) -> u32 {
     let (address, error_code) = unsafe { ((*record).address, (*record).error_code) };
     fault(
         tid,
-        address,
         error_code & X86_PF_WRITE != 0,
         false,
-        EV_FAULT,
-        error_code,
-        0,
+        UserFaultEvent {
+            address,
+            error_code,
+        },
     );
     0
 }
@@ -96,12 +103,12 @@ pub fn btf_page_fault_user(ctx: BtfTracePointContext) -> i32 {
     let error_code: u64 = ctx.arg(2);
     fault(
         tid,
-        address,
         error_code & X86_PF_WRITE != 0,
         false,
-        EV_FAULT,
-        error_code,
-        0,
+        UserFaultEvent {
+            address,
+            error_code,
+        },
     );
     0
 }
@@ -157,12 +164,13 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     }
     fault(
         tid,
-        address,
         flags & FAULT_FLAG_WRITE != 0,
         ret & VM_FAULT_MAJOR != 0,
-        EV_FAULT_FEXIT,
-        flags as u64,
-        ret as u64,
+        HandledFaultEvent {
+            address,
+            flags: flags as u64,
+            result: ret as u64,
+        },
     );
     0
 }

@@ -36,7 +36,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use skillprof_common::{Counters, Event, ReclaimState, StopState};
+use skillprof_common::{Counters, Event, EventBody, EventHeader, ReclaimState, StopState};
 
 /// The tgid (process id) whose events are counted. A load-time constant set by userspace
 /// with `EbpfLoader::override_global`: no map lookup on the hot path.
@@ -124,24 +124,23 @@ fn stop_state() -> Option<&'static mut StopState> {
     STOP.get_ptr_mut(0).map(|p| unsafe { &mut *p })
 }
 
-/// Streams one raw event when `--events` is on; counts it as lost when the ring is full.
+/// Streams one event when `--events` is on; counts it as lost when the ring is full.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn emit(entry: u32, tid: u32, kind: u32, aux: u32, a: u64, b: u64, c: u64) {
+fn emit<B: EventBody + 'static>(entry: u32, tid: u32, body: B) {
     if STREAM_EVENTS.load() == 0 {
         return;
     }
-    let sent = match EVENTS.reserve::<Event>(0) {
+    let sent = match EVENTS.reserve::<Event<B>>(0) {
         Some(mut slot) => {
             slot.write(Event {
-                ts_ns: now(),
-                entry,
-                tid,
-                kind,
-                aux,
-                a,
-                b,
-                c,
+                header: EventHeader {
+                    ts_ns: now(),
+                    entry,
+                    tid,
+                    kind: B::KIND as u32,
+                    _pad: 0,
+                },
+                body,
             });
             slot.submit(0);
             true
@@ -150,7 +149,14 @@ fn emit(entry: u32, tid: u32, kind: u32, aux: u32, a: u64, b: u64, c: u64) {
     };
     if let Some(counters) = counters(entry) {
         let events = &mut counters.events;
-        add(if sent { &mut events.sent } else { &mut events.lost }, 1);
+        add(
+            if sent {
+                &mut events.sent
+            } else {
+                &mut events.lost
+            },
+            1,
+        );
     }
 }
 

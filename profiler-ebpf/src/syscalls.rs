@@ -16,8 +16,9 @@ use aya_ebpf::{
     },
 };
 use skillprof_common::{
-    EV_EXIT_GROUP, EV_SYSCALL, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP, NR_MPROTECT, NR_MREMAP,
-    NR_MUNMAP, SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP, SysEnter, advice_class, syscall_kind,
+    ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP, NR_MPROTECT, NR_MREMAP, NR_MUNMAP,
+    SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP, SysEnter, SyscallEvent, advice_class,
+    syscall_kind,
 };
 
 use crate::{PtRegs, add, counters, current_entry, emit, ids, is_host, max, now, stop_state};
@@ -40,7 +41,7 @@ fn enter(tid: u32, nr: u32, args: [u64; 3]) -> bool {
         {
             stop.exit_group_ns = now();
         }
-        emit(current_entry(), tid, EV_EXIT_GROUP, 0, args[0], 0, 0);
+        emit(current_entry(), tid, ExitGroupEvent { code: args[0] });
         return true;
     }
     if syscall_kind(nr).is_none() {
@@ -127,13 +128,22 @@ fn exit(tid: u32, nr: Option<u32>, ret: i64) {
         SYS_MREMAP => saved.args[2],
         _ => saved.args[1],
     };
-    // aux: the syscall slot, and madvise's advice above it.
-    let aux = if kind == SYS_MADVISE {
-        kind as u32 | ((saved.args[2] as u32 & 0xffff) << 8)
+    let advice = if kind == SYS_MADVISE {
+        saved.args[2] as u32
     } else {
-        kind as u32
+        0
     };
-    emit(saved.entry, tid, EV_SYSCALL, aux, arg, ret as u64, latency);
+    emit(
+        saved.entry,
+        tid,
+        SyscallEvent {
+            syscall: kind as u32,
+            advice,
+            arg,
+            ret,
+            lat_ns: latency,
+        },
+    );
 }
 
 /// brk(requested) returned `new`: the bytes the break moved, and whether the call failed

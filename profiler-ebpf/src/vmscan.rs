@@ -17,10 +17,10 @@ use aya_ebpf::{
     },
 };
 use skillprof_common::{
-    CTX_DIRECT, CTX_KSWAPD, CTX_MEMCG, CTX_OTHER, EV_DIRECT_RECLAIM, EV_KSWAPD_SLEEP,
-    EV_KSWAPD_WAKE, EV_LRU_ACTIVE, EV_LRU_INACTIVE, EV_MEMCG_RECLAIM, EV_SHRINK_NODE,
-    EV_SHRINK_SLAB, EV_THROTTLED, EV_WAKEUP_KSWAPD, LruCounts, RECLAIM_DIRECT, RECLAIM_KSWAPD,
-    RECLAIM_MEMCG, ReclaimState,
+    CTX_DIRECT, CTX_KSWAPD, CTX_MEMCG, CTX_OTHER, DirectReclaimEvent, KswapdSleepEvent,
+    KswapdWakeEvent, LruActiveEvent, LruCounts, LruInactiveEvent, MemcgReclaimEvent,
+    RECLAIM_DIRECT, RECLAIM_KSWAPD, RECLAIM_MEMCG, ReclaimState, ShrinkNodeEvent, ShrinkSlabEvent,
+    ThrottledEvent, WakeupKswapdEvent,
 };
 
 use crate::{RECLAIM, add, counters, current_entry, emit, ids, is_host, max, now};
@@ -95,7 +95,15 @@ fn kswapd_wake(nid: i32, order: i32) {
     if let Some(c) = counters(entry) {
         add(&mut c.kswapd.wakes, 1);
     }
-    emit(entry, tid, EV_KSWAPD_WAKE, nid as u32, order as u64, 0, 0);
+    emit(
+        entry,
+        tid,
+        KswapdWakeEvent {
+            nid: nid as u32,
+            _pad: 0,
+            order: order as u64,
+        },
+    );
 }
 
 #[inline(always)]
@@ -115,7 +123,15 @@ fn kswapd_sleep(nid: i32) {
         add(&mut c.kswapd.sleeps, 1);
         add(&mut c.kswapd.awake_ns, awake);
     }
-    emit(entry, tid, EV_KSWAPD_SLEEP, nid as u32, awake, 0, 0);
+    emit(
+        entry,
+        tid,
+        KswapdSleepEvent {
+            nid: nid as u32,
+            _pad: 0,
+            awake_ns: awake,
+        },
+    );
 }
 
 #[inline(always)]
@@ -137,11 +153,12 @@ fn wakeup_kswapd(nid: i32, order: i32, gfp: u64) {
     emit(
         entry,
         tid,
-        EV_WAKEUP_KSWAPD,
-        nid as u32,
-        order as u64,
-        gfp,
-        host as u64,
+        WakeupKswapdEvent {
+            nid: nid as u32,
+            by_host: host as u32,
+            order: order as u64,
+            gfp,
+        },
     );
 }
 
@@ -193,12 +210,28 @@ fn reclaim_end(kind: u32, reclaimed: u64) {
             add(&mut counts.others_pages, reclaimed);
         }
     }
-    let kind_ev = if kind == RECLAIM_DIRECT {
-        EV_DIRECT_RECLAIM
+    let by_host = host as u64;
+    if kind == RECLAIM_DIRECT {
+        emit(
+            entry,
+            tid,
+            DirectReclaimEvent {
+                reclaimed,
+                ns: took,
+                by_host,
+            },
+        );
     } else {
-        EV_MEMCG_RECLAIM
-    };
-    emit(entry, tid, kind_ev, 0, reclaimed, took, host as u64);
+        emit(
+            entry,
+            tid,
+            MemcgReclaimEvent {
+                reclaimed,
+                ns: took,
+                by_host,
+            },
+        );
+    }
 }
 
 #[inline(always)]
@@ -221,25 +254,28 @@ fn lru_shrink(nid: i32, scanned: u64, reclaimed: u64, active: bool, other: u64) 
             lru_add(&mut c.lru_host, scanned, reclaimed);
         }
     }
+    let (ctx, nid) = (ctx as u32, nid as u32);
     if active {
         emit(
             entry,
             tid,
-            EV_LRU_ACTIVE,
-            ctx as u32,
-            scanned,
-            other,
-            nid as u64,
+            LruActiveEvent {
+                ctx,
+                nid,
+                taken: scanned,
+                deactivated: other,
+            },
         );
     } else {
         emit(
             entry,
             tid,
-            EV_LRU_INACTIVE,
-            ctx as u32,
-            scanned,
-            reclaimed,
-            nid as u64,
+            LruInactiveEvent {
+                ctx,
+                nid,
+                scanned,
+                reclaimed,
+            },
         );
     }
 }
@@ -276,7 +312,7 @@ fn slab_end(freed: i32) {
             add(&mut slab.host_ns, took);
         }
     }
-    emit(entry, tid, EV_SHRINK_SLAB, 0, freed, took, 0);
+    emit(entry, tid, ShrinkSlabEvent { freed, ns: took });
 }
 
 #[inline(always)]
@@ -296,11 +332,11 @@ fn throttled(nid: i32, delayed_us: i32, reason: i32) {
     emit(
         entry,
         tid,
-        EV_THROTTLED,
-        nid as u32,
-        delayed,
-        reason as u64,
-        0,
+        ThrottledEvent {
+            nid: nid as u32,
+            reason: reason as u32,
+            delayed_us: delayed,
+        },
     );
 }
 
@@ -336,7 +372,15 @@ fn shrink_node_end() {
             add(&mut c.shrink_node_host.ns, took);
         }
     }
-    emit(entry, tid, EV_SHRINK_NODE, ctx as u32, took, 0, 0);
+    emit(
+        entry,
+        tid,
+        ShrinkNodeEvent {
+            ctx: ctx as u32,
+            _pad: 0,
+            ns: took,
+        },
+    );
 }
 
 // ---- classic tracepoints (vmscan:*) --------------------------------------------------------

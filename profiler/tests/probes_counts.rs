@@ -104,7 +104,12 @@ fn options_for(selection: Selection) -> ProbeOptions {
 /// One session's counts per entry, as the kernel matrix compares them across kernels.
 fn session_json(selection: Selection, session: &ProbeSession, rows: &[Row]) -> Value {
     let counted: Vec<&str> = syscall_count_columns()
-        .chain(["faults_user", "faults_user_write", "faults_major", "faults_kernel"])
+        .chain([
+            "faults_user",
+            "faults_user_write",
+            "faults_major",
+            "faults_kernel",
+        ])
         .collect();
     let entries: Vec<Value> = STEPS
         .iter()

@@ -371,59 +371,229 @@ pub struct StopState {
 // Streamed events (`--events`)
 // ---------------------------------------------------------------------------------------------
 
-/// One raw event in the `EVENTS` ring buffer. What `aux`, `a`, `b` and `c` hold depends on
-/// `kind` (see the `EV_*` constants).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Event {
-    pub ts_ns: u64,
-    pub entry: u32,
-    pub tid: u32,
-    pub kind: u32,
-    pub aux: u32,
-    pub a: u64,
-    pub b: u64,
-    pub c: u64,
+/// What a streamed event's body is: each kind has its own `#[repr(C)]` body type below.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Syscall = 1,
+    UserFault = 2,
+    HandledFault = 3,
+    KswapdWake = 4,
+    KswapdSleep = 5,
+    WakeupKswapd = 6,
+    DirectReclaim = 7,
+    MemcgReclaim = 8,
+    LruInactive = 9,
+    LruActive = 10,
+    ShrinkNode = 11,
+    ShrinkSlab = 12,
+    Throttled = 13,
+    SignalDeliver = 14,
+    ExitGroup = 15,
+    ProcessExit = 16,
+    ExitMmap = 17,
+    RssTeardown = 18,
+    NotifyParent = 19,
+    KernelFault = 20,
 }
 
-/// aux: syscall slot (madvise: | advice << 8); a: length/address argument; b: return value; c: latency ns.
-pub const EV_SYSCALL: u32 = 1;
-/// a: address; b: x86 error code (bit 1: write).
-pub const EV_FAULT: u32 = 2;
-/// a: address; b: fault flags; c: vm_fault_t result (fexit `handle_mm_fault`).
-pub const EV_FAULT_FEXIT: u32 = 3;
-/// aux: node; a: order.
-pub const EV_KSWAPD_WAKE: u32 = 4;
-/// aux: node; a: ns awake.
-pub const EV_KSWAPD_SLEEP: u32 = 5;
-/// aux: node; a: order; b: gfp flags; c: 1 if the host asked.
-pub const EV_WAKEUP_KSWAPD: u32 = 6;
-/// a: pages reclaimed; b: ns; c: 1 if the host.
-pub const EV_DIRECT_RECLAIM: u32 = 7;
-/// a: pages reclaimed; b: ns; c: 1 if the host.
-pub const EV_MEMCG_RECLAIM: u32 = 8;
-/// aux: reclaim context; a: scanned; b: reclaimed; c: node.
-pub const EV_LRU_INACTIVE: u32 = 9;
-/// aux: reclaim context; a: taken; b: deactivated; c: node.
-pub const EV_LRU_ACTIVE: u32 = 10;
-/// aux: reclaim context; a: ns.
-pub const EV_SHRINK_NODE: u32 = 11;
-/// a: objects freed; b: ns.
-pub const EV_SHRINK_SLAB: u32 = 12;
-/// aux: node; a: usec delayed; b: reason bits.
-pub const EV_THROTTLED: u32 = 13;
-/// a: signal.
-pub const EV_SIGNAL_DELIVER: u32 = 14;
-pub const EV_EXIT_GROUP: u32 = 15;
-pub const EV_PROCESS_EXIT: u32 = 16;
-/// aux: 0 start, 1 end.
-pub const EV_EXIT_MMAP: u32 = 17;
-/// aux: member; a: size in bytes; b: 1 if the change was in the mm's own task.
-pub const EV_RSS_TEARDOWN: u32 = 18;
-/// a: signal sent to the parent.
-pub const EV_NOTIFY_PARENT: u32 = 19;
-/// a: address; b: 1 if a write. A kernel-mode fault on a user address.
-pub const EV_FAULT_KERNEL: u32 = 20;
+impl EventKind {
+    const ALL: [EventKind; 20] = [
+        Self::Syscall,
+        Self::UserFault,
+        Self::HandledFault,
+        Self::KswapdWake,
+        Self::KswapdSleep,
+        Self::WakeupKswapd,
+        Self::DirectReclaim,
+        Self::MemcgReclaim,
+        Self::LruInactive,
+        Self::LruActive,
+        Self::ShrinkNode,
+        Self::ShrinkSlab,
+        Self::Throttled,
+        Self::SignalDeliver,
+        Self::ExitGroup,
+        Self::ProcessExit,
+        Self::ExitMmap,
+        Self::RssTeardown,
+        Self::NotifyParent,
+        Self::KernelFault,
+    ];
+
+    /// The kind a header's tag names (the tag crosses from the kernel as a plain u32, so an
+    /// unknown value is possible and must not become an invalid enum).
+    pub fn from_tag(tag: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| *kind as u32 == tag)
+    }
+}
+
+/// The start of every event in the `EVENTS` ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventHeader {
+    /// bpf_ktime_get_ns (CLOCK_MONOTONIC).
+    pub ts_ns: u64,
+    /// The entry the event is attributed to.
+    pub entry: u32,
+    pub tid: u32,
+    /// An [`EventKind`], which names the body that follows.
+    pub kind: u32,
+    pub _pad: u32,
+}
+
+/// One event as written to the ring: the header, then the body of its kind.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Event<B> {
+    pub header: EventHeader,
+    pub body: B,
+}
+
+/// A body type, and the one kind it is sent as.
+pub trait EventBody: Copy {
+    const KIND: EventKind;
+}
+
+/// Declares event bodies: `#[repr(C)]` structs of fixed-width fields, each tied to its kind.
+macro_rules! event_bodies {
+    ($($(#[$meta:meta])* $kind:ident => pub struct $name:ident { $($(#[$doc:meta])* $field:ident: $ty:ty,)* })*) => {
+        $(
+            $(#[$meta])*
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+            pub struct $name {
+                $($(#[$doc])* pub $field: $ty,)*
+            }
+
+            impl EventBody for $name {
+                const KIND: EventKind = EventKind::$kind;
+            }
+
+            #[cfg(feature = "user")]
+            // SAFETY: `#[repr(C)]` fixed-width integers laid out without padding, and every
+            // bit pattern is valid.
+            unsafe impl aya::Pod for $name {}
+        )*
+    };
+}
+
+event_bodies! {
+    /// An address-space syscall of the host returned.
+    Syscall => pub struct SyscallEvent {
+        /// A `SYS_*` kind.
+        syscall: u32,
+        /// madvise's advice (other syscalls: 0).
+        advice: u32,
+        /// The length argument (mremap: the new length; brk: the requested break).
+        arg: u64,
+        ret: i64,
+        lat_ns: u64,
+    }
+    /// A user-mode fault (exception tracepoints).
+    UserFault => pub struct UserFaultEvent {
+        address: u64,
+        /// The x86 error code (bit 1: write).
+        error_code: u64,
+    }
+    /// A fault whose handling finished (fexit `handle_mm_fault`).
+    HandledFault => pub struct HandledFaultEvent {
+        address: u64,
+        /// `FAULT_FLAG_*` (bit 0: write).
+        flags: u64,
+        /// The `vm_fault_t` result (bit 2: major).
+        result: u64,
+    }
+    /// A kernel-mode fault on a user address of the host.
+    KernelFault => pub struct KernelFaultEvent {
+        address: u64,
+        /// 1 if a write.
+        write: u64,
+    }
+    KswapdWake => pub struct KswapdWakeEvent {
+        nid: u32,
+        _pad: u32,
+        order: u64,
+    }
+    KswapdSleep => pub struct KswapdSleepEvent {
+        nid: u32,
+        _pad: u32,
+        awake_ns: u64,
+    }
+    /// An allocation asked kswapd to wake.
+    WakeupKswapd => pub struct WakeupKswapdEvent {
+        nid: u32,
+        /// 1 if the host asked.
+        by_host: u32,
+        order: u64,
+        gfp: u64,
+    }
+    DirectReclaim => pub struct DirectReclaimEvent {
+        reclaimed: u64,
+        ns: u64,
+        /// 1 if in the host's context.
+        by_host: u64,
+    }
+    MemcgReclaim => pub struct MemcgReclaimEvent {
+        reclaimed: u64,
+        ns: u64,
+        by_host: u64,
+    }
+    LruInactive => pub struct LruInactiveEvent {
+        /// A `CTX_*` reclaim context.
+        ctx: u32,
+        nid: u32,
+        scanned: u64,
+        reclaimed: u64,
+    }
+    LruActive => pub struct LruActiveEvent {
+        ctx: u32,
+        nid: u32,
+        taken: u64,
+        deactivated: u64,
+    }
+    ShrinkNode => pub struct ShrinkNodeEvent {
+        ctx: u32,
+        _pad: u32,
+        ns: u64,
+    }
+    ShrinkSlab => pub struct ShrinkSlabEvent {
+        /// Objects freed.
+        freed: u64,
+        ns: u64,
+    }
+    Throttled => pub struct ThrottledEvent {
+        nid: u32,
+        /// Reason bits.
+        reason: u32,
+        delayed_us: u64,
+    }
+    /// A host thread dequeued SIGTERM or SIGKILL.
+    SignalDeliver => pub struct SignalDeliverEvent {
+        signal: u64,
+    }
+    ExitGroup => pub struct ExitGroupEvent {
+        code: u64,
+    }
+    /// A host thread exited.
+    ProcessExit => pub struct ProcessExitEvent {}
+    ExitMmap => pub struct ExitMmapEvent {
+        /// 0 at the start of the teardown, 1 at its end.
+        end: u64,
+    }
+    /// An RSS counter of the host's mm changed during the teardown.
+    RssTeardown => pub struct RssTeardownEvent {
+        /// The `MM_*` counter.
+        member: u32,
+        /// 1 if the change was in the mm's own task.
+        own_task: u32,
+        bytes: u64,
+    }
+    /// A host thread sent its parent the exit notification.
+    NotifyParent => pub struct NotifyParentEvent {
+        signal: u64,
+    }
+}
 
 #[cfg(feature = "user")]
 mod pod {
@@ -432,6 +602,6 @@ mod pod {
     unsafe impl aya::Pod for super::Counters {}
     unsafe impl aya::Pod for super::SysEnter {}
     unsafe impl aya::Pod for super::StopState {}
-    unsafe impl aya::Pod for super::Event {}
+    unsafe impl aya::Pod for super::EventHeader {}
     unsafe impl aya::Pod for super::ReclaimState {}
 }

@@ -1,7 +1,8 @@
 //! `--events`: raw events from the `EVENTS` ring buffer, drained by a thread into events.csv.
 //!
 //! Columns: `ts_ns` (CLOCK_MONOTONIC), `entry`, `tid`, `kind`, `fields` (space-separated
-//! `name=value`, depending on the kind). Events the ring could not take are counted in the
+//! `name=value`, depending on the kind). Each event is a typed header and the body its kind
+//! names (`skillprof_common::EventKind`). Events the ring could not take are counted in the
 //! kernel (per entry: `events_lost`) and reported in the costs.
 
 use std::{
@@ -19,11 +20,11 @@ use std::{
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
 use skillprof_common::{
-    ADVICE_NAMES, CTX_NAMES, EV_DIRECT_RECLAIM, EV_EXIT_GROUP, EV_EXIT_MMAP, EV_FAULT,
-    EV_FAULT_FEXIT, EV_FAULT_KERNEL, EV_KSWAPD_SLEEP, EV_KSWAPD_WAKE, EV_LRU_ACTIVE,
-    EV_LRU_INACTIVE, EV_MEMCG_RECLAIM, EV_NOTIFY_PARENT, EV_PROCESS_EXIT, EV_RSS_TEARDOWN,
-    EV_SHRINK_NODE, EV_SHRINK_SLAB, EV_SIGNAL_DELIVER, EV_SYSCALL, EV_THROTTLED, EV_WAKEUP_KSWAPD,
-    Event, SYSCALL_NAMES, advice_class,
+    ADVICE_NAMES, CTX_NAMES, DirectReclaimEvent, EventHeader, EventKind, ExitGroupEvent,
+    ExitMmapEvent, HandledFaultEvent, KernelFaultEvent, KswapdSleepEvent, KswapdWakeEvent,
+    LruActiveEvent, LruInactiveEvent, MemcgReclaimEvent, NotifyParentEvent, RssTeardownEvent,
+    SYSCALL_NAMES, ShrinkNodeEvent, ShrinkSlabEvent, SignalDeliverEvent, SyscallEvent,
+    ThrottledEvent, UserFaultEvent, WakeupKswapdEvent, advice_class,
 };
 
 pub struct EventStream {
@@ -51,13 +52,8 @@ impl EventStream {
                         let stopping = stop.load(Ordering::Acquire);
                         let mut drained = 0u64;
                         while let Some(item) = ring.next() {
-                            if item.len() >= size_of::<Event>() {
-                                // SAFETY: the kernel wrote one `Event` (48 bytes, no padding,
-                                // any bit pattern valid); read unaligned from the ring.
-                                let event = unsafe {
-                                    std::ptr::read_unaligned(item.as_ptr().cast::<Event>())
-                                };
-                                write_event(&mut out, &event)?;
+                            if let Some(header) = read::<EventHeader>(&item, 0) {
+                                write_event(&mut out, &header, &item[size_of::<EventHeader>()..])?;
                                 drained += 1;
                             }
                         }
@@ -110,12 +106,50 @@ impl Drop for EventStream {
     }
 }
 
-fn write_event(out: &mut impl std::io::Write, e: &Event) -> std::io::Result<()> {
+/// A `T` at `offset` of a ring item, if the item is long enough. Items are not aligned for
+/// `T`, so it is copied out.
+fn read<T: aya::Pod>(item: &[u8], offset: usize) -> Option<T> {
+    let bytes = item.get(offset..offset + size_of::<T>())?;
+    // SAFETY: `T` is plain data (`Pod`: any bit pattern is valid) and `bytes` holds exactly
+    // its size.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// One event as an events.csv line: its kind's name and its body's fields as `name=value`.
+fn write_event(
+    out: &mut impl std::io::Write,
+    header: &EventHeader,
+    body: &[u8],
+) -> std::io::Result<()> {
     let ctx = |i: u32| CTX_NAMES.get(i as usize).copied().unwrap_or("?");
-    let (kind, fields) = match e.kind {
-        EV_SYSCALL => {
+    let unknown = || {
+        (
+            "unknown",
+            format!("kind={} bytes={}", header.kind, body.len()),
+        )
+    };
+    let (kind, fields) = match EventKind::from_tag(header.kind) {
+        None => unknown(),
+        Some(kind) => describe(kind, body, ctx).unwrap_or_else(unknown),
+    };
+    writeln!(
+        out,
+        "{},{},{},{kind},{fields}",
+        header.ts_ns, header.entry, header.tid
+    )
+}
+
+/// The name and fields of a body of `kind`; `None` if the body is too short for its type.
+fn describe(
+    kind: EventKind,
+    body: &[u8],
+    ctx: impl Fn(u32) -> &'static str,
+) -> Option<(&'static str, String)> {
+    Some(match kind {
+        EventKind::Syscall => {
+            let e: SyscallEvent = read(body, 0)?;
             let name = SYSCALL_NAMES
-                .get((e.aux & 0xff) as usize)
+                .get(e.syscall as usize)
                 .copied()
                 .unwrap_or("?");
             let arg = match name {
@@ -123,9 +157,9 @@ fn write_event(out: &mut impl std::io::Write, e: &Event) -> std::io::Result<()> 
                 "mremap" => "new_len",
                 _ => "len",
             };
-            let mut fields = format!("{arg}={} ret={} lat_ns={}", e.a, e.b as i64, e.c);
+            let mut fields = format!("{arg}={} ret={} lat_ns={}", e.arg, e.ret, e.lat_ns);
             if name == "madvise" {
-                let advice = u64::from(e.aux >> 8);
+                let advice = u64::from(e.advice);
                 fields.push_str(&format!(
                     " advice={advice} ({})",
                     ADVICE_NAMES[advice_class(advice)]
@@ -133,87 +167,146 @@ fn write_event(out: &mut impl std::io::Write, e: &Event) -> std::io::Result<()> 
             }
             (name, fields)
         }
-        EV_FAULT => (
-            "fault",
-            format!(
-                "address={:#x} write={} error_code={:#x}",
-                e.a,
-                (e.b >> 1) & 1,
-                e.b
-            ),
-        ),
-        EV_FAULT_FEXIT => (
-            "fault",
-            format!(
-                "address={:#x} write={} major={} flags={:#x} ret={:#x}",
-                e.a,
-                e.b & 1,
-                (e.c >> 2) & 1,
-                e.b,
-                e.c
-            ),
-        ),
-        EV_FAULT_KERNEL => ("fault_kernel", format!("address={:#x} write={}", e.a, e.b)),
-        EV_KSWAPD_WAKE => ("kswapd_wake", format!("nid={} order={}", e.aux, e.a)),
-        EV_KSWAPD_SLEEP => ("kswapd_sleep", format!("nid={} awake_ns={}", e.aux, e.a)),
-        EV_WAKEUP_KSWAPD => (
-            "wakeup_kswapd",
-            format!("nid={} order={} gfp={:#x} by_host={}", e.aux, e.a, e.b, e.c),
-        ),
-        EV_DIRECT_RECLAIM => (
-            "direct_reclaim",
-            format!("reclaimed={} ns={} host={}", e.a, e.b, e.c),
-        ),
-        EV_MEMCG_RECLAIM => (
-            "memcg_reclaim",
-            format!("reclaimed={} ns={} host={}", e.a, e.b, e.c),
-        ),
-        EV_LRU_INACTIVE => (
-            "lru_shrink_inactive",
-            format!(
-                "ctx={} scanned={} reclaimed={} nid={}",
-                ctx(e.aux),
-                e.a,
-                e.b,
-                e.c
-            ),
-        ),
-        EV_LRU_ACTIVE => (
-            "lru_shrink_active",
-            format!(
-                "ctx={} taken={} deactivated={} nid={}",
-                ctx(e.aux),
-                e.a,
-                e.b,
-                e.c
-            ),
-        ),
-        EV_SHRINK_NODE => ("shrink_node", format!("ctx={} ns={}", ctx(e.aux), e.a)),
-        EV_SHRINK_SLAB => ("shrink_slab", format!("freed={} ns={}", e.a, e.b)),
-        EV_THROTTLED => (
-            "throttled",
-            format!("nid={} delayed_us={} reason={:#x}", e.aux, e.a, e.b),
-        ),
-        EV_SIGNAL_DELIVER => ("signal_deliver", format!("sig={}", e.a)),
-        EV_EXIT_GROUP => ("exit_group", format!("code={}", e.a as i64)),
-        EV_PROCESS_EXIT => ("thread_exit", String::new()),
-        EV_EXIT_MMAP => (
-            if e.aux == 0 {
+        EventKind::UserFault => {
+            let e: UserFaultEvent = read(body, 0)?;
+            (
+                "fault",
+                format!(
+                    "address={:#x} write={} error_code={:#x}",
+                    e.address,
+                    (e.error_code >> 1) & 1,
+                    e.error_code
+                ),
+            )
+        }
+        EventKind::HandledFault => {
+            let e: HandledFaultEvent = read(body, 0)?;
+            (
+                "fault",
+                format!(
+                    "address={:#x} write={} major={} flags={:#x} ret={:#x}",
+                    e.address,
+                    e.flags & 1,
+                    (e.result >> 2) & 1,
+                    e.flags,
+                    e.result
+                ),
+            )
+        }
+        EventKind::KernelFault => {
+            let e: KernelFaultEvent = read(body, 0)?;
+            (
+                "fault_kernel",
+                format!("address={:#x} write={}", e.address, e.write),
+            )
+        }
+        EventKind::KswapdWake => {
+            let e: KswapdWakeEvent = read(body, 0)?;
+            ("kswapd_wake", format!("nid={} order={}", e.nid, e.order))
+        }
+        EventKind::KswapdSleep => {
+            let e: KswapdSleepEvent = read(body, 0)?;
+            (
+                "kswapd_sleep",
+                format!("nid={} awake_ns={}", e.nid, e.awake_ns),
+            )
+        }
+        EventKind::WakeupKswapd => {
+            let e: WakeupKswapdEvent = read(body, 0)?;
+            (
+                "wakeup_kswapd",
+                format!(
+                    "nid={} order={} gfp={:#x} by_host={}",
+                    e.nid, e.order, e.gfp, e.by_host
+                ),
+            )
+        }
+        EventKind::DirectReclaim => {
+            let e: DirectReclaimEvent = read(body, 0)?;
+            (
+                "direct_reclaim",
+                format!("reclaimed={} ns={} host={}", e.reclaimed, e.ns, e.by_host),
+            )
+        }
+        EventKind::MemcgReclaim => {
+            let e: MemcgReclaimEvent = read(body, 0)?;
+            (
+                "memcg_reclaim",
+                format!("reclaimed={} ns={} host={}", e.reclaimed, e.ns, e.by_host),
+            )
+        }
+        EventKind::LruInactive => {
+            let e: LruInactiveEvent = read(body, 0)?;
+            (
+                "lru_shrink_inactive",
+                format!(
+                    "ctx={} scanned={} reclaimed={} nid={}",
+                    ctx(e.ctx),
+                    e.scanned,
+                    e.reclaimed,
+                    e.nid
+                ),
+            )
+        }
+        EventKind::LruActive => {
+            let e: LruActiveEvent = read(body, 0)?;
+            (
+                "lru_shrink_active",
+                format!(
+                    "ctx={} taken={} deactivated={} nid={}",
+                    ctx(e.ctx),
+                    e.taken,
+                    e.deactivated,
+                    e.nid
+                ),
+            )
+        }
+        EventKind::ShrinkNode => {
+            let e: ShrinkNodeEvent = read(body, 0)?;
+            ("shrink_node", format!("ctx={} ns={}", ctx(e.ctx), e.ns))
+        }
+        EventKind::ShrinkSlab => {
+            let e: ShrinkSlabEvent = read(body, 0)?;
+            ("shrink_slab", format!("freed={} ns={}", e.freed, e.ns))
+        }
+        EventKind::Throttled => {
+            let e: ThrottledEvent = read(body, 0)?;
+            (
+                "throttled",
+                format!(
+                    "nid={} delayed_us={} reason={:#x}",
+                    e.nid, e.delayed_us, e.reason
+                ),
+            )
+        }
+        EventKind::SignalDeliver => {
+            let e: SignalDeliverEvent = read(body, 0)?;
+            ("signal_deliver", format!("sig={}", e.signal))
+        }
+        EventKind::ExitGroup => {
+            let e: ExitGroupEvent = read(body, 0)?;
+            ("exit_group", format!("code={}", e.code as i64))
+        }
+        EventKind::ProcessExit => ("thread_exit", String::new()),
+        EventKind::ExitMmap => {
+            let e: ExitMmapEvent = read(body, 0)?;
+            let name = if e.end == 0 {
                 "exit_mmap_start"
             } else {
                 "exit_mmap_end"
-            },
-            String::new(),
-        ),
-        EV_RSS_TEARDOWN => (
-            "rss_teardown",
-            format!("member={} bytes={} curr={}", e.aux, e.a, e.b),
-        ),
-        EV_NOTIFY_PARENT => ("notify_parent", format!("sig={}", e.a)),
-        _ => (
-            "unknown",
-            format!("kind={} a={} b={} c={}", e.kind, e.a, e.b, e.c),
-        ),
-    };
-    writeln!(out, "{},{},{},{kind},{fields}", e.ts_ns, e.entry, e.tid)
+            };
+            (name, String::new())
+        }
+        EventKind::RssTeardown => {
+            let e: RssTeardownEvent = read(body, 0)?;
+            (
+                "rss_teardown",
+                format!("member={} bytes={} curr={}", e.member, e.bytes, e.own_task),
+            )
+        }
+        EventKind::NotifyParent => {
+            let e: NotifyParentEvent = read(body, 0)?;
+            ("notify_parent", format!("sig={}", e.signal))
+        }
+    })
 }
