@@ -109,6 +109,9 @@ enum Value {
     MajfltPerf,
 }
 
+/// A documentation line: a column's name (or a family's, `mmap_*`) and what it holds.
+type Doc = (&'static str, &'static str);
+
 /// One probe column: its name, the probe it needs, where its value comes from, and what it
 /// means.
 pub struct Column {
@@ -116,7 +119,7 @@ pub struct Column {
     pub probe: &'static str,
     /// The documentation line: this column's own, or a family's (`mmap_*`) shared by every
     /// column of the family.
-    pub doc: (&'static str, &'static str),
+    pub doc: Doc,
     value: Value,
 }
 
@@ -130,8 +133,8 @@ impl std::fmt::Debug for Column {
 }
 
 /// The documentation of every probe column, one line per column or family, in row order.
-pub fn documentation() -> Vec<(&'static str, &'static str)> {
-    let mut docs: Vec<(&str, &str)> = Vec::new();
+pub fn documentation() -> Vec<Doc> {
+    let mut docs: Vec<Doc> = Vec::new();
     for column in columns() {
         if !docs.contains(&column.doc) {
             docs.push(column.doc);
@@ -141,7 +144,7 @@ pub fn documentation() -> Vec<(&'static str, &'static str)> {
 }
 
 /// What each syscall kind's family of columns holds (its `_bytes` differ).
-const SYSCALL_DOCS: [(&str, &str); SYSCALLS] = [
+const SYSCALL_DOCS: [Doc; SYSCALLS] = [
     (
         "mmap_*",
         "host mmap(2) calls (probes): mmap_calls, mmap_bytes (requested lengths), mmap_errors, mmap_lat_us (enter→exit, summed over calls), mmap_lat_max_us; a call counts in the entry current when it entered",
@@ -168,31 +171,31 @@ const SYSCALL_DOCS: [(&str, &str); SYSCALLS] = [
     ),
 ];
 
-const MADV_DOC: (&str, &str) = (
+const MADV_DOC: Doc = (
     "madv_*",
     "madvise per advice: madv_<advice>_calls and madv_<advice>_bytes, advice one of dontneed, free, remove, willneed, hugepage, nohugepage, cold, pageout, populate (read or write), collapse, other",
 );
-const KSWAPD_DOC: (&str, &str) = (
+const KSWAPD_DOC: Doc = (
     "kswapd_*",
     "kswapd, system-wide: kswapd_wakes, kswapd_sleeps, kswapd_awake_ms (awake time, counted when it sleeps), kswapd_woken_by_host and kswapd_woken_by_others (allocations that asked it to wake)",
 );
-const LRU_DOC: (&str, &str) = (
+const LRU_DOC: Doc = (
     "lru_*",
     "LRU shrinking (mm_vmscan_lru_shrink_inactive/active), system-wide: lru_<ctx>_calls, _scanned (inactive: scanned, active: taken), _reclaimed, ctx one of kswapd, direct, memcg, other; and lru_host_* for the host's own context",
 );
-const SHRINK_NODE_DOC: (&str, &str) = (
+const SHRINK_NODE_DOC: Doc = (
     "shrink_node_*",
     "shrink_node (fentry/fexit or kprobes only; empty where neither attaches): shrink_node_<ctx>_calls and _ms per reclaim context, and shrink_node_host_calls/_ms",
 );
-const SLAB_DOC: (&str, &str) = (
+const SLAB_DOC: Doc = (
     "slab_*",
     "slab shrinkers, system-wide: slab_shrinks, slab_freed (objects), slab_ms; in the host's context: slab_host_shrinks, slab_host_ms",
 );
-const THROTTLE_DOC: (&str, &str) = (
+const THROTTLE_DOC: Doc = (
     "throttle_*",
     "reclaim throttling (mm_vmscan_throttled): throttle_count, throttle_ms (delayed), and throttle_host_count/_ms for the host",
 );
-const EVENTS_DOC: (&str, &str) = (
+const EVENTS_DOC: Doc = (
     "events_*",
     "with --events: events_sent to the ring buffer and events_lost (ring full) during the entry",
 );
@@ -251,7 +254,7 @@ pub fn columns() -> &'static [Column] {
         col("kswapd_woken_by_host".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.woken_by_host));
         col("kswapd_woken_by_others".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.woken_by_others));
 
-        let reclaims: [(&str, (&str, &str), fn(&Counters) -> &ReclaimCounts); 2] = [
+        let reclaims: [(&str, Doc, fn(&Counters) -> &ReclaimCounts); 2] = [
             ("direct_reclaim", ("direct_reclaim_*", "direct reclaim in the host's context: _count, _ms (total), _max_ms, _pages (reclaimed); by other processes: _others_count, _others_pages"), |c| &c.direct),
             ("memcg_reclaim", ("memcg_reclaim_*", "memcg limit reclaim in the host's context: _count, _ms, _max_ms, _pages; by other processes: _others_count, _others_pages"), |c| &c.memcg),
         ];
