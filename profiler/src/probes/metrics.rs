@@ -254,7 +254,8 @@ pub fn columns() -> &'static [Column] {
         col("kswapd_woken_by_host".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.woken_by_host));
         col("kswapd_woken_by_others".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.woken_by_others));
 
-        let reclaims: [(&str, Doc, fn(&Counters) -> &ReclaimCounts); 2] = [
+        type Group = fn(&Counters) -> &ReclaimCounts;
+        let reclaims: [(&str, Doc, Group); 2] = [
             ("direct_reclaim", ("direct_reclaim_*", "direct reclaim in the host's context: _count, _ms (total), _max_ms, _pages (reclaimed); by other processes: _others_count, _others_pages"), |c| &c.direct),
             ("memcg_reclaim", ("memcg_reclaim_*", "memcg limit reclaim in the host's context: _count, _ms, _max_ms, _pages; by other processes: _others_count, _others_pages"), |c| &c.memcg),
         ];
