@@ -297,8 +297,10 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
         rows.len() + 1,
         "one row per entry"
     );
-    for row in &rows {
-        let paragraph = serialised(&explain::paragraph(row));
+    let explained = explain::paragraphs(&fs::read_to_string(folder.join("explain.md")).unwrap());
+    assert_eq!(explained.len(), rows.len(), "one explanation per entry");
+    for paragraph in &explained {
+        let paragraph = serialised(paragraph);
         assert!(table.contains(&paragraph), "no explanation {paragraph}");
     }
     for name in rows[0].names().filter(|n| *n != "index" && *n != "cmd") {

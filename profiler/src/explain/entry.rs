@@ -5,40 +5,49 @@
 //! > and on the wire (compile dominated); 1,920 mmap (9.8 GiB virtual), 81,211 page faults
 //! > (97% write); no reclaim.
 
-use crate::record::Row;
+use skillprof_common::{CTX_NAMES, SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP};
+
+use crate::record::EntryRecord;
+use crate::sample::zoneinfo::Band;
 use crate::words::{bytes, change, count, many, ms};
 
-use super::{Cells, stop};
+use super::stop;
 
-pub fn paragraph(row: &Row) -> String {
-    let cells = Cells::new(row);
-    let cmd = cells.text("cmd").unwrap_or("?");
-    if cmd == "stop" {
-        return stop::sentence(&cells);
+pub fn paragraph(record: &EntryRecord) -> String {
+    let cmd = &record.measure.cmd;
+    if record.measure.stopped.is_some() {
+        return stop::sentence(record);
     }
-    let mut parts = vec![memory(&cells)];
-    parts.extend(time(&cells));
-    parts.extend(cpu(&cells));
-    parts.extend(requests_failed(&cells));
-    parts.extend(reserved(&cells));
-    parts.extend(address_space(&cells));
-    parts.extend(faults(&cells));
-    parts.push(reclaim(&cells));
-    parts.extend(pressure(&cells));
+    let mut parts = vec![memory(record)];
+    parts.extend(time(record));
+    parts.extend(cpu(record));
+    parts.extend(requests_failed(record));
+    parts.extend(reserved(record));
+    parts.extend(address_space(record));
+    parts.extend(faults(record));
+    parts.push(reclaim(record));
+    parts.extend(pressure(record));
     format!("{cmd}: {}.", parts.join("; "))
 }
 
-fn memory(cells: &Cells) -> String {
-    let took = cells
-        .num("took_ms")
-        .map_or("?".to_owned(), |t| format!("{} ms", count(t)));
-    let rss = cells
-        .num("rss_diff_kb")
-        .map_or("RSS unknown".to_owned(), |kb| {
-            format!("{} RSS", change(kb * 1024.0))
-        });
-    match (cells.num("rss_peak_kb"), cells.num("rss_after_kb")) {
-        (Some(peak), Some(after)) if peak > after * 1.05 => {
+/// A measured number that is not zero: what a sentence is worth saying of.
+fn nonzero(value: Option<f64>) -> Option<f64> {
+    value.filter(|value| *value != 0.0)
+}
+
+fn took_ms(record: &EntryRecord) -> f64 {
+    record.measure.took.as_secs_f64() * 1e3
+}
+
+fn memory(record: &EntryRecord) -> String {
+    let took = format!("{} ms", count(took_ms(record)));
+    let rss = format!(
+        "{} RSS",
+        change(record.measure.rss_diff_kb() as f64 * 1024.0)
+    );
+    let after = record.measure.rss_after_kb() as f64;
+    match record.sampling.rss_peak_kb.map(|peak| peak as f64) {
+        Some(peak) if peak > after * 1.05 => {
             format!("{took}, {rss} (peak {} on the way)", bytes(peak * 1024.0))
         }
         _ => format!("{took}, {rss}"),
@@ -47,23 +56,26 @@ fn memory(cells: &Cells) -> String {
 
 /// Where the wall time went: waiting for the host to list skills, the host's own
 /// instantiate and call time, and what is left (compilation, queueing, HTTP).
-fn time(cells: &Cells) -> Option<String> {
-    let executions = cells.some("executions")?;
-    let took = cells.num("took_ms")?;
+fn time(record: &EntryRecord) -> Option<String> {
+    let outcome = &record.measure.outcome;
+    let executions = nonzero(Some(outcome.latencies.len() as f64))?;
+    let took = took_ms(record);
     let mut text = format!(
         "{} execution{}",
         count(executions),
         if executions == 1.0 { "" } else { "s" }
     );
     if executions > 1.0
-        && let (Some(p50), Some(p99)) = (cells.num("execute_p50_ms"), cells.num("execute_p99_ms"))
+        && let Some(latency) = record.measure.latency()
     {
-        text.push_str(&format!(" (p50 {}, p99 {})", ms(p50), ms(p99)));
+        text.push_str(&format!(
+            " (p50 {}, p99 {})",
+            ms(latency.p50_ms),
+            ms(latency.p99_ms)
+        ));
     }
-    let listing = cells.num("listing_ms").unwrap_or(0.0);
-    let (Some(instantiate), Some(call)) =
-        (cells.num("host_instantiate_ms"), cells.num("host_call_ms"))
-    else {
+    let listing = outcome.listing.as_secs_f64() * 1e3;
+    let Some((instantiate, call)) = record.measure.host_split_ms() else {
         return Some(text);
     };
     let mut split = Vec::new();
@@ -93,26 +105,28 @@ fn time(cells: &Cells) -> Option<String> {
 /// Whether the host was on a CPU for its wall time, and how busy the machine was: a slow
 /// entry without memory evidence is often one that waited for a CPU. CPU time is counted in
 /// 10 ms ticks, so only entries of 100 ms and more are worth saying it of.
-fn cpu(cells: &Cells) -> Option<String> {
-    let took = cells.num("took_ms").filter(|took| *took >= 100.0)?;
-    let host = cells.num("host_cpu_ms")?;
+fn cpu(record: &EntryRecord) -> Option<String> {
+    let took = Some(took_ms(record)).filter(|took| *took >= 100.0)?;
+    let host = record.measure.host_cpu_ms()?;
     let mut text = format!(
         "the host used {} of CPU ({:.0}% of one CPU)",
         ms(host),
         100.0 * host / took
     );
-    if let Some(busy) = cells.num("cpu_busy_pct") {
+    if let Some(share) = record.sampling.cpu {
+        let busy = share.busy_pct;
         text.push_str(&format!(", the machine's CPUs were {busy:.0}% busy"));
-        if let Some(steal) = cells.num("cpu_steal_pct").filter(|steal| *steal >= 1.0) {
+        if let Some(steal) = Some(share.steal_pct).filter(|steal| *steal >= 1.0) {
             text.push_str(&format!(" and {steal:.0}% stolen by the hypervisor"));
         }
     }
     Some(text)
 }
 
-fn requests_failed(cells: &Cells) -> Option<String> {
-    let errors = cells.some("request_errors")?;
-    let first = cells.text("first_error").unwrap_or("");
+fn requests_failed(record: &EntryRecord) -> Option<String> {
+    let outcome = &record.measure.outcome;
+    let errors = nonzero(Some(outcome.errors as f64))?;
+    let first = outcome.first_error.as_deref().unwrap_or("");
     Some(format!(
         "{} request(s) FAILED, first: {first}",
         count(errors)
@@ -122,10 +136,10 @@ fn requests_failed(cells: &Cells) -> Option<String> {
 /// Address space the host holds without using it: the pooling allocator reserves every slot
 /// up front (terabytes of VMS, no RSS); on demand, each compiled skill reserves its own.
 /// Said when it is large or moved by a GiB or more.
-fn reserved(cells: &Cells) -> Option<String> {
+fn reserved(record: &EntryRecord) -> Option<String> {
     const GIB: f64 = (1u64 << 30) as f64;
-    let vms = cells.some("vms_after_kb")? * 1024.0;
-    let moved = cells.num("vms_diff_kb").unwrap_or(0.0) * 1024.0;
+    let vms = nonzero(Some(record.measure.vms_after_kb() as f64))? * 1024.0;
+    let moved = record.measure.vms_diff_kb() as f64 * 1024.0;
     (vms >= 1024.0 * GIB || moved.abs() >= GIB).then(|| {
         format!(
             "{} of address space reserved ({} in the entry)",
@@ -136,51 +150,58 @@ fn reserved(cells: &Cells) -> Option<String> {
 }
 
 /// mmap, munmap, madvise and mprotect, with their bytes: how the address space moved.
-fn address_space(cells: &Cells) -> Option<String> {
+fn address_space(record: &EntryRecord) -> Option<String> {
+    let syscalls = record.probe("syscalls", |c| (c.syscalls, c.madvise[0]))?;
     let mut calls = Vec::new();
-    for (syscall, what) in [
-        ("mmap", "virtual"),
-        ("munmap", "unmapped"),
-        ("mremap", "remapped"),
+    for (syscall, name, what) in [
+        (SYS_MMAP, "mmap", "virtual"),
+        (SYS_MUNMAP, "munmap", "unmapped"),
+        (SYS_MREMAP, "mremap", "remapped"),
     ] {
-        if let Some(n) = cells.some(&format!("{syscall}_calls")) {
-            let size = cells
-                .num(&format!("{syscall}_bytes"))
-                .map_or(String::new(), |b| format!(" ({} {what})", bytes(b)));
-            calls.push(format!("{} {syscall}{size}", count(n)));
+        let counts = syscalls.0[syscall];
+        if counts.calls != 0 {
+            let size = format!(" ({} {what})", bytes(counts.bytes as f64));
+            calls.push(format!("{} {name}{size}", count(counts.calls as f64)));
         }
     }
-    if let Some(n) = cells.some("madv_dontneed_calls") {
-        let size = cells
-            .num("madv_dontneed_bytes")
-            .map_or(String::new(), |b| format!(", {}", bytes(b)));
+    let dontneed = syscalls.1;
+    if dontneed.calls != 0 {
         // The pooling allocator decommits a slot this way when an instance ends, for reuse.
-        calls.push(format!("{} madvise(DONTNEED){size} given back", count(n)));
+        calls.push(format!(
+            "{} madvise(DONTNEED), {} given back",
+            count(dontneed.calls as f64),
+            bytes(dontneed.bytes as f64)
+        ));
     }
-    if let Some(n) = cells.some("mprotect_calls") {
-        calls.push(format!("{} mprotect", count(n)));
+    let mprotect = syscalls.0[SYS_MPROTECT].calls;
+    if mprotect != 0 {
+        calls.push(format!("{} mprotect", count(mprotect as f64)));
     }
     (!calls.is_empty()).then(|| calls.join(", "))
 }
 
 /// Every fault the kernel counts in the host's minflt: user mode and, where the probes saw
 /// them, kernel mode on its user addresses.
-fn faults(cells: &Cells) -> Option<String> {
-    let user = cells.some("faults_user")?;
-    let kernel = cells.some("faults_kernel");
+fn faults(record: &EntryRecord) -> Option<String> {
+    let counted = record.probe("page_faults", |c| c.faults)?;
+    let user = nonzero(Some(counted.user as f64))?;
+    let kernel = nonzero(Some(counted.kernel as f64));
     let faults = user + kernel.unwrap_or(0.0);
     let mut text = format!("{} page faults", many(faults));
-    if let Some(writes) = cells.num("faults_user_write") {
-        text.push_str(&format!(" ({:.0}% write", 100.0 * writes / user));
-        if let Some(kernel) = kernel {
-            text.push_str(&format!(", {} in kernel mode", count(kernel)));
-        }
-        if let Some(major) = cells.some("majflt_perf") {
-            text.push_str(&format!(", {} major", count(major)));
-        }
-        text.push(')');
+    text.push_str(&format!(
+        " ({:.0}% write",
+        100.0 * counted.user_write as f64 / user
+    ));
+    if let Some(kernel) = kernel {
+        text.push_str(&format!(", {} in kernel mode", count(kernel)));
     }
-    if let Some(executions) = cells.some("executions") {
+    let major = record.probes.as_ref().and_then(|p| p.majflt_perf);
+    if let Some(major) = nonzero(major.map(|m| m as f64)) {
+        text.push_str(&format!(", {} major", count(major)));
+    }
+    text.push(')');
+    let executions = record.measure.outcome.latencies.len() as f64;
+    if let Some(executions) = nonzero(Some(executions)) {
         text.push_str(&format!(", {} per execution", count(faults / executions)));
     }
     Some(text)
@@ -188,34 +209,43 @@ fn faults(cells: &Cells) -> Option<String> {
 
 /// Reclaim, stalls and how close free memory came to the watermarks; "no reclaim" when the
 /// probes saw none.
-fn reclaim(cells: &Cells) -> String {
+fn reclaim(record: &EntryRecord) -> String {
     let mut seen = Vec::new();
-    if let Some(n) = cells.some("direct_reclaim_count") {
-        let time = cells
-            .num("direct_reclaim_ms")
-            .map_or(String::new(), |t| format!(", {}", ms(t)));
-        let pages = cells
-            .num("direct_reclaim_pages")
-            .map_or(String::new(), |p| format!(", {} pages", count(p)));
-        seen.push(format!("direct reclaim {}×{time}{pages}", count(n)));
+    let direct = record.probe("direct_reclaim", |c| c.direct);
+    if let Some(direct) = direct.filter(|d| d.host != 0) {
+        seen.push(format!(
+            "direct reclaim {}×, {}, {} pages",
+            count(direct.host as f64),
+            ms(direct.host_ns as f64 / 1e6),
+            count(direct.host_pages as f64)
+        ));
     }
-    if let Some(n) = cells.some("memcg_reclaim_count") {
-        seen.push(format!("memcg reclaim {}×", count(n)));
+    if let Some(memcg) = record
+        .probe("memcg_reclaim", |c| c.memcg.host)
+        .filter(|n| *n != 0)
+    {
+        seen.push(format!("memcg reclaim {}×", count(memcg as f64)));
     }
-    if let Some(n) = cells.some("kswapd_wakes") {
-        let awake = cells
-            .num("kswapd_awake_ms")
-            .map_or(String::new(), |t| format!(", awake {}", ms(t)));
-        seen.push(format!("kswapd woke {}×{awake}", count(n)));
+    if let Some(kswapd) = record
+        .probe("kswapd", |c| c.kswapd)
+        .filter(|k| k.wakes != 0)
+    {
+        seen.push(format!(
+            "kswapd woke {}×, awake {}",
+            count(kswapd.wakes as f64),
+            ms(kswapd.awake_ns as f64 / 1e6)
+        ));
     }
-    // Over every reclaim context; lru_host_* is a subset of these.
-    let lru = |what: &str| -> f64 {
-        ["kswapd", "direct", "memcg", "other"]
-            .iter()
-            .filter_map(|ctx| cells.num(&format!("lru_{ctx}_{what}")))
-            .sum()
-    };
-    let (scanned, reclaimed) = (lru("scanned"), lru("reclaimed"));
+    // Over every reclaim context; lru_host is a subset of these.
+    let lru = record
+        .probe("lru_shrink", |c| {
+            c.lru
+                .iter()
+                .take(CTX_NAMES.len())
+                .fold((0, 0), |(s, r), ctx| (s + ctx.scanned, r + ctx.reclaimed))
+        })
+        .unwrap_or_default();
+    let (scanned, reclaimed) = (lru.0 as f64, lru.1 as f64);
     if scanned > 0.0 {
         seen.push(format!(
             "LRU {} pages scanned, {} reclaimed",
@@ -224,17 +254,16 @@ fn reclaim(cells: &Cells) -> String {
         ));
     }
     // PSI counts in µs; stalls under 0.1 ms would read "0.0 ms" and mean nothing here.
-    if let Some(us) = cells.num("psi_some_us").filter(|us| *us >= 100.0) {
+    let psi_us = record.sampling.psi_some_us.map(|us| us as f64);
+    if let Some(us) = psi_us.filter(|us| *us >= 100.0) {
         seen.push(format!("tasks stalled on memory for {}", ms(us / 1000.0)));
     }
-    if let Some(band) = cells
-        .text("zones_lowest_band")
-        .filter(|band| *band != "baseline")
-    {
-        seen.push(format!("free memory fell into the {band} band"));
+    let band = record.sampling.zones_lowest.band;
+    if band != Band::Baseline {
+        seen.push(format!("free memory fell into the {} band", band.name()));
     }
     if seen.is_empty() {
-        let probed = cells.num("direct_reclaim_count").is_some();
+        let probed = direct.is_some();
         return if probed {
             "no reclaim".to_owned()
         } else {
@@ -246,18 +275,21 @@ fn reclaim(cells: &Cells) -> String {
 
 /// What the balloon held during the entry, when one was: the band it aimed at, how much
 /// memory it took, and how often free memory really was in the band.
-fn pressure(cells: &Cells) -> Option<String> {
-    let band = cells.text("pressure_band")?;
-    let mut text = format!("under pressure: a balloon aimed at the {band} band");
-    if let Some(kb) = cells.num("pressure_balloon_kb") {
-        text.push_str(&format!(" holding {}", bytes(kb * 1024.0)));
-    }
-    if let Some(pct) = cells.num("pressure_in_band_pct") {
+fn pressure(record: &EntryRecord) -> Option<String> {
+    let held = record.pressure.as_ref()?;
+    let mut text = format!(
+        "under pressure: a balloon aimed at the {} band holding {}",
+        held.band.name(),
+        bytes((held.balloon_bytes / 1024 * 1024) as f64)
+    );
+    if held.reads > 0 {
+        let pct = held.in_band_percent();
         text.push_str(&format!(", free memory in the band {pct:.0}% of the time"));
     }
-    if let Some(why) = cells.text("pressure_aborted") {
+    let said = |why: &Option<String>| why.clone().filter(|why| !why.is_empty());
+    if let Some(why) = said(&held.aborted) {
         text.push_str(&format!(" (ABORTED: {why})"));
-    } else if let Some(why) = cells.text("pressure_eased") {
+    } else if let Some(why) = said(&held.eased) {
         text.push_str(&format!(" (eased: {why})"));
     }
     Some(text)
@@ -265,41 +297,46 @@ fn pressure(cells: &Cells) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
 
-    fn row(cells: &[(&str, &str)]) -> Row {
-        let mut row = Row::default();
-        for (name, value) in cells {
-            row.text(*name, *value);
-        }
-        row
+    use skillprof_common::{CTX_KSWAPD, SYS_MMAP};
+
+    use super::*;
+    use crate::explain::test_record::{probed, record};
+    use crate::pressure::{BandHeld, Bounds};
+    use crate::sample::{cpu::CpuShare, zoneinfo::Watermarks};
+
+    fn ms(ms: f64) -> Duration {
+        Duration::from_secs_f64(ms / 1e3)
     }
 
     #[test]
     fn an_add_reads_as_memory_time_address_space_and_faults() {
-        let text = paragraph(&row(&[
-            ("cmd", "add_py"),
-            ("took_ms", "17637.2"),
-            ("rss_diff_kb", "325384"),
-            ("rss_after_kb", "336288"),
-            ("rss_peak_kb", "336300"),
-            ("executions", "1"),
-            ("listing_ms", "900"),
-            ("host_instantiate_ms", "2"),
-            ("host_call_ms", "3"),
-            ("host_cpu_ms", "16420"),
-            ("cpu_busy_pct", "97.6"),
-            ("cpu_steal_pct", "4.2"),
-            ("mmap_calls", "1920"),
-            ("mmap_bytes", "10522669875"),
-            ("faults_user", "81211"),
-            ("faults_user_write", "78774"),
-            ("faults_kernel", "0"),
-            ("direct_reclaim_count", "0"),
-            ("zones_lowest_band", "baseline"),
-        ]));
+        let mut add = probed(record("add_py", 17637.2), |c| {
+            c.syscalls[SYS_MMAP].calls = 1920;
+            c.syscalls[SYS_MMAP].bytes = 10522669875;
+            c.faults.user = 81211;
+            c.faults.user_write = 78774;
+        });
+        let measure = &mut add.measure;
+        measure.before.rss_kb = 336288 - 325384;
+        measure.after.as_mut().unwrap().rss_kb = 336288;
+        // 16,420 ms of CPU in /proc/PID/stat's 10 ms ticks.
+        measure.after.as_mut().unwrap().cpu_ticks = 1642;
+        let outcome = &mut measure.outcome;
+        outcome.requests = 1;
+        outcome.latencies = vec![ms(17000.0)];
+        outcome.listing = ms(900.0);
+        outcome.host_timed = 1;
+        outcome.host_instantiate = ms(2.0);
+        outcome.host_call = ms(3.0);
+        add.sampling.rss_peak_kb = Some(336300);
+        add.sampling.cpu = Some(CpuShare {
+            busy_pct: 97.6,
+            steal_pct: 4.2,
+        });
         assert_eq!(
-            text,
+            paragraph(&add),
             "add_py: 17,637 ms, +318 MiB RSS; 1 execution: 900 ms waiting for the host to list \
              skills, 2.0 ms instantiate + 3.0 ms call in the host, the other 16,732 ms compiling \
              and on the wire (compile dominated); the host used 16,420 ms of CPU (93% of one \
@@ -310,47 +347,35 @@ mod tests {
 
     #[test]
     fn a_pooling_host_says_what_it_reserved() {
-        let text = paragraph(&row(&[
-            ("cmd", "10 execute_all Cecilia 0 0"),
-            ("took_ms", "250"),
-            ("rss_diff_kb", "200"),
-            ("vms_after_kb", "17179869184"),
-            ("vms_diff_kb", "0"),
-        ]));
+        let mut pooling = record("10 execute_all Cecilia 0 0", 250.0);
+        pooling.measure.after.as_mut().unwrap().rss_kb = 200;
+        pooling.measure.before.vms_kb = 17179869184;
+        pooling.measure.after.as_mut().unwrap().vms_kb = 17179869184;
+        let text = paragraph(&pooling);
         assert!(
             text.contains("16.0 TiB of address space reserved (±0 in the entry)"),
             "{text}"
         );
-        let on_demand = paragraph(&row(&[
-            ("cmd", "skills"),
-            ("took_ms", "1"),
-            ("vms_after_kb", "4194304"),
-            ("vms_diff_kb", "0"),
-        ]));
+        let mut on_demand = record("skills", 1.0);
+        on_demand.measure.before.vms_kb = 4194304;
+        on_demand.measure.after.as_mut().unwrap().vms_kb = 4194304;
+        let on_demand = paragraph(&on_demand);
         assert!(!on_demand.contains("reserved"), "{on_demand}");
     }
 
     #[test]
     fn unmeasured_cells_are_left_unsaid() {
-        let text = paragraph(&row(&[
-            ("cmd", "skills"),
-            ("took_ms", "0.2"),
-            ("rss_diff_kb", "0"),
-            ("faults_user", ""),
-        ]));
+        let text = paragraph(&record("skills", 0.2));
         assert_eq!(text, "skills: 0 ms, ±0 RSS; reclaim not probed.");
     }
 
     #[test]
     fn kernel_mode_faults_count_in_the_total() {
-        let text = paragraph(&row(&[
-            ("cmd", "add_rs"),
-            ("took_ms", "90"),
-            ("rss_diff_kb", "2048"),
-            ("faults_user", "2466"),
-            ("faults_user_write", "2000"),
-            ("faults_kernel", "32"),
-        ]));
+        let text = paragraph(&probed(record("add_rs", 90.0), |c| {
+            c.faults.user = 2466;
+            c.faults.user_write = 2000;
+            c.faults.kernel = 32;
+        }));
         assert!(
             text.contains("2,498 page faults (81% write, 32 in kernel mode)"),
             "{text}"
@@ -359,15 +384,38 @@ mod tests {
 
     #[test]
     fn a_balloon_says_which_band_it_held() {
-        let text = paragraph(&row(&[
-            ("cmd", "add_rs"),
-            ("took_ms", "900"),
-            ("rss_diff_kb", "2048"),
-            ("pressure_band", "promo"),
-            ("pressure_balloon_kb", "22020096"),
-            ("pressure_in_band_pct", "96.4"),
-            ("pressure_aborted", ""),
-        ]));
+        let mut entry = record("add_rs", 900.0);
+        entry.measure.after.as_mut().unwrap().rss_kb = 2048;
+        entry.pressure = Some(BandHeld {
+            band: Band::Promo,
+            reads: 1000,
+            in_band_reads: 964,
+            min_free_pages: 0,
+            max_free_pages: 0,
+            free_pages: 0,
+            lowest_band: Band::Promo,
+            highest_band: Band::Promo,
+            bounds: Bounds {
+                lower: 0,
+                upper: None,
+            },
+            watermarks: Watermarks {
+                min: 1,
+                low: 2,
+                high: 3,
+                promo: Some(4),
+            },
+            balloon_bytes: 22020096 * 1024,
+            max_balloon_bytes: 22020096 * 1024,
+            adjustments: 0,
+            floor_crossings: 0,
+            late_steps: 0,
+            slowest_step_ms: 0,
+            zones: Vec::new(),
+            eased: None,
+            aborted: None,
+        });
+        let text = paragraph(&entry);
         assert!(
             text.ends_with(
                 "under pressure: a balloon aimed at the promo band holding 21.0 GiB, free \
@@ -375,28 +423,28 @@ mod tests {
             ),
             "{text}"
         );
-        let without = paragraph(&row(&[("cmd", "skills"), ("pressure_band", "")]));
+        let without = paragraph(&record("skills", 1.0));
         assert!(!without.contains("pressure"), "{without}");
     }
 
     #[test]
     fn pressure_shows_up_as_reclaim_and_bands() {
-        let text = paragraph(&row(&[
-            ("cmd", "p_execute_all Damian 666666 0 90"),
-            ("took_ms", "5000"),
-            ("rss_diff_kb", "-4"),
-            ("direct_reclaim_count", "12"),
-            ("direct_reclaim_ms", "41.5"),
-            ("direct_reclaim_pages", "3000"),
-            ("kswapd_wakes", "3"),
-            ("kswapd_awake_ms", "800"),
-            ("lru_kswapd_scanned", "9000"),
-            ("lru_kswapd_reclaimed", "8000"),
-            ("psi_some_us", "52000"),
-            ("zones_lowest_band", "low"),
-            ("request_errors", "2"),
-            ("first_error", "execute sample_py1: 500 out of memory"),
-        ]));
+        let mut entry = probed(record("p_execute_all Damian 666666 0 90", 5000.0), |c| {
+            c.direct.host = 12;
+            c.direct.host_ns = 41_500_000;
+            c.direct.host_pages = 3000;
+            c.kswapd.wakes = 3;
+            c.kswapd.awake_ns = 800_000_000;
+            c.lru[CTX_KSWAPD].scanned = 9000;
+            c.lru[CTX_KSWAPD].reclaimed = 8000;
+        });
+        entry.measure.before.rss_kb = 4;
+        entry.sampling.psi_some_us = Some(52000);
+        entry.sampling.zones_lowest.band = Band::Low;
+        entry.measure.outcome.requests = 90;
+        entry.measure.outcome.errors = 2;
+        entry.measure.outcome.first_error = Some("execute sample_py1: 500 out of memory".into());
+        let text = paragraph(&entry);
         assert!(
             text.contains("2 request(s) FAILED, first: execute sample_py1: 500 out of memory"),
             "{text}"

@@ -1,47 +1,92 @@
-//! From one result row to a paragraph of evidence: what the entry cost in memory and time,
+//! From one entry's record to a paragraph of evidence: what the entry cost in memory and time,
 //! which kernel activity it caused, and, for `stop`, where the shutdown's time went. Only
-//! measured cells speak; an empty cell is left unsaid, never read as zero.
+//! what was measured speaks; an unmeasured figure is left unsaid, never read as zero.
 
 mod entry;
 mod stop;
 
 use std::fmt::Write as _;
 
-use crate::record::Row;
+use crate::record::EntryRecord;
 
 pub use entry::paragraph;
 
-/// The values of one row, by column name.
-pub(crate) struct Cells<'a>(&'a Row);
-
-impl<'a> Cells<'a> {
-    pub(crate) fn new(row: &'a Row) -> Self {
-        Cells(row)
-    }
-
-    fn text(&self, name: &str) -> Option<&'a str> {
-        self.0.get(name).filter(|value| !value.is_empty())
-    }
-
-    fn num(&self, name: &str) -> Option<f64> {
-        self.0.number(name)
-    }
-
-    /// A measured number that is not zero.
-    fn some(&self, name: &str) -> Option<f64> {
-        self.num(name).filter(|value| *value != 0.0)
-    }
-}
-
 /// explain.md: a header about how the run was measured, then one paragraph per entry.
-pub fn document(title: &str, measurement: &[String], rows: &[Row]) -> String {
+pub fn document(title: &str, measurement: &[String], records: &[EntryRecord]) -> String {
     let mut text = format!("# {title}\n\n");
     for line in measurement {
         let _ = writeln!(text, "- {line}");
     }
     text.push('\n');
-    for row in rows {
-        let _ = writeln!(text, "{}\n", paragraph(row));
+    for record in records {
+        let _ = writeln!(text, "{}\n", paragraph(record));
     }
     text
+}
+
+/// The entry paragraphs of an explain.md that [`document`] wrote, in entry order: what a
+/// report shows beside each entry, read back rather than rewritten from a CSV.
+pub fn paragraphs(document: &str) -> Vec<String> {
+    document
+        .split("\n\n")
+        .skip(2)
+        .map(str::trim)
+        .filter(|paragraph| !paragraph.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Records as the runner fills them, for the tests of each sentence.
+#[cfg(test)]
+mod test_record {
+    use std::time::Duration;
+
+    use skillprof_common::Counters;
+
+    use crate::probes::ProbeMetrics;
+    use crate::record::{EntryMeasure, EntryRecord};
+    use crate::sample::{EntrySampling, Lowest, process::ProcessStat, zoneinfo::Band};
+
+    /// An entry of `cmd` that took `took_ms`, with the host alive at both ends, no requests,
+    /// nothing probed and free memory at baseline.
+    pub fn record(cmd: &str, took_ms: f64) -> EntryRecord {
+        EntryRecord {
+            measure: EntryMeasure {
+                index: 0,
+                cmd: cmd.to_owned(),
+                line: Some(1),
+                repeat: 1,
+                started: Duration::ZERO,
+                took: Duration::from_secs_f64(took_ms / 1e3),
+                before: ProcessStat::default(),
+                after: Some(ProcessStat::default()),
+                outcome: Default::default(),
+                stopped: None,
+            },
+            sampling: EntrySampling {
+                samples: 2,
+                rss_peak_kb: None,
+                psi_some_us: None,
+                psi_full_us: None,
+                zones_lowest: Lowest {
+                    free_pages: 1 << 20,
+                    band: Band::Baseline,
+                },
+                zone_lowest: Vec::new(),
+                vmstat: Vec::new(),
+                cpu: None,
+            },
+            probes: None,
+            stop: None,
+            pressure: None,
+        }
+    }
+
+    /// Every probe attached, with these counts.
+    pub fn probed(mut record: EntryRecord, counts: impl FnOnce(&mut Counters)) -> EntryRecord {
+        let mut counters = Counters::default();
+        counts(&mut counters);
+        record.probes = Some(ProbeMetrics::attached_everywhere(counters));
+        record
+    }
 }

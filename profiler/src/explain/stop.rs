@@ -4,66 +4,62 @@
 //! > 1,151 ms address-space teardown (5.6 M pages freed, timed by exit_mmap) + 0.8 ms last
 //! > thread + 31 ms reap; exit status: 0.
 
+use crate::probes::StopBreakdown;
+use crate::record::EntryRecord;
 use crate::words::{bytes, count, many, ms};
 
-use super::Cells;
+/// How a sentence says a part of the stop breakdown.
+fn words(part: &str) -> &str {
+    match part {
+        "teardown" => "address-space teardown",
+        "last_thread" => "last thread",
+        other => other,
+    }
+}
 
-/// The parts, in order, as the stop breakdown names them, and how a sentence says them.
-const PARTS: [(&str, &str); 6] = [
-    ("signal", "signal"),
-    ("drain", "drain"),
-    ("exit", "exit"),
-    ("teardown", "address-space teardown"),
-    ("last_thread", "last thread"),
-    ("reap", "reap"),
-];
-
-pub fn sentence(cells: &Cells) -> String {
-    let took = cells.num("took_ms").unwrap_or(0.0);
-    let status = cells.text("exit_status").unwrap_or("exit status unknown");
-    let killed = if cells.some("killed").is_some() {
+pub fn sentence(record: &EntryRecord) -> String {
+    let took = record.measure.took.as_secs_f64() * 1e3;
+    let stopped = record.measure.stopped.as_ref();
+    let status = stopped.map_or("exit status unknown".to_owned(), |s| s.status.to_string());
+    let killed = if stopped.is_some_and(|s| s.killed) {
         ", SIGKILLed after ignoring SIGTERM"
     } else {
         ""
     };
-    let Some(total) = cells.num("stop_total_ms") else {
+    let Some(stop) = &record.stop else {
         return format!(
             "stop: {} until the host was reaped ({status}{killed}); no breakdown without probes.",
             ms(took)
         );
     };
-    let parts: Vec<String> = PARTS
-        .iter()
-        .filter_map(|(name, words)| {
-            let duration = cells.num(&format!("stop_{name}_ms"))?;
-            Some(format!("{} {words}{}", ms(duration), detail(cells, name)))
+    let parts: Vec<String> = stop
+        .parts()
+        .map(|(name, duration, _)| {
+            let duration = duration.as_secs_f64() * 1e3;
+            format!("{} {}{}", ms(duration), words(name), detail(stop, name))
         })
         .collect();
     format!(
         "stop: {} = {}; {status}{killed}.",
-        ms(total),
+        ms(stop.total_ns as f64 / 1e6),
         parts.join(" + ")
     )
 }
 
-fn detail(cells: &Cells, part: &str) -> String {
+fn detail(stop: &StopBreakdown, part: &str) -> String {
     match part {
-        "drain" => match (
-            cells.num("stop_drain_munmaps"),
-            cells.num("stop_drain_munmap_bytes"),
-        ) {
-            (Some(calls), Some(size)) if calls > 0.0 => {
-                format!(" ({} munmap, {})", count(calls), bytes(size))
-            }
-            _ => String::new(),
-        },
+        "drain" if stop.drain_munmap_calls > 0 => format!(
+            " ({} munmap, {})",
+            count(stop.drain_munmap_calls as f64),
+            bytes(stop.drain_munmap_bytes as f64)
+        ),
         "teardown" => {
-            let pages = cells
-                .num("stop_teardown_pages")
-                .map(|p| format!("{} pages freed", many(p)));
-            let by = cells
-                .text("stop_teardown_by")
-                .map(|by| format!("timed by {by}"));
+            let pages = stop
+                .teardown_pages_freed
+                .map(|p| format!("{} pages freed", many(p as f64)));
+            let by = stop
+                .teardown_source
+                .map(|by| format!("timed by {}", by.as_str()));
             let said: Vec<String> = pages.into_iter().chain(by).collect();
             if said.is_empty() {
                 String::new()
@@ -77,33 +73,53 @@ fn detail(cells: &Cells, part: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::explain::paragraph;
-    use crate::record::Row;
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::process::ExitStatus;
+    use std::time::Duration;
+
+    use crate::explain::{paragraph, test_record::record};
+    use crate::hostctl::Stopped;
+    use crate::probes::{StopBreakdown, StopPart, TeardownSource};
+
+    fn stopped(took_ms: f64) -> Option<Stopped> {
+        Some(Stopped {
+            status: ExitStatus::from_raw(0),
+            killed: false,
+            took: Duration::from_secs_f64(took_ms / 1e3),
+            signalled_ns: 0,
+            reaped_ns: 0,
+        })
+    }
 
     #[test]
     fn the_parts_read_in_order_with_their_evidence() {
-        let mut row = Row::default();
-        for (name, value) in [
-            ("cmd", "stop"),
-            ("took_ms", "1220.3"),
-            ("exit_status", "exit status: 0"),
-            ("killed", "0"),
-            ("stop_total_ms", "1220.3"),
-            ("stop_signal_ms", "0.1"),
-            ("stop_drain_ms", "38"),
-            ("stop_exit_ms", "0.2"),
-            ("stop_teardown_ms", "1151"),
-            ("stop_last_thread_ms", "0.8"),
-            ("stop_reap_ms", "30.2"),
-            ("stop_drain_munmaps", "312"),
-            ("stop_drain_munmap_bytes", "3435973837"),
-            ("stop_teardown_pages", "5600000"),
-            ("stop_teardown_by", "exit_mmap"),
-        ] {
-            row.text(name, value);
-        }
+        let mut stop = record("stop", 1220.3);
+        stop.measure.after = None;
+        stop.measure.stopped = stopped(1220.3);
+        let part = |name, ms: f64| StopPart {
+            name,
+            start_ns: 0,
+            duration_ns: (ms * 1e6) as u64,
+            observed: true,
+            detail: String::new(),
+        };
+        stop.stop = Some(StopBreakdown {
+            total_ns: 1_220_300_000,
+            parts: vec![
+                part("signal", 0.1),
+                part("drain", 38.0),
+                part("exit", 0.2),
+                part("teardown", 1151.0),
+                part("last_thread", 0.8),
+                part("reap", 30.2),
+            ],
+            teardown_source: Some(TeardownSource::ExitMmap),
+            teardown_pages_freed: Some(5_600_000),
+            drain_munmap_calls: 312,
+            drain_munmap_bytes: 3435973837,
+        });
         assert_eq!(
-            paragraph(&row),
+            paragraph(&stop),
             "stop: 1,220 ms = 0.1 ms signal + 38 ms drain (312 munmap, 3.20 GiB) + 0.2 ms exit + \
              1,151 ms address-space teardown (5.6 M pages freed, timed by exit_mmap) + 0.8 ms last \
              thread + 30 ms reap; exit status: 0."
@@ -112,13 +128,11 @@ mod tests {
 
     #[test]
     fn without_probes_it_says_so() {
-        let mut row = Row::default();
-        row.text("cmd", "stop")
-            .text("took_ms", "84")
-            .text("exit_status", "exit status: 0")
-            .missing("stop_total_ms");
+        let mut stop = record("stop", 84.0);
+        stop.measure.after = None;
+        stop.measure.stopped = stopped(84.0);
         assert_eq!(
-            paragraph(&row),
+            paragraph(&stop),
             "stop: 84 ms until the host was reaped (exit status: 0); no breakdown without probes."
         );
     }

@@ -4,6 +4,8 @@
 //! exist in this format, so it is read and written byte for byte as the harness did.
 
 use anyhow::{Context, bail};
+
+use crate::record::EntryMeasure;
 use chrono::{DateTime, Local, NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::{
@@ -76,6 +78,20 @@ pub struct Entry {
     pub vms_kb: u64,
     /// The entry's name: its cmds line, tokens joined by single spaces.
     pub cmd: String,
+}
+
+impl From<&EntryMeasure> for Entry {
+    /// The entry as the harness logged it: whole milliseconds, truncated.
+    fn from(measure: &EntryMeasure) -> Self {
+        Entry {
+            took_ms: measure.took.as_millis() as u64,
+            rss_diff_kb: measure.rss_diff_kb(),
+            rss_kb: measure.rss_after_kb(),
+            vms_diff_kb: measure.vms_diff_kb(),
+            vms_kb: measure.vms_after_kb(),
+            cmd: measure.cmd.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

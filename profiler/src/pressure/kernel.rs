@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::kswapd::Kswapd;
+use skillprof_common::{Counters as ProbeCounters, LruCounts};
+
 use crate::probes::{self, ProbeMetrics, ProbeSession};
 use crate::record::{Metrics, Row};
 use crate::sample::PROC;
@@ -109,27 +111,19 @@ pub struct KernelMetrics {
 }
 
 impl KernelMetrics {
-    fn probe(&self, column: &str) -> Option<Figure> {
-        let value = self.probes.as_ref()?.value(column)?;
+    /// A figure of `probe`'s counters; `None` without probes or if it did not attach.
+    fn probe(&self, probe: &str, figure: impl Fn(&ProbeCounters) -> f64) -> Option<Figure> {
+        let value = self.probes.as_ref()?.read(probe, figure)?;
         Some(Figure {
             value,
             source: Source::Probes,
         })
     }
 
-    /// A probe column summed over the reclaim contexts (`lru_<ctx>_<what>`).
-    fn probe_over_contexts(&self, what: &str) -> Option<Figure> {
-        let metrics = self.probes.as_ref()?;
-        let mut total = None;
-        for column in probes::columns() {
-            let name = &column.name;
-            if name.starts_with("lru_") && !name.starts_with("lru_host_") && name.ends_with(what) {
-                *total.get_or_insert(0.0) += metrics.value(name)?;
-            }
-        }
-        total.map(|value| Figure {
-            value,
-            source: Source::Probes,
+    /// An LRU figure summed over the reclaim contexts (the host's own is a subset of them).
+    fn lru(&self, figure: impl Fn(&LruCounts) -> u64) -> Option<Figure> {
+        self.probe("lru_shrink", |c| {
+            c.lru.iter().map(&figure).sum::<u64>() as f64
         })
     }
 
@@ -159,44 +153,38 @@ impl KernelMetrics {
     }
 
     pub fn kswapd_wakes(&self) -> Option<Figure> {
-        self.probe("kswapd_wakes")
+        self.probe("kswapd", |c| c.kswapd.wakes as f64)
     }
 
     pub fn kswapd_awake_ms(&self) -> Option<Figure> {
-        self.probe("kswapd_awake_ms")
+        self.probe("kswapd", |c| c.kswapd.awake_ns as f64 / 1e6)
     }
 
     /// Direct reclaims by every process: the probes' count (the iterating process and the
     /// others), else the allocstall counters.
     pub fn direct_reclaims(&self) -> Option<Figure> {
-        match (
-            self.probe("direct_reclaim_count"),
-            self.probe("direct_reclaim_others_count"),
-        ) {
-            (Some(own), Some(others)) => Some(Figure {
-                value: own.value + others.value,
-                source: Source::Probes,
-            }),
-            _ => self.vmstat_sum(|name| name.starts_with("allocstall_")),
-        }
+        self.probe("direct_reclaim", |c| {
+            (c.direct.host + c.direct.others) as f64
+        })
+        .or_else(|| self.vmstat_sum(|name| name.starts_with("allocstall_")))
     }
 
     /// Time the iterating process spent in direct reclaim (probes only).
     pub fn direct_reclaim_ms(&self) -> Option<Figure> {
-        self.probe("direct_reclaim_ms")
+        self.probe("direct_reclaim", |c| c.direct.host_ns as f64 / 1e6)
     }
 
     pub fn direct_reclaim_max_ms(&self) -> Option<Figure> {
-        self.probe("direct_reclaim_max_ms")
+        self.probe("direct_reclaim", |c| c.direct.host_max_ns as f64 / 1e6)
     }
 
     pub fn lru_scanned(&self) -> Option<Figure> {
-        self.probe_over_contexts("_scanned")
+        self.lru(|ctx| ctx.scanned)
             .or_else(|| self.vmstat_sum(|name| ["pgscan_kswapd", "pgscan_direct"].contains(&name)))
     }
 
     pub fn lru_reclaimed(&self) -> Option<Figure> {
-        self.probe_over_contexts("_reclaimed").or_else(|| {
+        self.lru(|ctx| ctx.reclaimed).or_else(|| {
             self.vmstat_sum(|name| ["pgsteal_kswapd", "pgsteal_direct"].contains(&name))
         })
     }

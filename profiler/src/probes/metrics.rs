@@ -63,6 +63,22 @@ impl ProbeMetrics {
     }
 }
 
+#[cfg(test)]
+impl ProbeMetrics {
+    /// `counters` as if every probe of the plan had attached by tp_btf, without --events.
+    pub(crate) fn attached_everywhere(counters: Counters) -> Self {
+        ProbeMetrics {
+            counters,
+            attached: super::PROBES
+                .iter()
+                .map(|probe| (probe.name.to_owned(), Mechanism::TpBtf))
+                .collect(),
+            majflt_perf: None,
+            streaming: false,
+        }
+    }
+}
+
 impl Metrics for ProbeMetrics {
     fn write(&self, row: &mut Row) {
         for spec in columns() {

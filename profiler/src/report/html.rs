@@ -12,7 +12,6 @@ use anyhow::Result;
 
 use super::load::Run;
 use super::plots::{self, Body, Figure, bars};
-use crate::explain;
 use crate::record;
 use crate::words;
 
@@ -675,7 +674,7 @@ fn entries_table(run: &Run, prefix: &str) -> String {
         );
     }
     html.push_str("</tr></thead><tbody>\n");
-    for row in &run.rows {
+    for (number, row) in run.rows.iter().enumerate() {
         let index = row.get("index").unwrap_or("?");
         let _ = write!(
             html,
@@ -683,7 +682,7 @@ fn entries_table(run: &Run, prefix: &str) -> String {
             escape(index),
             escape(index),
             escape(row.get("cmd").unwrap_or("?")),
-            escape(&explain::paragraph(row))
+            escape(run.explanations.get(number).map_or("", String::as_str))
         );
         for (name, quiet) in names.iter().zip(&quiet) {
             html.push_str(&cell_in(

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 
+use crate::explain;
 use crate::output::commands_csv;
 use crate::output::harness_log::{self, RunLog};
 use crate::record::Row;
@@ -29,6 +30,8 @@ pub struct Run {
     pub meta: Meta,
     pub log: RunLog,
     pub rows: Vec<Row>,
+    /// Each entry's paragraph of explain.md, in entry order (empty if the run has none).
+    pub explanations: Vec<String>,
     pub samples: Samples,
     pub entries: Vec<Entry>,
     /// How the entries were placed on the sampler's clock, in words.
@@ -324,6 +327,10 @@ impl Run {
             .with_context(|| format!("reading {}", meta_path.display()))?;
         let log = RunLog::read(&harness_log::locate(folder)?)?;
         let rows = commands_csv::read(&folder.join("commands.csv"))?;
+        let explanations = match fs::read_to_string(folder.join("explain.md")) {
+            Ok(document) => explain::paragraphs(&document),
+            Err(_) => Vec::new(),
+        };
         let samples_path = folder.join("samples.csv");
         let samples = Samples::read(&samples_path)?;
         ensure!(
@@ -350,6 +357,7 @@ impl Run {
             meta,
             log,
             rows,
+            explanations,
             samples,
             entries,
             alignment,

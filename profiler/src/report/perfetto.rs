@@ -23,7 +23,6 @@ use serde_json::{Map, Value, json};
 use super::load::{Event, Run};
 use super::plots::bars::STOP_PARTS;
 use super::plots::timeseries::column_rates;
-use crate::explain;
 
 /// Synthetic process ids, above any real pid (pid_max is at most 2^22).
 const RUN_PID: u64 = 2_000_000_000;
@@ -167,7 +166,9 @@ fn entries(trace: &mut Trace, run: &Run) -> Result<()> {
                 args.insert(name.into(), json!(value));
             }
         }
-        args.insert("explanation".into(), json!(explain::paragraph(row)));
+        if let Some(explanation) = run.explanations.get(entry.index) {
+            args.insert("explanation".into(), json!(explanation));
+        }
         trace.slice(
             &entry.cmd,
             "entry",

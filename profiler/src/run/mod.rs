@@ -3,7 +3,6 @@
 //! the output formats. It owns the notion of "the current entry".
 
 mod args;
-mod entry;
 mod info;
 mod interrupt;
 mod machine;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::cmds::{Command, Plan};
-use crate::pressure::{Balloon, HeldBalloon, HoldOptions, NoBalloon, NotHeld};
+use crate::pressure::{Balloon, BandHeld, HeldBalloon, HoldOptions, NoBalloon, NotHeld};
 use crate::pressure::{SCALE_FACTOR, SysctlChange};
 use crate::record::{Metrics as _, Row};
 use crate::sample::zoneinfo::Band;
@@ -168,9 +168,15 @@ impl Pressure {
         }
     }
 
-    pub fn write_entry(&self, row: &mut Row) {
-        match &self.balloon {
-            Some(held) => held.held().write(row),
+    /// What the balloon held since the entry began, if one was held.
+    pub fn held(&self) -> Option<BandHeld> {
+        self.balloon.as_ref().map(|held| held.held())
+    }
+
+    /// The `pressure_*` columns of an entry: empty without a balloon.
+    pub fn write(&self, held: Option<&BandHeld>, row: &mut Row) {
+        match held {
+            Some(held) => held.write(row),
             None => self.none.write(row),
         }
     }

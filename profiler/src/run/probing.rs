@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::hostctl::Stopped;
 use crate::probes::{
-    self, ProbeCosts, ProbeSession, ProbeStatus, StopBreakdown, StopTimeline, Tracefs,
-    stop_breakdown,
+    self, ProbeCosts, ProbeMetrics, ProbeSession, ProbeStatus, StopBreakdown, StopTimeline,
+    Tracefs, stop_breakdown,
 };
 use crate::record::{Metrics as _, Row};
 
@@ -74,32 +74,22 @@ impl Probing {
     }
 
     /// The entry's probe metrics and, for `stop`, its breakdown into signal, drain, exit,
-    /// teardown and reap; empty cells where there is nothing to say.
-    pub fn write_entry(
+    /// teardown and reap.
+    pub fn entry(
         &self,
         index: usize,
         stopped: Option<&Stopped>,
-        row: &mut Row,
-    ) -> Result<()> {
-        let unobserved = stop_breakdown(&StopTimeline::default(), 0, 0);
+    ) -> Result<(Option<ProbeMetrics>, Option<StopBreakdown>)> {
         match self {
             Probing::Live(session) => {
-                session.entry(index as u32)?.write(row);
-                match stopped {
-                    Some(stopped) => breakdown(session, stopped)?.write(row),
-                    None => {
-                        row.absent(&unobserved);
-                    }
-                }
+                let metrics = session.entry(index as u32)?;
+                let stop = stopped
+                    .map(|stopped| breakdown(session, stopped))
+                    .transpose()?;
+                Ok((Some(metrics), stop))
             }
-            Probing::Off => {
-                for column in probes::columns() {
-                    row.missing(&column.name);
-                }
-                row.absent(&unobserved);
-            }
+            Probing::Off => Ok((None, None)),
         }
-        Ok(())
     }
 
     pub fn costs(&self) -> Result<Option<ProbeCosts>> {
@@ -120,4 +110,23 @@ fn breakdown(session: &ProbeSession, stopped: &Stopped) -> Result<StopBreakdown>
         stopped.signalled_ns,
         stopped.reaped_ns,
     ))
+}
+
+/// The probe and stop columns of an entry: empty cells where there is nothing to say, so that
+/// every row has the same columns.
+pub fn write(probes: Option<&ProbeMetrics>, stop: Option<&StopBreakdown>, row: &mut Row) {
+    match probes {
+        Some(metrics) => metrics.write(row),
+        None => {
+            for column in probes::columns() {
+                row.missing(&column.name);
+            }
+        }
+    }
+    match stop {
+        Some(stop) => stop.write(row),
+        None => {
+            row.absent(&stop_breakdown(&StopTimeline::default(), 0, 0));
+        }
+    }
 }

@@ -17,20 +17,19 @@ use crate::hostctl::{
 };
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
-use crate::record::{Metrics as _, Row};
+use crate::record::{EntryMeasure, EntryRecord, Metrics as _, Outcome, Row};
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process};
 use crate::{explain, probes, words};
 
 use super::args::RunArgs;
-use super::entry::EntryMeasure;
 use super::info::{CmdsInfo, HostInfo, RunInfo, ScaleFactor, Status};
 use super::interrupt::{Abort, Interruption, Signals};
 use super::machine::Machine;
 use super::pressure::{self as pressure_room, Pressure};
-use super::probing::Probing;
+use super::probing::{self, Probing};
 use super::progress::Progress;
-use super::workload::{Outcome, Workload};
+use super::workload::Workload;
 
 pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     if !args.no_probes {
@@ -114,7 +113,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         sampler: None,
         probing: None,
         pressure: None,
-        rows: Vec::new(),
+        records: Vec::new(),
     };
     meta::write(&run.meta_path, &run.info)?;
     let ended = run.drive(&args, &plan, &spec, &samples, &mut signals).await;
@@ -136,8 +135,8 @@ struct Run {
     probing: Option<Probing>,
     pressure: Option<Pressure>,
     entries_done: usize,
-    /// Every recorded row, for explain.md.
-    rows: Vec<Row>,
+    /// Every entry's record, for explain.md.
+    records: Vec<EntryRecord>,
 }
 
 impl Run {
@@ -242,22 +241,30 @@ impl Run {
                 outcome,
                 stopped,
             };
+            let (probes, stop) = probing.entry(index, measure.stopped.as_ref())?;
+            let record = EntryRecord {
+                measure,
+                sampling,
+                probes,
+                stop,
+                pressure: pressure.held(),
+            };
             let mut row = Row::default();
-            measure.write(&mut row);
-            sampling.write(&mut row);
-            probing.write_entry(index, measure.stopped.as_ref(), &mut row)?;
-            pressure.write_entry(&mut row);
-            self.record(&measure, &row)?;
+            record.measure.write(&mut row);
+            record.sampling.write(&mut row);
+            probing::write(record.probes.as_ref(), record.stop.as_ref(), &mut row);
+            pressure.write(record.pressure.as_ref(), &mut row);
+            self.record(record, &row)?;
         }
         Ok(())
     }
 
     /// Hands one finished entry to every output, each flushed to disk.
-    fn record(&mut self, measure: &EntryMeasure, row: &Row) -> Result<()> {
-        let logged = measure.harness();
+    fn record(&mut self, record: EntryRecord, row: &Row) -> Result<()> {
+        let measure = &record.measure;
+        let logged = harness_log::Entry::from(measure);
         self.log.write_entry(&logged)?;
         self.commands.write(row)?;
-        self.rows.push(row.clone());
         self.entries_done += 1;
         self.info.entries_run = self.entries_done;
         self.info.request_errors += measure.outcome.errors;
@@ -276,6 +283,7 @@ impl Run {
                 measure.outcome.requests
             ),
         );
+        self.records.push(record);
         Ok(())
     }
 
@@ -341,7 +349,7 @@ impl Run {
         let explanation = explain::document(
             &format!("{} ({})", self.info.cmds.file, self.info.run),
             &measurement(&self.info),
-            &self.rows,
+            &self.records,
         );
         fs::write(self.folder.join("explain.md"), &explanation).context("writing explain.md")?;
         print!("\n{explanation}");

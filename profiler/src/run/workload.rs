@@ -11,23 +11,7 @@ use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap};
 use crate::hostctl::{Client, Reply, Samples, SkillsDir};
-
-/// What an entry's requests did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub requests: u64,
-    pub errors: u64,
-    pub first_error: Option<String>,
-    /// Client-side latency of every skill execution.
-    pub latencies: Vec<Duration>,
-    /// The host's own instantiate and call time (its Server-Timing header), summed over
-    /// the `host_timed` answers that carried one.
-    pub host_instantiate: Duration,
-    pub host_call: Duration,
-    pub host_timed: u64,
-    /// Waiting for the host to notice skills directory changes.
-    pub listing: Duration,
-}
+use crate::record::Outcome;
 
 impl Outcome {
     /// Counts one skill execution: its latency, the host's split of it, and its result.

@@ -3,7 +3,11 @@
 //! log and the explanations are views of those rows. A new metric is added in one place,
 //! its group, and documented once, in [`columns`].
 
+mod entry;
+
 use std::fmt::Write as _;
+
+pub use entry::{EntryMeasure, EntryRecord, Latency, Outcome};
 
 /// Named cells in a fixed order. Column names carry their unit (`took_ms`, `rss_kb`).
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -1,0 +1,205 @@
+//! The record of one entry: what the runner, the sampler, the probes and a balloon measured,
+//! as typed values. explain reads it; the commands.csv row is written from it.
+
+use std::time::Duration;
+
+use crate::hostctl::Stopped;
+use crate::pressure::BandHeld;
+use crate::probes::{ProbeMetrics, StopBreakdown};
+use crate::sample::{EntrySampling, process::ProcessStat};
+use skillprof_common::Counters;
+
+use super::{Metrics, Row};
+
+/// Everything measured of one entry.
+#[derive(Clone, Debug)]
+pub struct EntryRecord {
+    pub measure: EntryMeasure,
+    pub sampling: EntrySampling,
+    /// `None` under `--no-probes`.
+    pub probes: Option<ProbeMetrics>,
+    /// `stop` only, and only with probes: where the shutdown's time went.
+    pub stop: Option<StopBreakdown>,
+    /// What a balloon held during the entry, if one did.
+    pub pressure: Option<BandHeld>,
+}
+
+impl EntryRecord {
+    /// A figure of `probe`'s counters; `None` without probes or if that probe did not attach.
+    pub fn probe<T>(&self, probe: &str, figure: impl Fn(&Counters) -> T) -> Option<T> {
+        self.probes.as_ref()?.read(probe, figure)
+    }
+}
+
+/// The runner's own measurements of one entry: identity, wall time, the host's memory and
+/// faults at the two boundaries, the requests, and for `stop` how the host ended.
+#[derive(Clone, Debug, Default)]
+pub struct EntryMeasure {
+    pub index: usize,
+    pub cmd: String,
+    pub line: Option<usize>,
+    pub repeat: u32,
+    /// Since the host was ready.
+    pub started: Duration,
+    pub took: Duration,
+    pub before: ProcessStat,
+    /// `None` once the host is gone (after `stop`): its memory then reads 0, as in the
+    /// harness, and its fault counters are not known.
+    pub after: Option<ProcessStat>,
+    pub outcome: Outcome,
+    pub stopped: Option<Stopped>,
+}
+
+impl EntryMeasure {
+    /// After `stop` the host is gone: its memory then reads 0, as in the harness.
+    pub fn rss_after_kb(&self) -> u64 {
+        self.after.as_ref().map_or(0, |after| after.rss_kb)
+    }
+
+    pub fn rss_diff_kb(&self) -> i64 {
+        self.rss_after_kb() as i64 - self.before.rss_kb as i64
+    }
+
+    pub fn vms_after_kb(&self) -> u64 {
+        self.after.as_ref().map_or(0, |after| after.vms_kb)
+    }
+
+    pub fn vms_diff_kb(&self) -> i64 {
+        self.vms_after_kb() as i64 - self.before.vms_kb as i64
+    }
+}
+
+/// The skill executions' latency: nearest-rank percentiles and the slowest.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Latency {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl EntryMeasure {
+    /// `None` for an entry without executions.
+    pub fn latency(&self) -> Option<Latency> {
+        let mut latencies = self.outcome.latencies.clone();
+        latencies.sort();
+        if latencies.is_empty() {
+            return None;
+        }
+        // Nearest rank: the smallest latency that at least q of the executions did not exceed.
+        let rank = |q: f64| {
+            latencies[((latencies.len() as f64 * q).ceil() as usize).max(1) - 1].as_secs_f64() * 1e3
+        };
+        Some(Latency {
+            p50_ms: rank(0.50),
+            p99_ms: rank(0.99),
+            max_ms: rank(1.0),
+        })
+    }
+
+    /// The host's own instantiate and call time, summed (its Server-Timing header); `None`
+    /// if the host sent none.
+    pub fn host_split_ms(&self) -> Option<(f64, f64)> {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        (self.outcome.host_timed > 0).then(|| {
+            (
+                ms(self.outcome.host_instantiate),
+                ms(self.outcome.host_call),
+            )
+        })
+    }
+
+    /// CPU time the host used during the entry; `None` once it is gone.
+    pub fn host_cpu_ms(&self) -> Option<f64> {
+        let after = self.after.as_ref()?;
+        Some(after.cpu_ticks.saturating_sub(self.before.cpu_ticks) as f64 * ms_per_tick())
+    }
+
+    fn write_latency(&self, row: &mut Row) {
+        row.int("executions", self.outcome.latencies.len() as u64);
+        match self.latency() {
+            Some(latency) => row
+                .float("execute_p50_ms", latency.p50_ms)
+                .float("execute_p99_ms", latency.p99_ms)
+                .float("execute_max_ms", latency.max_ms),
+            None => row
+                .missing("execute_p50_ms")
+                .missing("execute_p99_ms")
+                .missing("execute_max_ms"),
+        };
+    }
+}
+
+/// /proc/PID/stat counts CPU time in clock ticks (USER_HZ, 100 on Linux).
+fn ms_per_tick() -> f64 {
+    // SAFETY: sysconf only reads a constant of the running system.
+    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    1000.0 / ticks_per_second.max(1) as f64
+}
+
+impl Metrics for EntryMeasure {
+    fn write(&self, row: &mut Row) {
+        row.int("index", self.index as u64).text("cmd", &self.cmd);
+        match self.line {
+            Some(line) => row.int("line", line as u64),
+            None => row.missing("line"),
+        };
+        row.int("repeat", self.repeat)
+            .float("started_s", self.started.as_secs_f64())
+            .float("took_ms", self.took.as_secs_f64() * 1e3)
+            .int("rss_before_kb", self.before.rss_kb)
+            .int("rss_after_kb", self.rss_after_kb())
+            .int("rss_diff_kb", self.rss_diff_kb())
+            .int("vms_before_kb", self.before.vms_kb)
+            .int("vms_after_kb", self.vms_after_kb())
+            .int("vms_diff_kb", self.vms_diff_kb());
+        match (&self.after, self.host_cpu_ms()) {
+            (Some(after), Some(cpu_ms)) => row
+                .int("minflt", after.minflt.saturating_sub(self.before.minflt))
+                .int("majflt", after.majflt.saturating_sub(self.before.majflt))
+                .int("threads", after.threads)
+                .float("host_cpu_ms", cpu_ms),
+            _ => row
+                .missing("minflt")
+                .missing("majflt")
+                .missing("threads")
+                .missing("host_cpu_ms"),
+        };
+        row.int("requests", self.outcome.requests)
+            .int("request_errors", self.outcome.errors)
+            .text(
+                "first_error",
+                self.outcome.first_error.clone().unwrap_or_default(),
+            );
+        self.write_latency(row);
+        match self.host_split_ms() {
+            Some((instantiate, call)) => row
+                .float("host_instantiate_ms", instantiate)
+                .float("host_call_ms", call),
+            None => row.missing("host_instantiate_ms").missing("host_call_ms"),
+        };
+        row.float("listing_ms", self.outcome.listing.as_secs_f64() * 1e3);
+        match &self.stopped {
+            Some(stopped) => row
+                .text("exit_status", stopped.status.to_string())
+                .int("killed", u8::from(stopped.killed)),
+            None => row.missing("exit_status").missing("killed"),
+        };
+    }
+}
+
+/// What an entry's requests did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub requests: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    /// Client-side latency of every skill execution.
+    pub latencies: Vec<Duration>,
+    /// The host's own instantiate and call time (its Server-Timing header), summed over
+    /// the `host_timed` answers that carried one.
+    pub host_instantiate: Duration,
+    pub host_call: Duration,
+    pub host_timed: u64,
+    /// Waiting for the host to notice skills directory changes.
+    pub listing: Duration,
+}
