@@ -20,7 +20,7 @@ mod plan;
 mod privileges;
 mod session;
 mod stats;
-mod stop;
+pub mod stop;
 pub mod tables;
 mod tracefs;
 

@@ -138,6 +138,16 @@ pub struct StopPart {
     pub detail: String,
 }
 
+/// The parts of a stop, in order, and what each spans; every breakdown has exactly these.
+pub const PARTS: [(&str, &str); 6] = [
+    ("signal", "signal (SIGTERM sent → delivered)"),
+    ("drain", "drain (graceful shutdown → exit_group)"),
+    ("exit", "exit (→ teardown starts)"),
+    ("teardown", "address-space teardown"),
+    ("last_thread", "last thread (→ parent notified)"),
+    ("reap", "reap (→ reaped)"),
+];
+
 /// The stop time cut into parts that sum to it.
 #[derive(Clone, Debug, Serialize)]
 pub struct StopBreakdown {
@@ -199,7 +209,7 @@ pub fn stop_breakdown(
         ),
         None => "address-space teardown: not observed".to_string(),
     };
-    let ends: [(&'static str, Option<u64>, String); 6] = [
+    let ends: [(&'static str, Option<u64>, String); PARTS.len()] = [
         (
             "signal",
             timeline.signal_delivered_ns,
@@ -235,7 +245,8 @@ pub fn stop_breakdown(
     ];
     let mut parts = Vec::with_capacity(ends.len());
     let mut previous = sigterm_sent_ns;
-    for (name, end, mut detail) in ends {
+    for ((name, end, mut detail), (part, _)) in ends.into_iter().zip(PARTS) {
+        debug_assert_eq!(name, part, "the parts are built in PARTS order");
         let (at, observed) = match end {
             Some(t) if t >= previous && t <= reaped_ns => (t, true),
             Some(t) => {
@@ -272,23 +283,33 @@ pub fn stop_breakdown(
 
 impl Metrics for StopBreakdown {
     fn write(&self, row: &mut Row) {
-        row.float("stop_total_ms", self.total_ns as f64 / 1e6);
-        for part in &self.parts {
-            row.float(
-                format!("stop_{}_ms", part.name),
-                part.duration_ns as f64 / 1e6,
-            );
+        StopBreakdown::write_cells(Some(self), row);
+    }
+}
+
+impl StopBreakdown {
+    /// The `stop_*` cells of an entry: its breakdown's, or empty ones for an entry without
+    /// (every entry but `stop`, or no probes), so that every row has the same columns.
+    pub fn write_cells(stop: Option<&StopBreakdown>, row: &mut Row) {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        row.float_or_empty("stop_total_ms", stop.map(|s| ms(s.total_ns)));
+        for (i, (name, _)) in PARTS.iter().enumerate() {
+            let part = stop.and_then(|s| s.parts.get(i));
+            row.float_or_empty(format!("stop_{name}_ms"), part.map(|p| ms(p.duration_ns)));
         }
-        row.int("stop_drain_munmaps", self.drain_munmap_calls);
-        row.int("stop_drain_munmap_bytes", self.drain_munmap_bytes);
-        match self.teardown_pages_freed {
-            Some(pages) => row.int("stop_teardown_pages", pages),
-            None => row.missing("stop_teardown_pages"),
-        };
-        match self.teardown_source {
-            Some(source) => row.text("stop_teardown_by", source.as_str()),
-            None => row.missing("stop_teardown_by"),
-        };
+        row.int_or_empty("stop_drain_munmaps", stop.map(|s| s.drain_munmap_calls))
+            .int_or_empty(
+                "stop_drain_munmap_bytes",
+                stop.map(|s| s.drain_munmap_bytes),
+            )
+            .int_or_empty(
+                "stop_teardown_pages",
+                stop.and_then(|s| s.teardown_pages_freed),
+            )
+            .text_or_empty(
+                "stop_teardown_by",
+                stop.and_then(|s| s.teardown_source).map(|t| t.as_str()),
+            );
     }
 }
 
@@ -341,9 +362,13 @@ mod tests {
     }
 
     #[test]
-    fn stop_columns_are_documented() {
+    fn stop_columns_are_documented_and_the_same_without_a_breakdown() {
         let mut row = Row::default();
-        stop_breakdown(&timeline(), 1_000, 10_000).write(&mut row);
+        StopBreakdown::write_cells(Some(&stop_breakdown(&timeline(), 1_000, 10_000)), &mut row);
+        let mut empty = Row::default();
+        StopBreakdown::write_cells(None, &mut empty);
+        assert!(row.names().eq(empty.names()));
+        assert!(empty.values().all(str::is_empty));
         for name in row.names() {
             assert!(
                 record::documentation(name).is_some(),

@@ -40,16 +40,30 @@ impl Row {
         self
     }
 
-    /// The columns `group` writes, all empty: for the entries a group does not apply to
-    /// (the stop breakdown outside `stop`, probes under --no-probes), so that every row has
-    /// the same columns.
-    pub fn absent(&mut self, group: &impl Metrics) -> &mut Self {
-        let mut example = Row::default();
-        group.write(&mut example);
-        for name in example.names() {
-            self.missing(name);
+    /// A value that may not have been measured: empty when it was not.
+    pub fn int_or_empty(
+        &mut self,
+        name: impl Into<String>,
+        value: Option<impl Into<i128>>,
+    ) -> &mut Self {
+        match value {
+            Some(value) => self.int(name, value),
+            None => self.missing(name),
         }
-        self
+    }
+
+    pub fn float_or_empty(&mut self, name: impl Into<String>, value: Option<f64>) -> &mut Self {
+        match value {
+            Some(value) => self.float(name, value),
+            None => self.missing(name),
+        }
+    }
+
+    pub fn text_or_empty(&mut self, name: impl Into<String>, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(value) => self.text(name, value),
+            None => self.missing(name),
+        }
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

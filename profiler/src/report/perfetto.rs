@@ -21,8 +21,8 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 
 use super::load::{Event, Run};
-use super::plots::bars::STOP_PARTS;
 use super::plots::timeseries::column_rates;
+use crate::probes::stop::PARTS;
 
 /// Synthetic process ids, above any real pid (pid_max is at most 2^22).
 const RUN_PID: u64 = 2_000_000_000;
@@ -181,7 +181,7 @@ fn entries(trace: &mut Trace, run: &Run) -> Result<()> {
         // entry's took_ms by the rounding of the files: the last part is cut at its end).
         if row.get("cmd") == Some("stop") && run.cell(entry.index, "stop_total_ms").is_some() {
             let mut start = entry.begin_s;
-            for (name, words, _) in STOP_PARTS {
+            for (name, words) in PARTS {
                 let Some(ms) = run.cell(entry.index, &format!("stop_{name}_ms")) else {
                     continue;
                 };

@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::hostctl::Stopped;
 use crate::probes::{
-    self, ProbeCosts, ProbeMetrics, ProbeSession, ProbeStatus, StopBreakdown, StopTimeline,
-    Tracefs, stop_breakdown,
+    self, ProbeCosts, ProbeMetrics, ProbeSession, ProbeStatus, StopBreakdown, Tracefs,
+    stop_breakdown,
 };
 use crate::record::{Metrics as _, Row};
 
@@ -123,10 +123,5 @@ pub fn write(probes: Option<&ProbeMetrics>, stop: Option<&StopBreakdown>, row: &
             }
         }
     }
-    match stop {
-        Some(stop) => stop.write(row),
-        None => {
-            row.absent(&stop_breakdown(&StopTimeline::default(), 0, 0));
-        }
-    }
+    StopBreakdown::write_cells(stop, row);
 }

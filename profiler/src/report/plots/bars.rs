@@ -12,18 +12,12 @@ use super::{
     BLUE, BROWN, Figure, GREEN, GREY, PURPLE, RED, WIDTH, axes_style, drawing, font, render,
     run_colour, shade_entries, short,
 };
+use crate::probes::stop::PARTS;
 use crate::report::load::{Run, SYSCALLS};
 use crate::words;
 
-/// The parts of the stop, in order, as commands.csv names them, with their words and colour.
-pub const STOP_PARTS: [(&str, &str, RGBColor); 6] = [
-    ("signal", "signal (SIGTERM sent → delivered)", GREY),
-    ("drain", "drain (graceful shutdown → exit_group)", BLUE),
-    ("exit", "exit (→ teardown starts)", GREEN),
-    ("teardown", "address-space teardown", RED),
-    ("last_thread", "last thread (→ parent notified)", PURPLE),
-    ("reap", "reap (→ reaped)", BROWN),
-];
+/// Each part of the stop's colour, in `probes::stop::PARTS` order.
+const STOP_COLOURS: [RGBColor; PARTS.len()] = [GREY, BLUE, GREEN, RED, PURPLE, BROWN];
 
 /// The stop row's parts in ms, if the run measured them.
 pub fn stop_parts(run: &Run) -> Option<(Vec<f64>, f64)> {
@@ -32,9 +26,9 @@ pub fn stop_parts(run: &Run) -> Option<(Vec<f64>, f64)> {
         .iter()
         .rposition(|row| row.get("cmd") == Some("stop"))?;
     let total = run.cell(index, "stop_total_ms")?;
-    let parts = STOP_PARTS
+    let parts = PARTS
         .iter()
-        .map(|(name, _, _)| run.cell(index, &format!("stop_{name}_ms")).unwrap_or(0.0))
+        .map(|(name, _)| run.cell(index, &format!("stop_{name}_ms")).unwrap_or(0.0))
         .collect();
     Some((parts, total))
 }
@@ -86,7 +80,7 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
             let y = (measured.len() - 1 - row) as f64;
             let (low, high) = (y + 0.18, y + 0.62);
             let mut start = 0.0;
-            for ((name, _, colour), ms) in STOP_PARTS.iter().zip(parts) {
+            for (((name, _), colour), ms) in PARTS.iter().zip(STOP_COLOURS).zip(parts) {
                 let end = start + ms;
                 chart
                     .draw_series([Rectangle::new(
@@ -153,7 +147,7 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
 /// The key under the stop bars: each part's colour and, for one run, its duration.
 fn stop_key(area: &DrawingArea<SVGBackend<'_>, Shift>, parts: Option<&Vec<f64>>) -> Result<()> {
     let (mut x, mut y) = (20i32, 8i32);
-    for (i, (_, words_of, colour)) in STOP_PARTS.iter().enumerate() {
+    for (i, ((_, words_of), colour)) in PARTS.iter().zip(STOP_COLOURS).enumerate() {
         let text = match parts {
             Some(parts) => format!("{words_of}: {}", words::ms(parts[i])),
             None => (*words_of).to_owned(),
