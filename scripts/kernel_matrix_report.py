@@ -141,6 +141,11 @@ def check_expectations(host, guest):
                 problem(f"{kernel} {name}: {probe} attached {got.get(probe)}, expected {mechanism}")
 
 
+def attributed(counts):
+    """The faults the probes attributed to an entry: user mode and kernel mode."""
+    return counts["faults_user"] + (counts.get("faults_kernel") or 0)
+
+
 def kernel_faults(results, i):
     """The kernel's own count of the workload's faults in entry i: minflt + majflt."""
     return results["kernel_minflt"][i] + results["kernel_majflt"][i]
@@ -159,7 +164,7 @@ def compare_counts(host, guest):
                 problem(f"{name}: the host has no {g['selection']} session")
                 continue
             label = f"{name}/{g['selection']}"
-            totals = [sum(e["counts"]["faults_user"] for e in s["entries"]) for s in (h, g)]
+            totals = [sum(attributed(e["counts"]) for e in s["entries"]) for s in (h, g)]
             budget = FAULT_TOLERANCE * max(totals)
             if abs(totals[0] - totals[1]) > budget:
                 problem(f"{label}: workload faults host {totals[0]}, guest {totals[1]} (> 0.5%)")
@@ -178,7 +183,7 @@ def compare_counts(host, guest):
                     elif hv != gv:
                         problem(f"{label} {step}: {column} host {hv}, guest {gv} (must be equal)")
                 for kernel, results, entry in (("host", host, he), ("guest", guest, ge)):
-                    faults = entry["counts"]["faults_user"]
+                    faults = attributed(entry["counts"])
                     counted = kernel_faults(results[name], i)
                     if abs(faults - counted) > FAULT_TOLERANCE * counted:
                         problem(
@@ -264,8 +269,8 @@ def section(host, guest, count_rows, runs, wall):
             calls.append(f"{column} {number(value)}")
         lines.append(
             f"| {ge['step']} | {', '.join(calls) or '-'} "
-            f"| {number(he['counts']['faults_user'])} ({number(kernel_faults(h_exact, i))}) "
-            f"| {number(ge['counts']['faults_user'])} ({number(kernel_faults(g_exact, i))}) |"
+            f"| {number(attributed(he['counts']))} ({number(kernel_faults(h_exact, i))}) "
+            f"| {number(attributed(ge['counts']))} ({number(kernel_faults(g_exact, i))}) |"
         )
     lines += [
         "",

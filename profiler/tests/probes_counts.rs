@@ -30,12 +30,15 @@ const MIB: u64 = 1 << 20;
 const STEPS: &[(&str, &[&str])] = &[
     ("mmap", &["mmap 16 1048576", "mmap 8 262144"]),
     ("touch", &["touch 4000"]),
+    ("read-into", &["read-into 500"]),
     ("munmap", &["munmap 3"]),
     ("madvise", &["madvise-dontneed"]),
     ("munmap-bad", &["munmap-bad"]),
     ("brk", &["brk 65536"]),
 ];
 const TOUCHED: u64 = 4000;
+/// Pages the kernel faults in while it copies into them (kernel-mode faults).
+const READ_INTO: u64 = 500;
 
 /// The kernel's own fault counts of the workload per entry (/proc/PID/stat deltas).
 struct KernelFaults {
@@ -209,6 +212,27 @@ fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
     assert!(
         off <= 0.005,
         "{label}: {faults} faults counted, the kernel's minflt delta is {kernel} ({:.2}% off)",
+        off * 100.0
+    );
+
+    // The read-into step: the kernel faults the fresh pages in while it copies, in kernel
+    // mode; user-mode and kernel-mode faults together are the kernel's own count.
+    let read = STEPS.iter().position(|(s, _)| *s == "read-into").unwrap();
+    let in_kernel = int(&rows[read], "faults_kernel");
+    let total = int(&rows[read], "faults_user") + in_kernel;
+    let kernel = minflt_deltas[read];
+    println!(
+        "{label}: read-into step: {in_kernel} kernel-mode faults, {total} in all, kernel minflt \
+         delta {kernel}"
+    );
+    assert!(
+        in_kernel >= READ_INTO,
+        "{label}: {in_kernel} kernel-mode faults for {READ_INTO} pages read into"
+    );
+    let off = total.abs_diff(kernel) as f64 / kernel as f64;
+    assert!(
+        off <= 0.005,
+        "{label}: {total} faults counted, the kernel's minflt delta is {kernel} ({:.2}% off)",
         off * 100.0
     );
 }

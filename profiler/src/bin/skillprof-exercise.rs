@@ -12,6 +12,9 @@
 //! - `mmap <n> <bytes>`: n anonymous private read-write mappings of `bytes` each;
 //! - `touch <pages>`: write one byte to each of the first `pages` untouched pages of the
 //!   mappings, in order;
+//! - `read-into <pages>`: read(2) from /dev/zero into the next `pages` untouched pages, one
+//!   read per mapping: the kernel faults them in (kernel mode, on user addresses) while it
+//!   copies;
 //! - `munmap <k>`: unmap the k oldest mappings, whole;
 //! - `munmap-bad`: one munmap of a misaligned address (fails with EINVAL);
 //! - `madvise-dontneed`: MADV_DONTNEED on the oldest remaining mapping, whole;
@@ -54,6 +57,8 @@ struct State {
     drain_bytes: usize,
     out: [u8; 256],
     read_buf: Vec<u8>,
+    /// /dev/zero, opened before the first command so that `read-into` only reads.
+    zero: libc::c_int,
 }
 
 fn main() {
@@ -64,6 +69,8 @@ fn main() {
         drain_bytes: 0,
         out: [0; 256],
         read_buf: vec![1; MIB],
+        // SAFETY: a NUL-terminated path; the fd lives as long as the process.
+        zero: unsafe { libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY) },
     };
     // No transparent huge pages: one fault per touched page, whatever the machine's THP mode
     // (adjacent mappings merge into one VMA, where THP=always would map 2 MiB per fault).
@@ -114,29 +121,31 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
             Ok(None)
         }
         Some("touch") => {
-            let mut pages = number(1)?;
-            let mut skip = state.touched;
-            for region in &state.regions {
-                let in_region = region.len / PAGE;
-                if skip >= in_region {
-                    skip -= in_region;
-                    continue;
-                }
-                let here = (in_region - skip).min(pages);
-                for page in skip..skip + here {
+            take_untouched(state, number(1)?, |start, pages| {
+                for page in 0..pages {
                     // SAFETY: inside a live read-write mapping.
-                    unsafe { ptr::write_volatile(region.addr.add(page * PAGE), 1) };
+                    unsafe { ptr::write_volatile(start.add(page * PAGE), 1) };
                 }
-                pages -= here;
-                state.touched += here;
-                skip = 0;
-                if pages == 0 {
-                    break;
+            })?;
+            Ok(None)
+        }
+        Some("read-into") => {
+            let zero = state.zero;
+            if zero < 0 {
+                return Err("/dev/zero did not open".into());
+            }
+            take_untouched(state, number(1)?, |start, pages| {
+                let mut done = 0;
+                while done < pages * PAGE {
+                    // SAFETY: into a live read-write mapping, within the span.
+                    let n =
+                        unsafe { libc::read(zero, start.add(done).cast(), pages * PAGE - done) };
+                    if n <= 0 {
+                        break;
+                    }
+                    done += n as usize;
                 }
-            }
-            if pages > 0 {
-                return Err(format!("{pages} pages short: map more first"));
-            }
+            })?;
             Ok(None)
         }
         Some("munmap") => {
@@ -253,6 +262,36 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
         Some("exit") => std::process::exit(0),
         _ => Err(format!("unknown command {words:?}")),
     }
+}
+
+/// Hands `each` the next `pages` untouched pages of the mappings, one span per mapping
+/// (start, pages), and counts them as touched.
+fn take_untouched(
+    state: &mut State,
+    mut pages: usize,
+    mut each: impl FnMut(*mut u8, usize),
+) -> Result<(), String> {
+    let mut skip = state.touched;
+    for region in &state.regions {
+        let in_region = region.len / PAGE;
+        if skip >= in_region {
+            skip -= in_region;
+            continue;
+        }
+        let here = (in_region - skip).min(pages);
+        // SAFETY: `skip` pages into a live mapping of at least `skip + here` pages.
+        each(unsafe { region.addr.add(skip * PAGE) }, here);
+        pages -= here;
+        state.touched += here;
+        skip = 0;
+        if pages == 0 {
+            break;
+        }
+    }
+    if pages > 0 {
+        return Err(format!("{pages} pages short: map more first"));
+    }
+    Ok(())
 }
 
 fn drain_and_exit(state: &mut State) -> ! {
