@@ -4,6 +4,6 @@
 # Needs root: the probes load BPF programs.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-"$ROOT/scripts/build.sh"
+"$ROOT/scripts/build.sh" run
 cd "$ROOT"
 exec target/release/skillprof run cmds/bench.cmds "$@"

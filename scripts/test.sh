@@ -7,7 +7,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-"$ROOT/scripts/build.sh"
+"$ROOT/scripts/build.sh" all
 cd "$ROOT"
 cargo test --release --workspace --no-fail-fast
 # The probe tests again on this kernel and in a Debian 6.1 guest (fentry/fexit, kprobes), and

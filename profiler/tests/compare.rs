@@ -12,11 +12,11 @@ const P_EXECUTE_ALL: &str = "241023_155316.286_run.log";
 
 fn fixture(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/pharia-logs")
+        .join("tests/fixtures/pharia-logs")
         .join(name);
     assert!(
         path.exists(),
-        "the fixture {} is missing: the harness fixtures live in shared/fixtures beside the repo",
+        "the fixture {} is missing: the harness fixtures are part of the repository",
         path.display()
     );
     path

@@ -58,13 +58,20 @@ pub fn build() -> Result<()> {
 
     let built = target_dir.join(TARGET).join("release").join("skillprof");
     let object = root.join(OBJECT);
-    fs::create_dir_all(object.parent().expect("OBJECT has a parent"))?;
-    fs::copy(&built, &object)
-        .with_context(|| format!("copying {} to {}", built.display(), object.display()))?;
+    let bytes = fs::read(&built).with_context(|| format!("reading {}", built.display()))?;
+    // profiler/build.rs reruns when the object's mtime changes, and with it every skillprof
+    // binary and test: rewriting identical bytes would rebuild them all for nothing.
+    let state = if fs::read(&object).is_ok_and(|old| old == bytes) {
+        "unchanged"
+    } else {
+        fs::create_dir_all(object.parent().expect("OBJECT has a parent"))?;
+        fs::write(&object, &bytes).with_context(|| format!("writing {}", object.display()))?;
+        "updated"
+    };
     println!(
-        "BPF object: {} ({} bytes); `cargo build -p skillprof` embeds it",
+        "BPF object {state}: {} ({} bytes); `cargo build -p skillprof` embeds it",
         object.display(),
-        fs::metadata(&object)?.len()
+        bytes.len()
     );
     Ok(())
 }

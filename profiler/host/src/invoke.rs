@@ -17,7 +17,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use skillprof::skill::types::Error as SkillError;
+// `self::`: the host's tests and benchmark also link the skillprof crate.
+pub use self::skillprof::skill::types::Error as SkillError;
 
 /// Per-request store state: WASI (no files, no network, no environment) and the
 /// memory limiter.

@@ -4,7 +4,20 @@
 use anyhow::{Context as _, Result};
 use aya::{Ebpf, EbpfLoader};
 
-static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("SKILLPROF_BPF_OBJECT"));
+#[cfg(not(skillprof_no_bpf_object))]
+fn object() -> Result<&'static [u8]> {
+    static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("SKILLPROF_BPF_OBJECT"));
+    Ok(OBJECT)
+}
+
+/// profiler/build.rs lets the crate build without the object so that `cargo check` and clippy
+/// need no BPF toolchain; such a binary fails here, where the probes would load.
+#[cfg(skillprof_no_bpf_object)]
+fn object() -> Result<&'static [u8]> {
+    anyhow::bail!(
+        "the BPF object was not built: run `cargo xtask build-ebpf` (scripts/setup.sh installs its tools)"
+    )
+}
 
 /// Globals in the object.
 const TARGET_TGID: &str = "TARGET_TGID";
@@ -29,6 +42,7 @@ const RING_BYTES_IDLE: u32 = 4096;
 /// BPF memory is charged to the memory cgroup (kernel >= 5.11); RLIMIT_MEMLOCK is not raised
 /// (it cannot be on the machines skillprof runs on).
 pub fn load(tgid: u32, max_entries: u32, stream_events: bool) -> Result<Ebpf> {
+    let object = object()?;
     let stream = u32::from(stream_events);
     EbpfLoader::new()
         .override_global(TARGET_TGID, &tgid, true)
@@ -42,6 +56,6 @@ pub fn load(tgid: u32, max_entries: u32, stream_events: bool) -> Result<Ebpf> {
                 RING_BYTES_IDLE
             },
         )
-        .load(OBJECT)
+        .load(object)
         .context("loading the BPF object into the kernel")
 }

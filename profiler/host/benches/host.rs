@@ -2,7 +2,7 @@
 //! allocator side by side, measured in the same run. Figures only, no pass/fail: these
 //! machines are noisy, so compare the ratios.
 //!
-//!     cargo bench -p skillprof --bench host [-- --copies N --seconds S]
+//!     cargo bench -p skillhost --bench host [-- --copies N --seconds S]
 //!
 //! Needs `cargo xtask build-skills`, a release skillhost, and `hey` (scripts/setup.sh).
 
@@ -248,7 +248,7 @@ fn requests_per_second(hey: &Path, client: &Client, seconds: u64) -> Result<f64>
 }
 
 fn find_hey() -> Result<PathBuf> {
-    let repo_bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/bin/hey");
+    let repo_bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin/hey");
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
