@@ -14,4 +14,5 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod sample;
+pub mod stats;
 pub mod words;

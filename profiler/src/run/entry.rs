@@ -7,6 +7,7 @@ use crate::hostctl::Stopped;
 use crate::output::harness_log;
 use crate::record::{Metrics, Row};
 use crate::sample::process::ProcessStat;
+use crate::stats::nearest_rank;
 
 use super::workload::Outcome;
 
@@ -61,8 +62,7 @@ impl EntryMeasure {
             }
             return;
         }
-        // Nearest rank: the smallest latency that at least q of the executions did not exceed.
-        let rank = |q: f64| latencies[((latencies.len() as f64 * q).ceil() as usize).max(1) - 1];
+        let rank = |q: f64| nearest_rank(&latencies, q);
         for (name, latency) in names.into_iter().zip([rank(0.50), rank(0.99), rank(1.0)]) {
             row.float(name, latency.as_secs_f64() * 1e3);
         }
