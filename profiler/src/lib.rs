@@ -8,6 +8,7 @@ pub mod cmds;
 pub mod explain;
 pub mod hostctl;
 pub mod output;
+pub mod pidfd;
 pub mod pressure;
 pub mod probes;
 pub mod record;

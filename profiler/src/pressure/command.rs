@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::aim;
 use super::args::PressureArgs;
-use super::balloon::{Balloon, page_size};
+use super::balloon::Balloon;
 use super::experiment::{self, BandResult, Instruments, Outcome, Plan};
 use super::hold::{HoldOptions, HoldSample};
 use super::interrupt;
@@ -35,6 +35,7 @@ use crate::run::Machine;
 use crate::sample::PROC;
 use crate::sample::reach;
 use crate::sample::zoneinfo::Band;
+use procfs::page_size;
 
 /// The largest default iteration block: wide bands (--scale-factor) would otherwise make one
 /// iteration take most of a second.

@@ -170,7 +170,7 @@ fn run_band(
 
     let window = Window::begin(2 * index + 1, probes, kswapd)?;
     held.reset_window();
-    let page = super::balloon::page_size() as usize;
+    let page = procfs::page_size() as usize;
     let mut times = Vec::with_capacity(plan.iterations as usize);
     let mut outcome = Outcome::Held;
     for _ in 0..plan.iterations {

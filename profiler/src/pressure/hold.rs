@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::aim::Aim;
-use super::balloon::{Balloon, Killer, page_size};
+use super::balloon::{Balloon, Killer};
 use super::bands::{self, Bounds};
 use super::safety::{self, Safety, Violation, mib};
 use crate::record::{Metrics, Row};
@@ -27,6 +27,7 @@ use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
 use crate::sample::reach::{self, Reach};
 use crate::sample::zoneinfo::{Band, Watermarks, ZoneId};
+use procfs::page_size;
 
 /// Readings in the band, in a row, before a band counts as reached.
 const SETTLED_READS: u32 = 4;

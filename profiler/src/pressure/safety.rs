@@ -99,7 +99,7 @@ pub fn mib(pages: u64) -> String {
 pub fn mib_number(pages: u64) -> String {
     format!(
         "{:.1}",
-        (pages * super::balloon::page_size()) as f64 / f64::from(1 << 20)
+        (pages * procfs::page_size()) as f64 / f64::from(1 << 20)
     )
 }
 

@@ -71,9 +71,7 @@ impl EntryMeasure {
 
 /// /proc/PID/stat counts CPU time in clock ticks (USER_HZ, 100 on Linux).
 fn ms_per_tick() -> f64 {
-    // SAFETY: sysconf only reads a constant of the running system.
-    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    1000.0 / ticks_per_second.max(1) as f64
+    1000.0 / procfs::ticks_per_second().max(1) as f64
 }
 
 impl Metrics for EntryMeasure {
