@@ -4,9 +4,11 @@
 //! through it, probes and the sampler measure the host per entry, and every output format
 //! is a view of the per-entry result records.
 
+pub mod band;
 pub mod cmds;
 pub mod explain;
 pub mod hostctl;
+pub mod machine;
 pub mod output;
 pub mod pidfd;
 pub mod pressure;

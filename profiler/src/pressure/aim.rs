@@ -10,7 +10,8 @@ use anyhow::{Result, ensure};
 
 use super::bands::{self, Bounds};
 use super::safety::{Safety, mib};
-use crate::sample::zoneinfo::{Band, Watermarks};
+use crate::band::{self, Band};
+use crate::sample::zoneinfo::Watermarks;
 
 /// Aim and comfort zone, as shares of the held range.
 struct Shares {
@@ -62,7 +63,7 @@ fn held_range(band: Band, marks: &Watermarks, floor: u64) -> Result<Option<(u64,
         bottom + 16 <= upper,
         "the {band} band {} is {} wide here, no wider than the safety margin: widen the bands \
          with --scale-factor, or lower --margin-percent",
-        bands::interval(band),
+        band::interval(band),
         mib(upper - bounds.lower)
     );
     Ok(Some((bottom, upper)))
@@ -122,7 +123,7 @@ impl Aim {
 pub fn default_block_pages(marks: &Watermarks, safety: &Safety) -> Result<u64> {
     let floor = safety.floor(marks, false);
     let mut narrowest = u64::MAX;
-    for band in bands::HOLDABLE {
+    for band in band::HOLDABLE {
         if band == Band::Promo && marks.promo.is_none() {
             continue;
         }
@@ -147,7 +148,7 @@ pub fn check_block(
             "a block of {} would take free memory out of the {band} band {} ({} wide here): use \
              a smaller --block-size (the default fits), or widen the bands with --scale-factor",
             mib(block_pages),
-            bands::interval(band),
+            band::interval(band),
             mib(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
         );
     }
@@ -204,7 +205,7 @@ mod tests {
         let safety = Safety::default();
         let block = default_block_pages(&MARKS, &safety).unwrap();
         assert_eq!(block, 150);
-        for band in bands::HOLDABLE {
+        for band in band::HOLDABLE {
             check_block(block, band, &MARKS, &safety).unwrap();
         }
         let error = check_block(300, Band::Low, &MARKS, &safety).unwrap_err();

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 
 use super::fork::{self, Child, Helper, Session};
-use crate::pidfd;
+use crate::{machine, pidfd};
 
 const BALLOON: Helper = Helper {
     name: "balloon process",
@@ -49,7 +49,7 @@ impl Balloon {
     /// Starts an empty balloon that can grow up to the machine's memory.
     pub fn spawn() -> Result<Balloon> {
         let page = procfs::page_size();
-        let capacity = total_memory_bytes()? / page * page;
+        let capacity = machine::memory_kb()?.0 * 1024 / page * page;
         let (commands_in, commands) = fork::pipe()?;
         let (replies, replies_out) = fork::pipe()?;
         let plan = Plan {
@@ -238,13 +238,6 @@ fn volunteer_for_the_oom_killer() {
             libc::close(fd);
         }
     }
-}
-
-fn total_memory_bytes() -> Result<u64> {
-    use procfs::Current as _;
-    Ok(procfs::Meminfo::current()
-        .context("reading /proc/meminfo")?
-        .mem_total)
 }
 
 #[cfg(test)]

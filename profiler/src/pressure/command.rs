@@ -25,16 +25,16 @@ use super::swapfile::Swapfile;
 use super::sysctl::{self, SCALE_FACTOR, SysctlChange};
 use super::table;
 use super::units;
+use crate::band::Band;
+use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
 use crate::output::pressure_csv::SamplesCsv;
 use crate::output::{harness_log, meta};
 use crate::probes::{ProbeOptions, ProbeSession, ProbeStatus};
 use crate::record::{Metrics, Row};
 use crate::report::watermarks;
-use crate::run::Machine;
 use crate::sample::PROC;
 use crate::sample::reach;
-use crate::sample::zoneinfo::Band;
 use procfs::page_size;
 
 /// The largest default iteration block: wide bands (--scale-factor) would otherwise make one

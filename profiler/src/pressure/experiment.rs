@@ -8,16 +8,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::bands;
 use super::hold::{BandHeld, HeldBalloon, NotHeld, Settling};
 use super::interrupt::{self, Interrupted};
 use super::iterations::{self, Summary};
 use super::kernel::{KernelMetrics, Window};
 use super::kswapd::Kswapd;
 use super::safety::mib;
+use crate::band::{self, Band};
 use crate::probes::ProbeSession;
 use crate::record::{Metrics, Row};
-use crate::sample::zoneinfo::Band;
 
 pub struct Plan {
     /// In the order they are visited.
@@ -130,7 +129,7 @@ fn run_band(
     let Instruments { probes, kswapd } = *instruments;
     println!(
         "{band} {}: settling (the balloon grows or shrinks until free memory is in the band)",
-        bands::interval(band)
+        band::interval(band)
     );
     held.retarget(band)?;
     // Two windows per band, so that the settling's reclaim does not count in the iterations'.

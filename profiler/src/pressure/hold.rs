@@ -21,12 +21,13 @@ use super::aim::Aim;
 use super::balloon::{Balloon, Killer};
 use super::bands::{self, Bounds};
 use super::safety::{self, Safety, Violation, mib};
+use crate::band::{self, Band};
 use crate::record::{Metrics, Row};
 use crate::sample::PROC;
 use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
 use crate::sample::reach::{self, Reach};
-use crate::sample::zoneinfo::{Band, Watermarks, ZoneId};
+use crate::sample::zoneinfo::{Watermarks, ZoneId};
 use procfs::page_size;
 
 /// Readings in the band, in a row, before a band counts as reached.
@@ -515,7 +516,7 @@ impl HeldBalloon {
                     format!(
                         "free memory is {}, the band {} is [{}, {}) and the balloon holds {} MiB",
                         mib(s.free_pages),
-                        bands::interval(s.band),
+                        band::interval(s.band),
                         mib(s.aim.bounds.lower),
                         s.aim.bounds.upper.map_or("inf".to_string(), mib),
                         s.balloon_bytes >> 20

@@ -41,7 +41,7 @@ mod units;
 pub use aim::Aim;
 pub use args::PressureArgs;
 pub use balloon::Balloon;
-pub use bands::{Bounds, parse as parse_band};
+pub use bands::Bounds;
 pub use command::run;
 pub use hold::{
     BandHeld, HeldBalloon, HoldOptions, HoldSample, NoBalloon, NotHeld, Settling, ZoneHeld,

@@ -41,7 +41,7 @@ fn figure(figure: Option<Figure>, decimals: usize) -> String {
 fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
     let baseline = results
         .iter()
-        .find(|r| r.band == crate::sample::zoneinfo::Band::Baseline)
+        .find(|r| r.band == crate::band::Band::Baseline)
         .and_then(|r| r.times)
         .map(|t| t.median_ms);
     results

@@ -6,7 +6,6 @@ mod args;
 mod entry;
 mod info;
 mod interrupt;
-mod machine;
 mod pressure;
 mod probing;
 mod progress;
@@ -18,7 +17,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 pub use args::RunArgs;
-pub use machine::Machine;
 
 use crate::cmds::{self, InFlightCap};
 

@@ -28,7 +28,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::sample::zoneinfo::{self, Band, Watermarks, ZoneId};
+use crate::band::Band;
+use crate::sample::zoneinfo::{self, Watermarks, ZoneId};
 
 /// One zone, as user-space allocations see it.
 #[derive(Clone, Debug, PartialEq, Eq)]

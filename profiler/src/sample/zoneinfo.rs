@@ -7,11 +7,12 @@
 //! the machines skillprof runs on, so a zone's managed pages, and with them its
 //! watermarks, grow during a run.
 
-use std::{fmt, path::Path};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
 use super::read_proc_file;
+use crate::band::Band;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ZoneId {
@@ -34,51 +35,6 @@ pub struct Watermarks {
     pub high: u64,
     /// Absent before kernel 6.3.
     pub promo: Option<u64>,
-}
-
-/// Where free pages stand against the watermarks. Each band is named after the watermark
-/// they are below (and not below the next lower one): baseline [promo, ∞), promo
-/// [high, promo), high [low, high), low [min, low), min [0, min). Without a promo
-/// watermark, baseline starts at high. Ordered from the most severe, so the lowest band
-/// of several is their `min()`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Band {
-    Min,
-    Low,
-    High,
-    Promo,
-    Baseline,
-}
-
-impl Band {
-    const ALL: [Band; 5] = [
-        Band::Min,
-        Band::Low,
-        Band::High,
-        Band::Promo,
-        Band::Baseline,
-    ];
-
-    /// The band `name` (as [`Band::name`] writes it) stands for.
-    pub fn from_name(name: &str) -> Option<Band> {
-        Band::ALL.into_iter().find(|band| band.name() == name)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Band::Min => "min",
-            Band::Low => "low",
-            Band::High => "high",
-            Band::Promo => "promo",
-            Band::Baseline => "baseline",
-        }
-    }
-}
-
-impl fmt::Display for Band {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 impl Watermarks {
