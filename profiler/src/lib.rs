@@ -6,6 +6,7 @@
 
 pub mod band;
 pub mod cmds;
+pub mod experiment;
 pub mod explain;
 pub mod hostctl;
 pub mod machine;

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::experiment::{BandResult, Outcome};
-use super::kernel::{Figure, Source};
-use super::safety::mib_number;
+use crate::pressure::experiment::{BandResult, Outcome};
+use crate::pressure::kernel::{Figure, Source};
+use crate::pressure::safety::mib_number;
 
 /// Columns padded to their widest cell; the first left-aligned, the others right-aligned.
 fn render(header: &[&str], rows: &[Vec<String>]) -> String {

@@ -1,6 +1,11 @@
-//! `skillprof pressure`: sets the machine up (sysctl, swap file, CPUs), runs the experiment,
-//! puts everything back, and leaves the run folder: pressure.csv, pressure_samples.csv,
-//! free_vs_watermarks.svg and meta.json.
+//! `skillprof pressure`: sets the machine up (sysctl, swap file, CPUs), runs the experiment
+//! (`pressure::experiment`), puts everything back, and leaves the run folder: pressure.csv,
+//! pressure_samples.csv, free_vs_watermarks.svg and meta.json. The command is not a
+//! measurement: it may write files and reports, which the measuring modules must not.
+
+mod args;
+mod table;
+mod units;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,23 +18,22 @@ use anyhow::{Context, Result, bail};
 use chrono::Local;
 use serde::Serialize;
 
-use super::aim;
-use super::args::PressureArgs;
-use super::balloon::Balloon;
-use super::experiment::{self, BandResult, Instruments, Outcome, Plan};
-use super::hold::{HoldOptions, HoldSample};
-use super::interrupt;
-use super::kswapd::Kswapd;
-use super::safety::{Safety, mib};
-use super::swapfile::Swapfile;
-use super::sysctl::{self, SCALE_FACTOR, SysctlChange};
-use super::table;
-use super::units;
+pub use args::PressureArgs;
+
 use crate::band::Band;
 use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
 use crate::output::pressure_csv::SamplesCsv;
 use crate::output::{harness_log, meta};
+use crate::pressure::aim;
+use crate::pressure::balloon::Balloon;
+use crate::pressure::experiment::{self, BandResult, Instruments, Outcome, Plan};
+use crate::pressure::hold::{HoldOptions, HoldSample};
+use crate::pressure::interrupt;
+use crate::pressure::kswapd::Kswapd;
+use crate::pressure::safety::{Safety, mib};
+use crate::pressure::swapfile::Swapfile;
+use crate::pressure::sysctl::{self, SCALE_FACTOR, SysctlChange};
 use crate::probes::{ProbeOptions, ProbeSession, ProbeStatus};
 use crate::record::{Metrics, Row};
 use crate::report::watermarks;
@@ -114,7 +118,7 @@ struct BandSummary {
 }
 
 pub fn run(args: PressureArgs) -> Result<ExitCode> {
-    if !super::running_as_root() {
+    if !crate::pressure::running_as_root() {
         bail!(
             "skillprof pressure needs root: it drives the machine to low memory, sets \
              {SCALE_FACTOR} and enables swap files. Run it as root, e.g. `sudo skillprof \
