@@ -31,7 +31,7 @@ use crate::pressure::experiment::{self, BandResult, Instruments, Outcome, Plan};
 use crate::pressure::hold::{HoldOptions, HoldSample};
 use crate::pressure::interrupt;
 use crate::pressure::kswapd::Kswapd;
-use crate::pressure::safety::{Safety, mib};
+use crate::pressure::safety::Safety;
 use crate::pressure::swapfile::Swapfile;
 use crate::pressure::sysctl::{self, SCALE_FACTOR, SysctlChange};
 use crate::probes::{ProbeOptions, ProbeSession, ProbeStatus};
@@ -39,6 +39,7 @@ use crate::record::{Metrics, Row};
 use crate::report::watermarks;
 use crate::sample::PROC;
 use crate::sample::reach;
+use crate::words;
 use procfs::page_size;
 
 /// The largest default iteration block: wide bands (--scale-factor) would otherwise make one
@@ -369,10 +370,10 @@ fn choose_block(args: &PressureArgs, safety: &Safety, levels: &[Band]) -> Result
     println!(
         "bands now (MiB of free memory, summed as user memory reaches it): min {}, low {}, \
          high {}, promo {}; iterations of {} KiB",
-        mib(marks.min),
-        mib(marks.low),
-        mib(marks.high),
-        marks.promo.map_or("-".to_string(), mib),
+        words::pages(marks.min),
+        words::pages(marks.low),
+        words::pages(marks.high),
+        marks.promo.map_or("-".to_string(), words::pages),
         block_bytes >> 10
     );
     Ok(block_bytes)
@@ -425,10 +426,10 @@ fn summary_line(result: &BandResult) -> String {
     } else {
         format!(
             "; free held {}..{} in [{}, {}) ({:.0}% of readings)",
-            mib(held.min_free_pages),
-            mib(held.max_free_pages),
-            mib(held.bounds.lower),
-            held.bounds.upper.map_or("inf".to_string(), mib),
+            words::pages(held.min_free_pages),
+            words::pages(held.max_free_pages),
+            words::pages(held.bounds.lower),
+            held.bounds.upper.map_or("inf".to_string(), words::pages),
             held.in_band_percent()
         )
     };

@@ -9,7 +9,7 @@
 use anyhow::{Result, ensure};
 
 use super::bands::{self, Bounds};
-use super::safety::{Safety, mib};
+use super::safety::Safety;
 use crate::band::{self, Band};
 use crate::sample::zoneinfo::Watermarks;
 
@@ -28,6 +28,7 @@ const EASED: Shares = Shares {
     aim: 0.9,
     comfort: (0.4, 0.98),
 };
+use crate::words;
 /// The default iteration block, as a share of the narrowest held range. An iteration that
 /// starts at the aim dips by up to two blocks (the one it writes, and the previous one's pages,
 /// which wait uncounted in the per-CPU free lists until reused) and stays above the comfort
@@ -64,7 +65,7 @@ fn held_range(band: Band, marks: &Watermarks, floor: u64) -> Result<Option<(u64,
         "the {band} band {} is {} wide here, no wider than the safety margin: widen the bands \
          with --scale-factor, or lower --margin-percent",
         band::interval(band),
-        mib(upper - bounds.lower)
+        words::pages(upper - bounds.lower)
     );
     Ok(Some((bottom, upper)))
 }
@@ -147,9 +148,9 @@ pub fn check_block(
             target.saturating_sub(2 * block_pages) >= aim.comfort.0,
             "a block of {} would take free memory out of the {band} band {} ({} wide here): use \
              a smaller --block-size (the default fits), or widen the bands with --scale-factor",
-            mib(block_pages),
+            words::pages(block_pages),
             band::interval(band),
-            mib(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
+            words::pages(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
         );
     }
     Ok(())

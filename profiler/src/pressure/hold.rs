@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use super::aim::Aim;
 use super::balloon::{Balloon, Killer};
 use super::bands::{self, Bounds};
-use super::safety::{self, Safety, Violation, mib};
+use super::safety::{self, Safety, Violation};
 use crate::band::{self, Band};
 use crate::record::{Metrics, Row};
 use crate::sample::PROC;
@@ -28,6 +28,7 @@ use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
 use crate::sample::reach::{self, Reach};
 use crate::sample::zoneinfo::{Watermarks, ZoneId};
+use crate::words;
 use procfs::page_size;
 
 /// Readings in the band, in a row, before a band counts as reached.
@@ -515,10 +516,10 @@ impl HeldBalloon {
                 let detail = settling.map_or("no reading yet".to_string(), |s| {
                     format!(
                         "free memory is {}, the band {} is [{}, {}) and the balloon holds {} MiB",
-                        mib(s.free_pages),
+                        words::pages(s.free_pages),
                         band::interval(s.band),
-                        mib(s.aim.bounds.lower),
-                        s.aim.bounds.upper.map_or("inf".to_string(), mib),
+                        words::pages(s.aim.bounds.lower),
+                        s.aim.bounds.upper.map_or("inf".to_string(), words::pages),
                         s.balloon_bytes >> 20
                     )
                 });
@@ -690,7 +691,7 @@ impl LateStep {
                  too slowly to hold a band (a hypervisor backing guest memory on first touch), \
                  so the balloon was killed to give its memory back",
                 late.as_secs(),
-                mib(free)
+                words::pages(free)
             ),
         }
     }
