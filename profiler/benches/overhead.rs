@@ -16,6 +16,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
+use skillprof::stats;
 
 struct Options {
     pairs: usize,
@@ -168,12 +169,7 @@ fn workload_ms(commands: &Path) -> Result<f64> {
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
-    }
+    stats::median(&values)
 }
 
 fn report(options: &Options, on: &[Measured], off: &[Measured]) {

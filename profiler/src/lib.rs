@@ -4,14 +4,19 @@
 //! through it, probes and the sampler measure the host per entry, and every output format
 //! is a view of the per-entry result records.
 
+pub mod band;
 pub mod cmds;
+pub mod experiment;
 pub mod explain;
 pub mod hostctl;
+pub mod machine;
 pub mod output;
+pub mod pidfd;
 pub mod pressure;
 pub mod probes;
 pub mod record;
 pub mod report;
 pub mod run;
 pub mod sample;
+pub mod stats;
 pub mod words;

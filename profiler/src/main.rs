@@ -21,7 +21,7 @@ enum Command {
     // About and help come from RunArgs.
     Run(skillprof::run::RunArgs),
     // About and help come from PressureArgs.
-    Pressure(skillprof::pressure::PressureArgs),
+    Pressure(skillprof::experiment::PressureArgs),
     // About and help come from ReportArgs and ExportArgs.
     Report(skillprof::report::cli::ReportArgs),
     Export(skillprof::report::cli::ExportArgs),
@@ -45,7 +45,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Probes(args) => done(skillprof::probes::run(args)),
         Command::Compare(args) => done(skillprof::output::compare::run(args)),
         Command::Run(args) => skillprof::run::run(args),
-        Command::Pressure(args) => skillprof::pressure::run(args),
+        Command::Pressure(args) => skillprof::experiment::run(args),
         Command::Report(args) => done(skillprof::report::cli::report(args)),
         Command::Export(args) => done(skillprof::report::cli::export(args)),
     }

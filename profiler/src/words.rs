@@ -48,6 +48,25 @@ pub fn change(value: f64) -> String {
     }
 }
 
+/// Pages of this machine as MiB with one decimal, for tables whose header names the unit:
+/// `812.3`.
+pub fn pages_in_mib(pages: u64) -> String {
+    format!(
+        "{:.1}",
+        (pages * procfs::page_size()) as f64 / f64::from(1 << 20)
+    )
+}
+
+/// Pages of this machine as MiB, for messages: `812.3 MiB`.
+pub fn pages(pages: u64) -> String {
+    format!("{} MiB", pages_in_mib(pages))
+}
+
+/// Kilobytes as whole MiB, for a line that changes several times a second: `812 MiB`.
+pub fn whole_mib(kb: u64) -> String {
+    format!("{:.0} MiB", kb as f64 / 1024.0)
+}
+
 /// Milliseconds with sense: `1,220 ms`, `38 ms`, `0.7 ms`.
 pub fn ms(value: f64) -> String {
     if value >= 100.0 {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use skillprof::hostctl::{Client, HostProcess, HostSpec, Samples, SkillsDir};
+use skillprof::stats::nearest_rank;
 
 const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];
 const LATENCY_REQUESTS: usize = 200;
@@ -211,8 +212,7 @@ async fn latency(client: &Client, skill: &str) -> Result<(f64, f64)> {
         samples.push(instantiate + call);
     }
     samples.sort_by(f64::total_cmp);
-    let at = |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).saturating_sub(1)];
-    Ok((at(0.50), at(0.99)))
+    Ok((nearest_rank(&samples, 0.50), nearest_rank(&samples, 0.99)))
 }
 
 fn requests_per_second(hey: &Path, client: &Client, seconds: u64) -> Result<f64> {

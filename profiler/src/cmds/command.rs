@@ -3,7 +3,7 @@
 
 use super::in_flight::InFlightCap;
 use super::lexer::python_int;
-use crate::sample::zoneinfo::Band;
+use crate::band::Band;
 use std::fmt::Display;
 
 /// The topic `execute_all` and `p_execute_all` send when the line names none: the sample
@@ -152,7 +152,7 @@ const SIGNATURES: &[Signature] = &[
         if band == "off" {
             return Ok(Command::Pressure(None));
         }
-        match crate::pressure::parse_band(&band) {
+        match crate::band::parse(&band) {
             Ok(band) => Ok(Command::Pressure(Some(band))),
             // The one name that is a band but not one to hold: say why.
             Err(why) if band == "min" => Err(args.problem(why)),

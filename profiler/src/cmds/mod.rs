@@ -162,7 +162,7 @@ fn repeat_count(count: i128, token: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::zoneinfo::Band;
+    use crate::band::Band;
     use Command::*;
 
     fn plan(text: &str) -> Plan {

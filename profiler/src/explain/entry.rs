@@ -7,8 +7,8 @@
 
 use skillprof_common::{CTX_NAMES, SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP};
 
+use crate::band::Band;
 use crate::record::EntryRecord;
-use crate::sample::zoneinfo::Band;
 use crate::words::{bytes, change, count, many, ms};
 
 use super::stop;

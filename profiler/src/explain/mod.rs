@@ -43,9 +43,10 @@ mod test_record {
 
     use skillprof_common::Counters;
 
+    use crate::band::Band;
     use crate::probes::ProbeMetrics;
     use crate::record::{EntryMeasure, EntryRecord};
-    use crate::sample::{EntrySampling, Lowest, process::ProcessStat, zoneinfo::Band};
+    use crate::sample::{EntrySampling, Lowest, process::ProcessStat};
 
     /// An entry of `cmd` that took `took_ms`, with the host alive at both ends, no requests,
     /// nothing probed and free memory at baseline.

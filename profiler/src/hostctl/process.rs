@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::os::fd::OwnedFd;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 use super::client::Client;
+use crate::pidfd;
 
 /// How to start a host. Any host works that serves the skillhost HTTP API on loopback and
 /// registers skills from a directory; `{skills_dir}` and `{port}` in `args` and in `env`
@@ -181,17 +182,10 @@ impl HostProcess {
 
     /// A handle that becomes ready when the host exits, for racing against an entry.
     pub fn exit_watch(&self) -> Result<ExitWatch> {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.pid as libc::pid_t, 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("pidfd_open on the host");
-        }
-        // SAFETY: a fresh descriptor that nothing else owns; the OwnedFd keeps it open, and
-        // the AsyncFd owns that for its whole life.
-        let watch = unsafe {
-            let fd = OwnedFd::from_raw_fd(fd as i32);
-            AsyncFd::register_with_interest(fd, Interest::READABLE)
-        };
+        let fd = pidfd::open(self.pid).context("watching the host")?;
+        // SAFETY: a fresh descriptor that nothing else owns; the AsyncFd owns it for its whole
+        // life.
+        let watch = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
         Ok(ExitWatch(
             watch.context("watching the host through a pidfd")?,
         ))

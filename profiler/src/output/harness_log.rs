@@ -30,6 +30,20 @@ pub struct Machine {
     pub memory_available: String,
 }
 
+impl crate::machine::Machine {
+    /// Header line 1 of the harness log: memory in whole GiB, truncated as `int()` would.
+    pub fn harness(&self) -> Machine {
+        let gib = |kb: u64| (kb / (1024 * 1024)).to_string();
+        Machine {
+            arch: self.arch.clone(),
+            brand: self.brand.clone(),
+            cores: self.cores.to_string(),
+            memory_total: gib(self.memory_total_kb),
+            memory_available: gib(self.memory_available_kb),
+        }
+    }
+}
+
 /// Header line 2: the host binary that ran the workload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -22,7 +22,7 @@ use std::{fs::File, path::Path};
 use anyhow::{Context, Result};
 
 use crate::sample::{
-    Sample,
+    Sample, SampleSink,
     zoneinfo::{self, Zone, ZoneId},
 };
 
@@ -97,8 +97,11 @@ impl SamplesCsv {
             zones: None,
         })
     }
+}
 
-    pub fn write(&mut self, sample: &Sample) -> Result<()> {
+/// The run's sink: every sample the sampler takes becomes a row.
+impl SampleSink for SamplesCsv {
+    fn write(&mut self, sample: &Sample) -> Result<()> {
         let zones = match &self.zones {
             Some(zones) => zones,
             None => {
@@ -114,8 +117,7 @@ impl SamplesCsv {
             .context("writing a samples.csv row")
     }
 
-    /// Called at every entry end, so a crash loses no finished entry's samples.
-    pub fn flush(&mut self) -> Result<()> {
+    fn flush(&mut self) -> Result<()> {
         self.csv.flush().context("flushing samples.csv")
     }
 }

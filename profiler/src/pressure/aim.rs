@@ -9,8 +9,9 @@
 use anyhow::{Result, ensure};
 
 use super::bands::{self, Bounds};
-use super::safety::{Safety, mib};
-use crate::sample::zoneinfo::{Band, Watermarks};
+use super::safety::Safety;
+use crate::band::{self, Band};
+use crate::sample::zoneinfo::Watermarks;
 
 /// Aim and comfort zone, as shares of the held range.
 struct Shares {
@@ -27,6 +28,7 @@ const EASED: Shares = Shares {
     aim: 0.9,
     comfort: (0.4, 0.98),
 };
+use crate::words;
 /// The default iteration block, as a share of the narrowest held range. An iteration that
 /// starts at the aim dips by up to two blocks (the one it writes, and the previous one's pages,
 /// which wait uncounted in the per-CPU free lists until reused) and stays above the comfort
@@ -62,8 +64,8 @@ fn held_range(band: Band, marks: &Watermarks, floor: u64) -> Result<Option<(u64,
         bottom + 16 <= upper,
         "the {band} band {} is {} wide here, no wider than the safety margin: widen the bands \
          with --scale-factor, or lower --margin-percent",
-        bands::interval(band),
-        mib(upper - bounds.lower)
+        band::interval(band),
+        words::pages(upper - bounds.lower)
     );
     Ok(Some((bottom, upper)))
 }
@@ -122,7 +124,7 @@ impl Aim {
 pub fn default_block_pages(marks: &Watermarks, safety: &Safety) -> Result<u64> {
     let floor = safety.floor(marks, false);
     let mut narrowest = u64::MAX;
-    for band in bands::HOLDABLE {
+    for band in band::HOLDABLE {
         if band == Band::Promo && marks.promo.is_none() {
             continue;
         }
@@ -146,9 +148,9 @@ pub fn check_block(
             target.saturating_sub(2 * block_pages) >= aim.comfort.0,
             "a block of {} would take free memory out of the {band} band {} ({} wide here): use \
              a smaller --block-size (the default fits), or widen the bands with --scale-factor",
-            mib(block_pages),
-            bands::interval(band),
-            mib(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
+            words::pages(block_pages),
+            band::interval(band),
+            words::pages(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
         );
     }
     Ok(())
@@ -204,7 +206,7 @@ mod tests {
         let safety = Safety::default();
         let block = default_block_pages(&MARKS, &safety).unwrap();
         assert_eq!(block, 150);
-        for band in bands::HOLDABLE {
+        for band in band::HOLDABLE {
             check_block(block, band, &MARKS, &safety).unwrap();
         }
         let error = check_block(300, Band::Low, &MARKS, &safety).unwrap_err();

@@ -10,13 +10,14 @@
 //! back with MADV_DONTNEED. Huge pages are off for it, so the size moves page by page.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 
 use super::fork::{self, Child, Helper, Session};
+use crate::{machine, pidfd};
 
 const BALLOON: Helper = Helper {
     name: "balloon process",
@@ -47,8 +48,8 @@ struct Plan {
 impl Balloon {
     /// Starts an empty balloon that can grow up to the machine's memory.
     pub fn spawn() -> Result<Balloon> {
-        let page = page_size();
-        let capacity = total_memory_bytes()? / page * page;
+        let page = procfs::page_size();
+        let capacity = machine::memory_kb()?.0 * 1024 / page * page;
         let (commands_in, commands) = fork::pipe()?;
         let (replies, replies_out) = fork::pipe()?;
         let plan = Plan {
@@ -65,7 +66,7 @@ impl Balloon {
             &plan,
         )?;
         drop((commands_in, replies_out));
-        let pidfd = pidfd_open(child.pid()).context("watching the balloon process")?;
+        let pidfd = pidfd::open(child.pid()).context("watching the balloon process")?;
         let mut balloon = Balloon {
             pidfd: Arc::new(pidfd),
             pid: child.pid(),
@@ -180,16 +181,6 @@ impl Killer {
     }
 }
 
-fn pidfd_open(pid: u32) -> Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error()).context("pidfd_open (Linux >= 5.3)");
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
 /// The child: reserve the region, then resize on command until the command pipe closes.
 fn serve(plan: &Plan) -> i32 {
     volunteer_for_the_oom_killer();
@@ -247,18 +238,6 @@ fn volunteer_for_the_oom_killer() {
             libc::close(fd);
         }
     }
-}
-
-pub fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
-}
-
-fn total_memory_bytes() -> Result<u64> {
-    use procfs::Current as _;
-    Ok(procfs::Meminfo::current()
-        .context("reading /proc/meminfo")?
-        .mem_total)
 }
 
 #[cfg(test)]

@@ -1,28 +1,9 @@
-//! The bands an experiment can hold, named after the watermark free memory is below:
-//! baseline [promo, ∞), promo [high, promo), high [low, high), low [min, low). Below min only
-//! the kernel may allocate; skillprof never aims there.
+//! Where a band lies in free pages, for the watermarks of the moment.
 
 use anyhow::{Result, bail};
 
-use crate::sample::zoneinfo::{Band, Watermarks};
-
-/// From the most free memory to the least: the order an experiment visits them in.
-pub const HOLDABLE: [Band; 4] = [Band::Baseline, Band::Promo, Band::High, Band::Low];
-
-/// `baseline`, `promo`, `high` or `low`.
-pub fn parse(text: &str) -> Result<Band, String> {
-    match HOLDABLE.into_iter().find(|band| band.name() == text) {
-        Some(band) => Ok(band),
-        None if text == "min" => Err(
-            "the min band [0, min) is where only the kernel may allocate; the lowest band \
-             skillprof holds is low [min, low)"
-                .to_string(),
-        ),
-        None => Err(format!(
-            "unknown band {text:?}; the bands are baseline, promo, high and low"
-        )),
-    }
-}
+use crate::band::Band;
+use crate::sample::zoneinfo::Watermarks;
 
 /// A band's range of free pages: [lower, upper), `upper` None for baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,17 +37,6 @@ pub fn bounds(band: Band, marks: &Watermarks) -> Result<Bounds> {
     Ok(Bounds { lower, upper })
 }
 
-/// `[high, promo)`, as the help and the table write a band.
-pub fn interval(band: Band) -> &'static str {
-    match band {
-        Band::Baseline => "[promo, inf)",
-        Band::Promo => "[high, promo)",
-        Band::High => "[low, high)",
-        Band::Low => "[min, low)",
-        Band::Min => "[0, min)",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,14 +47,6 @@ mod tests {
         high: 300,
         promo: Some(400),
     };
-
-    #[test]
-    fn names_parse_and_min_is_refused_with_the_reason() {
-        assert_eq!(parse("low"), Ok(Band::Low));
-        assert_eq!(parse("baseline"), Ok(Band::Baseline));
-        assert!(parse("min").unwrap_err().contains("only the kernel"));
-        assert!(parse("Low").unwrap_err().contains("unknown band"));
-    }
 
     #[test]
     fn bounds_follow_the_watermarks() {

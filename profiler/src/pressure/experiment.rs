@@ -8,16 +8,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::bands;
 use super::hold::{BandHeld, HeldBalloon, NotHeld, Settling};
 use super::interrupt::{self, Interrupted};
 use super::iterations::{self, Summary};
 use super::kernel::{KernelMetrics, Window};
 use super::kswapd::Kswapd;
-use super::safety::mib;
+use crate::band::{self, Band};
 use crate::probes::ProbeSession;
 use crate::record::{Metrics, Row};
-use crate::sample::zoneinfo::Band;
+use crate::words;
 
 pub struct Plan {
     /// In the order they are visited.
@@ -130,7 +129,7 @@ fn run_band(
     let Instruments { probes, kswapd } = *instruments;
     println!(
         "{band} {}: settling (the balloon grows or shrinks until free memory is in the band)",
-        bands::interval(band)
+        band::interval(band)
     );
     held.retarget(band)?;
     // Two windows per band, so that the settling's reclaim does not count in the iterations'.
@@ -163,14 +162,14 @@ fn run_band(
         "{band}: held after {:.1} s (balloon {:.2} GiB, free {}); {} iterations of {:.1} MiB",
         settle.as_secs_f64(),
         free.balloon_bytes as f64 / f64::from(1 << 30),
-        mib(free.free_pages),
+        words::pages(free.free_pages),
         plan.iterations,
         plan.block_bytes as f64 / f64::from(1 << 20)
     );
 
     let window = Window::begin(2 * index + 1, probes, kswapd)?;
     held.reset_window();
-    let page = super::balloon::page_size() as usize;
+    let page = procfs::page_size() as usize;
     let mut times = Vec::with_capacity(plan.iterations as usize);
     let mut outcome = Outcome::Held;
     for _ in 0..plan.iterations {
@@ -218,10 +217,11 @@ fn progress_line() -> impl FnMut(&Settling) -> ControlFlow<()> {
             "  {:5.1} s  balloon {:6.2} GiB  free {:>12}  target {} in [{}, {})",
             settling.elapsed.as_secs_f64(),
             settling.balloon_bytes as f64 / f64::from(1 << 30),
-            mib(settling.free_pages),
-            aim.target.map_or("(balloon empty)".to_string(), mib),
-            mib(aim.bounds.lower),
-            aim.bounds.upper.map_or("inf".to_string(), mib),
+            words::pages(settling.free_pages),
+            aim.target
+                .map_or("(balloon empty)".to_string(), words::pages),
+            words::pages(aim.bounds.lower),
+            aim.bounds.upper.map_or("inf".to_string(), words::pages),
         );
         if let Some(late) = settling.late {
             println!(

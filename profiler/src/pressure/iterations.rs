@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::stats::nearest_rank;
+
 /// One iteration over `bytes` (whole pages of `page` bytes).
 pub fn allocate_touch_free(bytes: usize, page: usize) -> Result<Duration> {
     let started = Instant::now();
@@ -53,8 +55,7 @@ impl Summary {
         }
         let mut ms: Vec<f64> = times.iter().map(|t| t.as_secs_f64() * 1e3).collect();
         ms.sort_by(f64::total_cmp);
-        // Nearest rank: the smallest time that at least q of the iterations did not exceed.
-        let rank = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).max(1) - 1];
+        let rank = |q: f64| nearest_rank(&ms, q);
         Some(Summary {
             count: ms.len(),
             mean_ms: ms.iter().sum::<f64>() / ms.len() as f64,

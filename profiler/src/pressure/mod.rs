@@ -5,8 +5,8 @@
 //! (`reach`), read afresh on every step. A balloon process (`balloon`) holds touched anonymous
 //! memory, and a controller thread (`hold`) resizes it to keep free memory in a band, under
 //! the safety rules (`safety`, `aim`). Guardian processes (`guardian`) undo every change to
-//! the machine (`sysctl`, `swapfile`) on every exit path. `skillprof pressure` (`command`)
-//! runs the experiment (`experiment`) band by band.
+//! the machine (`sysctl`, `swapfile`) on every exit path. The experiment (`experiment`) holds
+//! the bands one by one; `skillprof pressure` (`crate::experiment`) sets it up and reports it.
 //!
 //! The runner's view (`pressure BAND` in a cmds file, `skillprof run --pressure BAND`):
 //! [`Balloon::hold`] starts the balloon and its controller and returns at once;
@@ -19,30 +19,24 @@
 //! [`HeldBalloon::aborted`] says why. Entries without a balloon write [`NoBalloon`]: the same
 //! columns, empty.
 
-mod aim;
-mod args;
-mod balloon;
+pub mod aim;
+pub mod balloon;
 mod bands;
-mod command;
-mod experiment;
+pub mod experiment;
 mod fork;
 mod guardian;
-mod hold;
-mod interrupt;
+pub mod hold;
+pub mod interrupt;
 mod iterations;
-mod kernel;
-mod kswapd;
-mod safety;
-mod swapfile;
-mod sysctl;
-mod table;
-mod units;
+pub mod kernel;
+pub mod kswapd;
+pub mod safety;
+pub mod swapfile;
+pub mod sysctl;
 
 pub use aim::Aim;
-pub use args::PressureArgs;
 pub use balloon::Balloon;
-pub use bands::{Bounds, parse as parse_band};
-pub use command::run;
+pub use bands::Bounds;
 pub use hold::{
     BandHeld, HeldBalloon, HoldOptions, HoldSample, NoBalloon, NotHeld, Settling, ZoneHeld,
 };

@@ -4,6 +4,7 @@
 use crate::sample::meminfo::Meminfo;
 use crate::sample::psi::Psi;
 use crate::sample::zoneinfo::Watermarks;
+use crate::words;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Safety {
@@ -51,8 +52,8 @@ impl Safety {
         if free_pages < floor {
             return Some(Violation::BelowFloor(format!(
                 "free memory was {}, below the safety floor {} (min + margin)",
-                mib(free_pages),
-                mib(floor)
+                words::pages(free_pages),
+                words::pages(floor)
             )));
         }
         let full = psi?.full_avg10;
@@ -88,19 +89,6 @@ pub fn little_to_reclaim(meminfo: &Meminfo, eased: bool) -> Option<String> {
             cache_kb / 1024
         )
     })
-}
-
-/// Pages as MiB, for messages.
-pub fn mib(pages: u64) -> String {
-    format!("{} MiB", mib_number(pages))
-}
-
-/// Pages as a number of MiB with one decimal, for tables whose header names the unit.
-pub fn mib_number(pages: u64) -> String {
-    format!(
-        "{:.1}",
-        (pages * super::balloon::page_size()) as f64 / f64::from(1 << 20)
-    )
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, ensure};
 
-use super::balloon::page_size;
 use super::guardian::{Guardian, Restore};
+use procfs::page_size;
 
 pub struct Swapfile {
     path: PathBuf,

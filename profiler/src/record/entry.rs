@@ -7,6 +7,7 @@ use crate::hostctl::Stopped;
 use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown};
 use crate::sample::{EntrySampling, process::ProcessStat};
+use crate::stats::nearest_rank;
 use skillprof_common::Counters;
 
 use super::{Metrics, Row};
@@ -85,10 +86,7 @@ impl EntryMeasure {
         if latencies.is_empty() {
             return None;
         }
-        // Nearest rank: the smallest latency that at least q of the executions did not exceed.
-        let rank = |q: f64| {
-            latencies[((latencies.len() as f64 * q).ceil() as usize).max(1) - 1].as_secs_f64() * 1e3
-        };
+        let rank = |q: f64| nearest_rank(&latencies, q).as_secs_f64() * 1e3;
         Some(Latency {
             p50_ms: rank(0.50),
             p99_ms: rank(0.99),
@@ -131,9 +129,7 @@ impl EntryMeasure {
 
 /// /proc/PID/stat counts CPU time in clock ticks (USER_HZ, 100 on Linux).
 fn ms_per_tick() -> f64 {
-    // SAFETY: sysconf only reads a constant of the running system.
-    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    1000.0 / ticks_per_second.max(1) as f64
+    1000.0 / procfs::ticks_per_second().max(1) as f64
 }
 
 impl Metrics for EntryMeasure {

@@ -21,6 +21,7 @@ use crate::explain;
 use crate::output::commands_csv;
 use crate::output::harness_log::{self, RunLog};
 use crate::record::Row;
+use crate::stats;
 
 /// Everything a report draws from one run folder.
 pub struct Run {
@@ -460,7 +461,7 @@ fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<Entry>, String)
 fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied()
+    stats::upper_median(&sorted)
 }
 
 fn read_events(path: &Path, entries: &[Entry]) -> Result<Events> {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::band::Band;
 use crate::probes::MechanismArgs;
-use crate::sample::zoneinfo::Band;
 
 const LONG_ABOUT: &str = "\
 Run a cmds workload against a skill host and measure every entry.
@@ -114,7 +114,7 @@ pub struct RunArgs {
     /// with a balloon that shrinks as the host grows; `pressure BAND|off` in the cmds file
     /// moves between bands. Every entry records the band actually held (pressure_* columns).
     /// See `skillprof pressure --help` for the bands and the safety rules.
-    #[arg(long, value_name = "BAND", value_parser = crate::pressure::parse_band)]
+    #[arg(long, value_name = "BAND", value_parser = crate::band::parse)]
     pub pressure: Option<Band>,
 
     /// Set vm.watermark_scale_factor to N (1-3000) for the run, restored afterwards (by a

@@ -5,8 +5,8 @@ use serde::Serialize;
 
 use crate::hostctl::HostSpec;
 
-use super::machine::Machine;
 use super::probing::ProbesInfo;
+use crate::machine::Machine;
 
 #[derive(Debug, Serialize)]
 pub struct RunInfo {

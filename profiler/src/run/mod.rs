@@ -5,7 +5,6 @@
 mod args;
 mod info;
 mod interrupt;
-mod machine;
 mod pressure;
 mod probing;
 mod progress;
@@ -17,7 +16,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 pub use args::RunArgs;
-pub use machine::Machine;
 
 use crate::cmds::{self, InFlightCap};
 

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use crate::band::Band;
 use crate::cmds::{Command, Plan};
 use crate::pressure::{Balloon, BandHeld, HeldBalloon, HoldOptions, NoBalloon, NotHeld};
 use crate::pressure::{SCALE_FACTOR, SysctlChange};
 use crate::record::{Metrics as _, Row};
-use crate::sample::zoneinfo::Band;
 
 use super::interrupt::{Abort, Signals};
 use super::progress::Progress;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::sample::{self, process};
+use crate::words;
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -54,7 +55,7 @@ impl Progress {
                     return;
                 }
                 if let Ok(stat) = process::read(std::path::Path::new(sample::PROC), host_pid) {
-                    bar.set_prefix(format!("RSS {}", mib(stat.rss_kb)));
+                    bar.set_prefix(format!("RSS {}", words::whole_mib(stat.rss_kb)));
                 }
             }
         });
@@ -94,8 +95,4 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
-}
-
-fn mib(kb: u64) -> String {
-    format!("{:.0} MiB", kb as f64 / 1024.0)
 }

@@ -25,11 +25,11 @@ use crate::{explain, probes, words};
 use super::args::RunArgs;
 use super::info::{CmdsInfo, HostInfo, RunInfo, ScaleFactor, Status};
 use super::interrupt::{Abort, Interruption, Signals};
-use super::machine::Machine;
 use super::pressure::{self as pressure_room, Pressure};
 use super::probing::{self, Probing};
 use super::progress::Progress;
 use super::workload::Workload;
+use crate::machine::Machine;
 
 pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     if !args.no_probes {

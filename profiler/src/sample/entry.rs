@@ -1,15 +1,10 @@
 //! What one entry's samples add up to: extremes over every sample of the entry, boundary
 //! samples included, and changes between its two boundary samples.
 
+use crate::band::Band;
 use crate::record::{Metrics, Row};
 
-use super::{
-    Sample,
-    cpu::CpuShare,
-    psi::Psi,
-    system::Counters,
-    zoneinfo::{Band, ZoneId},
-};
+use super::{Sample, cpu::CpuShare, psi::Psi, system::Counters, zoneinfo::ZoneId};
 
 /// How low free pages got: the fewest free pages, and the most severe band. The two can
 /// come from different samples, because watermarks move as zones grow.

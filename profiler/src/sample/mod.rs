@@ -19,7 +19,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 pub use entry::{EntrySampling, Lowest};
-pub use sampler::{DEFAULT_INTERVAL, Sample, Sampler};
+pub use sampler::{DEFAULT_INTERVAL, Sample, SampleSink, Sampler};
 pub use system::System;
 
 /// Where procfs is mounted. Readers take the root as a parameter so tests can point them at

@@ -3,7 +3,6 @@
 use std::{
     fmt, fs, io,
     path::{Path, PathBuf},
-    sync::OnceLock,
 };
 
 /// Memory in KB as psutil's `memory_info()` reports rss and vms, which the 2024 harness
@@ -65,7 +64,7 @@ impl std::error::Error for ProcessError {
 pub fn read(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
     let path = proc_root.join(pid.to_string()).join("stat");
     match fs::read_to_string(&path) {
-        Ok(line) => parse(&line, page_size()),
+        Ok(line) => parse(&line, procfs::page_size()),
         // ESRCH: the process exited between open and read.
         Err(source)
             if source.kind() == io::ErrorKind::NotFound
@@ -113,12 +112,6 @@ pub fn parse(line: &str, page_size_bytes: u64) -> Result<ProcessStat, ProcessErr
         vms_kb: field(23)? / 1024,
         rss_kb: field(24)? * page_size_bytes / 1024,
     })
-}
-
-fn page_size() -> u64 {
-    static PAGE_SIZE: OnceLock<u64> = OnceLock::new();
-    // SAFETY: sysconf only reads a constant of the running system.
-    *PAGE_SIZE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
 }
 
 #[cfg(test)]

@@ -28,7 +28,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::sample::zoneinfo::{self, Band, Watermarks, ZoneId};
+use super::read_proc_file;
+use crate::band::Band;
+use crate::sample::zoneinfo::{self, Reserve, Watermarks, Zone, ZoneId};
 
 /// One zone, as user-space allocations see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,35 +115,27 @@ pub fn free_ram_bytes() -> std::io::Result<u64> {
 
 /// Reads /proc/zoneinfo afresh: watermarks and reserves grow with a zone's managed pages.
 pub fn read(proc_root: &Path) -> Result<Reach> {
-    let path = proc_root.join("zoneinfo");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text)
+    parse(&read_proc_file(proc_root, "zoneinfo")?)
 }
 
 pub fn parse(text: &str) -> Result<Reach> {
-    let zones = zoneinfo::parse(text)?;
-    let extras = extras(text)?;
+    of(&zoneinfo::parse_with_reserves(text)?)
+}
+
+/// The reach of zones as `zoneinfo::parse_with_reserves` reads them.
+pub fn of(zones: &[(Zone, Reserve)]) -> Result<Reach> {
     let mut reach = Vec::new();
-    for zone in zones.iter().filter(|zone| zone.populated()) {
-        let extra = extras
-            .iter()
-            .find(|extra| extra.zone == zone.id)
-            .with_context(|| {
-                format!(
-                    "/proc/zoneinfo: node {} zone {} has no `protection:` line",
-                    zone.id.node, zone.id.name
-                )
-            })?;
+    for (zone, reserve) in zones.iter().filter(|(zone, _)| zone.populated()) {
+        let reserve_pages = movable_reserve(zones, zone, reserve)?;
         // Reachability judged without the boost: a boost is temporary, a zone's size is not.
-        let configured_min = zone.watermarks.min.saturating_sub(extra.boost);
+        let configured_min = zone.watermarks.min.saturating_sub(reserve.boost_pages);
         reach.push(ZoneReach {
             id: zone.id.clone(),
             free_pages: zone.free_pages,
-            reserve_pages: extra.reserve,
+            reserve_pages,
             watermarks: zone.watermarks,
-            boost_pages: extra.boost,
-            reachable: zone.managed_pages > extra.reserve + configured_min,
+            boost_pages: reserve.boost_pages,
+            reachable: zone.managed_pages > reserve_pages + configured_min,
         });
     }
     let reachable = || reach.iter().filter(|zone| zone.reachable);
@@ -159,76 +153,29 @@ pub fn parse(text: &str) -> Result<Reach> {
     })
 }
 
-/// What `zoneinfo::parse` leaves out of a zone: its reserve and its boost.
-struct Extra {
-    zone: ZoneId,
-    /// Protection against allocations that may use any zone up to the node's Movable zone,
-    /// the highest an anonymous page may come from (`gfp_zone(GFP_HIGHUSER_MOVABLE)`).
-    reserve: u64,
-    boost: u64,
-}
-
-/// A node lists its zones in zone-index order, which is what the protection values are
+/// The zone's protection against allocations that may use any zone up to the node's Movable
+/// zone, the highest an anonymous page may come from (`gfp_zone(GFP_HIGHUSER_MOVABLE)`). A
+/// node lists its zones in zone-index order, which is what the protection values are
 /// indexed by.
-fn extras(text: &str) -> Result<Vec<Extra>> {
-    // Per zone: its boost and its protection line.
-    let mut zones: Vec<(ZoneId, u64, Vec<u64>)> = Vec::new();
-    let mut current: Option<(ZoneId, u64)> = None;
-    for line in text.lines().map(str::trim) {
-        if let Some(header) = line.strip_prefix("Node ") {
-            let (node, name) = header
-                .split_once(", zone")
-                .with_context(|| format!("/proc/zoneinfo: unexpected zone header {line:?}"))?;
-            let id = ZoneId {
-                node: node.trim().parse().context("/proc/zoneinfo: node number")?,
-                name: name.trim().to_string(),
-            };
-            current = Some((id, 0));
-        } else if let Some(boost) = line.strip_prefix("boost ") {
-            if let Some((_, slot)) = current.as_mut() {
-                *slot = boost
-                    .trim()
-                    .parse()
-                    .with_context(|| format!("/proc/zoneinfo: unexpected {line:?}"))?;
-            }
-        } else if let Some(values) = line.strip_prefix("protection:") {
-            let (zone, boost) = current
-                .take()
-                .with_context(|| format!("/proc/zoneinfo: {line:?} outside a zone"))?;
-            let values = values
-                .trim()
-                .trim_start_matches('(')
-                .trim_end_matches(')')
-                .split(',')
-                .map(|value| value.trim().parse::<u64>())
-                .collect::<Result<Vec<_>, _>>()
-                .with_context(|| format!("/proc/zoneinfo: unexpected {line:?}"))?;
-            zones.push((zone, boost, values));
-        }
-    }
-    zones
+fn movable_reserve(zones: &[(Zone, Reserve)], zone: &Zone, reserve: &Reserve) -> Result<u64> {
+    let id = &zone.id;
+    let protection = reserve.protection.as_ref().with_context(|| {
+        format!(
+            "/proc/zoneinfo: node {} zone {} has no `protection:` line",
+            id.node, id.name
+        )
+    })?;
+    let movable = zones
         .iter()
-        .map(|(zone, boost, protection)| {
-            let movable = zones
-                .iter()
-                .filter(|(other, ..)| other.node == zone.node)
-                .position(|(other, ..)| other.name == "Movable")
-                .with_context(|| {
-                    format!("/proc/zoneinfo: node {} lists no Movable zone", zone.node)
-                })?;
-            let reserve = protection.get(movable).with_context(|| {
-                format!(
-                    "/proc/zoneinfo: the protection line of node {} zone {} has no Movable entry",
-                    zone.node, zone.name
-                )
-            })?;
-            Ok(Extra {
-                zone: zone.clone(),
-                reserve: *reserve,
-                boost: *boost,
-            })
-        })
-        .collect()
+        .filter(|(other, _)| other.id.node == id.node)
+        .position(|(other, _)| other.id.name == "Movable")
+        .with_context(|| format!("/proc/zoneinfo: node {} lists no Movable zone", id.node))?;
+    protection.get(movable).copied().with_context(|| {
+        format!(
+            "/proc/zoneinfo: the protection line of node {} zone {} has no Movable entry",
+            id.node, id.name
+        )
+    })
 }
 
 #[cfg(test)]

@@ -23,7 +23,6 @@ use super::{
     system::{Counters, System, SystemReader},
     zoneinfo::{self, ZoneId},
 };
-use crate::output::samples_csv::SamplesCsv;
 
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -38,7 +37,17 @@ pub struct Sample {
     pub system: System,
 }
 
-/// Samples the host process `pid` and the system every interval into samples.csv, and
+/// Where the sampler hands every sample it takes, on its own thread: what a sample becomes
+/// (a row of samples.csv, for a run) is the caller's business, not the measurement's.
+pub trait SampleSink: Send {
+    fn write(&mut self, sample: &Sample) -> Result<()>;
+
+    /// Called at every entry end and when sampling stops, so a crash loses no finished
+    /// entry's samples.
+    fn flush(&mut self) -> Result<()>;
+}
+
+/// Samples the host process `pid` and the system every interval into a sink, and
 /// sums up each entry. Entry calls block for one sample (about a millisecond).
 pub struct Sampler {
     commands: Sender<Command>,
@@ -55,7 +64,8 @@ enum Command {
 
 impl Sampler {
     /// Takes a first sample (between entries) and starts sampling every `interval`.
-    pub fn start(pid: u32, interval: Duration, csv: SamplesCsv) -> Result<Self> {
+    pub fn start(pid: u32, interval: Duration, sink: impl SampleSink + 'static) -> Result<Self> {
+        let sink: Box<dyn SampleSink> = Box::new(sink);
         ensure!(
             !interval.is_zero(),
             "the sampling interval must be longer than 0"
@@ -66,7 +76,7 @@ impl Sampler {
         let published = Arc::clone(&cpu_time_ns);
         let thread = thread::Builder::new()
             .name("skillprof-sampler".into())
-            .spawn(move || match Worker::start(pid, csv, published) {
+            .spawn(move || match Worker::start(pid, sink, published) {
                 Ok(worker) => {
                     let _ = ready.send(Ok(worker.reader.psi_live()));
                     worker.run(received, interval)
@@ -93,7 +103,7 @@ impl Sampler {
         self.ask(|reply| Command::Begin(index, reply))
     }
 
-    /// Takes the entry's last boundary sample, flushes samples.csv, and sums the entry up.
+    /// Takes the entry's last boundary sample, flushes the sink, and sums the entry up.
     pub fn end_entry(&self) -> Result<EntrySampling> {
         self.ask(Command::End)
     }
@@ -115,7 +125,7 @@ impl Sampler {
         self.psi_live
     }
 
-    /// Stops the thread and flushes samples.csv; returns the thread's CPU time in total.
+    /// Stops the thread and flushes the sink; returns the thread's CPU time in total.
     pub fn finish(self) -> Result<Duration> {
         // A closed channel is the thread's signal to stop.
         drop(self.commands);
@@ -142,9 +152,9 @@ struct Worker {
     /// give it to another process.
     host_gone: bool,
     reader: SystemReader,
-    csv: SamplesCsv,
+    sink: Box<dyn SampleSink>,
     started: Instant,
-    /// The run's zones, fixed by the first sample as in samples.csv.
+    /// The run's zones, fixed by the first sample.
     zones: Vec<ZoneId>,
     window: Option<Window>,
     /// The first sampling error; it stops sampling for good, because the samples after it
@@ -154,12 +164,12 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(pid: u32, csv: SamplesCsv, cpu_time_ns: Arc<AtomicU64>) -> Result<Self> {
+    fn start(pid: u32, sink: Box<dyn SampleSink>, cpu_time_ns: Arc<AtomicU64>) -> Result<Self> {
         let mut worker = Worker {
             pid,
             host_gone: false,
             reader: SystemReader::new(Path::new(PROC))?,
-            csv,
+            sink,
             started: Instant::now(),
             zones: Vec::new(),
             window: None,
@@ -200,7 +210,7 @@ impl Worker {
             }
             self.publish_cpu_time();
         }
-        self.csv.flush()?;
+        self.sink.flush()?;
         match self.failure {
             Some(failure) => Err(anyhow!("sampling stopped early: {failure}")),
             None => Ok(()),
@@ -235,15 +245,15 @@ impl Worker {
             .context("end_entry without begin_entry")?;
         let sample = self.record(Some(window.index))?;
         let counters = self.counters()?;
-        self.csv.flush()?;
+        self.sink.flush()?;
         Ok(window.close(&sample, &counters))
     }
 
-    /// Takes a sample and writes it to samples.csv.
+    /// Takes a sample and hands it to the sink.
     fn record(&mut self, entry: Option<usize>) -> Result<Sample> {
         self.unless_failed(|worker| {
             let sample = worker.take(entry)?;
-            worker.csv.write(&sample)?;
+            worker.sink.write(&sample)?;
             Ok(sample)
         })
     }

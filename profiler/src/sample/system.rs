@@ -79,11 +79,12 @@ impl SystemReader {
             None
         };
         let zoneinfo = super::read_proc_file(&self.proc_root, "zoneinfo")?;
+        let zones = zoneinfo::parse_with_reserves(&zoneinfo)?;
         Ok(System {
             psi,
             meminfo: meminfo::read(&self.proc_root)?,
-            zones: zoneinfo::parse(&zoneinfo)?,
-            reach: reach::parse(&zoneinfo)?,
+            reach: reach::of(&zones)?,
+            zones: zones.into_iter().map(|(zone, _)| zone).collect(),
         })
     }
 }

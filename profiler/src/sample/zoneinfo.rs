@@ -7,11 +7,12 @@
 //! the machines skillprof runs on, so a zone's managed pages, and with them its
 //! watermarks, grow during a run.
 
-use std::{fmt, path::Path};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
 use super::read_proc_file;
+use crate::band::Band;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ZoneId {
@@ -34,51 +35,6 @@ pub struct Watermarks {
     pub high: u64,
     /// Absent before kernel 6.3.
     pub promo: Option<u64>,
-}
-
-/// Where free pages stand against the watermarks. Each band is named after the watermark
-/// they are below (and not below the next lower one): baseline [promo, ∞), promo
-/// [high, promo), high [low, high), low [min, low), min [0, min). Without a promo
-/// watermark, baseline starts at high. Ordered from the most severe, so the lowest band
-/// of several is their `min()`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Band {
-    Min,
-    Low,
-    High,
-    Promo,
-    Baseline,
-}
-
-impl Band {
-    const ALL: [Band; 5] = [
-        Band::Min,
-        Band::Low,
-        Band::High,
-        Band::Promo,
-        Band::Baseline,
-    ];
-
-    /// The band `name` (as [`Band::name`] writes it) stands for.
-    pub fn from_name(name: &str) -> Option<Band> {
-        Band::ALL.into_iter().find(|band| band.name() == name)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Band::Min => "min",
-            Band::Low => "low",
-            Band::High => "high",
-            Band::Promo => "promo",
-            Band::Baseline => "baseline",
-        }
-    }
-}
-
-impl fmt::Display for Band {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 impl Watermarks {
@@ -116,6 +72,16 @@ impl Zone {
     }
 }
 
+/// What a zone keeps back from user allocations, which only `reach` needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reserve {
+    /// `boost`: what the kernel currently adds to each watermark (0 before kernel 5.0).
+    pub boost_pages: u64,
+    /// The `protection:` line: pages kept back from allocations that may use any zone up to
+    /// the node's zone of that index.
+    pub protection: Option<Vec<u64>>,
+}
+
 /// The populated zones' ids, in file order.
 pub fn populated_ids(zones: &[Zone]) -> Vec<ZoneId> {
     zones
@@ -134,6 +100,14 @@ pub fn read(proc_root: &Path) -> Result<Vec<Zone>> {
 /// and the zone's own statistics, then `pagesets`. Only the block that starts at
 /// `pages free` is read, so a per-node or per-cpu key can never pass for a zone's own.
 pub fn parse(text: &str) -> Result<Vec<Zone>> {
+    Ok(parse_with_reserves(text)?
+        .into_iter()
+        .map(|(zone, _)| zone)
+        .collect())
+}
+
+/// Every zone with its reserve, in file order.
+pub fn parse_with_reserves(text: &str) -> Result<Vec<(Zone, Reserve)>> {
     let mut zones = Vec::new();
     let mut zone: Option<Fields> = None;
     let mut in_zone_block = false;
@@ -191,6 +165,8 @@ struct Fields {
     spanned: Option<u64>,
     present: Option<u64>,
     managed: Option<u64>,
+    boost: Option<u64>,
+    protection: Option<Vec<u64>>,
 }
 
 impl Fields {
@@ -205,10 +181,23 @@ impl Fields {
             spanned: None,
             present: None,
             managed: None,
+            boost: None,
+            protection: None,
         }
     }
 
     fn set(&mut self, line: &str) -> Result<()> {
+        if let Some(values) = line.strip_prefix("protection:") {
+            let values = values
+                .trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .split(',')
+                .map(|value| number(value.trim(), line))
+                .collect::<Result<_>>()?;
+            self.protection = Some(values);
+            return Ok(());
+        }
         let mut words = line.split_whitespace();
         let (Some(key), Some(value)) = (words.next(), words.next()) else {
             return Ok(());
@@ -221,13 +210,14 @@ impl Fields {
             "spanned" => &mut self.spanned,
             "present" => &mut self.present,
             "managed" => &mut self.managed,
+            "boost" => &mut self.boost,
             _ => return Ok(()),
         };
         *slot = Some(number(value, line)?);
         Ok(())
     }
 
-    fn finish(self) -> Result<Zone> {
+    fn finish(self) -> Result<(Zone, Reserve)> {
         let id = self.id;
         let required = |value: Option<u64>, key: &str| {
             value.with_context(|| {
@@ -237,7 +227,7 @@ impl Fields {
                 )
             })
         };
-        Ok(Zone {
+        let zone = Zone {
             free_pages: required(self.free, "pages free")?,
             watermarks: Watermarks {
                 min: required(self.min, "min")?,
@@ -249,7 +239,12 @@ impl Fields {
             present_pages: required(self.present, "present")?,
             spanned_pages: required(self.spanned, "spanned")?,
             id,
-        })
+        };
+        let reserve = Reserve {
+            boost_pages: self.boost.unwrap_or(0),
+            protection: self.protection,
+        };
+        Ok((zone, reserve))
     }
 }
 

@@ -14,8 +14,8 @@ use super::{
     BLUE, Figure, GREY, ORANGE, PURPLE, RED, TimeChart, Y_LABELS, axes_style, drawing, font, line,
     render, run_colour, shade_entries, short, strip,
 };
+use crate::band::Band;
 use crate::report::load::{Run, SYSCALLS, Samples};
-use crate::sample::zoneinfo::Band;
 use crate::words;
 
 const X_DESC: &str = "seconds since the sampler started";

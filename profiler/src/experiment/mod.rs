@@ -1,6 +1,11 @@
-//! `skillprof pressure`: sets the machine up (sysctl, swap file, CPUs), runs the experiment,
-//! puts everything back, and leaves the run folder: pressure.csv, pressure_samples.csv,
-//! free_vs_watermarks.svg and meta.json.
+//! `skillprof pressure`: sets the machine up (sysctl, swap file, CPUs), runs the experiment
+//! (`pressure::experiment`), puts everything back, and leaves the run folder: pressure.csv,
+//! pressure_samples.csv, free_vs_watermarks.svg and meta.json. The command is not a
+//! measurement: it may write files and reports, which the measuring modules must not.
+
+mod args;
+mod table;
+mod units;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,28 +18,29 @@ use anyhow::{Context, Result, bail};
 use chrono::Local;
 use serde::Serialize;
 
-use super::aim;
-use super::args::PressureArgs;
-use super::balloon::{Balloon, page_size};
-use super::experiment::{self, BandResult, Instruments, Outcome, Plan};
-use super::hold::{HoldOptions, HoldSample};
-use super::interrupt;
-use super::kswapd::Kswapd;
-use super::safety::{Safety, mib};
-use super::swapfile::Swapfile;
-use super::sysctl::{self, SCALE_FACTOR, SysctlChange};
-use super::table;
-use super::units;
+pub use args::PressureArgs;
+
+use crate::band::Band;
+use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
 use crate::output::pressure_csv::SamplesCsv;
 use crate::output::{harness_log, meta};
+use crate::pressure::aim;
+use crate::pressure::balloon::Balloon;
+use crate::pressure::experiment::{self, BandResult, Instruments, Outcome, Plan};
+use crate::pressure::hold::{HoldOptions, HoldSample};
+use crate::pressure::interrupt;
+use crate::pressure::kswapd::Kswapd;
+use crate::pressure::safety::Safety;
+use crate::pressure::swapfile::Swapfile;
+use crate::pressure::sysctl::{self, SCALE_FACTOR, SysctlChange};
 use crate::probes::{ProbeOptions, ProbeSession, ProbeStatus};
 use crate::record::{Metrics, Row};
 use crate::report::watermarks;
-use crate::run::Machine;
 use crate::sample::PROC;
 use crate::sample::reach;
-use crate::sample::zoneinfo::Band;
+use crate::words;
+use procfs::page_size;
 
 /// The largest default iteration block: wide bands (--scale-factor) would otherwise make one
 /// iteration take most of a second.
@@ -113,7 +119,7 @@ struct BandSummary {
 }
 
 pub fn run(args: PressureArgs) -> Result<ExitCode> {
-    if !super::running_as_root() {
+    if !crate::pressure::running_as_root() {
         bail!(
             "skillprof pressure needs root: it drives the machine to low memory, sets \
              {SCALE_FACTOR} and enables swap files. Run it as root, e.g. `sudo skillprof \
@@ -364,10 +370,10 @@ fn choose_block(args: &PressureArgs, safety: &Safety, levels: &[Band]) -> Result
     println!(
         "bands now (MiB of free memory, summed as user memory reaches it): min {}, low {}, \
          high {}, promo {}; iterations of {} KiB",
-        mib(marks.min),
-        mib(marks.low),
-        mib(marks.high),
-        marks.promo.map_or("-".to_string(), mib),
+        words::pages(marks.min),
+        words::pages(marks.low),
+        words::pages(marks.high),
+        marks.promo.map_or("-".to_string(), words::pages),
         block_bytes >> 10
     );
     Ok(block_bytes)
@@ -420,10 +426,10 @@ fn summary_line(result: &BandResult) -> String {
     } else {
         format!(
             "; free held {}..{} in [{}, {}) ({:.0}% of readings)",
-            mib(held.min_free_pages),
-            mib(held.max_free_pages),
-            mib(held.bounds.lower),
-            held.bounds.upper.map_or("inf".to_string(), mib),
+            words::pages(held.min_free_pages),
+            words::pages(held.max_free_pages),
+            words::pages(held.bounds.lower),
+            held.bounds.upper.map_or("inf".to_string(), words::pages),
             held.in_band_percent()
         )
     };

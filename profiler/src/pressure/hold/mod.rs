@@ -1,7 +1,8 @@
 //! Holding a band: a thread that reads free memory every interval and resizes the balloon to
 //! keep it in the band, while whatever runs beside it (the experiment's iterations, a
 //! workload's host) allocates and frees. It enforces the safety rules on every reading and,
-//! when one is broken, gives all the memory back and stops.
+//! when one is broken, gives all the memory back and stops. What a reading means (`step`)
+//! is decided without I/O; this module is the threads, the balloon and the watchdog around it.
 //!
 //! The runner's view: [`Balloon::hold`] a band, [`HeldBalloon::settle`] until free memory is
 //! in it, then per entry [`HeldBalloon::reset_window`] and [`HeldBalloon::held`]; move with
@@ -18,15 +19,22 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::aim::Aim;
-use super::balloon::{Balloon, Killer, page_size};
+use super::balloon::{Balloon, Killer};
 use super::bands::{self, Bounds};
-use super::safety::{self, Safety, Violation, mib};
+use super::safety::Safety;
+use crate::band::{self, Band};
 use crate::record::{Metrics, Row};
 use crate::sample::PROC;
 use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
 use crate::sample::reach::{self, Reach};
-use crate::sample::zoneinfo::{Band, Watermarks, ZoneId};
+use crate::sample::zoneinfo::{Watermarks, ZoneId};
+use crate::words;
+
+mod step;
+
+use procfs::page_size;
+use step::Action;
 
 /// Readings in the band, in a row, before a band counts as reached.
 const SETTLED_READS: u32 = 4;
@@ -513,10 +521,10 @@ impl HeldBalloon {
                 let detail = settling.map_or("no reading yet".to_string(), |s| {
                     format!(
                         "free memory is {}, the band {} is [{}, {}) and the balloon holds {} MiB",
-                        mib(s.free_pages),
-                        bands::interval(s.band),
-                        mib(s.aim.bounds.lower),
-                        s.aim.bounds.upper.map_or("inf".to_string(), mib),
+                        words::pages(s.free_pages),
+                        band::interval(s.band),
+                        words::pages(s.aim.bounds.lower),
+                        s.aim.bounds.upper.map_or("inf".to_string(), words::pages),
                         s.balloon_bytes >> 20
                     )
                 });
@@ -688,32 +696,8 @@ impl LateStep {
                  too slowly to hold a band (a hypervisor backing guest memory on first touch), \
                  so the balloon was killed to give its memory back",
                 late.as_secs(),
-                mib(free)
+                words::pages(free)
             ),
-        }
-    }
-}
-
-/// Whether a violation of the safety rules aborts the hold, and why. Below the floor, the
-/// balloon first gives memory back (the adjustment shrinks it to the aim); the hold is aborted
-/// if that is not enough by the next reading, or if there was nothing to give back.
-fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -> Option<String> {
-    match violation {
-        None => {
-            state.below_floor = false;
-            None
-        }
-        Some(Violation::Stalls(reason)) => Some(reason),
-        Some(Violation::BelowFloor(reason)) if balloon_empty => {
-            Some(format!("{reason}, with the balloon already empty"))
-        }
-        Some(Violation::BelowFloor(reason)) if state.below_floor => Some(format!(
-            "{reason}, still, after the balloon gave memory back"
-        )),
-        Some(Violation::BelowFloor(_)) => {
-            state.below_floor = true;
-            state.window.floor_crossings += 1;
-            None
         }
     }
 }
@@ -726,48 +710,30 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             return Ok(());
         }
         let reading = shared.watched(STEP_LIMIT, Reading::take)?;
-        let free = reading.reach.free_pages;
         let mut state = shared.lock();
-        let eased = safety::little_to_reclaim(&reading.meminfo, state.eased.is_some());
-        // Baseline holds nothing, so there is no aim to ease.
-        if eased.is_some() && state.band != Band::Baseline && state.window.eased.is_none() {
-            state.window.eased.clone_from(&eased);
-        }
-        state.eased = eased;
-        let aim = Aim::new(
-            state.band,
-            &reading.reach.watermarks,
-            &options.safety,
-            state.eased.is_some(),
-        )?;
+        let action = step::step(&mut state, &reading, &options.safety, balloon.bytes(), page)?;
         shared.reclaim_below.store(
             reading
                 .reach
                 .free_ram_pages_for(reading.reach.watermarks.high),
             Ordering::SeqCst,
         );
-        let violation = options
-            .safety
-            .violation(free, aim.floor, reading.psi.as_ref());
-        let abort = judge(&mut state, violation, balloon.bytes() == 0);
-        if let Some(reason) = abort {
-            drop(state);
-            shared.abort(reason);
-            shared.watched(STEP_LIMIT, || balloon.resize(0))?;
-            let mut state = shared.lock();
-            state.window.balloon_bytes = 0;
-            return Ok(());
-        }
-        let in_band = aim.bounds.contains(free);
-        state.in_band_streak = if in_band { state.in_band_streak + 1 } else { 0 };
-        state.settled |= state.in_band_streak >= SETTLED_READS;
+        let resize = match action {
+            Action::Abort(reason) => {
+                drop(state);
+                shared.abort(reason);
+                shared.watched(STEP_LIMIT, || balloon.resize(0))?;
+                let mut state = shared.lock();
+                state.window.balloon_bytes = 0;
+                return Ok(());
+            }
+            Action::Hold(resize) => resize,
+        };
         let band = state.band;
         let settled = state.settled;
-        state.window.record(&reading.reach, &aim, balloon.bytes());
-        state.last = Some((reading.reach.clone(), aim));
         drop(state);
 
-        if let Some(pages) = aim.next_balloon(free, balloon.bytes() / page) {
+        if let Some(pages) = resize {
             let growth = (pages * page).saturating_sub(balloon.bytes());
             let limit = STEP_LIMIT + Duration::from_secs(growth / GROW_BYTES_PER_SECOND);
             shared.watched(limit, || balloon.resize(pages * page))?;
@@ -810,7 +776,7 @@ mod tests {
 
     /// A hold without its threads, its last reading taken from the captured zoneinfo.
     fn held_after_one_reading() -> HeldBalloon {
-        let reach = reading(include_str!("../sample/testdata/zoneinfo"));
+        let reach = reading(include_str!("../../sample/testdata/zoneinfo"));
         let aim = Aim::new(Band::High, &reach.watermarks, &Safety::default(), false).unwrap();
         let mut window = BandHeld::new(
             Band::High,
@@ -886,7 +852,7 @@ mod tests {
     /// commands.csv needs the same columns for every entry, read or not.
     #[test]
     fn a_window_writes_the_same_documented_columns_before_and_after_readings() {
-        let captured = reading(include_str!("../sample/testdata/zoneinfo"));
+        let captured = reading(include_str!("../../sample/testdata/zoneinfo"));
         let marks = captured.watermarks;
         let aim = Aim::new(Band::High, &marks, &Safety::default(), false).unwrap();
         let mut window = BandHeld::new(
@@ -902,7 +868,7 @@ mod tests {
         assert_eq!(empty.get("pressure_zone_0_Normal_lowest_band"), Some(""));
 
         window.record(&captured, &aim, 4096);
-        let at_low = reading(&include_str!("../sample/testdata/zoneinfo").replacen(
+        let at_low = reading(&include_str!("../../sample/testdata/zoneinfo").replacen(
             "pages free     2080781",
             "pages free     16426",
             1,

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::experiment::{BandResult, Outcome};
-use super::kernel::{Figure, Source};
-use super::safety::mib_number;
+use crate::pressure::experiment::{BandResult, Outcome};
+use crate::pressure::kernel::{Figure, Source};
+use crate::words;
 
 /// Columns padded to their widest cell; the first left-aligned, the others right-aligned.
 fn render(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -41,7 +41,7 @@ fn figure(figure: Option<Figure>, decimals: usize) -> String {
 fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
     let baseline = results
         .iter()
-        .find(|r| r.band == crate::sample::zoneinfo::Band::Baseline)
+        .find(|r| r.band == crate::band::Band::Baseline)
         .and_then(|r| r.times)
         .map(|t| t.median_ms);
     results
@@ -54,16 +54,18 @@ fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
                 (
                     format!(
                         "{}..{}",
-                        mib_number(held.min_free_pages),
-                        mib_number(held.max_free_pages)
+                        words::pages_in_mib(held.min_free_pages),
+                        words::pages_in_mib(held.max_free_pages)
                     ),
                     format!("{:.0}%", held.in_band_percent()),
                 )
             };
             let band = format!(
                 "[{}, {})",
-                mib_number(held.bounds.lower),
-                held.bounds.upper.map_or("inf".to_string(), mib_number)
+                words::pages_in_mib(held.bounds.lower),
+                held.bounds
+                    .upper
+                    .map_or("inf".to_string(), words::pages_in_mib)
             );
             let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
             let versus = match (r.times, baseline) {
@@ -130,7 +132,7 @@ fn zone_table(results: &[BandResult]) -> Option<String> {
             let mut row = vec![r.band.name().to_string()];
             row.extend(r.held.zones.iter().map(|zone| {
                 match zone.min_usable_pages.zip(zone.lowest_band) {
-                    Some((pages, band)) => format!("{band} ({})", mib_number(pages)),
+                    Some((pages, band)) => format!("{band} ({})", words::pages_in_mib(pages)),
                     None => "-".to_string(),
                 }
             }));
@@ -230,8 +232,8 @@ pub fn render_results(results: &[BandResult]) -> String {
                  describe what was held, {}..{} MiB",
                 result.band,
                 held.in_band_percent(),
-                mib_number(held.min_free_pages),
-                mib_number(held.max_free_pages)
+                words::pages_in_mib(held.min_free_pages),
+                words::pages_in_mib(held.max_free_pages)
             );
         }
         if held.late_steps > 0 {

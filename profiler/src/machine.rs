@@ -1,12 +1,10 @@
-//! Facts about the machine a run ran on, in the harness's terms (its log header line 1)
-//! and in full (meta.json).
+//! Facts about the machine a run or an experiment ran on, in full (meta.json); the harness
+//! log's header line 1 is written from them (`output::harness_log`).
 
 use std::fs;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-
-use crate::output::harness_log;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
@@ -35,31 +33,19 @@ impl Machine {
             })
             .unwrap_or("unknown")
             .to_owned();
-        let meminfo = meminfo()?;
+        let memory = memory_kb()?;
         // SAFETY: sysconf has no preconditions.
         let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
         Ok(Machine {
             arch: harness_arch(&uname.machine),
             brand,
             cores,
-            memory_total_kb: meminfo.0,
-            memory_available_kb: meminfo.1,
+            memory_total_kb: memory.0,
+            memory_available_kb: memory.1,
             kernel_release: uname.release,
             kernel_version: uname.version,
             hostname: uname.nodename,
         })
-    }
-
-    /// Header line 1 of the harness log: memory in whole GiB, truncated as `int()` would.
-    pub fn harness(&self) -> harness_log::Machine {
-        let gib = |kb: u64| (kb / (1024 * 1024)).to_string();
-        harness_log::Machine {
-            arch: self.arch.clone(),
-            brand: self.brand.clone(),
-            cores: self.cores.to_string(),
-            memory_total: gib(self.memory_total_kb),
-            memory_available: gib(self.memory_available_kb),
-        }
     }
 }
 
@@ -101,7 +87,7 @@ fn uname() -> Result<Uname> {
 }
 
 /// MemTotal and MemAvailable, in kB.
-fn meminfo() -> Result<(u64, u64)> {
+pub fn memory_kb() -> Result<(u64, u64)> {
     use procfs::Current as _;
     let meminfo = procfs::Meminfo::current().context("reading /proc/meminfo")?;
     Ok((

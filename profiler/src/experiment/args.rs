@@ -4,9 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::bands;
 use super::units::{parse_cpus, parse_size};
-use crate::sample::zoneinfo::Band;
+use crate::band::{self, Band};
 
 const LONG_ABOUT: &str = "\
 Hold free memory in each band between the kernel's zone watermarks and time what allocating \
@@ -77,7 +76,7 @@ Examples:
 pub struct PressureArgs {
     /// Bands to hold, visited from the most free memory down [default: all four; with
     /// --quick: baseline,promo,high].
-    #[arg(long, value_delimiter = ',', value_parser = bands::parse, value_name = "BANDS")]
+    #[arg(long, value_delimiter = ',', value_parser = band::parse, value_name = "BANDS")]
     pub levels: Option<Vec<Band>>,
 
     /// Iterations per band [default: 1000; with --quick: 50].
@@ -136,9 +135,9 @@ impl PressureArgs {
         let chosen = match (&self.levels, self.quick) {
             (Some(levels), _) => levels.clone(),
             (None, true) => vec![Band::Baseline, Band::Promo, Band::High],
-            (None, false) => bands::HOLDABLE.to_vec(),
+            (None, false) => band::HOLDABLE.to_vec(),
         };
-        bands::HOLDABLE
+        band::HOLDABLE
             .into_iter()
             .filter(|band| chosen.contains(band))
             .collect()
@@ -180,7 +179,7 @@ mod tests {
         assert_eq!(quick.iterations(), 50);
         let chosen = parse(&["--quick", "--levels", "low,baseline"]);
         assert_eq!(chosen.levels(), [Band::Baseline, Band::Low]);
-        assert_eq!(parse(&[]).levels(), bands::HOLDABLE);
+        assert_eq!(parse(&[]).levels(), band::HOLDABLE);
     }
 
     #[test]

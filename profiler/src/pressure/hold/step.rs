@@ -1,0 +1,191 @@
+//! The controller's step: what one reading means for the hold, without I/O, so that every
+//! rule it applies can be tested without root, a balloon or a machine under pressure.
+
+use anyhow::Result;
+
+use super::{Reading, SETTLED_READS, State};
+use crate::band::Band;
+use crate::pressure::aim::Aim;
+use crate::pressure::safety::{self, Safety, Violation};
+
+/// What the controller does after a reading.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Action {
+    /// A safety rule is broken: empty the balloon and end the hold, for this reason.
+    Abort(String),
+    /// Keep holding, first resizing the balloon to this many pages, if any.
+    Hold(Option<u64>),
+}
+
+/// Takes `reading` into the state (easing, settling, the window) and decides on the balloon,
+/// which holds `balloon_bytes` in pages of `page` bytes.
+pub(super) fn step(
+    state: &mut State,
+    reading: &Reading,
+    safety: &Safety,
+    balloon_bytes: u64,
+    page: u64,
+) -> Result<Action> {
+    let free = reading.reach.free_pages;
+    let eased = safety::little_to_reclaim(&reading.meminfo, state.eased.is_some());
+    // Baseline holds nothing, so there is no aim to ease.
+    if eased.is_some() && state.band != Band::Baseline && state.window.eased.is_none() {
+        state.window.eased.clone_from(&eased);
+    }
+    state.eased = eased;
+    let aim = Aim::new(
+        state.band,
+        &reading.reach.watermarks,
+        safety,
+        state.eased.is_some(),
+    )?;
+    let violation = safety.violation(free, aim.floor, reading.psi.as_ref());
+    if let Some(reason) = judge(state, violation, balloon_bytes == 0) {
+        return Ok(Action::Abort(reason));
+    }
+    let in_band = aim.bounds.contains(free);
+    state.in_band_streak = if in_band { state.in_band_streak + 1 } else { 0 };
+    state.settled |= state.in_band_streak >= SETTLED_READS;
+    state.window.record(&reading.reach, &aim, balloon_bytes);
+    state.last = Some((reading.reach.clone(), aim));
+    Ok(Action::Hold(aim.next_balloon(free, balloon_bytes / page)))
+}
+
+/// Whether a violation of the safety rules aborts the hold, and why. Below the floor, the
+/// balloon first gives memory back (the adjustment shrinks it to the aim); the hold is aborted
+/// if that is not enough by the next reading, or if there was nothing to give back.
+fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -> Option<String> {
+    match violation {
+        None => {
+            state.below_floor = false;
+            None
+        }
+        Some(Violation::Stalls(reason)) => Some(reason),
+        Some(Violation::BelowFloor(reason)) if balloon_empty => {
+            Some(format!("{reason}, with the balloon already empty"))
+        }
+        Some(Violation::BelowFloor(reason)) if state.below_floor => Some(format!(
+            "{reason}, still, after the balloon gave memory back"
+        )),
+        Some(Violation::BelowFloor(_)) => {
+            state.below_floor = true;
+            state.window.floor_crossings += 1;
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pressure::hold::BandHeld;
+    use crate::sample::{meminfo, reach};
+
+    const CAPTURED: &str = include_str!("../../sample/testdata/zoneinfo");
+    const PAGE: u64 = 4096;
+
+    /// The captured machine with DMA32 and Normal at these free pages; no PSI, so only the
+    /// floor can be broken.
+    fn reading(dma32_free: u64, normal_free: u64) -> Reading {
+        let zoneinfo = CAPTURED
+            .replacen(
+                "pages free     772808",
+                &format!("pages free     {dma32_free}"),
+                1,
+            )
+            .replacen(
+                "pages free     2080781",
+                &format!("pages free     {normal_free}"),
+                1,
+            );
+        Reading {
+            reach: reach::parse(&zoneinfo).unwrap(),
+            psi: None,
+            meminfo: meminfo::parse(include_str!("../../sample/testdata/meminfo")).unwrap(),
+        }
+    }
+
+    fn holding_high() -> State {
+        let reach = reading(772808, 2080781).reach;
+        let aim = Aim::new(Band::High, &reach.watermarks, &Safety::default(), false).unwrap();
+        State {
+            band: Band::High,
+            settled: false,
+            in_band_streak: 0,
+            below_floor: false,
+            window: BandHeld::new(
+                Band::High,
+                aim.bounds,
+                reach.watermarks,
+                0,
+                reach.zones.iter().map(|zone| zone.id.clone()),
+            ),
+            last: None,
+            eased: None,
+            aborted: None,
+        }
+    }
+
+    /// High is [21,094, 25,312) usable pages here; DMA32 keeps 10,624 back.
+    #[test]
+    fn far_above_the_band_the_balloon_grows_and_the_band_is_not_reached() {
+        let mut state = holding_high();
+        let action = step(
+            &mut state,
+            &reading(772808, 2080781),
+            &Safety::default(),
+            0,
+            PAGE,
+        );
+        let Ok(Action::Hold(Some(pages))) = action else {
+            panic!("{action:?}");
+        };
+        assert!(pages > 0);
+        assert_eq!((state.in_band_streak, state.settled), (0, false));
+        assert_eq!(state.window.reads, 1);
+        assert!(state.last.is_some());
+    }
+
+    #[test]
+    fn the_band_is_reached_after_settled_reads_in_a_row() {
+        let mut state = holding_high();
+        let in_band = reading(10624 + 4666, 18000);
+        for read in 1..=SETTLED_READS {
+            assert!(!state.settled, "read {read}");
+            let action = step(&mut state, &in_band, &Safety::default(), 1 << 30, PAGE).unwrap();
+            assert!(matches!(action, Action::Hold(_)), "{action:?}");
+        }
+        assert!(state.settled);
+        assert_eq!(state.window.in_band_reads, u64::from(SETTLED_READS));
+    }
+
+    #[test]
+    fn below_the_floor_the_balloon_shrinks_once_then_the_hold_aborts() {
+        let mut state = holding_high();
+        let below = reading(10624 + 4666, 1000);
+        let action = step(&mut state, &below, &Safety::default(), 1 << 30, PAGE).unwrap();
+        let Action::Hold(Some(pages)) = action else {
+            panic!("{action:?}");
+        };
+        assert!(pages < (1 << 30) / PAGE);
+        assert_eq!(state.window.floor_crossings, 1);
+        let action = step(&mut state, &below, &Safety::default(), 1 << 30, PAGE).unwrap();
+        let Action::Abort(reason) = action else {
+            panic!("{action:?}");
+        };
+        assert!(
+            reason.contains("after the balloon gave memory back"),
+            "{reason}"
+        );
+
+        let mut state = holding_high();
+        let action = step(&mut state, &below, &Safety::default(), 0, PAGE).unwrap();
+        let Action::Abort(reason) = action else {
+            panic!("{action:?}");
+        };
+        assert!(
+            reason.contains("with the balloon already empty"),
+            "{reason}"
+        );
+    }
+}
