@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use skillprof::hostctl::{Client, HostProcess, HostSpec, Samples, SkillsDir};
+use skillprof::hostctl::{Client, HostProcess, HostSpec, SampleSkills, SkillsDir};
 use skillprof::stats::nearest_rank;
 
 const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];
@@ -40,7 +40,7 @@ impl Figures {
 #[tokio::main]
 async fn main() -> Result<()> {
     let options = parse_options()?;
-    let samples = Samples::beside_executable()?;
+    let samples = SampleSkills::beside_executable()?;
     let hey = find_hey()?;
     let mut results = Vec::new();
     for allocator in ALLOCATORS {
@@ -140,7 +140,7 @@ impl Bench {
 
 async fn measure(
     allocator: &str,
-    samples: &Samples,
+    samples: &SampleSkills,
     hey: &Path,
     options: &Options,
 ) -> Result<Figures> {

@@ -23,7 +23,7 @@ pub use args::PressureArgs;
 use crate::band::Band;
 use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
-use crate::output::pressure_csv::SamplesCsv;
+use crate::output::pressure_csv::PressureCsv;
 use crate::output::{harness_log, meta};
 use crate::pressure::aim;
 use crate::pressure::balloon::Balloon;
@@ -296,7 +296,7 @@ fn run_experiment(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
     let (samples, readings) = mpsc::channel();
     let samples_path = folder.join("pressure_samples.csv");
     let writer = write_samples(
-        SamplesCsv::create(&samples_path, started, page_size())?,
+        PressureCsv::create(&samples_path, started, page_size())?,
         readings,
     );
     let held = Balloon::hold(
@@ -402,7 +402,7 @@ fn start_probes(bands: usize, info: &mut ProbesInfo) -> Option<ProbeSession> {
 
 /// Writes the controller's readings as they come, until the controller ends.
 fn write_samples(
-    mut csv: SamplesCsv,
+    mut csv: PressureCsv,
     readings: mpsc::Receiver<HoldSample>,
 ) -> JoinHandle<Result<()>> {
     std::thread::spawn(move || {

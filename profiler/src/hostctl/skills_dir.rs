@@ -57,13 +57,13 @@ impl SkillsDir {
 
 /// Where the sample skill components are (`cargo xtask build-skills` writes them to
 /// `build/skills/` in the repository).
-pub struct Samples {
+pub struct SampleSkills {
     dir: PathBuf,
 }
 
-impl Samples {
+impl SampleSkills {
     pub fn new(dir: &Path) -> Self {
-        Samples {
+        SampleSkills {
             dir: dir.to_path_buf(),
         }
     }
@@ -77,7 +77,7 @@ impl Samples {
             .take(4)
             .map(|dir| dir.join("build/skills"))
             .find(|dir| dir.is_dir())
-            .map(|dir| Samples { dir })
+            .map(|dir| SampleSkills { dir })
             .with_context(|| {
                 format!(
                     "no build/skills folder above {}: run `cargo xtask build-skills`, or pass --samples DIR",

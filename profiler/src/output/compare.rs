@@ -2,7 +2,7 @@
 //! harness's eval printed them, so that old and new tables can be diffed.
 
 use super::commands_csv;
-use super::harness_log::{self, Entry, RunLog};
+use super::harness_log::{self, LoggedEntry, RunLog};
 use crate::words::thousands;
 use anyhow::{Context, ensure};
 use chrono::NaiveDateTime;
@@ -318,7 +318,7 @@ struct Row<'a> {
     /// The entry's position in the workload, 0-based.
     step: usize,
     run: &'a Run,
-    entry: &'a Entry,
+    entry: &'a LoggedEntry,
     took_vs_a: String,
     rss_diff_vs_a: String,
     /// The --extended values, each with its vs a(%).

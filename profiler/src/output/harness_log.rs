@@ -79,7 +79,7 @@ pub struct Header {
 /// the host is gone and rss and vms read 0.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
+pub struct LoggedEntry {
     #[serde(rename = "took", with = "in_a_string")]
     pub took_ms: u64,
     #[serde(rename = "rss_diff", with = "in_a_string")]
@@ -94,10 +94,10 @@ pub struct Entry {
     pub cmd: String,
 }
 
-impl From<&EntryMeasure> for Entry {
+impl From<&EntryMeasure> for LoggedEntry {
     /// The entry as the harness logged it: whole milliseconds, truncated.
     fn from(measure: &EntryMeasure) -> Self {
-        Entry {
+        LoggedEntry {
             took_ms: measure.took.as_millis() as u64,
             rss_diff_kb: measure.rss_diff_kb(),
             rss_kb: measure.rss_after_kb(),
@@ -111,7 +111,7 @@ impl From<&EntryMeasure> for Entry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunLog {
     pub header: Header,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<LoggedEntry>,
 }
 
 impl RunLog {
@@ -181,7 +181,7 @@ impl<W: Write> LogWriter<W> {
     }
 
     /// Writes and flushes one entry line.
-    pub fn write_entry(&mut self, entry: &Entry) -> io::Result<()> {
+    pub fn write_entry(&mut self, entry: &LoggedEntry) -> io::Result<()> {
         write_line(&mut self.out, entry)?;
         self.out.flush()
     }
@@ -385,7 +385,7 @@ mod tests {
         assert_eq!(log.entries.len(), 9);
         assert_eq!(
             log.entries[8],
-            Entry {
+            LoggedEntry {
                 took_ms: 6067,
                 rss_diff_kb: -1537472,
                 rss_kb: 0,
@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn escapes_like_python_json_dumps() {
         // json.dumps({"took": "1", ..., "cmd": "execute_all Zoë \"😀\"\\\x7f\t"})
-        let entry = Entry {
+        let entry = LoggedEntry {
             took_ms: 1,
             rss_diff_kb: -2,
             rss_kb: 3,

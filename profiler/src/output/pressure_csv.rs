@@ -43,16 +43,16 @@ use super::commands_csv::CommandsCsv;
 use crate::pressure::HoldSample;
 use crate::record::Row;
 
-pub struct SamplesCsv {
+pub struct PressureCsv {
     rows: CommandsCsv,
     started: Instant,
     page_kb: u64,
 }
 
-impl SamplesCsv {
+impl PressureCsv {
     /// `started`: the instant `t_s` counts from.
     pub fn create(path: &Path, started: Instant, page_bytes: u64) -> Result<Self> {
-        Ok(SamplesCsv {
+        Ok(PressureCsv {
             rows: CommandsCsv::create(path)?,
             started,
             page_kb: page_bytes / 1024,

@@ -10,7 +10,7 @@
 //! `record::Metrics`), [`ProbeSession::stop_timeline`] and [`stop_breakdown`] for the stop,
 //! and [`ProbeSession::costs`] for the profiler's own cost.
 
-mod command;
+mod cli;
 mod events;
 mod formats;
 mod majflt;
@@ -24,7 +24,7 @@ pub mod stop;
 pub mod tables;
 mod tracefs;
 
-pub use command::{ProbesArgs, is_required, run};
+pub use cli::{ProbesArgs, is_required, run};
 pub use metrics::{Column, ProbeMetrics, columns, documentation as column_documentation};
 pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
 pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};

@@ -266,7 +266,7 @@ mod tests {
     use super::*;
 
     const BEGIN: &str =
-        "<!-- columns: generated from profiler/src/record.rs; a test keeps this list true -->\n";
+        "<!-- columns: generated from profiler/src/record/ and probes/metrics.rs; a test keeps this list true -->\n";
     const END: &str = "<!-- end columns -->";
 
     /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites the README's table.

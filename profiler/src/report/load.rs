@@ -34,7 +34,7 @@ pub struct Run {
     /// Each entry's paragraph of explain.md, in entry order (empty if the run has none).
     pub explanations: Vec<String>,
     pub samples: Samples,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<EntrySpan>,
     /// How the entries were placed on the sampler's clock, in words.
     pub alignment: String,
     pub events: Option<Events>,
@@ -234,7 +234,7 @@ impl Samples {
 
 /// One entry on the sampler's clock.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct EntrySpan {
     pub index: usize,
     pub cmd: String,
     pub begin_s: f64,
@@ -399,7 +399,7 @@ impl Run {
     }
 }
 
-fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<Entry>, String)> {
+fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<EntrySpan>, String)> {
     let mut first_tag: BTreeMap<usize, f64> = BTreeMap::new();
     for (t, entry) in samples.t_s.iter().zip(&samples.entry) {
         if let Some(entry) = entry {
@@ -431,7 +431,7 @@ fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<Entry>, String)
                 }
             }
         };
-        entries.push(Entry {
+        entries.push(EntrySpan {
             index: i,
             cmd: row.get("cmd").unwrap_or("?").to_owned(),
             begin_s,
@@ -464,7 +464,7 @@ fn median(values: &[f64]) -> Option<f64> {
     stats::upper_median(&sorted)
 }
 
-fn read_events(path: &Path, entries: &[Entry]) -> Result<Events> {
+fn read_events(path: &Path, entries: &[EntrySpan]) -> Result<Events> {
     let mut csv = csv::ReaderBuilder::new()
         .flexible(true)
         .from_path(path)
@@ -509,7 +509,7 @@ fn read_events(path: &Path, entries: &[Entry]) -> Result<Events> {
 /// Every entry gives bounds: its first event cannot come before it began, its last not after
 /// the next entry began (the probes attribute events to the entry last marked). The offset is the middle of the range all entries allow; its slack
 /// is half that range. Events keep their order and spacing: only the whole set moves.
-fn clock_offset(events: &[Event], entries: &[Entry]) -> Result<(i128, f64)> {
+fn clock_offset(events: &[Event], entries: &[EntrySpan]) -> Result<(i128, f64)> {
     let mut first: BTreeMap<u32, u64> = BTreeMap::new();
     let mut last: BTreeMap<u32, u64> = BTreeMap::new();
     for event in events {
@@ -569,8 +569,8 @@ mod tests {
         }
     }
 
-    fn entry(index: usize, begin_s: f64, end_s: f64) -> Entry {
-        Entry {
+    fn entry(index: usize, begin_s: f64, end_s: f64) -> EntrySpan {
+        EntrySpan {
             index,
             cmd: format!("e{index}"),
             begin_s,

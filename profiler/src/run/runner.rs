@@ -13,7 +13,7 @@ use sha1::{Digest, Sha1};
 
 use crate::cmds::{Command, Entry, InFlightCap, Plan};
 use crate::hostctl::{
-    ExitWatch, HostProcess, HostSpec, Samples, SkillsDir, process::SKILLHOST_ARGS,
+    ExitWatch, HostProcess, HostSpec, SampleSkills, SkillsDir, process::SKILLHOST_ARGS,
 };
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
@@ -44,8 +44,8 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         .with_context(|| format!("creating the run folder {}", folder.display()))?;
     let spec = host_spec(&args)?;
     let samples = match &args.samples {
-        Some(dir) => Samples::new(dir),
-        None => Samples::beside_executable()?,
+        Some(dir) => SampleSkills::new(dir),
+        None => SampleSkills::beside_executable()?,
     };
     let machine = Machine::read()?;
     let cmds_file = args.cmds.display().to_string();
@@ -145,7 +145,7 @@ impl Run {
         args: &RunArgs,
         plan: &Plan,
         spec: &HostSpec,
-        samples: &Samples,
+        samples: &SampleSkills,
         signals: &mut Signals,
     ) -> Result<(), Abort> {
         let skills = SkillsDir::create(&self.folder.join("skills"))?;
@@ -262,7 +262,7 @@ impl Run {
     /// Hands one finished entry to every output, each flushed to disk.
     fn record(&mut self, record: EntryRecord, row: &Row) -> Result<()> {
         let measure = &record.measure;
-        let logged = harness_log::Entry::from(measure);
+        let logged = harness_log::LoggedEntry::from(measure);
         self.log.write_entry(&logged)?;
         self.commands.write(row)?;
         self.entries_done += 1;

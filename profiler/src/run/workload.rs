@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap};
-use crate::hostctl::{Client, Reply, Samples, SkillsDir};
+use crate::hostctl::{Client, Reply, SampleSkills, SkillsDir};
 use crate::record::Outcome;
 
 impl Outcome {
@@ -90,7 +90,7 @@ impl Workload {
     pub fn new(
         client: Client,
         skills: SkillsDir,
-        samples: &Samples,
+        samples: &SampleSkills,
         cap: InFlightCap,
         list_timeout: Duration,
     ) -> Result<Self> {

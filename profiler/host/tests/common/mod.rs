@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use skillprof::hostctl::{Client, HostProcess, HostSpec, Samples, SkillsDir};
+use skillprof::hostctl::{Client, HostProcess, HostSpec, SampleSkills, SkillsDir};
 use tempfile::TempDir;
 
 /// A component from `cargo xtask build-skills`; a missing one fails the test loudly.
 pub fn skill(name: &str) -> PathBuf {
-    Samples::beside_executable()
+    SampleSkills::beside_executable()
         .and_then(|samples| samples.path(name))
         .unwrap_or_else(|e| panic!("{e:#} (scripts/test.sh does)"))
 }

@@ -480,7 +480,7 @@ pub fn rss_over_time(runs: &[&Run]) -> Result<Figure> {
     let shifted: Vec<_> = a
         .entries
         .iter()
-        .map(|e| crate::report::load::Entry {
+        .map(|e| crate::report::load::EntrySpan {
             begin_s: e.begin_s - a_start,
             end_s: e.end_s - a_start,
             ..e.clone()

@@ -17,7 +17,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::load::Entry;
+use super::load::EntrySpan;
 
 /// A plot of the report, or the reason it has none.
 pub struct Figure {
@@ -206,7 +206,7 @@ pub fn strip<'b>(
 /// chart): `#i` where an entry is wide enough, `#i–j` for a run of narrow ones.
 pub fn shade_entries<Y>(
     chart: &mut TimeChart<'_, '_, Y>,
-    entries: &[Entry],
+    entries: &[EntrySpan],
     x: &Range<f64>,
     (bottom, top): (f64, f64),
     labels: Option<&DrawingArea<SVGBackend<'_>, Shift>>,
@@ -259,7 +259,7 @@ where
 
 /// Consecutive entries gathered until their span is at least `min_px` wide; the tail keeps
 /// a label of its own (the last entry, usually `stop`, matters).
-pub fn label_groups(entries: &[Entry], px_per_s: f64, min_px: f64) -> Vec<Range<usize>> {
+pub fn label_groups(entries: &[EntrySpan], px_per_s: f64, min_px: f64) -> Vec<Range<usize>> {
     let mut groups: Vec<Range<usize>> = Vec::new();
     let mut start = 0;
     for i in 0..entries.len() {
@@ -279,8 +279,8 @@ pub fn label_groups(entries: &[Entry], px_per_s: f64, min_px: f64) -> Vec<Range<
 mod tests {
     use super::*;
 
-    fn entry(index: usize, begin_s: f64, end_s: f64) -> Entry {
-        Entry {
+    fn entry(index: usize, begin_s: f64, end_s: f64) -> EntrySpan {
+        EntrySpan {
             index,
             cmd: String::new(),
             begin_s,
