@@ -22,6 +22,24 @@ pub fn upper_median<T: Copy>(sorted: &[T]) -> Option<T> {
     sorted.get(sorted.len() / 2).copied()
 }
 
+/// A bootstrap 95% confidence interval of the median of `values`: the 2.5th and 97.5th
+/// percentiles of the medians of `resamples` resamples drawn with replacement. `seed` makes
+/// it repeatable. `values` must not be empty.
+pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut medians: Vec<f64> = (0..resamples.max(1))
+        .map(|_| {
+            let mut sample: Vec<f64> = (0..values.len())
+                .map(|_| values[rng.usize(..values.len())])
+                .collect();
+            sample.sort_by(f64::total_cmp);
+            median(&sample)
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    (nearest_rank(&medians, 0.025), nearest_rank(&medians, 0.975))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,6 +51,15 @@ mod tests {
         assert_eq!(nearest_rank(&values, 0.99), 99);
         assert_eq!(nearest_rank(&values, 1.0), 100);
         assert_eq!(nearest_rank(&[7], 0.0), 7);
+    }
+
+    #[test]
+    fn the_median_ci_brackets_the_median_and_narrows_with_agreement() {
+        let spread: Vec<f64> = (0..31).map(f64::from).collect();
+        let (lo, hi) = median_ci(&spread, 2000, 7);
+        assert!(lo <= 15.0 && 15.0 <= hi, "[{lo}, {hi}]");
+        assert!(hi - lo < 20.0, "[{lo}, {hi}]");
+        assert_eq!(median_ci(&[4.0; 9], 500, 7), (4.0, 4.0));
     }
 
     #[test]

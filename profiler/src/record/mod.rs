@@ -265,8 +265,7 @@ pub fn columns_markdown() -> String {
 mod tests {
     use super::*;
 
-    const BEGIN: &str =
-        "<!-- columns: generated from profiler/src/record/ and probes/metrics.rs; a test keeps this list true -->\n";
+    const BEGIN: &str = "<!-- columns: generated from profiler/src/record/ and probes/metrics.rs; a test keeps this list true -->\n";
     const END: &str = "<!-- end columns -->";
 
     /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites the README's table.
