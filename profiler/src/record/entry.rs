@@ -34,7 +34,7 @@ impl EntryRecord {
 
 /// The runner's own measurements of one entry: identity, wall time, the host's memory and
 /// faults at the two boundaries, the requests, and for `stop` how the host ended.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EntryMeasure {
     pub index: usize,
     pub cmd: String,
@@ -134,12 +134,10 @@ fn ms_per_tick() -> f64 {
 
 impl Metrics for EntryMeasure {
     fn write(&self, row: &mut Row) {
-        row.int("index", self.index as u64).text("cmd", &self.cmd);
-        match self.line {
-            Some(line) => row.int("line", line as u64),
-            None => row.missing("line"),
-        };
-        row.int("repeat", self.repeat)
+        row.int("index", self.index as u64)
+            .text("cmd", &self.cmd)
+            .int_or_empty("line", self.line.map(|line| line as u64))
+            .int("repeat", self.repeat)
             .float("started_s", self.started.as_secs_f64())
             .float("took_ms", self.took.as_secs_f64() * 1e3)
             .int("rss_before_kb", self.before.rss_kb)
@@ -174,12 +172,12 @@ impl Metrics for EntryMeasure {
             None => row.missing("host_instantiate_ms").missing("host_call_ms"),
         };
         row.float("listing_ms", self.outcome.listing.as_secs_f64() * 1e3);
-        match &self.stopped {
-            Some(stopped) => row
-                .text("exit_status", stopped.status.to_string())
-                .int("killed", u8::from(stopped.killed)),
-            None => row.missing("exit_status").missing("killed"),
-        };
+        let stopped = self.stopped.as_ref();
+        row.text_or_empty(
+            "exit_status",
+            stopped.map(|s| s.status.to_string()).as_deref(),
+        )
+        .int_or_empty("killed", stopped.map(|s| u8::from(s.killed)));
     }
 }
 

@@ -1,7 +1,7 @@
-//! The result record: one per entry, the single contract between measuring and reporting.
-//! Every metric group writes itself into a [`Row`] of named cells; `commands.csv`, the run
-//! log and the explanations are views of those rows. A new metric is added in one place,
-//! its group, and documented once, in [`columns`].
+//! The result record: one per entry ([`EntryRecord`]), the contract between measuring and
+//! reporting. explain reads its typed fields; each metric group also writes itself into a
+//! [`Row`] of named cells, from which `commands.csv` is written, and every column is
+//! documented once, in [`columns`].
 
 mod entry;
 

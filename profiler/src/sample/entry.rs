@@ -45,10 +45,10 @@ pub struct EntrySampling {
 
 impl Metrics for EntrySampling {
     fn write(&self, row: &mut Row) {
-        int_or_missing(row, "rss_peak_kb", self.rss_peak_kb);
-        row.int("samples", self.samples);
-        int_or_missing(row, "psi_some_us", self.psi_some_us);
-        int_or_missing(row, "psi_full_us", self.psi_full_us);
+        row.int_or_empty("rss_peak_kb", self.rss_peak_kb)
+            .int("samples", self.samples)
+            .int_or_empty("psi_some_us", self.psi_some_us)
+            .int_or_empty("psi_full_us", self.psi_full_us);
         match self.cpu {
             Some(cpu) => row
                 .float("cpu_busy_pct", cpu.busy_pct)
@@ -58,27 +58,13 @@ impl Metrics for EntrySampling {
         row.int("zones_min_free_pages", self.zones_lowest.free_pages)
             .text("zones_lowest_band", self.zones_lowest.band.name());
         for (zone, lowest) in &self.zone_lowest {
-            int_or_missing(
-                row,
-                zone.column("min_free_pages"),
-                lowest.map(|l| l.free_pages),
-            );
-            match lowest {
-                Some(lowest) => row.text(zone.column("lowest_band"), lowest.band.name()),
-                None => row.missing(zone.column("lowest_band")),
-            };
+            row.int_or_empty(zone.column("min_free_pages"), lowest.map(|l| l.free_pages))
+                .text_or_empty(zone.column("lowest_band"), lowest.map(|l| l.band.name()));
         }
         for (counter, change) in &self.vmstat {
             row.int(format!("vmstat_{counter}"), *change);
         }
     }
-}
-
-fn int_or_missing(row: &mut Row, name: impl Into<String>, value: Option<u64>) {
-    match value {
-        Some(value) => row.int(name, value),
-        None => row.missing(name),
-    };
 }
 
 /// An entry being sampled.
