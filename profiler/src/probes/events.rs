@@ -52,7 +52,7 @@ impl EventStream {
                         let stopping = stop.load(Ordering::Acquire);
                         let mut drained = 0u64;
                         while let Some(item) = ring.next() {
-                            if let Some(header) = read::<EventHeader>(&item, 0) {
+                            if let Some(header) = read::<EventHeader>(&item) {
                                 write_event(&mut out, &header, &item[size_of::<EventHeader>()..])?;
                                 drained += 1;
                             }
@@ -106,10 +106,10 @@ impl Drop for EventStream {
     }
 }
 
-/// A `T` at `offset` of a ring item, if the item is long enough. Items are not aligned for
+/// The `T` at the start of `bytes`, if they are long enough. Ring items are not aligned for
 /// `T`, so it is copied out.
-fn read<T: aya::Pod>(item: &[u8], offset: usize) -> Option<T> {
-    let bytes = item.get(offset..offset + size_of::<T>())?;
+fn read<T: aya::Pod>(bytes: &[u8]) -> Option<T> {
+    let bytes = bytes.get(..size_of::<T>())?;
     // SAFETY: `T` is plain data (`Pod`: any bit pattern is valid) and `bytes` holds exactly
     // its size.
     Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
@@ -147,7 +147,7 @@ fn describe(
 ) -> Option<(&'static str, String)> {
     Some(match kind {
         EventKind::Syscall => {
-            let e: SyscallEvent = read(body, 0)?;
+            let e: SyscallEvent = read(body)?;
             let name = SYSCALL_NAMES
                 .get(e.syscall as usize)
                 .copied()
@@ -168,7 +168,7 @@ fn describe(
             (name, fields)
         }
         EventKind::UserFault => {
-            let e: UserFaultEvent = read(body, 0)?;
+            let e: UserFaultEvent = read(body)?;
             (
                 "fault",
                 format!(
@@ -180,7 +180,7 @@ fn describe(
             )
         }
         EventKind::HandledFault => {
-            let e: HandledFaultEvent = read(body, 0)?;
+            let e: HandledFaultEvent = read(body)?;
             (
                 "fault",
                 format!(
@@ -194,25 +194,25 @@ fn describe(
             )
         }
         EventKind::KernelFault => {
-            let e: KernelFaultEvent = read(body, 0)?;
+            let e: KernelFaultEvent = read(body)?;
             (
                 "fault_kernel",
                 format!("address={:#x} write={}", e.address, e.write),
             )
         }
         EventKind::KswapdWake => {
-            let e: KswapdWakeEvent = read(body, 0)?;
+            let e: KswapdWakeEvent = read(body)?;
             ("kswapd_wake", format!("nid={} order={}", e.nid, e.order))
         }
         EventKind::KswapdSleep => {
-            let e: KswapdSleepEvent = read(body, 0)?;
+            let e: KswapdSleepEvent = read(body)?;
             (
                 "kswapd_sleep",
                 format!("nid={} awake_ns={}", e.nid, e.awake_ns),
             )
         }
         EventKind::WakeupKswapd => {
-            let e: WakeupKswapdEvent = read(body, 0)?;
+            let e: WakeupKswapdEvent = read(body)?;
             (
                 "wakeup_kswapd",
                 format!(
@@ -222,21 +222,21 @@ fn describe(
             )
         }
         EventKind::DirectReclaim => {
-            let e: DirectReclaimEvent = read(body, 0)?;
+            let e: DirectReclaimEvent = read(body)?;
             (
                 "direct_reclaim",
                 format!("reclaimed={} ns={} host={}", e.reclaimed, e.ns, e.by_host),
             )
         }
         EventKind::MemcgReclaim => {
-            let e: MemcgReclaimEvent = read(body, 0)?;
+            let e: MemcgReclaimEvent = read(body)?;
             (
                 "memcg_reclaim",
                 format!("reclaimed={} ns={} host={}", e.reclaimed, e.ns, e.by_host),
             )
         }
         EventKind::LruInactive => {
-            let e: LruInactiveEvent = read(body, 0)?;
+            let e: LruInactiveEvent = read(body)?;
             (
                 "lru_shrink_inactive",
                 format!(
@@ -249,7 +249,7 @@ fn describe(
             )
         }
         EventKind::LruActive => {
-            let e: LruActiveEvent = read(body, 0)?;
+            let e: LruActiveEvent = read(body)?;
             (
                 "lru_shrink_active",
                 format!(
@@ -262,15 +262,15 @@ fn describe(
             )
         }
         EventKind::ShrinkNode => {
-            let e: ShrinkNodeEvent = read(body, 0)?;
+            let e: ShrinkNodeEvent = read(body)?;
             ("shrink_node", format!("ctx={} ns={}", ctx(e.ctx), e.ns))
         }
         EventKind::ShrinkSlab => {
-            let e: ShrinkSlabEvent = read(body, 0)?;
+            let e: ShrinkSlabEvent = read(body)?;
             ("shrink_slab", format!("freed={} ns={}", e.freed, e.ns))
         }
         EventKind::Throttled => {
-            let e: ThrottledEvent = read(body, 0)?;
+            let e: ThrottledEvent = read(body)?;
             (
                 "throttled",
                 format!(
@@ -280,16 +280,16 @@ fn describe(
             )
         }
         EventKind::SignalDeliver => {
-            let e: SignalDeliverEvent = read(body, 0)?;
+            let e: SignalDeliverEvent = read(body)?;
             ("signal_deliver", format!("sig={}", e.signal))
         }
         EventKind::ExitGroup => {
-            let e: ExitGroupEvent = read(body, 0)?;
+            let e: ExitGroupEvent = read(body)?;
             ("exit_group", format!("code={}", e.code as i64))
         }
         EventKind::ProcessExit => ("thread_exit", String::new()),
         EventKind::ExitMmap => {
-            let e: ExitMmapEvent = read(body, 0)?;
+            let e: ExitMmapEvent = read(body)?;
             let name = if e.end == 0 {
                 "exit_mmap_start"
             } else {
@@ -298,14 +298,14 @@ fn describe(
             (name, String::new())
         }
         EventKind::RssTeardown => {
-            let e: RssTeardownEvent = read(body, 0)?;
+            let e: RssTeardownEvent = read(body)?;
             (
                 "rss_teardown",
                 format!("member={} bytes={} curr={}", e.member, e.bytes, e.own_task),
             )
         }
         EventKind::NotifyParent => {
-            let e: NotifyParentEvent = read(body, 0)?;
+            let e: NotifyParentEvent = read(body)?;
             ("notify_parent", format!("sig={}", e.signal))
         }
     })
