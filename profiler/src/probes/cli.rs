@@ -6,6 +6,7 @@ use std::{path::PathBuf, thread, time::Duration};
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Args;
 use serde::Serialize;
+use skillprof_common::SYS_MMAP;
 
 use crate::record::{Metrics as _, Row};
 
@@ -105,13 +106,9 @@ pub fn run(args: ProbesArgs) -> Result<()> {
     thread::sleep(Duration::from_secs(args.seconds));
     let metrics = session.entry(0)?;
     let events_written = session.finish_events()?;
-    let syscalls_attached = session
-        .statuses()
-        .iter()
-        .any(|s| s.probe == "syscalls" && s.attached);
-    let mmap = syscalls_attached.then(|| MmapCount {
-        calls: metrics.value("mmap_calls").unwrap_or(0.0) as u64,
-        bytes: metrics.value("mmap_bytes").unwrap_or(0.0) as u64,
+    let mmap = metrics.read("syscalls", |c| MmapCount {
+        calls: c.syscalls[SYS_MMAP].calls,
+        bytes: c.syscalls[SYS_MMAP].bytes,
     });
     let mut cells = Row::default();
     metrics.write(&mut cells);

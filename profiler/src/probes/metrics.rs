@@ -44,12 +44,6 @@ impl ProbeMetrics {
             .then(|| figure(&self.counters))
     }
 
-    /// The value of one of [`columns`], as written to the row (`None`: not measured).
-    pub fn value(&self, column: &str) -> Option<f64> {
-        let spec = columns().iter().find(|c| c.name == column)?;
-        self.measured(spec)
-    }
-
     fn measured(&self, spec: &Column) -> Option<f64> {
         let mechanism = self.attached.get(spec.probe);
         let count = |read: &Read| read(&self.counters) as f64;
@@ -352,7 +346,6 @@ mod tests {
         assert_eq!(row.get("faults_user"), Some(""));
         assert_eq!(row.get("majflt_perf"), Some("2"));
         assert_eq!(row.get("events_lost"), Some(""));
-        assert_eq!(metrics.value("mmap_calls"), Some(3.0));
         assert_eq!(metrics.read("syscalls", |c| c.syscalls[0].calls), Some(3));
         assert_eq!(metrics.read("page_faults", |c| c.faults.user), None);
     }
