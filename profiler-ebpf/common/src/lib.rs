@@ -291,6 +291,17 @@ pub struct Counters {
     pub events: EventCounts,
 }
 
+impl Counters {
+    /// LRU shrinking over every reclaim context (the host's own is a subset of these).
+    pub fn lru_total(&self) -> LruCounts {
+        let mut total = LruCounts::default();
+        for ctx in &self.lru {
+            total.combine(ctx);
+        }
+        total
+    }
+}
+
 impl Combine for Counters {
     fn combine(&mut self, other: &Self) {
         self.syscalls.combine(&other.syscalls);

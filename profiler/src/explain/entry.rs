@@ -5,7 +5,7 @@
 //! > and on the wire (compile dominated); 1,920 mmap (9.8 GiB virtual), 81,211 page faults
 //! > (97% write); no reclaim.
 
-use skillprof_common::{CTX_NAMES, SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP};
+use skillprof_common::{SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP, advice_class};
 
 use crate::band::Band;
 use crate::record::EntryRecord;
@@ -151,20 +151,20 @@ fn reserved(record: &EntryRecord) -> Option<String> {
 
 /// mmap, munmap, madvise and mprotect, with their bytes: how the address space moved.
 fn address_space(record: &EntryRecord) -> Option<String> {
-    let syscalls = record.probe("syscalls", |c| (c.syscalls, c.madvise[0]))?;
+    let counters = record.probe("syscalls", |c| *c)?;
     let mut calls = Vec::new();
     for (syscall, name, what) in [
         (SYS_MMAP, "mmap", "virtual"),
         (SYS_MUNMAP, "munmap", "unmapped"),
         (SYS_MREMAP, "mremap", "remapped"),
     ] {
-        let counts = syscalls.0[syscall];
+        let counts = counters.syscalls[syscall];
         if counts.calls != 0 {
             let size = format!(" ({} {what})", bytes(counts.bytes as f64));
             calls.push(format!("{} {name}{size}", count(counts.calls as f64)));
         }
     }
-    let dontneed = syscalls.1;
+    let dontneed = counters.madvise[advice_class(libc::MADV_DONTNEED as u64)];
     if dontneed.calls != 0 {
         // The pooling allocator decommits a slot this way when an instance ends, for reuse.
         calls.push(format!(
@@ -173,7 +173,7 @@ fn address_space(record: &EntryRecord) -> Option<String> {
             bytes(dontneed.bytes as f64)
         ));
     }
-    let mprotect = syscalls.0[SYS_MPROTECT].calls;
+    let mprotect = counters.syscalls[SYS_MPROTECT].calls;
     if mprotect != 0 {
         calls.push(format!("{} mprotect", count(mprotect as f64)));
     }
@@ -236,16 +236,10 @@ fn reclaim(record: &EntryRecord) -> String {
             ms(kswapd.awake_ns as f64 / 1e6)
         ));
     }
-    // Over every reclaim context; lru_host is a subset of these.
     let lru = record
-        .probe("lru_shrink", |c| {
-            c.lru
-                .iter()
-                .take(CTX_NAMES.len())
-                .fold((0, 0), |(s, r), ctx| (s + ctx.scanned, r + ctx.reclaimed))
-        })
+        .probe("lru_shrink", |c| c.lru_total())
         .unwrap_or_default();
-    let (scanned, reclaimed) = (lru.0 as f64, lru.1 as f64);
+    let (scanned, reclaimed) = (lru.scanned as f64, lru.reclaimed as f64);
     if scanned > 0.0 {
         seen.push(format!(
             "LRU {} pages scanned, {} reclaimed",

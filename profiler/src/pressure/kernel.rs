@@ -120,11 +120,9 @@ impl KernelMetrics {
         })
     }
 
-    /// An LRU figure summed over the reclaim contexts (the host's own is a subset of them).
+    /// An LRU figure over every reclaim context.
     fn lru(&self, figure: impl Fn(&LruCounts) -> u64) -> Option<Figure> {
-        self.probe("lru_shrink", |c| {
-            c.lru.iter().map(&figure).sum::<u64>() as f64
-        })
+        self.probe("lru_shrink", |c| figure(&c.lru_total()) as f64)
     }
 
     /// The sum of the vmstat counters `counted` picks; `None` if it picks none.
