@@ -11,7 +11,10 @@ use std::fmt;
 /// [high, promo), high [low, high), low [min, low), min [0, min). Without a promo
 /// watermark, baseline starts at high. Ordered from the most severe, so the lowest band
 /// of several is their `min()`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Band {
     Min,
     Low,

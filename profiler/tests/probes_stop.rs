@@ -17,7 +17,10 @@ use probes_support::{
 };
 use serde_json::json;
 use skillprof::hostctl::process::monotonic_ns;
-use skillprof::probes::{ProbeOptions, ProbeSession, StopTimeline, TeardownSource, stop_breakdown};
+use skillprof::probes::{
+    ProbeOptions, ProbeSession, StopBreakdown, StopTimeline, TeardownSource, stop_breakdown,
+};
+use skillprof::record::Row;
 
 const HOLD_MIB: u64 = 1280;
 const DRAIN_MIB: u64 = 128;
@@ -174,7 +177,8 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
     assert_eq!(int(&stop, "munmap_calls"), DRAIN_MIB / 64);
     assert_eq!(int(&stop, "munmap_bytes"), DRAIN_MIB << 20);
     // The result record's stop columns.
-    let cells = row(&breakdown);
+    let mut cells = Row::default();
+    StopBreakdown::write_cells(Some(&breakdown), &mut cells);
     assert_eq!(
         cells.get("stop_teardown_by"),
         Some(source.as_str()),

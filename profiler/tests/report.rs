@@ -11,7 +11,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use skillprof::explain;
-use skillprof::output::commands_csv;
+use skillprof::output::{commands_csv, entries_jsonl};
+use skillprof::record::EntryRecord;
 
 mod common;
 use common::cli::{describe, run_ok, skillprof, smoke_cmds};
@@ -290,6 +291,14 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
 
     // Every entry in the table, with its explanation and every column.
     let rows = commands_csv::read(&folder.join("commands.csv")).unwrap();
+    // commands.csv is a view of the typed records the report reads: the same cells, to the
+    // byte, from records that went through entries.jsonl and back.
+    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE)).unwrap();
+    let viewed: Vec<_> = records.iter().map(EntryRecord::row).collect();
+    assert_eq!(
+        viewed, rows,
+        "entries.jsonl does not read back as commands.csv"
+    );
     let table = &dom[dom.find("id=\"entries-table\"").unwrap()..];
     let table = &table[..table.find("</table>").unwrap()];
     assert_eq!(

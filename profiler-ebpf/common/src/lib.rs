@@ -138,6 +138,7 @@ macro_rules! counters {
         $(#[$meta])*
         #[repr(C)]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
         pub struct $name {
             $($(#[$doc])* pub $field: u64,)*
         }
@@ -274,6 +275,7 @@ counters! {
 /// numbers above.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 pub struct Counters {
     pub syscalls: [SyscallCounts; SYSCALLS],
     pub madvise: [AdviceCounts; ADVICES],

@@ -38,7 +38,7 @@ pub fn paragraphs(document: &str) -> Vec<String> {
 
 /// Records as the runner fills them, for the tests of each sentence.
 #[cfg(test)]
-mod test_record {
+pub(crate) mod test_record {
     use std::time::Duration;
 
     use skillprof_common::Counters;

@@ -96,8 +96,8 @@ mod tests {
         let mut stop = record("stop", 1220.3);
         stop.measure.after = None;
         stop.measure.stopped = stopped(1220.3);
-        let part = |name, ms: f64| StopPart {
-            name,
+        let part = |name: &str, ms: f64| StopPart {
+            name: name.to_owned(),
             start_ns: 0,
             duration_ns: (ms * 1e6) as u64,
             observed: true,

@@ -7,7 +7,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::fd::OwnedFd;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -84,8 +84,9 @@ impl ExitWatch {
 }
 
 /// How a host ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stopped {
+    #[serde(with = "wait_status")]
     pub status: ExitStatus,
     /// It ignored SIGTERM for the whole grace period and was SIGKILLed.
     pub killed: bool,
@@ -95,6 +96,23 @@ pub struct Stopped {
     /// timestamp with, so kernel events can be placed between the two.
     pub signalled_ns: u64,
     pub reaped_ns: u64,
+}
+
+/// An exit status on disk as the raw wait status it was read from, so that it reads back as
+/// the same status (exit code or signal).
+mod wait_status {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(status: &ExitStatus, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_i32(status.into_raw())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ExitStatus, D::Error> {
+        i32::deserialize(deserializer).map(ExitStatus::from_raw)
+    }
 }
 
 /// CLOCK_MONOTONIC now, in nanoseconds (`bpf_ktime_get_ns` reads the same clock).

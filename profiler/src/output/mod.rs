@@ -3,6 +3,7 @@
 
 pub mod commands_csv;
 pub mod compare;
+pub mod entries_jsonl;
 pub mod harness_log;
 pub mod meta;
 pub mod pressure_csv;

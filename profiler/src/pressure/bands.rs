@@ -6,7 +6,7 @@ use crate::band::Band;
 use crate::sample::zoneinfo::Watermarks;
 
 /// A band's range of free pages: [lower, upper), `upper` None for baseline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Bounds {
     pub lower: u64,
     pub upper: Option<u64>,

@@ -91,7 +91,7 @@ impl Metrics for BandResult {
                 None => row.missing(name),
             };
         }
-        self.held.write(row);
+        BandHeld::write_cells(Some(&self.held), &[], row);
         self.kernel.write(row);
     }
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::kswapd::Kswapd;
 use skillprof_common::{Counters as ProbeCounters, LruCounts};
 
-use crate::probes::{self, ProbeMetrics, ProbeSession};
+use crate::probes::{ProbeMetrics, ProbeSession};
 use crate::record::{Metrics, Row};
 use crate::sample::PROC;
 use crate::sample::psi::{self, Psi};
@@ -209,14 +209,7 @@ impl KernelMetrics {
 /// Every probe column (empty without probes), then the procfs figures.
 impl Metrics for KernelMetrics {
     fn write(&self, row: &mut Row) {
-        match &self.probes {
-            Some(metrics) => metrics.write(row),
-            None => {
-                for column in probes::columns() {
-                    row.missing(&column.name);
-                }
-            }
-        }
+        ProbeMetrics::write_cells(self.probes.as_ref(), row);
         for (name, change) in &self.vmstat {
             row.int(format!("vmstat_{name}"), *change);
         }

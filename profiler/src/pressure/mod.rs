@@ -16,8 +16,8 @@
 //! `pressure_*` columns); [`HeldBalloon::retarget`] and `settle` move to another band;
 //! [`HeldBalloon::release`] (`pressure off`, the end of the run) blocks until the memory is
 //! back. When a safety rule stops the hold, the balloon is already empty and
-//! [`HeldBalloon::aborted`] says why. Entries without a balloon write [`NoBalloon`]: the same
-//! columns, empty.
+//! [`HeldBalloon::aborted`] says why. Entries without a balloon write the same columns, empty
+//! ([`BandHeld::write_cells`]).
 
 pub mod aim;
 pub mod balloon;
@@ -37,9 +37,7 @@ pub mod sysctl;
 pub use aim::Aim;
 pub use balloon::Balloon;
 pub use bands::Bounds;
-pub use hold::{
-    BandHeld, HeldBalloon, HoldOptions, HoldSample, NoBalloon, NotHeld, Settling, ZoneHeld,
-};
+pub use hold::{BandHeld, HeldBalloon, HoldOptions, HoldSample, NotHeld, Settling, ZoneHeld};
 pub use safety::Safety;
 pub use sysctl::{SCALE_FACTOR, SysctlChange};
 

@@ -8,9 +8,10 @@ use clap::Args;
 use serde::Serialize;
 use skillprof_common::SYS_MMAP;
 
-use crate::record::{Metrics as _, Row};
+use crate::record::Row;
 
 use super::{
+    metrics::ProbeMetrics,
     plan::{Mechanism, Outcome, PROBES, ProbeStatus},
     privileges,
     session::{MechanismArgs, ProbeCosts, ProbeSession},
@@ -111,7 +112,7 @@ pub fn run(args: ProbesArgs) -> Result<()> {
         bytes: c.syscalls[SYS_MMAP].bytes,
     });
     let mut cells = Row::default();
-    metrics.write(&mut cells);
+    ProbeMetrics::write_cells(Some(&metrics), &mut cells);
     let mut counts = serde_json::Map::new();
     for (name, value) in cells.names().zip(cells.values()) {
         let number = match value.parse::<u64>() {

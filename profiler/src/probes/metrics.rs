@@ -12,7 +12,7 @@ use skillprof_common::{
 };
 
 use super::plan::Mechanism;
-use crate::record::{Metrics, Row};
+use crate::record::Row;
 
 /// Combines the per-CPU copies of one entry's counters: sums, and maxima for the `*_max`
 /// counters.
@@ -25,7 +25,7 @@ pub fn combine<'a>(per_cpu: impl IntoIterator<Item = &'a Counters>) -> Counters 
 }
 
 /// Everything the probes attributed to one entry.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ProbeMetrics {
     pub(super) counters: Counters,
     /// Per probe name: the mechanism that attached (absent: not attached).
@@ -73,10 +73,12 @@ impl ProbeMetrics {
     }
 }
 
-impl Metrics for ProbeMetrics {
-    fn write(&self, row: &mut Row) {
+impl ProbeMetrics {
+    /// The probe columns of an entry: empty cells without probes (`--no-probes`) or where a
+    /// probe did not attach, so that every row has the same columns.
+    pub fn write_cells(probes: Option<&ProbeMetrics>, row: &mut Row) {
         for spec in columns() {
-            match self.measured(spec) {
+            match probes.and_then(|probes| probes.measured(spec)) {
                 None => row.missing(&spec.name),
                 Some(value) if matches!(spec.value, Value::Scaled(..)) => {
                     row.float(&spec.name, value)
@@ -341,7 +343,7 @@ mod tests {
             streaming: false,
         };
         let mut row = Row::default();
-        metrics.write(&mut row);
+        ProbeMetrics::write_cells(Some(&metrics), &mut row);
         assert_eq!(row.get("mmap_calls"), Some("3"));
         assert_eq!(row.get("faults_user"), Some(""));
         assert_eq!(row.get("majflt_perf"), Some("2"));

@@ -17,15 +17,15 @@
 //! `observed: false`, and one observed out of order is clamped and marked too; so the
 //! breakdown never invents time, and says where it could not cut.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skillprof_common::StopState;
 
-use crate::record::{Metrics, Row};
+use crate::record::Row;
 
 const PAGE: u64 = 4096;
 
 /// How the teardown was bounded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TeardownSource {
     /// fentry/fexit (or kprobes) on exit_mmap.
@@ -126,9 +126,9 @@ impl StopTimeline {
 }
 
 /// One part of the stop time.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StopPart {
-    pub name: &'static str,
+    pub name: String,
     /// CLOCK_MONOTONIC ns at which the part starts.
     pub start_ns: u64,
     pub duration_ns: u64,
@@ -149,7 +149,7 @@ pub const PARTS: [(&str, &str); 6] = [
 ];
 
 /// The stop time cut into parts that sum to it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StopBreakdown {
     pub total_ns: u64,
     pub parts: Vec<StopPart>,
@@ -165,10 +165,10 @@ impl StopBreakdown {
     }
 
     /// (name, duration, detail) for the explanation sentence.
-    pub fn parts(&self) -> impl Iterator<Item = (&'static str, std::time::Duration, &str)> {
+    pub fn parts(&self) -> impl Iterator<Item = (&str, std::time::Duration, &str)> {
         self.parts.iter().map(|p| {
             (
-                p.name,
+                p.name.as_str(),
                 std::time::Duration::from_nanos(p.duration_ns),
                 p.detail.as_str(),
             )
@@ -263,7 +263,7 @@ pub fn stop_breakdown(
             }
         };
         parts.push(StopPart {
-            name,
+            name: name.to_owned(),
             start_ns: previous,
             duration_ns: at - previous,
             observed,
@@ -278,12 +278,6 @@ pub fn stop_breakdown(
         teardown_pages_freed: timeline.teardown_pages_freed,
         drain_munmap_calls: timeline.drain_munmap_calls,
         drain_munmap_bytes: timeline.drain_munmap_bytes,
-    }
-}
-
-impl Metrics for StopBreakdown {
-    fn write(&self, row: &mut Row) {
-        StopBreakdown::write_cells(Some(self), row);
     }
 }
 

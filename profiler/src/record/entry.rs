@@ -6,14 +6,14 @@ use std::time::Duration;
 use crate::hostctl::Stopped;
 use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown};
-use crate::sample::{EntrySampling, process::ProcessStat};
+use crate::sample::{EntrySampling, process::ProcessStat, zoneinfo::ZoneId};
 use crate::stats::nearest_rank;
 use skillprof_common::Counters;
 
 use super::{Metrics, Row};
 
 /// Everything measured of one entry.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EntryRecord {
     pub measure: EntryMeasure,
     pub sampling: EntrySampling,
@@ -25,7 +25,31 @@ pub struct EntryRecord {
     pub pressure: Option<BandHeld>,
 }
 
+/// The entry's commands.csv row: every group's cells, in column order.
+impl Metrics for EntryRecord {
+    fn write(&self, row: &mut Row) {
+        self.measure.write(row);
+        self.sampling.write(row);
+        ProbeMetrics::write_cells(self.probes.as_ref(), row);
+        StopBreakdown::write_cells(self.stop.as_ref(), row);
+        let zones: Vec<ZoneId> = self
+            .sampling
+            .zone_lowest
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect();
+        BandHeld::write_cells(self.pressure.as_ref(), &zones, row);
+    }
+}
+
 impl EntryRecord {
+    /// The entry's commands.csv row.
+    pub fn row(&self) -> Row {
+        let mut row = Row::default();
+        self.write(&mut row);
+        row
+    }
+
     /// A figure of `probe`'s counters; `None` without probes or if that probe did not attach.
     pub fn probe<T>(&self, probe: &str, figure: impl Fn(&Counters) -> T) -> Option<T> {
         self.probes.as_ref()?.read(probe, figure)
@@ -34,7 +58,7 @@ impl EntryRecord {
 
 /// The runner's own measurements of one entry: identity, wall time, the host's memory and
 /// faults at the two boundaries, the requests, and for `stop` how the host ended.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EntryMeasure {
     pub index: usize,
     pub cmd: String,
@@ -52,6 +76,19 @@ pub struct EntryMeasure {
 }
 
 impl EntryMeasure {
+    pub fn took_ms(&self) -> f64 {
+        self.took.as_secs_f64() * 1e3
+    }
+
+    /// Minor and major faults of the host during the entry; `None` once it is gone.
+    pub fn faults(&self) -> Option<(u64, u64)> {
+        let after = self.after.as_ref()?;
+        Some((
+            after.minflt.saturating_sub(self.before.minflt),
+            after.majflt.saturating_sub(self.before.majflt),
+        ))
+    }
+
     /// After `stop` the host is gone: its memory then reads 0, as in the harness.
     pub fn rss_after_kb(&self) -> u64 {
         self.after.as_ref().map_or(0, |after| after.rss_kb)
@@ -139,17 +176,17 @@ impl Metrics for EntryMeasure {
             .int_or_empty("line", self.line.map(|line| line as u64))
             .int("repeat", self.repeat)
             .float("started_s", self.started.as_secs_f64())
-            .float("took_ms", self.took.as_secs_f64() * 1e3)
+            .float("took_ms", self.took_ms())
             .int("rss_before_kb", self.before.rss_kb)
             .int("rss_after_kb", self.rss_after_kb())
             .int("rss_diff_kb", self.rss_diff_kb())
             .int("vms_before_kb", self.before.vms_kb)
             .int("vms_after_kb", self.vms_after_kb())
             .int("vms_diff_kb", self.vms_diff_kb());
-        match (&self.after, self.host_cpu_ms()) {
-            (Some(after), Some(cpu_ms)) => row
-                .int("minflt", after.minflt.saturating_sub(self.before.minflt))
-                .int("majflt", after.majflt.saturating_sub(self.before.majflt))
+        match (&self.after, self.faults(), self.host_cpu_ms()) {
+            (Some(after), Some((minflt, majflt)), Some(cpu_ms)) => row
+                .int("minflt", minflt)
+                .int("majflt", majflt)
                 .int("threads", after.threads)
                 .float("host_cpu_ms", cpu_ms),
             _ => row
@@ -182,7 +219,7 @@ impl Metrics for EntryMeasure {
 }
 
 /// What an entry's requests did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub requests: u64,
     pub errors: u64,
@@ -196,4 +233,40 @@ pub struct Outcome {
     pub host_timed: u64,
     /// Waiting for the host to notice skills directory changes.
     pub listing: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::explain::test_record::{probed, record};
+
+    /// The report reads entries.jsonl where the run wrote commands.csv: a record that went
+    /// through JSON must give the same row, to the byte.
+    #[test]
+    fn a_record_reads_back_as_the_same_row() {
+        let mut stop = probed(record("stop", 1220.3), |c| {
+            c.syscalls[0].calls = 3;
+            c.kswapd.awake_ns = 1_234_567;
+            c.faults.kernel = 9;
+        });
+        stop.measure.after = None;
+        stop.measure.outcome.latencies =
+            vec![Duration::from_micros(1500), Duration::from_millis(7)];
+        stop.measure.stopped = Some(Stopped {
+            status: ExitStatus::from_raw(15),
+            killed: true,
+            took: Duration::from_millis(1220),
+            signalled_ns: 1,
+            reaped_ns: 2,
+        });
+        let json = serde_json::to_string(&stop).unwrap();
+        let back: EntryRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.row(), stop.row());
+        assert_eq!(back.row().get("exit_status"), Some("signal: 15 (SIGTERM)"));
+        assert_eq!(back.row().get("faults_kernel"), Some("9"));
+    }
 }

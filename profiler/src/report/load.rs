@@ -1,6 +1,7 @@
-//! A run folder read back into a typed view for reports: meta.json, commands.csv (one
-//! [`Row`] per entry), samples.csv as columns, events.csv when the run had `--events`, and
-//! each entry's span on one clock.
+//! A run folder read back into a typed view for reports: meta.json, entries.jsonl (the
+//! typed [`EntryRecord`] of every entry, and its commands.csv row as a view of it),
+//! samples.csv as columns, events.csv when the run had `--events`, and each entry's span on
+//! one clock.
 //!
 //! **One clock.** Everything is placed on the sampler's clock (`t_s` of samples.csv, seconds
 //! since the sampler started). An entry starts at its first sample tagged with its index (the
@@ -18,9 +19,9 @@ use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 
 use crate::explain;
-use crate::output::commands_csv;
+use crate::output::entries_jsonl;
 use crate::output::harness_log::{self, RunLog};
-use crate::record::Row;
+use crate::record::{EntryRecord, Row};
 use crate::stats;
 
 /// Everything a report draws from one run folder.
@@ -30,6 +31,9 @@ pub struct Run {
     pub name: String,
     pub meta: Meta,
     pub log: RunLog,
+    /// What each entry measured, as the run recorded it.
+    pub records: Vec<EntryRecord>,
+    /// Each record's commands.csv row, for the table of every column.
     pub rows: Vec<Row>,
     /// Each entry's paragraph of explain.md, in entry order (empty if the run has none).
     pub explanations: Vec<String>,
@@ -327,7 +331,8 @@ impl Run {
         let meta: Meta = serde_json::from_str(&meta_text)
             .with_context(|| format!("reading {}", meta_path.display()))?;
         let log = RunLog::read(&harness_log::locate(folder)?)?;
-        let rows = commands_csv::read(&folder.join("commands.csv"))?;
+        let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
+        let rows = records.iter().map(EntryRecord::row).collect();
         let explanations = match fs::read_to_string(folder.join("explain.md")) {
             Ok(document) => explain::paragraphs(&document),
             Err(_) => Vec::new(),
@@ -339,7 +344,7 @@ impl Run {
             "{} has no samples: the run ended before its first entry",
             samples_path.display()
         );
-        let (entries, alignment) = place_entries(&rows, &samples)?;
+        let (entries, alignment) = place_entries(&records, &samples)?;
         let events_path = folder.join("events.csv");
         let events = if events_path.exists() {
             Some(read_events(&events_path, &entries)?)
@@ -357,6 +362,7 @@ impl Run {
             name,
             meta,
             log,
+            records,
             rows,
             explanations,
             samples,
@@ -385,9 +391,9 @@ impl Run {
         self.meta.probes.as_ref().is_some_and(|p| p.enabled)
     }
 
-    /// A measured number of row `entry`; `None` for an empty cell or a missing column.
-    pub fn cell(&self, entry: usize, column: &str) -> Option<f64> {
-        self.rows.get(entry)?.number(column)
+    /// The record of entry `index`; `None` past the run's last entry.
+    pub fn record(&self, index: usize) -> Option<&EntryRecord> {
+        self.records.get(index)
     }
 
     /// Where in `t_s` the run's entries start and end: [first begin, last end].
@@ -399,7 +405,7 @@ impl Run {
     }
 }
 
-fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<EntrySpan>, String)> {
+fn place_entries(records: &[EntryRecord], samples: &Samples) -> Result<(Vec<EntrySpan>, String)> {
     let mut first_tag: BTreeMap<usize, f64> = BTreeMap::new();
     for (t, entry) in samples.t_s.iter().zip(&samples.entry) {
         if let Some(entry) = entry {
@@ -408,23 +414,24 @@ fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<EntrySpan>, Str
     }
     // For an entry without a tagged sample (none so far): its started_s, moved by the offset
     // the tagged entries show between the two clocks.
-    let offsets: Vec<f64> = rows
+    let started_s = |record: &EntryRecord| record.measure.started.as_secs_f64();
+    let offsets: Vec<f64> = records
         .iter()
         .enumerate()
-        .filter_map(|(i, row)| Some(first_tag.get(&i)? - row.number("started_s")?))
+        .filter_map(|(i, record)| Some(first_tag.get(&i)? - started_s(record)))
         .collect();
     let offset = median(&offsets);
     let mut untagged = Vec::new();
     let mut entries = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let took_ms = row.number("took_ms").unwrap_or(0.0);
+    for (i, record) in records.iter().enumerate() {
+        let took_ms = record.measure.took_ms();
         let begin_s = match first_tag.get(&i) {
             Some(t) => *t,
             None => {
                 untagged.push(i);
-                match (row.number("started_s"), offset) {
-                    (Some(started), Some(offset)) => started + offset,
-                    _ => bail!(
+                match offset {
+                    Some(offset) => started_s(record) + offset,
+                    None => bail!(
                         "cannot place entry {i} on the sampler's clock: no sample is tagged \
                          with it and the run has no other entry to align by"
                     ),
@@ -433,7 +440,7 @@ fn place_entries(rows: &[Row], samples: &Samples) -> Result<(Vec<EntrySpan>, Str
         };
         entries.push(EntrySpan {
             index: i,
-            cmd: row.get("cmd").unwrap_or("?").to_owned(),
+            cmd: record.measure.cmd.clone(),
             begin_s,
             end_s: begin_s + took_ms / 1000.0,
             took_ms,

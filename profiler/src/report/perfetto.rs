@@ -150,22 +150,21 @@ fn write_to(run: &Run, out: &mut dyn Write) -> Result<usize> {
 
 fn entries(trace: &mut Trace, run: &Run) -> Result<()> {
     for entry in &run.entries {
-        let row = &run.rows[entry.index];
+        let record = &run.records[entry.index];
+        let measure = &record.measure;
         let mut args = Map::new();
         args.insert("index".into(), json!(entry.index));
-        for name in [
-            "took_ms",
-            "rss_diff_kb",
-            "rss_peak_kb",
-            "minflt",
-            "majflt",
-            "requests",
-            "executions",
-        ] {
-            if let Some(value) = run.cell(entry.index, name) {
-                args.insert(name.into(), json!(value));
-            }
+        args.insert("took_ms".into(), json!(measure.took_ms()));
+        args.insert("rss_diff_kb".into(), json!(measure.rss_diff_kb()));
+        if let Some(peak) = record.sampling.rss_peak_kb {
+            args.insert("rss_peak_kb".into(), json!(peak));
         }
+        if let Some((minflt, majflt)) = measure.faults() {
+            args.insert("minflt".into(), json!(minflt));
+            args.insert("majflt".into(), json!(majflt));
+        }
+        args.insert("requests".into(), json!(measure.outcome.requests));
+        args.insert("executions".into(), json!(measure.outcome.latencies.len()));
         if let Some(explanation) = run.explanations.get(entry.index) {
             args.insert("explanation".into(), json!(explanation));
         }
@@ -179,12 +178,13 @@ fn entries(trace: &mut Trace, run: &Run) -> Result<()> {
         )?;
         // The stop's parts, in order from its start, inside it (their sum can exceed the
         // entry's took_ms by the rounding of the files: the last part is cut at its end).
-        if row.get("cmd") == Some("stop") && run.cell(entry.index, "stop_total_ms").is_some() {
+        if let Some(stop) = &record.stop {
             let mut start = entry.begin_s;
             for (name, words) in PARTS {
-                let Some(ms) = run.cell(entry.index, &format!("stop_{name}_ms")) else {
+                let Some(part) = stop.part(name) else {
                     continue;
                 };
+                let ms = part.duration_ns as f64 / 1e6;
                 let end = (start + ms / 1000.0).min(entry.end_s);
                 trace.slice(
                     &format!("stop: {}", name.replace('_', " ")),

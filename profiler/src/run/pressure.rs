@@ -1,6 +1,6 @@
 //! The runner's side of memory pressure: a balloon holding free memory in a watermark band
 //! while the workload runs (`--pressure BAND`, or `pressure BAND|off` in the cmds file), and
-//! the same `pressure_*` columns in every row, empty where no balloon was held.
+//! what it held during each entry.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -11,9 +11,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::band::Band;
 use crate::cmds::{Command, Plan};
-use crate::pressure::{Balloon, BandHeld, HeldBalloon, HoldOptions, NoBalloon, NotHeld};
+use crate::pressure::{Balloon, BandHeld, HeldBalloon, HoldOptions, NotHeld};
 use crate::pressure::{SCALE_FACTOR, SysctlChange};
-use crate::record::{Metrics as _, Row};
 
 use super::interrupt::{Abort, Signals};
 use super::progress::Progress;
@@ -46,7 +45,6 @@ pub fn require_root_if_used(
 
 pub struct Pressure {
     balloon: Option<HeldBalloon>,
-    none: NoBalloon,
     settle_timeout: Duration,
     /// What went wrong with holding a band, for meta.json and the end of the run.
     pub notes: Vec<String>,
@@ -57,15 +55,14 @@ pub struct Pressure {
 }
 
 impl Pressure {
-    pub fn new(settle_timeout: Duration) -> Result<Self> {
-        Ok(Pressure {
+    pub fn new(settle_timeout: Duration) -> Self {
+        Pressure {
             balloon: None,
-            none: NoBalloon::new()?,
             settle_timeout,
             notes: Vec::new(),
             balloon_pids: Vec::new(),
             scale: None,
-        })
+        }
     }
 
     /// Sets vm.watermark_scale_factor until [`Pressure::finish`], under a guardian; returns
@@ -171,14 +168,6 @@ impl Pressure {
     /// What the balloon held since the entry began, if one was held.
     pub fn held(&self) -> Option<BandHeld> {
         self.balloon.as_ref().map(|held| held.held())
-    }
-
-    /// The `pressure_*` columns of an entry: empty without a balloon.
-    pub fn write(&self, held: Option<&BandHeld>, row: &mut Row) {
-        match held {
-            Some(held) => held.write(row),
-            None => self.none.write(row),
-        }
     }
 
     /// The end of the run: the balloon's memory back, then the sysctl. What fails is a note;

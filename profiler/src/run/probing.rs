@@ -11,7 +11,6 @@ use crate::probes::{
     self, ProbeCosts, ProbeMetrics, ProbeSession, ProbeStatus, StopBreakdown, Tracefs,
     stop_breakdown,
 };
-use crate::record::{Metrics as _, Row};
 
 use super::args::RunArgs;
 
@@ -110,18 +109,4 @@ fn breakdown(session: &ProbeSession, stopped: &Stopped) -> Result<StopBreakdown>
         stopped.signalled_ns,
         stopped.reaped_ns,
     ))
-}
-
-/// The probe and stop columns of an entry: empty cells where there is nothing to say, so that
-/// every row has the same columns.
-pub fn write(probes: Option<&ProbeMetrics>, stop: Option<&StopBreakdown>, row: &mut Row) {
-    match probes {
-        Some(metrics) => metrics.write(row),
-        None => {
-            for column in probes::columns() {
-                row.missing(&column.name);
-            }
-        }
-    }
-    StopBreakdown::write_cells(stop, row);
 }

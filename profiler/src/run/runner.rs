@@ -15,9 +15,10 @@ use crate::cmds::{Command, Entry, InFlightCap, Plan};
 use crate::hostctl::{
     ExitWatch, HostProcess, HostSpec, SampleSkills, SkillsDir, process::SKILLHOST_ARGS,
 };
+use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
-use crate::record::{EntryMeasure, EntryRecord, Metrics as _, Outcome, Row};
+use crate::record::{EntryMeasure, EntryRecord, Outcome};
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process};
 use crate::{explain, probes, words};
@@ -26,7 +27,7 @@ use super::args::RunArgs;
 use super::info::{CmdsInfo, HostInfo, RunInfo, ScaleFactor, Status};
 use super::interrupt::{Abort, Interruption, Signals};
 use super::pressure::{self as pressure_room, Pressure};
-use super::probing::{self, Probing};
+use super::probing::Probing;
 use super::progress::Progress;
 use super::workload::Workload;
 use crate::machine::Machine;
@@ -103,6 +104,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         progress: Progress::new(plan.entries.len()).into(),
         log: LogWriter::new(log_file, &header)?,
         commands: CommandsCsv::create(&folder.join("commands.csv"))?,
+        entries: EntriesJsonl::create(&folder.join(entries_jsonl::FILE))?,
         samples_csv: Some(SamplesCsv::create(&folder.join("samples.csv"))?),
         meta_path: folder.join("meta.json"),
         entries_done: 0,
@@ -127,6 +129,7 @@ struct Run {
     info: RunInfo,
     log: LogWriter<File>,
     commands: CommandsCsv,
+    entries: EntriesJsonl,
     /// Handed to the sampler when the host is up.
     samples_csv: Option<SamplesCsv>,
     progress: std::sync::Arc<Progress>,
@@ -185,7 +188,7 @@ impl Run {
         self.probing = Some(probing);
         let pressure = self
             .pressure
-            .insert(Pressure::new(Duration::from_secs(args.pressure_timeout_s))?);
+            .insert(Pressure::new(Duration::from_secs(args.pressure_timeout_s)));
         if let Some(during) = args.scale_factor {
             let (before, guardian) = pressure.set_scale_factor(during, &self.progress)?;
             self.info.scale_factor = Some(ScaleFactor { before, during });
@@ -249,22 +252,18 @@ impl Run {
                 stop,
                 pressure: pressure.held(),
             };
-            let mut row = Row::default();
-            record.measure.write(&mut row);
-            record.sampling.write(&mut row);
-            probing::write(record.probes.as_ref(), record.stop.as_ref(), &mut row);
-            pressure.write(record.pressure.as_ref(), &mut row);
-            self.record(record, &row)?;
+            self.record(record)?;
         }
         Ok(())
     }
 
     /// Hands one finished entry to every output, each flushed to disk.
-    fn record(&mut self, record: EntryRecord, row: &Row) -> Result<()> {
+    fn record(&mut self, record: EntryRecord) -> Result<()> {
         let measure = &record.measure;
         let logged = harness_log::LoggedEntry::from(measure);
         self.log.write_entry(&logged)?;
-        self.commands.write(row)?;
+        self.commands.write(&record.row())?;
+        self.entries.write(&record)?;
         self.entries_done += 1;
         self.info.entries_run = self.entries_done;
         self.info.request_errors += measure.outcome.errors;

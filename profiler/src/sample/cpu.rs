@@ -18,7 +18,7 @@ pub struct CpuTimes {
 }
 
 /// The share of the CPUs busy and stolen between two readings, in percent of all CPU time.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CpuShare {
     pub busy_pct: f64,
     pub steal_pct: f64,

@@ -8,7 +8,7 @@ use super::{Sample, cpu::CpuShare, psi::Psi, system::Counters, zoneinfo::ZoneId}
 
 /// How low free pages got: the fewest free pages, and the most severe band. The two can
 /// come from different samples, because watermarks move as zones grow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Lowest {
     pub free_pages: u64,
     pub band: Band,
@@ -24,7 +24,7 @@ impl Lowest {
 }
 
 /// The sampler's measurements of one entry.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EntrySampling {
     /// Samples taken during the entry, both boundary samples included.
     pub samples: u64,

@@ -7,7 +7,7 @@ use std::{
 
 /// Memory in KB as psutil's `memory_info()` reports rss and vms, which the 2024 harness
 /// logged; faults are the process's own (children's are not included).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessStat {
     pub rss_kb: u64,
     pub vms_kb: u64,

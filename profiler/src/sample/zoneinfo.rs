@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use super::read_proc_file;
 use crate::band::Band;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ZoneId {
     pub node: u32,
     pub name: String,
@@ -28,7 +28,7 @@ impl ZoneId {
 }
 
 /// In pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Watermarks {
     pub min: u64,
     pub low: u64,

@@ -16,8 +16,8 @@ use std::{
 
 use serde_json::{Value, json};
 use skillprof::{
-    probes::{Mechanism, Outcome, PROBES, ProbeStatus},
-    record::{Metrics, Row},
+    probes::{Mechanism, Outcome, PROBES, ProbeMetrics, ProbeStatus},
+    record::Row,
     sample::process::{self, ProcessStat},
 };
 
@@ -94,9 +94,9 @@ pub fn kernel_stat(pid: u32) -> ProcessStat {
 }
 
 /// The metrics as the result record's cells.
-pub fn row(metrics: &impl Metrics) -> Row {
+pub fn row(metrics: &ProbeMetrics) -> Row {
     let mut row = Row::default();
-    metrics.write(&mut row);
+    ProbeMetrics::write_cells(Some(metrics), &mut row);
     row
 }
 

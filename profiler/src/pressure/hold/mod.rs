@@ -23,7 +23,7 @@ use super::balloon::{Balloon, Killer};
 use super::bands::{self, Bounds};
 use super::safety::Safety;
 use crate::band::{self, Band};
-use crate::record::{Metrics, Row};
+use crate::record::Row;
 use crate::sample::PROC;
 use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
@@ -88,7 +88,7 @@ pub struct HoldSample {
 
 /// One populated zone over a window: its own usable free pages against its own watermarks.
 /// `None` while not read, and always for a zone that cannot serve user memory (DMA).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ZoneHeld {
     pub id: ZoneId,
     pub min_usable_pages: Option<u64>,
@@ -99,7 +99,7 @@ pub struct ZoneHeld {
 /// `reset_window`), from the readings taken every interval. A window `reset_window` starts
 /// opens with the reading before it, so that an entry shorter than the interval still says
 /// where free memory was.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BandHeld {
     /// The band aimed at.
     pub band: Band,
@@ -207,87 +207,50 @@ impl BandHeld {
     }
 }
 
-/// The per-entry "band actually held" columns (`pressure_*` in `record::columns()`).
-impl Metrics for BandHeld {
-    fn write(&self, row: &mut Row) {
+impl BandHeld {
+    /// The per-entry "band actually held" columns (`pressure_*` in `record::columns()`): all
+    /// empty without a balloon, so that commands.csv keeps one set of columns when a workload
+    /// turns pressure on and off. `zones` names the per-zone columns when there is no balloon.
+    pub fn write_cells(held: Option<&BandHeld>, zones: &[ZoneId], row: &mut Row) {
         let kb = |pages: u64| pages * page_size() / 1024;
-        row.text("pressure_band", self.band.name())
-            .int("pressure_reads", self.reads);
-        if self.reads == 0 {
-            for name in [
-                "pressure_in_band_pct",
-                "pressure_min_free_kb",
-                "pressure_max_free_kb",
-                "pressure_lowest_band",
-                "pressure_highest_band",
-            ] {
-                row.missing(name);
-            }
-        } else {
-            row.float("pressure_in_band_pct", self.in_band_percent())
-                .int("pressure_min_free_kb", kb(self.min_free_pages))
-                .int("pressure_max_free_kb", kb(self.max_free_pages))
-                .text("pressure_lowest_band", self.lowest_band.name())
-                .text("pressure_highest_band", self.highest_band.name());
-        }
-        row.int("pressure_band_lower_kb", kb(self.bounds.lower));
-        match self.bounds.upper {
-            Some(upper) => row.int("pressure_band_upper_kb", kb(upper)),
-            None => row.missing("pressure_band_upper_kb"),
+        let read = held.filter(|held| held.reads > 0);
+        row.text_or_empty("pressure_band", held.map(|h| h.band.name()))
+            .int_or_empty("pressure_reads", held.map(|h| h.reads))
+            .float_or_empty("pressure_in_band_pct", read.map(BandHeld::in_band_percent))
+            .int_or_empty("pressure_min_free_kb", read.map(|h| kb(h.min_free_pages)))
+            .int_or_empty("pressure_max_free_kb", read.map(|h| kb(h.max_free_pages)))
+            .text_or_empty("pressure_lowest_band", read.map(|h| h.lowest_band.name()))
+            .text_or_empty("pressure_highest_band", read.map(|h| h.highest_band.name()))
+            .int_or_empty("pressure_band_lower_kb", held.map(|h| kb(h.bounds.lower)))
+            .int_or_empty(
+                "pressure_band_upper_kb",
+                held.and_then(|h| h.bounds.upper).map(kb),
+            )
+            .int_or_empty("pressure_balloon_kb", held.map(|h| h.balloon_bytes / 1024))
+            .int_or_empty(
+                "pressure_balloon_max_kb",
+                held.map(|h| h.max_balloon_bytes / 1024),
+            )
+            .int_or_empty("pressure_adjustments", held.map(|h| h.adjustments))
+            .int_or_empty("pressure_floor_crossings", held.map(|h| h.floor_crossings))
+            .int_or_empty("pressure_late_steps", held.map(|h| h.late_steps))
+            .int_or_empty("pressure_slowest_step_ms", held.map(|h| h.slowest_step_ms));
+        let unread = |id: &ZoneId| ZoneHeld {
+            id: id.clone(),
+            min_usable_pages: None,
+            lowest_band: None,
         };
-        row.int("pressure_balloon_kb", self.balloon_bytes / 1024)
-            .int("pressure_balloon_max_kb", self.max_balloon_bytes / 1024)
-            .int("pressure_adjustments", self.adjustments)
-            .int("pressure_floor_crossings", self.floor_crossings)
-            .int("pressure_late_steps", self.late_steps)
-            .int("pressure_slowest_step_ms", self.slowest_step_ms);
-        for zone in &self.zones {
+        let zones = match held {
+            Some(held) => held.zones.clone(),
+            None => zones.iter().map(unread).collect(),
+        };
+        for zone in &zones {
             let column = |what: &str| format!("pressure_{}", zone.id.column(what));
-            match zone.min_usable_pages.zip(zone.lowest_band) {
-                Some((pages, band)) => row
-                    .int(column("min_usable_kb"), kb(pages))
-                    .text(column("lowest_band"), band.name()),
-                None => row
-                    .missing(column("min_usable_kb"))
-                    .missing(column("lowest_band")),
-            };
+            row.int_or_empty(column("min_usable_kb"), zone.min_usable_pages.map(kb))
+                .text_or_empty(column("lowest_band"), zone.lowest_band.map(Band::name));
         }
-        row.text("pressure_eased", self.eased.clone().unwrap_or_default())
-            .text("pressure_aborted", self.aborted.clone().unwrap_or_default());
-    }
-}
-
-/// The `pressure_*` cells of an entry without a balloon: the same columns as [`BandHeld`],
-/// all empty, so that commands.csv keeps one set of columns when a workload turns pressure on
-/// and off.
-pub struct NoBalloon {
-    template: BandHeld,
-}
-
-impl NoBalloon {
-    /// Reads which zones there are (the per-zone columns).
-    pub fn new() -> Result<NoBalloon> {
-        let reach = reach::read(Path::new(PROC))?;
-        let bounds = bands::bounds(Band::Baseline, &reach.watermarks)?;
-        Ok(NoBalloon {
-            template: BandHeld::new(
-                Band::Baseline,
-                bounds,
-                reach.watermarks,
-                0,
-                reach.zones.iter().map(|zone| zone.id.clone()),
-            ),
-        })
-    }
-}
-
-impl Metrics for NoBalloon {
-    fn write(&self, row: &mut Row) {
-        let mut cells = Row::default();
-        self.template.write(&mut cells);
-        for name in cells.names() {
-            row.missing(name);
-        }
+        row.text_or_empty("pressure_eased", held.and_then(|h| h.eased.as_deref()))
+            .text_or_empty("pressure_aborted", held.and_then(|h| h.aborted.as_deref()));
     }
 }
 
@@ -862,8 +825,16 @@ mod tests {
             0,
             captured.zones.iter().map(|zone| zone.id.clone()),
         );
+        let zones: Vec<ZoneId> = captured.zones.iter().map(|zone| zone.id.clone()).collect();
+        let mut none = Row::default();
+        BandHeld::write_cells(None, &zones, &mut none);
+        assert!(none.values().all(str::is_empty));
         let mut empty = Row::default();
-        window.write(&mut empty);
+        BandHeld::write_cells(Some(&window), &[], &mut empty);
+        assert_eq!(
+            none.names().collect::<Vec<_>>(),
+            empty.names().collect::<Vec<_>>()
+        );
         assert_eq!(empty.get("pressure_min_free_kb"), Some(""));
         assert_eq!(empty.get("pressure_zone_0_Normal_lowest_band"), Some(""));
 
@@ -875,7 +846,7 @@ mod tests {
         ));
         window.record(&at_low, &aim, 8192);
         let mut read = Row::default();
-        window.write(&mut read);
+        BandHeld::write_cells(Some(&window), &[], &mut read);
         assert_eq!(
             empty.names().collect::<Vec<_>>(),
             read.names().collect::<Vec<_>>()

@@ -13,7 +13,7 @@ use super::{
     run_colour, shade_entries, short,
 };
 use crate::probes::stop::PARTS;
-use crate::report::load::{Run, SYSCALLS};
+use crate::report::load::Run;
 use crate::words;
 
 /// Each part of the stop's colour, in `probes::stop::PARTS` order.
@@ -21,16 +21,18 @@ const STOP_COLOURS: [RGBColor; PARTS.len()] = [GREY, BLUE, GREEN, RED, PURPLE, B
 
 /// The stop row's parts in ms, if the run measured them.
 pub fn stop_parts(run: &Run) -> Option<(Vec<f64>, f64)> {
-    let index = run
-        .rows
+    let stop = run
+        .records
         .iter()
-        .rposition(|row| row.get("cmd") == Some("stop"))?;
-    let total = run.cell(index, "stop_total_ms")?;
+        .rfind(|record| record.measure.cmd == "stop")?
+        .stop
+        .as_ref()?;
+    let ms = |ns: u64| ns as f64 / 1e6;
     let parts = PARTS
         .iter()
-        .map(|(name, _)| run.cell(index, &format!("stop_{name}_ms")).unwrap_or(0.0))
+        .map(|(name, _)| stop.part(name).map_or(0.0, |part| ms(part.duration_ns)))
         .collect();
-    Some((parts, total))
+    Some((parts, ms(stop.total_ns)))
 }
 
 pub fn stop(runs: &[&Run]) -> Result<Figure> {
@@ -43,10 +45,11 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
     if measured.is_empty() {
         let why = if runs.iter().any(|run| !run.probes_live()) {
             "not measured: the stop breakdown comes from the probes, which were off (--no-probes)"
-        } else if runs
-            .iter()
-            .all(|run| run.rows.iter().all(|row| row.get("cmd") != Some("stop")))
-        {
+        } else if runs.iter().all(|run| {
+            run.records
+                .iter()
+                .all(|record| record.measure.cmd != "stop")
+        }) {
             "the run ended before its stop entry"
         } else {
             "not measured: the exit probes did not attach"
@@ -189,21 +192,24 @@ pub const METRICS: [Metric; 4] = [
         id: "compare-time",
         title: "Time per entry",
         unit: "ms",
-        value: |run, i| run.cell(i, "took_ms"),
+        value: |run, i| Some(run.record(i)?.measure.took_ms()),
         about: "wall time of each entry (took_ms)",
     },
     Metric {
         id: "compare-rss",
         title: "RSS change per entry",
         unit: "MiB",
-        value: |run, i| Some(run.cell(i, "rss_diff_kb")? / 1024.0),
+        value: |run, i| Some(run.record(i)?.measure.rss_diff_kb() as f64 / 1024.0),
         about: "how much resident memory each entry left behind (rss_diff_kb); negative is memory given back",
     },
     Metric {
         id: "compare-faults",
         title: "Page faults per entry",
         unit: "faults",
-        value: |run, i| Some(run.cell(i, "minflt")? + run.cell(i, "majflt")?),
+        value: |run, i| {
+            let (minflt, majflt) = run.record(i)?.measure.faults()?;
+            Some((minflt + majflt) as f64)
+        },
         about: "minor + major page faults of the host during each entry (/proc/PID/stat)",
     },
     Metric {
@@ -211,11 +217,9 @@ pub const METRICS: [Metric; 4] = [
         title: "Memory syscalls per entry",
         unit: "calls",
         value: |run, i| {
-            let calls: Vec<f64> = SYSCALLS
-                .iter()
-                .filter_map(|name| run.cell(i, &format!("{name}_calls")))
-                .collect();
-            (!calls.is_empty()).then(|| calls.iter().sum())
+            run.record(i)?.probe("syscalls", |c| {
+                c.syscalls.iter().map(|kind| kind.calls).sum::<u64>() as f64
+            })
         },
         about: "mmap + munmap + mremap + mprotect + madvise + brk calls of the host during each entry (probes; absent where probes were off)",
     },
@@ -252,7 +256,7 @@ pub fn ratio(value: Option<f64>, base: Option<f64>) -> String {
 const NAMES: u32 = 300;
 
 pub fn compare(runs: &[&Run], metric: &Metric) -> Result<Figure> {
-    let entries = runs[0].rows.len();
+    let entries = runs[0].records.len();
     let values: Vec<Vec<Option<f64>>> = runs
         .iter()
         .map(|run| (0..entries).map(|i| (metric.value)(run, i)).collect())
@@ -436,7 +440,9 @@ impl Bars<'_, '_, '_> {
 
 /// `#i cmd`, shortened to fit the column of names.
 pub fn entry_label(run: &Run, entry: usize) -> String {
-    let cmd = run.rows[entry].get("cmd").unwrap_or("?");
+    let cmd = run
+        .record(entry)
+        .map_or("?", |record| record.measure.cmd.as_str());
     let mut label = format!("#{entry} {cmd}");
     if label.chars().count() > 40 {
         label = label.chars().take(39).collect::<String>() + "…";

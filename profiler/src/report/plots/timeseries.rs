@@ -443,21 +443,19 @@ fn syscall_steps(run: &Run) -> Syscalls {
             "not measured: probes were off for this run (--no-probes)".to_owned(),
         );
     }
-    let measured =
-        |name: &str| (0..run.rows.len()).any(|i| run.cell(i, &format!("{name}_calls")).is_some());
-    if !SYSCALLS.iter().any(|name| measured(name)) {
+    let calls =
+        |i: usize, kind: usize| run.record(i)?.probe("syscalls", |c| c.syscalls[kind].calls);
+    if !(0..run.records.len()).any(|i| calls(i, 0).is_some()) {
         return Syscalls::Absent("not measured: the syscalls probe did not attach".to_owned());
     }
     let series = SYSCALLS
         .iter()
-        .filter(|name| {
-            (0..run.rows.len()).any(|i| run.cell(i, &format!("{name}_calls")).unwrap_or(0.0) > 0.0)
-        })
-        .map(|name| {
-            let column = format!("{name}_calls");
+        .enumerate()
+        .filter(|(kind, _)| (0..run.records.len()).any(|i| calls(i, *kind).unwrap_or(0) > 0))
+        .map(|(kind, name)| {
             (
                 name.to_string(),
-                entry_averages(run, |i| run.cell(i, &column)),
+                entry_averages(run, |i| calls(i, kind).map(|calls| calls as f64)),
             )
         })
         .collect();
@@ -539,9 +537,9 @@ fn zones(run: &Run) -> Result<Figure> {
         Ok(())
     })?;
     let lowest = run
-        .rows
+        .records
         .iter()
-        .filter_map(|row| Band::from_name(row.get("zones_lowest_band")?))
+        .map(|record| record.sampling.zones_lowest.band)
         .min()
         .map_or("not recorded", Band::name);
     Ok(Figure::svg(
@@ -746,10 +744,14 @@ fn reclaim(run: &Run) -> Result<Figure> {
         ));
     }
     let x = x_range(run);
-    let total = |column: &str| -> Option<f64> {
-        let values: Vec<f64> = (0..run.rows.len())
-            .filter_map(|i| run.cell(i, column))
-            .collect();
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let kswapd_awake_ms = |i: usize| run.record(i)?.probe("kswapd", |c| ms(c.kswapd.awake_ns));
+    let direct_reclaim_ms = |i: usize| {
+        run.record(i)?
+            .probe("direct_reclaim", |c| ms(c.direct.host_ns))
+    };
+    let total = |value: &dyn Fn(usize) -> Option<f64>| -> Option<f64> {
+        let values: Vec<f64> = (0..run.records.len()).filter_map(value).collect();
         (!values.is_empty()).then(|| values.iter().sum())
     };
     let (kswapd, direct, others, from_events) = match &run.events {
@@ -778,11 +780,10 @@ fn reclaim(run: &Run) -> Result<Figure> {
             )
         }
         None => {
-            let kswapd = total("kswapd_awake_ms")
-                .map(|_| entry_averages(run, |i| Some(run.cell(i, "kswapd_awake_ms")? / 10.0)));
             // ms per ms * 100 = %; kswapd_awake_ms / took_s = ms/s; / 10 = % of the time.
-            let direct = total("direct_reclaim_ms")
-                .map(|_| entry_averages(run, |i| run.cell(i, "direct_reclaim_ms")));
+            let kswapd = total(&kswapd_awake_ms)
+                .map(|_| entry_averages(run, |i| Some(kswapd_awake_ms(i)? / 10.0)));
+            let direct = total(&direct_reclaim_ms).map(|_| entry_averages(run, direct_reclaim_ms));
             (kswapd, direct, None, false)
         }
     };
@@ -846,15 +847,18 @@ fn reclaim(run: &Run) -> Result<Figure> {
         }
         Ok(())
     })?;
-    let wakes = total("kswapd_wakes");
-    let count = total("direct_reclaim_count");
+    let wakes = total(&|i| run.record(i)?.probe("kswapd", |c| c.kswapd.wakes as f64));
+    let count = total(&|i| {
+        run.record(i)?
+            .probe("direct_reclaim", |c| c.direct.host as f64)
+    });
     let summary = match (wakes, count) {
         (Some(w), Some(c)) => format!(
             "Over the run kswapd woke {} time(s) and the host reclaimed directly {} time(s) \
              ({} in all).",
             words::count(w),
             words::count(c),
-            words::ms(total("direct_reclaim_ms").unwrap_or(0.0))
+            words::ms(total(&direct_reclaim_ms).unwrap_or(0.0))
         ),
         _ => String::new(),
     };
