@@ -4,9 +4,9 @@
 use std::fs;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
     /// As py-cpuinfo names it, which the harness logged: `X86_64`, `ARM_8`.
     pub arch: String,

@@ -19,7 +19,7 @@ use crate::pidfd;
 /// How to start a host. Any host works that serves the skillhost HTTP API on loopback and
 /// registers skills from a directory; `{skills_dir}` and `{port}` in `args` and in `env`
 /// values are replaced by the run's skills directory and port.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostSpec {
     pub bin: PathBuf,
     pub args: Vec<String>,

@@ -14,7 +14,7 @@ use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
 };
 use aya_log::EbpfLogger;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 
 use super::{
@@ -366,7 +366,7 @@ impl ProbeSession {
 }
 
 /// The profiler's own cost.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeCosts {
     /// How BPF stats were enabled (`None`: they could not be; see `stats_error`).
     pub stats: Option<StatsSource>,
@@ -405,7 +405,7 @@ impl log::Log for Diagnostics {
 
 /// One BPF program's runs. `runs` counts every invocation, including the ones that return
 /// after the tgid compare (e.g. the raw syscall tracepoints run for every syscall).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProgramCost {
     pub probe: String,
     pub program: String,

@@ -11,7 +11,7 @@
 use std::{fs, os::fd::OwnedFd};
 
 use aya::sys::{Stats, enable_stats};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
@@ -27,7 +27,7 @@ enum How {
 }
 
 /// How stats were turned on, for the cost report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StatsSource {
     /// BPF_ENABLE_STATS fd: off again when skillprof exits, however it exits.

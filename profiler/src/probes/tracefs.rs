@@ -3,12 +3,12 @@
 
 use std::{ffi::CStr, fmt, io, path::Path};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const MOUNT_POINT: &CStr = c"/sys/kernel/tracing";
 
 /// How tracefs came to be available.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tracefs {
     AlreadyMounted,

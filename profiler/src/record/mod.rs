@@ -4,10 +4,12 @@
 //! documented once, in [`columns`].
 
 mod entry;
+mod run;
 
 use std::fmt::Write as _;
 
 pub use entry::{EntryMeasure, EntryRecord, Latency, Outcome};
+pub use run::{CmdsInfo, HostInfo, ProbesInfo, RunInfo, ScaleFactor, Status};
 
 /// Named cells in a fixed order. Column names carry their unit (`took_ms`, `rss_kb`).
 #[derive(Debug, Default, Clone, PartialEq)]

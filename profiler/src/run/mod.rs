@@ -3,7 +3,6 @@
 //! the output formats. It owns the notion of "the current entry".
 
 mod args;
-mod info;
 mod interrupt;
 mod pressure;
 mod probing;

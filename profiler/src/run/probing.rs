@@ -4,29 +4,16 @@
 use std::path::Path;
 
 use anyhow::Result;
-use serde::Serialize;
 
 use crate::hostctl::Stopped;
-use crate::probes::{
-    self, ProbeCosts, ProbeMetrics, ProbeSession, ProbeStatus, StopBreakdown, Tracefs,
-    stop_breakdown,
-};
+use crate::probes::{self, ProbeCosts, ProbeMetrics, ProbeSession, StopBreakdown, stop_breakdown};
+use crate::record::ProbesInfo;
 
 use super::args::RunArgs;
 
 pub enum Probing {
     Live(Box<ProbeSession>),
     Off,
-}
-
-/// What meta.json says about the probes.
-#[derive(Debug, Serialize)]
-pub struct ProbesInfo {
-    pub enabled: bool,
-    pub tracefs: Option<Tracefs>,
-    pub statuses: Vec<ProbeStatus>,
-    /// The profiler's own cost, read at the end of the run.
-    pub costs: Option<ProbeCosts>,
 }
 
 impl Probing {

@@ -18,13 +18,14 @@ use crate::hostctl::{
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
-use crate::record::{EntryMeasure, EntryRecord, Outcome};
+use crate::record::{
+    CmdsInfo, EntryMeasure, EntryRecord, HostInfo, Outcome, RunInfo, ScaleFactor, Status,
+};
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process};
 use crate::{explain, probes, words};
 
 use super::args::RunArgs;
-use super::info::{CmdsInfo, HostInfo, RunInfo, ScaleFactor, Status};
 use super::interrupt::{Abort, Interruption, Signals};
 use super::pressure::{self as pressure_room, Pressure};
 use super::probing::Probing;
@@ -64,7 +65,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         },
     };
     let info = RunInfo {
-        skillprof_version: env!("CARGO_PKG_VERSION"),
+        skillprof_version: env!("CARGO_PKG_VERSION").to_owned(),
         run: stamp.clone(),
         started: Local::now().to_rfc3339(),
         finished: None,

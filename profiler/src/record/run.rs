@@ -1,16 +1,16 @@
-//! What meta.json says about a run: what ran where, how it was configured, and how it
-//! ended. The runner fills it in as it goes and rewrites the file at each change of state.
+//! The record of a run's facts, which meta.json holds: what ran where, how it was
+//! configured, and how it ended. The runner fills it in as it goes and rewrites the file at
+//! each change of state; the report reads it back as the same type.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::hostctl::HostSpec;
-
-use super::probing::ProbesInfo;
 use crate::machine::Machine;
+use crate::probes::{ProbeCosts, ProbeStatus, Tracefs};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct RunInfo {
-    pub skillprof_version: &'static str,
+    pub skillprof_version: String,
     /// The run's name: `YYMMDD_HHMMSS.mmm`, local time.
     pub run: String,
     pub started: String,
@@ -41,13 +41,13 @@ pub struct RunInfo {
     pub guardian_pids: Vec<u32>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScaleFactor {
     pub before: String,
     pub during: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Running,
@@ -55,7 +55,7 @@ pub enum Status {
     Incomplete,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct HostInfo {
     #[serde(flatten)]
     pub spec: HostSpec,
@@ -69,11 +69,21 @@ pub struct HostInfo {
     pub config: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct CmdsInfo {
     /// As given on the command line.
     pub file: String,
     pub hash: String,
     pub modified: String,
     pub entries: usize,
+}
+
+/// What meta.json says about the probes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProbesInfo {
+    pub enabled: bool,
+    pub tracefs: Option<Tracefs>,
+    pub statuses: Vec<ProbeStatus>,
+    /// The profiler's own cost, read at the end of the run.
+    pub costs: Option<ProbeCosts>,
 }
