@@ -6,9 +6,8 @@
 //! `<figure class="plot" data-plot=ID>`: the anchors of the table of contents, and what the
 //! report test looks for.
 
-use std::fmt::Write as _;
-
 use anyhow::Result;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::load::Run;
 use super::plots::{self, Body, Figure, bars};
@@ -21,7 +20,10 @@ pub struct Page {
     pub figures: Vec<Figure>,
 }
 
-const STYLE: &str = r##"
+// Style and script are ours and must reach the page verbatim: entity-escaping would break
+// selectors such as `details.run > summary` and the script's string literals.
+const STYLE: PreEscaped<&str> = PreEscaped(
+    r##"
 :root { --ink: #1d2330; --muted: #5a6272; --line: #d9dde5; --wash: #f5f6f9; --accent: #1f77b4; }
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; color: var(--ink);
@@ -61,10 +63,12 @@ table.entries .quiet { display: none; }
 table.compare td.ratio { color: var(--muted); }
 details.run { margin: 18px 0; border: 1px solid var(--line); border-radius: 4px; padding: 6px 14px; }
 details.run > summary { cursor: pointer; font-weight: 600; }
-"##;
+"##,
+);
 
 /// Sorting by any column: numbers by `data-v`, text otherwise, unmeasured cells last.
-const SCRIPT: &str = r#"
+const SCRIPT: PreEscaped<&str> = PreEscaped(
+    r#"
 for (const table of document.querySelectorAll("table.sortable")) {
   const heads = table.tHead.rows[0].cells;
   for (const [column, head] of Array.from(heads).entries()) {
@@ -90,60 +94,53 @@ for (const table of document.querySelectorAll("table.sortable")) {
   }
 }
 document.documentElement.dataset.ready = "yes";
-"#;
+"#,
+);
 
 /// Every fetch refused: the report must stand alone.
 const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
 
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
+fn page(title: &str, subtitle: Markup, nav: &[(&str, &str)], body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="Content-Security-Policy" content=(CSP);
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (STYLE) }
+            }
+            body {
+                header {
+                    h1 { (title) }
+                    p class="lead" { (subtitle) }
+                    nav {
+                        @for (anchor, name) in nav {
+                            a href={ "#" (anchor) } { (name) }
+                        }
+                    }
+                }
+                (body)
+                script { (SCRIPT) }
+            }
         }
     }
-    out
+    .into_string()
 }
 
-fn page(title: &str, subtitle: &str, nav: &[(&str, &str)], body: &str) -> String {
-    let mut html = String::new();
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<header>\n<h1>{}</h1>\n\
-         <p class=\"lead\">{}</p>\n<nav>",
-        escape(title),
-        escape(title),
-        subtitle
-    );
-    for (anchor, name) in nav {
-        let _ = write!(html, "<a href=\"#{anchor}\">{}</a>", escape(name));
+fn section(id: &str, title: &str, content: Markup) -> Markup {
+    html! {
+        section id=(id) data-section=(id) {
+            h2 { (title) }
+            (content)
+        }
     }
-    let _ = write!(
-        html,
-        "</nav>\n</header>\n{body}\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
-    );
-    html
-}
-
-fn section(id: &str, title: &str, content: &str) -> String {
-    format!(
-        "<section id=\"{id}\" data-section=\"{id}\">\n<h2>{}</h2>\n{content}\n</section>\n",
-        escape(title)
-    )
 }
 
 /// A figure, its id made unique by `prefix` where a page holds several runs.
-fn figure(figure: &Figure, prefix: &str) -> String {
-    let id = format!("{prefix}{}", figure.id);
+fn figure(figure: &Figure, prefix: &str) -> Markup {
     match &figure.body {
         Body::Svg(svg) => {
             let svg = svg.trim_start_matches(|c| c != '<');
@@ -151,27 +148,24 @@ fn figure(figure: &Figure, prefix: &str) -> String {
                 Some(rest) => rest.split_once("?>").map_or(rest, |(_, svg)| svg),
                 None => svg,
             };
-            let heading = if figure.titled {
-                String::new()
-            } else {
-                format!("<h3>{}</h3>\n", escape(&figure.title))
-            };
-            format!(
-                "<figure class=\"plot\" id=\"plot-{id}\" data-plot=\"{}\">\n{heading}\
-                 <div class=\"svg\" role=\"img\" aria-label=\"{}\">{svg}</div>\n\
-                 <figcaption>{}</figcaption>\n</figure>\n",
-                figure.id,
-                escape(&figure.title),
-                escape(&figure.caption)
-            )
+            html! {
+                figure class="plot" id={ "plot-" (prefix) (figure.id) } data-plot=(figure.id) {
+                    @if !figure.titled {
+                        h3 { (figure.title) }
+                    }
+                    // Our own plot code drew it: trusted markup.
+                    div class="svg" role="img" aria-label=(figure.title) { (PreEscaped(svg)) }
+                    figcaption { (figure.caption) }
+                }
+            }
         }
-        Body::Absent(why) => format!(
-            "<figure class=\"plot absent\" id=\"plot-{id}\" data-plot=\"{}\" data-absent=\"yes\">\n\
-             <h3>{}</h3>\n<p>{}</p>\n</figure>\n",
-            figure.id,
-            escape(&figure.title),
-            escape(why)
-        ),
+        Body::Absent(why) => html! {
+            figure class="plot absent" id={ "plot-" (prefix) (figure.id) } data-plot=(figure.id)
+                data-absent="yes" {
+                h3 { (figure.title) }
+                p { (why) }
+            }
+        },
     }
 }
 
@@ -179,15 +173,12 @@ fn figure(figure: &Figure, prefix: &str) -> String {
 pub fn single(run: &Run) -> Result<Page> {
     let series = plots::timeseries::figures(run)?;
     let stop = bars::stop(&[run])?;
-    let mut body = String::new();
-    body.push_str(&section("header", "The run", &header(run)));
-    body.push_str(&section("entries", "Per entry", &entries_table(run, "")));
-    body.push_str(&section(
-        "timeseries",
-        "Over time",
-        &timeseries(run, &series, ""),
-    ));
-    body.push_str(&section("stop", "Shutdown", &figure(&stop, "")));
+    let body = html! {
+        (section("header", "The run", header(run)))
+        (section("entries", "Per entry", entries_table(run, "")))
+        (section("timeseries", "Over time", timeseries(run, &series, "")))
+        (section("stop", "Shutdown", figure(&stop, "")))
+    };
     let cmds = run
         .meta
         .cmds
@@ -195,22 +186,20 @@ pub fn single(run: &Run) -> Result<Page> {
         .and_then(|c| c.file.clone())
         .unwrap_or_else(|| run.log.header.cmds.filename.clone());
     let title = format!("skillprof report: {cmds} ({})", run.name);
-    let subtitle = format!(
-        "Drawn from the files in <code>{}</code> by skillprof {}. Hover a column's name for \
-         what it means; click it to sort.",
-        escape(&run.folder.display().to_string()),
-        env!("CARGO_PKG_VERSION")
-    );
+    let subtitle = html! {
+        "Drawn from the files in " code { (run.folder.display()) } " by skillprof "
+        (env!("CARGO_PKG_VERSION")) ". Hover a column's name for what it means; click it to sort."
+    };
     let html = page(
         &title,
-        &subtitle,
+        subtitle,
         &[
             ("header", "The run"),
             ("entries", "Per entry"),
             ("timeseries", "Over time"),
             ("stop", "Shutdown"),
         ],
-        &body,
+        body,
     );
     let mut figures = series;
     figures.push(stop);
@@ -227,45 +216,50 @@ pub fn comparison(runs: &[Run], harness_table: &str) -> Result<Page> {
     compared.push(bars::rss_over_time(&refs)?);
     let stop = bars::stop(&refs)?;
 
-    let mut content = String::from(
-        "<p class=\"muted\">Each entry of the workload in every run, side by side; later runs \
-         against run a as ×ratio. The same numbers, sortable, are in the table below the plots.</p>\n",
-    );
-    for f in &compared {
-        content.push_str(&figure(f, ""));
-    }
-    content.push_str(&compare_table(&refs));
-    let _ = write!(
-        content,
-        "<h3>The harness's table</h3>\n<p class=\"muted\">As <code>skillprof compare</code> prints it.</p>\n<pre>{}</pre>\n",
-        escape(harness_table)
-    );
-    let mut body = String::new();
-    body.push_str(&section("header", "The runs", &header_table(&refs)));
-    body.push_str(&section("comparison", "Side by side", &content));
-    body.push_str(&section("stop", "Shutdown", &figure(&stop, "")));
-    let mut per_run = String::new();
+    let content = html! {
+        p class="muted" {
+            "Each entry of the workload in every run, side by side; later runs against run a as \
+             ×ratio. The same numbers, sortable, are in the table below the plots."
+        }
+        @for f in &compared {
+            (figure(f, ""))
+        }
+        (compare_table(&refs))
+        h3 { "The harness's table" }
+        p class="muted" { "As " code { "skillprof compare" } " prints it." }
+        pre { (harness_table) }
+    };
+    let header = section("header", "The runs", header_table(&refs));
+    let side_by_side = section("comparison", "Side by side", content);
+    let shutdown = section("stop", "Shutdown", figure(&stop, ""));
+    let mut per_run = Vec::new();
     let mut figures = compared;
     figures.push(stop);
     for (i, run) in runs.iter().enumerate() {
         let id = bars::id(i);
         let prefix = format!("{id}-");
         let series = plots::timeseries::figures(run)?;
-        let _ = write!(
-            per_run,
-            "<details class=\"run\" id=\"run-{id}\"><summary>Run {id}: {} — every entry and its time series</summary>\n\
-             <h3>Per entry</h3>\n{}\n<h3>Over time</h3>\n{}\n</details>\n",
-            escape(&run.label()),
-            entries_table(run, &prefix),
-            timeseries(run, &series, &prefix)
-        );
+        per_run.push(html! {
+            details class="run" id={ "run-" (id) } {
+                summary { "Run " (id) ": " (run.label()) " — every entry and its time series" }
+                h3 { "Per entry" }
+                (entries_table(run, &prefix))
+                h3 { "Over time" }
+                (timeseries(run, &series, &prefix))
+            }
+        });
         figures.extend(series.into_iter().map(|mut f| {
             f.id = format!("{prefix}{}", f.id);
             f
         }));
     }
-    body.push_str(&section("runs", "Each run", &per_run));
-    let cmds = runs[0].log.header.cmds.filename.clone();
+    let body = html! {
+        (header)
+        (side_by_side)
+        (shutdown)
+        (section("runs", "Each run", html! { @for run in &per_run { (run) } }))
+    };
+    let cmds = &runs[0].log.header.cmds.filename;
     let names: Vec<String> = refs
         .iter()
         .enumerate()
@@ -273,109 +267,104 @@ pub fn comparison(runs: &[Run], harness_table: &str) -> Result<Page> {
         .collect();
     let html = page(
         &format!("skillprof comparison: {cmds}, {} runs", runs.len()),
-        &format!(
-            "{}. Drawn from their run folders by skillprof {}.",
-            escape(&names.join(", ")),
-            env!("CARGO_PKG_VERSION")
-        ),
+        html! {
+            (names.join(", ")) ". Drawn from their run folders by skillprof "
+            (env!("CARGO_PKG_VERSION")) "."
+        },
         &[
             ("header", "The runs"),
             ("comparison", "Side by side"),
             ("stop", "Shutdown"),
             ("runs", "Each run"),
         ],
-        &body,
+        body,
     );
     Ok(Page { html, figures })
 }
 
-fn fact(html: &mut String, name: &str, value: &str) {
-    let _ = writeln!(html, "<dt>{}</dt><dd>{value}</dd>", escape(name));
+/// A join that keeps each item as markup: joining strings first would mean escaping by hand.
+fn joined<T>(
+    items: impl IntoIterator<Item = T>,
+    separator: &str,
+    each: impl Fn(T) -> Markup,
+) -> Markup {
+    html! {
+        @for (i, item) in items.into_iter().enumerate() {
+            @if i > 0 {
+                (separator)
+            }
+            (each(item))
+        }
+    }
 }
 
-/// Machine, kernel, host configuration, probes live, and what measuring cost.
-/// One fact about a run, as HTML.
-type Fact = fn(&Run) -> String;
+/// One fact about a run.
+type Fact = fn(&Run) -> Markup;
 
 /// What a run's header and a comparison's table of runs both say about each run.
 const RUN_FACTS: [(&str, Fact); 7] = [
     ("status", status),
-    ("machine", |r| escape(&machine(r))),
-    ("kernel", |r| escape(&kernel(r))),
+    ("machine", |r| html! { (machine(r)) }),
+    ("kernel", |r| html! { (kernel(r)) }),
     ("host", host),
     ("host configuration", host_config),
     ("probes live", probes_live),
     ("profiler overhead", overhead),
 ];
 
-fn header(run: &Run) -> String {
-    let meta = &run.meta;
-    let mut html = String::from("<dl class=\"facts\">\n");
+/// The workload, the [`RUN_FACTS`], and what was sampled and traced.
+fn header(run: &Run) -> Markup {
     let cmds = &run.log.header.cmds;
-    fact(
-        &mut html,
-        "workload",
-        &format!(
-            "<code>{}</code>, {} entries, hash <code>{}</code>",
-            escape(&cmds.filename),
-            run.rows.len(),
-            escape(&cmds.hash)
-        ),
-    );
-    for (name, value) in RUN_FACTS {
-        fact(&mut html, name, &value(run));
-    }
-    fact(
-        &mut html,
-        "sampling",
-        &escape(&format!(
-            "every {} ms and at each entry boundary: {} samples",
-            meta.sampling_interval_ms.unwrap_or(100),
-            run.samples.len()
-        )),
-    );
-    fact(
-        &mut html,
-        "events",
-        &match &run.events {
-            Some(events) => escape(&format!(
-                "events.csv: {} kernel events from {} host threads; placed on the samples' clock \
-                 to within ±{:.1} ms (see the time series)",
-                words::count(events.list.len() as f64),
-                events.host_tids.len(),
-                events.offset_slack_ms
-            )),
-            None => {
-                "none (run with <code>--events</code> for every kernel event, in time)".to_owned()
+    html! {
+        dl class="facts" {
+            dt { "workload" }
+            dd {
+                code { (cmds.filename) } ", " (run.rows.len()) " entries, hash " code { (cmds.hash) }
             }
-        },
-    );
-    html.push_str("</dl>\n");
-    html
+            @for (name, value) in RUN_FACTS {
+                dt { (name) }
+                dd { (value(run)) }
+            }
+            dt { "sampling" }
+            dd {
+                "every " (run.meta.sampling_interval_ms.unwrap_or(100))
+                " ms and at each entry boundary: " (run.samples.len()) " samples"
+            }
+            dt { "events" }
+            dd {
+                @match &run.events {
+                    Some(events) => {
+                        "events.csv: " (words::count(events.list.len() as f64))
+                        " kernel events from " (events.host_tids.len())
+                        " host threads; placed on the samples' clock to within ±"
+                        (format_args!("{:.1}", events.offset_slack_ms)) " ms (see the time series)"
+                    }
+                    None => {
+                        "none (run with " code { "--events" } " for every kernel event, in time)"
+                    }
+                }
+            }
+        }
+    }
 }
 
-fn status(run: &Run) -> String {
+fn status(run: &Run) -> Markup {
     let meta = &run.meta;
     match meta.status.as_deref() {
-        Some("complete") => format!(
-            "complete, {} → {}",
-            escape(meta.started.as_deref().unwrap_or("?")),
-            escape(meta.finished.as_deref().unwrap_or("?"))
-        ),
-        Some(other) => format!(
-            "<span class=\"warn\">{}</span>{}{}",
-            escape(other),
-            meta.reason
-                .as_deref()
-                .map(|r| format!(": {}", escape(r)))
-                .unwrap_or_default(),
-            if meta.entries_not_run.is_empty() {
-                String::new()
-            } else {
-                format!("; not run: {}", escape(&meta.entries_not_run.join(", ")))
+        Some("complete") => html! {
+            "complete, " (meta.started.as_deref().unwrap_or("?"))
+            " → " (meta.finished.as_deref().unwrap_or("?"))
+        },
+        Some(other) => html! {
+            span class="warn" { (other) }
+            @if let Some(reason) = &meta.reason {
+                ": " (reason)
             }
-        ),
-        None => "unknown (meta.json has no status)".to_owned(),
+            @if !meta.entries_not_run.is_empty() {
+                "; not run: " (meta.entries_not_run.join(", "))
+            }
+        },
+        None => html! { "unknown (meta.json has no status)" },
     }
 }
 
@@ -410,31 +399,27 @@ fn kernel(run: &Run) -> String {
     )
 }
 
-fn host(run: &Run) -> String {
+fn host(run: &Run) -> Markup {
     let Some(host) = &run.meta.host else {
-        return escape(&run.log.header.binary.bin);
+        return html! { (run.log.header.binary.bin) };
     };
-    format!(
-        "<code>{}</code> {} (SHA-1 <code>{}</code>)",
-        escape(host.bin.as_deref().unwrap_or("?")),
-        escape(&host.args.join(" ")),
-        escape(host.sha1.as_deref().unwrap_or("?"))
-    )
+    html! {
+        code { (host.bin.as_deref().unwrap_or("?")) } " " (host.args.join(" "))
+        " (SHA-1 " code { (host.sha1.as_deref().unwrap_or("?")) } ")"
+    }
 }
 
 /// The host's effective configuration (its `GET /config`), engine settings first.
-fn host_config(run: &Run) -> String {
+fn host_config(run: &Run) -> Markup {
     let Some(config) = run.meta.host.as_ref().and_then(|h| h.config.as_ref()) else {
-        return "not offered by the host (no <code>GET /config</code>)".to_owned();
+        return html! { "not offered by the host (no " code { "GET /config" } ")" };
     };
     let mut settings = Vec::new();
     flatten("", config, &mut settings);
     settings.sort_by_key(|(name, _)| !name.starts_with("engine."));
-    let items: Vec<String> = settings
-        .iter()
-        .map(|(name, value)| format!("<code>{}</code>&nbsp;{}", escape(name), escape(value)))
-        .collect();
-    items.join(" · ")
+    joined(&settings, " · ", |(name, value)| {
+        html! { code { (name) } "\u{a0}" (value) }
+    })
 }
 
 fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
@@ -454,51 +439,30 @@ fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, Strin
     }
 }
 
-fn probes_live(run: &Run) -> String {
+fn probes_live(run: &Run) -> Markup {
     let Some(probes) = &run.meta.probes else {
-        return "unknown (meta.json has no probes)".to_owned();
+        return html! { "unknown (meta.json has no probes)" };
     };
     if !probes.enabled {
-        return "<span class=\"warn\">none: probes off (--no-probes)</span>; every probe column \
-                is empty, never 0"
-            .to_owned();
+        return html! {
+            span class="warn" { "none: probes off (--no-probes)" }
+            "; every probe column is empty, never 0"
+        };
     }
-    let live: Vec<String> = probes
-        .statuses
-        .iter()
-        .filter(|s| s.attached)
-        .map(|s| {
-            format!(
-                "{} <span class=\"muted\">({})</span>",
-                escape(&s.probe),
-                escape(&s.mechanism)
-            )
-        })
-        .collect();
-    let missing: Vec<String> = probes
-        .statuses
-        .iter()
-        .filter(|s| !s.attached)
-        .map(|s| {
-            format!(
-                "<span title=\"{}\">{}</span>",
-                escape(&s.detail),
-                escape(&s.probe)
-            )
-        })
-        .collect();
-    let mut html = live.join(", ");
-    if !missing.is_empty() {
-        let _ = write!(
-            html,
-            "; not attached on this kernel: {} (hover for why; others cover their ground)",
-            missing.join(", ")
-        );
+    let (live, missing): (Vec<_>, Vec<_>) = probes.statuses.iter().partition(|s| s.attached);
+    html! {
+        (joined(live, ", ", |s| html! {
+            (s.probe) " " span class="muted" { "(" (s.mechanism) ")" }
+        }))
+        @if !missing.is_empty() {
+            "; not attached on this kernel: "
+            (joined(missing, ", ", |s| html! { span title=(s.detail) { (s.probe) } }))
+            " (hover for why; others cover their ground)"
+        }
     }
-    html
 }
 
-fn overhead(run: &Run) -> String {
+fn overhead(run: &Run) -> Markup {
     let sampler = run
         .meta
         .sampler_cpu_ms
@@ -529,74 +493,88 @@ fn overhead(run: &Run) -> String {
         parts.push("BPF costs not recorded (the run did not finish)".to_owned());
     }
     parts.extend(sampler);
-    let mut html = escape(&parts.join("; "));
-    if let Some(costs) = costs.filter(|c| !c.programs.is_empty()) {
-        html.push_str(
-            "<details><summary>per BPF program</summary><table><thead><tr><th class=\"text\">probe</th>\
-             <th class=\"text\">program</th><th>runs</th><th>ns per run</th></tr></thead><tbody>",
-        );
-        for p in &costs.programs {
-            let _ = write!(
-                html,
-                "<tr><td class=\"text\">{}</td><td class=\"text\">{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&p.probe),
-                escape(&p.program),
-                words::count(p.runs as f64),
-                p.ns_per_run.map_or("–".to_owned(), |ns| format!("{ns:.0}"))
-            );
+    html! {
+        (parts.join("; "))
+        @if let Some(costs) = costs.filter(|c| !c.programs.is_empty()) {
+            details {
+                summary { "per BPF program" }
+                table {
+                    thead {
+                        tr {
+                            th class="text" { "probe" }
+                            th class="text" { "program" }
+                            th { "runs" }
+                            th { "ns per run" }
+                        }
+                    }
+                    tbody {
+                        @for p in &costs.programs {
+                            tr {
+                                td class="text" { (p.probe) }
+                                td class="text" { (p.program) }
+                                td { (words::count(p.runs as f64)) }
+                                td {
+                                    @match p.ns_per_run {
+                                        Some(ns) => (format_args!("{ns:.0}")),
+                                        None => "–",
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
-        html.push_str("</tbody></table></details>");
     }
-    html
 }
 
 /// The runs side by side, one column each.
-fn header_table(runs: &[&Run]) -> String {
-    let mut html = String::from("<div class=\"scroll\"><table><thead><tr><th class=\"text\"></th>");
-    for (i, run) in runs.iter().enumerate() {
-        let _ = write!(
-            html,
-            "<th class=\"text\">{}: {}</th>",
-            bars::id(i),
-            escape(&run.label())
-        );
-    }
-    html.push_str("</tr></thead><tbody>");
+fn header_table(runs: &[&Run]) -> Markup {
     let identity: [(&str, Fact); 2] = [
-        ("folder", |r| {
-            format!("<code>{}</code>", escape(&r.folder.display().to_string()))
-        }),
+        ("folder", |r| html! { code { (r.folder.display()) } }),
         ("workload", |r| {
-            format!(
-                "<code>{}</code> hash <code>{}</code>",
-                escape(&r.log.header.cmds.filename),
-                escape(&r.log.header.cmds.hash)
-            )
+            html! {
+                code { (r.log.header.cmds.filename) } " hash " code { (r.log.header.cmds.hash) }
+            }
         }),
     ];
-    for (name, cell) in identity.into_iter().chain(RUN_FACTS) {
-        let _ = write!(html, "<tr><th class=\"text\">{name}</th>");
-        for run in runs {
-            let _ = write!(
-                html,
-                "<td class=\"text\" style=\"white-space: normal; vertical-align: top; max-width: 36em\">{}</td>",
-                cell(run)
-            );
+    html! {
+        div class="scroll" {
+            table {
+                thead {
+                    tr {
+                        th class="text" {}
+                        @for (i, run) in runs.iter().enumerate() {
+                            th class="text" { (bars::id(i)) ": " (run.label()) }
+                        }
+                    }
+                }
+                tbody {
+                    @for (name, cell) in identity.into_iter().chain(RUN_FACTS) {
+                        tr {
+                            th class="text" { (name) }
+                            @for run in runs {
+                                td class="text"
+                                    style="white-space: normal; vertical-align: top; max-width: 36em" {
+                                    (cell(run))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
-        html.push_str("</tr>");
     }
-    html.push_str("</tbody></table></div>\n");
-    html
 }
 
 /// A cell of commands.csv as the table shows it: numbers with separators (sorted by value),
 /// empty as "–" (not measured).
-fn cell(value: &str) -> String {
+fn cell(value: &str) -> Markup {
     cell_in(value, "")
 }
 
 /// [`cell`] with `class` (space-separated) added to its own.
-fn cell_in(value: &str, class: &str) -> String {
+fn cell_in(value: &str, class: &str) -> Markup {
     let classes = |own: &str| {
         let all = [own, class]
             .iter()
@@ -604,35 +582,29 @@ fn cell_in(value: &str, class: &str) -> String {
             .copied()
             .collect::<Vec<_>>()
             .join(" ");
-        if all.is_empty() {
-            String::new()
-        } else {
-            format!(" class=\"{all}\"")
-        }
+        (!all.is_empty()).then_some(all)
     };
     if value.is_empty() {
-        return format!(
-            "<td{} data-v=\"\" title=\"not measured\">–</td>",
-            classes("na")
-        );
+        return html! { td class=[classes("na")] data-v="" title="not measured" { "–" } };
     }
     match value.parse::<f64>() {
-        Ok(number) => {
-            let shown = match value.parse::<i128>() {
-                Ok(integer) => words::thousands(integer),
-                Err(_) => escape(value),
-            };
-            format!("<td{} data-v=\"{number}\">{shown}</td>", classes(""))
-        }
-        Err(_) => format!("<td{}>{}</td>", classes("text"), escape(value)),
+        Ok(number) => html! {
+            td class=[classes("")] data-v=(number) {
+                @match value.parse::<i128>() {
+                    Ok(integer) => (words::thousands(integer)),
+                    Err(_) => (value),
+                }
+            }
+        },
+        Err(_) => html! { td class=[classes("text")] { (value) } },
     }
 }
 
 /// Every column of commands.csv, one row per entry, with its paragraph beside it. Columns
 /// that are empty or zero in every entry start hidden, behind a checkbox.
-fn entries_table(run: &Run, prefix: &str) -> String {
+fn entries_table(run: &Run, prefix: &str) -> Markup {
     let Some(first) = run.rows.first() else {
-        return "<p>commands.csv has no entries.</p>".to_owned();
+        return html! { p { "commands.csv has no entries." } };
     };
     let names: Vec<&str> = first
         .names()
@@ -649,148 +621,142 @@ fn entries_table(run: &Run, prefix: &str) -> String {
         })
         .collect();
     let quiet_count = quiet.iter().filter(|q| **q).count();
-    let mut html = String::new();
-    let _ = writeln!(
-        html,
-        "<div class=\"entries-block\"><p class=\"muted\">All {} columns of commands.csv (hover a \
-         name for its meaning, click to sort; – is not measured, never 0), each entry with its \
-         explanation. <label><input type=\"checkbox\" class=\"show-quiet\" id=\"{prefix}show-quiet\"> \
-         show the {quiet_count} columns that are empty or zero in every entry</label></p>",
-        names.len() + 2,
-    );
-    let _ = write!(
-        html,
-        "<div class=\"scroll\"><table class=\"sortable entries\" id=\"{prefix}entries-table\"><thead><tr>\
-         <th class=\"sticky1\" title=\"{}\">entry</th><th class=\"sticky2 text\">explanation</th>",
-        escape(record::documentation("cmd").unwrap_or(""))
-    );
-    for (name, quiet) in names.iter().zip(&quiet) {
-        let _ = write!(
-            html,
-            "<th{} title=\"{}\">{}</th>",
-            if *quiet { " class=\"quiet\"" } else { "" },
-            escape(record::documentation(name).unwrap_or("")),
-            escape(name)
-        );
-    }
-    html.push_str("</tr></thead><tbody>\n");
-    for (number, row) in run.rows.iter().enumerate() {
-        let index = row.get("index").unwrap_or("?");
-        let _ = write!(
-            html,
-            "<tr><td class=\"sticky1\" data-v=\"{}\">#{} <code>{}</code></td><td class=\"sticky2\">{}</td>",
-            escape(index),
-            escape(index),
-            escape(row.get("cmd").unwrap_or("?")),
-            escape(run.explanations.get(number).map_or("", String::as_str))
-        );
-        for (name, quiet) in names.iter().zip(&quiet) {
-            html.push_str(&cell_in(
-                row.get(name).unwrap_or(""),
-                if *quiet { "quiet" } else { "" },
-            ));
-        }
-        html.push_str("</tr>\n");
-    }
-    html.push_str("</tbody></table></div></div>\n");
-    html
-}
-
-/// The entry key, how the clocks were aligned, and the time-series plots.
-fn timeseries(run: &Run, series: &[Figure], prefix: &str) -> String {
-    let mut html = String::from(
-        "<p class=\"muted\">The entries, as the plots label them (shaded alternately; narrow \
-         neighbours share one label):</p>\n<ol class=\"key\" start=\"0\">",
-    );
-    for entry in &run.entries {
-        let _ = write!(
-            html,
-            "<li><code>{}</code> <span class=\"muted\">{:.2}–{:.2} s, {}</span></li>",
-            escape(&entry.cmd),
-            entry.begin_s,
-            entry.end_s,
-            words::ms(entry.took_ms)
-        );
-    }
-    html.push_str("</ol>\n");
-    let mut alignment = run.alignment.clone();
-    if let Some(events) = &run.events {
-        let _ = write!(
-            alignment,
-            " Kernel events carry their own clock (CLOCK_MONOTONIC); they are moved onto the \
-             sampler's by the one offset that keeps each entry's events within the entry, \
-             good to ±{:.1} ms.",
-            events.offset_slack_ms
-        );
-    }
-    let _ = writeln!(html, "<p class=\"muted\">{}</p>", escape(&alignment));
-    for f in series {
-        html.push_str(&figure(f, prefix));
-    }
-    html
-}
-
-/// Each compared metric per entry: every run's value and the later runs' ratios to a.
-fn compare_table(runs: &[&Run]) -> String {
-    let mut html = String::from(
-        "<div class=\"scroll\"><table class=\"sortable compare\" id=\"compare-table\"><thead><tr><th class=\"text\">entry</th>",
-    );
-    for metric in &bars::METRICS {
-        for (i, _) in runs.iter().enumerate() {
-            let _ = write!(
-                html,
-                "<th title=\"{}\">{} {}<br>({})</th>",
-                escape(metric.about),
-                escape(metric.title),
-                bars::id(i),
-                escape(metric.unit)
-            );
-            if i > 0 {
-                let _ = write!(html, "<th>{}/a</th>", bars::id(i));
+    html! {
+        div class="entries-block" {
+            p class="muted" {
+                "All " (names.len() + 2) " columns of commands.csv (hover a name for its meaning, \
+                 click to sort; – is not measured, never 0), each entry with its explanation. "
+                label {
+                    input type="checkbox" class="show-quiet" id={ (prefix) "show-quiet" };
+                    " show the " (quiet_count) " columns that are empty or zero in every entry"
+                }
             }
-        }
-    }
-    html.push_str("</tr></thead><tbody>\n");
-    for entry in 0..runs[0].rows.len() {
-        let _ = write!(
-            html,
-            "<tr><td class=\"text\" data-v=\"{entry}\">{}</td>",
-            escape(&bars::entry_label(runs[0], entry))
-        );
-        for metric in &bars::METRICS {
-            let base = (metric.value)(runs[0], entry);
-            for (i, run) in runs.iter().enumerate() {
-                let value = (metric.value)(run, entry);
-                let _ = write!(
-                    html,
-                    "{}",
-                    match value {
-                        Some(v) => format!(
-                            "<td data-v=\"{v}\">{}</td>",
-                            if v.fract() == 0.0 {
-                                words::count(v)
-                            } else {
-                                format!("{v:.2}")
+            div class="scroll" {
+                table class="sortable entries" id={ (prefix) "entries-table" } {
+                    thead {
+                        tr {
+                            th class="sticky1" title=(record::documentation("cmd").unwrap_or("")) {
+                                "entry"
                             }
-                        ),
-                        None => cell(""),
+                            th class="sticky2 text" { "explanation" }
+                            @for (name, quiet) in names.iter().zip(&quiet) {
+                                th class=[quiet.then_some("quiet")]
+                                    title=(record::documentation(name).unwrap_or("")) {
+                                    (name)
+                                }
+                            }
+                        }
                     }
-                );
-                if i > 0 {
-                    let ratio = bars::ratio_value(value, base)
-                        .map_or(String::new(), |ratio| ratio.to_string());
-                    let _ = write!(
-                        html,
-                        "<td class=\"ratio\" data-v=\"{ratio}\">{}</td>",
-                        bars::ratio(value, base)
-                    );
+                    tbody {
+                        @for (number, row) in run.rows.iter().enumerate() {
+                            @let index = row.get("index").unwrap_or("?");
+                            tr {
+                                td class="sticky1" data-v=(index) {
+                                    "#" (index) " " code { (row.get("cmd").unwrap_or("?")) }
+                                }
+                                td class="sticky2" {
+                                    (run.explanations.get(number).map_or("", String::as_str))
+                                }
+                                @for (name, quiet) in names.iter().zip(&quiet) {
+                                    (cell_in(
+                                        row.get(name).unwrap_or(""),
+                                        if *quiet { "quiet" } else { "" },
+                                    ))
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
-        html.push_str("</tr>\n");
     }
-    html.push_str("</tbody></table></div>\n");
-    html
+}
+
+/// The entry key, how the clocks were aligned, and the time-series plots.
+fn timeseries(run: &Run, series: &[Figure], prefix: &str) -> Markup {
+    html! {
+        p class="muted" {
+            "The entries, as the plots label them (shaded alternately; narrow neighbours share one \
+             label):"
+        }
+        ol class="key" start="0" {
+            @for entry in &run.entries {
+                li {
+                    code { (entry.cmd) } " "
+                    span class="muted" {
+                        (format_args!("{:.2}–{:.2} s, ", entry.begin_s, entry.end_s))
+                        (words::ms(entry.took_ms))
+                    }
+                }
+            }
+        }
+        p class="muted" {
+            (run.alignment)
+            @if let Some(events) = &run.events {
+                " Kernel events carry their own clock (CLOCK_MONOTONIC); they are moved onto the \
+                 sampler's by the one offset that keeps each entry's events within the entry, \
+                 good to ±" (format_args!("{:.1}", events.offset_slack_ms)) " ms."
+            }
+        }
+        @for f in series {
+            (figure(f, prefix))
+        }
+    }
+}
+
+/// Each compared metric per entry: every run's value and the later runs' ratios to a.
+fn compare_table(runs: &[&Run]) -> Markup {
+    html! {
+        div class="scroll" {
+            table class="sortable compare" id="compare-table" {
+                thead {
+                    tr {
+                        th class="text" { "entry" }
+                        @for metric in &bars::METRICS {
+                            @for (i, _) in runs.iter().enumerate() {
+                                th title=(metric.about) {
+                                    (metric.title) " " (bars::id(i)) br; "(" (metric.unit) ")"
+                                }
+                                @if i > 0 {
+                                    th { (bars::id(i)) "/a" }
+                                }
+                            }
+                        }
+                    }
+                }
+                tbody {
+                    @for entry in 0..runs[0].rows.len() {
+                        tr {
+                            td class="text" data-v=(entry) { (bars::entry_label(runs[0], entry)) }
+                            @for metric in &bars::METRICS {
+                                @let base = (metric.value)(runs[0], entry);
+                                @for (i, run) in runs.iter().enumerate() {
+                                    @let value = (metric.value)(run, entry);
+                                    @match value {
+                                        Some(v) => td data-v=(v) {
+                                            @if v.fract() == 0.0 {
+                                                (words::count(v))
+                                            } @else {
+                                                (format_args!("{v:.2}"))
+                                            }
+                                        },
+                                        None => (cell("")),
+                                    }
+                                    @if i > 0 {
+                                        @let ratio = bars::ratio_value(value, base)
+                                            .map_or(String::new(), |ratio| ratio.to_string());
+                                        td class="ratio" data-v=(ratio) {
+                                            (bars::ratio(value, base))
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -799,11 +765,14 @@ mod tests {
 
     #[test]
     fn cells_keep_empty_apart_from_zero() {
-        assert!(cell("").contains("class=\"na\""));
-        assert!(cell_in("", "quiet").contains("class=\"na quiet\""));
-        assert!(cell("0").contains("data-v=\"0\""));
-        assert_eq!(cell("1234567"), "<td data-v=\"1234567\">1,234,567</td>");
-        assert_eq!(cell("rss_stat"), "<td class=\"text\">rss_stat</td>");
-        assert_eq!(escape("<a&\"b\">"), "&lt;a&amp;&quot;b&quot;&gt;");
+        assert!(cell("").0.contains("class=\"na\""));
+        assert!(cell_in("", "quiet").0.contains("class=\"na quiet\""));
+        assert!(cell("0").0.contains("data-v=\"0\""));
+        assert_eq!(cell("1234567").0, "<td data-v=\"1234567\">1,234,567</td>");
+        assert_eq!(cell("rss_stat").0, "<td class=\"text\">rss_stat</td>");
+        assert_eq!(
+            cell("<a&\"b\">").0,
+            "<td class=\"text\">&lt;a&amp;&quot;b&quot;&gt;</td>"
+        );
     }
 }
