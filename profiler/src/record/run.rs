@@ -55,6 +55,17 @@ pub enum Status {
     Incomplete,
 }
 
+impl Status {
+    /// As meta.json spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Complete => "complete",
+            Status::Incomplete => "incomplete",
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct HostInfo {
     #[serde(flatten)]

@@ -11,7 +11,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::load::Run;
 use super::plots::{self, Body, Figure, bars};
-use crate::record;
+use crate::record::{self, Status};
 use crate::words;
 
 /// The page and its figures (for `--format`, which also writes each plot alone).
@@ -179,12 +179,7 @@ pub fn single(run: &Run) -> Result<Page> {
         (section("timeseries", "Over time", timeseries(run, &series, "")))
         (section("stop", "Shutdown", figure(&stop, "")))
     };
-    let cmds = run
-        .meta
-        .cmds
-        .as_ref()
-        .and_then(|c| c.file.clone())
-        .unwrap_or_else(|| run.log.header.cmds.filename.clone());
+    let cmds = &run.meta.cmds.file;
     let title = format!("skillprof report: {cmds} ({})", run.name);
     let subtitle = html! {
         "Drawn from the files in " code { (run.folder.display()) } " by skillprof "
@@ -327,7 +322,7 @@ fn header(run: &Run) -> Markup {
             }
             dt { "sampling" }
             dd {
-                "every " (run.meta.sampling_interval_ms.unwrap_or(100))
+                "every " (run.meta.sampling_interval_ms)
                 " ms and at each entry boundary: " (run.samples.len()) " samples"
             }
             dt { "events" }
@@ -350,13 +345,13 @@ fn header(run: &Run) -> Markup {
 
 fn status(run: &Run) -> Markup {
     let meta = &run.meta;
-    match meta.status.as_deref() {
-        Some("complete") => html! {
-            "complete, " (meta.started.as_deref().unwrap_or("?"))
+    match meta.status {
+        Status::Complete => html! {
+            "complete, " (meta.started)
             " → " (meta.finished.as_deref().unwrap_or("?"))
         },
-        Some(other) => html! {
-            span class="warn" { (other) }
+        other => html! {
+            span class="warn" { (other.name()) }
             @if let Some(reason) = &meta.reason {
                 ": " (reason)
             }
@@ -364,54 +359,38 @@ fn status(run: &Run) -> Markup {
                 "; not run: " (meta.entries_not_run.join(", "))
             }
         },
-        None => html! { "unknown (meta.json has no status)" },
     }
 }
 
 fn machine(run: &Run) -> String {
-    let Some(m) = &run.meta.machine else {
-        return "unknown (meta.json has no machine)".to_owned();
-    };
+    let m = &run.meta.machine;
     format!(
-        "{}, {} cores, {} RAM ({} available at the start), {}{}",
-        m.brand.as_deref().unwrap_or("?"),
-        m.cores.map_or("?".to_owned(), |c| c.to_string()),
-        m.memory_total_kb
-            .map_or("?".to_owned(), |kb| words::bytes(kb as f64 * 1024.0)),
-        m.memory_available_kb
-            .map_or("?".to_owned(), |kb| words::bytes(kb as f64 * 1024.0)),
-        m.arch.as_deref().unwrap_or("?"),
+        "{}, {} cores, {} RAM ({} available at the start), {}, host name {}",
+        m.brand,
+        m.cores,
+        words::bytes(m.memory_total_kb as f64 * 1024.0),
+        words::bytes(m.memory_available_kb as f64 * 1024.0),
+        m.arch,
         m.hostname
-            .as_deref()
-            .map(|h| format!(", host name {h}"))
-            .unwrap_or_default()
     )
 }
 
 fn kernel(run: &Run) -> String {
-    let Some(m) = &run.meta.machine else {
-        return "unknown".to_owned();
-    };
-    format!(
-        "Linux {} {}",
-        m.kernel_release.as_deref().unwrap_or("?"),
-        m.kernel_version.as_deref().unwrap_or("")
-    )
+    let m = &run.meta.machine;
+    format!("Linux {} {}", m.kernel_release, m.kernel_version)
 }
 
 fn host(run: &Run) -> Markup {
-    let Some(host) = &run.meta.host else {
-        return html! { (run.log.header.binary.bin) };
-    };
+    let host = &run.meta.host;
     html! {
-        code { (host.bin.as_deref().unwrap_or("?")) } " " (host.args.join(" "))
-        " (SHA-1 " code { (host.sha1.as_deref().unwrap_or("?")) } ")"
+        code { (host.spec.bin.display()) } " " (host.spec.args.join(" "))
+        " (SHA-1 " code { (host.sha1) } ")"
     }
 }
 
 /// The host's effective configuration (its `GET /config`), engine settings first.
 fn host_config(run: &Run) -> Markup {
-    let Some(config) = run.meta.host.as_ref().and_then(|h| h.config.as_ref()) else {
+    let Some(config) = &run.meta.host.config else {
         return html! { "not offered by the host (no " code { "GET /config" } ")" };
     };
     let mut settings = Vec::new();
@@ -441,7 +420,7 @@ fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, Strin
 
 fn probes_live(run: &Run) -> Markup {
     let Some(probes) = &run.meta.probes else {
-        return html! { "unknown (meta.json has no probes)" };
+        return html! { "unknown: the run ended before the probes started" };
     };
     if !probes.enabled {
         return html! {

@@ -16,20 +16,19 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
-use serde::Deserialize;
 
 use crate::explain;
 use crate::output::entries_jsonl;
 use crate::output::harness_log::{self, RunLog};
-use crate::record::{EntryRecord, Row};
+use crate::record::{EntryRecord, Row, RunInfo};
 use crate::stats;
 
 /// Everything a report draws from one run folder.
 pub struct Run {
     pub folder: PathBuf,
-    /// `YYMMDD_HHMMSS.mmm`, from meta.json or the folder's name.
+    /// `YYMMDD_HHMMSS.mmm`, from meta.json.
     pub name: String,
-    pub meta: Meta,
+    pub meta: RunInfo,
     pub log: RunLog,
     /// What each entry measured, as the run recorded it.
     pub records: Vec<EntryRecord>,
@@ -44,100 +43,11 @@ pub struct Run {
     pub events: Option<Events>,
 }
 
-/// The parts of meta.json a report shows; every field optional, so that runs of older
-/// versions (or incomplete ones) still load.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Meta {
-    pub run: Option<String>,
-    pub started: Option<String>,
-    pub finished: Option<String>,
-    pub status: Option<String>,
-    pub reason: Option<String>,
-    pub entries_not_run: Vec<String>,
-    pub machine: Option<MachineMeta>,
-    pub host: Option<HostMeta>,
-    pub cmds: Option<CmdsMeta>,
-    pub sampling_interval_ms: Option<u64>,
-    pub sampler_cpu_ms: Option<f64>,
-    pub probes: Option<ProbesMeta>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct MachineMeta {
-    pub arch: Option<String>,
-    pub brand: Option<String>,
-    pub cores: Option<u64>,
-    pub memory_total_kb: Option<u64>,
-    pub memory_available_kb: Option<u64>,
-    pub kernel_release: Option<String>,
-    pub kernel_version: Option<String>,
-    pub hostname: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct HostMeta {
-    pub bin: Option<String>,
-    pub args: Vec<String>,
-    pub sha1: Option<String>,
-    pub pid: Option<u32>,
-    pub config: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct CmdsMeta {
-    pub file: Option<String>,
-    pub hash: Option<String>,
-    pub entries: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ProbesMeta {
-    pub enabled: bool,
-    pub statuses: Vec<ProbeStatusMeta>,
-    pub costs: Option<CostsMeta>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ProbeStatusMeta {
-    pub probe: String,
-    pub mechanism: String,
-    pub attached: bool,
-    pub detail: String,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct CostsMeta {
-    pub total_runs: u64,
-    pub total_run_ns: u64,
-    pub events_streamed: bool,
-    pub events_sent: u64,
-    pub events_lost: u64,
-    pub programs: Vec<ProgramCostMeta>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ProgramCostMeta {
-    pub probe: String,
-    pub program: String,
-    pub runs: u64,
-    pub run_ns: u64,
-    pub ns_per_run: Option<f64>,
-}
-
-impl Meta {
+impl Run {
     /// Bytes per page, where the architecture fixes it (x86_64: always 4 KiB).
     fn page_bytes(&self) -> Option<f64> {
-        let arch = self.machine.as_ref()?.arch.as_deref()?;
         matches!(
-            arch.to_ascii_lowercase().as_str(),
+            self.meta.machine.arch.to_ascii_lowercase().as_str(),
             "x86_64" | "x86" | "i686"
         )
         .then_some(4096.0)
@@ -153,7 +63,7 @@ impl Meta {
     }
 
     pub fn sampling_interval_s(&self) -> f64 {
-        self.sampling_interval_ms.unwrap_or(100) as f64 / 1000.0
+        self.meta.sampling_interval_ms as f64 / 1000.0
     }
 
     /// Samples closer than this are merged into the next interval when a counter becomes a
@@ -328,8 +238,13 @@ impl Run {
                 folder.display()
             )
         })?;
-        let meta: Meta = serde_json::from_str(&meta_text)
-            .with_context(|| format!("reading {}", meta_path.display()))?;
+        let meta: RunInfo = serde_json::from_str(&meta_text).with_context(|| {
+            format!(
+                "reading {} (a run of another skillprof version? this one reads the meta.json \
+                 it writes)",
+                meta_path.display()
+            )
+        })?;
         let log = RunLog::read(&harness_log::locate(folder)?)?;
         let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
         let rows = records.iter().map(EntryRecord::row).collect();
@@ -351,12 +266,7 @@ impl Run {
         } else {
             None
         };
-        let name = meta.run.clone().unwrap_or_else(|| {
-            folder
-                .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
+        let name = meta.run.clone();
         Ok(Run {
             folder: folder.to_path_buf(),
             name,
@@ -377,8 +287,8 @@ impl Run {
         let allocator = self
             .meta
             .host
+            .config
             .as_ref()
-            .and_then(|host| host.config.as_ref())
             .and_then(|config| config.pointer("/engine/allocator"))
             .and_then(|value| value.as_str());
         match allocator {

@@ -252,7 +252,7 @@ fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
         "GiB",
         series("vms_kb", 1.0 / 1048576.0).into_iter(),
     )?;
-    let (page, unit) = run.meta.page_unit();
+    let (page, unit) = run.page_unit();
     counter(
         trace,
         "free memory, all zones",
@@ -310,12 +310,7 @@ fn events(trace: &mut Trace, run: &Run) -> Result<()> {
     let Some(events) = &run.events else {
         return Ok(());
     };
-    let host_pid = run
-        .meta
-        .host
-        .as_ref()
-        .and_then(|h| h.pid)
-        .map_or(UNKNOWN_HOST_PID, u64::from);
+    let host_pid = run.meta.host.pid.map_or(UNKNOWN_HOST_PID, u64::from);
     let is_host =
         |event: &Event| u64::from(event.tid) == host_pid || events.host_tids.contains(&event.tid);
     trace.metadata(

@@ -66,7 +66,7 @@ pub fn column_rates(run: &Run, column: &str) -> Option<Vec<Step>> {
     Some(rates(
         &samples.t_s,
         samples.column(column)?,
-        run.meta.rate_min_dt_s(),
+        run.rate_min_dt_s(),
     ))
 }
 
@@ -120,7 +120,7 @@ fn binned(span: (f64, f64), width: f64, items: impl Iterator<Item = (f64, f64)>)
 /// Bins fine enough to follow the samples, coarse enough to keep the SVG small.
 fn bin_width(run: &Run) -> f64 {
     let (t0, t1) = run.span_s();
-    run.meta.sampling_interval_s().max((t1 - t0) / 1500.0)
+    run.sampling_interval_s().max((t1 - t0) / 1500.0)
 }
 
 /// Per-entry averages: `value(entry) / took_s` over each entry's span, for the entries with
@@ -272,7 +272,7 @@ fn memory(run: &Run) -> Result<Figure> {
              what it needed on the way. RSS peaked at {}. VMS counts reservations (wasmtime \
              reserves guard regions per instance), not memory in use. The line ends where the \
              host exited.",
-            run.meta.sampling_interval_ms.unwrap_or(100),
+            run.meta.sampling_interval_ms,
             words::bytes(peak * 1024.0)
         ),
     ))
@@ -328,7 +328,7 @@ fn rates_figure(run: &Run) -> Result<Figure> {
              between consecutive samples (boundary samples closer than {} ms are merged into \
              the next interval). Minor faults are pages touched for the first time (or after \
              being given back); major faults read from disk. {syscall_words}",
-            (run.meta.rate_min_dt_s() * 1000.0).round()
+            (run.rate_min_dt_s() * 1000.0).round()
         ),
     ))
 }
@@ -522,7 +522,7 @@ fn zones(run: &Run) -> Result<Figure> {
             "samples.csv has no zone columns (an older run, or /proc/zoneinfo was unreadable)",
         ));
     }
-    let (scale, unit) = run.meta.page_unit();
+    let (scale, unit) = run.page_unit();
     let x = x_range(run);
     let columns = 2usize;
     let rows = series.len().div_ceil(columns);
@@ -686,7 +686,7 @@ fn psi(run: &Run) -> Result<Figure> {
             })
             .collect()
     };
-    let min_dt = run.meta.rate_min_dt_s();
+    let min_dt = run.rate_min_dt_s();
     let some = percent(rates(&samples.t_s, some_total, min_dt));
     let full = percent(rates(&samples.t_s, full_total, min_dt));
     let x = x_range(run);
