@@ -1,8 +1,7 @@
 //! `--events`: raw events from the `EVENTS` ring buffer, drained by a thread into events.csv.
 //!
-//! Columns: `ts_ns` (CLOCK_MONOTONIC), `entry`, `tid`, `kind`, `fields` (space-separated
-//! `name=value`, depending on the kind). Each event is a typed header and the body its kind
-//! names (`skillprof_common::EventKind`). Events the ring could not take are counted in the
+//! Each ring item is a typed header and the body its kind names; it is decoded into a
+//! [`KernelEvent`] record, and events.csv holds the record's line (see `record::event`). Events the ring could not take are counted in the
 //! kernel (per entry: `events_lost`) and reported in the costs.
 
 use std::{
@@ -19,13 +18,9 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
-use skillprof_common::{
-    ADVICE_NAMES, CTX_NAMES, DirectReclaimEvent, EventHeader, EventKind, ExitGroupEvent,
-    ExitMmapEvent, HandledFaultEvent, KernelFaultEvent, KswapdSleepEvent, KswapdWakeEvent,
-    LruActiveEvent, LruInactiveEvent, MemcgReclaimEvent, NotifyParentEvent, RssTeardownEvent,
-    SYSCALL_NAMES, ShrinkNodeEvent, ShrinkSlabEvent, SignalDeliverEvent, SyscallEvent,
-    ThrottledEvent, UserFaultEvent, WakeupKswapdEvent, advice_class,
-};
+use skillprof_common::{EventHeader, EventKind};
+
+use crate::record::event::{Body, CSV_HEADER, KernelEvent};
 
 pub struct EventStream {
     path: PathBuf,
@@ -38,7 +33,7 @@ impl EventStream {
     pub fn start(mut ring: RingBuf<MapData>, path: &Path) -> Result<Self> {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        writeln!(out, "ts_ns,entry,tid,kind,fields")?;
+        writeln!(out, "{CSV_HEADER}")?;
         let stop = Arc::new(AtomicBool::new(false));
         let written = Arc::new(AtomicU64::new(0));
         let thread = {
@@ -53,7 +48,8 @@ impl EventStream {
                         let mut drained = 0u64;
                         while let Some(item) = ring.next() {
                             if let Some(header) = read::<EventHeader>(&item) {
-                                write_event(&mut out, &header, &item[size_of::<EventHeader>()..])?;
+                                let event = decode(&header, &item[size_of::<EventHeader>()..]);
+                                writeln!(out, "{}", event.csv_line())?;
                                 drained += 1;
                             }
                         }
@@ -115,198 +111,41 @@ fn read<T: aya::Pod>(bytes: &[u8]) -> Option<T> {
     Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
-/// One event as an events.csv line: its kind's name and its body's fields as `name=value`.
-fn write_event(
-    out: &mut impl std::io::Write,
-    header: &EventHeader,
-    body: &[u8],
-) -> std::io::Result<()> {
-    let ctx = |i: u32| CTX_NAMES.get(i as usize).copied().unwrap_or("?");
-    let unknown = || {
-        (
-            "unknown",
-            format!("kind={} bytes={}", header.kind, body.len()),
-        )
+/// The record of one ring item: its header and the body its kind names, or `Unknown` for a
+/// kind this version does not know or a body too short for its kind.
+fn decode(header: &EventHeader, body: &[u8]) -> KernelEvent {
+    let unknown = Body::Unknown {
+        tag: header.kind,
+        bytes: body.len() as u64,
     };
-    let (kind, fields) = match EventKind::from_tag(header.kind) {
-        None => unknown(),
-        Some(kind) => describe(kind, body, ctx).unwrap_or_else(unknown),
-    };
-    writeln!(
-        out,
-        "{},{},{},{kind},{fields}",
-        header.ts_ns, header.entry, header.tid
-    )
-}
-
-/// The name and fields of a body of `kind`; `None` if the body is too short for its type.
-fn describe(
-    kind: EventKind,
-    body: &[u8],
-    ctx: impl Fn(u32) -> &'static str,
-) -> Option<(&'static str, String)> {
-    Some(match kind {
-        EventKind::Syscall => {
-            let e: SyscallEvent = read(body)?;
-            let name = SYSCALL_NAMES
-                .get(e.syscall as usize)
-                .copied()
-                .unwrap_or("?");
-            let arg = match name {
-                "brk" => "addr",
-                "mremap" => "new_len",
-                _ => "len",
-            };
-            let mut fields = format!("{arg}={} ret={} lat_ns={}", e.arg, e.ret, e.lat_ns);
-            if name == "madvise" {
-                let advice = u64::from(e.advice);
-                fields.push_str(&format!(
-                    " advice={advice} ({})",
-                    ADVICE_NAMES[advice_class(advice)]
-                ));
-            }
-            (name, fields)
-        }
-        EventKind::UserFault => {
-            let e: UserFaultEvent = read(body)?;
-            (
-                "fault",
-                format!(
-                    "address={:#x} write={} error_code={:#x}",
-                    e.address,
-                    (e.error_code >> 1) & 1,
-                    e.error_code
-                ),
-            )
-        }
-        EventKind::HandledFault => {
-            let e: HandledFaultEvent = read(body)?;
-            (
-                "fault",
-                format!(
-                    "address={:#x} write={} major={} flags={:#x} ret={:#x}",
-                    e.address,
-                    e.flags & 1,
-                    (e.result >> 2) & 1,
-                    e.flags,
-                    e.result
-                ),
-            )
-        }
-        EventKind::KernelFault => {
-            let e: KernelFaultEvent = read(body)?;
-            (
-                "fault_kernel",
-                format!("address={:#x} write={}", e.address, e.write),
-            )
-        }
-        EventKind::KswapdWake => {
-            let e: KswapdWakeEvent = read(body)?;
-            ("kswapd_wake", format!("nid={} order={}", e.nid, e.order))
-        }
-        EventKind::KswapdSleep => {
-            let e: KswapdSleepEvent = read(body)?;
-            (
-                "kswapd_sleep",
-                format!("nid={} awake_ns={}", e.nid, e.awake_ns),
-            )
-        }
-        EventKind::WakeupKswapd => {
-            let e: WakeupKswapdEvent = read(body)?;
-            (
-                "wakeup_kswapd",
-                format!(
-                    "nid={} order={} gfp={:#x} by_host={}",
-                    e.nid, e.order, e.gfp, e.by_host
-                ),
-            )
-        }
-        EventKind::DirectReclaim => {
-            let e: DirectReclaimEvent = read(body)?;
-            (
-                "direct_reclaim",
-                format!("reclaimed={} ns={} host={}", e.reclaimed, e.ns, e.by_host),
-            )
-        }
-        EventKind::MemcgReclaim => {
-            let e: MemcgReclaimEvent = read(body)?;
-            (
-                "memcg_reclaim",
-                format!("reclaimed={} ns={} host={}", e.reclaimed, e.ns, e.by_host),
-            )
-        }
-        EventKind::LruInactive => {
-            let e: LruInactiveEvent = read(body)?;
-            (
-                "lru_shrink_inactive",
-                format!(
-                    "ctx={} scanned={} reclaimed={} nid={}",
-                    ctx(e.ctx),
-                    e.scanned,
-                    e.reclaimed,
-                    e.nid
-                ),
-            )
-        }
-        EventKind::LruActive => {
-            let e: LruActiveEvent = read(body)?;
-            (
-                "lru_shrink_active",
-                format!(
-                    "ctx={} taken={} deactivated={} nid={}",
-                    ctx(e.ctx),
-                    e.taken,
-                    e.deactivated,
-                    e.nid
-                ),
-            )
-        }
-        EventKind::ShrinkNode => {
-            let e: ShrinkNodeEvent = read(body)?;
-            ("shrink_node", format!("ctx={} ns={}", ctx(e.ctx), e.ns))
-        }
-        EventKind::ShrinkSlab => {
-            let e: ShrinkSlabEvent = read(body)?;
-            ("shrink_slab", format!("freed={} ns={}", e.freed, e.ns))
-        }
-        EventKind::Throttled => {
-            let e: ThrottledEvent = read(body)?;
-            (
-                "throttled",
-                format!(
-                    "nid={} delayed_us={} reason={:#x}",
-                    e.nid, e.delayed_us, e.reason
-                ),
-            )
-        }
-        EventKind::SignalDeliver => {
-            let e: SignalDeliverEvent = read(body)?;
-            ("signal_deliver", format!("sig={}", e.signal))
-        }
-        EventKind::ExitGroup => {
-            let e: ExitGroupEvent = read(body)?;
-            ("exit_group", format!("code={}", e.code as i64))
-        }
-        EventKind::ProcessExit => ("thread_exit", String::new()),
-        EventKind::ExitMmap => {
-            let e: ExitMmapEvent = read(body)?;
-            let name = if e.end == 0 {
-                "exit_mmap_start"
-            } else {
-                "exit_mmap_end"
-            };
-            (name, String::new())
-        }
-        EventKind::RssTeardown => {
-            let e: RssTeardownEvent = read(body)?;
-            (
-                "rss_teardown",
-                format!("member={} bytes={} curr={}", e.member, e.bytes, e.own_task),
-            )
-        }
-        EventKind::NotifyParent => {
-            let e: NotifyParentEvent = read(body)?;
-            ("notify_parent", format!("sig={}", e.signal))
-        }
-    })
+    let typed = EventKind::from_tag(header.kind).and_then(|kind| {
+        Some(match kind {
+            EventKind::Syscall => Body::Syscall(read(body)?),
+            EventKind::UserFault => Body::UserFault(read(body)?),
+            EventKind::HandledFault => Body::HandledFault(read(body)?),
+            EventKind::KernelFault => Body::KernelFault(read(body)?),
+            EventKind::KswapdWake => Body::KswapdWake(read(body)?),
+            EventKind::KswapdSleep => Body::KswapdSleep(read(body)?),
+            EventKind::WakeupKswapd => Body::WakeupKswapd(read(body)?),
+            EventKind::DirectReclaim => Body::DirectReclaim(read(body)?),
+            EventKind::MemcgReclaim => Body::MemcgReclaim(read(body)?),
+            EventKind::LruInactive => Body::LruInactive(read(body)?),
+            EventKind::LruActive => Body::LruActive(read(body)?),
+            EventKind::ShrinkNode => Body::ShrinkNode(read(body)?),
+            EventKind::ShrinkSlab => Body::ShrinkSlab(read(body)?),
+            EventKind::Throttled => Body::Throttled(read(body)?),
+            EventKind::SignalDeliver => Body::SignalDeliver(read(body)?),
+            EventKind::ExitGroup => Body::ExitGroup(read(body)?),
+            EventKind::ProcessExit => Body::ThreadExit,
+            EventKind::ExitMmap => Body::ExitMmap(read(body)?),
+            EventKind::RssTeardown => Body::RssTeardown(read(body)?),
+            EventKind::NotifyParent => Body::NotifyParent(read(body)?),
+        })
+    });
+    KernelEvent {
+        ts_ns: header.ts_ns,
+        entry: header.entry,
+        tid: header.tid,
+        body: typed.unwrap_or(unknown),
+    }
 }

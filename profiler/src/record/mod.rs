@@ -4,6 +4,7 @@
 //! documented once, in [`columns`].
 
 mod entry;
+pub mod event;
 mod run;
 
 use std::fmt::Write as _;

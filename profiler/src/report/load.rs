@@ -20,6 +20,7 @@ use anyhow::{Context, Result, bail, ensure};
 use crate::explain;
 use crate::output::entries_jsonl;
 use crate::output::harness_log::{self, RunLog};
+use crate::record::event::KernelEvent;
 use crate::record::{EntryRecord, Row, RunInfo};
 use crate::stats;
 
@@ -167,57 +168,19 @@ pub struct Events {
     pub host_tids: BTreeSet<u32>,
 }
 
+/// A kernel event placed on the sampler's clock.
 #[derive(Debug, Clone)]
 pub struct Event {
-    pub ts_ns: u64,
     /// On the sampler's clock.
     pub t_s: f64,
-    pub entry: u32,
-    pub tid: u32,
-    pub kind: String,
-    /// `name=value` pairs, space-separated, as events.csv has them.
-    pub fields: String,
+    pub kernel: KernelEvent,
 }
 
-impl Event {
-    /// The value of field `name`, as a number (hex with 0x too); `None` if absent.
-    pub fn field(&self, name: &str) -> Option<f64> {
-        self.fields.split(' ').find_map(|pair| {
-            let value = pair.strip_prefix(name)?.strip_prefix('=')?;
-            match value.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16).ok().map(|v| v as f64),
-                None => value.parse().ok(),
-            }
-        })
-    }
+impl std::ops::Deref for Event {
+    type Target = KernelEvent;
 
-    /// The fields as (name, value) pairs; a value in parentheses joins the pair before it.
-    pub fn pairs(&self) -> Vec<(String, String)> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        for token in self.fields.split(' ').filter(|t| !t.is_empty()) {
-            match token.split_once('=') {
-                Some((name, value)) => pairs.push((name.to_owned(), value.to_owned())),
-                None => match pairs.last_mut() {
-                    Some((_, value)) => {
-                        value.push(' ');
-                        value.push_str(token);
-                    }
-                    None => pairs.push((token.to_owned(), String::new())),
-                },
-            }
-        }
-        pairs
-    }
-
-    /// What it lasted, for the kinds that say (ending at the event): syscalls, reclaim,
-    /// kswapd awake, shrinkers.
-    pub fn duration_ns(&self) -> Option<f64> {
-        match self.kind.as_str() {
-            "kswapd_sleep" => self.field("awake_ns").filter(|ns| *ns > 0.0),
-            "direct_reclaim" | "memcg_reclaim" | "shrink_node" | "shrink_slab" => self.field("ns"),
-            kind if SYSCALLS.contains(&kind) => self.field("lat_ns"),
-            _ => None,
-        }
+    fn deref(&self) -> &KernelEvent {
+        &self.kernel
     }
 }
 
@@ -382,33 +345,17 @@ fn median(values: &[f64]) -> Option<f64> {
 }
 
 fn read_events(path: &Path, entries: &[EntrySpan]) -> Result<Events> {
-    let mut csv = csv::ReaderBuilder::new()
-        .flexible(true)
-        .from_path(path)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut list = Vec::new();
-    for (number, record) in csv.records().enumerate() {
-        let record = record.with_context(|| format!("reading {}", path.display()))?;
-        let parse = |i: usize| -> Result<u64> {
-            record
-                .get(i)
-                .and_then(|cell| cell.parse().ok())
-                .with_context(|| format!("{} row {}: column {i}", path.display(), number + 1))
-        };
-        list.push(Event {
-            ts_ns: parse(0)?,
-            t_s: 0.0,
-            entry: u32::try_from(parse(1)?).unwrap_or(u32::MAX),
-            tid: u32::try_from(parse(2)?).unwrap_or(u32::MAX),
-            kind: record.get(3).unwrap_or("?").to_owned(),
-            // A field holding a comma would have been split by the reader; join it again.
-            fields: record.iter().skip(4).collect::<Vec<_>>().join(","),
-        });
+    for (number, line) in text.lines().enumerate().skip(1) {
+        let kernel = KernelEvent::parse(line)
+            .with_context(|| format!("{} line {}: {line:?}", path.display(), number + 1))?;
+        list.push(Event { t_s: 0.0, kernel });
     }
     list.sort_by_key(|event| event.ts_ns);
     let host_tids = list
         .iter()
-        .filter(|e| e.kind == "fault" || SYSCALLS.contains(&e.kind.as_str()))
+        .filter(|e| e.body.host_only())
         .map(|e| e.tid)
         .collect();
     let (offset_ns, offset_slack_ms) = clock_offset(&list, entries)?;
@@ -474,15 +421,17 @@ fn clock_offset(events: &[Event], entries: &[EntrySpan]) -> Result<(i128, f64)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::event::Body;
 
     fn event(ts_ns: u64, entry: u32) -> Event {
         Event {
-            ts_ns,
             t_s: 0.0,
-            entry,
-            tid: 1,
-            kind: "mmap".into(),
-            fields: "len=4096 ret=0 lat_ns=10".into(),
+            kernel: KernelEvent {
+                ts_ns,
+                entry,
+                tid: 1,
+                body: Body::ThreadExit,
+            },
         }
     }
 
@@ -512,21 +461,5 @@ mod tests {
         // nothing: the probes count into entry 0 before it begins); the middle, ± 125 ms.
         assert_eq!(offset, i128::from(base) + 75_000_000);
         assert!((slack - 125.0).abs() < 1e-9, "{slack}");
-    }
-
-    #[test]
-    fn fields_are_read_by_name_and_pairs_keep_parenthesised_words() {
-        let mut e = event(0, 0);
-        e.kind = "madvise".into();
-        e.fields = "len=8192 ret=0 lat_ns=77 advice=4 (dontneed)".into();
-        assert_eq!(e.field("lat_ns"), Some(77.0));
-        assert_eq!(e.duration_ns(), Some(77.0));
-        assert_eq!(
-            e.pairs().last().unwrap(),
-            &("advice".into(), "4 (dontneed)".into())
-        );
-        e.fields = "address=0x10 write=1".into();
-        assert_eq!(e.field("address"), Some(16.0));
-        assert_eq!(e.field("missing"), None);
     }
 }

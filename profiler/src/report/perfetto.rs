@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use super::load::{Event, Run};
 use super::plots::timeseries::column_rates;
 use crate::probes::stop::PARTS;
+use crate::record::event::Body;
 
 /// Synthetic process ids, above any real pid (pid_max is at most 2^22).
 const RUN_PID: u64 = 2_000_000_000;
@@ -92,7 +93,7 @@ fn write_to(run: &Run, out: &mut dyn Write) -> Result<usize> {
         events
             .list
             .iter()
-            .map(|e| e.t_s - e.duration_ns().unwrap_or(0.0) / 1e9)
+            .map(|e| e.t_s - e.body.duration_ns().unwrap_or(0) as f64 / 1e9)
             .fold(0.0, f64::min)
     });
     let origin_s = earliest_event.min(0.0);
@@ -351,7 +352,9 @@ fn events(trace: &mut Trace, run: &Run) -> Result<()> {
                 format!("thread {}", event.tid)
             }
         });
-        if event.kind.starts_with("kswapd_") && !name.starts_with("kswapd") {
+        if matches!(event.body, Body::KswapdWake(_) | Body::KswapdSleep(_))
+            && !name.starts_with("kswapd")
+        {
             *name = format!("kswapd (thread {})", event.tid);
         }
     }
@@ -368,29 +371,29 @@ fn events(trace: &mut Trace, run: &Run) -> Result<()> {
         let tid = u64::from(event.tid);
         let mut args = Map::new();
         args.insert("entry".into(), json!(event.entry));
-        for (name, value) in event.pairs() {
+        for (name, value) in event.body.fields() {
             let value = value
                 .parse::<f64>()
                 .map_or_else(|_| json!(value), |v| json!(v));
-            args.insert(name, value);
+            args.insert(name.into(), value);
         }
-        if let Some(ns) = event.duration_ns() {
-            let name = match event.kind.as_str() {
-                "kswapd_sleep" => "kswapd awake".to_owned(),
-                kind => kind.to_owned(),
+        if let Some(ns) = event.body.duration_ns() {
+            let name = match event.body {
+                Body::KswapdSleep(_) => "kswapd awake",
+                _ => event.body.name(),
             };
             trace.slice(
-                &name,
+                name,
                 "kernel",
                 (pid, tid),
-                event.t_s - ns / 1e9,
+                event.t_s - ns as f64 / 1e9,
                 event.t_s,
                 Value::Object(args.clone()),
             )?;
         }
         let ts = trace.us(event.t_s);
         trace.emit(&json!({
-            "ph": "i", "s": "t", "name": event.kind, "cat": "kernel event",
+            "ph": "i", "s": "t", "name": event.body.name(), "cat": "kernel event",
             "pid": pid, "tid": tid, "ts": ts, "args": Value::Object(args),
         }))?;
     }

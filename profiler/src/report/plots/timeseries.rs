@@ -15,6 +15,7 @@ use super::{
     render, run_colour, shade_entries, short, strip,
 };
 use crate::band::Band;
+use crate::record::event::Body;
 use crate::report::load::{Run, SYSCALLS, Samples};
 use crate::words;
 
@@ -418,8 +419,10 @@ fn syscall_steps(run: &Run) -> Syscalls {
         // One pass over what may be millions of events: each syscall's times.
         let mut times: Vec<Vec<(f64, f64)>> = vec![Vec::new(); SYSCALLS.len()];
         for event in &events.list {
-            if let Some(at) = SYSCALLS.iter().position(|name| *name == event.kind) {
-                times[at].push((event.t_s, 1.0));
+            if let Body::Syscall(syscall) = event.body
+                && let Some(times) = times.get_mut(syscall.syscall as usize)
+            {
+                times.push((event.t_s, 1.0));
             }
         }
         let series: Vec<(String, Vec<Step>)> = SYSCALLS
@@ -764,12 +767,12 @@ fn reclaim(run: &Run) -> Result<Figure> {
                 binned(
                     span,
                     width,
-                    events
-                        .list
-                        .iter()
-                        .filter(|e| e.kind == "direct_reclaim")
-                        .filter(move |e| (e.field("host").unwrap_or(0.0) != 0.0) == host)
-                        .map(|e| (e.t_s, e.field("ns").unwrap_or(0.0) / 1e6)),
+                    events.list.iter().filter_map(move |e| match e.body {
+                        Body::DirectReclaim(reclaim) if (reclaim.by_host != 0) == host => {
+                            Some((e.t_s, reclaim.ns as f64 / 1e6))
+                        }
+                        _ => None,
+                    }),
                 )
             };
             (
@@ -897,12 +900,12 @@ fn awake_intervals(run: &Run) -> Vec<(f64, f64)> {
     let mut open: std::collections::BTreeMap<u32, f64> = Default::default();
     let mut spans = Vec::new();
     for event in &events.list {
-        match event.kind.as_str() {
-            "kswapd_wake" => {
+        match event.body {
+            Body::KswapdWake(_) => {
                 open.entry(event.tid).or_insert(event.t_s);
             }
-            "kswapd_sleep" => {
-                let awake_s = event.field("awake_ns").unwrap_or(0.0) / 1e9;
+            Body::KswapdSleep(sleep) => {
+                let awake_s = sleep.awake_ns as f64 / 1e9;
                 let start = open.remove(&event.tid).unwrap_or(event.t_s - awake_s);
                 spans.push((start, event.t_s));
             }
