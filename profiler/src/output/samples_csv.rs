@@ -17,70 +17,139 @@
 //! | `zone_<node>_<name>_free_pages`, `..._min_pages`, `..._low_pages`, `..._high_pages`, `..._promo_pages` | the same for each populated zone (the set is fixed by the first sample) |
 //! | `zone_<node>_<name>_managed_pages` | pages the zone manages; grows during a run while memory is initialised lazily, and the watermarks with it |
 
+use std::collections::BTreeMap;
 use std::{fs::File, path::Path};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 
 use crate::sample::{
     Sample, SampleSink,
     zoneinfo::{self, Zone, ZoneId},
 };
 
+/// What a column before the per-zone ones holds: readers ask for it by this key, never by
+/// its name, which lives only in [`COLUMNS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Column {
+    TS,
+    Entry,
+    RssKb,
+    VmsKb,
+    Minflt,
+    Majflt,
+    Threads,
+    PsiSomeTotalUs,
+    PsiFullTotalUs,
+    PsiSomeAvg10,
+    PsiFullAvg10,
+    MemfreeKb,
+    MemavailableKb,
+    /// Summed over the zones that can serve user memory (`zones_*`).
+    Zones(ZoneColumn),
+}
+
+/// What a per-zone column holds (`zone_<node>_<name>_<suffix>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ZoneColumn {
+    FreePages,
+    MinPages,
+    LowPages,
+    HighPages,
+    PromoPages,
+    ManagedPages,
+}
+
 type Cell = fn(&Sample) -> Option<String>;
 type ZoneCell = fn(&Zone) -> Option<u64>;
 
-/// The columns before the per-zone ones, with how each is filled.
-const COLUMNS: &[(&str, Cell)] = &[
-    ("t_s", |s| Some(format!("{:.3}", s.t.as_secs_f64()))),
-    ("entry", |s| s.entry.map(|entry| entry.to_string())),
-    ("rss_kb", |s| Some(s.process?.rss_kb.to_string())),
-    ("vms_kb", |s| Some(s.process?.vms_kb.to_string())),
-    ("minflt", |s| Some(s.process?.minflt.to_string())),
-    ("majflt", |s| Some(s.process?.majflt.to_string())),
-    ("threads", |s| Some(s.process?.threads.to_string())),
-    ("psi_some_total_us", |s| {
+/// The columns before the per-zone ones: name, key, and how each is filled.
+const COLUMNS: &[(&str, Column, Cell)] = &[
+    ("t_s", Column::TS, |s| {
+        Some(format!("{:.3}", s.t.as_secs_f64()))
+    }),
+    ("entry", Column::Entry, |s| {
+        s.entry.map(|entry| entry.to_string())
+    }),
+    ("rss_kb", Column::RssKb, |s| {
+        Some(s.process?.rss_kb.to_string())
+    }),
+    ("vms_kb", Column::VmsKb, |s| {
+        Some(s.process?.vms_kb.to_string())
+    }),
+    ("minflt", Column::Minflt, |s| {
+        Some(s.process?.minflt.to_string())
+    }),
+    ("majflt", Column::Majflt, |s| {
+        Some(s.process?.majflt.to_string())
+    }),
+    ("threads", Column::Threads, |s| {
+        Some(s.process?.threads.to_string())
+    }),
+    ("psi_some_total_us", Column::PsiSomeTotalUs, |s| {
         Some(s.system.psi?.some_total_us.to_string())
     }),
-    ("psi_full_total_us", |s| {
+    ("psi_full_total_us", Column::PsiFullTotalUs, |s| {
         Some(s.system.psi?.full_total_us.to_string())
     }),
-    ("psi_some_avg10", |s| {
+    ("psi_some_avg10", Column::PsiSomeAvg10, |s| {
         Some(format!("{:.2}", s.system.psi?.some_avg10))
     }),
-    ("psi_full_avg10", |s| {
+    ("psi_full_avg10", Column::PsiFullAvg10, |s| {
         Some(format!("{:.2}", s.system.psi?.full_avg10))
     }),
-    ("memfree_kb", |s| {
+    ("memfree_kb", Column::MemfreeKb, |s| {
         Some(s.system.meminfo.memfree_kb.to_string())
     }),
-    ("memavailable_kb", |s| {
+    ("memavailable_kb", Column::MemavailableKb, |s| {
         Some(s.system.meminfo.memavailable_kb.to_string())
     }),
-    ("zones_free_pages", |s| {
-        Some(s.system.reach.free_pages.to_string())
-    }),
-    ("zones_min_pages", |s| {
-        Some(s.system.reach.watermarks.min.to_string())
-    }),
-    ("zones_low_pages", |s| {
-        Some(s.system.reach.watermarks.low.to_string())
-    }),
-    ("zones_high_pages", |s| {
-        Some(s.system.reach.watermarks.high.to_string())
-    }),
-    ("zones_promo_pages", |s| {
-        Some(s.system.reach.watermarks.promo?.to_string())
-    }),
+    (
+        "zones_free_pages",
+        Column::Zones(ZoneColumn::FreePages),
+        |s| Some(s.system.reach.free_pages.to_string()),
+    ),
+    (
+        "zones_min_pages",
+        Column::Zones(ZoneColumn::MinPages),
+        |s| Some(s.system.reach.watermarks.min.to_string()),
+    ),
+    (
+        "zones_low_pages",
+        Column::Zones(ZoneColumn::LowPages),
+        |s| Some(s.system.reach.watermarks.low.to_string()),
+    ),
+    (
+        "zones_high_pages",
+        Column::Zones(ZoneColumn::HighPages),
+        |s| Some(s.system.reach.watermarks.high.to_string()),
+    ),
+    (
+        "zones_promo_pages",
+        Column::Zones(ZoneColumn::PromoPages),
+        |s| Some(s.system.reach.watermarks.promo?.to_string()),
+    ),
 ];
 
 /// The columns of each zone, named `zone_<node>_<name>_<suffix>`.
-const ZONE_COLUMNS: &[(&str, ZoneCell)] = &[
-    ("free_pages", |zone| Some(zone.free_pages)),
-    ("min_pages", |zone| Some(zone.watermarks.min)),
-    ("low_pages", |zone| Some(zone.watermarks.low)),
-    ("high_pages", |zone| Some(zone.watermarks.high)),
-    ("promo_pages", |zone| zone.watermarks.promo),
-    ("managed_pages", |zone| Some(zone.managed_pages)),
+const ZONE_COLUMNS: &[(&str, ZoneColumn, ZoneCell)] = &[
+    ("free_pages", ZoneColumn::FreePages, |zone| {
+        Some(zone.free_pages)
+    }),
+    ("min_pages", ZoneColumn::MinPages, |zone| {
+        Some(zone.watermarks.min)
+    }),
+    ("low_pages", ZoneColumn::LowPages, |zone| {
+        Some(zone.watermarks.low)
+    }),
+    ("high_pages", ZoneColumn::HighPages, |zone| {
+        Some(zone.watermarks.high)
+    }),
+    ("promo_pages", ZoneColumn::PromoPages, |zone| {
+        zone.watermarks.promo
+    }),
+    ("managed_pages", ZoneColumn::ManagedPages, |zone| {
+        Some(zone.managed_pages)
+    }),
 ];
 
 pub struct SamplesCsv {
@@ -123,25 +192,157 @@ impl SampleSink for SamplesCsv {
 }
 
 fn header(zones: &[ZoneId]) -> Vec<String> {
-    let fixed = COLUMNS.iter().map(|(name, _)| name.to_string());
-    let per_zone = zones
-        .iter()
-        .flat_map(|zone| ZONE_COLUMNS.iter().map(|(suffix, _)| zone.column(suffix)));
+    let fixed = COLUMNS.iter().map(|(name, _, _)| name.to_string());
+    let per_zone = zones.iter().flat_map(|zone| {
+        ZONE_COLUMNS
+            .iter()
+            .map(|(suffix, _, _)| zone.column(suffix))
+    });
     fixed.chain(per_zone).collect()
 }
 
 fn cells(sample: &Sample, zones: &[ZoneId]) -> Vec<String> {
-    let fixed = COLUMNS.iter().map(|(_, cell)| cell(sample));
+    let fixed = COLUMNS.iter().map(|(_, _, cell)| cell(sample));
     let per_zone = zones.iter().flat_map(|id| {
         let zone = sample.system.zones.iter().find(|zone| zone.id == *id);
         ZONE_COLUMNS
             .iter()
-            .map(move |(_, cell)| zone.and_then(cell).map(|value| value.to_string()))
+            .map(move |(_, _, cell)| zone.and_then(cell).map(|value| value.to_string()))
     });
     fixed
         .chain(per_zone)
         .map(Option::unwrap_or_default)
         .collect()
+}
+
+/// A column of values; `None` where a sample did not measure it.
+pub type Series = Vec<Option<f64>>;
+
+/// samples.csv read back by column, each under its key.
+#[derive(Debug, Default)]
+pub struct SampleSeries {
+    /// Seconds since the sampler started.
+    pub t_s: Vec<f64>,
+    /// The entry each sample belongs to (`None` between entries).
+    pub entry: Vec<Option<usize>>,
+    columns: BTreeMap<Column, Series>,
+    /// The populated zones, in column order.
+    zones: Vec<(ZoneId, BTreeMap<ZoneColumn, Series>)>,
+}
+
+/// Where a header name goes: a column before the zones', or a zone's.
+enum Slot {
+    Column(Column),
+    Zone(ZoneId, ZoneColumn),
+    /// A column this version does not write (a later one's); read past.
+    Unknown,
+}
+
+fn slot(name: &str) -> Slot {
+    if let Some((_, key, _)) = COLUMNS.iter().find(|(column, _, _)| *column == name) {
+        return Slot::Column(*key);
+    }
+    let zone = name.strip_prefix("zone_").and_then(|rest| {
+        let (node, rest) = rest.split_once('_')?;
+        ZONE_COLUMNS.iter().find_map(|(suffix, key, _)| {
+            let zone = rest.strip_suffix(suffix)?.strip_suffix('_')?;
+            let id = ZoneId {
+                node: node.parse().ok()?,
+                name: zone.to_owned(),
+            };
+            Some(Slot::Zone(id, *key))
+        })
+    });
+    zone.unwrap_or(Slot::Unknown)
+}
+
+/// Reads samples.csv back; an empty cell stays `None`, never 0.
+pub fn read(path: &Path) -> Result<SampleSeries> {
+    let mut csv =
+        csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    let slots: Vec<Slot> = csv.headers()?.iter().map(slot).collect();
+    let mut series = SampleSeries::default();
+    for slot in &slots {
+        match slot {
+            Slot::Column(key) => {
+                series.columns.insert(*key, Vec::new());
+            }
+            Slot::Zone(id, key) => {
+                if !series.zones.iter().any(|(zone, _)| zone == id) {
+                    series.zones.push((id.clone(), BTreeMap::new()));
+                }
+                let (_, columns) = series
+                    .zones
+                    .iter_mut()
+                    .find(|(zone, _)| zone == id)
+                    .unwrap();
+                columns.insert(*key, Vec::new());
+            }
+            Slot::Unknown => {}
+        }
+    }
+    ensure!(
+        series.columns.contains_key(&Column::TS) && series.columns.contains_key(&Column::Entry),
+        "{} is not a samples.csv of skillprof: no t_s or entry column",
+        path.display()
+    );
+    for (number, record) in csv.records().enumerate() {
+        let record = record.with_context(|| format!("reading {}", path.display()))?;
+        for (slot, cell) in slots.iter().zip(record.iter()) {
+            let value = cell.parse().ok();
+            let column = match slot {
+                Slot::Column(key) => series.columns.get_mut(key),
+                Slot::Zone(id, key) => series
+                    .zones
+                    .iter_mut()
+                    .find(|(zone, _)| zone == id)
+                    .and_then(|(_, columns)| columns.get_mut(key)),
+                Slot::Unknown => None,
+            };
+            if let Some(column) = column {
+                column.push(value);
+            }
+        }
+        let t = series.columns[&Column::TS].last().copied().flatten();
+        series
+            .t_s
+            .push(t.with_context(|| format!("{} row {}: no t_s", path.display(), number + 1))?);
+        let entry = series.columns[&Column::Entry].last().copied().flatten();
+        series.entry.push(entry.map(|entry| entry as usize));
+    }
+    Ok(series)
+}
+
+impl SampleSeries {
+    pub fn len(&self) -> usize {
+        self.t_s.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.t_s.is_empty()
+    }
+
+    /// A column, if the file has it and any of its cells was measured.
+    pub fn column(&self, key: Column) -> Option<&[Option<f64>]> {
+        measured(self.columns.get(&key))
+    }
+
+    /// The populated zones, in column order.
+    pub fn zones(&self) -> impl Iterator<Item = &ZoneId> {
+        self.zones.iter().map(|(zone, _)| zone)
+    }
+
+    /// A zone's column, if the file has it and any of its cells was measured.
+    pub fn zone(&self, zone: &ZoneId, key: ZoneColumn) -> Option<&[Option<f64>]> {
+        let (_, columns) = self.zones.iter().find(|(id, _)| id == zone)?;
+        measured(columns.get(&key))
+    }
+}
+
+fn measured(column: Option<&Series>) -> Option<&[Option<f64>]> {
+    column
+        .filter(|values| values.iter().any(Option::is_some))
+        .map(Vec::as_slice)
 }
 
 #[cfg(test)]
@@ -233,5 +434,31 @@ mod tests {
             assert_eq!(cell(1, empty), "", "{empty}");
         }
         assert_eq!(cell(1, "memfree_kb"), "22127752");
+
+        // Read back by key, not by name.
+        let series = read(&path).unwrap();
+        assert_eq!(series.t_s, [1.234, 1.3]);
+        assert_eq!(series.entry, [Some(3), None]);
+        assert_eq!(
+            series.column(Column::RssKb),
+            Some(&[Some(43244.0), None][..])
+        );
+        assert_eq!(
+            series.column(Column::PsiFullTotalUs),
+            Some(&[Some(13025921.0), None][..])
+        );
+        assert_eq!(
+            series
+                .column(Column::Zones(ZoneColumn::PromoPages))
+                .unwrap()[0],
+            Some((6533 + 22997) as f64)
+        );
+        let zones: Vec<String> = series.zones().map(|z| z.column("x")).collect();
+        assert_eq!(zones, ["zone_0_DMA_x", "zone_0_DMA32_x", "zone_0_Normal_x"]);
+        let dma32 = series.zones().nth(1).unwrap();
+        assert_eq!(
+            series.zone(dma32, ZoneColumn::MinPages).unwrap()[0],
+            Some(3734.0)
+        );
     }
 }

@@ -20,6 +20,7 @@ use anyhow::{Context, Result, bail, ensure};
 use crate::explain;
 use crate::output::entries_jsonl;
 use crate::output::harness_log::{self, RunLog};
+use crate::output::samples_csv::{self, SampleSeries};
 use crate::record::event::KernelEvent;
 use crate::record::{EntryRecord, Row, RunInfo};
 use crate::stats;
@@ -37,7 +38,7 @@ pub struct Run {
     pub rows: Vec<Row>,
     /// Each entry's paragraph of explain.md, in entry order (empty if the run has none).
     pub explanations: Vec<String>,
-    pub samples: Samples,
+    pub samples: SampleSeries,
     pub entries: Vec<EntrySpan>,
     /// How the entries were placed on the sampler's clock, in words.
     pub alignment: String,
@@ -71,79 +72,6 @@ impl Run {
     /// rate: the boundary samples come in pairs a millisecond apart.
     pub fn rate_min_dt_s(&self) -> f64 {
         self.sampling_interval_s() / 2.0
-    }
-}
-
-/// samples.csv by column. A cell that was not measured is `None`.
-#[derive(Debug, Default)]
-pub struct Samples {
-    pub t_s: Vec<f64>,
-    pub entry: Vec<Option<usize>>,
-    columns: BTreeMap<String, Vec<Option<f64>>>,
-    /// The header in file order.
-    pub names: Vec<String>,
-}
-
-impl Samples {
-    pub fn read(path: &Path) -> Result<Self> {
-        let mut csv =
-            csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
-        let names: Vec<String> = csv.headers()?.iter().map(str::to_owned).collect();
-        let position = |name: &str| {
-            names
-                .iter()
-                .position(|n| n == name)
-                .with_context(|| format!("{} has no column {name}", path.display()))
-        };
-        let (t_at, entry_at) = (position("t_s")?, position("entry")?);
-        let mut samples = Samples {
-            names: names.clone(),
-            ..Samples::default()
-        };
-        let mut columns: Vec<Vec<Option<f64>>> = vec![Vec::new(); names.len()];
-        for (number, record) in csv.records().enumerate() {
-            let record = record.with_context(|| format!("reading {}", path.display()))?;
-            let t: f64 = record[t_at].parse().with_context(|| {
-                format!(
-                    "{} row {}: t_s {:?}",
-                    path.display(),
-                    number + 1,
-                    &record[t_at]
-                )
-            })?;
-            samples.t_s.push(t);
-            samples.entry.push(record[entry_at].parse().ok());
-            for (column, cell) in columns.iter_mut().zip(record.iter()) {
-                column.push(cell.parse().ok());
-            }
-        }
-        samples.columns = names.into_iter().zip(columns).collect();
-        Ok(samples)
-    }
-
-    pub fn len(&self) -> usize {
-        self.t_s.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.t_s.is_empty()
-    }
-
-    /// A column, if samples.csv has it and any of its cells was measured.
-    pub fn column(&self, name: &str) -> Option<&[Option<f64>]> {
-        self.columns
-            .get(name)
-            .filter(|values| values.iter().any(Option::is_some))
-            .map(Vec::as_slice)
-    }
-
-    /// The populated zones, as `<node>_<name>` in column order (zone_0_DMA32_free_pages → 0_DMA32).
-    pub fn zones(&self) -> Vec<String> {
-        self.names
-            .iter()
-            .filter_map(|name| name.strip_prefix("zone_")?.strip_suffix("_free_pages"))
-            .map(str::to_owned)
-            .collect()
     }
 }
 
@@ -216,7 +144,7 @@ impl Run {
             Err(_) => Vec::new(),
         };
         let samples_path = folder.join("samples.csv");
-        let samples = Samples::read(&samples_path)?;
+        let samples = samples_csv::read(&samples_path)?;
         ensure!(
             !samples.is_empty(),
             "{} has no samples: the run ended before its first entry",
@@ -278,7 +206,10 @@ impl Run {
     }
 }
 
-fn place_entries(records: &[EntryRecord], samples: &Samples) -> Result<(Vec<EntrySpan>, String)> {
+fn place_entries(
+    records: &[EntryRecord],
+    samples: &SampleSeries,
+) -> Result<(Vec<EntrySpan>, String)> {
     let mut first_tag: BTreeMap<usize, f64> = BTreeMap::new();
     for (t, entry) in samples.t_s.iter().zip(&samples.entry) {
         if let Some(entry) = entry {

@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::load::{Event, Run};
 use super::plots::timeseries::column_rates;
+use crate::output::samples_csv::{Column, ZoneColumn};
 use crate::probes::stop::PARTS;
 use crate::record::event::Body;
 
@@ -230,9 +231,8 @@ fn counter(
 fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
     let samples = &run.samples;
     let t = &samples.t_s;
-    let series = |name: &str, scale: f64| -> Vec<(f64, f64)> {
-        samples
-            .column(name)
+    let series = |values: Option<&[Option<f64>]>, scale: f64| -> Vec<(f64, f64)> {
+        values
             .map(|values| {
                 t.iter()
                     .zip(values)
@@ -245,23 +245,29 @@ fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
         trace,
         "host RSS",
         "MiB",
-        series("rss_kb", 1.0 / 1024.0).into_iter(),
+        series(samples.column(Column::RssKb), 1.0 / 1024.0).into_iter(),
     )?;
     counter(
         trace,
         "host VMS",
         "GiB",
-        series("vms_kb", 1.0 / 1048576.0).into_iter(),
+        series(samples.column(Column::VmsKb), 1.0 / 1048576.0).into_iter(),
     )?;
     let (page, unit) = run.page_unit();
     counter(
         trace,
         "free memory, all zones",
         unit,
-        series("zones_free_pages", page).into_iter(),
+        series(samples.column(Column::Zones(ZoneColumn::FreePages)), page).into_iter(),
     )?;
-    for mark in ["min", "low", "high", "promo"] {
-        let points = series(&format!("zones_{mark}_pages"), page);
+    let marks = [
+        ("min", ZoneColumn::MinPages),
+        ("low", ZoneColumn::LowPages),
+        ("high", ZoneColumn::HighPages),
+        ("promo", ZoneColumn::PromoPages),
+    ];
+    for (mark, key) in marks {
+        let points = series(samples.column(Column::Zones(key)), page);
         counter(
             trace,
             &format!("{mark} watermark, all zones"),
@@ -270,15 +276,15 @@ fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
         )?;
     }
     for zone in samples.zones() {
-        let points = series(&format!("zone_{zone}_free_pages"), page);
+        let points = series(samples.zone(zone, ZoneColumn::FreePages), page);
         counter(
             trace,
-            &format!("free memory, zone {}", zone.replacen('_', " ", 1)),
+            &format!("free memory, zone {} {}", zone.node, zone.name),
             unit,
             points.into_iter(),
         )?;
     }
-    let rate = |trace: &mut Trace, name: &str, column: &str, scale: f64, unit: &str| {
+    let rate = |trace: &mut Trace, name: &str, column: Column, scale: f64, unit: &str| {
         let Some(steps) = column_rates(run, column) else {
             return Ok(());
         };
@@ -292,19 +298,19 @@ fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
     rate(
         trace,
         "PSI some (stalled)",
-        "psi_some_total_us",
+        Column::PsiSomeTotalUs,
         1e-4,
         "% of time",
     )?;
     rate(
         trace,
         "PSI full (stalled)",
-        "psi_full_total_us",
+        Column::PsiFullTotalUs,
         1e-4,
         "% of time",
     )?;
-    rate(trace, "host minor faults", "minflt", 1.0, "per s")?;
-    rate(trace, "host major faults", "majflt", 1.0, "per s")
+    rate(trace, "host minor faults", Column::Minflt, 1.0, "per s")?;
+    rate(trace, "host major faults", Column::Majflt, 1.0, "per s")
 }
 
 fn events(trace: &mut Trace, run: &Run) -> Result<()> {

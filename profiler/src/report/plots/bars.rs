@@ -12,6 +12,7 @@ use super::{
     BLUE, BROWN, Figure, GREEN, GREY, PURPLE, RED, WIDTH, axes_style, drawing, font, render,
     run_colour, shade_entries, short,
 };
+use crate::output::samples_csv::Column;
 use crate::probes::stop::PARTS;
 use crate::report::load::Run;
 use crate::words;
@@ -457,7 +458,7 @@ pub fn rss_over_time(runs: &[&Run]) -> Result<Figure> {
         .iter()
         .map(|run| {
             let start = run.entries.first().map_or(0.0, |e| e.begin_s);
-            let rss = run.samples.column("rss_kb").unwrap_or(&[]);
+            let rss = run.samples.column(Column::RssKb).unwrap_or(&[]);
             let t: Vec<f64> = run.samples.t_s.iter().map(|t| t - start).collect();
             // From the first entry on: the samples before it would fall left of the axis.
             let mut lines = super::timeseries::segments(&t, rss, 1.0 / 1024.0);

@@ -15,8 +15,10 @@ use super::{
     render, run_colour, shade_entries, short, strip,
 };
 use crate::band::Band;
+use crate::output::samples_csv::{Column, SampleSeries, ZoneColumn};
 use crate::record::event::Body;
-use crate::report::load::{Run, SYSCALLS, Samples};
+use crate::report::load::{Run, SYSCALLS};
+use crate::sample::zoneinfo::ZoneId;
 use crate::words;
 
 const X_DESC: &str = "seconds since the sampler started";
@@ -62,7 +64,7 @@ pub fn segments(t: &[f64], values: &[Option<f64>], scale: f64) -> Vec<Vec<(f64, 
 }
 
 /// [`rates`] of the samples.csv column `column`; `None` where it was not measured.
-pub fn column_rates(run: &Run, column: &str) -> Option<Vec<Step>> {
+pub fn column_rates(run: &Run, column: Column) -> Option<Vec<Step>> {
     let samples = &run.samples;
     Some(rates(
         &samples.t_s,
@@ -229,7 +231,8 @@ fn note<Y: Ranged<ValueType = f64>>(
 fn memory(run: &Run) -> Result<Figure> {
     const TITLE: &str = "Host memory: resident (RSS) and virtual (VMS)";
     let samples = &run.samples;
-    let (Some(rss), Some(vms)) = (samples.column("rss_kb"), samples.column("vms_kb")) else {
+    let (Some(rss), Some(vms)) = (samples.column(Column::RssKb), samples.column(Column::VmsKb))
+    else {
         return Ok(Figure::absent(
             "memory",
             TITLE,
@@ -282,8 +285,8 @@ fn memory(run: &Run) -> Result<Figure> {
 fn rates_figure(run: &Run) -> Result<Figure> {
     const TITLE: &str = "Page faults and memory syscalls per second";
     let x = x_range(run);
-    let minor = column_rates(run, "minflt");
-    let major = column_rates(run, "majflt");
+    let minor = column_rates(run, Column::Minflt);
+    let major = column_rates(run, Column::Majflt);
     let syscalls = syscall_steps(run);
     let fault_top = top_of(minor.iter().chain(&major).flatten().map(|s| s.value), 1.0);
     let svg = render("the rates plot", 640, |root| {
@@ -487,18 +490,26 @@ struct ZoneSeries {
     marks: [Vec<Option<f64>>; 4],
 }
 
-fn zone_series(samples: &Samples, prefix: &str, title: String) -> Option<ZoneSeries> {
-    let get = |what: &str| {
-        samples
-            .column(&format!("{prefix}_{what}_pages"))
-            .map(<[_]>::to_vec)
+/// One zone's series, or with `zone` `None` the zones summed.
+fn zone_series(samples: &SampleSeries, zone: Option<&ZoneId>, title: String) -> Option<ZoneSeries> {
+    let get = |key: ZoneColumn| {
+        match zone {
+            Some(zone) => samples.zone(zone, key),
+            None => samples.column(Column::Zones(key)),
+        }
+        .map(<[_]>::to_vec)
     };
-    let high = get("high")?;
-    let promo = get("promo").unwrap_or_else(|| high.clone());
+    let high = get(ZoneColumn::HighPages)?;
+    let promo = get(ZoneColumn::PromoPages).unwrap_or_else(|| high.clone());
     Some(ZoneSeries {
         title,
-        free: get("free")?,
-        marks: [get("min")?, get("low")?, high, promo],
+        free: get(ZoneColumn::FreePages)?,
+        marks: [
+            get(ZoneColumn::MinPages)?,
+            get(ZoneColumn::LowPages)?,
+            high,
+            promo,
+        ],
     })
 }
 
@@ -506,16 +517,12 @@ fn zones(run: &Run) -> Result<Figure> {
     const TITLE: &str = "Free memory per zone against its watermarks";
     let samples = &run.samples;
     let mut series = Vec::new();
-    series.extend(zone_series(
-        samples,
-        "zones",
-        "all zones, summed".to_owned(),
-    ));
+    series.extend(zone_series(samples, None, "all zones, summed".to_owned()));
     for zone in samples.zones() {
         series.extend(zone_series(
             samples,
-            &format!("zone_{zone}"),
-            format!("zone {}", zone.replacen('_', " ", 1)),
+            Some(zone),
+            format!("zone {} {}", zone.node, zone.name),
         ));
     }
     if series.is_empty() {
@@ -669,8 +676,8 @@ fn psi(run: &Run) -> Result<Figure> {
     const TITLE: &str = "Memory pressure stall (PSI), system-wide";
     let samples = &run.samples;
     let (Some(some_total), Some(full_total)) = (
-        samples.column("psi_some_total_us"),
-        samples.column("psi_full_total_us"),
+        samples.column(Column::PsiSomeTotalUs),
+        samples.column(Column::PsiFullTotalUs),
     ) else {
         return Ok(Figure::absent(
             "psi",
