@@ -83,11 +83,6 @@ impl Row {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
-
-    /// A measured number; `None` for an empty cell or a column the row does not have.
-    pub fn number(&self, name: &str) -> Option<f64> {
-        self.get(name)?.parse().ok()
-    }
 }
 
 /// Anything measured per entry writes its cells through this.

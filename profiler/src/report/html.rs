@@ -627,11 +627,11 @@ fn entries_table(run: &Run, prefix: &str) -> Markup {
                         }
                     }
                     tbody {
-                        @for (number, row) in run.rows.iter().enumerate() {
-                            @let index = row.get("index").unwrap_or("?");
+                        @for (number, (record, row)) in run.records.iter().zip(&run.rows).enumerate() {
+                            @let index = record.measure.index;
                             tr {
                                 td class="sticky1" data-v=(index) {
-                                    "#" (index) " " code { (row.get("cmd").unwrap_or("?")) }
+                                    "#" (index) " " code { (record.measure.cmd) }
                                 }
                                 td class="sticky2" {
                                     (run.explanations.get(number).map_or("", String::as_str))
