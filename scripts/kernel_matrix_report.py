@@ -112,7 +112,7 @@ def check_expectations(host, guest):
         problem("host and guest ran the same kernel")
     want = {
         ("host", "probes"): {
-            "syscalls": "tp_btf",
+            "syscalls": "tracepoint",
             "page_faults": "tp_btf",
             "shrink_node": None,
             "exit_mmap": None,
@@ -128,8 +128,8 @@ def check_expectations(host, guest):
             "shrink_node": "kprobe",
             "exit_mmap": "kprobe",
         },
-        ("host", "probes-forced-fallback"): {"syscalls": "tracepoint", "page_faults": "tracepoint"},
-        ("guest", "probes-forced-fallback"): {"syscalls": "tracepoint", "page_faults": "tracepoint"},
+        ("host", "probes-forced-fallback"): {"syscalls": "tp_btf", "page_faults": "tracepoint"},
+        ("guest", "probes-forced-fallback"): {"syscalls": "tp_btf", "page_faults": "tracepoint"},
     }
     for (kernel, name), expected in want.items():
         report = (host if kernel == "host" else guest).get(name)

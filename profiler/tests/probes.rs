@@ -53,7 +53,7 @@ fn probe<'a>(report: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
     require_root();
-    let report = report(&[]);
+    let report = report(&["--self-cost"]);
     save_result("probes", report.clone());
     assert!(report["kernel"].as_str().is_some_and(|k| !k.is_empty()));
     assert_mechanisms(&statuses(&report), Selection::All);
@@ -95,23 +95,28 @@ fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
 }
 
 #[test]
-fn forcing_the_fallback_attaches_classic_tracepoints() {
+fn forcing_the_fallback_attaches_each_plans_last_mechanism() {
     require_root();
     let report = report(&["--force-fallback"]);
     save_result("probes-forced-fallback", report.clone());
     assert_eq!(report["force_fallback"], true);
     assert_mechanisms(&statuses(&report), Selection::ForcedFallback);
-    for name in [
-        "syscalls",
-        "page_faults",
-        "kswapd",
-        "lru_shrink",
-        "exit",
-        "rss_stat",
+    // Without --self-cost BPF stats stay off, and no cost is made up.
+    assert!(report["costs"]["stats"].is_null(), "{:#}", report["costs"]);
+    assert_eq!(report["costs"]["programs"], serde_json::json!([]));
+    // Classic tracepoints, but for syscalls the raw ones: the classic per-syscall
+    // tracepoints are cheaper for the rest of the machine, so they come before.
+    for (name, last) in [
+        ("syscalls", "tp_btf"),
+        ("page_faults", "tracepoint"),
+        ("kswapd", "tracepoint"),
+        ("lru_shrink", "tracepoint"),
+        ("exit", "tracepoint"),
+        ("rss_stat", "tracepoint"),
     ] {
         let status = probe(&report, name);
         assert_eq!(status["attached"], true, "{status:#}");
-        assert_eq!(status["mechanism"], "tracepoint", "{status:#}");
+        assert_eq!(status["mechanism"], last, "{status:#}");
     }
     assert!(report["mmap"]["calls"].as_u64() >= report["self_mmaps"].as_u64());
 }
@@ -131,7 +136,7 @@ fn without_fentry_kprobes_attach_where_the_kernel_has_them() {
     require_root();
     // On a kernel with kprobes, syscalls, shrink_node and exit_mmap attach kprobes, and the
     // self-check (at least skillprof's own mmaps counted) runs through them; on this
-    // machine's kernel the kprobe attempts fail and tp_btf counts instead.
+    // machine's kernel the kprobe attempts fail and the classic syscall tracepoints count instead.
     let report = report(&["--mechanism", "kprobe,tp_btf,tracepoint"]);
     save_result("probes-no-fentry", report.clone());
     assert_mechanisms(&statuses(&report), Selection::NoFentry);

@@ -241,7 +241,12 @@ fn assert_near_minflt(label: &str, counted: u64, kernel: u64) {
 fn exact_counts_are_attributed_to_their_entries() {
     require_root();
     let mut exercise = Exercise::start();
-    let session = ProbeSession::start(exercise.pid(), &options()).unwrap();
+    // With the probes' own cost measured, which the end of this test checks.
+    let measured = ProbeOptions {
+        self_cost: true,
+        ..options()
+    };
+    let session = ProbeSession::start(exercise.pid(), &measured).unwrap();
     for status in session.statuses() {
         println!(
             "{:15} {:12} attached={} {}",
@@ -294,7 +299,8 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
     let mut exercise = Exercise::start();
     // All at once on the same process: the same events, counted by every mechanism the
     // kernel allows. The preferred ones (fentry/fexit where allowed), fentry excluded
-    // (kprobes where the kernel has them), and the forced fallback (classic tracepoints).
+    // (kprobes where the kernel has them), and the forced fallback (each plan's last: the raw
+    // syscall tracepoints, the classic fault tracepoints).
     let sessions: Vec<ProbeSession> = Selection::ALL
         .iter()
         .map(|selection| ProbeSession::start(exercise.pid(), &options_for(*selection)).unwrap())
@@ -312,18 +318,17 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
         assert_mechanisms(session.statuses(), *selection);
     }
     let (preferred, fallback) = (&sessions[0], &sessions[2]);
-    for probe in ["syscalls", "page_faults"] {
+    for (probe, last) in [
+        ("syscalls", Mechanism::TpBtf),
+        ("page_faults", Mechanism::Tracepoint),
+    ] {
         let (p, k, f) = (
             mechanism(preferred, probe),
             mechanism(&sessions[1], probe),
             mechanism(fallback, probe),
         );
         println!("{probe}: preferred {p}, without fentry {k}, fallback {f}");
-        assert_eq!(
-            f,
-            Mechanism::Tracepoint,
-            "{probe}: forced fallback attached {f}"
-        );
+        assert_eq!(f, last, "{probe}: forced fallback attached {f}");
         assert_ne!(
             p, f,
             "{probe}: the preferred mechanism is the fallback here"
