@@ -1,64 +1,74 @@
-//! What measuring costs: runs a workload alternately with probes on and off, N pairs, and
-//! prints the median ratio of the workload's wall time (probes on / off) and, per BPF
-//! program, runs and ns per run. Pairs alternate so that drift on a noisy machine hits both
-//! sides alike; the median resists the odd slow run. Figures only, no pass/fail.
+//! What a run costs the host it profiles: a short workload run again and again with the
+//! probes on (as `skillprof run` has them by default) and off (`--no-probes`), and a second
+//! probes-off run as the control. Each round runs the three in a random order, so that drift
+//! on a noisy machine hits all alike. Two metrics per run, from the run's own typed records
+//! (entries.jsonl): the host's CPU time (utime + stime of every host thread, summed over the
+//! entries) and the workload's wall time (took_ms summed). Per round, on/off and off-again/off
+//! are ratios; the figure is the median ratio with a bootstrap 95% interval, and the control's
+//! interval shows how small an effect the machine's noise lets the benchmark see. Figures
+//! only, no pass/fail; the target is an upper host-CPU bound of at most +1%.
 //!
-//!     cargo bench -p skillprof --bench overhead [-- --pairs N --cmds FILE [-- HOST_FLAGS]]
+//!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE [-- HOST_FLAGS]]
 //!
-//! FILE is relative to the repository root (default cmds/bench.cmds, 3 pairs).
-//!
-//! Needs root (the probes) and a release build of skillprof and skillhost.
+//! FILE is relative to the repository root (default cmds/overhead.cmds, about 10 s; 30
+//! rounds, about 20 minutes). Needs root (the probes) and a release build of skillprof and
+//! skillhost.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
-use serde_json::Value;
+use skillprof::output::entries_jsonl;
 use skillprof::stats;
 
+const RESAMPLES: usize = 10_000;
+
 struct Options {
-    pairs: usize,
+    rounds: usize,
     cmds: PathBuf,
     host_flags: Vec<String>,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Condition {
+    On,
+    Off,
+    OffAgain,
+}
+
 /// One run's figures.
+#[derive(Clone, Copy, Default)]
 struct Measured {
-    workload_ms: f64,
-    /// program → (runs, run_ns), probes-on runs only.
-    programs: BTreeMap<String, (u64, u64)>,
+    host_cpu_ms: f64,
+    wall_ms: f64,
 }
 
 fn main() -> Result<()> {
     let options = parse_options()?;
+    ensure!(
+        rustix::process::geteuid().is_root(),
+        "the overhead benchmark loads BPF probes: run it as root"
+    );
     let skillprof = skillprof_binary()?;
     let out = tempfile::tempdir()?;
-    let (mut on, mut off) = (Vec::new(), Vec::new());
-    for pair in 1..=options.pairs {
-        // Alternate which goes first, so warm-up effects do not favour one side.
-        let order = if pair % 2 == 1 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for probes in order {
-            let measured = run(&skillprof, &options, probes, out.path())?;
+    let mut rng = fastrand::Rng::with_seed(0x0ae7_4ead);
+    let mut rounds: Vec<[Measured; 3]> = Vec::new();
+    for round in 1..=options.rounds {
+        let mut order = [Condition::On, Condition::Off, Condition::OffAgain];
+        rng.shuffle(&mut order);
+        let mut measured = [Measured::default(); 3];
+        for condition in order {
+            let figures = run(&skillprof, &options, condition, out.path())?;
             eprintln!(
-                "pair {pair}/{}: probes {}: {:.0} ms",
-                options.pairs,
-                if probes { "on " } else { "off" },
-                measured.workload_ms
+                "round {round}/{}: {condition:?}: host CPU {:.0} ms, wall {:.0} ms",
+                options.rounds, figures.host_cpu_ms, figures.wall_ms
             );
-            if probes {
-                on.push(measured)
-            } else {
-                off.push(measured)
-            }
+            measured[condition as usize] = figures;
         }
+        rounds.push(measured);
     }
-    report(&options, &on, &off);
+    report(&options, &rounds);
     Ok(())
 }
 
@@ -67,22 +77,25 @@ fn parse_options() -> Result<Options> {
         .join("..")
         .canonicalize()?;
     let mut options = Options {
-        pairs: 3,
-        cmds: repo.join("cmds/bench.cmds"),
+        rounds: 30,
+        cmds: repo.join("cmds/overhead.cmds"),
         host_flags: Vec::new(),
     };
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--pairs" => options.pairs = args.next().context("--pairs N")?.parse()?,
+            "--rounds" => options.rounds = args.next().context("--rounds N")?.parse()?,
             // cargo runs benches in profiler/: relative paths are taken from the repo root.
             "--cmds" => options.cmds = repo.join(args.next().context("--cmds FILE")?),
             "--" => options.host_flags = args.by_ref().collect(),
             _ => {}
         }
     }
-    ensure!(options.pairs > 0, "--pairs must be at least 1");
+    ensure!(
+        options.rounds >= 2,
+        "--rounds must be at least 2 for an interval"
+    );
     Ok(options)
 }
 
@@ -101,11 +114,11 @@ fn skillprof_binary() -> Result<PathBuf> {
     Ok(binary)
 }
 
-fn run(skillprof: &Path, options: &Options, probes: bool, out: &Path) -> Result<Measured> {
-    let before: Vec<PathBuf> = folders(out)?;
+fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) -> Result<Measured> {
+    let before = folders(out)?;
     let mut command = Command::new(skillprof);
     command.arg("run").arg(&options.cmds).arg("--out").arg(out);
-    if !probes {
+    if condition != Condition::On {
         command.arg("--no-probes");
     }
     if !options.host_flags.is_empty() {
@@ -122,27 +135,18 @@ fn run(skillprof: &Path, options: &Options, probes: bool, out: &Path) -> Result<
         .into_iter()
         .find(|f| !before.contains(f))
         .context("the run left no folder")?;
-    let workload_ms = workload_ms(&folder.join("commands.csv"))?;
-    let meta: Value = serde_json::from_str(&fs::read_to_string(folder.join("meta.json"))?)?;
-    let mut programs = BTreeMap::new();
-    for program in meta["probes"]["costs"]["programs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let name = format!(
-            "{}/{}",
-            program["probe"].as_str().unwrap_or("?"),
-            program["program"].as_str().unwrap_or("?")
-        );
-        let runs = program["runs"].as_u64().unwrap_or(0);
-        let run_ns = program["run_ns"].as_u64().unwrap_or(0);
-        programs.insert(name, (runs, run_ns));
-    }
-    Ok(Measured {
-        workload_ms,
-        programs,
-    })
+    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
+    // Host start-up and the profiler's set-up are not what the probes slow down, and after
+    // `stop` the host's CPU time is no longer readable: the workload's entries only.
+    let measured = records
+        .iter()
+        .filter(|record| record.measure.cmd != "stop")
+        .fold(Measured::default(), |sum, record| Measured {
+            host_cpu_ms: sum.host_cpu_ms + record.measure.host_cpu_ms().unwrap_or(0.0),
+            wall_ms: sum.wall_ms + record.measure.took_ms(),
+        });
+    fs::remove_dir_all(&folder)?;
+    Ok(measured)
 }
 
 fn folders(out: &Path) -> Result<Vec<PathBuf>> {
@@ -151,74 +155,58 @@ fn folders(out: &Path) -> Result<Vec<PathBuf>> {
         .collect::<Result<_, _>>()?)
 }
 
-/// The workload's own wall time: the sum of took_ms over its entries (host start-up and
-/// the profiler's set-up excluded; they are not what the probes slow down).
-fn workload_ms(commands: &Path) -> Result<f64> {
-    let mut csv = csv::Reader::from_path(commands)?;
-    let took = csv
-        .headers()?
-        .iter()
-        .position(|h| h == "took_ms")
-        .context("took_ms")?;
-    let mut total = 0.0;
-    for record in csv.records() {
-        total += record?[took].parse::<f64>()?;
-    }
-    Ok(total)
+/// `+X.X% [lo, hi]`: the median of the per-round ratios as a change, with its interval.
+fn change(ratios: &[f64], seed: u64) -> String {
+    let mut sorted = ratios.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = stats::median(&sorted);
+    let (lo, hi) = stats::median_ci(ratios, RESAMPLES, seed);
+    let percent = |ratio: f64| (ratio - 1.0) * 100.0;
+    format!(
+        "{:+.1}% [{:+.1}, {:+.1}]",
+        percent(median),
+        percent(lo),
+        percent(hi)
+    )
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    stats::median(&values)
-}
-
-fn report(options: &Options, on: &[Measured], off: &[Measured]) {
-    let ratios: Vec<f64> = on
-        .iter()
-        .zip(off)
-        .map(|(on, off)| on.workload_ms / off.workload_ms)
-        .collect();
-    println!(
-        "\nprobe overhead on {} ({} pairs)",
-        options.cmds.display(),
-        options.pairs
-    );
-    println!(
-        "workload wall time, probes off: median {:.0} ms",
-        median(off.iter().map(|m| m.workload_ms).collect())
-    );
-    println!(
-        "workload wall time, probes on:  median {:.0} ms",
-        median(on.iter().map(|m| m.workload_ms).collect())
-    );
-    let ratio = median(ratios.clone());
-    println!(
-        "median ratio on/off: {ratio:.3} ({:+.1}%); per pair: {}",
-        (ratio - 1.0) * 100.0,
-        ratios
+fn report(options: &Options, rounds: &[[Measured; 3]]) {
+    let ratios = |condition: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
+        rounds
             .iter()
-            .map(|r| format!("{r:.3}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+            .map(|round| {
+                metric(&round[condition as usize]) / metric(&round[Condition::Off as usize])
+            })
+            .collect()
+    };
+    let cpu = |m: &Measured| m.host_cpu_ms;
+    let wall = |m: &Measured| m.wall_ms;
+    let median_of = |condition: Condition, metric: fn(&Measured) -> f64| {
+        let mut values: Vec<f64> = rounds
+            .iter()
+            .map(|r| metric(&r[condition as usize]))
+            .collect();
+        values.sort_by(f64::total_cmp);
+        stats::median(&values)
+    };
+    println!(
+        "\nprobe overhead on {}, {} rounds of on / off / off again in random order",
+        options.cmds.display(),
+        rounds.len()
     );
     println!(
-        "\n{:<44} {:>14} {:>10}",
-        "BPF program (probe/program)", "runs per run", "ns/run"
+        "probes off: median host CPU {:.0} ms, wall {:.0} ms",
+        median_of(Condition::Off, cpu),
+        median_of(Condition::Off, wall)
     );
-    let mut totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for measured in on {
-        for (name, (runs, ns)) in &measured.programs {
-            let total = totals.entry(name).or_default();
-            total.0 += runs;
-            total.1 += ns;
-        }
-    }
-    for (name, (runs, ns)) in totals {
-        let per_run = if runs > 0 {
-            format!("{:.0}", ns as f64 / runs as f64)
-        } else {
-            "-".into()
-        };
-        println!("{name:<44} {:>14} {per_run:>10}", runs / on.len() as u64);
-    }
+    println!(
+        "overhead: {} (host CPU), {} (wall)",
+        change(&ratios(Condition::On, cpu), 1),
+        change(&ratios(Condition::On, wall), 2)
+    );
+    println!(
+        "control, off again / off: {} (host CPU), {} (wall)",
+        change(&ratios(Condition::OffAgain, cpu), 3),
+        change(&ratios(Condition::OffAgain, wall), 4)
+    );
 }

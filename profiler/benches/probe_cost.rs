@@ -3,12 +3,14 @@
 //!   process on the machine pays while a run lasts;
 //! - a matching mmap+munmap pair, and a page fault, while a session profiles this process.
 //!
-//! Each attach selection the kernel allows (the preferred mechanisms, and the forced classic
-//! tracepoint fallback) is one condition, next to two conditions without probes: "off" is
+//! Each attach selection the kernel allows (the preferred mechanisms; the same with
+//! `--self-cost`, BPF stats on; and the forced fallback, each plan's last mechanism) is one
+//! condition, next to two conditions without probes: "off" is
 //! the baseline of every round, "off again" the control that shows the detection floor.
 //! Rounds run the conditions in a fresh random order; each figure is the median over rounds
 //! of (condition − off) in that round, with a bootstrap 95% confidence interval. Sessions
-//! run as `skillprof run` runs them, BPF stats included. Figures only, no pass/fail.
+//! run as `skillprof run` runs them: BPF stats off unless the condition says self-cost.
+//! Figures only, no pass/fail.
 //!
 //!     cargo bench -p skillprof --bench probe_cost [-- --rounds N]
 //!
@@ -31,6 +33,8 @@ const RESAMPLES: usize = 5_000;
 #[derive(Clone, Copy, PartialEq)]
 enum Attach {
     Preferred,
+    /// The preferred mechanisms with BPF stats on (`--self-cost`).
+    SelfCost,
     Fallback,
 }
 
@@ -48,7 +52,7 @@ struct Condition {
     probes: Option<(Attach, Target)>,
 }
 
-const CONDITIONS: [Condition; 6] = [
+const CONDITIONS: [Condition; 8] = [
     Condition {
         label: "off (baseline)",
         probes: None,
@@ -64,6 +68,14 @@ const CONDITIONS: [Condition; 6] = [
     Condition {
         label: "preferred, this process",
         probes: Some((Attach::Preferred, Target::Itself)),
+    },
+    Condition {
+        label: "self-cost, another process",
+        probes: Some((Attach::SelfCost, Target::Other)),
+    },
+    Condition {
+        label: "self-cost, this process",
+        probes: Some((Attach::SelfCost, Target::Itself)),
     },
     Condition {
         label: "fallback, another process",
@@ -110,6 +122,7 @@ fn main() -> Result<()> {
                     };
                     let options = ProbeOptions {
                         force_fallback: attach == Attach::Fallback,
+                        self_cost: attach == Attach::SelfCost,
                         max_entries: 2,
                         ..ProbeOptions::default()
                     };
@@ -226,7 +239,7 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[String]) {
     let absolute = |pick: fn(&Costs) -> f64| median_of(&mut baseline.iter().map(pick).collect());
     println!(
         "probe cost: thread CPU ns added per operation, median over {rounds} interleaved rounds \
-         [bootstrap 95% CI]; BPF stats on, as in every run"
+         [bootstrap 95% CI]; BPF stats off but in the self-cost rows, as runs have them"
     );
     println!(
         "without probes: getppid {:.0} ns, mmap+munmap {:.0} ns, fault {:.0} ns\n",

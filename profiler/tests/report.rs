@@ -306,7 +306,13 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
         rows.len() + 1,
         "one row per entry"
     );
-    let explained = explain::paragraphs(&fs::read_to_string(folder.join("explain.md")).unwrap());
+    let document = fs::read_to_string(folder.join("explain.md")).unwrap();
+    // BPF stats are off by default, and the head says so.
+    assert!(
+        document.contains("- probe cost mode: not measured (BPF stats are off unless --self-cost"),
+        "{document}"
+    );
+    let explained = explain::paragraphs(&document);
     assert_eq!(explained.len(), rows.len(), "one explanation per entry");
     for paragraph in &explained {
         let paragraph = serialised(paragraph);

@@ -45,7 +45,8 @@ fn int(row: &[String], index: usize) -> i64 {
 fn smoke_run_leaves_four_consistent_files() {
     let out = tempfile::tempdir().unwrap();
     let cmds_file = smoke_cmds();
-    let (output, folder) = run_ok(&cmds_file, out.path(), &[]);
+    // --self-cost: the probes' own cost measured (BPF stats on), checked in meta.json below.
+    let (output, folder) = run_ok(&cmds_file, out.path(), &["--self-cost"]);
     let plan = cmds::read(&cmds_file, InFlightCap::DEFAULT).unwrap();
 
     // The harness log: the workload's hash and one line per entry, names as in the plan.
@@ -121,6 +122,10 @@ fn smoke_run_leaves_four_consistent_files() {
 
     // One paragraph per entry, in order.
     let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explanation.contains("- probe cost mode: measured (--self-cost: BPF stats on)"),
+        "the head says how the probes' cost was taken:\n{explanation}"
+    );
     let paragraphs: Vec<&str> = explanation
         .split("\n\n")
         .filter(|p| !p.trim().is_empty() && !p.starts_with('#') && !p.starts_with("- "))

@@ -54,14 +54,17 @@ pub struct ProbeOptions {
     pub max_entries: u32,
     /// Only these mechanisms (`None`: all). Combined with `force_fallback`, the fallback wins.
     pub mechanisms: Option<Vec<Mechanism>>,
+    /// Turn the kernel's BPF stats on, to measure each program's runs and run time.
+    pub self_cost: bool,
 }
 
 /// Which attach mechanisms a session may use: the same flags for `skillprof probes` and
 /// `skillprof run`, so that a kernel's fallback paths can be exercised either way.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct MechanismArgs {
-    /// Attach only each plan's last mechanism (classic tracepoints where the plan has one),
-    /// to compare with what the preferred mechanisms count.
+    /// Attach only each plan's last mechanism (the most widely available: classic
+    /// tracepoints, or for syscalls the raw ones), to compare with what the preferred
+    /// mechanisms count.
     #[arg(long, env = "SKILLPROF_FORCE_FALLBACK")]
     pub force_fallback: bool,
     /// Use only these mechanisms (comma-separated: fentry, kprobe, tp_btf, tracepoint).
@@ -72,6 +75,11 @@ pub struct MechanismArgs {
         value_delimiter = ','
     )]
     pub mechanism: Vec<String>,
+    /// Measure the probes' own cost: each BPF program's runs and CPU time, from the kernel's
+    /// BPF stats. Off by default, because the stats add two clock reads to every program
+    /// run, on every process the programs see: more than most of the programs cost.
+    #[arg(long, env = "SKILLPROF_SELF_COST")]
+    pub self_cost: bool,
 }
 
 impl MechanismArgs {
@@ -90,6 +98,7 @@ impl MechanismArgs {
             force_fallback: self.force_fallback,
             max_entries,
             mechanisms,
+            self_cost: self.self_cost,
         })
     }
 }
@@ -131,8 +140,9 @@ pub struct ProbeSession {
 }
 
 impl ProbeSession {
-    /// Loads the object filtered to `tgid`, attaches every probe by its plan, enables BPF
-    /// stats (off again when the session drops). Only a failure to load at all is an error
+    /// Loads the object filtered to `tgid`, attaches every probe by its plan and, with
+    /// `self_cost`, enables BPF stats (off again when the session drops). Only a failure to
+    /// load at all is an error
     /// (including missing privileges, with the fix); per-probe failures are in `statuses`.
     pub fn start(tgid: u32, options: &ProbeOptions) -> Result<ProbeSession> {
         privileges::require_bpf_for_run()?;
@@ -142,9 +152,10 @@ impl ProbeSession {
         );
         let max_entries = options.max_entries.max(1);
         // Stats first, so the first runs of every program are counted.
-        let (stats, stats_error) = match StatsGuard::enable() {
-            Ok(guard) => (Some(guard), None),
-            Err(e) => (None, Some(e)),
+        let (stats, stats_error) = match options.self_cost.then(StatsGuard::enable) {
+            Some(Ok(guard)) => (Some(guard), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
         };
         let mut ebpf = object::load(tgid, max_entries, options.events.is_some())?;
         seed_kswapd(&mut ebpf)?;
@@ -305,10 +316,12 @@ impl ProbeSession {
         Ok(timeline)
     }
 
-    /// Per program: runs, total ns, ns/run (BPF stats), and the events streamed and lost.
+    /// Per program: runs, total ns, ns/run (BPF stats, only with `self_cost`: without them
+    /// the kernel counts nothing), and the events streamed and lost.
     pub fn costs(&self) -> Result<ProbeCosts> {
         let mut programs = Vec::new();
-        for status in self.statuses.iter().filter(|s| s.attached) {
+        let measured = self.stats.is_some();
+        for status in self.statuses.iter().filter(|s| measured && s.attached) {
             for name in &status.programs {
                 let Some(program) = self.ebpf.program(name) else {
                     continue;
@@ -368,7 +381,8 @@ impl ProbeSession {
 /// The profiler's own cost.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeCosts {
-    /// How BPF stats were enabled (`None`: they could not be; see `stats_error`).
+    /// How BPF stats were enabled. `None`: not asked for (`--self-cost` off, the default),
+    /// or they could not be (see `stats_error`); `programs` is then empty.
     pub stats: Option<StatsSource>,
     pub stats_error: Option<String>,
     pub programs: Vec<ProgramCost>,

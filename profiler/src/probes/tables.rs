@@ -25,7 +25,12 @@ pub fn costs(costs: &ProbeCosts) -> String {
     let mut text = match (&costs.stats, &costs.stats_error) {
         (Some(source), _) => format!("BPF cost (BPF stats via {source:?}):\n"),
         (None, Some(why)) => format!("BPF cost unknown: BPF stats could not be enabled ({why})\n"),
-        (None, None) => "BPF cost unknown\n".to_owned(),
+        (None, None) => {
+            return "BPF cost: not measured (BPF stats are off unless --self-cost: they add two \
+                    clock reads to every program run)\n"
+                .to_owned()
+                + &events_line(costs);
+        }
     };
     let mut rows = vec![["probe", "program", "runs", "ns/run"].map(String::from)];
     rows.extend(costs.programs.iter().map(|p| {
@@ -37,16 +42,19 @@ pub fn costs(costs: &ProbeCosts) -> String {
         ]
     }));
     text.push_str(&aligned(&rows));
-    if costs.events_streamed {
-        let _ = writeln!(
-            text,
-            "events: {} sent, {} lost, {} written",
-            costs.events_sent,
-            costs.events_lost,
-            costs.events_written.unwrap_or(0)
-        );
+    text + &events_line(costs)
+}
+
+fn events_line(costs: &ProbeCosts) -> String {
+    if !costs.events_streamed {
+        return String::new();
     }
-    text
+    format!(
+        "events: {} sent, {} lost, {} written\n",
+        costs.events_sent,
+        costs.events_lost,
+        costs.events_written.unwrap_or(0)
+    )
 }
 
 /// Left-aligned columns two spaces apart; the last column is not padded.

@@ -450,17 +450,29 @@ fn overhead(run: &Run) -> Markup {
     let (first, last) = run.span_s();
     let mut parts = Vec::new();
     if let Some(costs) = costs {
-        parts.push(format!(
-            "BPF programs ran {} times for {} of CPU in all ({} per run on average) over a {:.1} s run",
-            words::count(costs.total_runs as f64),
-            words::ms(costs.total_run_ns as f64 / 1e6),
-            if costs.total_runs > 0 {
-                format!("{:.0} ns", costs.total_run_ns as f64 / costs.total_runs as f64)
-            } else {
-                "–".to_owned()
-            },
-            last - first
-        ));
+        parts.push(match (&costs.stats, &costs.stats_error) {
+            (Some(_), _) => format!(
+                "BPF programs ran {} times for {} of CPU in all ({} per run on average) over a \
+                 {:.1} s run",
+                words::count(costs.total_runs as f64),
+                words::ms(costs.total_run_ns as f64 / 1e6),
+                if costs.total_runs > 0 {
+                    format!(
+                        "{:.0} ns",
+                        costs.total_run_ns as f64 / costs.total_runs as f64
+                    )
+                } else {
+                    "–".to_owned()
+                },
+                last - first
+            ),
+            (None, Some(why)) => {
+                format!("BPF programs' cost not measured: BPF stats could not be turned on ({why})")
+            }
+            (None, None) => "BPF programs' cost not measured (BPF stats are off unless the run \
+                             has --self-cost)"
+                .to_owned(),
+        });
         if costs.events_streamed {
             parts.push(format!(
                 "{} events streamed, {} lost",

@@ -461,12 +461,26 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         ));
     }
     if let Some(costs) = &probes.costs {
+        let mode = match (&costs.stats, &costs.stats_error) {
+            (Some(_), _) => format!(
+                "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in total",
+                words::count(costs.total_runs as f64),
+                words::ms(costs.total_run_ns as f64 / 1e6),
+            ),
+            (None, Some(why)) => {
+                format!("not measured: --self-cost could not turn BPF stats on ({why})")
+            }
+            (None, None) => "not measured (BPF stats are off unless --self-cost: they add two \
+                             clock reads to every program run)"
+                .to_owned(),
+        };
         lines.push(format!(
-            "profiler cost: BPF programs ran {} times for {} in total{}; the sampler thread used {} of CPU",
-            words::count(costs.total_runs as f64),
-            words::ms(costs.total_run_ns as f64 / 1e6),
+            "probe cost mode: {mode}{}; the sampler thread used {} of CPU",
             if costs.events_streamed {
-                format!(", {} events streamed, {} lost", costs.events_sent, costs.events_lost)
+                format!(
+                    ", {} events streamed, {} lost",
+                    costs.events_sent, costs.events_lost
+                )
             } else {
                 String::new()
             },
