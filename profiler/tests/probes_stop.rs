@@ -44,7 +44,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
     require_root();
     let mut exercise = Exercise::start();
     let pid = exercise.pid();
-    let session = ProbeSession::start(
+    let mut session = ProbeSession::start(
         pid,
         &ProbeOptions {
             max_entries: 3,
@@ -62,6 +62,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
     assert!(rss_kb >= 1 << 20, "the workload holds only {rss_kb} kB");
 
     session.begin_entry(2).unwrap();
+    session.arm_stop().unwrap();
     exercise.send("wait-sigterm");
     assert_eq!(exercise.read_line(), "ok waiting");
     let sent = monotonic_ns();

@@ -12,6 +12,7 @@ use anyhow::{Context as _, Result, ensure};
 use aya::{
     Ebpf,
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    programs::TracePoint,
 };
 use aya_log::EbpfLogger;
 use serde::{Deserialize, Serialize};
@@ -115,6 +116,22 @@ impl ProbeOptions {
     }
 }
 
+/// The `rss_stat` program runs on every RSS counter change of every process on the machine,
+/// a large share of what any process's page fault pays while probes are attached
+/// (probe_cost), and it is needed only to bound the host's teardown. So it is attached at the
+/// start, to prove it can be and to report how, unloaded again, and attached for good by
+/// [`ProbeSession::arm_stop`] just before the host is stopped.
+const DEFERRED: &str = "tp_rss_stat";
+
+/// Where the deferred `rss_stat` program stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RssStat {
+    /// It did not attach (or not as a classic tracepoint): nothing to defer.
+    Absent,
+    Deferred,
+    Armed,
+}
+
 /// The loaded probes of one host process. Dropping it detaches everything, stops the event
 /// stream and turns BPF stats back off.
 pub struct ProbeSession {
@@ -137,6 +154,7 @@ pub struct ProbeSession {
     tgid: u32,
     max_entries: u32,
     current: Mutex<u32>,
+    rss_stat: RssStat,
 }
 
 impl ProbeSession {
@@ -170,6 +188,7 @@ impl ProbeSession {
             .iter()
             .map(|probe| attacher.attach(&mut ebpf, probe, &allowed))
             .collect();
+        let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
 
         let majflt = MajorFaults::open(tgid);
         statuses.push(ProbeStatus::perf_counter(
@@ -212,9 +231,50 @@ impl ProbeSession {
             tgid,
             max_entries,
             current: Mutex::new(0),
+            rss_stat,
         };
         session.begin_entry(0)?;
         Ok(session)
+    }
+
+    /// Attaches the deferred `rss_stat` program for the host's shutdown: call it just before
+    /// the host is signalled. Its counters before the teardown start from the host's RSS in
+    /// /proc (the program updates them with every change the host makes until it exits).
+    pub fn arm_stop(&mut self) -> Result<()> {
+        if self.rss_stat != RssStat::Deferred {
+            return Ok(());
+        }
+        let status = procfs::process::Process::new(self.tgid as i32)
+            .and_then(|process| process.status())
+            .with_context(|| format!("reading /proc/{}/status", self.tgid))?;
+        let bytes = |kb: Option<u64>| kb.unwrap_or(0) * 1024;
+        // Indexed by the kernel's MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES.
+        let now = [
+            bytes(status.rssfile),
+            bytes(status.rssanon),
+            bytes(status.vmswap),
+            bytes(status.rssshmem),
+        ];
+        let mut state = self.stop.get(&0, 0).context("reading the stop state")?;
+        for (before, now) in state.rss_before.iter_mut().zip(now) {
+            if *before == 0 {
+                *before = now;
+            }
+        }
+        self.stop
+            .set(0, &state, 0)
+            .context("seeding the stop state")?;
+        let program: &mut TracePoint = self
+            .ebpf
+            .program_mut(DEFERRED)
+            .context("the BPF object has no rss_stat program")?
+            .try_into()?;
+        program.load().context("loading tp_rss_stat")?;
+        program
+            .attach("kmem", "rss_stat")
+            .context("attaching kmem:rss_stat")?;
+        self.rss_stat = RssStat::Armed;
+        Ok(())
     }
 
     /// Per probe: attached or not, by which mechanism, and why not.
@@ -323,6 +383,9 @@ impl ProbeSession {
         let measured = self.stats.is_some();
         for status in self.statuses.iter().filter(|s| measured && s.attached) {
             for name in &status.programs {
+                if name == DEFERRED && self.rss_stat == RssStat::Deferred {
+                    continue;
+                }
                 let Some(program) = self.ebpf.program(name) else {
                     continue;
                 };
@@ -427,6 +490,28 @@ pub struct ProgramCost {
     pub runs: u64,
     pub run_ns: u64,
     pub ns_per_run: Option<f64>,
+}
+
+/// Unloads the `rss_stat` program again if it attached (see [`DEFERRED`]), and says so in
+/// its status.
+fn defer_rss_stat(ebpf: &mut Ebpf, statuses: &mut [ProbeStatus]) -> Result<RssStat> {
+    let Some(status) = statuses
+        .iter_mut()
+        .find(|s| s.attached && s.programs.iter().any(|p| p == DEFERRED))
+    else {
+        return Ok(RssStat::Absent);
+    };
+    let program: &mut TracePoint = ebpf
+        .program_mut(DEFERRED)
+        .context("the BPF object has no rss_stat program")?
+        .try_into()?;
+    program
+        .unload()
+        .context("unloading tp_rss_stat until the stop")?;
+    status
+        .detail
+        .push_str(" (armed only for the stop: it runs on every RSS change of every process)");
+    Ok(RssStat::Deferred)
 }
 
 fn take(ebpf: &mut Ebpf, name: &str) -> Result<aya::maps::Map> {

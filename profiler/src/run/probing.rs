@@ -59,6 +59,14 @@ impl Probing {
         }
     }
 
+    /// Just before the host is stopped: the probes only its shutdown needs go live.
+    pub fn arm_stop(&mut self) -> Result<()> {
+        match self {
+            Probing::Live(session) => session.arm_stop(),
+            Probing::Off => Ok(()),
+        }
+    }
+
     /// The entry's probe metrics and, for `stop`, its breakdown into signal, drain, exit,
     /// teardown and reap.
     pub fn entry(

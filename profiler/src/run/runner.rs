@@ -207,6 +207,9 @@ impl Run {
             let before = host_process(pid)?;
             let sampler = self.sampler.as_ref().expect("started above");
             sampler.begin_entry(index)?;
+            if matches!(entry.command, Command::Stop) {
+                self.probing.as_mut().expect("started above").arm_stop()?;
+            }
             let probing = self.probing.as_ref().expect("started above");
             probing.begin_entry(index)?;
             let pressure = self.pressure.as_mut().expect("started above");
