@@ -492,6 +492,22 @@ pub struct ProgramCost {
     pub ns_per_run: Option<f64>,
 }
 
+impl ProbeCosts {
+    /// How the programs' own cost was measured or, in words every output shares, why it
+    /// was not.
+    pub fn measured_by(&self) -> Result<&StatsSource, String> {
+        match (&self.stats, &self.stats_error) {
+            (Some(source), _) => Ok(source),
+            (None, Some(why)) => Err(format!("--self-cost could not turn BPF stats on ({why})")),
+            (None, None) => Err(
+                "BPF stats are off unless --self-cost: they add two clock reads \
+                                 to every program run"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
 /// Unloads the `rss_stat` program again if it attached (see [`DEFERRED`]), and says so in
 /// its status.
 fn defer_rss_stat(ebpf: &mut Ebpf, statuses: &mut [ProbeStatus]) -> Result<RssStat> {

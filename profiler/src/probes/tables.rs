@@ -22,16 +22,11 @@ pub fn statuses(statuses: &[ProbeStatus]) -> String {
 
 /// Runs and ns/run per program (BPF stats), then the event stream's count and losses.
 pub fn costs(costs: &ProbeCosts) -> String {
-    let mut text = match (&costs.stats, &costs.stats_error) {
-        (Some(source), _) => format!("BPF cost (BPF stats via {source:?}):\n"),
-        (None, Some(why)) => format!("BPF cost unknown: BPF stats could not be enabled ({why})\n"),
-        (None, None) => {
-            return "BPF cost: not measured (BPF stats are off unless --self-cost: they add two \
-                    clock reads to every program run)\n"
-                .to_owned()
-                + &events_line(costs);
-        }
+    let source = match costs.measured_by() {
+        Ok(source) => source,
+        Err(why) => return format!("BPF cost: not measured ({why})\n") + &events_line(costs),
     };
+    let mut text = format!("BPF cost (BPF stats via {source:?}):\n");
     let mut rows = vec![["probe", "program", "runs", "ns/run"].map(String::from)];
     rows.extend(costs.programs.iter().map(|p| {
         [

@@ -450,8 +450,8 @@ fn overhead(run: &Run) -> Markup {
     let (first, last) = run.span_s();
     let mut parts = Vec::new();
     if let Some(costs) = costs {
-        parts.push(match (&costs.stats, &costs.stats_error) {
-            (Some(_), _) => format!(
+        parts.push(match costs.measured_by() {
+            Ok(_) => format!(
                 "BPF programs ran {} times for {} of CPU in all ({} per run on average) over a \
                  {:.1} s run",
                 words::count(costs.total_runs as f64),
@@ -466,12 +466,7 @@ fn overhead(run: &Run) -> Markup {
                 },
                 last - first
             ),
-            (None, Some(why)) => {
-                format!("BPF programs' cost not measured: BPF stats could not be turned on ({why})")
-            }
-            (None, None) => "BPF programs' cost not measured (BPF stats are off unless the run \
-                             has --self-cost)"
-                .to_owned(),
+            Err(why) => format!("BPF programs' cost not measured ({why})"),
         });
         if costs.events_streamed {
             parts.push(format!(

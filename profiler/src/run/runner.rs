@@ -464,18 +464,13 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         ));
     }
     if let Some(costs) = &probes.costs {
-        let mode = match (&costs.stats, &costs.stats_error) {
-            (Some(_), _) => format!(
+        let mode = match costs.measured_by() {
+            Ok(_) => format!(
                 "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in total",
                 words::count(costs.total_runs as f64),
                 words::ms(costs.total_run_ns as f64 / 1e6),
             ),
-            (None, Some(why)) => {
-                format!("not measured: --self-cost could not turn BPF stats on ({why})")
-            }
-            (None, None) => "not measured (BPF stats are off unless --self-cost: they add two \
-                             clock reads to every program run)"
-                .to_owned(),
+            Err(why) => format!("not measured ({why})"),
         };
         lines.push(format!(
             "probe cost mode: {mode}{}; the sampler thread used {} of CPU",
