@@ -17,10 +17,9 @@
 //! | `zone_<node>_<name>_free_pages`, `..._min_pages`, `..._low_pages`, `..._high_pages`, `..._promo_pages` | the same for each populated zone (the set is fixed by the first sample) |
 //! | `zone_<node>_<name>_managed_pages` | pages the zone manages; grows during a run while memory is initialised lazily, and the watermarks with it |
 
-use std::collections::BTreeMap;
 use std::{fs::File, path::Path};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail};
 
 use crate::sample::{
     Sample, SampleSink,
@@ -225,12 +224,13 @@ pub struct SampleSeries {
     pub t_s: Vec<f64>,
     /// The entry each sample belongs to (`None` between entries).
     pub entry: Vec<Option<usize>>,
-    columns: BTreeMap<Column, Series>,
-    /// The populated zones, in column order.
-    zones: Vec<(ZoneId, BTreeMap<ZoneColumn, Series>)>,
+    /// What each column of the file holds, in file order, and its values.
+    slots: Vec<Slot>,
+    series: Vec<Series>,
 }
 
-/// Where a header name goes: a column before the zones', or a zone's.
+/// What a header name stands for: a column before the zones', or a zone's.
+#[derive(Debug, PartialEq, Eq)]
 enum Slot {
     Column(Column),
     Zone(ZoneId, ZoneColumn),
@@ -261,56 +261,37 @@ pub fn read(path: &Path) -> Result<SampleSeries> {
     let mut csv =
         csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
     let slots: Vec<Slot> = csv.headers()?.iter().map(slot).collect();
-    let mut series = SampleSeries::default();
-    for slot in &slots {
-        match slot {
-            Slot::Column(key) => {
-                series.columns.insert(*key, Vec::new());
-            }
-            Slot::Zone(id, key) => {
-                if !series.zones.iter().any(|(zone, _)| zone == id) {
-                    series.zones.push((id.clone(), BTreeMap::new()));
-                }
-                let (_, columns) = series
-                    .zones
-                    .iter_mut()
-                    .find(|(zone, _)| zone == id)
-                    .unwrap();
-                columns.insert(*key, Vec::new());
-            }
-            Slot::Unknown => {}
-        }
-    }
-    ensure!(
-        series.columns.contains_key(&Column::TS) && series.columns.contains_key(&Column::Entry),
-        "{} is not a samples.csv of skillprof: no t_s or entry column",
-        path.display()
-    );
-    for (number, record) in csv.records().enumerate() {
+    let mut series: Vec<Series> = slots.iter().map(|_| Vec::new()).collect();
+    for record in csv.records() {
         let record = record.with_context(|| format!("reading {}", path.display()))?;
-        for (slot, cell) in slots.iter().zip(record.iter()) {
-            let value = cell.parse().ok();
-            let column = match slot {
-                Slot::Column(key) => series.columns.get_mut(key),
-                Slot::Zone(id, key) => series
-                    .zones
-                    .iter_mut()
-                    .find(|(zone, _)| zone == id)
-                    .and_then(|(_, columns)| columns.get_mut(key)),
-                Slot::Unknown => None,
-            };
-            if let Some(column) = column {
-                column.push(value);
-            }
+        for (column, cell) in series.iter_mut().zip(record.iter()) {
+            column.push(cell.parse().ok());
         }
-        let t = series.columns[&Column::TS].last().copied().flatten();
-        series
-            .t_s
-            .push(t.with_context(|| format!("{} row {}: no t_s", path.display(), number + 1))?);
-        let entry = series.columns[&Column::Entry].last().copied().flatten();
-        series.entry.push(entry.map(|entry| entry as usize));
     }
-    Ok(series)
+    let mut samples = SampleSeries {
+        slots,
+        series,
+        ..SampleSeries::default()
+    };
+    let (Some(t_s), Some(entry)) = (
+        samples.position(&Slot::Column(Column::TS)),
+        samples.position(&Slot::Column(Column::Entry)),
+    ) else {
+        bail!(
+            "{} is not a samples.csv of skillprof: no t_s or entry column",
+            path.display()
+        );
+    };
+    samples.t_s = samples.series[t_s]
+        .iter()
+        .enumerate()
+        .map(|(row, t)| t.with_context(|| format!("{} row {}: no t_s", path.display(), row + 1)))
+        .collect::<Result<_>>()?;
+    samples.entry = samples.series[entry]
+        .iter()
+        .map(|entry| entry.map(|entry| entry as usize))
+        .collect();
+    Ok(samples)
 }
 
 impl SampleSeries {
@@ -322,27 +303,38 @@ impl SampleSeries {
         self.t_s.is_empty()
     }
 
+    fn position(&self, slot: &Slot) -> Option<usize> {
+        self.slots.iter().position(|s| s == slot)
+    }
+
+    fn measured(&self, slot: &Slot) -> Option<&[Option<f64>]> {
+        self.series
+            .get(self.position(slot)?)
+            .filter(|values| values.iter().any(Option::is_some))
+            .map(Vec::as_slice)
+    }
+
     /// A column, if the file has it and any of its cells was measured.
     pub fn column(&self, key: Column) -> Option<&[Option<f64>]> {
-        measured(self.columns.get(&key))
+        self.measured(&Slot::Column(key))
     }
 
     /// The populated zones, in column order.
     pub fn zones(&self) -> impl Iterator<Item = &ZoneId> {
-        self.zones.iter().map(|(zone, _)| zone)
+        let mut seen: Vec<&ZoneId> = Vec::new();
+        self.slots.iter().filter_map(move |slot| match slot {
+            Slot::Zone(id, _) if !seen.contains(&id) => {
+                seen.push(id);
+                Some(id)
+            }
+            _ => None,
+        })
     }
 
     /// A zone's column, if the file has it and any of its cells was measured.
     pub fn zone(&self, zone: &ZoneId, key: ZoneColumn) -> Option<&[Option<f64>]> {
-        let (_, columns) = self.zones.iter().find(|(id, _)| id == zone)?;
-        measured(columns.get(&key))
+        self.measured(&Slot::Zone(zone.clone(), key))
     }
-}
-
-fn measured(column: Option<&Series>) -> Option<&[Option<f64>]> {
-    column
-        .filter(|values| values.iter().any(Option::is_some))
-        .map(Vec::as_slice)
 }
 
 #[cfg(test)]
