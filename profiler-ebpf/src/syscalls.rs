@@ -9,7 +9,7 @@ use aya_ebpf::{
     EbpfContext as _,
     helpers::bpf_probe_read_kernel,
     macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, tracepoint},
-    maps::{Array, HashMap},
+    maps::{Array, LruHashMap},
     programs::{
         BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext,
         TracePointContext,
@@ -23,16 +23,22 @@ use skillprof_common::{
 
 use crate::{PtRegs, add, counters, current_entry, emit, ids, is_host, max, now, stop_state};
 
-/// Per host thread (key: tid): the syscall in flight.
+/// Per host thread (key: tid): the syscall in flight. A thread's slot is inserted at its first
+/// syscall and then written in place, so a call costs two lookups rather than an insert and a
+/// delete, which each take a bucket lock and move an element between free lists. LRU: the
+/// slots of threads that have exited age out instead of filling the map.
 #[map]
-static SYS_ENTER: HashMap<u32, SysEnter> = HashMap::with_max_entries(16384, 0);
+static SYS_ENTER: LruHashMap<u32, SysEnter> = LruHashMap::with_max_entries(16384, 0);
+
+/// `SysEnter::nr` of a slot whose call has been counted (or that holds none).
+const CONSUMED: u32 = u32::MAX;
 
 /// The host's program break after its last brk, to measure how far each brk moves it.
 #[map]
 static BRK_LAST: Array<u64> = Array::with_max_entries(1, 0);
 
-/// A syscall of the host entered. False if it could not be tracked (the per-thread map is
-/// full): the caller logs that, it is the one thing here that loses a count.
+/// A syscall of the host entered. False if it could not be tracked (no slot could be made for
+/// a new thread): the caller logs that, it is the one thing here that loses a count.
 #[inline(always)]
 fn enter(tid: u32, nr: u32, args: [u64; 3]) -> bool {
     if nr == NR_EXIT_GROUP {
@@ -53,7 +59,14 @@ fn enter(tid: u32, nr: u32, args: [u64; 3]) -> bool {
         nr,
         entry: current_entry(),
     };
-    SYS_ENTER.insert(&tid, &state, 0).is_ok()
+    match SYS_ENTER.get_ptr_mut(&tid) {
+        Some(slot) => {
+            // SAFETY: a live map value, written only by its own thread (the key is its tid).
+            unsafe { *slot = state };
+            true
+        }
+        None => SYS_ENTER.insert(&tid, &state, 0).is_ok(),
+    }
 }
 
 /// Reports a call `enter` could not track.
@@ -72,12 +85,15 @@ macro_rules! lost_call {
 /// the saved entry state says which syscall it was.
 #[inline(always)]
 fn exit(tid: u32, nr: Option<u32>, ret: i64) {
-    let Some(saved) = SYS_ENTER.get_ptr(&tid) else {
+    let Some(slot) = SYS_ENTER.get_ptr_mut(&tid) else {
         return;
     };
-    // SAFETY: a live hash map value; copied out before the delete below.
-    let saved = unsafe { *saved };
-    let _ = SYS_ENTER.remove(&tid);
+    // SAFETY: as in `enter`; copied out, then marked consumed.
+    let saved = unsafe { *slot };
+    unsafe { (*slot).nr = CONSUMED };
+    if saved.nr == CONSUMED {
+        return;
+    }
     if let Some(nr) = nr
         && nr != saved.nr
     {
