@@ -7,21 +7,35 @@
 //! `--self-cost`, BPF stats on; and the forced fallback, each plan's last mechanism) is one
 //! condition, next to two conditions without probes: "off" is
 //! the baseline of every round, "off again" the control that shows the detection floor.
+//! One more condition turns on a syscall tracepoint with no program at all (a perf counter
+//! on `syscalls:sys_{enter,exit}_acct`, a syscall nothing here makes): the kernel then takes
+//! its syscall-tracing slow path for every syscall of every task, which is the floor under
+//! any per-syscall tracepoint probe.
 //! Rounds run the conditions in a fresh random order; each figure is the median over rounds
 //! of (condition − off) in that round, with a bootstrap 95% confidence interval. Sessions
 //! run as `skillprof run` runs them: BPF stats off unless the condition says self-cost.
 //! Figures only, no pass/fail.
 //!
-//!     cargo bench -p skillprof --bench probe_cost [-- --rounds N]
+//! The "this process" figures are saved as the machine's cost model (`--model FILE`, default
+//! /var/lib/skillprof/probe-cost.json): runs without BPF stats multiply the events they count
+//! by them.
+//!
+//!     cargo bench -p skillprof --bench probe_cost [-- --rounds N --model FILE]
 //!
 //! Needs root (the probes).
 
+use std::fs;
 use std::hint::black_box;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::ptr;
 
 use anyhow::{Context, Result, bail, ensure};
-use skillprof::probes::{self, ProbeOptions, ProbeSession};
+use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_TYPE_TRACEPOINT, perf_event_attr};
+use skillprof::machine::Machine;
+use skillprof::probes::cost_model::{self, CostModel, EventCost, Ns, Per};
+use skillprof::probes::{self, Mechanism, ProbeOptions, ProbeSession};
 use skillprof::stats;
 
 const GETPPID_CALLS: usize = 200_000;
@@ -29,6 +43,9 @@ const MMAP_PAIRS: usize = 20_000;
 const FAULT_PAGES: usize = 16_384;
 const PAGE: usize = 4096;
 const RESAMPLES: usize = 5_000;
+/// Each condition measures its workloads this many times and keeps the median: a fault's
+/// cost varies from one batch of pages to the next far more than the probes add to it.
+const REPEATS: usize = 7;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Attach {
@@ -47,43 +64,55 @@ enum Target {
 }
 
 #[derive(Clone, Copy)]
-struct Condition {
-    label: &'static str,
-    probes: Option<(Attach, Target)>,
+enum Setup {
+    Off,
+    /// Syscall tracepoints on, no program: the kernel's own floor.
+    SyscallTracing,
+    Probes(Attach, Target),
 }
 
-const CONDITIONS: [Condition; 8] = [
+#[derive(Clone, Copy)]
+struct Condition {
+    label: &'static str,
+    setup: Setup,
+}
+
+const CONDITIONS: [Condition; 9] = [
     Condition {
         label: "off (baseline)",
-        probes: None,
+        setup: Setup::Off,
     },
     Condition {
         label: "off again (control)",
-        probes: None,
+        setup: Setup::Off,
+    },
+    Condition {
+        label: "syscall tracepoint, no program",
+        setup: Setup::SyscallTracing,
     },
     Condition {
         label: "preferred, another process",
-        probes: Some((Attach::Preferred, Target::Other)),
+        setup: Setup::Probes(Attach::Preferred, Target::Other),
     },
     Condition {
         label: "preferred, this process",
-        probes: Some((Attach::Preferred, Target::Itself)),
+        setup: Setup::Probes(Attach::Preferred, Target::Itself),
     },
     Condition {
         label: "self-cost, another process",
-        probes: Some((Attach::SelfCost, Target::Other)),
+        setup: Setup::Probes(Attach::SelfCost, Target::Other),
     },
     Condition {
         label: "self-cost, this process",
-        probes: Some((Attach::SelfCost, Target::Itself)),
+        setup: Setup::Probes(Attach::SelfCost, Target::Itself),
     },
     Condition {
         label: "fallback, another process",
-        probes: Some((Attach::Fallback, Target::Other)),
+        setup: Setup::Probes(Attach::Fallback, Target::Other),
     },
     Condition {
         label: "fallback, this process",
-        probes: Some((Attach::Fallback, Target::Itself)),
+        setup: Setup::Probes(Attach::Fallback, Target::Itself),
     },
 ];
 
@@ -96,7 +125,8 @@ struct Costs {
 }
 
 fn main() -> Result<()> {
-    let rounds = parse_rounds()?;
+    let args = parse_args()?;
+    let rounds = args.rounds;
     if !probes::can_load_bpf()? {
         bail!("probe_cost loads BPF probes: run it as root");
     }
@@ -107,15 +137,20 @@ fn main() -> Result<()> {
     let mut rng = fastrand::Rng::with_seed(0x5eed);
     // measured[condition][round]
     let mut measured = vec![Vec::with_capacity(rounds); CONDITIONS.len()];
-    let mut mechanisms = vec![String::new(); CONDITIONS.len()];
+    let mut mechanisms = vec![Vec::new(); CONDITIONS.len()];
     for round in 1..=rounds {
         let mut order: Vec<usize> = (0..CONDITIONS.len()).collect();
         rng.shuffle(&mut order);
         for &index in &order {
             let condition = CONDITIONS[index];
-            let session = match condition.probes {
-                None => None,
-                Some((attach, target)) => {
+            let mut tracing = None;
+            let session = match condition.setup {
+                Setup::Off => None,
+                Setup::SyscallTracing => {
+                    tracing = Some(SyscallTracing::on(sleeper.pid())?);
+                    None
+                }
+                Setup::Probes(attach, target) => {
                     let pid = match target {
                         Target::Other => sleeper.pid(),
                         Target::Itself => std::process::id(),
@@ -132,39 +167,57 @@ fn main() -> Result<()> {
                     Some(session)
                 }
             };
-            measure(); // warm-up: caches, the allocator, the programs' first runs
+            measure_once(); // warm-up: caches, the allocator, the programs' first runs
             measured[index].push(measure());
             drop(session);
+            drop(tracing);
         }
         eprintln!("round {round}/{rounds} done");
     }
     sleeper.stop();
     report(rounds, &measured, &mechanisms);
+    let model = cost_model(rounds, &measured, &mechanisms)?;
+    model.save(&args.model)?;
+    println!(
+        "\ncost model saved to {} ({} figures): runs without --self-cost estimate their \
+         probes' cost from it",
+        args.model.display(),
+        model.costs.len()
+    );
     Ok(())
 }
 
-fn parse_rounds() -> Result<usize> {
-    let mut rounds = 15;
+struct Args {
+    rounds: usize,
+    model: PathBuf,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut parsed = Args {
+        rounds: 15,
+        model: PathBuf::from(cost_model::DEFAULT_PATH),
+    };
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        if arg == "--rounds" {
-            rounds = args.next().context("--rounds N")?.parse()?;
+        match arg.as_str() {
+            "--rounds" => parsed.rounds = args.next().context("--rounds N")?.parse()?,
+            "--model" => parsed.model = args.next().context("--model FILE")?.into(),
+            _ => {}
         }
     }
-    ensure!(rounds >= 3, "--rounds must be at least 3");
-    Ok(rounds)
+    ensure!(parsed.rounds >= 3, "--rounds must be at least 3");
+    Ok(parsed)
 }
 
 /// Which mechanism the syscall and fault probes attached with.
-fn attached(session: &ProbeSession) -> String {
+fn attached(session: &ProbeSession) -> Vec<(String, Mechanism)> {
     session
         .statuses()
         .iter()
         .filter(|s| s.attached && matches!(s.probe.as_str(), "syscalls" | "page_faults"))
-        .map(|s| format!("{} {}", s.probe, s.mechanism))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .map(|s| (s.probe.clone(), s.mechanism))
+        .collect()
 }
 
 fn thread_cpu_ns() -> f64 {
@@ -201,6 +254,16 @@ fn map(len: usize) -> *mut libc::c_void {
 }
 
 fn measure() -> Costs {
+    let runs: Vec<Costs> = (0..REPEATS).map(|_| measure_once()).collect();
+    let median = |pick: fn(&Costs) -> f64| median_of(runs.iter().map(pick));
+    Costs {
+        getppid: median(|c| c.getppid),
+        mmap_munmap: median(|c| c.mmap_munmap),
+        fault: median(|c| c.fault),
+    }
+}
+
+fn measure_once() -> Costs {
     let getppid = per_operation(GETPPID_CALLS, || {
         for _ in 0..GETPPID_CALLS {
             // SAFETY: no arguments.
@@ -230,13 +293,30 @@ fn measure() -> Costs {
     }
 }
 
-fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[String]) {
-    let baseline = &measured[0];
-    let median_of = |values: &mut Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        stats::median(values)
-    };
-    let absolute = |pick: fn(&Costs) -> f64| median_of(&mut baseline.iter().map(pick).collect());
+/// What condition `index` added to one workload's cost per operation: the median over
+/// rounds of (condition − off) in that round, and its bootstrap 95% interval.
+fn added(measured: &[Vec<Costs>], index: usize, pick: fn(&Costs) -> f64) -> Ns {
+    let added: Vec<f64> = measured[index]
+        .iter()
+        .zip(&measured[0])
+        .map(|(with, off)| pick(with) - pick(off))
+        .collect();
+    let (lo, hi) = stats::median_ci(&added, RESAMPLES, index as u64);
+    Ns {
+        median: median_of(added),
+        lo,
+        hi,
+    }
+}
+
+fn median_of(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.into_iter().collect();
+    values.sort_by(f64::total_cmp);
+    stats::median(&values)
+}
+
+fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(String, Mechanism)>]) {
+    let absolute = |pick: fn(&Costs) -> f64| median_of(measured[0].iter().map(pick));
     println!(
         "probe cost: thread CPU ns added per operation, median over {rounds} interleaved rounds \
          [bootstrap 95% CI]; BPF stats off but in the self-cost rows, as runs have them"
@@ -248,36 +328,136 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[String]) {
         absolute(|c| c.fault)
     );
     println!(
-        "{:28} {:>24} {:>24} {:>24}  attached",
+        "{:30} {:>24} {:>24} {:>24}  attached",
         "condition", "getppid", "mmap+munmap pair", "page fault"
     );
     for (index, condition) in CONDITIONS.iter().enumerate().skip(1) {
         let cell = |pick: fn(&Costs) -> f64| {
-            let mut added: Vec<f64> = measured[index]
-                .iter()
-                .zip(baseline)
-                .map(|(with, off)| pick(with) - pick(off))
-                .collect();
-            let (lo, hi) = stats::median_ci(&added, RESAMPLES, index as u64);
-            format!("{:+.0} [{lo:+.0}, {hi:+.0}]", median_of(&mut added))
+            let ns = added(measured, index, pick);
+            format!("{:+.0} [{:+.0}, {:+.0}]", ns.median, ns.lo, ns.hi)
         };
+        let attached: Vec<String> = mechanisms[index]
+            .iter()
+            .map(|(probe, mechanism)| format!("{probe} {mechanism}"))
+            .collect();
         println!(
-            "{:28} {:>24} {:>24} {:>24}  {}",
+            "{:30} {:>24} {:>24} {:>24}  {}",
             condition.label,
             cell(|c| c.getppid),
             cell(|c| c.mmap_munmap),
             cell(|c| c.fault),
-            if mechanisms[index].is_empty() {
-                "-"
-            } else {
-                &mechanisms[index]
+            match condition.setup {
+                Setup::SyscallTracing => "perf counter on syscalls:sys_{enter,exit}_acct".into(),
+                _ if attached.is_empty() => "-".into(),
+                _ => attached.join(", "),
             }
         );
     }
     println!(
         "\n\"another process\": this process is not profiled, so its getppid is the tax an \
-         unrelated process pays; \"this process\": its mmap+munmap and faults are counted."
+         unrelated process pays; \"this process\": its mmap+munmap and faults are counted. \
+         \"syscall tracepoint, no program\": the kernel's syscall-tracing path alone, the floor \
+         under any per-syscall tracepoint."
     );
+}
+
+/// The machine's cost model: per mechanism, what a counted syscall (half an mmap+munmap
+/// pair) and a counted fault of the profiled process added, as runs have the probes (stats
+/// off). The first condition that measured a mechanism gives its figure.
+fn cost_model(
+    rounds: usize,
+    measured: &[Vec<Costs>],
+    mechanisms: &[Vec<(String, Mechanism)>],
+) -> Result<CostModel> {
+    let machine = Machine::read()?;
+    let mut costs: Vec<EventCost> = Vec::new();
+    for (index, condition) in CONDITIONS.iter().enumerate() {
+        let Setup::Probes(Attach::Preferred | Attach::Fallback, Target::Itself) = condition.setup
+        else {
+            continue;
+        };
+        for (probe, mechanism) in &mechanisms[index] {
+            let (per, ns) = match probe.as_str() {
+                "syscalls" => {
+                    let pair = added(measured, index, |c| c.mmap_munmap);
+                    let half = |ns: f64| ns / 2.0;
+                    (
+                        Per::Syscall,
+                        Ns {
+                            median: half(pair.median),
+                            lo: half(pair.lo),
+                            hi: half(pair.hi),
+                        },
+                    )
+                }
+                _ => (Per::Fault, added(measured, index, |c| c.fault)),
+            };
+            if !costs
+                .iter()
+                .any(|c| c.probe == *probe && c.mechanism == *mechanism)
+            {
+                costs.push(EventCost {
+                    probe: probe.clone(),
+                    mechanism: *mechanism,
+                    per,
+                    ns,
+                });
+            }
+        }
+    }
+    Ok(CostModel {
+        kernel_release: machine.kernel_release,
+        cpu: machine.brand,
+        measured_at: chrono::Local::now().format("%Y-%m-%d %H:%M").to_string(),
+        rounds,
+        costs,
+    })
+}
+
+/// Syscall tracepoints enabled with no BPF program: perf counters on the enter and exit
+/// tracepoints of `acct`, bound to a process that never calls it. Registering any syscall
+/// tracepoint makes every task take the syscall-tracing path. The counters close with their
+/// descriptors, so the kernel turns the path off again however this process ends.
+struct SyscallTracing {
+    _counters: Vec<OwnedFd>,
+}
+
+impl SyscallTracing {
+    fn on(pid: u32) -> Result<Self> {
+        probes::ensure_tracefs().map_err(anyhow::Error::msg)?;
+        let mut fds = Vec::new();
+        for event in ["sys_enter_acct", "sys_exit_acct"] {
+            let path = format!("/sys/kernel/tracing/events/syscalls/{event}/id");
+            let id: u64 = fs::read_to_string(&path)
+                .with_context(|| format!("reading {path}"))?
+                .trim()
+                .parse()?;
+            let mut attr = perf_event_attr {
+                type_: PERF_TYPE_TRACEPOINT,
+                size: size_of::<perf_event_attr>() as u32,
+                config: id,
+                ..Default::default()
+            };
+            // SAFETY: a valid attr; the returned descriptor is owned below.
+            let fd = unsafe {
+                perf_event_open_sys::perf_event_open(
+                    &mut attr,
+                    pid as i32,
+                    -1,
+                    -1,
+                    PERF_FLAG_FD_CLOEXEC as u64,
+                )
+            };
+            ensure!(
+                fd >= 0,
+                "perf_event_open on syscalls:{event}: {}",
+                std::io::Error::last_os_error()
+            );
+            // SAFETY: a fresh descriptor nothing else owns.
+            fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+        Ok(SyscallTracing { _counters: fds })
+    }
 }
 
 /// A child that sleeps until it is killed: a process the probes can target that does nothing.

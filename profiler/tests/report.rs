@@ -11,8 +11,12 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use skillprof::explain;
+use skillprof::machine::Machine;
 use skillprof::output::{commands_csv, entries_jsonl};
+use skillprof::probes::Mechanism;
+use skillprof::probes::cost_model::{CostModel, EventCost, Ns, Per};
 use skillprof::record::EntryRecord;
+use skillprof_common::Counters;
 
 mod common;
 use common::cli::{describe, run_ok, skillprof, smoke_cmds};
@@ -33,16 +37,76 @@ fn run(name: &str, cmds: &Path, args: &[&str]) -> PathBuf {
     run_ok(cmds, &scratch().join(name), args).1
 }
 
-/// cmds/smoke.cmds on the default (on-demand) allocator, made once per process.
+/// cmds/smoke.cmds on the default (on-demand) allocator, made once per process. No cost
+/// model: the probes' cost is neither measured nor modelled.
 fn on_demand() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
-    RUN.get_or_init(|| run("on-demand", &smoke_cmds(), &[]))
+    RUN.get_or_init(|| {
+        let absent = scratch().join("no-cost-model.json");
+        run(
+            "on-demand",
+            &smoke_cmds(),
+            &["--cost-model", absent.to_str().unwrap()],
+        )
+    })
 }
 
-/// The same workload on the pooling allocator.
+/// The same workload on the pooling allocator, with the cost model of [`cost_model`].
 fn pooling() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
-    RUN.get_or_init(|| run("pooling", &smoke_cmds(), &["--", "--allocator", "pooling"]))
+    RUN.get_or_init(|| {
+        let model = cost_model();
+        let args = [
+            "--cost-model",
+            model.to_str().unwrap(),
+            "--",
+            "--allocator",
+            "pooling",
+        ];
+        run("pooling", &smoke_cmds(), &args)
+    })
+}
+
+/// Per-event costs for this machine, as `probe_cost` saves them: a syscall 500 ns [400, 700]
+/// and a fault 100 ns [-50, 250], whatever the mechanism.
+const SYSCALL_NS: Ns = Ns {
+    median: 500.0,
+    lo: 400.0,
+    hi: 700.0,
+};
+const FAULT_NS: Ns = Ns {
+    median: 100.0,
+    lo: -50.0,
+    hi: 250.0,
+};
+
+fn cost_model() -> PathBuf {
+    let machine = Machine::read().unwrap();
+    let mut costs = Vec::new();
+    for mechanism in Mechanism::ALL {
+        for (probe, per, ns) in [
+            ("syscalls", Per::Syscall, SYSCALL_NS),
+            ("page_faults", Per::Fault, FAULT_NS),
+        ] {
+            costs.push(EventCost {
+                probe: probe.to_owned(),
+                mechanism,
+                per,
+                ns,
+            });
+        }
+    }
+    let path = scratch().join("cost-model.json");
+    CostModel {
+        kernel_release: machine.kernel_release,
+        cpu: machine.brand,
+        measured_at: "the test".to_owned(),
+        rounds: 15,
+        costs,
+    }
+    .save(&path)
+    .unwrap();
+    path
 }
 
 /// A two-entry workload without probes: other cmds, and every probe column empty.
@@ -307,9 +371,10 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
         "one row per entry"
     );
     let document = fs::read_to_string(folder.join("explain.md")).unwrap();
-    // BPF stats are off by default, and the head says so.
+    // BPF stats are off by default, there is no cost model, and the head says so.
     assert!(
-        document.contains("- probe cost mode: not measured (BPF stats are off unless --self-cost"),
+        document.contains("- probe cost mode: not measured (BPF stats are off unless --self-cost")
+            && document.contains("no cost model at"),
         "{document}"
     );
     let explained = explain::paragraphs(&document);
@@ -396,6 +461,49 @@ fn comparing_pooling_with_on_demand_draws_the_entries_side_by_side() {
     let output = report(&[b, a], &[]);
     assert!(output.status.success(), "{}", describe(&output));
     assert!(b.join("report.html").exists());
+}
+
+#[test]
+fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
+    let folder = pooling();
+    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE)).unwrap();
+    let total = |probe: &str, figure: fn(&Counters) -> u64| -> u64 {
+        records.iter().filter_map(|r| r.probe(probe, figure)).sum()
+    };
+    let syscalls = total("syscalls", |c| c.syscalls.iter().map(|s| s.calls).sum());
+    let faults = total("page_faults", |c| c.faults.user + c.faults.kernel);
+    assert!(
+        syscalls > 0 && faults > 0,
+        "{syscalls} syscalls, {faults} faults"
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&fs::read(folder.join("meta.json")).unwrap()).unwrap();
+    let mechanism = |probe: &str| {
+        let statuses = meta["probes"]["statuses"].as_array().unwrap();
+        let status = statuses.iter().find(|s| s["probe"] == probe).unwrap();
+        status["mechanism"].as_str().unwrap().to_owned()
+    };
+    let document = fs::read_to_string(folder.join("explain.md")).unwrap();
+    let head = document
+        .lines()
+        .find(|line| line.starts_with("- probe cost mode: "))
+        .unwrap_or_else(|| panic!("no probe cost mode in {document}"));
+    // Events counted × the model's figure, the interval carried through.
+    let ms = |syscall: f64, fault: f64| {
+        skillprof::words::ms((syscalls as f64 * syscall + faults as f64 * fault) / 1e6)
+    };
+    let expected = format!(
+        "- probe cost mode: modelled (BPF stats off): {} syscalls ({}) × 500 ns + {} faults ({}) \
+         × 100 ns ≈ {} of CPU [95% CI {}, {}] (probe_cost's figures of the test, 15 rounds)",
+        skillprof::words::count(syscalls as f64),
+        mechanism("syscalls"),
+        skillprof::words::count(faults as f64),
+        mechanism("page_faults"),
+        ms(SYSCALL_NS.median, FAULT_NS.median),
+        ms(SYSCALL_NS.lo, FAULT_NS.lo),
+        ms(SYSCALL_NS.hi, FAULT_NS.hi),
+    );
+    assert!(head.starts_with(&expected), "{head}\nexpected {expected}");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! and [`ProbeSession::costs`] for the profiler's own cost.
 
 mod cli;
+pub mod cost_model;
 mod events;
 mod formats;
 mod majflt;
@@ -28,7 +29,7 @@ pub use cli::{ProbesArgs, is_required, run};
 pub use metrics::{Column, ProbeMetrics, columns, documentation as column_documentation};
 pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
 pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};
-pub use session::{MechanismArgs, ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};
+pub use session::{CostMode, MechanismArgs, ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};
 pub use stats::StatsSource;
 pub use stop::{StopBreakdown, StopPart, StopTimeline, TeardownSource, stop_breakdown};
-pub use tracefs::Tracefs;
+pub use tracefs::{Tracefs, ensure_mounted as ensure_tracefs};

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 
 use super::{
+    cost_model::{CostModel, Counted, Modelled, Per},
     events::EventStream,
     majflt::MajorFaults,
     metrics::{ProbeMetrics, combine},
@@ -57,6 +58,8 @@ pub struct ProbeOptions {
     pub mechanisms: Option<Vec<Mechanism>>,
     /// Turn the kernel's BPF stats on, to measure each program's runs and run time.
     pub self_cost: bool,
+    /// Without `self_cost`: estimate the cost from this cost model (`probe_cost`'s figures).
+    pub cost_model: Option<PathBuf>,
 }
 
 /// Which attach mechanisms a session may use: the same flags for `skillprof probes` and
@@ -81,6 +84,16 @@ pub struct MechanismArgs {
     /// run, on every process the programs see: more than most of the programs cost.
     #[arg(long, env = "SKILLPROF_SELF_COST")]
     pub self_cost: bool,
+    /// Without --self-cost, estimate the probes' cost as the events they counted times the
+    /// per-event cost `cargo bench -p skillprof --bench probe_cost` measured on this machine
+    /// and saved here.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "SKILLPROF_COST_MODEL",
+        default_value = super::cost_model::DEFAULT_PATH
+    )]
+    pub cost_model: PathBuf,
 }
 
 impl MechanismArgs {
@@ -100,6 +113,7 @@ impl MechanismArgs {
             max_entries,
             mechanisms,
             self_cost: self.self_cost,
+            cost_model: (!self.self_cost).then(|| self.cost_model.clone()),
         })
     }
 }
@@ -146,6 +160,8 @@ pub struct ProbeSession {
     majflt_marks: Mutex<HashMap<u32, u64>>,
     stats: Option<StatsGuard>,
     stats_error: Option<String>,
+    /// The cost model, or why none applies (`None`: not asked for).
+    model: Option<Result<CostModel, String>>,
     /// aya-log records from the programs (rare paths only, e.g. a full map).
     logger: Option<Mutex<EbpfLogger<Diagnostics>>>,
     diagnostics: Diagnostics,
@@ -174,6 +190,10 @@ impl ProbeSession {
             Some(Ok(guard)) => (Some(guard), None),
             Some(Err(e)) => (None, Some(e)),
             None => (None, None),
+        };
+        let model = match &options.cost_model {
+            Some(path) => Some(CostModel::load(path, &crate::machine::Machine::read()?)),
+            None => None,
         };
         let mut ebpf = object::load(tgid, max_entries, options.events.is_some())?;
         seed_kswapd(&mut ebpf)?;
@@ -224,6 +244,7 @@ impl ProbeSession {
             majflt_marks: Mutex::new(HashMap::new()),
             stats,
             stats_error,
+            model,
             logger: Some(Mutex::new(logger)),
             diagnostics,
             statuses,
@@ -404,15 +425,18 @@ impl ProbeSession {
                 });
             }
         }
-        let (mut sent, mut lost) = (0, 0);
-        if self.events.is_some() {
-            for index in 0..self.max_entries {
-                let per_cpu = self.counters.get(&index, 0)?;
-                let counters = combine(per_cpu.iter());
-                sent += counters.events.sent;
-                lost += counters.events.lost;
-            }
-        }
+        let per_entry = (0..self.max_entries)
+            .map(|index| Ok(combine(self.counters.get(&index, 0)?.iter())))
+            .collect::<Result<Vec<_>>>()?;
+        let total = combine(&per_entry);
+        let (modelled, model_error) = match (&self.stats, &self.model) {
+            (None, Some(Ok(model))) => match model.apply(&self.counted(&total)) {
+                Ok(modelled) => (Some(modelled), None),
+                Err(why) => (None, Some(why)),
+            },
+            (None, Some(Err(why))) => (None, Some(why.clone())),
+            _ => (None, None),
+        };
         Ok(ProbeCosts {
             stats: self.stats.as_ref().map(StatsGuard::source),
             stats_error: self.stats_error.clone(),
@@ -420,14 +444,41 @@ impl ProbeSession {
             total_run_ns: programs.iter().map(|p| p.run_ns).sum(),
             programs,
             events_streamed: self.events.is_some(),
-            events_sent: sent,
-            events_lost: lost,
+            events_sent: total.events.sent,
+            events_lost: total.events.lost,
+            modelled,
+            model_error,
             events_written: self
                 .events
                 .as_ref()
                 .map(|stream| stream.lock().unwrap().written()),
             diagnostics: self.diagnostics(),
         })
+    }
+
+    /// What the cost model multiplies: the events of the probes it has figures for, by the
+    /// mechanism each attached with.
+    fn counted(&self, total: &Counters) -> Vec<Counted> {
+        let calls = total.syscalls.iter().map(|c| c.calls).sum();
+        let faults = total.faults.user + total.faults.kernel;
+        [
+            ("syscalls", Per::Syscall, calls),
+            ("page_faults", Per::Fault, faults),
+        ]
+        .into_iter()
+        .filter_map(|(probe, per, events)| {
+            let status = self
+                .statuses
+                .iter()
+                .find(|s| s.probe == probe && s.attached)?;
+            Some(Counted {
+                probe: probe.to_owned(),
+                mechanism: status.mechanism,
+                per,
+                events,
+            })
+        })
+        .collect()
     }
 
     /// Stops the event stream: drains the ring into events.csv and closes it. Returns the
@@ -459,6 +510,19 @@ pub struct ProbeCosts {
     pub events_written: Option<u64>,
     /// What the programs logged (see [`ProbeSession::diagnostics`]).
     pub diagnostics: Vec<String>,
+    /// Without stats: the estimate from the cost model, or why there is none.
+    pub modelled: Option<Modelled>,
+    pub model_error: Option<String>,
+}
+
+/// How a session's own cost is known.
+pub enum CostMode<'a> {
+    /// BPF stats counted every program run and its CPU time.
+    Measured(&'a StatsSource),
+    /// Events counted × per-event cost measured by `probe_cost` on this machine.
+    Modelled(&'a Modelled),
+    /// Neither; why, in words every output shares.
+    Unknown(String),
 }
 
 /// Collects aya-log records.
@@ -493,18 +557,26 @@ pub struct ProgramCost {
 }
 
 impl ProbeCosts {
-    /// How the programs' own cost was measured or, in words every output shares, why it
-    /// was not.
-    pub fn measured_by(&self) -> Result<&StatsSource, String> {
-        match (&self.stats, &self.stats_error) {
-            (Some(source), _) => Ok(source),
-            (None, Some(why)) => Err(format!("--self-cost could not turn BPF stats on ({why})")),
-            (None, None) => Err(
-                "BPF stats are off unless --self-cost: they add two clock reads \
-                                 to every program run"
-                    .to_owned(),
-            ),
+    /// How the programs' own cost was measured or modelled or, in words every output
+    /// shares, why it was neither.
+    pub fn mode(&self) -> CostMode<'_> {
+        if let Some(source) = &self.stats {
+            return CostMode::Measured(source);
         }
+        if let Some(modelled) = &self.modelled {
+            return CostMode::Modelled(modelled);
+        }
+        let mut why = match &self.stats_error {
+            Some(why) => format!("--self-cost could not turn BPF stats on ({why})"),
+            None => "BPF stats are off unless --self-cost: they add two clock reads to every \
+                     program run"
+                .to_owned(),
+        };
+        if let Some(no_model) = &self.model_error {
+            why.push_str("; ");
+            why.push_str(no_model);
+        }
+        CostMode::Unknown(why)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::plan::ProbeStatus;
-use super::session::ProbeCosts;
+use super::session::{CostMode, ProbeCosts};
 
 /// probe, mechanism, attached, detail: one line per probe.
 pub fn statuses(statuses: &[ProbeStatus]) -> String {
@@ -22,9 +22,14 @@ pub fn statuses(statuses: &[ProbeStatus]) -> String {
 
 /// Runs and ns/run per program (BPF stats), then the event stream's count and losses.
 pub fn costs(costs: &ProbeCosts) -> String {
-    let source = match costs.measured_by() {
-        Ok(source) => source,
-        Err(why) => return format!("BPF cost: not measured ({why})\n") + &events_line(costs),
+    let source = match costs.mode() {
+        CostMode::Measured(source) => source,
+        CostMode::Modelled(modelled) => {
+            return format!("BPF cost: modelled, {modelled}\n") + &events_line(costs);
+        }
+        CostMode::Unknown(why) => {
+            return format!("BPF cost: not measured ({why})\n") + &events_line(costs);
+        }
     };
     let mut text = format!("BPF cost (BPF stats via {source:?}):\n");
     let mut rows = vec![["probe", "program", "runs", "ns/run"].map(String::from)];

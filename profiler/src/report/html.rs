@@ -11,6 +11,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::load::Run;
 use super::plots::{self, Body, Figure, bars};
+use crate::probes::CostMode;
 use crate::record::{self, Status};
 use crate::words;
 
@@ -450,8 +451,8 @@ fn overhead(run: &Run) -> Markup {
     let (first, last) = run.span_s();
     let mut parts = Vec::new();
     if let Some(costs) = costs {
-        parts.push(match costs.measured_by() {
-            Ok(_) => format!(
+        parts.push(match costs.mode() {
+            CostMode::Measured(_) => format!(
                 "BPF programs ran {} times for {} of CPU in all ({} per run on average) over a \
                  {:.1} s run",
                 words::count(costs.total_runs as f64),
@@ -466,7 +467,8 @@ fn overhead(run: &Run) -> Markup {
                 },
                 last - first
             ),
-            Err(why) => format!("BPF programs' cost not measured ({why})"),
+            CostMode::Modelled(modelled) => format!("BPF programs' cost modelled: {modelled}"),
+            CostMode::Unknown(why) => format!("BPF programs' cost not measured ({why})"),
         });
         if costs.events_streamed {
             parts.push(format!(

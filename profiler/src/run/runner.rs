@@ -18,6 +18,7 @@ use crate::hostctl::{
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
+use crate::probes::CostMode;
 use crate::record::{
     CmdsInfo, EntryMeasure, EntryRecord, HostInfo, Outcome, RunInfo, ScaleFactor, Status,
 };
@@ -464,13 +465,14 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         ));
     }
     if let Some(costs) = &probes.costs {
-        let mode = match costs.measured_by() {
-            Ok(_) => format!(
+        let mode = match costs.mode() {
+            CostMode::Measured(_) => format!(
                 "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in total",
                 words::count(costs.total_runs as f64),
                 words::ms(costs.total_run_ns as f64 / 1e6),
             ),
-            Err(why) => format!("not measured ({why})"),
+            CostMode::Modelled(modelled) => format!("modelled (BPF stats off): {modelled}"),
+            CostMode::Unknown(why) => format!("not measured ({why})"),
         };
         lines.push(format!(
             "probe cost mode: {mode}{}; the sampler thread used {} of CPU",
