@@ -142,7 +142,8 @@ pub fn btf_page_fault_kernel(ctx: BtfTracePointContext) -> i32 {
 /// finished (not the calls that ask to be retried), which is what the exception tracepoints
 /// count; it also sees whether the fault was major. A fault without `FAULT_FLAG_USER` but with
 /// registers is a kernel-mode exception on a user address; without registers it comes from
-/// get_user_pages, which no exception tracepoint sees, so it is left out here too.
+/// get_user_pages, which no exception tracepoint sees: it has a counter of its own, so the
+/// counts the mechanisms share stay comparable.
 #[fexit(function = "handle_mm_fault")]
 pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     let (tid, tgid) = ids();
@@ -159,6 +160,8 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     if flags & FAULT_FLAG_USER == 0 {
         if regs != 0 {
             kernel_fault(tid, address, flags & FAULT_FLAG_WRITE != 0);
+        } else if let Some(counters) = counters(current_entry()) {
+            add(&mut counters.faults.gup, 1);
         }
         return 0;
     }

@@ -189,6 +189,10 @@ counters! {
         major: sum,
         /// Taken in kernel mode on the host's user addresses (copy_to_user into a fresh buffer).
         kernel: sum,
+        /// Taken for get_user_pages (MAP_POPULATE, mlock, MADV_POPULATE_*, O_DIRECT I/O): no
+        /// exception, so only the fexit `handle_mm_fault` mechanism sees them. The kernel
+        /// counts them in minflt all the same.
+        gup: sum,
     }
 }
 

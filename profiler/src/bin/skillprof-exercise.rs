@@ -15,6 +15,9 @@
 //! - `read-into <pages>`: read(2) from /dev/zero into the next `pages` untouched pages, one
 //!   read per mapping: the kernel faults them in (kernel mode, on user addresses) while it
 //!   copies;
+//! - `populate <pages>`: madvise(MADV_POPULATE_WRITE) on the next `pages` untouched pages,
+//!   one call per mapping: the kernel faults them in through get_user_pages, without an
+//!   exception;
 //! - `munmap <k>`: unmap the k oldest mappings, whole;
 //! - `munmap-bad`: one munmap of a misaligned address (fails with EINVAL);
 //! - `madvise-dontneed`: MADV_DONTNEED on the oldest remaining mapping, whole;
@@ -128,6 +131,21 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
                 }
             })?;
             Ok(None)
+        }
+        Some("populate") => {
+            let mut failed = None;
+            take_untouched(state, number(1)?, |start, pages| {
+                // SAFETY: a span of a live read-write mapping.
+                let rc =
+                    unsafe { libc::madvise(start.cast(), pages * PAGE, libc::MADV_POPULATE_WRITE) };
+                if rc != 0 {
+                    failed = Some(std::io::Error::last_os_error());
+                }
+            })?;
+            match failed {
+                Some(error) => Err(format!("madvise(MADV_POPULATE_WRITE): {error}")),
+                None => Ok(None),
+            }
         }
         Some("read-into") => {
             let zero = state.zero;

@@ -181,12 +181,14 @@ fn address_space(record: &EntryRecord) -> Option<String> {
 }
 
 /// Every fault the kernel counts in the host's minflt: user mode and, where the probes saw
-/// them, kernel mode on its user addresses.
+/// them, kernel mode on its user addresses and for get_user_pages (zero unless the mechanism
+/// sees them; the run's head says which it does).
 fn faults(record: &EntryRecord) -> Option<String> {
     let counted = record.probe("page_faults", |c| c.faults)?;
     let user = nonzero(Some(counted.user as f64))?;
     let kernel = nonzero(Some(counted.kernel as f64));
-    let faults = user + kernel.unwrap_or(0.0);
+    let gup = nonzero(Some(counted.gup as f64));
+    let faults = user + kernel.unwrap_or(0.0) + gup.unwrap_or(0.0);
     let mut text = format!("{} page faults", many(faults));
     text.push_str(&format!(
         " ({:.0}% write",
@@ -194,6 +196,9 @@ fn faults(record: &EntryRecord) -> Option<String> {
     ));
     if let Some(kernel) = kernel {
         text.push_str(&format!(", {} in kernel mode", count(kernel)));
+    }
+    if let Some(gup) = gup {
+        text.push_str(&format!(", {} for get_user_pages", count(gup)));
     }
     let major = record.probes.as_ref().and_then(|p| p.majflt_perf);
     if let Some(major) = nonzero(major.map(|m| m as f64)) {

@@ -258,6 +258,7 @@ pub fn columns() -> &'static [Column] {
         col("faults_user_read".into(), faults, ("faults_user_read", "faults_user that were reads or instruction fetches (faults_user - faults_user_write)"), count(|c| c.faults.user - c.faults.user_write));
         col("faults_major".into(), faults, ("faults_major", "faults_user that were major; only fexit handle_mm_fault sees this (empty otherwise; see majflt_perf)"), Value::FexitOnly(Box::new(|c| c.faults.major)));
         col("faults_kernel".into(), faults, ("faults_kernel", "page faults the host took in kernel mode on its own user addresses, e.g. read(2) into a fresh buffer (exceptions:page_fault_kernel, or fexit handle_mm_fault); the kernel counts them in minflt too"), count(|c| c.faults.kernel));
+        col("faults_gup".into(), faults, ("faults_gup", "page faults taken for get_user_pages on the host's behalf (MAP_POPULATE, mlock, MADV_POPULATE_*, O_DIRECT I/O), which the kernel counts in minflt; only fexit handle_mm_fault sees them (empty otherwise)"), Value::FexitOnly(Box::new(|c| c.faults.gup)));
         col("majflt_perf".into(), "major_faults", ("majflt_perf", "major faults of the host from a perf software counter (PAGE_FAULTS_MAJ, every thread)"), Value::MajfltPerf);
 
         col("kswapd_wakes".into(), "kswapd", KSWAPD_DOC, count(|c| c.kswapd.wakes));

@@ -18,7 +18,7 @@ use crate::hostctl::{
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
-use crate::probes::CostMode;
+use crate::probes::{CostMode, Mechanism};
 use crate::record::{
     CmdsInfo, EntryMeasure, EntryRecord, HostInfo, Outcome, RunInfo, ScaleFactor, Status,
 };
@@ -462,6 +462,18 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         lines.push(format!(
             "probes not attached on this kernel: {} (meta.json says why; others cover their ground)",
             missing.join(", ")
+        ));
+    }
+    if let Some(status) = probes
+        .statuses
+        .iter()
+        .find(|s| s.probe == "page_faults" && s.attached && s.mechanism != Mechanism::Fentry)
+    {
+        lines.push(format!(
+            "page faults not seen by {}: those taken for get_user_pages (MAP_POPULATE, mlock, \
+             MADV_POPULATE_*, O_DIRECT I/O), which the kernel counts in minflt; only fexit \
+             handle_mm_fault sees them",
+            status.mechanism
         ));
     }
     if let Some(costs) = &probes.costs {
