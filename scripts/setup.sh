@@ -12,6 +12,12 @@ STABLE=1.99.0                 # aya 0.16 needs rustc >= 1.98, wasmtime 50 needs 
 NIGHTLY=nightly-2026-07-20    # builds the BPF programs (-Z build-std); LLVM 22
 BPF_LINKER=0.10.0             # loads the nightly's own libLLVM; 0.11+ needs a system LLVM 21-23
 COMPONENTIZE_PY=0.25.1        # turns the Python sample skill into a component
+# The pydantic sample skill, as 2024's skills were built: pydantic-core's WASI wheel is cp312,
+# so its componentize-py must bundle CPython 3.12 (0.14 to 0.17; pharia-skill pins 0.17).
+COMPONENTIZE_PY_312=0.17.2
+PHARIA_SKILL=0.20.0           # its PyPI wheel ships wasi_wheels/pydantic_core-2.33.2-cp312-*.whl
+PYDANTIC=2.11.7               # what pharia-skill 0.20.0 pins, with its pure-Python dependencies:
+PYDANTIC_DEPS=(annotated-types==0.7.0 typing-extensions==4.14.1 typing-inspection==0.4.1)
 
 step() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
@@ -33,6 +39,32 @@ if ! "$BUILD/venv/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONE
     mkdir -p "$BUILD"
     python3 -m venv "$BUILD/venv"
     "$BUILD/venv/bin/pip" install --quiet "componentize-py==$COMPONENTIZE_PY"
+fi
+if ! "$BUILD/venv-py312/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONENTIZE_PY_312"; then
+    step "componentize-py $COMPONENTIZE_PY_312 (CPython 3.12) in build/venv-py312"
+    mkdir -p "$BUILD"
+    python3 -m venv "$BUILD/venv-py312"
+    "$BUILD/venv-py312/bin/pip" install --quiet "componentize-py==$COMPONENTIZE_PY_312"
+fi
+SITE="$BUILD/py312-site"
+SITE_DONE="$SITE/.installed-pharia-skill-$PHARIA_SKILL-pydantic-$PYDANTIC"
+if [ ! -f "$SITE_DONE" ]; then
+    step "pydantic $PYDANTIC and pharia-skill $PHARIA_SKILL's pydantic-core WASI wheel in build/py312-site"
+    rm -rf "$SITE" "$BUILD/wheels"
+    "$BUILD/venv-py312/bin/pip" download --quiet --no-deps "pharia-skill==$PHARIA_SKILL" \
+        -d "$BUILD/wheels"
+    "$BUILD/venv-py312/bin/pip" install --quiet --no-deps --target "$SITE" \
+        "pydantic==$PYDANTIC" "${PYDANTIC_DEPS[@]}"
+    # A wheel is a zip: the inner one unpacks into the same folder, as pip would install it
+    # if pip could install a wasm32 wheel.
+    "$BUILD/venv-py312/bin/python" - "$BUILD/wheels/pharia_skill-$PHARIA_SKILL-py3-none-any.whl" "$SITE" <<'PY'
+import io, sys, zipfile
+outer = zipfile.ZipFile(sys.argv[1])
+[inner] = [n for n in outer.namelist() if n.startswith("wasi_wheels/pydantic_core-")]
+zipfile.ZipFile(io.BytesIO(outer.read(inner))).extractall(sys.argv[2])
+print(f"  {inner}")
+PY
+    touch "$SITE_DONE"
 fi
 if [ ! -x "$BUILD/bin/hey" ]; then
     step "hey (HTTP load generator for the host benchmark) in build/bin"

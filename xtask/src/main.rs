@@ -21,12 +21,13 @@ enum Task {
     /// bpf-linker 0.10 (`scripts/setup.sh` installs them).
     BuildEbpf,
     /// Build the sample skills (skills/) into wasm components in build/skills/: sample_rs,
-    /// hello and trap with cargo for wasm32-wasip2, sample_py with componentize-py.
+    /// hello and trap with cargo for wasm32-wasip2, sample_py and sample_py_pydantic with
+    /// componentize-py.
     ///
-    /// Incremental: cargo rebuilds only what changed, and componentize-py (~15 s) runs only
-    /// when a file under skills/sample_py or skills/wit is newer than build/skills/sample_py.wasm.
-    /// Needs the wasm32-wasip2 target and build/venv/bin/componentize-py
-    /// (`scripts/setup.sh` installs both).
+    /// Incremental: cargo rebuilds only what changed, and componentize-py (15-30 s) runs only
+    /// when a file on the skill's Python path or under skills/wit is newer than its component.
+    /// Needs the wasm32-wasip2 target, build/venv/bin/componentize-py, and for the pydantic
+    /// skill build/venv-py312 and build/py312-site (`scripts/setup.sh` installs them all).
     BuildSkills,
 }
 

@@ -14,6 +14,33 @@ const RUST_SKILLS: [&str; 3] = ["sample_rs", "hello", "trap"];
 /// The world every skill implements, from skills/wit.
 const WORLD: &str = "skill";
 
+/// A Python skill: componentized from module `app` on its Python path (repository-relative
+/// folders) by one componentize-py.
+struct PythonSkill {
+    name: &'static str,
+    python_path: &'static [&'static str],
+    componentize: &'static str,
+}
+
+const PYTHON_SKILLS: [PythonSkill; 2] = [
+    PythonSkill {
+        name: "sample_py",
+        python_path: &["skills/sample_py", "skills/py_shared"],
+        componentize: "build/venv/bin/componentize-py",
+    },
+    // pydantic-core's WASI wheel is built for CPython 3.12, which componentize-py bundles
+    // only up to 0.17; build/py312-site holds pydantic and that wheel (scripts/setup.sh).
+    PythonSkill {
+        name: "sample_py_pydantic",
+        python_path: &[
+            "skills/sample_py_pydantic",
+            "skills/py_shared",
+            "build/py312-site",
+        ],
+        componentize: "build/venv-py312/bin/componentize-py",
+    },
+];
+
 struct Paths {
     root: PathBuf,
     /// Where the host and the benchmarks look for components.
@@ -31,7 +58,9 @@ pub fn build() -> Result<()> {
     };
     fs::create_dir_all(&paths.out).with_context(|| format!("creating {}", paths.out.display()))?;
     build_rust(&paths)?;
-    build_python(&paths)
+    PYTHON_SKILLS
+        .iter()
+        .try_for_each(|skill| build_python(&paths, skill))
 }
 
 fn build_rust(paths: &Paths) -> Result<()> {
@@ -102,18 +131,32 @@ fn check_target_installed(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// componentize-py takes ~15 s and has no cache of its own, so it runs only when a source
-/// or the WIT changed since the last component was written.
-fn build_python(paths: &Paths) -> Result<()> {
-    let sources = paths.root.join("skills/sample_py");
+/// componentize-py takes 15-30 s and has no cache of its own, so it runs only when a file on
+/// the skill's Python path or the WIT changed since the last component was written.
+fn build_python(paths: &Paths, skill: &PythonSkill) -> Result<()> {
     let wit = paths.root.join("skills/wit");
-    let artifact = paths.out.join("sample_py.wasm");
+    let python_path: Vec<PathBuf> = skill
+        .python_path
+        .iter()
+        .map(|p| paths.root.join(p))
+        .collect();
+    let artifact = paths.out.join(format!("{}.wasm", skill.name));
+    let mut sources = newest(&wit)?;
+    for dir in &python_path {
+        sources = sources.max(newest(dir).with_context(|| {
+            format!(
+                "{} needs {}: run scripts/setup.sh",
+                skill.name,
+                dir.display()
+            )
+        })?);
+    }
     if let Ok(built) = modified(&artifact)
-        && newest(&sources)?.max(newest(&wit)?) < built
+        && sources < built
     {
         return report(paths, &artifact, "up to date".into());
     }
-    let componentize = paths.root.join("build/venv/bin/componentize-py");
+    let componentize = paths.root.join(skill.componentize);
     if !componentize.is_file() {
         bail!("{} not found: run scripts/setup.sh", componentize.display());
     }
@@ -121,19 +164,26 @@ fn build_python(paths: &Paths) -> Result<()> {
     // Written aside and renamed, so an interrupted build never leaves a truncated component
     // that looks newer than its sources.
     let partial = artifact.with_extension("wasm.partial");
-    let status = Command::new(&componentize)
+    let mut command = Command::new(&componentize);
+    command
         .arg("--quiet")
         .arg("--wit-path")
         .arg(&wit)
-        .args(["--world", WORLD, "componentize", "--python-path"])
-        .arg(&sources)
+        .args(["--world", WORLD, "componentize"]);
+    for dir in &python_path {
+        command.arg("--python-path").arg(dir);
+    }
+    let status = command
         .arg("app")
         .arg("--output")
         .arg(&partial)
         .status()
         .with_context(|| format!("running {}", componentize.display()))?;
     if !status.success() {
-        bail!("componentize-py failed for skills/sample_py ({status}); its errors are above");
+        bail!(
+            "componentize-py failed for {} ({status}); its errors are above",
+            skill.name
+        );
     }
     fs::rename(&partial, &artifact)
         .with_context(|| format!("moving {} into place", partial.display()))?;

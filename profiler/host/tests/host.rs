@@ -291,6 +291,39 @@ async fn bad_json_and_bad_names_are_400() {
     assert_healthy(&host).await;
 }
 
+/// The 2024 kind of Python skill: the same work as sample_py, its input validated by pydantic
+/// (native pydantic-core compiled to WASI), so wrong input is pydantic's error, a 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pydantic_sample_does_sample_pys_work_and_validates_with_pydantic() {
+    let host = TestHost::start(&[]).await;
+    host.add("sample_py1", "sample_py_pydantic").await;
+    host.add("hello", "hello").await;
+    let answer = run_ok(&host, "sample_py1", &input("Alice", 1000, 20)).await;
+    assert_eq!(answer["greeting"], "Hello Alice, from sample_py_pydantic");
+    assert!(
+        (4..=10).contains(&answer["chunks"].as_u64().unwrap()),
+        "{answer}"
+    );
+    assert_eq!(answer["memory_kb"], 1000);
+    assert_eq!(answer["wait_ms"], 20);
+    let defaults = run_ok(&host, "sample_py1", &json!({"extra": 1})).await;
+    assert_eq!(defaults["greeting"], "Hello world, from sample_py_pydantic");
+    for (bad, field) in [
+        (json!({"memory": true}), "memory"),
+        (json!({"memory": -1}), "memory"),
+        (json!({"wait_time": "5"}), "wait_time"),
+        (json!({"topic": 3}), "topic"),
+        (json!([1, 2]), "Input should be an object"),
+    ] {
+        let why = run_failing(&host, "sample_py1", &bad, StatusCode::BAD_REQUEST).await;
+        assert!(
+            why.contains("validation error for Input") && why.contains(field),
+            "{bad}: {why}"
+        );
+    }
+    assert_healthy(&host).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn pooling_allocator_serves_both_samples_and_reports_its_pool() {
     let host = TestHost::start(&["--allocator", "pooling", "--pool-instances", "50"]).await;

@@ -1,0 +1,63 @@
+"""What both Python sample skills do once their input is valid, shared so that sample_py and
+sample_py_pydantic differ only in how they validate it: allocate `memory_kb` KiB in chunks of
+random size between 100 and 300 KiB, make every page resident, sleep `wait_ms` through WASI,
+and answer in JSON.
+
+Neither componentize-py's `Err` nor the WIT error types appear here: the two skills are built
+by different componentize-py versions, whose bindings name them differently.
+"""
+
+import json
+import random
+import time
+
+# The host backs linear memory with 4 KiB pages: one write per page makes a chunk resident.
+PAGE = 4096
+CHUNK_MIN_KB = 100
+CHUNK_MAX_KB = 300
+# The same bounds as sample_rs: a 32-bit linear memory holds 4 GiB, and wait_time is a u32
+# there.
+MAX_MEMORY_KB = 4 * 1024 * 1024
+MAX_WAIT_MS = 2**32 - 1
+
+
+def work(skill: str, topic: str, memory_kb: int, wait_ms: int) -> bytes:
+    """The reply of `skill`; raises MemoryError when the host's memory limit is reached."""
+    # A fresh generator per call: componentize-py snapshots the interpreter at build time,
+    # and a module-level seed would be baked into every instance.
+    chunks = [resident_chunk(kb) for kb in chunk_sizes(memory_kb, random.Random())]
+    # CPython on WASI sleeps through wasi:clocks + wasi:io/poll, so an async host can run
+    # other requests meanwhile.
+    time.sleep(wait_ms / 1000)
+    reply = json.dumps({
+        "greeting": f"Hello {topic}, from {skill}",
+        "chunks": len(chunks),
+        "memory_kb": memory_kb,
+        "wait_ms": wait_ms,
+    }).encode()
+    # The memory stays resident until the reply exists, as a real skill's working set does.
+    del chunks
+    return reply
+
+
+def chunk_sizes(total_kb: int, rng: random.Random) -> list[int]:
+    """Random sizes while at least a full chunk is left; the last chunk takes the remainder."""
+    sizes = []
+    left = total_kb
+    while left >= CHUNK_MAX_KB:
+        kb = rng.randint(CHUNK_MIN_KB, CHUNK_MAX_KB)
+        sizes.append(kb)
+        left -= kb
+    if left > 0:
+        sizes.append(left)
+    return sizes
+
+
+def resident_chunk(kb: int) -> bytearray:
+    """A chunk of `kb` KiB with every page written non-zero: fresh linear memory reads as
+    zero without being resident."""
+    chunk = bytearray(kb * 1024)
+    pages = range(0, len(chunk), PAGE)
+    chunk[0::PAGE] = b"\x01" * len(pages)
+    chunk[-1] = 1  # the page the chunk ends in
+    return chunk
