@@ -8,4 +8,4 @@ pub mod skills_dir;
 
 pub use client::{Client, Reply};
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
-pub use skills_dir::{SampleSkills, SkillsDir};
+pub use skills_dir::{PythonSample, SampleSkills, SkillsDir};

@@ -57,6 +57,30 @@ impl SkillsDir {
 
 /// Where the sample skill components are (`cargo xtask build-skills` writes them to
 /// `build/skills/` in the repository).
+/// Which Python sample `add_py` registers.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum PythonSample {
+    /// sample_py_pydantic: validates its input with pydantic, whose core is native code
+    /// compiled to WASI, as the 2024 study's skill did (a 48 MB component).
+    Pydantic,
+    /// sample_py: the same work, its input checked by hand in pure Python (an 18 MB
+    /// component).
+    Pure,
+}
+
+impl PythonSample {
+    /// Its component's name in build/skills.
+    pub fn component(self) -> &'static str {
+        match self {
+            PythonSample::Pydantic => "sample_py_pydantic",
+            PythonSample::Pure => "sample_py",
+        }
+    }
+}
+
 pub struct SampleSkills {
     dir: PathBuf,
 }

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hostctl::HostSpec;
+use crate::hostctl::{HostSpec, PythonSample};
 use crate::machine::Machine;
 use crate::probes::{ProbeCosts, ProbeStatus, Tracefs};
 
@@ -26,6 +26,10 @@ pub struct RunInfo {
     pub machine: Machine,
     pub host: HostInfo,
     pub cmds: CmdsInfo,
+    /// The component `add_py` registered (absent in runs from before the choice existed:
+    /// those used the pure-Python one).
+    #[serde(default)]
+    pub python_sample: Option<PythonSample>,
     pub sampling_interval_ms: u64,
     /// CPU time the sampler thread spent reading procfs: part of the profiler's own cost.
     pub sampler_cpu_ms: Option<f64>,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::band::Band;
+use crate::hostctl::PythonSample;
 use crate::probes::MechanismArgs;
 
 const LONG_ABOUT: &str = "\
@@ -76,6 +77,12 @@ pub struct RunArgs {
     /// Where the sample skill components are [default: build/skills of this checkout].
     #[arg(long, value_name = "DIR")]
     pub samples: Option<PathBuf>,
+
+    /// The Python skill `add_py` registers (as sample_py1, sample_py2, ...): `pydantic`, the
+    /// 2024 study's kind of skill, with pydantic's native core; or `pure`, the same work in
+    /// pure Python.
+    #[arg(long, value_enum, value_name = "KIND", default_value = "pydantic")]
+    pub python_sample: PythonSample,
 
     /// Sampling interval of samples.csv and of peak RSS, in milliseconds.
     #[arg(long, default_value_t = 100, value_name = "MS")]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use chrono::Local;
+use clap::ValueEnum as _;
 use sha1::{Digest, Sha1};
 
 use crate::cmds::{Command, Entry, InFlightCap, Plan};
@@ -90,6 +91,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
             entries: plan.entries.len(),
         },
         machine,
+        python_sample: Some(args.python_sample),
         sampling_interval_ms: args.interval_ms,
         sampler_cpu_ms: None,
         probes: None,
@@ -172,6 +174,7 @@ impl Run {
             host.client.clone(),
             skills,
             samples,
+            args.python_sample,
             InFlightCap::new(args.max_in_flight),
             Duration::from_secs(args.list_timeout_s),
         )?;
@@ -436,6 +439,16 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     )];
     if let Some(engine) = info.host.config.as_ref().and_then(|c| c.get("engine")) {
         lines.push(format!("host configuration: {engine}"));
+    }
+    if let Some(python) = info.python_sample {
+        lines.push(format!(
+            "Python skill of add_py: {} (--python-sample {})",
+            python.component(),
+            python
+                .to_possible_value()
+                .expect("no variant is skipped")
+                .get_name()
+        ));
     }
     let Some(probes) = &info.probes else {
         return lines;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap};
-use crate::hostctl::{Client, Reply, SampleSkills, SkillsDir};
+use crate::hostctl::{Client, PythonSample, Reply, SampleSkills, SkillsDir};
 use crate::record::Outcome;
 
 impl Outcome {
@@ -91,13 +91,14 @@ impl Workload {
         client: Client,
         skills: SkillsDir,
         samples: &SampleSkills,
+        python: PythonSample,
         cap: InFlightCap,
         list_timeout: Duration,
     ) -> Result<Self> {
         Ok(Workload {
             client,
             skills,
-            sample_py: samples.path("sample_py")?,
+            sample_py: samples.path(python.component())?,
             sample_rs: samples.path("sample_rs")?,
             added_py: 0,
             added_rs: 0,
