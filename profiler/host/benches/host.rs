@@ -87,6 +87,7 @@ impl Bench {
             &HostSpec::skillhost(&flags)?,
             skills.path(),
             &dir.path().join("host.log"),
+            &dir.path().join("workdir"),
             Duration::from_secs(30),
         )
         .await?;

@@ -1,12 +1,13 @@
 //! The HTTP API. Status codes: 400 for what the client got wrong (bad JSON, bad or unknown
 //! name, input the skill rejects), 500 for what the skill got wrong (compile failure, trap,
-//! error, non-JSON answer), 503 when the pool is full, 504 past the deadline.
+//! error, non-JSON answer), 503 when the pool is full, 504 past the deadline. Names, error
+//! bodies and what differs in the 2024 dialect come from `dialect.rs` (`--api`).
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use wasmtime::Engine;
 
-use crate::config::HostConfig;
+use crate::config::{Api, HostConfig};
 
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
 use crate::invoke::{Failure, Invocation};
@@ -55,13 +56,12 @@ fn empty_object() -> Value {
     json!({})
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": message.into() }))).into_response()
-}
-
-async fn execute_skill(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn execute_skill(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
     let _in_flight = app.metrics.request_started();
-    let response = execute(&app, &body).await;
+    let response = match app.config.api.refused(&headers) {
+        Some(refusal) => refusal,
+        None => execute(&app, &body).await,
+    };
     app.metrics.request_finished(response.status().is_success());
     response
 }
@@ -70,7 +70,7 @@ async fn execute(app: &App, body: &[u8]) -> Response {
     let request: ExecuteRequest = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(e) => {
-            return error(
+            return app.config.api.error(
                 StatusCode::BAD_REQUEST,
                 format!(
                     r#"invalid request body ({e}); expected {{"skill": NAME, "input": {{...}}}}"#
@@ -80,15 +80,18 @@ async fn execute(app: &App, body: &[u8]) -> Response {
     };
     let slot = match registered(app, &request.skill) {
         Ok(slot) => slot,
-        Err(lookup) => return lookup.into_response(StatusCode::BAD_REQUEST),
+        Err(lookup) => return lookup.into_response(app, StatusCode::BAD_REQUEST),
     };
     let Ok(_admitted) = app.admission.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the host is shutting down");
+        return app
+            .config
+            .api
+            .error(StatusCode::SERVICE_UNAVAILABLE, "the host is shutting down");
     };
     let compiled = match app.registry.compiled(&slot).await {
         Ok(compiled) => compiled,
         Err(reason) => {
-            return error(
+            return app.config.api.error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("skill '{}' failed to compile: {reason}", slot.name),
             );
@@ -116,19 +119,22 @@ async fn execute(app: &App, body: &[u8]) -> Response {
             ];
             (headers, answer.output).into_response()
         }
-        Err(Failure::InvalidInput(message)) => error(
-            StatusCode::BAD_REQUEST,
+        Err(Failure::InvalidInput(message)) => app.config.api.error(
+            app.config.api.rejected_input(),
             format!("skill '{}' rejected its input: {message}", slot.name),
         ),
-        Err(Failure::Skill(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, message),
-        Err(Failure::Deadline) => error(
+        Err(Failure::Skill(message)) => app
+            .config
+            .api
+            .error(StatusCode::INTERNAL_SERVER_ERROR, message),
+        Err(Failure::Deadline) => app.config.api.error(
             StatusCode::GATEWAY_TIMEOUT,
             format!(
                 "skill '{}' passed its deadline of {} ms and was stopped; raise --deadline-ms",
                 slot.name, app.config.deadline_ms
             ),
         ),
-        Err(Failure::PoolExhausted(message)) => error(
+        Err(Failure::PoolExhausted(message)) => app.config.api.error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "no free pool slot for '{}': {message}; raise --pool-instances",
@@ -146,10 +152,10 @@ enum Lookup {
 
 impl Lookup {
     /// Executing an unknown skill is a bad request; addressing one by path is a 404.
-    fn into_response(self, unknown: StatusCode) -> Response {
+    fn into_response(self, app: &App, unknown: StatusCode) -> Response {
         match self {
-            Lookup::Invalid(why) => error(StatusCode::BAD_REQUEST, why),
-            Lookup::Unknown(name) => error(
+            Lookup::Invalid(why) => app.config.api.error(StatusCode::BAD_REQUEST, why),
+            Lookup::Unknown(name) => app.config.api.error(
                 unknown,
                 format!("unknown skill '{name}'; GET /skills lists the registered ones"),
             ),
@@ -157,35 +163,47 @@ impl Lookup {
     }
 }
 
-fn registered(app: &App, name: &str) -> Result<Arc<Slot>, Lookup> {
+/// The skill `requested` names, in the API's dialect.
+fn registered(app: &App, requested: &str) -> Result<Arc<Slot>, Lookup> {
+    let unknown = || Lookup::Unknown(requested.to_owned());
+    let name = app.config.api.local_name(requested).ok_or_else(unknown)?;
     names::validate(name).map_err(Lookup::Invalid)?;
-    app.registry
-        .get(name)
-        .ok_or_else(|| Lookup::Unknown(name.to_owned()))
+    app.registry.get(name).ok_or_else(unknown)
 }
 
 async fn skills(State(app): State<Arc<App>>) -> Json<Vec<String>> {
-    Json(app.registry.names())
+    Json(app.config.api.listing(app.registry.names()))
 }
 
 async fn cached_skills(State(app): State<Arc<App>>) -> Json<Vec<String>> {
-    Json(app.registry.cached_names())
+    Json(app.config.api.listing(app.registry.cached_names()))
 }
 
 async fn skill_status(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
     match registered(&app, &name) {
         Ok(slot) => Json(slot.status()).into_response(),
-        Err(lookup) => lookup.into_response(StatusCode::NOT_FOUND),
+        Err(lookup) => lookup.into_response(&app, StatusCode::NOT_FOUND),
     }
 }
 
 async fn evict(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
-    match registered(&app, &name) {
-        Ok(slot) => {
+    let found = registered(&app, &name);
+    match (app.config.api, found) {
+        (Api::Skillhost, Ok(slot)) => {
             let evicted = app.registry.evict(&slot);
             Json(json!({ "skill": slot.name, "evicted": evicted })).into_response()
         }
-        Err(lookup) => lookup.into_response(StatusCode::NOT_FOUND),
+        (Api::Skillhost, Err(lookup)) => lookup.into_response(&app, StatusCode::NOT_FOUND),
+        // 2024: a message, 200 whether or not there was a compiled copy to drop.
+        (Api::Pharia2024, found) => {
+            let evicted = found.is_ok_and(|slot| app.registry.evict(&slot));
+            let message = if evicted {
+                format!("Skill {name} was removed from cache")
+            } else {
+                format!("Skill {name} was not in cache")
+            };
+            Json(json!(message)).into_response()
+        }
     }
 }
 

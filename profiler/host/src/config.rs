@@ -61,8 +61,26 @@ pub struct HostConfig {
     #[arg(long, default_value_t = 30_000, value_name = "MS")]
     pub drain_timeout_ms: u64,
 
+    /// The dialect of the HTTP API. `skillhost`: bare names, `{"error": …}` bodies, sorted
+    /// listings. `pharia-2024`: the Pharia Kernel's of October 2024: skills are
+    /// `dev/<name>` (a bare name means the empty `pharia-kernel-team` namespace), execute
+    /// needs an `Authorization: Bearer` header, errors are JSON strings, input a skill
+    /// rejects is a 500, listings are in no particular order, and dropping a compiled skill
+    /// (`DELETE /cached_skills/dev%2F<name>`) answers 200 with a message either way.
+    #[arg(long, value_enum, default_value_t = Api::Skillhost)]
+    pub api: Api,
+
     #[command(flatten)]
     pub engine: EngineConfig,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    Skillhost,
+    #[value(name = "pharia-2024")]
+    #[serde(rename = "pharia-2024")]
+    Pharia2024,
 }
 
 /// The wasmtime engine's configuration. Changing any of these changes how skills are

@@ -3,6 +3,7 @@
 mod api;
 mod compile;
 mod config;
+mod dialect;
 mod engine;
 mod invoke;
 mod limits;

@@ -479,3 +479,75 @@ async fn a_drain_that_times_out_exits_1() {
         "the cut request sees its connection close"
     );
 }
+
+/// `--api pharia-2024`: the Pharia Kernel's dialect of October 2024, as its profile describes
+/// it, checked here route by route against a client that speaks it and one that does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort() {
+    let host = TestHost::start_in("pharia-kernel-2024", &["--api", "pharia-2024"]).await;
+    for name in ["sample_rs1", "sample_rs2", "sample_rs3", "hello"] {
+        host.add(
+            name,
+            if name == "hello" {
+                "hello"
+            } else {
+                "sample_rs"
+            },
+        )
+        .await;
+    }
+    let client = host.client();
+    // Its client qualifies names and sorts what the host lists in no order.
+    assert_eq!(
+        client.skills().await.unwrap(),
+        ["hello", "sample_rs1", "sample_rs2", "sample_rs3"]
+    );
+    let listed: Vec<String> = client.get_json("/skills").await.unwrap();
+    assert!(listed.iter().all(|n| n.starts_with("dev/")), "{listed:?}");
+    let answer = run_ok(&host, "sample_rs1", &input("Alice", 100, 0)).await;
+    assert!(answer["greeting"].as_str().unwrap().contains("Alice"));
+
+    // Invalid input is a 500, with a JSON string for a body.
+    let invalid = client
+        .execute("sample_rs1", &json!({"memory": -1}))
+        .await
+        .unwrap();
+    assert_eq!(invalid.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        invalid.json::<Value>().unwrap().is_string(),
+        "{}",
+        invalid.text()
+    );
+
+    // skillhost's own dialect: no bearer, a bare name. Refused, 400.
+    let plain = skillprof::hostctl::Client::new(
+        client.base(),
+        skillprof::hostctl::HostProfile::skillhost().dialect,
+    );
+    let no_bearer = plain.execute("dev/sample_rs1", &json!({})).await.unwrap();
+    assert_eq!(no_bearer.status, StatusCode::BAD_REQUEST);
+    assert!(
+        no_bearer.error_message().contains("Bearer"),
+        "{}",
+        no_bearer.text()
+    );
+    let bare = client.send(
+        Method::POST,
+        "/execute_skill",
+        Some(br#"{"skill": "sample_rs1"}"#.to_vec()),
+    );
+    let bare = bare.await.unwrap();
+    assert_eq!(bare.status, StatusCode::BAD_REQUEST, "{}", bare.text());
+
+    // Drop: dev%2Fsample_rs1, 200 with a message whether or not it was compiled.
+    for expected in ["was removed from cache", "was not in cache"] {
+        let dropped = client.drop_cached("sample_rs1").await.unwrap();
+        assert_eq!(dropped.status, StatusCode::OK);
+        assert!(
+            dropped.error_message().contains(expected),
+            "{}",
+            dropped.text()
+        );
+    }
+    assert_eq!(client.cached_skills().await.unwrap(), Vec::<String>::new());
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use skillprof::hostctl::{Client, HostProcess, HostSpec, SampleSkills, SkillsDir};
+use skillprof::hostctl::{Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir};
 use tempfile::TempDir;
 
 /// A component from `cargo xtask build-skills`; a missing one fails the test loudly.
@@ -24,15 +24,29 @@ pub struct TestHost {
 impl TestHost {
     /// Our skillhost with `flags`, scanning its skills directory every 50 ms.
     pub async fn start(flags: &[&str]) -> TestHost {
+        TestHost::start_in("skillhost", flags).await
+    }
+
+    /// The same, spoken to in the dialect of host profile `profile` (the host must be told
+    /// to speak it too, in `flags`).
+    pub async fn start_in(profile: &str, flags: &[&str]) -> TestHost {
         let dir = tempfile::tempdir().unwrap();
         let skills = SkillsDir::create(&dir.path().join("skills")).unwrap();
         let mut extra = vec!["--scan-interval-ms".to_string(), "50".to_string()];
         extra.extend(flags.iter().map(|s| s.to_string()));
-        let spec = HostSpec::skillhost(&extra).unwrap();
+        let spec = HostSpec::new(
+            HostProfile::load(profile).unwrap(),
+            None,
+            &HostProfile::skillhost().start.args,
+            &extra,
+            &[],
+        )
+        .unwrap();
         let host = HostProcess::start(
             &spec,
             skills.path(),
             &dir.path().join("host.log"),
+            &dir.path().join("workdir"),
             Duration::from_secs(30),
         )
         .await
