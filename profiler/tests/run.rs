@@ -422,3 +422,81 @@ fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
     let folder = run_folder(&dir.path().join("runs"));
     assert_eq!(meta(&folder)["probes"]["enabled"], false);
 }
+
+/// The 2024 host's dialect end to end: skillhost speaking it (`--api pharia-2024`), driven
+/// through the `pharia-kernel-2024` profile (namespaced names, the bearer header, unsorted
+/// listings, the encoded drop route) over smoke.cmds and a Python step.
+#[test]
+fn the_pharia_2024_dialect_runs_smoke_and_a_python_step_without_request_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmds_file = dir.path().join("smoke-py.cmds");
+    let smoke = fs::read_to_string(smoke_cmds()).unwrap();
+    fs::write(
+        &cmds_file,
+        format!("{smoke}\nadd_py\nexecute_skill sample_py1 Alice 100 0\ncached_skills\n"),
+    )
+    .unwrap();
+    let out = dir.path().join("runs");
+    let (output, folder) = run_ok(
+        &cmds_file,
+        &out,
+        &[
+            "--host-profile",
+            "pharia-kernel-2024",
+            "--",
+            "--skills-dir",
+            "{skills_dir}",
+            "--port",
+            "{port}",
+            "--scan-interval-ms",
+            "50",
+            "--api",
+            "pharia-2024",
+        ],
+    );
+    let meta = meta(&folder);
+    assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
+    assert_eq!(meta["status"], "complete");
+    assert_eq!(meta["host"]["profile"], "pharia-kernel-2024");
+    assert_eq!(meta["host"]["dialect"]["namespace"], "dev");
+    assert_eq!(meta["host"]["config"]["api"], "pharia-2024");
+    let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explanation.contains("(pharia-kernel-2024 profile)"),
+        "{explanation}"
+    );
+
+    // Every entry ran its requests; the probes attributed the host's faults and syscalls.
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let (cmd, requests, errors) = (
+        column(&header, "cmd"),
+        column(&header, "requests"),
+        column(&header, "request_errors"),
+    );
+    let (faults, mmaps) = (
+        column(&header, "faults_user"),
+        column(&header, "mmap_calls"),
+    );
+    for row in &rows {
+        assert_eq!(int(row, errors), 0, "{row:?}");
+        // `delete_skill NAME` removes a file and waits for the listing: no counted request.
+        if row[cmd] != "stop" && !row[cmd].starts_with("delete_skill ") {
+            assert!(int(row, requests) > 0, "{row:?}");
+        }
+    }
+    let add_py = rows.iter().find(|row| row[cmd] == "add_py").unwrap();
+    assert!(
+        int(add_py, faults) > 10_000 && int(add_py, mmaps) > 0,
+        "{add_py:?}"
+    );
+
+    // The run compares like any other.
+    let compared = skillprof()
+        .args(["compare"])
+        .arg(&folder)
+        .arg(&folder)
+        .output()
+        .unwrap();
+    assert!(compared.status.success(), "{}", describe(&compared));
+    assert!(String::from_utf8_lossy(&compared.stdout).contains("add_py"));
+}

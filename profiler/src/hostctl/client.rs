@@ -1,6 +1,7 @@
 //! A small HTTP/1 client for the skill host API. Connections are pooled and kept alive,
 //! so the runner measures the host, not TCP handshakes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -13,9 +14,14 @@ use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::profile::{Dialect, Route};
+
+/// A client that speaks one host's dialect (see [`Dialect`]): callers use skillprof's own
+/// skill names, the client qualifies them, routes them and adds the headers the host wants.
 #[derive(Clone)]
 pub struct Client {
     base: String,
+    dialect: Arc<Dialect>,
     pool: Pool<HttpConnector, Full<Bytes>>,
 }
 
@@ -58,18 +64,23 @@ impl Reply {
         })
     }
 
-    /// The body's `error` message if there is one, else the body.
+    /// The body's `error` message if there is one (skillhost's `{"error": …}`, or a bare
+    /// JSON string as the 2024 host answers), else the body.
     pub fn error_message(&self) -> String {
-        self.json::<Value>()
-            .ok()
-            .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
-            .unwrap_or_else(|| self.text())
+        match self.json::<Value>() {
+            Ok(Value::String(message)) => message,
+            Ok(value) => value
+                .get("error")
+                .and_then(Value::as_str)
+                .map_or_else(|| self.text(), str::to_owned),
+            Err(_) => self.text(),
+        }
     }
 }
 
 impl Client {
     /// A client for the host at `base` (e.g. `http://127.0.0.1:8081`).
-    pub fn new(base: &str) -> Self {
+    pub fn new(base: &str, dialect: Dialect) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let pool = Pool::builder(TokioExecutor::new())
@@ -77,6 +88,7 @@ impl Client {
             .build(connector);
         Client {
             base: base.trim_end_matches('/').to_owned(),
+            dialect: Arc::new(dialect),
             pool,
         }
     }
@@ -85,10 +97,22 @@ impl Client {
         &self.base
     }
 
+    pub fn dialect(&self) -> &Dialect {
+        &self.dialect
+    }
+
+    /// One request to a route of the dialect, without a body.
+    pub async fn call(&self, route: &Route) -> Result<Reply> {
+        self.send(route.method.clone(), &route.path, None).await
+    }
+
     /// Sends one request; transport failures are errors, any HTTP status is a [`Reply`].
     pub async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<Reply> {
         let uri = format!("{}{path}", self.base);
         let mut request = Request::builder().method(method.clone()).uri(&uri);
+        for (name, value) in &self.dialect.headers {
+            request = request.header(name, value);
+        }
         if body.is_some() {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
@@ -122,25 +146,37 @@ impl Client {
         reply.json()
     }
 
-    /// Registered skills, sorted.
+    /// Registered skills of our namespace, sorted, by our names.
     pub async fn skills(&self) -> Result<Vec<String>> {
-        self.get_json("/skills").await
+        self.listing(&self.dialect.routes.skills).await
     }
 
-    /// Compiled skills, sorted.
+    /// Compiled skills, as [`Client::skills`].
     pub async fn cached_skills(&self) -> Result<Vec<String>> {
-        self.get_json("/cached_skills").await
+        self.listing(&self.dialect.routes.cached_skills).await
     }
 
-    /// One `POST /execute_skill`.
+    async fn listing(&self, route: &Route) -> Result<Vec<String>> {
+        let reply = self.call(route).await?;
+        if !reply.is_ok() {
+            bail!("{route}: {} {}", reply.status, reply.error_message());
+        }
+        Ok(self.dialect.local_names(reply.json()?))
+    }
+
+    /// Executes skill `skill` (our name) once.
     pub async fn execute(&self, skill: &str, input: &Value) -> Result<Reply> {
-        let body = serde_json::to_vec(&json!({ "skill": skill, "input": input }))?;
-        self.send(Method::POST, "/execute_skill", Some(body)).await
+        let route = &self.dialect.routes.execute;
+        let body = json!({ "skill": self.dialect.qualify(skill), "input": input });
+        let body = serde_json::to_vec(&body)?;
+        self.send(route.method.clone(), &route.path, Some(body))
+            .await
     }
 
-    /// `DELETE /cached_skills/{name}`.
+    /// Drops skill `skill`'s compiled copy.
     pub async fn drop_cached(&self, skill: &str) -> Result<Reply> {
-        self.send(Method::DELETE, &format!("/cached_skills/{skill}"), None)
+        let route = &self.dialect.routes.drop_cached;
+        self.send(route.method.clone(), &self.dialect.drop_path(skill), None)
             .await
     }
 
@@ -189,6 +225,6 @@ impl Client {
 
     /// Whether the host answers its health check now.
     pub async fn healthy(&self) -> bool {
-        matches!(self.send(Method::GET, "/healthcheck", None).await, Ok(reply) if reply.is_ok())
+        matches!(self.call(&self.dialect.routes.health).await, Ok(reply) if reply.is_ok())
     }
 }

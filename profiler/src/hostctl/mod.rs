@@ -4,8 +4,10 @@
 
 pub mod client;
 pub mod process;
+pub mod profile;
 pub mod skills_dir;
 
 pub use client::{Client, Reply};
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
+pub use profile::{Dialect, HostProfile};
 pub use skills_dir::{PythonSample, SampleSkills, SkillsDir};

@@ -1,6 +1,7 @@
 //! Starting a host process, waiting until it serves, and stopping it the way the harness
 //! did (SIGTERM, wait until reaped), with SIGKILL as the last resort.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -14,30 +15,70 @@ use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 use super::client::Client;
+use super::profile::{Dialect, HostProfile};
 use crate::pidfd;
 
-/// How to start a host. Any host works that serves the skillhost HTTP API on loopback and
-/// registers skills from a directory; `{skills_dir}` and `{port}` in `args` and in `env`
-/// values are replaced by the run's skills directory and port.
+/// How to start a host and speak to it. Any host works that serves a skill API on loopback
+/// its profile describes and registers skills from a directory; `{skills_dir}` and `{port}`
+/// in `args`, `env` values and `files` are replaced by the run's skills directory and port.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostSpec {
     pub bin: PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// The host profile it came from (runs from before profiles: skillhost's).
+    #[serde(default = "skillhost_profile")]
+    pub profile: String,
+    #[serde(default = "skillhost_dialect")]
+    pub dialect: Dialect,
+    /// Files for a fresh working directory of the host's own (none: skillprof's).
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
-/// Arguments that connect our own host to a run; other hosts need their own.
-pub const SKILLHOST_ARGS: [&str; 4] = ["--skills-dir", "{skills_dir}", "--port", "{port}"];
+fn skillhost_profile() -> String {
+    HostProfile::skillhost().name
+}
+
+fn skillhost_dialect() -> Dialect {
+    HostProfile::skillhost().dialect
+}
 
 impl HostSpec {
-    /// Our skillhost, found next to the running executable, with `extra` flags appended.
+    /// Our skillhost in its own dialect, with `extra` flags appended.
     pub fn skillhost(extra: &[String]) -> Result<Self> {
-        let mut args: Vec<String> = SKILLHOST_ARGS.iter().map(|s| s.to_string()).collect();
-        args.extend_from_slice(extra);
+        HostSpec::new(HostProfile::skillhost(), None, &[], extra, &[])
+    }
+
+    /// The host `profile` describes, started from `bin` (`None`: our skillhost, found next to
+    /// the running executable), with `args` instead of the profile's if any, and `extra`
+    /// appended.
+    pub fn new(
+        profile: HostProfile,
+        bin: Option<PathBuf>,
+        args: &[String],
+        extra: &[String],
+        env: &[(String, String)],
+    ) -> Result<Self> {
+        let bin = match bin {
+            Some(bin) => bin,
+            None => find_skillhost()?,
+        };
+        let mut all_args = if args.is_empty() {
+            profile.start.args.clone()
+        } else {
+            args.to_vec()
+        };
+        all_args.extend_from_slice(extra);
+        let mut all_env: Vec<(String, String)> = profile.start.env.into_iter().collect();
+        all_env.extend_from_slice(env);
         Ok(HostSpec {
-            bin: find_skillhost()?,
-            args,
-            env: Vec::new(),
+            bin,
+            args: all_args,
+            env: all_env,
+            profile: profile.name,
+            dialect: profile.dialect,
+            files: profile.start.files,
         })
     }
 
@@ -127,18 +168,30 @@ pub fn monotonic_ns() -> u64 {
 }
 
 impl HostProcess {
-    /// Starts the host on a free loopback port, its output going to `log`, and waits until
-    /// `GET /healthcheck` answers. Fails with the end of the log if the host exits first or
-    /// is not ready within `ready_timeout`.
+    /// Starts the host on a free loopback port, its output going to `log` and, if its
+    /// profile has files, in the fresh working directory `workdir` holding them; then waits
+    /// until its health route answers. Fails with the end of the log if the host exits first
+    /// or is not ready within `ready_timeout`.
     pub async fn start(
         spec: &HostSpec,
         skills_dir: &Path,
         log: &Path,
+        workdir: &Path,
         ready_timeout: Duration,
     ) -> Result<Self> {
         let port = free_port()?;
         let output = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let mut command = Command::new(&spec.bin);
+        if !spec.files.is_empty() {
+            fs::create_dir_all(workdir)
+                .with_context(|| format!("creating {}", workdir.display()))?;
+            for (name, text) in &spec.files {
+                let path = workdir.join(name);
+                fs::write(&path, spec.expand(text, skills_dir, port))
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            command.current_dir(workdir);
+        }
         command
             .args(
                 spec.args
@@ -162,7 +215,7 @@ impl HostProcess {
             child,
             pid,
             log: log.to_path_buf(),
-            client: Client::new(&format!("http://127.0.0.1:{port}")),
+            client: Client::new(&format!("http://127.0.0.1:{port}"), spec.dialect.clone()),
         };
         host.wait_until_ready(ready_timeout).await?;
         Ok(host)
@@ -183,7 +236,8 @@ impl HostProcess {
             }
             if started.elapsed() > timeout {
                 bail!(
-                    "the host did not answer {}/healthcheck within {} s; the end of its log {}:\n{}",
+                    "the host did not answer {} at {} within {} s; the end of its log {}:\n{}",
+                    self.client.dialect().routes.health,
                     self.client.base(),
                     timeout.as_secs(),
                     self.log.display(),

@@ -60,17 +60,25 @@ pub struct RunArgs {
     #[arg(long, default_value = "runs", value_name = "DIR")]
     pub out: PathBuf,
 
-    /// Run another host instead of skillhost. It must serve skillhost's HTTP API on
-    /// 127.0.0.1 and register `<name>.wasm` files from a skills directory.
+    /// How to start the host and speak its dialect of the skill API: a built-in profile
+    /// (`skillhost`, `pharia-kernel-2024`) or a TOML file of the same shape (see
+    /// profiler/profiles/). It sets the host's arguments, environment, working-directory
+    /// files, skill names (namespaces), routes and headers.
+    #[arg(long, value_name = "NAME|FILE", default_value = "skillhost")]
+    pub host_profile: String,
+
+    /// The host's binary [default: skillhost next to skillprof]. It must serve on 127.0.0.1
+    /// and register `<name>.wasm` files from a skills directory.
     #[arg(long, value_name = "PATH")]
     pub host_bin: Option<PathBuf>,
 
-    /// An argument for --host-bin (repeatable). `{skills_dir}` and `{port}` are replaced.
-    /// Without any, the host gets skillhost's: --skills-dir {skills_dir} --port {port}.
+    /// An argument for the host (repeatable), instead of the profile's. `{skills_dir}` and
+    /// `{port}` are replaced.
     #[arg(long = "host-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub host_args: Vec<String>,
 
-    /// An environment variable for the host, KEY=VALUE (repeatable; placeholders as above).
+    /// An environment variable for the host, KEY=VALUE (repeatable; placeholders as above),
+    /// besides the profile's.
     #[arg(long = "host-env", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub host_env: Vec<(String, String)>,
 

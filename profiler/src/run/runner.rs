@@ -14,7 +14,7 @@ use sha1::{Digest, Sha1};
 
 use crate::cmds::{Command, Entry, InFlightCap, Plan};
 use crate::hostctl::{
-    ExitWatch, HostProcess, HostSpec, SampleSkills, SkillsDir, process::SKILLHOST_ARGS,
+    ExitWatch, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir, profile,
 };
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
@@ -158,10 +158,20 @@ impl Run {
         let skills = SkillsDir::create(&self.folder.join("skills"))?;
         let ready_timeout = Duration::from_secs(args.ready_timeout_s);
         let host_log = self.folder.join("host.log");
-        self.progress
-            .note(&format!("starting {}", spec.bin.display()));
+        let workdir = profile::workdir(&self.folder);
+        self.progress.note(&format!(
+            "starting {} ({} profile)",
+            spec.bin.display(),
+            spec.profile
+        ));
         let host = tokio::select! {
-            host = HostProcess::start(spec, skills.path(), &host_log, ready_timeout) => host?,
+            host = HostProcess::start(
+                spec,
+                skills.path(),
+                &host_log,
+                &workdir,
+                ready_timeout,
+            ) => host?,
             interruption = signals.next() => return Err(Abort::Interrupted(interruption)),
         };
         let pid = host.pid();
@@ -430,8 +440,9 @@ fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
 /// by which mechanism, and what measuring cost.
 fn measurement(info: &RunInfo) -> Vec<String> {
     let mut lines = vec![format!(
-        "host: {} on {} ({} cores, {} GiB), kernel {}",
+        "host: {} ({} profile) on {} ({} cores, {} GiB), kernel {}",
         info.host.spec.bin.display(),
+        info.host.spec.profile,
         info.machine.brand,
         info.machine.cores,
         info.machine.memory_total_kb / (1024 * 1024),
@@ -516,21 +527,19 @@ fn measurement(info: &RunInfo) -> Vec<String> {
 }
 
 fn host_spec(args: &RunArgs) -> Result<HostSpec> {
-    let Some(bin) = &args.host_bin else {
-        return HostSpec::skillhost(&args.host_flags);
-    };
-    let bin = fs::canonicalize(bin).with_context(|| format!("--host-bin {}", bin.display()))?;
-    let mut host_args = if args.host_args.is_empty() {
-        SKILLHOST_ARGS.iter().map(|arg| arg.to_string()).collect()
-    } else {
-        args.host_args.clone()
-    };
-    host_args.extend(args.host_flags.iter().cloned());
-    Ok(HostSpec {
+    let profile = HostProfile::load(&args.host_profile)?;
+    let bin = args
+        .host_bin
+        .as_ref()
+        .map(|bin| fs::canonicalize(bin).with_context(|| format!("--host-bin {}", bin.display())))
+        .transpose()?;
+    HostSpec::new(
+        profile,
         bin,
-        args: host_args,
-        env: args.host_env.clone(),
-    })
+        &args.host_args,
+        &args.host_flags,
+        &args.host_env,
+    )
 }
 
 fn sha1_of(path: &Path) -> Result<String> {

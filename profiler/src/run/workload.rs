@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap};
+use crate::hostctl::profile::Route;
 use crate::hostctl::{Client, PythonSample, Reply, SampleSkills, SkillsDir};
 use crate::record::Outcome;
 
@@ -116,18 +117,13 @@ impl Workload {
             Command::PAddPy(n) => self.add(Language::Python, *n, outcome).await,
             Command::PAddRs(n) => self.add(Language::Rust, *n, outcome).await,
             Command::Skills => {
-                outcome.count(
-                    "GET /skills",
-                    self.client.send(hyper::Method::GET, "/skills", None).await,
-                );
+                let route = &self.client.dialect().routes.skills;
+                outcome.count(&route.to_string(), self.client.call(route).await);
                 Ok(())
             }
             Command::CachedSkills => {
-                let reply = self
-                    .client
-                    .send(hyper::Method::GET, "/cached_skills", None)
-                    .await;
-                outcome.count("GET /cached_skills", reply);
+                let route = &self.client.dialect().routes.cached_skills;
+                outcome.count(&route.to_string(), self.client.call(route).await);
                 Ok(())
             }
             Command::ExecuteSkill {
@@ -171,7 +167,8 @@ impl Workload {
                 Ok(())
             }
             Command::DropCachedSkill(name) => {
-                match self.named_or_first(name, "/cached_skills", outcome).await {
+                let route = self.client.dialect().routes.cached_skills.clone();
+                match self.named_or_first(name, &route, outcome).await {
                     Some(name) => {
                         let reply = self.client.drop_cached(&name).await;
                         outcome.count(&format!("drop {name}"), reply);
@@ -181,7 +178,8 @@ impl Workload {
                 Ok(())
             }
             Command::DeleteSkill(name) => {
-                match self.named_or_first(name, "/skills", outcome).await {
+                let route = self.client.dialect().routes.skills.clone();
+                match self.named_or_first(name, &route, outcome).await {
                     Some(name) => self.delete(&name, outcome).await?,
                     None => outcome.fail("delete_skill: no skill is registered".to_owned()),
                 }
@@ -247,31 +245,33 @@ impl Workload {
     }
 
     async fn listed(&self, outcome: &mut Outcome) -> Vec<String> {
-        self.list("/skills", outcome).await
+        let route = self.client.dialect().routes.skills.clone();
+        self.list(&route, outcome).await
     }
 
-    /// `name`, or else the first of the listing at `path` in sorted order.
+    /// `name`, or else the first of the listing at `route` in sorted order.
     async fn named_or_first(
         &self,
         name: &Option<String>,
-        path: &str,
+        route: &Route,
         outcome: &mut Outcome,
     ) -> Option<String> {
         match name {
             Some(name) => Some(name.clone()),
-            None => self.list(path, outcome).await.into_iter().min(),
+            None => self.list(route, outcome).await.into_iter().next(),
         }
     }
 
-    async fn list(&self, path: &str, outcome: &mut Outcome) -> Vec<String> {
-        let reply = self.client.send(hyper::Method::GET, path, None).await;
-        let Some(reply) = outcome.count(&format!("GET {path}"), reply) else {
+    /// Our names of the skills a listing holds, sorted.
+    async fn list(&self, route: &Route, outcome: &mut Outcome) -> Vec<String> {
+        let reply = self.client.call(route).await;
+        let Some(reply) = outcome.count(&route.to_string(), reply) else {
             return Vec::new();
         };
         match reply.json::<Vec<String>>() {
-            Ok(names) => names,
+            Ok(names) => self.client.dialect().local_names(names),
             Err(error) => {
-                outcome.fail(format!("GET {path}: {error:#}"));
+                outcome.fail(format!("{route}: {error:#}"));
                 Vec::new()
             }
         }
