@@ -18,8 +18,8 @@ enum Command {
     Probes(skillprof::probes::ProbesArgs),
     // About and help come from the Args struct, which a doc comment here would override.
     Compare(skillprof::output::compare::Args),
-    // About and help come from RunArgs.
-    Run(skillprof::run::RunArgs),
+    // About and help come from RunArgs (boxed: it is by far the largest).
+    Run(Box<skillprof::run::RunArgs>),
     // About and help come from PressureArgs.
     Pressure(skillprof::experiment::PressureArgs),
     // About and help come from ReportArgs and ExportArgs.
@@ -44,7 +44,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Probes(args) => done(skillprof::probes::run(args)),
         Command::Compare(args) => done(skillprof::output::compare::run(args)),
-        Command::Run(args) => skillprof::run::run(args),
+        Command::Run(args) => skillprof::run::run(*args),
         Command::Pressure(args) => skillprof::experiment::run(args),
         Command::Report(args) => done(skillprof::report::cli::report(args)),
         Command::Export(args) => done(skillprof::report::cli::export(args)),

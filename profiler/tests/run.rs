@@ -500,3 +500,201 @@ fn the_pharia_2024_dialect_runs_smoke_and_a_python_step_without_request_errors()
     assert!(compared.status.success(), "{}", describe(&compared));
     assert!(String::from_utf8_lossy(&compared.stdout).contains("add_py"));
 }
+
+/// A skillhost started by hand, as a team's host under systemd would be: its own skill in
+/// its own skills directory, a port of its own.
+struct OutsideHost {
+    child: Child,
+    port: u16,
+    skills: PathBuf,
+}
+
+impl OutsideHost {
+    fn start(dir: &Path) -> OutsideHost {
+        let skills = dir.join("their-skills");
+        fs::create_dir_all(&skills).unwrap();
+        let samples = skillprof::hostctl::SampleSkills::beside_executable().unwrap();
+        fs::copy(
+            samples.path("hello").unwrap(),
+            skills.join("their_own.wasm"),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let bin = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+        let child = Command::new(bin)
+            .args(["--skills-dir", skills.to_str().unwrap()])
+            .args(["--port", &port.to_string(), "--scan-interval-ms", "50"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let host = OutsideHost {
+            child,
+            port,
+            skills,
+        };
+        let started = Instant::now();
+        while !host.runtime().block_on(host.client().healthy()) {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "skillhost did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        host
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn client(&self) -> skillprof::hostctl::Client {
+        skillprof::hostctl::Client::new(
+            &self.url(),
+            skillprof::hostctl::HostProfile::skillhost().dialect,
+        )
+    }
+
+    fn runtime(&self) -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        self.runtime()
+            .block_on(self.client().get_json(path))
+            .unwrap()
+    }
+}
+
+impl Drop for OutsideHost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    let pid = host.child.id();
+    let cmds_file = dir.path().join("attached.cmds");
+    fs::write(
+        &cmds_file,
+        "add_rs\np_add_rs 2\nexecute_all Attached 300 0\n3 execute_all Attached 0 0\n\
+         delete_skill\nskills\nstop\n",
+    )
+    .unwrap();
+    let out = dir.path().join("runs");
+    let (pid_text, url) = (pid.to_string(), host.url());
+    let (output, folder) = run_ok(
+        &cmds_file,
+        &out,
+        &[
+            "--attach",
+            &pid_text,
+            "--host-url",
+            &url,
+            "--skills-dir",
+            host.skills.to_str().unwrap(),
+        ],
+    );
+
+    // Left running, and every output says it was attached, not started.
+    assert!(alive(pid.into()), "the attached host was stopped");
+    let meta = meta(&folder);
+    assert_eq!(meta["host"]["attached"], true);
+    assert_eq!(meta["host"]["pid"], pid);
+    assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
+    let not_run = meta["entries_not_run"].as_array().unwrap();
+    assert!(
+        not_run.len() == 1 && not_run[0].as_str().unwrap().contains("stop"),
+        "{not_run:?}"
+    );
+    let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explanation.contains(&format!(
+            "attached to process {pid} (not started by skillprof)"
+        )),
+        "{explanation}"
+    );
+
+    // The host's own count of executions served is the run's.
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let executions: i64 = rows
+        .iter()
+        .map(|row| int(row, column(&header, "executions")))
+        .sum();
+    let metrics = host.get("/metrics");
+    let served =
+        metrics["requests_ok"].as_i64().unwrap() + metrics["requests_failed"].as_i64().unwrap();
+    assert_eq!(served, executions, "{metrics}");
+    assert_eq!(executions, 1 + 2 + 3 + 3 * 3);
+    // The probes followed the attached process.
+    let add_rs = rows.iter().find(|row| row[1] == "add_rs").unwrap();
+    assert!(
+        int(add_rs, column(&header, "faults_user")) > 0,
+        "{add_rs:?}"
+    );
+
+    // Its own skill was neither executed nor deleted; ours were (sample_rs1 deleted).
+    assert!(host.skills.join("their_own.wasm").exists());
+    assert_eq!(host.get("/skills/their_own")["state"], "registered");
+    assert!(!host.skills.join("sample_rs1.wasm").exists());
+}
+
+#[test]
+fn attaching_refuses_bad_input_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    let elsewhere = dir.path().join("not-watched");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let cmds_file = dir.path().join("tiny.cmds");
+    fs::write(&cmds_file, "add_rs\n").unwrap();
+    let pid = host.child.id().to_string();
+    let dead = "4194303".to_string();
+    let closed = "http://127.0.0.1:1".to_string();
+    let url = host.url();
+    let skills = host.skills.to_str().unwrap();
+    for (attach, url, dir_arg, why) in [
+        (&dead, &url, skills, "no such process"),
+        (&pid, &closed, skills, "does not answer"),
+        (
+            &pid,
+            &url,
+            elsewhere.to_str().unwrap(),
+            "is it the directory the host watches?",
+        ),
+    ] {
+        let out = dir.path().join("runs");
+        let output = skillprof()
+            .arg("run")
+            .arg(&cmds_file)
+            .arg("--out")
+            .arg(&out)
+            .args([
+                "--attach",
+                attach,
+                "--host-url",
+                url,
+                "--skills-dir",
+                dir_arg,
+            ])
+            .args(["--list-timeout-s", "2"])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{}", describe(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(why), "{why}: {}", describe(&output));
+        assert!(!out.exists(), "a run folder was made for bad input");
+    }
+    // The probe skill did not stay behind in the directory that is not watched.
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+}

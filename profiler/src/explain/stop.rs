@@ -20,7 +20,9 @@ fn words(part: &str) -> &str {
 pub fn sentence(record: &EntryRecord) -> String {
     let took = record.measure.took.as_secs_f64() * 1e3;
     let stopped = record.measure.stopped.as_ref();
-    let status = stopped.map_or("exit status unknown".to_owned(), |s| s.status.to_string());
+    let status = stopped
+        .and_then(|s| s.status)
+        .map_or("exit status unknown".to_owned(), |s| s.to_string());
     let killed = if stopped.is_some_and(|s| s.killed) {
         ", SIGKILLed after ignoring SIGTERM"
     } else {
@@ -83,7 +85,7 @@ mod tests {
 
     fn stopped(took_ms: f64) -> Option<Stopped> {
         Some(Stopped {
-            status: ExitStatus::from_raw(0),
+            status: Some(ExitStatus::from_raw(0)),
             killed: false,
             took: Duration::from_secs_f64(took_ms / 1e3),
             signalled_ns: 0,

@@ -2,6 +2,7 @@
 //! follows the same conventions), its HTTP API, and its skills directory. Knows nothing of
 //! probes or output formats.
 
+pub mod attach;
 pub mod client;
 pub mod process;
 pub mod profile;

@@ -50,6 +50,30 @@ impl HostSpec {
         HostSpec::new(HostProfile::skillhost(), None, &[], extra, &[])
     }
 
+    /// Process `pid`, already running, spoken to in `profile`'s dialect: its binary and
+    /// arguments as /proc shows them, for the record (nothing of the profile's start is used).
+    pub fn attached(profile: HostProfile, pid: u32) -> Result<Self> {
+        let process = procfs::process::Process::new(pid as i32)
+            .with_context(|| format!("--attach {pid}: no such process"))?;
+        let bin = process
+            .exe()
+            .with_context(|| format!("reading /proc/{pid}/exe"))?;
+        let args = process
+            .cmdline()
+            .with_context(|| format!("reading /proc/{pid}/cmdline"))?
+            .into_iter()
+            .skip(1)
+            .collect();
+        Ok(HostSpec {
+            bin,
+            args,
+            env: Vec::new(),
+            profile: profile.name,
+            dialect: profile.dialect,
+            files: BTreeMap::new(),
+        })
+    }
+
     /// The host `profile` describes, started from `bin` (`None`: our skillhost, found next to
     /// the running executable), with `args` instead of the profile's if any, and `extra`
     /// appended.
@@ -105,11 +129,13 @@ fn find_skillhost() -> Result<PathBuf> {
         })
 }
 
-/// A running host.
+/// A running host: one skillprof started (its child), or one it attached to.
 pub struct HostProcess {
-    child: Child,
+    /// `None`: attached, not ours to reap.
+    child: Option<Child>,
     pid: u32,
-    log: PathBuf,
+    /// The host's output, when skillprof started it.
+    log: Option<PathBuf>,
     pub client: Client,
 }
 
@@ -127,8 +153,10 @@ impl ExitWatch {
 /// How a host ended.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stopped {
+    /// `None` for a host skillprof attached to: only its parent can reap it and learn how it
+    /// ended.
     #[serde(with = "wait_status")]
-    pub status: ExitStatus,
+    pub status: Option<ExitStatus>,
     /// It ignored SIGTERM for the whole grace period and was SIGKILLed.
     pub killed: bool,
     /// From SIGTERM to reaped.
@@ -140,19 +168,24 @@ pub struct Stopped {
 }
 
 /// An exit status on disk as the raw wait status it was read from, so that it reads back as
-/// the same status (exit code or signal).
+/// the same status (exit code or signal); `null` when unknown.
 mod wait_status {
     use std::os::unix::process::ExitStatusExt;
     use std::process::ExitStatus;
 
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<S: Serializer>(status: &ExitStatus, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_i32(status.into_raw())
+    pub fn serialize<S: Serializer>(
+        status: &Option<ExitStatus>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        status.map(ExitStatus::into_raw).serialize(serializer)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ExitStatus, D::Error> {
-        i32::deserialize(deserializer).map(ExitStatus::from_raw)
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<ExitStatus>, D::Error> {
+        Ok(Option::<i32>::deserialize(deserializer)?.map(ExitStatus::from_raw))
     }
 }
 
@@ -212,23 +245,34 @@ impl HostProcess {
             .with_context(|| format!("starting the host {}", spec.bin.display()))?;
         let pid = child.id().context("the host exited at once")?;
         let mut host = HostProcess {
-            child,
+            child: Some(child),
             pid,
-            log: log.to_path_buf(),
+            log: Some(log.to_path_buf()),
             client: Client::new(&format!("http://127.0.0.1:{port}"), spec.dialect.clone()),
         };
         host.wait_until_ready(ready_timeout).await?;
         Ok(host)
     }
 
+    /// A host that is already running, as process `pid` serving `client`'s address.
+    pub fn attached(pid: u32, client: Client) -> Self {
+        HostProcess {
+            child: None,
+            pid,
+            log: None,
+            client,
+        }
+    }
+
     async fn wait_until_ready(&mut self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         loop {
-            if let Some(status) = self.child.try_wait()? {
+            if let Some(child) = &mut self.child
+                && let Some(status) = child.try_wait()?
+            {
                 bail!(
-                    "the host exited ({status}) before it was ready; the end of its log {}:\n{}",
-                    self.log.display(),
-                    tail(&self.log)
+                    "the host exited ({status}) before it was ready; {}",
+                    self.log_tail()
                 );
             }
             if self.client.healthy().await {
@@ -236,12 +280,11 @@ impl HostProcess {
             }
             if started.elapsed() > timeout {
                 bail!(
-                    "the host did not answer {} at {} within {} s; the end of its log {}:\n{}",
+                    "the host did not answer {} at {} within {} s; {}",
                     self.client.dialect().routes.health,
                     self.client.base(),
                     timeout.as_secs(),
-                    self.log.display(),
-                    tail(&self.log)
+                    self.log_tail()
                 );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -263,18 +306,29 @@ impl HostProcess {
         ))
     }
 
-    /// The end of the host's log, for error messages.
+    /// The end of the host's log, with where it is, for error messages.
     pub fn log_tail(&self) -> String {
-        tail(&self.log)
+        match &self.log {
+            Some(log) => format!("the end of its log {}:\n{}", log.display(), tail(log)),
+            None => "its output is not skillprof's to read (attached)".to_owned(),
+        }
     }
 
-    /// Sends SIGTERM and waits until the host is reaped; SIGKILL after `grace`.
+    pub fn is_attached(&self) -> bool {
+        self.child.is_none()
+    }
+
+    /// Sends SIGTERM and waits until the host is reaped (attached: until it exits);
+    /// SIGKILL after `grace`.
     pub async fn stop(mut self, grace: Duration) -> Result<Stopped> {
         let started = Instant::now();
         let signalled_ns = monotonic_ns();
-        if let Some(status) = self.child.try_wait()? {
+        let Some(child) = &mut self.child else {
+            return self.stop_attached(grace, started, signalled_ns).await;
+        };
+        if let Some(status) = child.try_wait()? {
             return Ok(Stopped {
-                status,
+                status: Some(status),
                 killed: false,
                 took: Duration::ZERO,
                 signalled_ns,
@@ -282,15 +336,39 @@ impl HostProcess {
             });
         }
         signal(self.pid, libc::SIGTERM)?;
-        let (status, killed) = match tokio::time::timeout(grace, self.child.wait()).await {
+        let (status, killed) = match tokio::time::timeout(grace, child.wait()).await {
             Ok(status) => (status?, false),
             Err(_) => {
-                self.child.start_kill()?;
-                (self.child.wait().await?, true)
+                child.start_kill()?;
+                (child.wait().await?, true)
             }
         };
         Ok(Stopped {
-            status,
+            status: Some(status),
+            killed,
+            took: started.elapsed(),
+            signalled_ns,
+            reaped_ns: monotonic_ns(),
+        })
+    }
+
+    /// The same for a host that is not our child: its pidfd says when it has exited; how it
+    /// ended only its parent learns.
+    async fn stop_attached(
+        self,
+        grace: Duration,
+        started: Instant,
+        signalled_ns: u64,
+    ) -> Result<Stopped> {
+        let exited = self.exit_watch()?;
+        signal(self.pid, libc::SIGTERM)?;
+        let killed = tokio::time::timeout(grace, exited.exited()).await.is_err();
+        if killed {
+            signal(self.pid, libc::SIGKILL)?;
+            exited.exited().await;
+        }
+        Ok(Stopped {
+            status: None,
             killed,
             took: started.elapsed(),
             signalled_ns,
@@ -301,7 +379,8 @@ impl HostProcess {
 
 fn signal(pid: u32, signal: i32) -> Result<()> {
     let pid = libc::pid_t::try_from(pid)?;
-    // SAFETY: kill(2) on our own child's pid, which stays valid until we reap it.
+    // SAFETY: kill(2) on our own child's pid, which stays valid until we reap it, or on an
+    // attached host's, which the user named and whose exit we watch through a pidfd.
     if unsafe { libc::kill(pid, signal) } != 0 {
         return Err(std::io::Error::last_os_error()).context("signalling the host");
     }

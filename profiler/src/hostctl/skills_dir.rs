@@ -21,6 +21,13 @@ impl SkillsDir {
         })
     }
 
+    /// A directory that exists already: an attached host's, which holds its own skills too.
+    pub fn open(path: &Path) -> Self {
+        SkillsDir {
+            path: path.to_path_buf(),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

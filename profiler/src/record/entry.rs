@@ -212,7 +212,10 @@ impl Metrics for EntryMeasure {
         let stopped = self.stopped.as_ref();
         row.text_or_empty(
             "exit_status",
-            stopped.map(|s| s.status.to_string()).as_deref(),
+            stopped
+                .and_then(|s| s.status)
+                .map(|s| s.to_string())
+                .as_deref(),
         )
         .int_or_empty("killed", stopped.map(|s| u8::from(s.killed)));
     }
@@ -257,7 +260,7 @@ mod tests {
         stop.measure.outcome.latencies =
             vec![Duration::from_micros(1500), Duration::from_millis(7)];
         stop.measure.stopped = Some(Stopped {
-            status: ExitStatus::from_raw(15),
+            status: Some(ExitStatus::from_raw(15)),
             killed: true,
             took: Duration::from_millis(1220),
             signalled_ns: 1,

@@ -82,6 +82,9 @@ pub struct HostInfo {
     /// The host's effective configuration from `GET /config`, when it offers one
     /// (skillhost does; other hosts may not).
     pub config: Option<serde_json::Value>,
+    /// Attached to with `--attach`, not started by skillprof (runs from before: started).
+    #[serde(default)]
+    pub attached: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

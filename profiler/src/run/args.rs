@@ -67,6 +67,34 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|FILE", default_value = "skillhost")]
     pub host_profile: String,
 
+    /// Profile a host that is already running, process PID, instead of starting one: under
+    /// systemd, in a container, by hand. Needs --host-url and --skills-dir; --host-profile
+    /// gives its dialect. Checked before anything runs: the process must be running, the URL
+    /// must answer, and a skill written to the directory must appear in the host's listing.
+    /// The host is left running: `stop` is recorded as not run, unless --stop-attached.
+    /// Listings are read as this run's skills only, so execute_all and delete_skill never
+    /// touch the host's own.
+    #[arg(
+        long,
+        value_name = "PID",
+        requires_all = ["host_url", "skills_dir"],
+        conflicts_with_all = ["host_bin", "host_args", "host_env", "host_flags"]
+    )]
+    pub attach: Option<u32>,
+
+    /// With --attach: the address the host serves on, e.g. http://127.0.0.1:8081.
+    #[arg(long, value_name = "URL", requires = "attach")]
+    pub host_url: Option<String>,
+
+    /// With --attach: the directory whose `<name>.wasm` files the host registers.
+    #[arg(long, value_name = "DIR", requires = "attach")]
+    pub skills_dir: Option<PathBuf>,
+
+    /// With --attach: send the host SIGTERM at `stop`, as for a host skillprof started (its
+    /// exit status stays unknown: only its parent can reap it).
+    #[arg(long, requires = "attach")]
+    pub stop_attached: bool,
+
     /// The host's binary [default: skillhost next to skillprof]. It must serve on 127.0.0.1
     /// and register `<name>.wasm` files from a skills directory.
     #[arg(long, value_name = "PATH")]

@@ -14,7 +14,8 @@ use sha1::{Digest, Sha1};
 
 use crate::cmds::{Command, Entry, InFlightCap, Plan};
 use crate::hostctl::{
-    ExitWatch, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir, profile,
+    ExitWatch, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir, Stopped, attach,
+    profile,
 };
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
@@ -42,15 +43,18 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     }
     pressure_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
     let mut signals = Signals::install()?;
-    let stamp = harness_log::stamp(Local::now());
-    let folder = args.out.join(&stamp);
-    fs::create_dir_all(&folder)
-        .with_context(|| format!("creating the run folder {}", folder.display()))?;
-    let spec = host_spec(&args)?;
     let samples = match &args.samples {
         Some(dir) => SampleSkills::new(dir),
         None => SampleSkills::beside_executable()?,
     };
+    let (spec, attached) = match args.attach {
+        Some(pid) => attach_host(&args, pid, &samples).await?,
+        None => (host_spec(&args)?, None),
+    };
+    let stamp = harness_log::stamp(Local::now());
+    let folder = args.out.join(&stamp);
+    fs::create_dir_all(&folder)
+        .with_context(|| format!("creating the run folder {}", folder.display()))?;
     let machine = Machine::read()?;
     let cmds_file = args.cmds.display().to_string();
     let header = Header {
@@ -83,6 +87,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
             pid: None,
             address: None,
             config: None,
+            attached: attached.is_some(),
         },
         cmds: CmdsInfo {
             file: cmds_file,
@@ -122,7 +127,9 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         records: Vec::new(),
     };
     meta::write(&run.meta_path, &run.info)?;
-    let ended = run.drive(&args, &plan, &spec, &samples, &mut signals).await;
+    let ended = run
+        .drive(&args, &plan, &spec, &samples, attached, &mut signals)
+        .await;
     run.finish(&plan, ended).await
 }
 
@@ -153,26 +160,25 @@ impl Run {
         plan: &Plan,
         spec: &HostSpec,
         samples: &SampleSkills,
+        attached: Option<(HostProcess, SkillsDir)>,
         signals: &mut Signals,
     ) -> Result<(), Abort> {
-        let skills = SkillsDir::create(&self.folder.join("skills"))?;
-        let ready_timeout = Duration::from_secs(args.ready_timeout_s);
-        let host_log = self.folder.join("host.log");
-        let workdir = profile::workdir(&self.folder);
-        self.progress.note(&format!(
-            "starting {} ({} profile)",
-            spec.bin.display(),
-            spec.profile
-        ));
-        let host = tokio::select! {
-            host = HostProcess::start(
-                spec,
-                skills.path(),
-                &host_log,
-                &workdir,
-                ready_timeout,
-            ) => host?,
-            interruption = signals.next() => return Err(Abort::Interrupted(interruption)),
+        let (host, skills) = match attached {
+            Some(attached) => {
+                self.progress.note(&format!(
+                    "attached to process {} at {} ({} profile); it is left running{}",
+                    attached.0.pid(),
+                    attached.0.client.base(),
+                    spec.profile,
+                    if args.stop_attached {
+                        ", but stopped at `stop` (--stop-attached)"
+                    } else {
+                        ""
+                    }
+                ));
+                attached
+            }
+            None => self.start_host(args, spec, signals).await?,
         };
         let pid = host.pid();
         self.info.host.pid = Some(pid);
@@ -217,6 +223,15 @@ impl Run {
 
         let ready = Instant::now();
         for (index, entry) in plan.entries.iter().enumerate() {
+            let leave_running =
+                self.host.as_ref().is_some_and(HostProcess::is_attached) && !args.stop_attached;
+            if matches!(entry.command, Command::Stop) && leave_running {
+                self.info.entries_not_run.push(format!(
+                    "{index}: {} (the attached host was left running; --stop-attached stops it)",
+                    entry.name
+                ));
+                continue;
+            }
             self.progress.begin(index, &entry.name);
             let before = host_process(pid)?;
             let sampler = self.sampler.as_ref().expect("started above");
@@ -275,6 +290,32 @@ impl Run {
         Ok(())
     }
 
+    /// Starts the host in the run's folder: its skills directory, log and working directory.
+    async fn start_host(
+        &self,
+        args: &RunArgs,
+        spec: &HostSpec,
+        signals: &mut Signals,
+    ) -> Result<(HostProcess, SkillsDir), Abort> {
+        let skills = SkillsDir::create(&self.folder.join("skills"))?;
+        self.progress.note(&format!(
+            "starting {} ({} profile)",
+            spec.bin.display(),
+            spec.profile
+        ));
+        let (log, workdir) = (self.folder.join("host.log"), profile::workdir(&self.folder));
+        tokio::select! {
+            host = HostProcess::start(
+                spec,
+                skills.path(),
+                &log,
+                &workdir,
+                Duration::from_secs(args.ready_timeout_s),
+            ) => Ok((host?, skills)),
+            interruption = signals.next() => Err(Abort::Interrupted(interruption)),
+        }
+    }
+
     /// Hands one finished entry to every output, each flushed to disk.
     fn record(&mut self, record: EntryRecord) -> Result<()> {
         let measure = &record.measure;
@@ -316,11 +357,13 @@ impl Run {
                 Abort::Interrupted(interruption) => interruption.exit_code(),
                 Abort::Failed(_) => 1,
             });
-            if let Some(host) = self.host.take() {
+            if let Some(host) = self.host.take().filter(|host| !host.is_attached()) {
                 match host.stop(Duration::from_secs(10)).await {
-                    Ok(stopped) => {
-                        reason.push_str(&format!("; the host then ended: {}", stopped.status))
-                    }
+                    Ok(Stopped {
+                        status: Some(status),
+                        ..
+                    }) => reason.push_str(&format!("; the host then ended: {status}")),
+                    Ok(_) => reason.push_str("; the host was then stopped"),
                     Err(error) => {
                         reason.push_str(&format!("; stopping the host failed: {error:#}"))
                     }
@@ -440,7 +483,15 @@ fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
 /// by which mechanism, and what measuring cost.
 fn measurement(info: &RunInfo) -> Vec<String> {
     let mut lines = vec![format!(
-        "host: {} ({} profile) on {} ({} cores, {} GiB), kernel {}",
+        "host: {}{} ({} profile) on {} ({} cores, {} GiB), kernel {}",
+        if info.host.attached {
+            format!(
+                "attached to process {} (not started by skillprof), ",
+                info.host.pid.unwrap_or_default()
+            )
+        } else {
+            String::new()
+        },
         info.host.spec.bin.display(),
         info.host.spec.profile,
         info.machine.brand,
@@ -524,6 +575,29 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// `--attach PID`: the running host, checked (see `hostctl::attach`) before anything is made.
+async fn attach_host(
+    args: &RunArgs,
+    pid: u32,
+    samples: &SampleSkills,
+) -> Result<(HostSpec, Option<(HostProcess, SkillsDir)>)> {
+    let profile = HostProfile::load(&args.host_profile)?;
+    let spec = HostSpec::attached(profile.clone(), pid)?;
+    let (Some(url), Some(dir)) = (&args.host_url, &args.skills_dir) else {
+        anyhow::bail!("--attach needs --host-url and --skills-dir");
+    };
+    let host = attach::attach(
+        pid,
+        url,
+        dir,
+        profile.dialect,
+        &samples.path("hello")?,
+        Duration::from_secs(args.list_timeout_s),
+    )
+    .await?;
+    Ok((spec, Some(host)))
 }
 
 fn host_spec(args: &RunArgs) -> Result<HostSpec> {

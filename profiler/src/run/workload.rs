@@ -2,6 +2,7 @@
 //! per language, wait-until-listed after adding, one execute after each add, the first name
 //! in sorted order when drop/delete get none. Request failures are counted, never dropped.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,9 @@ pub struct Workload {
     sample_rs: PathBuf,
     added_py: u32,
     added_rs: u32,
+    /// The skills this run registered and has not deleted. Listings are read as these only,
+    /// so that an attached host's own skills are never executed or deleted.
+    ours: BTreeSet<String>,
     cap: InFlightCap,
     list_timeout: Duration,
 }
@@ -103,6 +107,7 @@ impl Workload {
             sample_rs: samples.path("sample_rs")?,
             added_py: 0,
             added_rs: 0,
+            ours: BTreeSet::new(),
             cap,
             list_timeout,
         })
@@ -202,6 +207,7 @@ impl Workload {
             *counter += 1;
             let name = format!("{prefix}{counter}");
             self.skills.add(&name, source)?;
+            self.ours.insert(name.clone());
             names.push(name);
         }
         let started = Instant::now();
@@ -262,14 +268,18 @@ impl Workload {
         }
     }
 
-    /// Our names of the skills a listing holds, sorted.
+    /// The skills of this run a listing holds, by our names, sorted.
     async fn list(&self, route: &Route, outcome: &mut Outcome) -> Vec<String> {
         let reply = self.client.call(route).await;
         let Some(reply) = outcome.count(&route.to_string(), reply) else {
             return Vec::new();
         };
         match reply.json::<Vec<String>>() {
-            Ok(names) => self.client.dialect().local_names(names),
+            Ok(names) => {
+                let mut names = self.client.dialect().local_names(names);
+                names.retain(|name| self.ours.contains(name));
+                names
+            }
             Err(error) => {
                 outcome.fail(format!("{route}: {error:#}"));
                 Vec::new()
@@ -278,7 +288,14 @@ impl Workload {
     }
 
     /// Unregisters `name` by removing its file and waits until the host no longer lists it.
-    async fn delete(&self, name: &str, outcome: &mut Outcome) -> Result<()> {
+    /// Only a skill of this run: an attached host's own are not ours to delete.
+    async fn delete(&mut self, name: &str, outcome: &mut Outcome) -> Result<()> {
+        if !self.ours.remove(name) {
+            outcome.fail(format!(
+                "delete_skill: {name} was not registered by this run, so it is left alone"
+            ));
+            return Ok(());
+        }
         if !self.skills.remove(name)? {
             outcome.fail(format!(
                 "delete_skill: {name} is not in the skills directory"
