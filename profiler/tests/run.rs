@@ -626,6 +626,13 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
         "{explanation}"
     );
 
+    let reported = skillprof().arg("report").arg(&folder).output().unwrap();
+    assert!(reported.status.success(), "{}", describe(&reported));
+    let page = fs::read_to_string(folder.join("report.html")).unwrap();
+    assert!(page.contains(&format!(
+        "attached to process {pid}, not started by skillprof"
+    )));
+
     // The host's own count of executions served is the run's.
     let (header, rows) = read_csv(&folder.join("commands.csv"));
     let executions: i64 = rows

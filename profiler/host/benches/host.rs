@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use skillprof::hostctl::{Client, HostProcess, HostSpec, SampleSkills, SkillsDir};
+use skillprof::hostctl::{Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir};
 use skillprof::stats::nearest_rank;
 
 const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];
@@ -77,7 +77,10 @@ struct Bench {
 impl Bench {
     async fn start(allocator: &str, cache: Option<&Path>) -> Result<Bench> {
         let dir = tempfile::tempdir()?;
-        let skills = SkillsDir::create(&dir.path().join("skills"))?;
+        let skills = SkillsDir::create(
+            &dir.path().join("skills"),
+            HostProfile::skillhost().registry,
+        )?;
         let mut flags = vec!["--allocator".to_owned(), allocator.to_owned()];
         flags.extend(["--scan-interval-ms".to_owned(), "50".to_owned()]);
         if let Some(cache) = cache {

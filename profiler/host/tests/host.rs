@@ -449,7 +449,11 @@ async fn sigterm_drains_in_flight_requests_and_exits_0() {
             reply.text()
         );
     }
-    assert_eq!(stopped.status.and_then(|s| s.code()), Some(0), "{stopped:?}");
+    assert_eq!(
+        stopped.status.and_then(|s| s.code()),
+        Some(0),
+        "{stopped:?}"
+    );
     assert!(!stopped.killed);
     assert!(
         stopped.took < Duration::from_secs(10),
@@ -472,7 +476,11 @@ async fn a_drain_that_times_out_exits_1() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let stopped = host.host.stop(Duration::from_secs(20)).await.unwrap();
-    assert_eq!(stopped.status.and_then(|s| s.code()), Some(1), "{stopped:?}");
+    assert_eq!(
+        stopped.status.and_then(|s| s.code()),
+        Some(1),
+        "{stopped:?}"
+    );
     assert!(!stopped.killed);
     assert!(
         sleeper.await.unwrap().is_err(),

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 use super::client::Client;
 use super::process::HostProcess;
-use super::profile::Dialect;
+use super::profile::HostProfile;
 use super::skills_dir::SkillsDir;
 
 /// How long the address may take to answer its health route.
@@ -23,7 +23,7 @@ pub async fn attach(
     pid: u32,
     url: &str,
     skills_dir: &Path,
-    dialect: Dialect,
+    profile: HostProfile,
     probe: &Path,
     list_timeout: Duration,
 ) -> Result<(HostProcess, SkillsDir)> {
@@ -35,7 +35,7 @@ pub async fn attach(
         state != 'Z' && state != 'X',
         "--attach {pid}: the process has exited (state {state})"
     );
-    let client = Client::new(url, dialect);
+    let client = Client::new(url, profile.dialect);
     let health = &client.dialect().routes.health;
     match tokio::time::timeout(ANSWER_TIMEOUT, client.call(health)).await {
         Ok(Ok(reply)) if reply.is_ok() => {}
@@ -51,7 +51,7 @@ pub async fn attach(
         "--skills-dir {}: not a directory",
         skills_dir.display()
     );
-    let skills = SkillsDir::open(skills_dir);
+    let skills = SkillsDir::open(skills_dir, profile.registry);
     let name = format!("skillprof_probe_{}", std::process::id());
     skills.add(&name, probe)?;
     let listed = client

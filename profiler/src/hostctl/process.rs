@@ -15,7 +15,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 use super::client::Client;
-use super::profile::{Dialect, HostProfile};
+use super::profile::{Dialect, HostProfile, Registry};
 use crate::pidfd;
 
 /// How to start a host and speak to it. Any host works that serves a skill API on loopback
@@ -29,6 +29,8 @@ pub struct HostSpec {
     /// The host profile it came from (runs from before profiles: skillhost's).
     #[serde(default = "skillhost_profile")]
     pub profile: String,
+    #[serde(default = "skillhost_registry")]
+    pub registry: Registry,
     #[serde(default = "skillhost_dialect")]
     pub dialect: Dialect,
     /// Files for a fresh working directory of the host's own (none: skillprof's).
@@ -38,6 +40,10 @@ pub struct HostSpec {
 
 fn skillhost_profile() -> String {
     HostProfile::skillhost().name
+}
+
+fn skillhost_registry() -> Registry {
+    HostProfile::skillhost().registry
 }
 
 fn skillhost_dialect() -> Dialect {
@@ -69,6 +75,7 @@ impl HostSpec {
             args,
             env: Vec::new(),
             profile: profile.name,
+            registry: profile.registry,
             dialect: profile.dialect,
             files: BTreeMap::new(),
         })
@@ -101,6 +108,7 @@ impl HostSpec {
             args: all_args,
             env: all_env,
             profile: profile.name,
+            registry: profile.registry,
             dialect: profile.dialect,
             files: profile.start.files,
         })

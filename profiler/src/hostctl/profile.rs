@@ -28,7 +28,23 @@ const BUILT_IN: [(&str, &str); 2] = [
 pub struct HostProfile {
     pub name: String,
     pub start: Start,
+    pub registry: Registry,
     pub dialect: Dialect,
+}
+
+/// How a skill is registered: a file in the skills directory, named after the skill.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Registry {
+    /// The file of skill `{name}`; its modification time is its version to both hosts that
+    /// ship, so files are written aside and renamed into place.
+    pub file: String,
+}
+
+impl Registry {
+    pub fn file_of(&self, name: &str) -> String {
+        self.file.replace("{name}", name)
+    }
 }
 
 /// How to start the host; `{skills_dir}` and `{port}` are replaced in every string.
@@ -212,6 +228,14 @@ mod tests {
             ["a", "b"]
         );
         assert!(dialect.headers["Authorization"].starts_with("Bearer "));
+    }
+
+    #[test]
+    fn a_skill_is_a_file_named_after_it() {
+        for (name, _) in BUILT_IN {
+            let registry = HostProfile::load(name).unwrap().registry;
+            assert_eq!(registry.file_of("sample_py1"), "sample_py1.wasm");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The registry convention shared by every host: `<name>.wasm` in the skills directory
-//! registers skill `<name>`; removing the file unregisters it.
+//! A host's skills directory: writing skill `<name>`'s file (as the host profile's
+//! registry names it, `<name>.wasm` for both that ship) registers it; removing the file
+//! unregisters it.
 
 use std::fs;
 use std::io;
@@ -7,24 +8,26 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use super::profile::Registry;
+
 pub struct SkillsDir {
     path: PathBuf,
+    registry: Registry,
 }
 
 impl SkillsDir {
     /// Creates the directory (empty) if needed.
-    pub fn create(path: &Path) -> Result<Self> {
+    pub fn create(path: &Path, registry: Registry) -> Result<Self> {
         fs::create_dir_all(path)
             .with_context(|| format!("creating the skills directory {}", path.display()))?;
-        Ok(SkillsDir {
-            path: path.to_path_buf(),
-        })
+        Ok(SkillsDir::open(path, registry))
     }
 
     /// A directory that exists already: an attached host's, which holds its own skills too.
-    pub fn open(path: &Path) -> Self {
+    pub fn open(path: &Path, registry: Registry) -> Self {
         SkillsDir {
             path: path.to_path_buf(),
+            registry,
         }
     }
 
@@ -41,7 +44,9 @@ impl SkillsDir {
     /// Registers `name` with these bytes. They are written under a temporary name and
     /// renamed, so a host scanning the directory never sees half a file.
     pub fn add_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let partial = self.path.join(format!(".{name}.wasm.partial"));
+        let partial = self
+            .path
+            .join(format!(".{}.partial", self.registry.file_of(name)));
         fs::write(&partial, bytes).with_context(|| format!("writing {}", partial.display()))?;
         fs::rename(&partial, self.file(name))
             .with_context(|| format!("renaming {} into place", partial.display()))?;
@@ -58,7 +63,7 @@ impl SkillsDir {
     }
 
     fn file(&self, name: &str) -> PathBuf {
-        self.path.join(format!("{name}.wasm"))
+        self.path.join(self.registry.file_of(name))
     }
 }
 

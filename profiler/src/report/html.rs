@@ -384,8 +384,11 @@ fn kernel(run: &Run) -> String {
 fn host(run: &Run) -> Markup {
     let host = &run.meta.host;
     html! {
+        @if host.attached {
+            "attached to process " (host.pid.unwrap_or_default()) ", not started by skillprof: "
+        }
         code { (host.spec.bin.display()) } " " (host.spec.args.join(" "))
-        " (SHA-1 " code { (host.sha1) } ")"
+        " (SHA-1 " code { (host.sha1) } "; " (host.spec.profile) " profile)"
     }
 }
 

@@ -297,7 +297,7 @@ impl Run {
         spec: &HostSpec,
         signals: &mut Signals,
     ) -> Result<(HostProcess, SkillsDir), Abort> {
-        let skills = SkillsDir::create(&self.folder.join("skills"))?;
+        let skills = SkillsDir::create(&self.folder.join("skills"), spec.registry.clone())?;
         self.progress.note(&format!(
             "starting {} ({} profile)",
             spec.bin.display(),
@@ -592,7 +592,7 @@ async fn attach_host(
         pid,
         url,
         dir,
-        profile.dialect,
+        profile,
         &samples.path("hello")?,
         Duration::from_secs(args.list_timeout_s),
     )

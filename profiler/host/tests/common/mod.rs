@@ -31,11 +31,13 @@ impl TestHost {
     /// to speak it too, in `flags`).
     pub async fn start_in(profile: &str, flags: &[&str]) -> TestHost {
         let dir = tempfile::tempdir().unwrap();
-        let skills = SkillsDir::create(&dir.path().join("skills")).unwrap();
+        let profile = HostProfile::load(profile).unwrap();
+        let skills =
+            SkillsDir::create(&dir.path().join("skills"), profile.registry.clone()).unwrap();
         let mut extra = vec!["--scan-interval-ms".to_string(), "50".to_string()];
         extra.extend(flags.iter().map(|s| s.to_string()));
         let spec = HostSpec::new(
-            HostProfile::load(profile).unwrap(),
+            profile,
             None,
             &HostProfile::skillhost().start.args,
             &extra,
