@@ -67,10 +67,11 @@ async fn execute_skill(State(app): State<Arc<App>>, headers: HeaderMap, body: By
 }
 
 async fn execute(app: &App, body: &[u8]) -> Response {
+    let api = app.config.api;
     let request: ExecuteRequest = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(e) => {
-            return app.config.api.error(
+            return api.error(
                 StatusCode::BAD_REQUEST,
                 format!(
                     r#"invalid request body ({e}); expected {{"skill": NAME, "input": {{...}}}}"#
@@ -83,15 +84,12 @@ async fn execute(app: &App, body: &[u8]) -> Response {
         Err(lookup) => return lookup.into_response(app, StatusCode::BAD_REQUEST),
     };
     let Ok(_admitted) = app.admission.acquire().await else {
-        return app
-            .config
-            .api
-            .error(StatusCode::SERVICE_UNAVAILABLE, "the host is shutting down");
+        return api.error(StatusCode::SERVICE_UNAVAILABLE, "the host is shutting down");
     };
     let compiled = match app.registry.compiled(&slot).await {
         Ok(compiled) => compiled,
         Err(reason) => {
-            return app.config.api.error(
+            return api.error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("skill '{}' failed to compile: {reason}", slot.name),
             );
@@ -119,22 +117,19 @@ async fn execute(app: &App, body: &[u8]) -> Response {
             ];
             (headers, answer.output).into_response()
         }
-        Err(Failure::InvalidInput(message)) => app.config.api.error(
-            app.config.api.rejected_input(),
+        Err(Failure::InvalidInput(message)) => api.error(
+            api.rejected_input(),
             format!("skill '{}' rejected its input: {message}", slot.name),
         ),
-        Err(Failure::Skill(message)) => app
-            .config
-            .api
-            .error(StatusCode::INTERNAL_SERVER_ERROR, message),
-        Err(Failure::Deadline) => app.config.api.error(
+        Err(Failure::Skill(message)) => api.error(StatusCode::INTERNAL_SERVER_ERROR, message),
+        Err(Failure::Deadline) => api.error(
             StatusCode::GATEWAY_TIMEOUT,
             format!(
                 "skill '{}' passed its deadline of {} ms and was stopped; raise --deadline-ms",
                 slot.name, app.config.deadline_ms
             ),
         ),
-        Err(Failure::PoolExhausted(message)) => app.config.api.error(
+        Err(Failure::PoolExhausted(message)) => api.error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "no free pool slot for '{}': {message}; raise --pool-instances",

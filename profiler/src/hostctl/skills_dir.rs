@@ -67,8 +67,6 @@ impl SkillsDir {
     }
 }
 
-/// Where the sample skill components are (`cargo xtask build-skills` writes them to
-/// `build/skills/` in the repository).
 /// Which Python sample `add_py` registers.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
@@ -93,6 +91,8 @@ impl PythonSample {
     }
 }
 
+/// Where the sample skill components are (`cargo xtask build-skills` writes them to
+/// `build/skills/` in the repository).
 pub struct SampleSkills {
     dir: PathBuf,
 }

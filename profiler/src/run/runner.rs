@@ -584,20 +584,21 @@ async fn attach_host(
     samples: &SampleSkills,
 ) -> Result<(HostSpec, Option<(HostProcess, SkillsDir)>)> {
     let profile = HostProfile::load(&args.host_profile)?;
-    let spec = HostSpec::attached(profile.clone(), pid)?;
     let (Some(url), Some(dir)) = (&args.host_url, &args.skills_dir) else {
         anyhow::bail!("--attach needs --host-url and --skills-dir");
     };
+    // The checks first: they say what is wrong with the input (an exited process, say)
+    // where reading its binary from /proc would only fail.
     let host = attach::attach(
         pid,
         url,
         dir,
-        profile,
+        profile.clone(),
         &samples.path("hello")?,
         Duration::from_secs(args.list_timeout_s),
     )
     .await?;
-    Ok((spec, Some(host)))
+    Ok((HostSpec::attached(profile, pid)?, Some(host)))
 }
 
 fn host_spec(args: &RunArgs) -> Result<HostSpec> {
