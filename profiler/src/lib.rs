@@ -5,6 +5,7 @@
 //! is a view of the per-entry result records.
 
 pub mod band;
+pub mod capacity;
 pub mod cmds;
 pub mod experiment;
 pub mod explain;
@@ -19,4 +20,5 @@ pub mod report;
 pub mod run;
 pub mod sample;
 pub mod stats;
+pub mod units;
 pub mod words;

@@ -25,6 +25,8 @@ enum Command {
     // About and help come from ReportArgs and ExportArgs.
     Report(skillprof::report::cli::ReportArgs),
     Export(skillprof::report::cli::ExportArgs),
+    // About and help come from CapacityArgs.
+    Capacity(skillprof::capacity::CapacityArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,5 +50,6 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Pressure(args) => skillprof::experiment::run(args),
         Command::Report(args) => done(skillprof::report::cli::report(args)),
         Command::Export(args) => done(skillprof::report::cli::export(args)),
+        Command::Capacity(args) => done(skillprof::capacity::run(args)),
     }
 }

@@ -26,18 +26,39 @@ pub fn upper_median<T: Copy>(sorted: &[T]) -> Option<T> {
 /// percentiles of the medians of `resamples` resamples drawn with replacement. `seed` makes
 /// it repeatable. `values` must not be empty.
 pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
+    bootstrap_ci(values, resamples, seed, |sample| {
+        sample.sort_by(f64::total_cmp);
+        median(sample)
+    })
+}
+
+/// The same for the mean: where a total over steps matters (memory per skill is the growth
+/// over all skills, however unevenly malloc hands it out step by step).
+pub fn mean_ci(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
+    bootstrap_ci(values, resamples, seed, |sample| mean(sample))
+}
+
+pub fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
+}
+
+fn bootstrap_ci(
+    values: &[f64],
+    resamples: usize,
+    seed: u64,
+    statistic: impl Fn(&mut [f64]) -> f64,
+) -> (f64, f64) {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut medians: Vec<f64> = (0..resamples.max(1))
+    let mut estimates: Vec<f64> = (0..resamples.max(1))
         .map(|_| {
             let mut sample: Vec<f64> = (0..values.len())
                 .map(|_| values[rng.usize(..values.len())])
                 .collect();
-            sample.sort_by(f64::total_cmp);
-            median(&sample)
+            statistic(&mut sample)
         })
         .collect();
-    medians.sort_by(f64::total_cmp);
-    (nearest_rank(&medians, 0.025), nearest_rank(&medians, 0.975))
+    estimates.sort_by(f64::total_cmp);
+    (nearest_rank(&estimates, 0.025), nearest_rank(&estimates, 0.975))
 }
 
 #[cfg(test)]
@@ -60,6 +81,14 @@ mod tests {
         assert!(lo <= 15.0 && 15.0 <= hi, "[{lo}, {hi}]");
         assert!(hi - lo < 20.0, "[{lo}, {hi}]");
         assert_eq!(median_ci(&[4.0; 9], 500, 7), (4.0, 4.0));
+    }
+
+    #[test]
+    fn the_mean_ci_brackets_the_mean() {
+        let steps = [-2.0, 3.0, 1.0, 0.0, 2.0, 1.0, -1.0, 4.0];
+        let (lo, hi) = mean_ci(&steps, 2000, 7);
+        assert_eq!(mean(&steps), 1.0);
+        assert!(lo < 1.0 && 1.0 < hi && lo > -2.0 && hi < 4.0, "[{lo}, {hi}]");
     }
 
     #[test]

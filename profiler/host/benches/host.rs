@@ -91,6 +91,7 @@ impl Bench {
             skills.path(),
             &dir.path().join("host.log"),
             &dir.path().join("workdir"),
+            None,
             Duration::from_secs(30),
         )
         .await?;

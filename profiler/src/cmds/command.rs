@@ -22,6 +22,11 @@ pub enum Command {
     PAddPy(u32),
     /// Same for N Rust copies.
     PAddRs(u32),
+    /// Register one more copy at a time, each listed and executed once, until the host
+    /// cannot hold another: its memory cgroup reaches its limit (the kernel starts
+    /// reclaiming from it), an execution fails, or the host is killed; at most `max` copies.
+    /// Needs `skillprof run --memory-max`.
+    Fill { kind: SkillKind, max: u32 },
     /// List the registered skills.
     Skills,
     /// List the compiled-and-cached skills.
@@ -56,6 +61,28 @@ pub enum Command {
     /// Terminate the host and wait for it to exit: implicit at the end of every file.
     Stop,
 }
+
+/// Which sample skill a command registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkillKind {
+    Python,
+    Rust,
+}
+
+impl SkillKind {
+    /// The prefix of its skills' names (`sample_py1`, ...), and so of the harness's commands.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            SkillKind::Python => "sample_py",
+            SkillKind::Rust => "sample_rs",
+        }
+    }
+}
+
+/// The most skills one `fill_py` or `fill_rs` adds when the line names no MAX: a bound on a
+/// loop that should end at the limit long before.
+pub const FILL_MAX: u32 = 10_000;
 
 impl Command {
     /// The command named `name` with the arguments `args`, or a message saying what it expects.
@@ -99,6 +126,18 @@ const SIGNATURES: &[Signature] = &[
     }),
     takes("p_add_rs", "N", |args| {
         Ok(Command::PAddRs(args.required_count(0)?))
+    }),
+    takes("fill_py", "[MAX]", |args| {
+        Ok(Command::Fill {
+            kind: SkillKind::Python,
+            max: args.count(0)?.unwrap_or(FILL_MAX),
+        })
+    }),
+    takes("fill_rs", "[MAX]", |args| {
+        Ok(Command::Fill {
+            kind: SkillKind::Rust,
+            max: args.count(0)?.unwrap_or(FILL_MAX),
+        })
     }),
     takes("skills", "", |_| Ok(Command::Skills)),
     takes("cached_skills", "", |_| Ok(Command::CachedSkills)),

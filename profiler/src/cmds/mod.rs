@@ -9,7 +9,7 @@ mod hash;
 mod in_flight;
 mod lexer;
 
-pub use command::{Command, DEFAULT_TOPIC};
+pub use command::{Command, DEFAULT_TOPIC, FILL_MAX, SkillKind};
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
 use anyhow::Context;
@@ -211,6 +211,30 @@ mod tests {
             ("p_add_py 10", entry(1, "p_add_py 10", 1, PAddPy(10))),
             ("p_add_rs 3", entry(1, "p_add_rs 3", 1, PAddRs(3))),
             (
+                "fill_rs",
+                entry(
+                    1,
+                    "fill_rs",
+                    1,
+                    Fill {
+                        kind: SkillKind::Rust,
+                        max: FILL_MAX,
+                    },
+                ),
+            ),
+            (
+                "fill_py 40",
+                entry(
+                    1,
+                    "fill_py 40",
+                    1,
+                    Fill {
+                        kind: SkillKind::Python,
+                        max: 40,
+                    },
+                ),
+            ),
+            (
                 "execute_skill sample_py1 Alice",
                 entry(
                     1,
@@ -370,7 +394,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -442,7 +466,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),

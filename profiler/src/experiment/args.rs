@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::units::{parse_cpus, parse_size};
+use crate::units::{parse_cpus, parse_size};
 use crate::band::{self, Band};
 
 const LONG_ABOUT: &str = "\

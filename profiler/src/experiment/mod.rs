@@ -5,7 +5,6 @@
 
 mod args;
 mod table;
-mod units;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -128,7 +127,7 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
     }
     interrupt::install()?;
     if let Some(cpus) = &args.cpus {
-        units::pin(cpus)?;
+        crate::units::pin(cpus)?;
     }
     let stamp = harness_log::stamp(Local::now());
     let folder = args.out.join(format!("pressure-{stamp}"));

@@ -8,7 +8,7 @@
 use skillprof_common::{SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP, advice_class};
 
 use crate::band::Band;
-use crate::record::EntryRecord;
+use crate::record::{EntryRecord, FillStop};
 use crate::words::{bytes, change, count, many, ms};
 
 use super::stop;
@@ -19,6 +19,8 @@ pub fn paragraph(record: &EntryRecord) -> String {
         return stop::sentence(record);
     }
     let mut parts = vec![memory(record)];
+    parts.extend(filled(record));
+    parts.extend(cgroup(record));
     parts.extend(time(record));
     parts.extend(cpu(record));
     parts.extend(requests_failed(record));
@@ -41,6 +43,18 @@ fn took_ms(record: &EntryRecord) -> f64 {
 
 fn memory(record: &EntryRecord) -> String {
     let took = format!("{} ms", count(took_ms(record)));
+    if record.measure.after.is_none() {
+        // Not `stop` (its own sentence): the host died during the entry.
+        let peak = record
+            .sampling
+            .rss_peak_kb
+            .map(|peak| format!(", peak {} on the way", bytes(peak as f64 * 1024.0)))
+            .unwrap_or_default();
+        return format!(
+            "{took}, the host DIED during the entry (RSS {} before{peak})",
+            bytes(record.measure.before.rss_kb as f64 * 1024.0)
+        );
+    }
     let rss = format!(
         "{} RSS",
         change(record.measure.rss_diff_kb() as f64 * 1024.0)
@@ -52,6 +66,54 @@ fn memory(record: &EntryRecord) -> String {
         }
         _ => format!("{took}, {rss}"),
     }
+}
+
+/// How many skills a fill added before the host could hold no more, and what stopped it.
+fn filled(record: &EntryRecord) -> Option<String> {
+    let fill = record.measure.outcome.fill?;
+    let next = fill.fitted + 1;
+    let why = match fill.stopped {
+        FillStop::Limit { hits } => format!(
+            "skill {next} made the host's memory cgroup reach its limit (the kernel reclaimed \
+             from it {} time(s))",
+            count(hits as f64)
+        ),
+        FillStop::Failed => format!(
+            "skill {next} failed: {}",
+            record.measure.outcome.first_error.as_deref().unwrap_or("")
+        ),
+        FillStop::Killed => format!(
+            "the host was KILLED adding the fill's skill {next}{}",
+            match record.memcg.map(|memcg| memcg.oom_kills()) {
+                Some(kills) if kills > 0 => " by the OOM killer (its memory cgroup's oom_kill)",
+                _ => "",
+            }
+        ),
+        FillStop::Bound => "MAX was reached without hitting the limit".to_owned(),
+    };
+    Some(format!("{} skill(s) fitted, then {why}", fill.fitted))
+}
+
+/// The host's memory cgroup as the kernel accounts it: charged against the limit, and any
+/// limit hits or OOM kills in the entry.
+fn cgroup(record: &EntryRecord) -> Option<String> {
+    let memcg = record.memcg?;
+    let mut text = format!(
+        "memory cgroup charged {} of its {} limit (peak {})",
+        bytes(memcg.after.usage_bytes as f64),
+        bytes(memcg.limit_bytes as f64),
+        bytes(memcg.after.peak_bytes as f64)
+    );
+    if memcg.limit_hits() > 0 {
+        text.push_str(&format!(
+            ", {} limit hit(s) (reclaim from the cgroup)",
+            count(memcg.limit_hits() as f64)
+        ));
+    }
+    if memcg.oom_kills() > 0 {
+        text.push_str(&format!(", {} OOM kill(s)", count(memcg.oom_kills() as f64)));
+    }
+    Some(text)
 }
 
 /// Where the wall time went: waiting for the host to list skills, the host's own

@@ -27,7 +27,9 @@ pub fn document(title: &str, measurement: &[String], records: &[EntryRecord]) ->
 /// The entry paragraphs of an explain.md that [`document`] wrote, in entry order: what a
 /// report shows beside each entry, read back rather than rewritten from a CSV.
 pub fn paragraphs(document: &str) -> Vec<String> {
-    document
+    // A later section (`skillprof capacity` adds one) is not an entry's.
+    let entries = document.split("\n## ").next().unwrap_or(document);
+    entries
         .split("\n\n")
         .skip(2)
         .map(str::trim)
@@ -80,6 +82,7 @@ pub(crate) mod test_record {
             probes: None,
             stop: None,
             pressure: None,
+            memcg: None,
         }
     }
 

@@ -3,11 +3,13 @@
 //! probes or output formats.
 
 pub mod attach;
+pub mod cgroup;
 pub mod client;
 pub mod process;
 pub mod profile;
 pub mod skills_dir;
 
+pub use cgroup::{MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use profile::{Dialect, HostProfile};

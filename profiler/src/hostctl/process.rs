@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
@@ -210,14 +210,16 @@ pub fn monotonic_ns() -> u64 {
 
 impl HostProcess {
     /// Starts the host on a free loopback port, its output going to `log` and, if its
-    /// profile has files, in the fresh working directory `workdir` holding them; then waits
-    /// until its health route answers. Fails with the end of the log if the host exits first
-    /// or is not ready within `ready_timeout`.
+    /// profile has files, in the fresh working directory `workdir` holding them, inside
+    /// `cgroup` if given (its `cgroup.procs`, open for writing); then waits until its health
+    /// route answers. Fails with the end of the log if the host exits first or is not ready
+    /// within `ready_timeout`.
     pub async fn start(
         spec: &HostSpec,
         skills_dir: &Path,
         log: &Path,
         workdir: &Path,
+        cgroup: Option<&File>,
         ready_timeout: Duration,
     ) -> Result<Self> {
         let port = free_port()?;
@@ -248,6 +250,20 @@ impl HostProcess {
             .stdout(output.try_clone()?)
             .stderr(output)
             .kill_on_drop(true);
+        if let Some(procs) = cgroup {
+            let fd = procs.as_raw_fd();
+            // SAFETY: between fork and exec the child only makes one write(2) on a descriptor
+            // the parent keeps open; "0" moves the writing process itself.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         let child = command
             .spawn()
             .with_context(|| format!("starting the host {}", spec.bin.display()))?;

@@ -30,6 +30,9 @@ pub enum Restore {
     Sysctl { path: CString, value: Vec<u8> },
     /// swapoff the file and delete it.
     Swapfile { path: CString },
+    /// SIGKILL every process left in the cgroup directory `dir` (listed in its `procs`
+    /// file), then remove the directory.
+    Cgroup { dir: CString, procs: CString },
 }
 
 impl Restore {
@@ -43,6 +46,13 @@ impl Restore {
     pub fn swapfile(path: &Path) -> Result<Restore> {
         Ok(Restore::Swapfile {
             path: c_path(path)?,
+        })
+    }
+
+    pub fn cgroup(dir: &Path) -> Result<Restore> {
+        Ok(Restore::Cgroup {
+            dir: c_path(dir)?,
+            procs: c_path(&dir.join("cgroup.procs"))?,
         })
     }
 }
@@ -140,6 +150,7 @@ fn guard(plan: &Plan) -> i32 {
     let restored = match &plan.restore {
         Restore::Sysctl { path, value } => write_file(path, value),
         Restore::Swapfile { path } => swapoff(path) && remove(path),
+        Restore::Cgroup { dir, procs } => remove_cgroup(dir, procs),
     };
     if !restored {
         fork::write_all(2, &plan.failed);
@@ -185,6 +196,60 @@ fn swapoff(path: &CString) -> bool {
 fn remove(path: &CString) -> bool {
     // SAFETY: a NUL-terminated path.
     unsafe { libc::unlink(path.as_ptr()) == 0 || fork::errno() == libc::ENOENT }
+}
+
+/// Kills what is left in the cgroup (after a SIGKILL of skillprof: the host) and removes it.
+/// A killed process leaves the cgroup only once it has exited, and the directory cannot be
+/// removed before: retry for up to a minute.
+fn remove_cgroup(dir: &CString, procs: &CString) -> bool {
+    for _ in 0..120 {
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::rmdir(dir.as_ptr()) } == 0 {
+            return true;
+        }
+        match fork::errno() {
+            libc::ENOENT => return true,
+            libc::EBUSY | libc::EINTR => {
+                kill_all(procs);
+                sleep_half_a_second();
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// SIGKILLs every process id listed in `procs`; raw system calls only (this runs in the
+/// guardian, a fork of a threaded process).
+fn kill_all(procs: &CString) {
+    let mut buffer = [0u8; 4096];
+    // SAFETY: open/read/close with a NUL-terminated path and a buffer of the length given.
+    let read = unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_RDONLY);
+        if fd < 0 {
+            return;
+        }
+        let read = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
+        libc::close(fd);
+        read
+    };
+    let Ok(read) = usize::try_from(read) else {
+        return;
+    };
+    for line in buffer[..read].split(|&b| b == b'\n') {
+        let pid = line
+            .iter()
+            .try_fold(0i32, |pid, &b| {
+                b.is_ascii_digit()
+                    .then(|| pid.checked_mul(10)?.checked_add(i32::from(b - b'0')))
+                    .flatten()
+            })
+            .filter(|&pid| pid > 0);
+        if let Some(pid) = pid {
+            // SAFETY: a signal to a process id; a gone process only makes it fail.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
 }
 
 fn sleep_half_a_second() {

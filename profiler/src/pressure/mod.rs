@@ -24,7 +24,7 @@ pub mod balloon;
 mod bands;
 pub mod experiment;
 mod fork;
-mod guardian;
+pub mod guardian;
 pub mod hold;
 pub mod interrupt;
 mod iterations;

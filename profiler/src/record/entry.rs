@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::hostctl::Stopped;
+use crate::hostctl::{MemcgEntry, Stopped};
 use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown};
 use crate::sample::{EntrySampling, process::ProcessStat, zoneinfo::ZoneId};
@@ -23,6 +23,9 @@ pub struct EntryRecord {
     pub stop: Option<StopBreakdown>,
     /// What a balloon held during the entry, if one did.
     pub pressure: Option<BandHeld>,
+    /// The host's memory cgroup (`--memory-max`), if it had one.
+    #[serde(default)]
+    pub memcg: Option<MemcgEntry>,
 }
 
 /// The entry's commands.csv row: every group's cells, in column order.
@@ -39,6 +42,7 @@ impl Metrics for EntryRecord {
             .map(|(id, _)| id.clone())
             .collect();
         BandHeld::write_cells(self.pressure.as_ref(), &zones, row);
+        MemcgEntry::write_cells(self.memcg.as_ref(), row);
     }
 }
 
@@ -209,6 +213,9 @@ impl Metrics for EntryMeasure {
             None => row.missing("host_instantiate_ms").missing("host_call_ms"),
         };
         row.float("listing_ms", self.outcome.listing.as_secs_f64() * 1e3);
+        let fill = self.outcome.fill.as_ref();
+        row.int_or_empty("fill_fitted", fill.map(|fill| fill.fitted))
+            .text_or_empty("fill_stopped", fill.map(|fill| fill.stopped.name()));
         let stopped = self.stopped.as_ref();
         row.text_or_empty(
             "exit_status",
@@ -236,6 +243,55 @@ pub struct Outcome {
     pub host_timed: u64,
     /// Waiting for the host to notice skills directory changes.
     pub listing: Duration,
+    /// The host's memory after each repetition of the command, or after each skill a fill
+    /// added: what one more skill (or round) cost, step by step.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// `fill_py`/`fill_rs` only.
+    #[serde(default)]
+    pub fill: Option<Fill>,
+}
+
+/// The host's memory after one step of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Step {
+    pub rss_kb: u64,
+    /// What its memory cgroup was charged (`--memory-max` only).
+    pub memcg_kb: Option<u64>,
+}
+
+/// How many skills a fill added before the host could not hold another, and why it stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Fill {
+    /// Skills added and executed before the one that stopped the fill.
+    pub fitted: u32,
+    pub stopped: FillStop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FillStop {
+    /// Adding the next skill made the memory cgroup reach its limit: the kernel reclaimed
+    /// from it `hits` times.
+    Limit { hits: u64 },
+    /// The next skill could not be added or executed.
+    Failed,
+    /// The host was killed while adding the next skill.
+    Killed,
+    /// MAX skills were added without reaching the limit.
+    Bound,
+}
+
+impl FillStop {
+    /// As the `fill_stopped` column spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FillStop::Limit { .. } => "limit",
+            FillStop::Failed => "failed",
+            FillStop::Killed => "killed",
+            FillStop::Bound => "max",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ mod run;
 
 use std::fmt::Write as _;
 
-pub use entry::{EntryMeasure, EntryRecord, Latency, Outcome};
-pub use run::{CmdsInfo, HostInfo, ProbesInfo, RunInfo, ScaleFactor, Status};
+pub use entry::{EntryMeasure, EntryRecord, Fill, FillStop, Latency, Outcome, Step};
+pub use run::{CgroupInfo, CmdsInfo, HostInfo, ProbesInfo, RunInfo, ScaleFactor, Status};
 
 /// Named cells in a fixed order. Column names carry their unit (`took_ms`, `rss_kb`).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -168,6 +168,14 @@ const RUN_COLUMNS: &[(&str, &str)] = &[
         "time spent waiting for the host to list (or unlist) skills after the skills directory changed",
     ),
     (
+        "fill_fitted",
+        "fill_py/fill_rs only: skills added and executed before the one that stopped the fill",
+    ),
+    (
+        "fill_stopped",
+        "fill_py/fill_rs only, why the fill stopped: limit (the next skill made the host's memory cgroup reach its limit, so the kernel began reclaiming from it), failed (the next skill could not be added or executed), killed (the host was killed, by the OOM killer if memcg_oom_kills says so), max (MAX skills fitted)",
+    ),
+    (
         "exit_status",
         "stop only: how the host ended (exit code or signal)",
     ),
@@ -228,6 +236,10 @@ const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
     (
         "pressure_*",
         "the band a balloon held during the entry, from readings every 50 ms of free memory as user memory reaches it (pages above each zone's lowmem reserve, summed over the zones that can serve user memory): pressure_band (aimed at), pressure_reads, pressure_in_band_pct, pressure_min_free_kb, pressure_max_free_kb, pressure_lowest_band, pressure_highest_band, pressure_band_lower_kb and pressure_band_upper_kb (the band at the last reading; the watermarks include the kernel's boost), pressure_balloon_kb (at the end), pressure_balloon_max_kb, pressure_adjustments (balloon resizes), pressure_floor_crossings (readings below min + margin, each making the balloon give memory back), pressure_late_steps and pressure_slowest_step_ms (controller steps that overran their time limit while free memory stayed above the high watermark, and the slowest step: the machine was slow to hand out memory, and the entry's times include that), pressure_eased (why the aim was eased: the kernel had little to reclaim), pressure_aborted (why the hold stopped)",
+    ),
+    (
+        "memcg_*",
+        "with --memory-max, the host's memory cgroup as the kernel accounts it: memcg_limit_kb, memcg_usage_kb (charged at the end of the entry: the host's memory, the page cache it brought in, the kernel memory it caused), memcg_peak_kb (the most ever charged since the run began), memcg_limit_hits (charges that hit the limit and reclaimed first, during the entry: v1 memory.failcnt, v2 memory.events max) and memcg_oom_kills (processes the OOM killer killed in the cgroup during the entry)",
     ),
 ];
 

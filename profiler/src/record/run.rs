@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::hostctl::cgroup::Version;
 use crate::hostctl::{HostSpec, PythonSample};
 use crate::machine::Machine;
 use crate::probes::{ProbeCosts, ProbeStatus, Tracefs};
@@ -43,6 +44,19 @@ pub struct RunInfo {
     pub scale_factor: Option<ScaleFactor>,
     /// The processes that restore what the run changed, should it end without doing so.
     pub guardian_pids: Vec<u32>,
+    /// `--memory-max`: the host's memory cgroup.
+    #[serde(default)]
+    pub memory_cgroup: Option<CgroupInfo>,
+    /// The OOM killer took the host: how we know (the cgroup's or the machine's count).
+    #[serde(default)]
+    pub oom_killed: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CgroupInfo {
+    pub dir: String,
+    pub version: Version,
+    pub limit_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

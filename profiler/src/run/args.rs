@@ -28,6 +28,10 @@ band really held; a safety rule that stops the balloon is said in the rows, expl
 the end. --scale-factor widens the bands for the run. Both need root, and both are undone on \
 every exit path (see skillprof pressure --help).
 
+Under a limit (--memory-max SIZE) the host runs in a memory cgroup of its own; `fill_py` and \
+`fill_rs` add skills until it holds no more, and say how many fitted and why they stopped \
+(see skillprof capacity --help for the prediction to compare with).
+
 The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
   YYMMDD_HHMMSS.mmm_run.log  the harness's log format (skillprof compare reads it)
   commands.csv               one row per entry, every metric, units in the column names
@@ -47,6 +51,7 @@ Examples:
   sudo skillprof run cmds/bench.cmds
   sudo skillprof run cmds/bench.cmds -- --allocator pooling     # flags after -- go to skillhost
   sudo skillprof run cmds/bench.cmds --pressure high            # free memory held in [low, high)
+  sudo skillprof run cmds/fill_py.cmds --memory-max 3G          # how many Python skills fit in 3 GiB
   sudo skillprof run cmds/smoke.cmds --host-bin ./other-host --host-arg=--dir={skills_dir} --host-arg=--port={port}";
 
 #[derive(Args, Debug, Clone)]
@@ -165,6 +170,15 @@ pub struct RunArgs {
     /// of 0.1%, so a balloon can absorb a host's allocation bursts inside the band.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=3000))]
     pub scale_factor: Option<u32>,
+
+    /// Run the host in a memory cgroup of its own with this hard limit (e.g. 3G, 512M;
+    /// needs root): the machine a capacity prediction is checked against, and what
+    /// `fill_py`/`fill_rs` fill. Every entry records what the cgroup was charged, its limit
+    /// hits and OOM kills (memcg_* columns); a host the OOM killer takes ends the run,
+    /// marked as such, with every file written. The cgroup is removed on every exit path, by
+    /// a guardian process after a SIGKILL.
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size, conflicts_with = "attach")]
+    pub memory_max: Option<u64>,
 
     /// How long to wait for free memory to reach a band, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]

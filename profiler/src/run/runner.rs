@@ -12,17 +12,18 @@ use chrono::Local;
 use clap::ValueEnum as _;
 use sha1::{Digest, Sha1};
 
-use crate::cmds::{Command, Entry, InFlightCap, Plan};
+use crate::cmds::{Command, Entry, InFlightCap, Plan, SkillKind};
 use crate::hostctl::{
-    ExitWatch, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir, Stopped, attach,
-    profile,
+    ExitWatch, HostProcess, HostProfile, HostSpec, MemcgEntry, MemoryCgroup, SampleSkills,
+    SkillsDir, Stopped, attach, profile,
 };
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
 use crate::probes::{CostMode, Mechanism};
 use crate::record::{
-    CmdsInfo, EntryMeasure, EntryRecord, HostInfo, Outcome, RunInfo, ScaleFactor, Status,
+    CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, Outcome, RunInfo,
+    ScaleFactor, Status, Step,
 };
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process};
@@ -42,6 +43,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         probes::require_bpf_for_run()?;
     }
     pressure_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
+    require_limit_if_filled(args.memory_max, &plan)?;
     let mut signals = Signals::install()?;
     let samples = match &args.samples {
         Some(dir) => SampleSkills::new(dir),
@@ -105,12 +107,29 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         pressure_balloon_pids: Vec::new(),
         scale_factor: None,
         guardian_pids: Vec::new(),
+        memory_cgroup: None,
+        oom_killed: None,
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
     let log_file =
         File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let cgroup = args
+        .memory_max
+        .map(|limit| MemoryCgroup::create(&format!("skillprof-{stamp}"), limit))
+        .transpose()?;
+    let mut info = info;
+    if let Some(cgroup) = &cgroup {
+        info.memory_cgroup = Some(CgroupInfo {
+            dir: cgroup.dir().display().to_string(),
+            version: cgroup.version(),
+            limit_bytes: cgroup.limit_bytes(),
+        });
+        info.guardian_pids.extend(cgroup.guardian_pid());
+    }
     let mut run = Run {
         progress: Progress::new(plan.entries.len()).into(),
+        cgroup,
+        oom_kills_before: vmstat_oom_kills(),
         log: LogWriter::new(log_file, &header)?,
         commands: CommandsCsv::create(&folder.join("commands.csv"))?,
         entries: EntriesJsonl::create(&folder.join(entries_jsonl::FILE))?,
@@ -151,9 +170,32 @@ struct Run {
     entries_done: usize,
     /// Every entry's record, for explain.md.
     records: Vec<EntryRecord>,
+    /// `--memory-max`: the host's memory cgroup, removed at the end.
+    cgroup: Option<MemoryCgroup>,
+    /// The machine's OOM kills before the host started (/proc/vmstat oom_kill).
+    oom_kills_before: Option<u64>,
 }
 
 impl Run {
+    /// Why we know the OOM killer took the host, if it did: the cgroup's own count, or
+    /// the machine's when the host had no cgroup (then another process may have been the
+    /// victim, which the words say).
+    fn oom_evidence(&self) -> Option<String> {
+        if let Some(cgroup) = &self.cgroup {
+            let kills = cgroup.read().ok()?.oom_kills;
+            return (kills > 0).then(|| {
+                format!(
+                    "its memory cgroup reached its {} limit: oom_kill {kills}",
+                    words::bytes(cgroup.limit_bytes() as f64)
+                )
+            });
+        }
+        let kills = vmstat_oom_kills()?.saturating_sub(self.oom_kills_before?);
+        (kills > 0).then(|| {
+            format!("the machine's OOM killer killed {kills} process(es) during the run (/proc/vmstat oom_kill)")
+        })
+    }
+
     async fn drive(
         &mut self,
         args: &RunArgs,
@@ -243,8 +285,10 @@ impl Run {
             probing.begin_entry(index)?;
             let pressure = self.pressure.as_mut().expect("started above");
             pressure.begin_entry();
+            let memcg_before = self.cgroup.as_ref().map(MemoryCgroup::read).transpose()?;
             let started = ready.elapsed();
             let clock = Instant::now();
+            let mut died = None;
             let (outcome, after, stopped) = match &entry.command {
                 Command::Stop => {
                     let host = self.host.take().expect("stop is the last entry");
@@ -258,9 +302,22 @@ impl Run {
                     (Outcome::default(), Some(host_process(pid)?), None)
                 }
                 _ => {
-                    let outcome = run_entry(&mut workload, entry, signals, &exit_watch).await?;
-                    let after = host_process(pid)?;
-                    (outcome, Some(after), None)
+                    let watched = Watched {
+                        pid,
+                        exit: &exit_watch,
+                        cgroup: self.cgroup.as_ref(),
+                    };
+                    let (outcome, ended) = run_entry(&mut workload, entry, signals, &watched).await;
+                    match ended {
+                        Ok(()) => (outcome, Some(host_process(pid)?), None),
+                        // The entry the host died in is kept, with what it did until then:
+                        // for a fill, that is the answer.
+                        Err(Abort::Interrupted(Interruption::HostExited)) => {
+                            died = Some(host_gone());
+                            (outcome, None, None)
+                        }
+                        Err(abort) => return Err(abort),
+                    }
                 }
             };
             let took = clock.elapsed();
@@ -278,14 +335,26 @@ impl Run {
                 stopped,
             };
             let (probes, stop) = probing.entry(index, measure.stopped.as_ref())?;
+            let memcg = match (&self.cgroup, memcg_before) {
+                (Some(cgroup), Some(before)) => Some(MemcgEntry {
+                    limit_bytes: cgroup.limit_bytes(),
+                    before,
+                    after: cgroup.read()?,
+                }),
+                _ => None,
+            };
             let record = EntryRecord {
                 measure,
                 sampling,
                 probes,
                 stop,
                 pressure: pressure.held(),
+                memcg,
             };
             self.record(record)?;
+            if let Some(died) = died {
+                return Err(died);
+            }
         }
         Ok(())
     }
@@ -304,12 +373,14 @@ impl Run {
             spec.profile
         ));
         let (log, workdir) = (self.folder.join("host.log"), profile::workdir(&self.folder));
+        let procs = self.cgroup.as_ref().map(MemoryCgroup::procs).transpose()?;
         tokio::select! {
             host = HostProcess::start(
                 spec,
                 skills.path(),
                 &log,
                 &workdir,
+                procs.as_ref(),
                 Duration::from_secs(args.ready_timeout_s),
             ) => Ok((host?, skills)),
             interruption = signals.next() => Err(Abort::Interrupted(interruption)),
@@ -369,6 +440,12 @@ impl Run {
                     }
                 }
             }
+            if matches!(abort, Abort::Interrupted(Interruption::HostExited)) {
+                self.info.oom_killed = self.oom_evidence();
+                if let Some(evidence) = &self.info.oom_killed {
+                    reason = format!("the host was killed by the OOM killer ({evidence}); {reason}");
+                }
+            }
             self.info.status = Status::Incomplete;
             self.info.entries_not_run = plan.entries[self.entries_done..]
                 .iter()
@@ -384,6 +461,12 @@ impl Run {
             pressure.finish().await;
             self.info.pressure_notes = pressure.notes;
             self.info.pressure_balloon_pids = pressure.balloon_pids;
+        }
+        if let Some(cgroup) = self.cgroup.take() {
+            // The host has been stopped above or at `stop`: nothing is left inside.
+            if let Err(error) = cgroup.remove() {
+                eprintln!("warning: {error:#}");
+            }
         }
         if let Some(sampler) = self.sampler.take() {
             let cpu = sampler.finish()?;
@@ -431,36 +514,145 @@ impl Run {
     }
 }
 
-/// Runs one entry (its command `repeat` times) unless interrupted or the host exits.
+/// The host as an entry watches it: its process, its exit, its memory cgroup.
+struct Watched<'a> {
+    pid: u32,
+    exit: &'a ExitWatch,
+    cgroup: Option<&'a MemoryCgroup>,
+}
+
+impl Watched<'_> {
+    fn step(&self) -> Result<Step, Abort> {
+        Ok(Step {
+            rss_kb: host_process(self.pid)?.rss_kb,
+            memcg_kb: match self.cgroup {
+                Some(cgroup) => Some(cgroup.read()?.usage_bytes / 1024),
+                None => None,
+            },
+        })
+    }
+}
+
+/// Runs one entry (its command `repeat` times, or a fill) unless interrupted or the host
+/// exits; what it did until then is in the outcome either way.
 async fn run_entry(
     workload: &mut Workload,
     entry: &Entry,
     signals: &mut Signals,
-    exit_watch: &ExitWatch,
-) -> Result<Outcome, Abort> {
+    host: &Watched<'_>,
+) -> (Outcome, Result<(), Abort>) {
     let mut outcome = Outcome::default();
-    let repeated = async {
-        for _ in 0..entry.repeat {
-            workload.run(&entry.command, &mut outcome).await?;
+    let mut ended = {
+        let steps = async {
+            match entry.command {
+                Command::Fill { kind, max } => fill(workload, kind, max, host, &mut outcome).await,
+                ref command => {
+                    for _ in 0..entry.repeat {
+                        workload.run(command, &mut outcome).await?;
+                        outcome.steps.push(host.step()?);
+                    }
+                    Ok(())
+                }
+            }
+        };
+        tokio::select! {
+            done = steps => done,
+            interruption = signals.next() => Err(Abort::Interrupted(interruption)),
+            () = host.exit.exited() => Err(host_gone()),
         }
-        anyhow::Ok(())
     };
-    tokio::select! {
-        done = repeated => done?,
-        interruption = signals.next() => return Err(Abort::Interrupted(interruption)),
-        () = exit_watch.exited() => return Err(host_gone()),
-    }
     // A dying host resets its connections a moment before it becomes a zombie, so the
     // requests can fail first: an entry that saw failures waits a moment to know whether
     // they were the host's death.
-    if outcome.errors > 0
-        && tokio::time::timeout(DEATH_GRACE, exit_watch.exited())
+    if ended.is_ok()
+        && outcome.errors > 0
+        && tokio::time::timeout(DEATH_GRACE, host.exit.exited())
             .await
             .is_ok()
     {
-        return Err(host_gone());
+        ended = Err(host_gone());
     }
-    Ok(outcome)
+    if let (Some(fill), Err(Abort::Interrupted(Interruption::HostExited))) =
+        (&mut outcome.fill, &ended)
+    {
+        fill.stopped = FillStop::Killed;
+    }
+    (outcome, ended)
+}
+
+/// Adds skills one at a time until the cgroup reaches its limit, one fails, or `max` fit.
+async fn fill(
+    workload: &mut Workload,
+    kind: SkillKind,
+    max: u32,
+    host: &Watched<'_>,
+    outcome: &mut Outcome,
+) -> Result<(), Abort> {
+    let cgroup = host
+        .cgroup
+        .expect("a fill without --memory-max is refused before the run");
+    let hits_before = cgroup.read()?.limit_hits;
+    let mut fill = Fill {
+        fitted: 0,
+        stopped: FillStop::Bound,
+    };
+    outcome.fill = Some(fill);
+    for _ in 0..max {
+        let errors = outcome.errors;
+        workload.add(kind, 1, outcome).await?;
+        outcome.steps.push(host.step()?);
+        let hits = cgroup.read()?.limit_hits - hits_before;
+        let stopped = if outcome.errors > errors {
+            Some(FillStop::Failed)
+        } else if hits > 0 {
+            Some(FillStop::Limit { hits })
+        } else {
+            None
+        };
+        match stopped {
+            Some(stopped) => {
+                fill.stopped = stopped;
+                outcome.fill = Some(fill);
+                return Ok(());
+            }
+            None => {
+                fill.fitted += 1;
+                outcome.fill = Some(fill);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A fill without a limit would fill the machine: refused before anything starts, as is a
+/// limit without the root it needs.
+fn require_limit_if_filled(memory_max: Option<u64>, plan: &Plan) -> Result<()> {
+    let fill = plan
+        .entries
+        .iter()
+        .find(|entry| matches!(entry.command, Command::Fill { .. }));
+    match (fill, memory_max) {
+        (Some(entry), None) => anyhow::bail!(
+            "line {}: {} adds skills until the host holds no more, which needs a limit: give \
+             --memory-max SIZE (a memory cgroup for the host), or the machine itself is filled",
+            entry.line.unwrap_or(0),
+            entry.name
+        ),
+        (_, Some(_)) if !crate::pressure::running_as_root() => anyhow::bail!(
+            "--memory-max makes a memory cgroup for the host, which needs root: run as root \
+             (e.g. `sudo skillprof run ...`)"
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The machine's OOM kills so far (/proc/vmstat oom_kill, Linux 4.13+).
+fn vmstat_oom_kills() -> Option<u64> {
+    let vmstat = fs::read_to_string("/proc/vmstat").ok()?;
+    vmstat.lines().find_map(|line| {
+        let value = line.strip_prefix("oom_kill ")?;
+        value.trim().parse().ok()
+    })
 }
 
 /// How long the end of a dying host's exit may lag its closed connections.
@@ -501,6 +693,18 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     )];
     if let Some(engine) = info.host.config.as_ref().and_then(|c| c.get("engine")) {
         lines.push(format!("host configuration: {engine}"));
+    }
+    if let Some(cgroup) = &info.memory_cgroup {
+        lines.push(format!(
+            "memory limit: the host ran in its own memory cgroup {} ({}), limit {} \
+             (--memory-max), removed at the end",
+            cgroup.dir,
+            cgroup.version,
+            words::bytes(cgroup.limit_bytes as f64)
+        ));
+    }
+    if let Some(evidence) = &info.oom_killed {
+        lines.push(format!("the host was KILLED by the OOM killer: {evidence}"));
     }
     if let Some(python) = info.python_sample {
         lines.push(format!(

@@ -10,7 +10,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap};
+use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind};
 use crate::hostctl::profile::Route;
 use crate::hostctl::{Client, PythonSample, Reply, SampleSkills, SkillsDir};
 use crate::record::Outcome;
@@ -58,12 +58,6 @@ impl Outcome {
             }
         }
     }
-}
-
-#[derive(Clone, Copy)]
-enum Language {
-    Python,
-    Rust,
 }
 
 pub struct Workload {
@@ -117,10 +111,10 @@ impl Workload {
     /// directory cannot be written); failed requests are counted in `outcome`.
     pub async fn run(&mut self, command: &Command, outcome: &mut Outcome) -> Result<()> {
         match command {
-            Command::AddPy => self.add(Language::Python, 1, outcome).await,
-            Command::AddRs => self.add(Language::Rust, 1, outcome).await,
-            Command::PAddPy(n) => self.add(Language::Python, *n, outcome).await,
-            Command::PAddRs(n) => self.add(Language::Rust, *n, outcome).await,
+            Command::AddPy => self.add(SkillKind::Python, 1, outcome).await,
+            Command::AddRs => self.add(SkillKind::Rust, 1, outcome).await,
+            Command::PAddPy(n) => self.add(SkillKind::Python, *n, outcome).await,
+            Command::PAddRs(n) => self.add(SkillKind::Rust, *n, outcome).await,
             Command::Skills => {
                 let route = &self.client.dialect().routes.skills;
                 outcome.count(&route.to_string(), self.client.call(route).await);
@@ -190,6 +184,7 @@ impl Workload {
                 }
                 Ok(())
             }
+            Command::Fill { .. } => unreachable!("the runner fills, watching the cgroup"),
             Command::Stop => unreachable!("the runner stops the host itself"),
             Command::Pressure(_) => unreachable!("the runner holds the pressure itself"),
         }
@@ -197,10 +192,11 @@ impl Workload {
 
     /// Registers `count` new copies, waits until the host lists them all, then executes
     /// each once (all at once when several were added), so the entry includes compiling.
-    async fn add(&mut self, language: Language, count: u32, outcome: &mut Outcome) -> Result<()> {
-        let (prefix, source, counter) = match language {
-            Language::Python => ("sample_py", &self.sample_py, &mut self.added_py),
-            Language::Rust => ("sample_rs", &self.sample_rs, &mut self.added_rs),
+    pub async fn add(&mut self, kind: SkillKind, count: u32, outcome: &mut Outcome) -> Result<()> {
+        let prefix = kind.prefix();
+        let (source, counter) = match kind {
+            SkillKind::Python => (&self.sample_py, &mut self.added_py),
+            SkillKind::Rust => (&self.sample_rs, &mut self.added_rs),
         };
         let mut names = Vec::new();
         for _ in 0..count {

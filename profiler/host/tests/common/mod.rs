@@ -49,6 +49,7 @@ impl TestHost {
             skills.path(),
             &dir.path().join("host.log"),
             &dir.path().join("workdir"),
+            None,
             Duration::from_secs(30),
         )
         .await

@@ -1,0 +1,286 @@
+//! `skillprof capacity`: how many skills, and how many parallel requests beside them, a
+//! machine holds, predicted from runs' records (`model`), written as capacity.json and a
+//! section of explain.md in the first run's folder, and said on stdout.
+
+pub mod model;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::cmds::SkillKind;
+use crate::output::entries_jsonl;
+use crate::words::{bytes, count};
+use model::{Basis, Figure, Ingredients, Machine, Missing, Prediction, RunRecords};
+
+const LONG_ABOUT: &str = "\
+Predict how many skills, and how many parallel requests beside them, a machine holds, from the \
+records of runs (skillprof run's folders).
+
+From the runs' entries it derives, per skill kind (Python, Rust): the idle host (before the first \
+entry), the first skill's cost (the first entry must add one skill: add_py or add_rs), the \
+marginal cost of each further skill (every later add, step by step: median and the 10th-90th \
+percentile spread), the transient while a skill loads (peak over what stays), the memory per \
+request in flight (p_execute_all entries with 10 or more in flight: peak RSS growth over \
+requests), and the host's CPU time per skill added.
+
+It then predicts for the machine given: the most skills resident at once (each with room to load \
+the next), the parallel requests that fit beside that many skills, and how long loading them \
+takes with every core compiling. Every figure has a low/high range and the entries it came from.
+
+Memory is what the host's memory cgroup was charged when the runs were made with --memory-max \
+(exactly what a limit limits), and its RSS otherwise (which also counts the host's file-backed \
+pages, its binary among them, that a cgroup may not be charged for).
+
+It writes capacity.json and a Capacity section of explain.md into the first run's folder (or \
+--out DIR). A run that lacks the entries a figure needs is refused, with the lines to add.
+
+Examples:
+  skillprof capacity runs/261124_050000.000 --memory 64G
+  skillprof capacity runs/bench runs/saturate --memory 64G --cores 16 --headroom 10%
+  skillprof capacity runs/261124_050000.000 --memory 3G --headroom 0   # against a --memory-max 3G fill";
+
+#[derive(clap::Args, Debug)]
+#[command(about = "Predict how many skills and parallel requests a machine holds, from runs", long_about = LONG_ABOUT)]
+pub struct CapacityArgs {
+    /// Run folders; figures are pooled across them, the idle host and first skill come from
+    /// the first run that starts with an add.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+
+    /// The machine's memory (e.g. 64G, 3G, 512M).
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
+    pub memory: u64,
+
+    /// Its cores, for the time loading the skills takes [default: this machine's].
+    #[arg(long, value_name = "N")]
+    pub cores: Option<u32>,
+
+    /// Memory kept free for everything else: a percentage (10%) or a share (0.1).
+    #[arg(long, value_name = "SHARE", default_value = "10%", value_parser = parse_share)]
+    pub headroom: f64,
+
+    /// Which skills to predict for [default: every kind the runs can answer for].
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub kind: Option<Kind>,
+
+    /// Where capacity.json and explain.md go [default: the first run's folder].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Python,
+    Rust,
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    let (number, scale) = match text.strip_suffix('%') {
+        Some(number) => (number, 100.0),
+        None => (text, 1.0),
+    };
+    let share = number
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| format!("expected a share such as 10% or 0.1, got {text:?}"))?
+        / scale;
+    if !(0.0..1.0).contains(&share) {
+        return Err(format!("the headroom must be at least 0 and below 100%, got {text:?}"));
+    }
+    Ok(share)
+}
+
+/// capacity.json.
+#[derive(Serialize)]
+struct Capacity {
+    runs: Vec<String>,
+    machine: Machine,
+    kinds: Vec<KindCapacity>,
+}
+
+#[derive(Serialize)]
+struct KindCapacity {
+    ingredients: Ingredients,
+    predicted: Prediction,
+    /// Figures the runs could not give, and the lines that would.
+    missing: Vec<Missing>,
+}
+
+pub fn run(args: CapacityArgs) -> Result<()> {
+    let runs = args
+        .runs
+        .iter()
+        .map(|folder| load(folder))
+        .collect::<Result<Vec<_>>>()?;
+    let machine = Machine {
+        memory_bytes: args.memory,
+        cores: match args.cores {
+            Some(cores) => cores,
+            None => u32::try_from(crate::machine::Machine::read()?.cores).unwrap_or(u32::MAX),
+        },
+        headroom: args.headroom,
+    };
+    let kinds: Vec<SkillKind> = match args.kind {
+        Some(Kind::Python) => vec![SkillKind::Python],
+        Some(Kind::Rust) => vec![SkillKind::Rust],
+        None => vec![SkillKind::Python, SkillKind::Rust],
+    };
+    let mut answered = Vec::new();
+    let mut refusals = Vec::new();
+    for kind in kinds {
+        match model::ingredients(&runs, kind) {
+            Ok((ingredients, missing)) => {
+                let predicted = model::predict(&ingredients, &machine);
+                answered.push(KindCapacity {
+                    ingredients,
+                    predicted,
+                    missing,
+                });
+            }
+            Err(missing) => refusals.push((kind, missing)),
+        }
+    }
+    if answered.is_empty() || args.kind.is_some() && !refusals.is_empty() {
+        let mut why = String::from("the runs lack the entries a capacity prediction needs:");
+        for (kind, missing) in &refusals {
+            for missing in missing {
+                let _ = write!(
+                    why,
+                    "\n  {kind:?} skills: {} (add `{}`)",
+                    missing.figure, missing.add
+                );
+            }
+        }
+        bail!(why);
+    }
+    let out = args.out.clone().unwrap_or_else(|| args.runs[0].clone());
+    fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let capacity = Capacity {
+        runs: runs.iter().map(|run| run.name.clone()).collect(),
+        machine,
+        kinds: answered,
+    };
+    let json = out.join("capacity.json");
+    fs::write(&json, serde_json::to_string_pretty(&capacity)? + "\n")
+        .with_context(|| format!("writing {}", json.display()))?;
+    let section = section(&capacity);
+    append_to_explain(&out.join("explain.md"), &section)?;
+    print!("{section}");
+    eprintln!("\nwritten: {} and its Capacity section in explain.md", json.display());
+    Ok(())
+}
+
+fn load(folder: &Path) -> Result<RunRecords> {
+    let path = folder.join(entries_jsonl::FILE);
+    let records = entries_jsonl::read(&path).with_context(|| {
+        format!(
+            "{} is not a run folder with {} (skillprof run leaves one per run)",
+            folder.display(),
+            entries_jsonl::FILE
+        )
+    })?;
+    let name = folder
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| folder.display().to_string());
+    Ok(RunRecords { name, records })
+}
+
+/// The heading explain.md's Capacity section starts with; a new prediction replaces it.
+pub const HEADING: &str = "## Capacity";
+
+fn append_to_explain(path: &Path, section: &str) -> Result<()> {
+    let existing = fs::read_to_string(path).unwrap_or_default();
+    let kept = match existing.find(HEADING) {
+        Some(start) => &existing[..start],
+        None => &existing,
+    };
+    let mut text = kept.trim_end().to_owned();
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(section);
+    fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn kb(kb: f64) -> String {
+    bytes(kb * 1024.0)
+}
+
+fn range(figure: &Figure, say: impl Fn(f64) -> String) -> String {
+    if figure.low == figure.high {
+        return say(figure.value);
+    }
+    format!("{} [{}-{}]", say(figure.value), say(figure.low), say(figure.high))
+}
+
+/// The section in words: the answer first, then what it rests on.
+fn section(capacity: &Capacity) -> String {
+    let machine = &capacity.machine;
+    let mut text = format!(
+        "{HEADING}\n\nFor a machine of {} with {} cores and {:.0}% headroom ({} for the host), \
+         from {}:\n\n",
+        bytes(machine.memory_bytes as f64),
+        machine.cores,
+        machine.headroom * 100.0,
+        kb(machine.budget_kb()),
+        capacity.runs.join(", ")
+    );
+    for kind in &capacity.kinds {
+        let (found, predicted) = (&kind.ingredients, &kind.predicted);
+        let name = match found.kind {
+            SkillKind::Python => "Python",
+            SkillKind::Rust => "Rust",
+        };
+        let basis = match found.basis {
+            Basis::Memcg => "memory as its cgroup was charged",
+            Basis::Rss => "memory as RSS",
+        };
+        let requests = match &predicted.requests {
+            Some(requests) => format!(
+                ", and beside them {} parallel requests",
+                range(requests, count)
+            ),
+            None => String::new(),
+        };
+        let _ = write!(
+            text,
+            "- **{name} skills: {} resident**{requests}; loading them takes {} with every core \
+             compiling. From the runs ({basis}): the idle host {}, the first skill {}, each further \
+             skill {} (from {}), {} transient while one loads",
+            range(&predicted.skills, count),
+            range(&predicted.load_s, |s| format!("{} s", count(s))),
+            kb(found.idle_kb.value),
+            kb(found.first_kb.value),
+            range(&found.marginal_kb, kb),
+            found.marginal_kb.from.join(", "),
+            kb(found.transient_kb.value),
+        );
+        if let Some(per_request) = &found.per_request_kb {
+            let _ = write!(
+                text,
+                ", {} per request in flight (from {})",
+                range(per_request, kb),
+                per_request.from.join(", ")
+            );
+        }
+        let _ = write!(
+            text,
+            ", {} of host CPU per skill added.",
+            range(&found.cpu_per_skill_ms, |ms| format!("{} ms", count(ms)))
+        );
+        for missing in &kind.missing {
+            let _ = write!(
+                text,
+                " Not predicted: {} (add `{}` to a run).",
+                missing.figure, missing.add
+            );
+        }
+        text.push('\n');
+    }
+    text
+}

@@ -1,0 +1,464 @@
+//! From runs' typed records to the ingredients of capacity (the idle host, the first and each
+//! further skill, the memory per request in flight, the CPU per compiled skill) and from those
+//! to a prediction for a machine. Every figure keeps its range and the entries it came from.
+//!
+//! The model, per skill kind: holding n skills costs idle + first + (n - 1) × marginal, and
+//! loading one more needs its compile's transient on top (the peak over what stays). A
+//! machine of M bytes with headroom h has a budget of M × (1 - h); the most skills are the n
+//! whose resident memory plus one transient fits it. The requests that fit beside them share
+//! what is left of the budget once the transient is no longer needed; loading takes n × CPU
+//! per skill over the cores.
+
+use serde::Serialize;
+
+use crate::cmds::{self, Command, InFlightCap, SkillKind};
+use crate::record::EntryRecord;
+use crate::stats::{mean, mean_ci, median, nearest_rank};
+
+/// One run's records, as capacity reads them.
+pub struct RunRecords {
+    pub name: String,
+    pub records: Vec<EntryRecord>,
+}
+
+/// What the memory figures count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// What the host's memory cgroup was charged (runs made with --memory-max): exactly what
+    /// a limit limits.
+    Memcg,
+    /// The host's RSS: its file-backed pages (the binary, mapped files) are counted though
+    /// page cache is charged only to the cgroup that first read it.
+    Rss,
+}
+
+/// A measured or predicted quantity with its range and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figure {
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+    /// `run#index: cmd` of every entry it came from.
+    pub from: Vec<String>,
+}
+
+impl Figure {
+    fn exact(value: f64, from: String) -> Figure {
+        Figure {
+            value,
+            low: value,
+            high: value,
+            from: vec![from],
+        }
+    }
+
+    /// The mean of `steps` (their total over their count), with the bootstrap 95% confidence
+    /// interval of that mean as its range.
+    fn mean_of(steps: Vec<f64>, from: Vec<String>) -> Option<Figure> {
+        if steps.is_empty() {
+            return None;
+        }
+        let (low, high) = mean_ci(&steps, 2000, 1);
+        Some(Figure {
+            value: mean(&steps),
+            low,
+            high,
+            from,
+        })
+    }
+
+    /// The median of `samples`, spread from the 10th to the 90th percentile (nearest rank;
+    /// with few samples, the smallest and the largest).
+    fn of(mut samples: Vec<f64>, from: Vec<String>) -> Option<Figure> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_by(f64::total_cmp);
+        Some(Figure {
+            value: median(&samples),
+            low: nearest_rank(&samples, 0.1),
+            high: nearest_rank(&samples, 0.9),
+            from,
+        })
+    }
+}
+
+/// The ingredients for one skill kind; memory in KB.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ingredients {
+    pub kind: SkillKind,
+    pub basis: Basis,
+    pub idle_kb: Figure,
+    pub first_kb: Figure,
+    /// The mean over every further skill added (growth over skills), with the bootstrap 95%
+    /// confidence interval of that mean: malloc hands memory out in chunks, so single steps
+    /// swing both ways.
+    pub marginal_kb: Figure,
+    /// Peak over what stays, while a skill loads (compiling), from the sampled RSS.
+    pub transient_kb: Figure,
+    /// `None` when no entry had many requests in flight; [`Missing`] says what to add.
+    pub per_request_kb: Option<Figure>,
+    /// Host CPU time per skill added (compile, instantiate, one execution).
+    pub cpu_per_skill_ms: Figure,
+}
+
+/// What a run lacks for a figure, and the cmds line that would give it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Missing {
+    pub figure: String,
+    pub add: String,
+}
+
+/// Fewest requests in flight for an entry to say what one in flight costs: fewer, and the
+/// host's noise (a malloc arena more or less) is most of the figure.
+pub const MIN_IN_FLIGHT: usize = 10;
+
+/// Each entry's command, read back from its name with the cmds grammar.
+fn command(record: &EntryRecord) -> Option<Command> {
+    let plan = cmds::parse("entry", &record.measure.cmd, InFlightCap::new(u64::MAX)).ok()?;
+    plan.entries.into_iter().next().map(|entry| entry.command)
+}
+
+/// Skills of `kind` one step of the entry adds, if it adds any.
+fn adds(command: &Command, kind: SkillKind) -> Option<u32> {
+    match (command, kind) {
+        (Command::AddPy, SkillKind::Python) | (Command::AddRs, SkillKind::Rust) => Some(1),
+        (Command::PAddPy(n), SkillKind::Python) | (Command::PAddRs(n), SkillKind::Rust) => {
+            Some(*n)
+        }
+        (Command::Fill { kind: filled, .. }, _) if *filled == kind => Some(1),
+        _ => None,
+    }
+}
+
+fn source(run: &RunRecords, record: &EntryRecord) -> String {
+    format!(
+        "{}#{}: {}",
+        run.name, record.measure.index, record.measure.cmd
+    )
+}
+
+/// The figures for `kind`, or what the runs lack for them.
+pub fn ingredients(
+    runs: &[RunRecords],
+    kind: SkillKind,
+) -> Result<(Ingredients, Vec<Missing>), Vec<Missing>> {
+    let prefix = kind.prefix().trim_start_matches("sample_");
+    let adding: Vec<(&RunRecords, &EntryRecord, u32)> = runs
+        .iter()
+        .flat_map(|run| run.records.iter().map(move |record| (run, record)))
+        .filter_map(|(run, record)| {
+            let per_step = adds(&command(record)?, kind)?;
+            (!record.measure.outcome.steps.is_empty()).then_some((run, record, per_step))
+        })
+        .collect();
+    let basis = if adding
+        .iter()
+        .all(|(_, record, _)| record.measure.outcome.steps.iter().all(|s| s.memcg_kb.is_some()))
+        && adding.iter().all(|(_, record, _)| record.memcg.is_some())
+    {
+        Basis::Memcg
+    } else {
+        Basis::Rss
+    };
+    let before_kb = |record: &EntryRecord| match (basis, &record.memcg) {
+        (Basis::Memcg, Some(memcg)) => memcg.before.usage_bytes as f64 / 1024.0,
+        _ => record.measure.before.rss_kb as f64,
+    };
+    let step_kb = |step: &crate::record::Step| match basis {
+        Basis::Memcg => step.memcg_kb.unwrap_or(0) as f64,
+        Basis::Rss => step.rss_kb as f64,
+    };
+
+    // The first skill: the run's first entry adds one skill of this kind and nothing came
+    // before it.
+    let first = runs.iter().find_map(|run| {
+        let record = run.records.first()?;
+        (adds(&command(record)?, kind) == Some(1)).then_some((run, record))
+    });
+    let mut missing = Vec::new();
+    let Some((first_run, first_record)) = first else {
+        missing.push(Missing {
+            figure: format!("the idle host and the first {prefix} skill"),
+            add: format!("add_{prefix} as the run's first line"),
+        });
+        return Err(missing);
+    };
+    let idle = before_kb(first_record);
+    let idle_kb = Figure::exact(idle, source(first_run, first_record));
+    let first_kb = Figure::exact(
+        step_kb(&first_record.measure.outcome.steps[0]) - idle,
+        source(first_run, first_record),
+    );
+
+    // Every further step that added skills of this kind, per skill.
+    let (mut marginal, mut marginal_from) = (Vec::new(), Vec::new());
+    let (mut transient, mut transient_from) = (Vec::new(), Vec::new());
+    let (mut cpu, mut cpu_from) = (Vec::new(), Vec::new());
+    for (run, record, per_step) in &adding {
+        let steps = &record.measure.outcome.steps;
+        let mut previous = before_kb(record);
+        let mut used = false;
+        for (index, step) in steps.iter().enumerate() {
+            let is_first = std::ptr::eq(*record, first_record) && index == 0;
+            let now = step_kb(step);
+            // A fill's last step is the skill that did not fit: not one that was held.
+            let unheld = record.measure.outcome.fill.is_some_and(|fill| index as u32 >= fill.fitted);
+            if !is_first && !unheld {
+                marginal.push((now - previous) / f64::from(*per_step));
+                used = true;
+            }
+            previous = now;
+        }
+        if used {
+            marginal_from.push(source(run, record));
+        }
+        if let (Some(peak), Some(after)) = (record.sampling.rss_peak_kb, &record.measure.after) {
+            transient.push(peak.saturating_sub(after.rss_kb) as f64);
+            transient_from.push(source(run, record));
+        }
+        if let Some(cpu_ms) = record.measure.host_cpu_ms() {
+            let skills = f64::from(*per_step) * steps.len() as f64;
+            cpu.push(cpu_ms / skills);
+            cpu_from.push(source(run, record));
+        }
+    }
+    let Some(marginal_kb) = Figure::mean_of(marginal, marginal_from) else {
+        missing.push(Missing {
+            figure: format!("the cost of each further {prefix} skill"),
+            add: format!("4 add_{prefix} after the first"),
+        });
+        return Err(missing);
+    };
+    // The largest transient seen: the one a budget must leave room for.
+    let transient_kb = Figure::of(transient, transient_from).map(|mut figure| {
+        figure.value = figure.high;
+        figure
+    });
+    let transient_kb = transient_kb.unwrap_or_else(|| Figure::exact(0.0, String::new()));
+    let cpu_per_skill_ms = Figure::of(cpu, cpu_from).unwrap_or_else(|| Figure::exact(0.0, String::new()));
+
+    let (mut per_request, mut per_request_from) = (Vec::new(), Vec::new());
+    for run in runs {
+        for record in &run.records {
+            let in_flight = record.measure.outcome.latencies.len();
+            let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
+            if let (true, true, Some(peak)) =
+                (concurrent, in_flight >= MIN_IN_FLIGHT, record.sampling.rss_peak_kb)
+            {
+                let grew = peak.saturating_sub(record.measure.before.rss_kb) as f64;
+                per_request.push(grew / in_flight as f64);
+                per_request_from.push(source(run, record));
+            }
+        }
+    }
+    let per_request_kb = Figure::of(per_request, per_request_from);
+    if per_request_kb.is_none() {
+        missing.push(Missing {
+            figure: "the memory per request in flight".to_owned(),
+            add: format!(
+                "p_execute_all JohnDoe 42 9000 10 (with skills listed: {MIN_IN_FLIGHT} or more \
+                 requests in flight at once)"
+            ),
+        });
+    }
+    Ok((
+        Ingredients {
+            kind,
+            basis,
+            idle_kb,
+            first_kb,
+            marginal_kb,
+            transient_kb,
+            per_request_kb,
+            cpu_per_skill_ms,
+        },
+        missing,
+    ))
+}
+
+/// The machine a prediction is for.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Machine {
+    pub memory_bytes: u64,
+    pub cores: u32,
+    /// Share of memory kept free, 0..1.
+    pub headroom: f64,
+}
+
+impl Machine {
+    pub fn budget_kb(&self) -> f64 {
+        self.memory_bytes as f64 / 1024.0 * (1.0 - self.headroom)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    pub kind: SkillKind,
+    /// Skills resident at once.
+    pub skills: Figure,
+    /// Requests in flight at once beside that many skills.
+    pub requests: Option<Figure>,
+    /// Loading that many skills with every core compiling.
+    pub load_s: Figure,
+}
+
+/// Skills that fit `budget` at a marginal cost of `marginal` (KB).
+fn skills_fitting(ingredients: &Ingredients, budget: f64, marginal: f64) -> f64 {
+    let fixed = ingredients.idle_kb.value + ingredients.first_kb.value + ingredients.transient_kb.value;
+    if budget < fixed {
+        return 0.0;
+    }
+    ((budget - fixed) / marginal.max(1.0)).floor() + 1.0
+}
+
+fn resident(ingredients: &Ingredients, skills: f64, marginal: f64) -> f64 {
+    if skills < 1.0 {
+        return ingredients.idle_kb.value;
+    }
+    ingredients.idle_kb.value + ingredients.first_kb.value + (skills - 1.0) * marginal
+}
+
+pub fn predict(ingredients: &Ingredients, machine: &Machine) -> Prediction {
+    let budget = machine.budget_kb();
+    let marginal = &ingredients.marginal_kb;
+    let from = |figures: &[&Figure]| -> Vec<String> {
+        let mut from: Vec<String> = figures.iter().flat_map(|f| f.from.clone()).collect();
+        from.retain(|source| !source.is_empty());
+        from.sort();
+        from.dedup();
+        from
+    };
+    let skills = Figure {
+        value: skills_fitting(ingredients, budget, marginal.value),
+        // The dearer a skill, the fewer fit.
+        low: skills_fitting(ingredients, budget, marginal.high),
+        high: skills_fitting(ingredients, budget, marginal.low),
+        from: from(&[&ingredients.idle_kb, &ingredients.first_kb, marginal, &ingredients.transient_kb]),
+    };
+    // At the predicted number of skills: what their resident memory leaves of the budget,
+    // the transient included, since nothing compiles once they are loaded.
+    let requests = ingredients.per_request_kb.as_ref().map(|per_request| {
+        let fit = |marginal: f64, each: f64| {
+            let left = budget - resident(ingredients, skills.value, marginal);
+            (left.max(0.0) / each.max(1.0)).floor()
+        };
+        Figure {
+            value: fit(marginal.value, per_request.value),
+            low: fit(marginal.high, per_request.high),
+            high: fit(marginal.low, per_request.low),
+            from: from(&[per_request, marginal]),
+        }
+    });
+    let cores = f64::from(machine.cores.max(1));
+    let cpu = &ingredients.cpu_per_skill_ms;
+    let load = |skills: f64, cpu_ms: f64| skills * cpu_ms / 1e3 / cores;
+    let load_s = Figure {
+        value: load(skills.value, cpu.value),
+        low: load(skills.low, cpu.low),
+        high: load(skills.high, cpu.high),
+        from: from(&[cpu]),
+    };
+    Prediction {
+        kind: ingredients.kind,
+        skills,
+        requests,
+        load_s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::explain::test_record::record;
+    use crate::record::Step;
+
+    fn entry(index: usize, cmd: &str, before_kb: u64, steps: &[u64], peak_kb: u64) -> EntryRecord {
+        let mut record = record(cmd, 1000.0);
+        record.measure.index = index;
+        record.measure.before.rss_kb = before_kb;
+        record.measure.before.cpu_ticks = 0;
+        let mut after = record.measure.before;
+        after.rss_kb = *steps.last().unwrap_or(&before_kb);
+        after.cpu_ticks = 100 * steps.len() as u64;
+        record.measure.after = Some(after);
+        record.measure.outcome.steps = steps
+            .iter()
+            .map(|&rss_kb| Step {
+                rss_kb,
+                memcg_kb: None,
+            })
+            .collect();
+        record.sampling.rss_peak_kb = Some(peak_kb);
+        record
+    }
+
+    fn bench_like() -> RunRecords {
+        let mut requests = entry(2, "p_execute_all JohnDoe 42 9000 10", 1_500, &[1_520], 2_500);
+        requests.measure.outcome.latencies = vec![Duration::from_secs(9); 50];
+        RunRecords {
+            name: "a".to_owned(),
+            records: vec![
+                entry(0, "add_py", 100, &[1_100], 1_300),
+                entry(1, "4 add_py", 1_100, &[1_200, 1_310, 1_400, 1_500], 1_600),
+                requests,
+            ],
+        }
+    }
+
+    #[test]
+    fn derives_each_ingredient_from_its_entries() {
+        let (found, missing) = ingredients(&[bench_like()], SkillKind::Python).unwrap();
+        assert!(missing.is_empty());
+        assert_eq!(found.basis, Basis::Rss);
+        assert_eq!(found.idle_kb.value, 100.0);
+        assert_eq!(found.first_kb.value, 1_000.0);
+        // Steps of 100, 110, 90 and 100 KB.
+        assert_eq!(found.marginal_kb.value, 100.0);
+        let (low, high) = (found.marginal_kb.low, found.marginal_kb.high);
+        assert!(90.0 <= low && low < 100.0 && 100.0 < high && high <= 110.0, "[{low}, {high}]");
+        assert_eq!(found.marginal_kb.from, ["a#1: 4 add_py"]);
+        // The largest peak over what stayed: 200 KB while the first compiled.
+        assert_eq!(found.transient_kb.value, 200.0);
+        // 1,000 KB over 50 in flight.
+        assert_eq!(found.per_request_kb.unwrap().value, 20.0);
+        // 1 s of CPU for one skill, 4 s for four (10 ms ticks).
+        assert_eq!(found.cpu_per_skill_ms.value, 1_000.0);
+    }
+
+    #[test]
+    fn predicts_skills_requests_and_load_time_with_ranges() {
+        let (found, _) = ingredients(&[bench_like()], SkillKind::Python).unwrap();
+        // 10,000 KB of budget: idle 100 + first 1,000 + transient 200 leave 8,700 for 87 more.
+        let machine = Machine {
+            memory_bytes: 10_000 * 1024,
+            cores: 4,
+            headroom: 0.0,
+        };
+        let predicted = predict(&found, &machine);
+        assert_eq!(predicted.skills.value, 88.0);
+        // 8,700 / 110 = 79.1 and 8,700 / 90 = 96.7 at the extremes of the marginal's range.
+        assert!((80.0..88.0).contains(&predicted.skills.low));
+        assert!((89.0..=97.0).contains(&predicted.skills.high));
+        // 88 skills hold 100 + 1,000 + 87 × 100 = 9,800 KB: 200 KB left, 10 requests of 20.
+        assert_eq!(predicted.requests.unwrap().value, 10.0);
+        assert_eq!(predicted.load_s.value, 88.0 * 1.0 / 4.0);
+    }
+
+    #[test]
+    fn says_which_entries_a_run_lacks() {
+        let mut run = bench_like();
+        run.records.truncate(1);
+        let missing = ingredients(&[run], SkillKind::Python).unwrap_err();
+        assert_eq!(missing[0].add, "4 add_py after the first");
+        let missing = ingredients(&[bench_like()], SkillKind::Rust).unwrap_err();
+        assert_eq!(missing[0].add, "add_rs as the run's first line");
+        let mut run = bench_like();
+        run.records.pop();
+        let (_, missing) = ingredients(&[run], SkillKind::Python).unwrap();
+        assert!(missing[0].add.starts_with("p_execute_all"), "{missing:?}");
+    }
+}

@@ -1,0 +1,274 @@
+//! A memory cgroup of the host's own (`skillprof run --memory-max SIZE`): a limit to fill
+//! against, and the kernel's own account of what the host was charged, how often it hit the
+//! limit and whether the OOM killer took it.
+//!
+//! The cgroup stays inside any limit skillprof itself runs under: in v1 (which holds the
+//! memory controller on this kind of machine) it is a child of skillprof's own memory
+//! cgroup; in v2, whose rule against processes in inner cgroups forbids that, a sibling. A guardian process
+//! removes it on every way skillprof ends, SIGKILL included, killing what is left inside.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::pressure::guardian::{Guardian, Restore};
+use crate::record::Row;
+
+/// Which hierarchy holds the cgroup; their files differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Version {
+    V1,
+    V2,
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Version::V1 => "cgroup v1",
+            Version::V2 => "cgroup v2",
+        })
+    }
+}
+
+/// The kernel's account of the cgroup at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemcgStat {
+    /// Memory charged now: the host's anonymous memory, the page cache it brought in and the
+    /// kernel memory it caused (page tables, slab).
+    pub usage_bytes: u64,
+    /// The most ever charged since the cgroup was made.
+    pub peak_bytes: u64,
+    /// Times a charge hit the limit and had to reclaim first (v1 `memory.failcnt`, v2
+    /// `memory.events` max).
+    pub limit_hits: u64,
+    /// Processes the OOM killer killed in the cgroup.
+    pub oom_kills: u64,
+}
+
+/// The cgroup over one entry: its limit and the kernel's account at both ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemcgEntry {
+    pub limit_bytes: u64,
+    pub before: MemcgStat,
+    pub after: MemcgStat,
+}
+
+impl MemcgEntry {
+    pub fn limit_hits(&self) -> u64 {
+        self.after.limit_hits.saturating_sub(self.before.limit_hits)
+    }
+
+    pub fn oom_kills(&self) -> u64 {
+        self.after.oom_kills.saturating_sub(self.before.oom_kills)
+    }
+
+    /// The `memcg_*` columns, empty for a run without `--memory-max`.
+    pub fn write_cells(entry: Option<&MemcgEntry>, row: &mut Row) {
+        let kb = |bytes: u64| bytes / 1024;
+        row.int_or_empty("memcg_limit_kb", entry.map(|e| kb(e.limit_bytes)))
+            .int_or_empty("memcg_usage_kb", entry.map(|e| kb(e.after.usage_bytes)))
+            .int_or_empty("memcg_peak_kb", entry.map(|e| kb(e.after.peak_bytes)))
+            .int_or_empty("memcg_limit_hits", entry.map(MemcgEntry::limit_hits))
+            .int_or_empty("memcg_oom_kills", entry.map(MemcgEntry::oom_kills));
+    }
+}
+
+/// The cgroup, until [`MemoryCgroup::remove`] (or drop, through the guardian).
+pub struct MemoryCgroup {
+    dir: PathBuf,
+    version: Version,
+    limit_bytes: u64,
+    guardian: Guardian,
+}
+
+/// Where each hierarchy is mounted on machines like this one.
+const V2_ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+const V1_ROOT: &str = "/sys/fs/cgroup/memory";
+
+impl MemoryCgroup {
+    /// Makes `name` beside or under skillprof's own memory cgroup, with `limit_bytes` as its
+    /// hard limit.
+    pub fn create(name: &str, limit_bytes: u64) -> Result<MemoryCgroup> {
+        let (version, parent) = parent_for_host()?;
+        let dir = parent.join(name);
+        fs::create_dir(&dir).with_context(|| {
+            format!(
+                "making the memory cgroup {} (--memory-max needs root)",
+                dir.display()
+            )
+        })?;
+        let guardian = Guardian::protect(
+            Restore::cgroup(&dir)?,
+            &format!("the host's memory cgroup {} (removed)", dir.display()),
+        )?;
+        let cgroup = MemoryCgroup {
+            dir,
+            version,
+            limit_bytes,
+            guardian,
+        };
+        let limit = match version {
+            Version::V1 => "memory.limit_in_bytes",
+            Version::V2 => "memory.max",
+        };
+        cgroup.write(limit, &limit_bytes.to_string())?;
+        if version == Version::V2 {
+            // No swap to escape into: the limit is the limit, as v1 without memsw has it.
+            let _ = cgroup.write("memory.swap.max", "0");
+        }
+        Ok(cgroup)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    pub fn limit_bytes(&self) -> u64 {
+        self.limit_bytes
+    }
+
+    pub fn guardian_pid(&self) -> Option<u32> {
+        self.guardian.pid()
+    }
+
+    /// Its process list, opened for writing: a child that writes "0" to it joins the cgroup
+    /// before it execs, so that everything the host ever allocates is charged here.
+    pub fn procs(&self) -> Result<File> {
+        let path = self.dir.join("cgroup.procs");
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))
+    }
+
+    pub fn read(&self) -> Result<MemcgStat> {
+        let number = |file: &str| -> Result<u64> {
+            let text = self.read_file(file)?;
+            text.trim()
+                .parse()
+                .with_context(|| format!("{file} holds {text:?}"))
+        };
+        let key = |file: &str, key: &str| -> Result<u64> {
+            let text = self.read_file(file)?;
+            Ok(keyed(&text, key).unwrap_or(0))
+        };
+        Ok(match self.version {
+            Version::V1 => MemcgStat {
+                usage_bytes: number("memory.usage_in_bytes")?,
+                peak_bytes: number("memory.max_usage_in_bytes")?,
+                limit_hits: number("memory.failcnt")?,
+                oom_kills: key("memory.oom_control", "oom_kill")?,
+            },
+            Version::V2 => MemcgStat {
+                usage_bytes: number("memory.current")?,
+                // memory.peak came with 5.19; before it, the usage is the best known.
+                peak_bytes: number("memory.peak").or_else(|_| number("memory.current"))?,
+                limit_hits: key("memory.events", "max")?,
+                oom_kills: key("memory.events", "oom_kill")?,
+            },
+        })
+    }
+
+    /// Removes the cgroup (killing anything left in it) and waits until it is gone.
+    pub fn remove(self) -> Result<()> {
+        let dir = self.dir.clone();
+        self.guardian.restore()?;
+        if dir.exists() {
+            bail!("the memory cgroup {} is still there", dir.display());
+        }
+        Ok(())
+    }
+
+    fn read_file(&self, file: &str) -> Result<String> {
+        let path = self.dir.join(file);
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<()> {
+        let path = self.dir.join(file);
+        fs::write(&path, value).with_context(|| format!("writing {value} to {}", path.display()))
+    }
+}
+
+/// The value of `key` in a `key value` per line file (memory.events, memory.oom_control).
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (name, value) = line.split_once(' ')?;
+        (name == key).then(|| value.trim().parse().ok()).flatten()
+    })
+}
+
+/// The hierarchy with the memory controller, and the cgroup to make the host's in.
+fn parent_for_host() -> Result<(Version, PathBuf)> {
+    let own = fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
+    if let Some(path) = cgroup_path(&own, "") {
+        for root in V2_ROOTS {
+            let dir = under(root, path);
+            let has_memory = fs::read_to_string(dir.join("cgroup.controllers"))
+                .is_ok_and(|text| text.split_whitespace().any(|c| c == "memory"));
+            if has_memory {
+                // The root has no siblings, and may hold processes and children at once.
+                let parent = dir.parent().filter(|_| path != "/").unwrap_or(&dir);
+                return Ok((Version::V2, parent.to_path_buf()));
+            }
+        }
+    }
+    match cgroup_path(&own, "memory") {
+        Some(path) if Path::new(V1_ROOT).is_dir() => Ok((Version::V1, under(V1_ROOT, path))),
+        _ => bail!(
+            "--memory-max needs a memory cgroup controller: none in {} or {V1_ROOT}",
+            V2_ROOTS.join(" or ")
+        ),
+    }
+}
+
+/// The path of the `controller` line of /proc/self/cgroup (`""`: the v2 line, `0::/path`).
+fn cgroup_path<'a>(own: &'a str, controller: &str) -> Option<&'a str> {
+    own.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let matches = if controller.is_empty() {
+            controllers.is_empty()
+        } else {
+            controllers.split(',').any(|c| c == controller)
+        };
+        matches.then_some(path)
+    })
+}
+
+fn under(root: &str, path: &str) -> PathBuf {
+    Path::new(root).join(path.trim_start_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_its_own_cgroup_per_controller() {
+        let own = "9:name=systemd:/\n4:memory:/process_api/934\n2:cpu,cpuacct:/\n0::/\n";
+        assert_eq!(cgroup_path(own, "memory"), Some("/process_api/934"));
+        assert_eq!(cgroup_path(own, "cpuacct"), Some("/"));
+        assert_eq!(cgroup_path(own, ""), Some("/"));
+        assert_eq!(
+            under(V1_ROOT, "/process_api/934"),
+            Path::new("/sys/fs/cgroup/memory/process_api/934")
+        );
+    }
+
+    #[test]
+    fn reads_keyed_counters() {
+        let oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+        assert_eq!(keyed(oom_control, "oom_kill"), Some(3));
+        let events = "low 0\nhigh 0\nmax 17\noom 2\noom_kill 1\n";
+        assert_eq!(keyed(events, "max"), Some(17));
+        assert_eq!(keyed(events, "oom_group_kill"), None);
+    }
+}
