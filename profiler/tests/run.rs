@@ -10,7 +10,10 @@ use skillprof::cmds::{self, InFlightCap};
 use skillprof::output::harness_log::RunLog;
 
 mod common;
-use common::cli::{alive, describe, meta, run_folder, run_ok, skillprof, smoke_cmds};
+use common::cli::{
+    alive, describe, host_pid, long_workload, meta, run_folder, run_ok, skillprof, smoke_cmds,
+    start_long_run,
+};
 
 fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let mut reader = csv::Reader::from_path(path).unwrap();
@@ -180,56 +183,9 @@ fn smoke_run_leaves_four_consistent_files() {
     assert!(stdout.contains("Total time (ms)"), "{stdout}");
 }
 
-/// Writes a cmds file whose second entry sleeps long enough to be interrupted.
-fn long_workload(dir: &Path) -> PathBuf {
-    let path = dir.join("long.cmds");
-    fs::write(
-        &path,
-        "add_rs\nexecute_skill sample_rs1 Long 0 60000\nskills\n",
-    )
-    .unwrap();
-    path
-}
-
-/// Starts a run under `dir/runs` and waits until its second entry is under way; returns
-/// it with its run folder.
-#[allow(
-    clippy::zombie_processes,
-    reason = "the caller waits for the child it gets"
-)]
-fn start_long_run(dir: &Path, cmds_file: &Path) -> (Child, PathBuf) {
-    let out = dir.join("runs");
-    let mut child = skillprof()
-        .arg("run")
-        .arg(cmds_file)
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    // Under way: the first entry is recorded, so the sleeping one runs now.
-    let under_way = || {
-        let folder = fs::read_dir(&out).ok()?.next()?.ok()?.path();
-        let csv = fs::read_to_string(folder.join("commands.csv")).ok()?;
-        (csv.lines().count() >= 2).then_some(folder)
-    };
-    loop {
-        if let Some(folder) = under_way() {
-            std::thread::sleep(Duration::from_millis(500));
-            return (child, folder);
-        }
-        if started.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            let output = child.wait_with_output().unwrap();
-            panic!("the run never got going: {}", describe(&output));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn assert_incomplete_but_whole(folder: &Path, reason: &str) {
+/// `recorded`: the entries in the files; the host's death keeps the entry it died in, an
+/// interruption does not.
+fn assert_incomplete_but_whole(folder: &Path, reason: &str, recorded: usize) {
     let meta = meta(folder);
     assert_eq!(meta["status"], "incomplete", "{meta}");
     let why = meta["reason"].as_str().unwrap();
@@ -243,38 +199,35 @@ fn assert_incomplete_but_whole(folder: &Path, reason: &str) {
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    assert_eq!(
-        not_run,
-        [
-            "1: execute_skill sample_rs1 Long 0 60000",
-            "2: skills",
-            "3: stop"
-        ]
-    );
-    // Every file is there and parses; the one finished entry is in each.
+    let entries = [
+        "0: add_rs",
+        "1: execute_skill sample_rs1 Long 0 60000",
+        "2: skills",
+        "3: stop",
+    ];
+    assert_eq!(not_run, entries[recorded..]);
+    // Every file is there and parses, with the recorded entries in each.
     let log = RunLog::read(&skillprof::output::harness_log::locate(folder).unwrap()).unwrap();
-    assert_eq!(log.entries.len(), 1);
+    assert_eq!(log.entries.len(), recorded);
     let (_, rows) = read_csv(&folder.join("commands.csv"));
-    assert_eq!(rows.len(), 1);
+    assert_eq!(rows.len(), recorded);
     let (_, samples) = read_csv(&folder.join("samples.csv"));
     assert!(!samples.is_empty());
-}
-
-fn host_pid(folder: &Path) -> i32 {
-    meta(folder)["host"]["pid"]
-        .as_i64()
-        .expect("the host pid is in meta.json") as i32
 }
 
 #[test]
 fn a_host_killed_mid_run_leaves_whole_files_and_a_failed_run() {
     let out = tempfile::tempdir().unwrap();
-    let (child, folder) = start_long_run(out.path(), &long_workload(out.path()));
+    let (child, folder) = start_long_run(out.path(), &long_workload(out.path()), &[]);
     // SAFETY: kill(2) on the host's pid.
     assert_eq!(unsafe { libc::kill(host_pid(&folder), libc::SIGKILL) }, 0);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
-    assert_incomplete_but_whole(&folder, "the host exited on its own");
+    assert_incomplete_but_whole(&folder, "the host exited on its own", 2);
+    assert!(
+        meta(&folder)["oom_killed"].is_null(),
+        "a plain SIGKILL is no OOM kill"
+    );
     assert!(
         meta(&folder)["reason"]
             .as_str()
@@ -286,13 +239,13 @@ fn a_host_killed_mid_run_leaves_whole_files_and_a_failed_run() {
 #[test]
 fn ctrl_c_stops_the_host_finishes_the_files_and_exits_130() {
     let out = tempfile::tempdir().unwrap();
-    let (child, folder) = start_long_run(out.path(), &long_workload(out.path()));
+    let (child, folder) = start_long_run(out.path(), &long_workload(out.path()), &[]);
     let host = host_pid(&folder);
     // SAFETY: kill(2) on our child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130), "{}", describe(&output));
-    assert_incomplete_but_whole(&folder, "SIGINT");
+    assert_incomplete_but_whole(&folder, "SIGINT", 1);
     assert!(!alive(host as u64), "the host was stopped");
 }
 

@@ -89,7 +89,9 @@ fn parse_share(text: &str) -> Result<f64, String> {
         .map_err(|_| format!("expected a share such as 10% or 0.1, got {text:?}"))?
         / scale;
     if !(0.0..1.0).contains(&share) {
-        return Err(format!("the headroom must be at least 0 and below 100%, got {text:?}"));
+        return Err(format!(
+            "the headroom must be at least 0 and below 100%, got {text:?}"
+        ));
     }
     Ok(share)
 }
@@ -170,7 +172,10 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     let section = section(&capacity);
     append_to_explain(&out.join("explain.md"), &section)?;
     print!("{section}");
-    eprintln!("\nwritten: {} and its Capacity section in explain.md", json.display());
+    eprintln!(
+        "\nwritten: {} and its Capacity section in explain.md",
+        json.display()
+    );
     Ok(())
 }
 
@@ -215,7 +220,12 @@ fn range(figure: &Figure, say: impl Fn(f64) -> String) -> String {
     if figure.low == figure.high {
         return say(figure.value);
     }
-    format!("{} [{}-{}]", say(figure.value), say(figure.low), say(figure.high))
+    format!(
+        "{} [{}-{}]",
+        say(figure.value),
+        say(figure.low),
+        say(figure.high)
+    )
 }
 
 /// The section in words: the answer first, then what it rests on.

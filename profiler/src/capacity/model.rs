@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cmds::{self, Command, InFlightCap, SkillKind};
 use crate::record::EntryRecord;
-use crate::stats::{mean, mean_ci, median, nearest_rank};
+use crate::stats::{median, nearest_rank, slope, slope_ci};
 
 /// One run's records, as capacity reads them.
 pub struct RunRecords {
@@ -53,15 +53,15 @@ impl Figure {
         }
     }
 
-    /// The mean of `steps` (their total over their count), with the bootstrap 95% confidence
-    /// interval of that mean as its range.
-    fn mean_of(steps: Vec<f64>, from: Vec<String>) -> Option<Figure> {
-        if steps.is_empty() {
+    /// The pooled slope of memory over skills (each entry's points centred on its own
+    /// means), with the bootstrap 95% confidence interval of that slope as its range.
+    fn slope_of(points: Vec<(f64, f64)>, from: Vec<String>) -> Option<Figure> {
+        if from.is_empty() {
             return None;
         }
-        let (low, high) = mean_ci(&steps, 2000, 1);
+        let (low, high) = slope_ci(&points, 2000, 1);
         Some(Figure {
-            value: mean(&steps),
+            value: slope(&points),
             low,
             high,
             from,
@@ -91,9 +91,9 @@ pub struct Ingredients {
     pub basis: Basis,
     pub idle_kb: Figure,
     pub first_kb: Figure,
-    /// The mean over every further skill added (growth over skills), with the bootstrap 95%
-    /// confidence interval of that mean: malloc hands memory out in chunks, so single steps
-    /// swing both ways.
+    /// The slope of memory over every further skill added, with its bootstrap 95% confidence
+    /// interval: malloc hands memory out in chunks, so single steps swing both ways, and a
+    /// least-squares line over all of them is not moved much by a chunk at either end.
     pub marginal_kb: Figure,
     /// Peak over what stays, while a skill loads (compiling), from the sampled RSS.
     pub transient_kb: Figure,
@@ -124,9 +124,7 @@ fn command(record: &EntryRecord) -> Option<Command> {
 fn adds(command: &Command, kind: SkillKind) -> Option<u32> {
     match (command, kind) {
         (Command::AddPy, SkillKind::Python) | (Command::AddRs, SkillKind::Rust) => Some(1),
-        (Command::PAddPy(n), SkillKind::Python) | (Command::PAddRs(n), SkillKind::Rust) => {
-            Some(*n)
-        }
+        (Command::PAddPy(n), SkillKind::Python) | (Command::PAddRs(n), SkillKind::Rust) => Some(*n),
         (Command::Fill { kind: filled, .. }, _) if *filled == kind => Some(1),
         _ => None,
     }
@@ -153,10 +151,14 @@ pub fn ingredients(
             (!record.measure.outcome.steps.is_empty()).then_some((run, record, per_step))
         })
         .collect();
-    let basis = if adding
-        .iter()
-        .all(|(_, record, _)| record.measure.outcome.steps.iter().all(|s| s.memcg_kb.is_some()))
-        && adding.iter().all(|(_, record, _)| record.memcg.is_some())
+    let basis = if adding.iter().all(|(_, record, _)| {
+        record
+            .measure
+            .outcome
+            .steps
+            .iter()
+            .all(|s| s.memcg_kb.is_some())
+    }) && adding.iter().all(|(_, record, _)| record.memcg.is_some())
     {
         Basis::Memcg
     } else {
@@ -198,20 +200,29 @@ pub fn ingredients(
     let (mut cpu, mut cpu_from) = (Vec::new(), Vec::new());
     for (run, record, per_step) in &adding {
         let steps = &record.measure.outcome.steps;
-        let mut previous = before_kb(record);
-        let mut used = false;
+        // (skills added so far, memory) from the entry's start; the first skill of the run
+        // and a fill's last step (the skill that did not fit) are not further skills held.
+        let mut series = vec![(0.0, before_kb(record))];
         for (index, step) in steps.iter().enumerate() {
             let is_first = std::ptr::eq(*record, first_record) && index == 0;
-            let now = step_kb(step);
-            // A fill's last step is the skill that did not fit: not one that was held.
-            let unheld = record.measure.outcome.fill.is_some_and(|fill| index as u32 >= fill.fitted);
-            if !is_first && !unheld {
-                marginal.push((now - previous) / f64::from(*per_step));
-                used = true;
+            let unheld = record
+                .measure
+                .outcome
+                .fill
+                .is_some_and(|fill| index as u32 >= fill.fitted);
+            if is_first {
+                series = vec![(0.0, step_kb(step))];
+            } else if !unheld {
+                let skills = series.len() as f64 * f64::from(*per_step);
+                series.push((skills, step_kb(step)));
             }
-            previous = now;
         }
-        if used {
+        if series.len() > 1 {
+            let n = series.len() as f64;
+            let (mean_x, mean_y) = series
+                .iter()
+                .fold((0.0, 0.0), |(x, y), (sx, sy)| (x + sx / n, y + sy / n));
+            marginal.extend(series.iter().map(|(x, y)| (x - mean_x, y - mean_y)));
             marginal_from.push(source(run, record));
         }
         if let (Some(peak), Some(after)) = (record.sampling.rss_peak_kb, &record.measure.after) {
@@ -224,7 +235,7 @@ pub fn ingredients(
             cpu_from.push(source(run, record));
         }
     }
-    let Some(marginal_kb) = Figure::mean_of(marginal, marginal_from) else {
+    let Some(marginal_kb) = Figure::slope_of(marginal, marginal_from) else {
         missing.push(Missing {
             figure: format!("the cost of each further {prefix} skill"),
             add: format!("4 add_{prefix} after the first"),
@@ -237,16 +248,19 @@ pub fn ingredients(
         figure
     });
     let transient_kb = transient_kb.unwrap_or_else(|| Figure::exact(0.0, String::new()));
-    let cpu_per_skill_ms = Figure::of(cpu, cpu_from).unwrap_or_else(|| Figure::exact(0.0, String::new()));
+    let cpu_per_skill_ms =
+        Figure::of(cpu, cpu_from).unwrap_or_else(|| Figure::exact(0.0, String::new()));
 
     let (mut per_request, mut per_request_from) = (Vec::new(), Vec::new());
     for run in runs {
         for record in &run.records {
             let in_flight = record.measure.outcome.latencies.len();
             let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
-            if let (true, true, Some(peak)) =
-                (concurrent, in_flight >= MIN_IN_FLIGHT, record.sampling.rss_peak_kb)
-            {
+            if let (true, true, Some(peak)) = (
+                concurrent,
+                in_flight >= MIN_IN_FLIGHT,
+                record.sampling.rss_peak_kb,
+            ) {
                 let grew = peak.saturating_sub(record.measure.before.rss_kb) as f64;
                 per_request.push(grew / in_flight as f64);
                 per_request_from.push(source(run, record));
@@ -306,7 +320,8 @@ pub struct Prediction {
 
 /// Skills that fit `budget` at a marginal cost of `marginal` (KB).
 fn skills_fitting(ingredients: &Ingredients, budget: f64, marginal: f64) -> f64 {
-    let fixed = ingredients.idle_kb.value + ingredients.first_kb.value + ingredients.transient_kb.value;
+    let fixed =
+        ingredients.idle_kb.value + ingredients.first_kb.value + ingredients.transient_kb.value;
     if budget < fixed {
         return 0.0;
     }
@@ -335,7 +350,12 @@ pub fn predict(ingredients: &Ingredients, machine: &Machine) -> Prediction {
         // The dearer a skill, the fewer fit.
         low: skills_fitting(ingredients, budget, marginal.high),
         high: skills_fitting(ingredients, budget, marginal.low),
-        from: from(&[&ingredients.idle_kb, &ingredients.first_kb, marginal, &ingredients.transient_kb]),
+        from: from(&[
+            &ingredients.idle_kb,
+            &ingredients.first_kb,
+            marginal,
+            &ingredients.transient_kb,
+        ]),
     };
     // At the predicted number of skills: what their resident memory leaves of the budget,
     // the transient included, since nothing compiles once they are loaded.
@@ -397,7 +417,13 @@ mod tests {
     }
 
     fn bench_like() -> RunRecords {
-        let mut requests = entry(2, "p_execute_all JohnDoe 42 9000 10", 1_500, &[1_520], 2_500);
+        let mut requests = entry(
+            2,
+            "p_execute_all JohnDoe 42 9000 10",
+            1_500,
+            &[1_520],
+            2_500,
+        );
         requests.measure.outcome.latencies = vec![Duration::from_secs(9); 50];
         RunRecords {
             name: "a".to_owned(),
@@ -419,7 +445,10 @@ mod tests {
         // Steps of 100, 110, 90 and 100 KB.
         assert_eq!(found.marginal_kb.value, 100.0);
         let (low, high) = (found.marginal_kb.low, found.marginal_kb.high);
-        assert!(90.0 <= low && low < 100.0 && 100.0 < high && high <= 110.0, "[{low}, {high}]");
+        assert!(
+            (90.0..100.0).contains(&low) && (100.0..=110.0).contains(&high),
+            "[{low}, {high}]"
+        );
         assert_eq!(found.marginal_kb.from, ["a#1: 4 add_py"]);
         // The largest peak over what stayed: 200 KB while the first compiled.
         assert_eq!(found.transient_kb.value, 200.0);

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::units::{parse_cpus, parse_size};
 use crate::band::{self, Band};
+use crate::units::{parse_cpus, parse_size};
 
 const LONG_ABOUT: &str = "\
 Hold free memory in each band between the kernel's zone watermarks and time what allocating \

@@ -111,7 +111,10 @@ fn cgroup(record: &EntryRecord) -> Option<String> {
         ));
     }
     if memcg.oom_kills() > 0 {
-        text.push_str(&format!(", {} OOM kill(s)", count(memcg.oom_kills() as f64)));
+        text.push_str(&format!(
+            ", {} OOM kill(s)",
+            count(memcg.oom_kills() as f64)
+        ));
     }
     Some(text)
 }

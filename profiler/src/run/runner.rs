@@ -443,7 +443,8 @@ impl Run {
             if matches!(abort, Abort::Interrupted(Interruption::HostExited)) {
                 self.info.oom_killed = self.oom_evidence();
                 if let Some(evidence) = &self.info.oom_killed {
-                    reason = format!("the host was killed by the OOM killer ({evidence}); {reason}");
+                    reason =
+                        format!("the host was killed by the OOM killer ({evidence}); {reason}");
                 }
             }
             self.info.status = Status::Incomplete;

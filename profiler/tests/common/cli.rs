@@ -2,7 +2,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -66,4 +67,60 @@ pub fn meta(folder: &Path) -> Value {
 /// Running: not reaped, and not a zombie either (its memory is freed already).
 pub fn alive(pid: u64) -> bool {
     skillprof::sample::process::read(Path::new("/proc"), pid as u32).is_ok()
+}
+
+/// Writes a cmds file whose second entry sleeps long enough to be interrupted.
+pub fn long_workload(dir: &Path) -> PathBuf {
+    let path = dir.join("long.cmds");
+    fs::write(
+        &path,
+        "add_rs\nexecute_skill sample_rs1 Long 0 60000\nskills\n",
+    )
+    .unwrap();
+    path
+}
+
+/// Starts a run under `dir/runs` (with `extra` arguments) and waits until its second entry is under way; returns
+/// it with its run folder.
+#[allow(
+    clippy::zombie_processes,
+    reason = "the caller waits for the child it gets"
+)]
+pub fn start_long_run(dir: &Path, cmds_file: &Path, extra: &[&str]) -> (Child, PathBuf) {
+    let out = dir.join("runs");
+    let mut child = skillprof()
+        .arg("run")
+        .arg(cmds_file)
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    // Under way: the first entry is recorded, so the sleeping one runs now.
+    let under_way = || {
+        let folder = fs::read_dir(&out).ok()?.next()?.ok()?.path();
+        let csv = fs::read_to_string(folder.join("commands.csv")).ok()?;
+        (csv.lines().count() >= 2).then_some(folder)
+    };
+    loop {
+        if let Some(folder) = under_way() {
+            std::thread::sleep(Duration::from_millis(500));
+            return (child, folder);
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!("the run never got going: {}", describe(&output));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn host_pid(folder: &Path) -> i32 {
+    meta(folder)["host"]["pid"]
+        .as_i64()
+        .expect("the host pid is in meta.json") as i32
 }

@@ -1,0 +1,236 @@
+//! Capacity, for real: a prediction from one run against a host filled to the limit of a real
+//! memory cgroup; the OOM path of the runner; and the cgroup gone after Ctrl-C and SIGKILL.
+//! Root is needed for the cgroup: without it these fail loudly, never skip.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::cli::{
+    alive, describe, host_pid, long_workload, meta, run_folder, run_ok, skillprof, start_long_run,
+};
+
+fn require_root() {
+    assert!(
+        skillprof::pressure::running_as_root(),
+        "the capacity tests run the host in a memory cgroup of its own, which needs root: run \
+         them as root (sudo scripts/test.sh)"
+    );
+}
+
+fn cmds(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    fs::write(&path, text).unwrap();
+    path
+}
+
+/// The host lists new skills within 50 ms instead of a second: fills add a hundred.
+const FAST_LISTING: [&str; 2] = ["--", "--scan-interval-ms=50"];
+
+fn args<'a>(first: &[&'a str]) -> Vec<&'a str> {
+    let mut args = first.to_vec();
+    args.extend(FAST_LISTING);
+    args
+}
+
+fn entries(folder: &Path) -> Vec<Value> {
+    fs::read_to_string(folder.join("entries.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn cgroup_dir(folder: &Path) -> PathBuf {
+    PathBuf::from(
+        meta(folder)["memory_cgroup"]["dir"]
+            .as_str()
+            .expect("meta.json names the host's cgroup"),
+    )
+}
+
+/// Waits up to `limit` for `done`.
+fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    done()
+}
+
+#[test]
+fn the_prediction_from_one_run_matches_a_cgroup_filled_to_its_limit() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    // The source: the first skill, thirty more, requests in flight; under a limit it never
+    // reaches, so that memory is what the kernel charges (what a limit limits).
+    let source = cmds(
+        dir.path(),
+        "source.cmds",
+        "add_rs\n30 add_rs\np_execute_all JohnDoe 42 1000 10\n",
+    );
+    let (_, source_run) = run_ok(
+        &source,
+        &dir.path().join("source"),
+        &args(&["--no-probes", "--memory-max", "1G"]),
+    );
+    const LIMIT: &str = "64M";
+    let predicted = skillprof()
+        .args([
+            "capacity",
+            "--memory",
+            LIMIT,
+            "--headroom",
+            "0",
+            "--kind",
+            "rust",
+        ])
+        .arg(&source_run)
+        .output()
+        .unwrap();
+    assert!(predicted.status.success(), "{}", describe(&predicted));
+    let capacity: Value =
+        serde_json::from_str(&fs::read_to_string(source_run.join("capacity.json")).unwrap())
+            .unwrap();
+    let rust = &capacity["kinds"][0];
+    assert_eq!(rust["ingredients"]["basis"], "memcg", "{rust}");
+    let skills = rust["predicted"]["skills"]["value"].as_f64().unwrap();
+    let explain = fs::read_to_string(source_run.join("explain.md")).unwrap();
+    assert!(explain.contains("## Capacity"), "{explain}");
+
+    // The fill: as many as the cgroup holds.
+    let fill = cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
+    let out = dir.path().join("fill");
+    let output = skillprof()
+        .arg("run")
+        .arg(&fill)
+        .arg("--out")
+        .arg(&out)
+        .args(args(&["--no-probes", "--memory-max", LIMIT]))
+        .output()
+        .unwrap();
+    let folder = run_folder(&out);
+    let filled = &entries(&folder)[1]["measure"]["outcome"]["fill"];
+    let stopped = filled["stopped"].clone();
+    assert!(
+        stopped == "killed" || stopped.get("limit").is_some(),
+        "the fill must end at the limit: {filled}\n{}",
+        describe(&output)
+    );
+    // The first skill, then the fill's.
+    let fitted = 1.0 + filled["fitted"].as_f64().unwrap();
+    let error = (skills - fitted).abs() / fitted;
+    println!(
+        "predicted {skills} Rust skills in {LIMIT}, {fitted} fitted: {:.1}% apart",
+        error * 100.0
+    );
+    assert!(
+        error <= 0.10,
+        "predicted {skills} skills, {fitted} fitted ({:.0}% apart): {rust}",
+        error * 100.0
+    );
+    assert!(!cgroup_dir(&folder).exists(), "the cgroup is removed");
+}
+
+#[test]
+fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_written() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    // 200 MB in one request, in a 64 MiB cgroup without swap: the OOM killer takes the host.
+    let workload = cmds(
+        dir.path(),
+        "oom.cmds",
+        "add_rs\nexecute_skill sample_rs1 Greedy 200000 0\nskills\n",
+    );
+    let out = dir.path().join("runs");
+    let output = skillprof()
+        .arg("run")
+        .arg(&workload)
+        .arg("--out")
+        .arg(&out)
+        .args(["--memory-max", "64M"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let folder = run_folder(&out);
+    let meta = meta(&folder);
+    assert_eq!(meta["status"], "incomplete", "{meta}");
+    let oom = meta["oom_killed"]
+        .as_str()
+        .expect("the run is marked OOM-killed");
+    assert!(oom.contains("oom_kill 1"), "{oom}");
+    assert!(
+        meta["reason"].as_str().unwrap().contains("OOM killer"),
+        "{meta}"
+    );
+    assert_eq!(
+        meta["entries_not_run"],
+        serde_json::json!(["2: skills", "3: stop"])
+    );
+    // The entry the host died in is recorded, with its kill and its failed request.
+    let recorded = entries(&folder);
+    assert_eq!(recorded.len(), 2);
+    assert!(recorded[1]["measure"]["after"].is_null());
+    assert_eq!(recorded[1]["memcg"]["after"]["oom_kills"], 1);
+    let csv = fs::read_to_string(folder.join("commands.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(explain.contains("KILLED by the OOM killer"), "{explain}");
+    assert!(
+        explain.contains("the host DIED during the entry"),
+        "{explain}"
+    );
+    // The probes saw it too: the entry has its counters.
+    assert!(!recorded[1]["probes"].is_null());
+    assert!(!cgroup_dir(&folder).exists(), "the cgroup is removed");
+}
+
+#[test]
+fn the_cgroup_is_removed_after_ctrl_c() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let (child, folder) = start_long_run(
+        dir.path(),
+        &long_workload(dir.path()),
+        &["--no-probes", "--memory-max", "256M"],
+    );
+    let cgroup = cgroup_dir(&folder);
+    let procs = fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+    assert_eq!(
+        procs.trim(),
+        host_pid(&folder).to_string(),
+        "the host runs in it"
+    );
+    // SAFETY: kill(2) on our child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", describe(&output));
+    assert!(!cgroup.exists(), "{} is left behind", cgroup.display());
+}
+
+#[test]
+fn the_cgroup_and_the_host_in_it_are_removed_after_a_sigkill() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, folder) = start_long_run(
+        dir.path(),
+        &long_workload(dir.path()),
+        &["--no-probes", "--memory-max", "256M"],
+    );
+    let (cgroup, host) = (cgroup_dir(&folder), host_pid(&folder));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The guardian kills what is left inside, then removes the cgroup.
+    assert!(
+        eventually(Duration::from_secs(30), || !cgroup.exists()),
+        "{} is left behind after SIGKILL",
+        cgroup.display()
+    );
+    assert!(!alive(host as u64), "the host in it was killed");
+}
