@@ -16,7 +16,7 @@ use aya_ebpf::{
     },
 };
 use skillprof_common::{
-    ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP, NR_MPROTECT, NR_MREMAP, NR_MUNMAP,
+    EAGAIN, EINVAL, ENOMEM, ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP, NR_MPROTECT, NR_MREMAP, NR_MUNMAP,
     SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP, SysEnter, SyscallEvent, advice_class,
     syscall_kind,
 };
@@ -119,6 +119,12 @@ fn exit(tid: u32, nr: Option<u32>, ret: i64) {
         add(&mut counts.bytes, bytes);
         if failed {
             add(&mut counts.errors, 1);
+            match -ret {
+                ENOMEM => add(&mut counts.enomem, 1),
+                EINVAL => add(&mut counts.einval, 1),
+                EAGAIN => add(&mut counts.eagain, 1),
+                _ => {}
+            }
         }
         add(&mut counts.lat_ns, latency);
         max(&mut counts.lat_max_ns, latency);

@@ -18,6 +18,9 @@ pub struct Machine {
     pub kernel_release: String,
     pub kernel_version: String,
     pub hostname: String,
+    /// vm.max_map_count: the mappings one process may hold (runs from before: unknown).
+    #[serde(default)]
+    pub max_map_count: Option<u64>,
 }
 
 impl Machine {
@@ -45,6 +48,9 @@ impl Machine {
             kernel_release: uname.release,
             kernel_version: uname.version,
             hostname: uname.nodename,
+            max_map_count: fs::read_to_string("/proc/sys/vm/max_map_count")
+                .ok()
+                .and_then(|text| text.trim().parse().ok()),
         })
     }
 }

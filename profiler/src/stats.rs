@@ -32,43 +32,6 @@ pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
     })
 }
 
-/// The same for the mean: where a total over steps matters (memory per skill is the growth
-/// over all skills, however unevenly malloc hands it out step by step).
-pub fn mean_ci(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
-    bootstrap_ci(values, resamples, seed, |sample| mean(sample))
-}
-
-/// The least-squares slope through the origin of `points` (x, y): for points centred on
-/// their own series' means, the pooled within-series slope.
-pub fn slope(points: &[(f64, f64)]) -> f64 {
-    let (xy, xx) = points
-        .iter()
-        .fold((0.0, 0.0), |(xy, xx), (x, y)| (xy + x * y, xx + x * x));
-    if xx == 0.0 { 0.0 } else { xy / xx }
-}
-
-/// A bootstrap 95% confidence interval of [`slope`], resampling the points.
-pub fn slope_ci(points: &[(f64, f64)], resamples: usize, seed: u64) -> (f64, f64) {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let mut estimates: Vec<f64> = (0..resamples.max(1))
-        .map(|_| {
-            let sample: Vec<(f64, f64)> = (0..points.len())
-                .map(|_| points[rng.usize(..points.len())])
-                .collect();
-            slope(&sample)
-        })
-        .collect();
-    estimates.sort_by(f64::total_cmp);
-    (
-        nearest_rank(&estimates, 0.025),
-        nearest_rank(&estimates, 0.975),
-    )
-}
-
-pub fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
-}
-
 fn bootstrap_ci(
     values: &[f64],
     resamples: usize,
@@ -111,32 +74,6 @@ mod tests {
         assert!(lo <= 15.0 && 15.0 <= hi, "[{lo}, {hi}]");
         assert!(hi - lo < 20.0, "[{lo}, {hi}]");
         assert_eq!(median_ci(&[4.0; 9], 500, 7), (4.0, 4.0));
-    }
-
-    #[test]
-    fn the_slope_of_a_line_is_its_own_and_its_ci_brackets_it() {
-        let line: Vec<(f64, f64)> = (-5..=5)
-            .map(|x| (f64::from(x), 3.0 * f64::from(x)))
-            .collect();
-        assert_eq!(slope(&line), 3.0);
-        let noisy: Vec<(f64, f64)> = line
-            .iter()
-            .enumerate()
-            .map(|(i, (x, y))| (*x, y + if i % 2 == 0 { 2.0 } else { -2.0 }))
-            .collect();
-        let (lo, hi) = slope_ci(&noisy, 2000, 7);
-        assert!(lo < 3.0 && 3.0 < hi && hi - lo < 2.0, "[{lo}, {hi}]");
-    }
-
-    #[test]
-    fn the_mean_ci_brackets_the_mean() {
-        let steps = [-2.0, 3.0, 1.0, 0.0, 2.0, 1.0, -1.0, 4.0];
-        let (lo, hi) = mean_ci(&steps, 2000, 7);
-        assert_eq!(mean(&steps), 1.0);
-        assert!(
-            lo < 1.0 && 1.0 < hi && lo > -2.0 && hi < 4.0,
-            "[{lo}, {hi}]"
-        );
     }
 
     #[test]

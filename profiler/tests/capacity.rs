@@ -13,6 +13,16 @@ use common::cli::{
     alive, describe, host_pid, long_workload, meta, run_folder, run_ok, skillprof, start_long_run,
 };
 
+/// One test at a time: the map-count test lowers a limit every process on the machine lives
+/// under, and the fills measure memory that a neighbour's host would share the machine with.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn require_root() {
     assert!(
         skillprof::pressure::running_as_root(),
@@ -67,13 +77,14 @@ fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
 #[test]
 fn the_prediction_from_one_run_matches_a_cgroup_filled_to_its_limit() {
     require_root();
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    // The source: the first skill, thirty more, requests in flight; under a limit it never
+    // The source: the first skill, sixty more, requests in flight; under a limit it never
     // reaches, so that memory is what the kernel charges (what a limit limits).
     let source = cmds(
         dir.path(),
         "source.cmds",
-        "add_rs\n30 add_rs\np_execute_all JohnDoe 42 1000 10\n",
+        "add_rs\n60 add_rs\np_execute_all JohnDoe 42 1000 10\n",
     );
     let (_, source_run) = run_ok(
         &source,
@@ -141,6 +152,7 @@ fn the_prediction_from_one_run_matches_a_cgroup_filled_to_its_limit() {
 #[test]
 fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_written() {
     require_root();
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     // 200 MB in one request, in a 64 MiB cgroup without swap: the OOM killer takes the host.
     let workload = cmds(
@@ -194,6 +206,7 @@ fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_writt
 #[test]
 fn the_cgroup_is_removed_after_ctrl_c() {
     require_root();
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (child, folder) = start_long_run(
         dir.path(),
@@ -217,6 +230,7 @@ fn the_cgroup_is_removed_after_ctrl_c() {
 #[test]
 fn the_cgroup_and_the_host_in_it_are_removed_after_a_sigkill() {
     require_root();
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (mut child, folder) = start_long_run(
         dir.path(),
@@ -233,4 +247,61 @@ fn the_cgroup_and_the_host_in_it_are_removed_after_a_sigkill() {
         cgroup.display()
     );
     assert!(!alive(host as u64), "the host in it was killed");
+}
+
+#[test]
+fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
+    require_root();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // Each sleeping on-demand instance holds several mappings: 300 of them need about 2,000,
+    // twice the limit the run sets (and restores).
+    let workload = cmds(
+        dir.path(),
+        "maps.cmds",
+        "p_add_rs 2\np_execute_all JohnDoe 0 2000 150\n",
+    );
+    let before = fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
+    let out = dir.path().join("runs");
+    let output = skillprof()
+        .arg("run")
+        .arg(&workload)
+        .arg("--out")
+        .arg(&out)
+        .args(["--max-map-count", "1024"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(),
+        before,
+        "the limit is restored"
+    );
+    assert!(output.status.success(), "{}", describe(&output));
+    let folder = run_folder(&out);
+    let recorded = entries(&folder);
+    let requests = &recorded[1];
+    let errors = requests["measure"]["outcome"]["errors"].as_u64().unwrap();
+    assert!(errors > 0, "some requests must fail: {requests}");
+    // The probes saw the kernel refuse: ENOMEM from mmap or mprotect, one per failed request.
+    let syscalls = requests["probes"]["counters"]["syscalls"]
+        .as_array()
+        .unwrap();
+    let enomem: u64 = syscalls.iter().map(|s| s["enomem"].as_u64().unwrap()).sum();
+    assert!(
+        enomem >= errors,
+        "{enomem} ENOMEM for {errors} failed requests: {syscalls:?}"
+    );
+    assert_eq!(requests["sampling"]["maps_limit"], 1024);
+    assert!(requests["sampling"]["maps_peak"].as_u64().unwrap() >= 973);
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    let paragraph = explain
+        .split("\n\n")
+        .find(|p| p.starts_with("p_execute_all"))
+        .unwrap();
+    assert!(
+        paragraph.contains("at vm.max_map_count (1,024)"),
+        "{paragraph}"
+    );
+    assert!(paragraph.contains("ENOMEM from"), "{paragraph}");
+    assert!(paragraph.contains("pooling allocator"), "{paragraph}");
 }

@@ -30,6 +30,12 @@ pub const NR_MREMAP: u32 = 25;
 pub const NR_MADVISE: u32 = 28;
 pub const NR_EXIT_GROUP: u32 = 231;
 
+/// The errnos counted apart (Linux UAPI numbers, the same on every architecture skillprof
+/// supports).
+pub const ENOMEM: i64 = 12;
+pub const EINVAL: i64 = 22;
+pub const EAGAIN: i64 = 11;
+
 /// Which `SYS_*` kind a syscall number counts as, if any.
 #[inline(always)]
 pub const fn syscall_kind(nr: u32) -> Option<usize> {
@@ -139,6 +145,8 @@ macro_rules! counters {
         #[repr(C)]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+        // A counter added later reads as 0 from records written before it.
+        #[cfg_attr(feature = "user", serde(default))]
         pub struct $name {
             $($(#[$doc])* pub $field: u64,)*
         }
@@ -163,6 +171,12 @@ counters! {
         bytes: sum,
         /// Calls that failed (a return in -4095..=-1; brk: the break did not move as asked).
         errors: sum,
+        /// ... of which with ENOMEM: out of memory, or of mappings (vm.max_map_count).
+        enomem: sum,
+        /// ... with EINVAL.
+        einval: sum,
+        /// ... with EAGAIN (locked memory, RLIMIT_MEMLOCK).
+        eagain: sum,
         /// Enter→exit time, summed over calls.
         lat_ns: sum,
         /// The longest enter→exit time.

@@ -28,8 +28,8 @@ request in flight (p_execute_all entries with 10 or more in flight: peak RSS gro
 requests), and the host's CPU time per skill added.
 
 It then predicts for the machine given: the most skills resident at once (each with room to load \
-the next), the parallel requests that fit beside that many skills, and how long loading them \
-takes with every core compiling. Every figure has a low/high range and the entries it came from.
+the next), the parallel requests that fit beside that many skills (or beside --skills N), and \
+how long loading them takes with every core compiling. Every figure has a low/high range and the entries it came from.
 
 Memory is what the host's memory cgroup was charged when the runs were made with --memory-max \
 (exactly what a limit limits), and its RSS otherwise (which also counts the host's file-backed \
@@ -41,7 +41,8 @@ It writes capacity.json and a Capacity section of explain.md into the first run'
 Examples:
   skillprof capacity runs/261124_050000.000 --memory 64G
   skillprof capacity runs/bench runs/saturate --memory 64G --cores 16 --headroom 10%
-  skillprof capacity runs/261124_050000.000 --memory 3G --headroom 0   # against a --memory-max 3G fill";
+  skillprof capacity runs/261124_050000.000 --memory 3G --headroom 0   # against a --memory-max 3G fill
+  skillprof capacity runs/bench runs/saturate --memory 64G --skills 500    # requests beside 500 skills";
 
 #[derive(clap::Args, Debug)]
 #[command(about = "Predict how many skills and parallel requests a machine holds, from runs", long_about = LONG_ABOUT)]
@@ -62,6 +63,10 @@ pub struct CapacityArgs {
     /// Memory kept free for everything else: a percentage (10%) or a share (0.1).
     #[arg(long, value_name = "SHARE", default_value = "10%", value_parser = parse_share)]
     pub headroom: f64,
+
+    /// The skills the parallel requests run beside [default: the most that fit].
+    #[arg(long, value_name = "N")]
+    pub skills: Option<u32>,
 
     /// Which skills to predict for [default: every kind the runs can answer for].
     #[arg(long, value_enum, value_name = "KIND")]
@@ -136,7 +141,7 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     for kind in kinds {
         match model::ingredients(&runs, kind) {
             Ok((ingredients, missing)) => {
-                let predicted = model::predict(&ingredients, &machine);
+                let predicted = model::predict(&ingredients, &machine, args.skills);
                 answered.push(KindCapacity {
                     ingredients,
                     predicted,
@@ -251,8 +256,13 @@ fn section(capacity: &Capacity) -> String {
             Basis::Rss => "memory as RSS",
         };
         let requests = match &predicted.requests {
-            Some(requests) => format!(
+            Some(requests) if predicted.skills_held == predicted.skills.value => format!(
                 ", and beside them {} parallel requests",
+                range(requests, count)
+            ),
+            Some(requests) => format!(
+                "; beside {} of them, {} parallel requests",
+                count(predicted.skills_held),
                 range(requests, count)
             ),
             None => String::new(),

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cmds::{self, Command, InFlightCap, SkillKind};
 use crate::record::EntryRecord;
-use crate::stats::{median, nearest_rank, slope, slope_ci};
+use crate::stats::{median, median_ci, nearest_rank};
 
 /// One run's records, as capacity reads them.
 pub struct RunRecords {
@@ -53,15 +53,17 @@ impl Figure {
         }
     }
 
-    /// The pooled slope of memory over skills (each entry's points centred on its own
-    /// means), with the bootstrap 95% confidence interval of that slope as its range.
-    fn slope_of(points: Vec<(f64, f64)>, from: Vec<String>) -> Option<Figure> {
-        if from.is_empty() {
+    /// The Theil-Sen slope of memory over skills: the median of the slopes between every
+    /// two points of one entry, with the bootstrap 95% confidence interval of that median.
+    fn slope_of(slopes: Vec<f64>, from: Vec<String>) -> Option<Figure> {
+        if slopes.is_empty() {
             return None;
         }
-        let (low, high) = slope_ci(&points, 2000, 1);
+        let (low, high) = median_ci(&slopes, 2000, 1);
+        let mut sorted = slopes;
+        sorted.sort_by(f64::total_cmp);
         Some(Figure {
-            value: slope(&points),
+            value: median(&sorted),
             low,
             high,
             from,
@@ -91,9 +93,11 @@ pub struct Ingredients {
     pub basis: Basis,
     pub idle_kb: Figure,
     pub first_kb: Figure,
-    /// The slope of memory over every further skill added, with its bootstrap 95% confidence
-    /// interval: malloc hands memory out in chunks, so single steps swing both ways, and a
-    /// least-squares line over all of them is not moved much by a chunk at either end.
+    /// The robust (Theil-Sen) slope of memory over every further skill added, with its
+    /// bootstrap 95% confidence interval. malloc hands memory out in chunks (a new arena, a
+    /// grown heap), so single steps swing both ways, and the first few further skills pay
+    /// one-off arena growth: the median of pairwise slopes follows the steady state that an
+    /// extrapolation to hundreds of skills needs, where a least-squares line follows the chunks.
     pub marginal_kb: Figure,
     /// Peak over what stays, while a skill loads (compiling), from the sampled RSS.
     pub transient_kb: Figure,
@@ -218,11 +222,9 @@ pub fn ingredients(
             }
         }
         if series.len() > 1 {
-            let n = series.len() as f64;
-            let (mean_x, mean_y) = series
-                .iter()
-                .fold((0.0, 0.0), |(x, y), (sx, sy)| (x + sx / n, y + sy / n));
-            marginal.extend(series.iter().map(|(x, y)| (x - mean_x, y - mean_y)));
+            for (i, (x1, y1)) in series.iter().enumerate() {
+                marginal.extend(series[i + 1..].iter().map(|(x2, y2)| (y2 - y1) / (x2 - x1)));
+            }
             marginal_from.push(source(run, record));
         }
         if let (Some(peak), Some(after)) = (record.sampling.rss_peak_kb, &record.measure.after) {
@@ -270,11 +272,10 @@ pub fn ingredients(
     let per_request_kb = Figure::of(per_request, per_request_from);
     if per_request_kb.is_none() {
         missing.push(Missing {
-            figure: "the memory per request in flight".to_owned(),
-            add: format!(
-                "p_execute_all JohnDoe 42 9000 10 (with skills listed: {MIN_IN_FLIGHT} or more \
-                 requests in flight at once)"
+            figure: format!(
+                "the memory per request in flight (an entry with {MIN_IN_FLIGHT} or more at once)"
             ),
+            add: "p_execute_all JohnDoe 42 9000 10".to_owned(),
         });
     }
     Ok((
@@ -312,7 +313,9 @@ pub struct Prediction {
     pub kind: SkillKind,
     /// Skills resident at once.
     pub skills: Figure,
-    /// Requests in flight at once beside that many skills.
+    /// The skills the requests run beside: the most that fit, or as asked.
+    pub skills_held: f64,
+    /// Requests in flight at once beside `skills_held` skills.
     pub requests: Option<Figure>,
     /// Loading that many skills with every core compiling.
     pub load_s: Figure,
@@ -335,7 +338,12 @@ fn resident(ingredients: &Ingredients, skills: f64, marginal: f64) -> f64 {
     ingredients.idle_kb.value + ingredients.first_kb.value + (skills - 1.0) * marginal
 }
 
-pub fn predict(ingredients: &Ingredients, machine: &Machine) -> Prediction {
+/// `skills`: how many the requests run beside (`None`: the most that fit).
+pub fn predict(
+    ingredients: &Ingredients,
+    machine: &Machine,
+    skills_held: Option<u32>,
+) -> Prediction {
     let budget = machine.budget_kb();
     let marginal = &ingredients.marginal_kb;
     let from = |figures: &[&Figure]| -> Vec<String> {
@@ -357,11 +365,13 @@ pub fn predict(ingredients: &Ingredients, machine: &Machine) -> Prediction {
             &ingredients.transient_kb,
         ]),
     };
-    // At the predicted number of skills: what their resident memory leaves of the budget,
-    // the transient included, since nothing compiles once they are loaded.
+    // Beside the skills held (by default the most that fit): what their resident memory
+    // leaves of the budget, the transient included, since nothing compiles once they are
+    // loaded.
+    let held = skills_held.map_or(skills.value, f64::from);
     let requests = ingredients.per_request_kb.as_ref().map(|per_request| {
         let fit = |marginal: f64, each: f64| {
-            let left = budget - resident(ingredients, skills.value, marginal);
+            let left = budget - resident(ingredients, held, marginal);
             (left.max(0.0) / each.max(1.0)).floor()
         };
         Figure {
@@ -383,6 +393,7 @@ pub fn predict(ingredients: &Ingredients, machine: &Machine) -> Prediction {
     Prediction {
         kind: ingredients.kind,
         skills,
+        skills_held: held,
         requests,
         load_s,
     }
@@ -467,7 +478,7 @@ mod tests {
             cores: 4,
             headroom: 0.0,
         };
-        let predicted = predict(&found, &machine);
+        let predicted = predict(&found, &machine, None);
         assert_eq!(predicted.skills.value, 88.0);
         // 8,700 / 110 = 79.1 and 8,700 / 90 = 96.7 at the extremes of the marginal's range.
         assert!((80.0..88.0).contains(&predicted.skills.low));
@@ -475,6 +486,9 @@ mod tests {
         // 88 skills hold 100 + 1,000 + 87 × 100 = 9,800 KB: 200 KB left, 10 requests of 20.
         assert_eq!(predicted.requests.unwrap().value, 10.0);
         assert_eq!(predicted.load_s.value, 88.0 * 1.0 / 4.0);
+        // Beside 10 skills: 10,000 - 100 - 1,000 - 9 × 100 = 8,000 KB, 400 requests.
+        let beside_ten = predict(&found, &machine, Some(10));
+        assert_eq!(beside_ten.requests.unwrap().value, 400.0);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! > and on the wire (compile dominated); 1,920 mmap (9.8 GiB virtual), 81,211 page faults
 //! > (97% write); no reclaim.
 
-use skillprof_common::{SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP, advice_class};
+use skillprof_common::{
+    SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP, SYSCALL_NAMES, advice_class,
+};
 
 use crate::band::Band;
 use crate::record::{EntryRecord, FillStop};
@@ -24,6 +26,7 @@ pub fn paragraph(record: &EntryRecord) -> String {
     parts.extend(time(record));
     parts.extend(cpu(record));
     parts.extend(requests_failed(record));
+    parts.extend(failure_causes(record));
     parts.extend(reserved(record));
     parts.extend(address_space(record));
     parts.extend(faults(record));
@@ -196,6 +199,69 @@ fn requests_failed(record: &EntryRecord) -> Option<String> {
         "{} request(s) FAILED, first: {first}",
         count(errors)
     ))
+}
+
+/// Share of vm.max_map_count at which the limit counts as reached: mappings are counted once
+/// a second, and the count between two reads can be higher still.
+const MAPS_AT_LIMIT: f64 = 0.95;
+
+/// Why requests failed, from the evidence: errnos the probes counted, the host's mappings
+/// against vm.max_map_count, the statuses that name a cause (503: no free slot, 504: the
+/// deadline), and what would lift the limit that was met.
+fn failure_causes(record: &EntryRecord) -> Option<String> {
+    let outcome = &record.measure.outcome;
+    if outcome.errors == 0 {
+        return None;
+    }
+    let mut causes = Vec::new();
+    let enomem: Vec<String> = record
+        .probe("syscalls", |c| c.syscalls)
+        .map(|syscalls| {
+            SYSCALL_NAMES
+                .iter()
+                .zip(syscalls)
+                .filter(|(_, counts)| counts.enomem > 0)
+                .map(|(name, counts)| format!("{} {name}", count(counts.enomem as f64)))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !enomem.is_empty() {
+        causes.push(format!(
+            "the probes counted ENOMEM from {} call(s)",
+            enomem.join(" and ")
+        ));
+    }
+    let maps = record.sampling.maps_peak.zip(record.sampling.maps_limit);
+    match maps {
+        Some((peak, limit)) if peak as f64 >= limit as f64 * MAPS_AT_LIMIT => causes.push(format!(
+            "the host held {} memory mappings at its peak, at vm.max_map_count ({}): each live \
+             instance holds several, and past the limit mmap and mprotect fail with ENOMEM. \
+             The pooling allocator (`-- --allocator pooling`: one reservation for every \
+             instance), a higher limit (`--max-map-count N`, or `sysctl vm.max_map_count`) or \
+             fewer requests in flight lift it",
+            count(peak as f64),
+            count(limit as f64)
+        )),
+        Some((peak, limit)) if !enomem.is_empty() => causes.push(format!(
+            "with {} of vm.max_map_count's {} mappings held at most, the ENOMEM was memory \
+             itself",
+            count(peak as f64),
+            count(limit as f64)
+        )),
+        _ => {}
+    }
+    for (status, why) in [
+        (
+            503,
+            "the host had no free instance slot (its pool, or --max-concurrent-requests)",
+        ),
+        (504, "the request deadline passed (--deadline-ms)"),
+    ] {
+        if let Some(n) = outcome.statuses.get(&status) {
+            causes.push(format!("{} answered {status}: {why}", count(*n as f64)));
+        }
+    }
+    (!causes.is_empty()).then(|| format!("why: {}", causes.join("; ")))
 }
 
 /// Address space the host holds without using it: the pooling allocator reserves every slot
@@ -407,6 +473,33 @@ mod tests {
              CPU), the machine's CPUs were 98% busy and 4% stolen by the hypervisor; 1,920 mmap (9.80 GiB virtual); 81,211 page \
              faults (97% write), 81,211 per execution; no reclaim."
         );
+    }
+
+    /// The case a new user met: 10,000 sleeping requests, 589 failed with ENOMEM.
+    #[test]
+    fn failed_requests_name_their_cause_and_its_remedy() {
+        let mut saturated = probed(record("p_execute_all JohnDoe 42 9000 1000", 9500.0), |c| {
+            c.syscalls[SYS_MMAP].enomem = 46;
+            c.syscalls[SYS_MPROTECT].enomem = 543;
+        });
+        let outcome = &mut saturated.measure.outcome;
+        outcome.errors = 600;
+        outcome.statuses.insert(500, 589);
+        outcome.statuses.insert(504, 11);
+        saturated.sampling.maps_peak = Some(65_501);
+        saturated.sampling.maps_limit = Some(65_530);
+        let text = paragraph(&saturated);
+        for said in [
+            "why: the probes counted ENOMEM from 46 mmap and 543 mprotect call(s)",
+            "65,501 memory mappings at its peak, at vm.max_map_count (65,530)",
+            "The pooling allocator",
+            "11 answered 504: the request deadline passed",
+        ] {
+            assert!(text.contains(said), "{said:?} in {text}");
+        }
+        saturated.sampling.maps_peak = Some(4_000);
+        let text = paragraph(&saturated);
+        assert!(text.contains("the ENOMEM was memory itself"), "{text}");
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub(crate) mod test_record {
             sampling: EntrySampling {
                 samples: 2,
                 rss_peak_kb: None,
+                maps_peak: None,
+                maps_limit: None,
                 psi_some_us: None,
                 psi_full_us: None,
                 zones_lowest: Lowest {

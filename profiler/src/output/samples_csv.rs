@@ -369,6 +369,7 @@ mod tests {
                 threads: 4,
                 cpu_ticks: 0,
             }),
+            maps: Some(120),
             system: captured_system(),
         };
         let mut system = captured_system();
@@ -377,6 +378,7 @@ mod tests {
             t: Duration::from_millis(1300),
             entry: None,
             process: None,
+            maps: None,
             system,
         };
         csv.write(&measured).unwrap();

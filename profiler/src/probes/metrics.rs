@@ -159,27 +159,27 @@ pub fn documentation() -> Vec<Doc> {
 const SYSCALL_DOCS: [Doc; SYSCALLS] = [
     (
         "mmap_*",
-        "host mmap(2) calls (probes): mmap_calls, mmap_bytes (requested lengths), mmap_errors, mmap_lat_us (enter→exit, summed over calls), mmap_lat_max_us; a call counts in the entry current when it entered",
+        "host mmap(2) calls (probes): mmap_calls, mmap_bytes (requested lengths), mmap_errors and of those mmap_enomem (out of memory, or of mappings: vm.max_map_count), mmap_einval and mmap_eagain, mmap_lat_us (enter→exit, summed over calls), mmap_lat_max_us; a call counts in the entry current when it entered",
     ),
     (
         "munmap_*",
-        "host munmap(2) calls: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
+        "host munmap(2) calls: _calls, _bytes (lengths), _errors (_enomem, _einval, _eagain), _lat_us, _lat_max_us",
     ),
     (
         "mremap_*",
-        "host mremap(2) calls: _calls, _bytes (new lengths), _errors, _lat_us, _lat_max_us",
+        "host mremap(2) calls: _calls, _bytes (new lengths), _errors (_enomem, _einval, _eagain), _lat_us, _lat_max_us",
     ),
     (
         "mprotect_*",
-        "host mprotect(2) calls: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
+        "host mprotect(2) calls: _calls, _bytes (lengths), _errors (_enomem, _einval, _eagain), _lat_us, _lat_max_us",
     ),
     (
         "madvise_*",
-        "host madvise(2) calls, all advice: _calls, _bytes (lengths), _errors, _lat_us, _lat_max_us",
+        "host madvise(2) calls, all advice: _calls, _bytes (lengths), _errors (_enomem, _einval, _eagain), _lat_us, _lat_max_us",
     ),
     (
         "brk_*",
-        "host brk(2) calls: _calls, _bytes (how far the break moved, either way), _errors (the break did not move as asked), _lat_us, _lat_max_us",
+        "host brk(2) calls: _calls, _bytes (how far the break moved, either way), _errors (the break did not move as asked; brk returns no errno, so _enomem, _einval and _eagain stay 0), _lat_us, _lat_max_us",
     ),
 ];
 
@@ -239,6 +239,9 @@ pub fn columns() -> &'static [Column] {
             col(format!("{name}_calls"), "syscalls", doc, count(move |c| sc(c).calls));
             col(format!("{name}_bytes"), "syscalls", doc, count(move |c| sc(c).bytes));
             col(format!("{name}_errors"), "syscalls", doc, count(move |c| sc(c).errors));
+            col(format!("{name}_enomem"), "syscalls", doc, count(move |c| sc(c).enomem));
+            col(format!("{name}_einval"), "syscalls", doc, count(move |c| sc(c).einval));
+            col(format!("{name}_eagain"), "syscalls", doc, count(move |c| sc(c).eagain));
             col(format!("{name}_lat_us"), "syscalls", doc, scaled(move |c| sc(c).lat_ns, NsAsUs));
             col(
                 format!("{name}_lat_max_us"),

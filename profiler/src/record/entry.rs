@@ -250,6 +250,9 @@ pub struct Outcome {
     /// `fill_py`/`fill_rs` only.
     #[serde(default)]
     pub fill: Option<Fill>,
+    /// Failed answers by HTTP status (transport errors are the rest of `errors`).
+    #[serde(default)]
+    pub statuses: std::collections::BTreeMap<u16, u64>,
 }
 
 /// The host's memory after one step of an entry.

@@ -10,7 +10,7 @@ mod run;
 use std::fmt::Write as _;
 
 pub use entry::{EntryMeasure, EntryRecord, Fill, FillStop, Latency, Outcome, Step};
-pub use run::{CgroupInfo, CmdsInfo, HostInfo, ProbesInfo, RunInfo, ScaleFactor, Status};
+pub use run::{CgroupInfo, CmdsInfo, HostInfo, ProbesInfo, RunInfo, Status, SysctlDuring};
 
 /// Named cells in a fixed order. Column names carry their unit (`took_ms`, `rss_kb`).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -119,6 +119,14 @@ const RUN_COLUMNS: &[(&str, &str)] = &[
     (
         "rss_peak_kb",
         "largest host RSS seen during the entry (sampled, and at both ends)",
+    ),
+    (
+        "maps_peak",
+        "most memory mappings (VMAs) the host held in any count of the entry (/proc/PID/maps, at both ends and once a second between), against maps_limit: past it, mmap and mprotect fail with ENOMEM",
+    ),
+    (
+        "maps_limit",
+        "vm.max_map_count at the end of the entry: the mappings one process may hold",
     ),
     ("vms_before_kb", "host virtual memory size before the entry"),
     (

@@ -41,7 +41,10 @@ pub struct RunInfo {
     pub pressure_notes: Vec<String>,
     pub pressure_balloon_pids: Vec<u32>,
     /// `--scale-factor`: vm.watermark_scale_factor before and during the run.
-    pub scale_factor: Option<ScaleFactor>,
+    pub scale_factor: Option<SysctlDuring>,
+    /// `--max-map-count`: vm.max_map_count before and during the run.
+    #[serde(default)]
+    pub max_map_count: Option<SysctlDuring>,
     /// The processes that restore what the run changed, should it end without doing so.
     pub guardian_pids: Vec<u32>,
     /// `--memory-max`: the host's memory cgroup.
@@ -59,10 +62,11 @@ pub struct CgroupInfo {
     pub limit_bytes: u64,
 }
 
+/// A sysctl the run changed: its value before, and the run's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ScaleFactor {
+pub struct SysctlDuring {
     pub before: String,
-    pub during: u32,
+    pub during: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -180,6 +180,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size, conflicts_with = "attach")]
     pub memory_max: Option<u64>,
 
+    /// Set vm.max_map_count to N for the run, restored afterwards (by a guardian process,
+    /// however the run ends; needs root). Each live instance of an on-demand host holds
+    /// several mappings, so the default 65,530 caps the requests in flight near 10,000;
+    /// explain.md says when a run met it (maps_peak against the limit, ENOMEM from mmap and
+    /// mprotect).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_map_count: Option<u64>,
+
     /// How long to wait for free memory to reach a band, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]
     pub pressure_timeout_s: u64,

@@ -20,10 +20,11 @@ use crate::hostctl::{
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
+use crate::pressure::SysctlChange;
 use crate::probes::{CostMode, Mechanism};
 use crate::record::{
     CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, Outcome, RunInfo,
-    ScaleFactor, Status, Step,
+    Status, Step, SysctlDuring,
 };
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process};
@@ -106,6 +107,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         pressure_notes: Vec::new(),
         pressure_balloon_pids: Vec::new(),
         scale_factor: None,
+        max_map_count: None,
         guardian_pids: Vec::new(),
         memory_cgroup: None,
         oom_killed: None,
@@ -126,9 +128,26 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         });
         info.guardian_pids.extend(cgroup.guardian_pid());
     }
+    let map_limit = match args.max_map_count {
+        Some(during) => {
+            let change = SysctlChange::set(MAX_MAP_COUNT, &during.to_string())?;
+            info.max_map_count = Some(SysctlDuring {
+                before: change.original().to_owned(),
+                during,
+            });
+            info.guardian_pids.push(change.guardian_pid());
+            eprintln!(
+                "{MAX_MAP_COUNT}: {} -> {during} for the run",
+                change.original()
+            );
+            Some(change)
+        }
+        None => None,
+    };
     let mut run = Run {
         progress: Progress::new(plan.entries.len()).into(),
         cgroup,
+        map_limit,
         oom_kills_before: vmstat_oom_kills(),
         log: LogWriter::new(log_file, &header)?,
         commands: CommandsCsv::create(&folder.join("commands.csv"))?,
@@ -172,6 +191,8 @@ struct Run {
     records: Vec<EntryRecord>,
     /// `--memory-max`: the host's memory cgroup, removed at the end.
     cgroup: Option<MemoryCgroup>,
+    /// `--max-map-count`: restored at the end.
+    map_limit: Option<SysctlChange>,
     /// The machine's OOM kills before the host started (/proc/vmstat oom_kill).
     oom_kills_before: Option<u64>,
 }
@@ -254,7 +275,10 @@ impl Run {
             .insert(Pressure::new(Duration::from_secs(args.pressure_timeout_s)));
         if let Some(during) = args.scale_factor {
             let (before, guardian) = pressure.set_scale_factor(during, &self.progress)?;
-            self.info.scale_factor = Some(ScaleFactor { before, during });
+            self.info.scale_factor = Some(SysctlDuring {
+                before,
+                during: during.into(),
+            });
             self.info.guardian_pids.push(guardian);
             meta::write(&self.meta_path, &self.info)?;
         }
@@ -306,6 +330,7 @@ impl Run {
                         pid,
                         exit: &exit_watch,
                         cgroup: self.cgroup.as_ref(),
+                        progress: &self.progress,
                     };
                     let (outcome, ended) = run_entry(&mut workload, entry, signals, &watched).await;
                     match ended {
@@ -463,6 +488,11 @@ impl Run {
             self.info.pressure_notes = pressure.notes;
             self.info.pressure_balloon_pids = pressure.balloon_pids;
         }
+        if let Some(change) = self.map_limit.take()
+            && let Err(error) = change.restore()
+        {
+            eprintln!("warning: {error:#}");
+        }
         if let Some(cgroup) = self.cgroup.take() {
             // The host has been stopped above or at `stop`: nothing is left inside.
             if let Err(error) = cgroup.remove() {
@@ -520,6 +550,7 @@ struct Watched<'a> {
     pid: u32,
     exit: &'a ExitWatch,
     cgroup: Option<&'a MemoryCgroup>,
+    progress: &'a Progress,
 }
 
 impl Watched<'_> {
@@ -619,6 +650,13 @@ async fn fill(
             None => {
                 fill.fitted += 1;
                 outcome.fill = Some(fill);
+                let step = outcome.steps.last().expect("pushed above");
+                host.progress.note(&format!(
+                    "  fill: {} skill(s) held, the cgroup charged {} of {}",
+                    fill.fitted,
+                    words::bytes(step.memcg_kb.unwrap_or(0) as f64 * 1024.0),
+                    words::bytes(cgroup.limit_bytes() as f64)
+                ));
             }
         }
     }
@@ -646,6 +684,8 @@ fn require_limit_if_filled(memory_max: Option<u64>, plan: &Plan) -> Result<()> {
         _ => Ok(()),
     }
 }
+
+const MAX_MAP_COUNT: &str = "vm.max_map_count";
 
 /// The machine's OOM kills so far (/proc/vmstat oom_kill, Linux 4.13+).
 fn vmstat_oom_kills() -> Option<u64> {

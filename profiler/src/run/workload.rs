@@ -45,6 +45,7 @@ impl Outcome {
         match result {
             Ok(reply) if reply.is_ok() => Some(reply),
             Ok(reply) => {
+                *self.statuses.entry(reply.status.as_u16()).or_default() += 1;
                 self.fail(format!(
                     "{what}: {} {}",
                     reply.status.as_u16(),

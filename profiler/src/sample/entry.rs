@@ -30,6 +30,13 @@ pub struct EntrySampling {
     pub samples: u64,
     /// `None` if the host was gone in every sample.
     pub rss_peak_kb: Option<u64>,
+    /// Most mappings the host held in any count of the entry (boundaries and every
+    /// [`super::sampler::MAPS_EVERY`]); `None` if never counted.
+    #[serde(default)]
+    pub maps_peak: Option<u64>,
+    /// vm.max_map_count at the end of the entry.
+    #[serde(default)]
+    pub maps_limit: Option<u64>,
     /// Memory stall time between the boundaries; `None` without PSI.
     pub psi_some_us: Option<u64>,
     pub psi_full_us: Option<u64>,
@@ -46,6 +53,8 @@ pub struct EntrySampling {
 impl Metrics for EntrySampling {
     fn write(&self, row: &mut Row) {
         row.int_or_empty("rss_peak_kb", self.rss_peak_kb)
+            .int_or_empty("maps_peak", self.maps_peak)
+            .int_or_empty("maps_limit", self.maps_limit)
             .int("samples", self.samples)
             .int_or_empty("psi_some_us", self.psi_some_us)
             .int_or_empty("psi_full_us", self.psi_full_us);
@@ -74,6 +83,7 @@ pub(super) struct Window {
     begin: Counters,
     samples: u64,
     rss_peak_kb: Option<u64>,
+    maps_peak: Option<u64>,
     zones_lowest: Lowest,
     zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
 }
@@ -88,6 +98,7 @@ impl Window {
             begin,
             samples: 0,
             rss_peak_kb: None,
+            maps_peak: None,
             zones_lowest: summed_lowest(first),
             zone_lowest: zones.iter().map(|zone| (zone.clone(), None)).collect(),
         };
@@ -99,6 +110,9 @@ impl Window {
         self.samples += 1;
         if let Some(process) = sample.process {
             self.rss_peak_kb = self.rss_peak_kb.max(Some(process.rss_kb));
+        }
+        if sample.maps.is_some() {
+            self.maps_peak = self.maps_peak.max(sample.maps);
         }
         self.zones_lowest = self.zones_lowest.with(summed_lowest(sample));
         for (id, lowest) in &mut self.zone_lowest {
@@ -120,6 +134,8 @@ impl Window {
         EntrySampling {
             samples: self.samples,
             rss_peak_kb: self.rss_peak_kb,
+            maps_peak: self.maps_peak,
+            maps_limit: None,
             psi_some_us: stall
                 .map(|(begin, end)| end.some_total_us.saturating_sub(begin.some_total_us)),
             psi_full_us: stall
@@ -163,6 +179,7 @@ mod tests {
                 threads: 1,
                 cpu_ticks: 0,
             }),
+            maps: rss_kb.map(|_| 40),
             system: System {
                 psi: Some(psi::Psi {
                     some_total_us: psi_total_us,
@@ -271,6 +288,8 @@ mod tests {
             names,
             [
                 "rss_peak_kb",
+                "maps_peak",
+                "maps_limit",
                 "samples",
                 "psi_some_us",
                 "psi_full_us",
@@ -292,7 +311,13 @@ mod tests {
                 "{name} is not in record::columns()"
             );
         }
-        for empty in ["rss_peak_kb", "psi_some_us", "zone_1_Normal_lowest_band"] {
+        for empty in [
+            "rss_peak_kb",
+            "maps_peak",
+            "maps_limit",
+            "psi_some_us",
+            "zone_1_Normal_lowest_band",
+        ] {
             assert_eq!(row.get(empty), Some(""), "{empty}");
         }
         assert_eq!(row.get("zone_0_Normal_lowest_band"), Some("baseline"));

@@ -61,6 +61,13 @@ impl std::error::Error for ProcessError {
     }
 }
 
+/// The process's memory mappings (VMAs, one line each of /proc/PID/maps), which
+/// vm.max_map_count limits; `None` if it cannot be read (gone, or not ours to read).
+pub fn map_count(proc_root: &Path, pid: u32) -> Option<u64> {
+    let maps = fs::read(proc_root.join(pid.to_string()).join("maps")).ok()?;
+    Some(maps.iter().filter(|&&byte| byte == b'\n').count() as u64)
+}
+
 pub fn read(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
     let path = proc_root.join(pid.to_string()).join("stat");
     match fs::read_to_string(&path) {

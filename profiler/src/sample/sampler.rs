@@ -4,6 +4,7 @@
 //! cost of sampling.
 
 use std::{
+    fs,
     path::Path,
     sync::{
         Arc,
@@ -34,8 +35,15 @@ pub struct Sample {
     pub entry: Option<usize>,
     /// `None` once the host has exited.
     pub process: Option<ProcessStat>,
+    /// The host's memory mappings (VMAs), read at entry boundaries and at most once per
+    /// [`MAPS_EVERY`] between them: /proc/PID/maps formats every mapping, which costs
+    /// milliseconds for a host with tens of thousands. `None` when not read.
+    pub maps: Option<u64>,
     pub system: System,
 }
+
+/// How often the host's mappings are counted between entry boundaries.
+pub const MAPS_EVERY: Duration = Duration::from_secs(1);
 
 /// Where the sampler hands every sample it takes, on its own thread: what a sample becomes
 /// (a row of samples.csv, for a run) is the caller's business, not the measurement's.
@@ -151,6 +159,8 @@ struct Worker {
     /// Set once the host is seen gone; its pid is never read again, because the kernel may
     /// give it to another process.
     host_gone: bool,
+    /// When the host's mappings were last counted.
+    maps_counted: Option<Instant>,
     reader: SystemReader,
     sink: Box<dyn SampleSink>,
     started: Instant,
@@ -168,6 +178,7 @@ impl Worker {
         let mut worker = Worker {
             pid,
             host_gone: false,
+            maps_counted: None,
             reader: SystemReader::new(Path::new(PROC))?,
             sink,
             started: Instant::now(),
@@ -176,7 +187,7 @@ impl Worker {
             failure: None,
             cpu_time_ns,
         };
-        let first = worker.record(None)?;
+        let first = worker.record(None, true)?;
         worker.zones = zoneinfo::populated_ids(&first.system.zones);
         worker.publish_cpu_time();
         Ok(worker)
@@ -218,7 +229,7 @@ impl Worker {
     }
 
     fn tick(&mut self) -> Result<()> {
-        let sample = self.record(self.window.as_ref().map(|window| window.index))?;
+        let sample = self.record(self.window.as_ref().map(|window| window.index), false)?;
         if let Some(window) = &mut self.window {
             window.observe(&sample);
         }
@@ -232,7 +243,7 @@ impl Worker {
                 open.index
             );
         }
-        let sample = self.record(Some(index))?;
+        let sample = self.record(Some(index), true)?;
         let counters = self.counters()?;
         self.window = Some(Window::open(index, &self.zones, &sample, counters));
         Ok(())
@@ -243,16 +254,22 @@ impl Worker {
             .window
             .take()
             .context("end_entry without begin_entry")?;
-        let sample = self.record(Some(window.index))?;
+        let sample = self.record(Some(window.index), true)?;
         let counters = self.counters()?;
         self.sink.flush()?;
-        Ok(window.close(&sample, &counters))
+        let mut sampling = window.close(&sample, &counters);
+        sampling.maps_limit = fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|text| text.trim().parse().ok());
+        Ok(sampling)
     }
 
     /// Takes a sample and hands it to the sink.
-    fn record(&mut self, entry: Option<usize>) -> Result<Sample> {
+    /// `boundary`: an entry begins or ends here, so the mappings are counted whatever the
+    /// time since the last count.
+    fn record(&mut self, entry: Option<usize>, boundary: bool) -> Result<Sample> {
         self.unless_failed(|worker| {
-            let sample = worker.take(entry)?;
+            let sample = worker.take(entry, boundary)?;
             worker.sink.write(&sample)?;
             Ok(sample)
         })
@@ -275,14 +292,25 @@ impl Worker {
         done
     }
 
-    fn take(&mut self, entry: Option<usize>) -> Result<Sample> {
+    fn take(&mut self, entry: Option<usize>, boundary: bool) -> Result<Sample> {
         let t = self.started.elapsed();
         let process = self.read_process()?;
+        let due = self
+            .maps_counted
+            .is_none_or(|counted| counted.elapsed() >= MAPS_EVERY);
+        let maps = match (process.is_some() && (boundary || due), self.host_gone) {
+            (true, false) => {
+                self.maps_counted = Some(Instant::now());
+                process::map_count(Path::new(PROC), self.pid)
+            }
+            _ => None,
+        };
         let system = self.reader.read()?;
         Ok(Sample {
             t,
             entry,
             process,
+            maps,
             system,
         })
     }
