@@ -75,7 +75,7 @@ fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
 }
 
 #[test]
-fn the_prediction_from_one_run_matches_a_cgroup_filled_to_its_limit() {
+fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests() {
     require_root();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
@@ -84,7 +84,7 @@ fn the_prediction_from_one_run_matches_a_cgroup_filled_to_its_limit() {
     let source = cmds(
         dir.path(),
         "source.cmds",
-        "add_rs\n60 add_rs\np_execute_all JohnDoe 42 1000 10\n",
+        "add_rs\n60 add_rs\np_execute_all JohnDoe 42 3000 10\n",
     );
     let (_, source_run) = run_ok(
         &source,
@@ -147,6 +147,77 @@ fn the_prediction_from_one_run_matches_a_cgroup_filled_to_its_limit() {
         error * 100.0
     );
     assert!(!cgroup_dir(&folder).exists(), "the cgroup is removed");
+
+    // Requests beside ten skills, loaded one after the other as in the source (compiling ten
+    // at once keeps more in malloc's arenas): 15% fewer than predicted fit, 15% more do not.
+    let beside = dir.path().join("beside");
+    let predicted = skillprof()
+        .args([
+            "capacity",
+            "--memory",
+            LIMIT,
+            "--headroom",
+            "0",
+            "--kind",
+            "rust",
+        ])
+        .args(["--skills", "10", "--out"])
+        .arg(&beside)
+        .arg(&source_run)
+        .output()
+        .unwrap();
+    assert!(predicted.status.success(), "{}", describe(&predicted));
+    let capacity: Value =
+        serde_json::from_str(&fs::read_to_string(beside.join("capacity.json")).unwrap()).unwrap();
+    let requests = capacity["kinds"][0]["predicted"]["requests"]["value"]
+        .as_f64()
+        .unwrap();
+    let (fewer, more) = (
+        (requests * 0.85 / 10.0).floor(),
+        (requests * 1.15 / 10.0).ceil(),
+    );
+    let bracket = cmds(
+        dir.path(),
+        "requests.cmds",
+        &format!(
+            "add_rs\n9 add_rs\np_execute_all JohnDoe 42 3000 {fewer}\np_execute_all JohnDoe 42 3000 {more}\n"
+        ),
+    );
+    let out = dir.path().join("requests");
+    let output = skillprof()
+        .arg("run")
+        .arg(&bracket)
+        .arg("--out")
+        .arg(&out)
+        .args(args(&["--no-probes", "--memory-max", LIMIT]))
+        .output()
+        .unwrap();
+    let recorded = entries(&run_folder(&out));
+    let requests_at = |n: usize| &recorded[n];
+    let limited = |entry: &Value| {
+        entry["memcg"]["after"]["limit_hits"].as_u64()
+            > entry["memcg"]["before"]["limit_hits"].as_u64()
+            || entry["measure"]["outcome"]["errors"].as_u64() > Some(0)
+            || entry["measure"]["after"].is_null()
+    };
+    println!(
+        "predicted {requests} requests beside 10 skills in {LIMIT}: {} fit, {} did not",
+        fewer * 10.0,
+        more * 10.0
+    );
+    assert!(
+        !limited(requests_at(2)),
+        "{} requests (15% under the prediction of {requests}) met the limit: {}\n{}",
+        fewer * 10.0,
+        requests_at(2)["memcg"],
+        describe(&output)
+    );
+    assert!(
+        limited(requests_at(3)),
+        "{} requests (15% over the prediction of {requests}) did not meet the limit: {}",
+        more * 10.0,
+        requests_at(3)["memcg"]
+    );
 }
 
 #[test]

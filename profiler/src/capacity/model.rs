@@ -99,7 +99,8 @@ pub struct Ingredients {
     /// one-off arena growth: the median of pairwise slopes follows the steady state that an
     /// extrapolation to hundreds of skills needs, where a least-squares line follows the chunks.
     pub marginal_kb: Figure,
-    /// Peak over what stays, while a skill loads (compiling), from the sampled RSS.
+    /// Peak over what stays, while a skill loads (compiling): the kernel's peak with a
+    /// cgroup (v1), else the sampled RSS peak.
     pub transient_kb: Figure,
     /// `None` when no entry had many requests in flight; [`Missing`] says what to add.
     pub per_request_kb: Option<Figure>,
@@ -172,6 +173,16 @@ pub fn ingredients(
         (Basis::Memcg, Some(memcg)) => memcg.before.usage_bytes as f64 / 1024.0,
         _ => record.measure.before.rss_kb as f64,
     };
+    // An entry's peak, and its memory before: the kernel's own peak where the cgroup gives
+    // one (a sampled RSS peak can fall between samples, and RSS misses the page tables of
+    // every instance), else the sampled RSS peak.
+    let peak_over = |record: &EntryRecord, before_kb: &dyn Fn(&EntryRecord) -> f64| {
+        let peak = match (basis, &record.memcg) {
+            (Basis::Memcg, Some(memcg)) => memcg.after.peak_bytes as f64 / 1024.0,
+            _ => record.sampling.rss_peak_kb? as f64,
+        };
+        Some((peak, before_kb(record)))
+    };
     let step_kb = |step: &crate::record::Step| match basis {
         Basis::Memcg => step.memcg_kb.unwrap_or(0) as f64,
         Basis::Rss => step.rss_kb as f64,
@@ -227,8 +238,8 @@ pub fn ingredients(
             }
             marginal_from.push(source(run, record));
         }
-        if let (Some(peak), Some(after)) = (record.sampling.rss_peak_kb, &record.measure.after) {
-            transient.push(peak.saturating_sub(after.rss_kb) as f64);
+        if let (Some((peak, _)), Some(last)) = (peak_over(record, &before_kb), steps.last()) {
+            transient.push((peak - step_kb(last)).max(0.0));
             transient_from.push(source(run, record));
         }
         if let Some(cpu_ms) = record.measure.host_cpu_ms() {
@@ -258,12 +269,12 @@ pub fn ingredients(
         for record in &run.records {
             let in_flight = record.measure.outcome.latencies.len();
             let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
-            if let (true, true, Some(peak)) = (
+            if let (true, true, Some((peak, before))) = (
                 concurrent,
                 in_flight >= MIN_IN_FLIGHT,
-                record.sampling.rss_peak_kb,
+                peak_over(record, &before_kb),
             ) {
-                let grew = peak.saturating_sub(record.measure.before.rss_kb) as f64;
+                let grew = peak - before;
                 per_request.push(grew / in_flight as f64);
                 per_request_from.push(source(run, record));
             }

@@ -39,7 +39,8 @@ pub struct MemcgStat {
     /// Memory charged now: the host's anonymous memory, the page cache it brought in and the
     /// kernel memory it caused (page tables, slab).
     pub usage_bytes: u64,
-    /// The most ever charged since the cgroup was made.
+    /// The most charged since [`MemoryCgroup::reset_peak`] (v1), or since the cgroup was
+    /// made (v2).
     pub peak_bytes: u64,
     /// Times a charge hit the limit and had to reclaim first (v1 `memory.failcnt`, v2
     /// `memory.events` max).
@@ -174,6 +175,16 @@ impl MemoryCgroup {
                 oom_kills: key("memory.events", "oom_kill")?,
             },
         })
+    }
+
+    /// Starts the peak afresh from the usage now (v1: `memory.max_usage_in_bytes`), so that
+    /// an entry's peak is its own. v2's `memory.peak` cannot be reset for every reader: there
+    /// the peak stays the run's.
+    pub fn reset_peak(&self) -> Result<()> {
+        match self.version {
+            Version::V1 => self.write("memory.max_usage_in_bytes", "0"),
+            Version::V2 => Ok(()),
+        }
     }
 
     /// Removes the cgroup (killing anything left in it) and waits until it is gone.

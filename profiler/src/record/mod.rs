@@ -247,7 +247,7 @@ const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
     ),
     (
         "memcg_*",
-        "with --memory-max, the host's memory cgroup as the kernel accounts it: memcg_limit_kb, memcg_usage_kb (charged at the end of the entry: the host's memory, the page cache it brought in, the kernel memory it caused), memcg_peak_kb (the most ever charged since the run began), memcg_limit_hits (charges that hit the limit and reclaimed first, during the entry: v1 memory.failcnt, v2 memory.events max) and memcg_oom_kills (processes the OOM killer killed in the cgroup during the entry)",
+        "with --memory-max, the host's memory cgroup as the kernel accounts it: memcg_limit_kb, memcg_usage_kb (charged at the end of the entry: the host's memory, the page cache it brought in, the kernel memory it caused), memcg_peak_kb (the most charged during the entry, by the kernel's own account; cgroup v2: since the run began), memcg_limit_hits (charges that hit the limit and reclaimed first, during the entry: v1 memory.failcnt, v2 memory.events max) and memcg_oom_kills (processes the OOM killer killed in the cgroup during the entry)",
     ),
 ];
 

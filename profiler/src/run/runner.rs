@@ -309,6 +309,9 @@ impl Run {
             probing.begin_entry(index)?;
             let pressure = self.pressure.as_mut().expect("started above");
             pressure.begin_entry();
+            if let Some(cgroup) = &self.cgroup {
+                cgroup.reset_peak()?;
+            }
             let memcg_before = self.cgroup.as_ref().map(MemoryCgroup::read).transpose()?;
             let started = ready.elapsed();
             let clock = Instant::now();
