@@ -32,6 +32,52 @@ pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
     })
 }
 
+/// The Theil-Sen slope of several series of (x, y) points: the median of the slopes between
+/// every two points of one series with different x. `None` without such a pair.
+pub fn theil_sen(series: &[Vec<(f64, f64)>]) -> Option<f64> {
+    let mut slopes: Vec<f64> = series
+        .iter()
+        .flat_map(|points| {
+            points.iter().enumerate().flat_map(move |(i, (x1, y1))| {
+                points[i + 1..]
+                    .iter()
+                    .filter(move |(x2, _)| x2 != x1)
+                    .map(move |(x2, y2)| (y2 - y1) / (x2 - x1))
+            })
+        })
+        .collect();
+    if slopes.is_empty() {
+        return None;
+    }
+    slopes.sort_unstable_by(f64::total_cmp);
+    Some(median(&slopes))
+}
+
+/// A bootstrap 95% confidence interval of [`theil_sen`], resampling the points of each
+/// series (the slopes between them are not independent, so resampling slopes would give an
+/// interval far too narrow).
+pub fn theil_sen_ci(series: &[Vec<(f64, f64)>], resamples: usize, seed: u64) -> (f64, f64) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut estimates: Vec<f64> = (0..resamples.max(1))
+        .filter_map(|_| {
+            let resampled: Vec<Vec<(f64, f64)>> = series
+                .iter()
+                .map(|points| {
+                    (0..points.len())
+                        .map(|_| points[rng.usize(..points.len())])
+                        .collect()
+                })
+                .collect();
+            theil_sen(&resampled)
+        })
+        .collect();
+    if estimates.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    estimates.sort_by(f64::total_cmp);
+    (nearest_rank(&estimates, 0.025), nearest_rank(&estimates, 0.975))
+}
+
 fn bootstrap_ci(
     values: &[f64],
     resamples: usize,
@@ -74,6 +120,16 @@ mod tests {
         assert!(lo <= 15.0 && 15.0 <= hi, "[{lo}, {hi}]");
         assert!(hi - lo < 20.0, "[{lo}, {hi}]");
         assert_eq!(median_ci(&[4.0; 9], 500, 7), (4.0, 4.0));
+    }
+
+    #[test]
+    fn theil_sen_follows_the_line_not_its_outlier() {
+        let mut points: Vec<(f64, f64)> = (0..10).map(|x| (f64::from(x), 3.0 * f64::from(x))).collect();
+        points[1].1 += 50.0;
+        assert_eq!(theil_sen(&[points.clone()]), Some(3.0));
+        let (lo, hi) = theil_sen_ci(&[points], 500, 7);
+        assert!(lo <= 3.0 && 3.0 <= hi, "[{lo}, {hi}]");
+        assert_eq!(theil_sen(&[vec![(1.0, 2.0)]]), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cmds::{self, Command, InFlightCap, SkillKind};
 use crate::record::EntryRecord;
-use crate::stats::{median, median_ci, nearest_rank};
+use crate::stats::{median, nearest_rank, theil_sen, theil_sen_ci};
 
 /// One run's records, as capacity reads them.
 pub struct RunRecords {
@@ -53,17 +53,16 @@ impl Figure {
         }
     }
 
-    /// The Theil-Sen slope of memory over skills: the median of the slopes between every
-    /// two points of one entry, with the bootstrap 95% confidence interval of that median.
-    fn slope_of(slopes: Vec<f64>, from: Vec<String>) -> Option<Figure> {
-        if slopes.is_empty() {
-            return None;
-        }
-        let (low, high) = median_ci(&slopes, 2000, 1);
-        let mut sorted = slopes;
-        sorted.sort_by(f64::total_cmp);
+    /// The Theil-Sen slope of memory over skills (pairs within one entry), with the
+    /// bootstrap 95% confidence interval from resampling each entry's points.
+    fn slope_of(series: &[Vec<(f64, f64)>], from: Vec<String>) -> Option<Figure> {
+        let value = theil_sen(series)?;
+        // Pairs grow as the square of the points: fewer resamples for a long fill.
+        let points: usize = series.iter().map(Vec::len).sum();
+        let resamples = if points > 200 { 200 } else { 1000 };
+        let (low, high) = theil_sen_ci(series, resamples, 1);
         Some(Figure {
-            value: median(&sorted),
+            value,
             low,
             high,
             from,
@@ -233,9 +232,7 @@ pub fn ingredients(
             }
         }
         if series.len() > 1 {
-            for (i, (x1, y1)) in series.iter().enumerate() {
-                marginal.extend(series[i + 1..].iter().map(|(x2, y2)| (y2 - y1) / (x2 - x1)));
-            }
+            marginal.push(series);
             marginal_from.push(source(run, record));
         }
         if let (Some((peak, _)), Some(last)) = (peak_over(record, &before_kb), steps.last()) {
@@ -248,7 +245,7 @@ pub fn ingredients(
             cpu_from.push(source(run, record));
         }
     }
-    let Some(marginal_kb) = Figure::slope_of(marginal, marginal_from) else {
+    let Some(marginal_kb) = Figure::slope_of(&marginal, marginal_from) else {
         missing.push(Missing {
             figure: format!("the cost of each further {prefix} skill"),
             add: format!("4 add_{prefix} after the first"),
