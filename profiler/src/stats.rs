@@ -75,7 +75,10 @@ pub fn theil_sen_ci(series: &[Vec<(f64, f64)>], resamples: usize, seed: u64) -> 
         return (f64::NAN, f64::NAN);
     }
     estimates.sort_by(f64::total_cmp);
-    (nearest_rank(&estimates, 0.025), nearest_rank(&estimates, 0.975))
+    (
+        nearest_rank(&estimates, 0.025),
+        nearest_rank(&estimates, 0.975),
+    )
 }
 
 fn bootstrap_ci(
@@ -124,7 +127,9 @@ mod tests {
 
     #[test]
     fn theil_sen_follows_the_line_not_its_outlier() {
-        let mut points: Vec<(f64, f64)> = (0..10).map(|x| (f64::from(x), 3.0 * f64::from(x))).collect();
+        let mut points: Vec<(f64, f64)> = (0..10)
+            .map(|x| (f64::from(x), 3.0 * f64::from(x)))
+            .collect();
         points[1].1 += 50.0;
         assert_eq!(theil_sen(&[points.clone()]), Some(3.0));
         let (lo, hi) = theil_sen_ci(&[points], 500, 7);

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 mod common;
 use common::cli::{
-    alive, describe, host_pid, long_workload, meta, run_folder, run_ok, skillprof, start_long_run,
+    alive, describe, host_pid, long_workload, meta, run, run_folder, run_ok, skillprof,
+    start_long_run,
 };
 
 /// One test at a time: the map-count test lowers a limit every process on the machine lives
@@ -44,6 +45,31 @@ fn args<'a>(first: &[&'a str]) -> Vec<&'a str> {
     let mut args = first.to_vec();
     args.extend(FAST_LISTING);
     args
+}
+
+/// `skillprof capacity SOURCE --memory LIMIT --headroom 0 --kind rust EXTRA.. --out OUT`: the
+/// Rust prediction of the capacity.json it writes.
+fn predict(source: &Path, limit: &str, extra: &[&str], out: &Path) -> Value {
+    let output = skillprof()
+        .args([
+            "capacity",
+            "--memory",
+            limit,
+            "--headroom",
+            "0",
+            "--kind",
+            "rust",
+        ])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .arg(source)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let capacity: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("capacity.json")).unwrap()).unwrap();
+    capacity["kinds"][0].clone()
 }
 
 fn entries(folder: &Path) -> Vec<Value> {
@@ -92,24 +118,7 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
         &args(&["--no-probes", "--memory-max", "1G"]),
     );
     const LIMIT: &str = "64M";
-    let predicted = skillprof()
-        .args([
-            "capacity",
-            "--memory",
-            LIMIT,
-            "--headroom",
-            "0",
-            "--kind",
-            "rust",
-        ])
-        .arg(&source_run)
-        .output()
-        .unwrap();
-    assert!(predicted.status.success(), "{}", describe(&predicted));
-    let capacity: Value =
-        serde_json::from_str(&fs::read_to_string(source_run.join("capacity.json")).unwrap())
-            .unwrap();
-    let rust = &capacity["kinds"][0];
+    let rust = &predict(&source_run, LIMIT, &[], &source_run);
     assert_eq!(rust["ingredients"]["basis"], "memcg", "{rust}");
     let skills = rust["predicted"]["skills"]["value"].as_f64().unwrap();
     let explain = fs::read_to_string(source_run.join("explain.md")).unwrap();
@@ -118,14 +127,7 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
     // The fill: as many as the cgroup holds.
     let fill = cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
     let out = dir.path().join("fill");
-    let output = skillprof()
-        .arg("run")
-        .arg(&fill)
-        .arg("--out")
-        .arg(&out)
-        .args(args(&["--no-probes", "--memory-max", LIMIT]))
-        .output()
-        .unwrap();
+    let output = run(&fill, &out, &args(&["--no-probes", "--memory-max", LIMIT]));
     let folder = run_folder(&out);
     let filled = &entries(&folder)[1]["measure"]["outcome"]["fill"];
     let stopped = filled["stopped"].clone();
@@ -150,28 +152,13 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
 
     // Requests beside ten skills, loaded one after the other as in the source (compiling ten
     // at once keeps more in malloc's arenas): 15% fewer than predicted fit, 15% more do not.
-    let beside = dir.path().join("beside");
-    let predicted = skillprof()
-        .args([
-            "capacity",
-            "--memory",
-            LIMIT,
-            "--headroom",
-            "0",
-            "--kind",
-            "rust",
-        ])
-        .args(["--skills", "10", "--out"])
-        .arg(&beside)
-        .arg(&source_run)
-        .output()
-        .unwrap();
-    assert!(predicted.status.success(), "{}", describe(&predicted));
-    let capacity: Value =
-        serde_json::from_str(&fs::read_to_string(beside.join("capacity.json")).unwrap()).unwrap();
-    let requests = capacity["kinds"][0]["predicted"]["requests"]["value"]
-        .as_f64()
-        .unwrap();
+    let beside = predict(
+        &source_run,
+        LIMIT,
+        &["--skills", "10"],
+        &dir.path().join("beside"),
+    );
+    let requests = beside["predicted"]["requests"]["value"].as_f64().unwrap();
     let (fewer, more) = (
         (requests * 0.85 / 10.0).floor(),
         (requests * 1.15 / 10.0).ceil(),
@@ -184,14 +171,11 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
         ),
     );
     let out = dir.path().join("requests");
-    let output = skillprof()
-        .arg("run")
-        .arg(&bracket)
-        .arg("--out")
-        .arg(&out)
-        .args(args(&["--no-probes", "--memory-max", LIMIT]))
-        .output()
-        .unwrap();
+    let output = run(
+        &bracket,
+        &out,
+        &args(&["--no-probes", "--memory-max", LIMIT]),
+    );
     let recorded = entries(&run_folder(&out));
     let requests_at = |n: usize| &recorded[n];
     let limited = |entry: &Value| {
@@ -232,14 +216,7 @@ fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_writt
         "add_rs\nexecute_skill sample_rs1 Greedy 200000 0\nskills\n",
     );
     let out = dir.path().join("runs");
-    let output = skillprof()
-        .arg("run")
-        .arg(&workload)
-        .arg("--out")
-        .arg(&out)
-        .args(["--memory-max", "64M"])
-        .output()
-        .unwrap();
+    let output = run(&workload, &out, &["--memory-max", "64M"]);
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let folder = run_folder(&out);
     let meta = meta(&folder);
@@ -334,14 +311,7 @@ fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
     );
     let before = fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
     let out = dir.path().join("runs");
-    let output = skillprof()
-        .arg("run")
-        .arg(&workload)
-        .arg("--out")
-        .arg(&out)
-        .args(["--max-map-count", "1024"])
-        .output()
-        .unwrap();
+    let output = run(&workload, &out, &["--max-map-count", "1024"]);
     assert_eq!(
         fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(),
         before,

@@ -29,17 +29,22 @@ pub fn smoke_cmds() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds/smoke.cmds")
 }
 
-/// `skillprof run CMDS --out OUT EXTRA..`, which must succeed: its output and its one run
-/// folder. `extra` comes last, so that it may end with `-- HOST-FLAGS`.
-pub fn run_ok(cmds: &Path, out: &Path, extra: &[&str]) -> (Output, PathBuf) {
-    let output = skillprof()
+/// `skillprof run CMDS --out OUT EXTRA..`, however it ends.
+pub fn run(cmds: &Path, out: &Path, extra: &[&str]) -> Output {
+    skillprof()
         .arg("run")
         .arg(cmds)
         .arg("--out")
         .arg(out)
         .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `skillprof run CMDS --out OUT EXTRA..`, which must succeed: its output and its one run
+/// folder. `extra` comes last, so that it may end with `-- HOST-FLAGS`.
+pub fn run_ok(cmds: &Path, out: &Path, extra: &[&str]) -> (Output, PathBuf) {
+    let output = run(cmds, out, extra);
     assert!(output.status.success(), "{}", describe(&output));
     let folder = run_folder(out);
     (output, folder)
