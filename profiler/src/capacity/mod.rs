@@ -22,27 +22,30 @@ records of runs (skillprof run's folders).
 
 From the runs' entries it derives, per skill kind (Python, Rust): the idle host (before the first \
 entry), the first skill's cost (the first entry must add one skill: add_py or add_rs), the \
-marginal cost of each further skill (every later add, step by step: median and the 10th-90th \
-percentile spread), the transient while a skill loads (peak over what stays), the memory per \
-request in flight (p_execute_all entries with 10 or more in flight: peak RSS growth over \
-requests), and the host's CPU time per skill added.
+marginal cost of each further skill (every later add, step by step: the Theil-Sen slope of memory \
+over skills, with a bootstrap 95% interval), the transient while a skill loads (peak over what \
+stays), the memory per request in flight (p_execute_all entries with 10 or more in flight: peak \
+growth over requests), and the host's CPU time per skill added.
 
 It then predicts for the machine given: the most skills resident at once (each with room to load \
 the next), the parallel requests that fit beside that many skills (or beside --skills N), and \
-how long loading them takes with every core compiling. Every figure has a low/high range and the entries it came from.
+how long loading them takes with every core compiling. Every figure has a low/high range and the \
+entries it came from. The model is for skills loaded one after the other, as add_py does: \
+compiling many at once (p_add_py) keeps more in malloc's arenas.
 
 Memory is what the host's memory cgroup was charged when the runs were made with --memory-max \
-(exactly what a limit limits), and its RSS otherwise (which also counts the host's file-backed \
-pages, its binary among them, that a cgroup may not be charged for).
+(exactly what a limit limits; the peaks are the kernel's own), and RSS otherwise. RSS is not \
+what a limit counts: it misses memory the host holds without mapping it (about 18 MiB per \
+pydantic skill), and counts a file mapped by many skills (--cache-dir artifacts) once per mapping.
 
 It writes capacity.json and a Capacity section of explain.md into the first run's folder (or \
 --out DIR). A run that lacks the entries a figure needs is refused, with the lines to add.
 
 Examples:
-  skillprof capacity runs/261124_050000.000 --memory 64G
-  skillprof capacity runs/bench runs/saturate --memory 64G --cores 16 --headroom 10%
-  skillprof capacity runs/261124_050000.000 --memory 3G --headroom 0   # against a --memory-max 3G fill
-  skillprof capacity runs/bench runs/saturate --memory 64G --skills 500    # requests beside 500 skills";
+  skillprof capacity runs/A --memory 64G                  # A: a bench.cmds run
+  skillprof capacity runs/A runs/B --memory 64G --cores 16 --headroom 10%
+  skillprof capacity runs/A --memory 3G --headroom 0      # to compare with a --memory-max 3G fill
+  skillprof capacity runs/A --memory 64G --skills 500     # the requests beside 500 skills";
 
 #[derive(clap::Args, Debug)]
 #[command(about = "Predict how many skills and parallel requests a machine holds, from runs", long_about = LONG_ABOUT)]
