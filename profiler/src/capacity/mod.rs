@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::cmds::SkillKind;
 use crate::output::entries_jsonl;
 use crate::words::{bytes, count};
-use model::{Basis, Figure, Ingredients, Machine, Missing, Prediction, RunRecords};
+use model::{Basis, Bound, Figure, Ingredients, Machine, Missing, Prediction, RunRecords};
 
 const LONG_ABOUT: &str = "\
 Predict how many skills, and how many parallel requests beside them, a machine holds, from the \
@@ -25,7 +25,9 @@ entry), the first skill's cost (the first entry must add one skill: add_py or ad
 marginal cost of each further skill (every later add, step by step: the Theil-Sen slope of memory \
 over skills, with a bootstrap 95% interval), the transient while a skill loads (peak over what \
 stays), the memory per request in flight (p_execute_all entries with 10 or more in flight: peak \
-growth over requests), and the host's CPU time per skill added.
+growth over requests), the host's CPU time per skill added, and the memory mappings (VMAs) the first skill, \
+each further one and each request in flight add, against vm.max_map_count: the other limit, \
+which binds before memory for requests on an on-demand host (about 10,000 in flight here).
 
 It then predicts for the machine given: the most skills resident at once (each with room to load \
 the next), the parallel requests that fit beside that many skills (or beside --skills N), and \
@@ -35,8 +37,9 @@ compiling many at once (p_add_py) keeps more in malloc's arenas.
 
 Memory is what the host's memory cgroup was charged when the runs were made with --memory-max \
 (exactly what a limit limits; the peaks are the kernel's own), and RSS otherwise. RSS is not \
-what a limit counts: it misses memory the host holds without mapping it (about 18 MiB per \
-pydantic skill), and counts a file mapped by many skills (--cache-dir artifacts) once per mapping.
+what a limit counts: it misses memory the host holds without mapping it (wasmtime's memfd image \
+of each skill's initial memory, 18 MiB for the pydantic skill), and counts a file mapped by many \
+skills (--cache-dir artifacts) once per mapping.
 
 It writes capacity.json and a Capacity section of explain.md into the first run's folder (or \
 --out DIR). A run that lacks the entries a figure needs is refused, with the lines to add.
@@ -258,24 +261,31 @@ fn section(capacity: &Capacity) -> String {
             Basis::Memcg => "memory as its cgroup was charged",
             Basis::Rss => "memory as RSS",
         };
+        let bound = |bound: Bound| match bound {
+            Bound::Memory => "",
+            Bound::MaxMapCount => " (vm.max_map_count binds, not memory)",
+        };
         let requests = match &predicted.requests {
             Some(requests) if predicted.skills_held == predicted.skills.value => format!(
-                ", and beside them {} parallel requests",
-                range(requests, count)
+                ", and beside them {} parallel requests{}",
+                range(requests, count),
+                bound(predicted.requests_bound)
             ),
             Some(requests) => format!(
-                "; beside {} of them, {} parallel requests",
+                "; beside {} of them, {} parallel requests{}",
                 count(predicted.skills_held),
-                range(requests, count)
+                range(requests, count),
+                bound(predicted.requests_bound)
             ),
             None => String::new(),
         };
         let _ = write!(
             text,
-            "- **{name} skills: {} resident**{requests}; loading them takes {} with every core \
-             compiling. From the runs ({basis}): the idle host {}, the first skill {}, each further \
+            "- **{name} skills: {} resident**{}{requests}; loading them takes {} with every \
+             core compiling. From the runs ({basis}): the idle host {}, the first skill {}, each further \
              skill {} (from {}), {} transient while one loads",
             range(&predicted.skills, count),
+            bound(predicted.skills_bound),
             range(&predicted.load_s, |s| format!("{} s", count(s))),
             kb(found.idle_kb.value),
             kb(found.first_kb.value),
@@ -293,9 +303,28 @@ fn section(capacity: &Capacity) -> String {
         }
         let _ = write!(
             text,
-            ", {} of host CPU per skill added.",
+            ", {} of host CPU per skill added",
             range(&found.cpu_per_skill_ms, |ms| format!("{} ms", count(ms)))
         );
+        if let Some(maps) = &found.mappings {
+            let _ = write!(
+                text,
+                "; mappings: {} with the first {} skill(s), {} per further skill{}, against \
+                 vm.max_map_count {}",
+                count(maps.first),
+                count(maps.first_skills),
+                range(&maps.per_skill, |n| format!("{n:.1}")),
+                match &maps.per_request {
+                    Some(per_request) => format!(
+                        ", {} per request in flight",
+                        range(per_request, |n| format!("{n:.1}"))
+                    ),
+                    None => String::new(),
+                },
+                count(maps.limit as f64)
+            );
+        }
+        text.push('.');
         for missing in &kind.missing {
             let _ = write!(
                 text,

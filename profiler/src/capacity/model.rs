@@ -105,6 +105,21 @@ pub struct Ingredients {
     pub per_request_kb: Option<Figure>,
     /// Host CPU time per skill added (compile, instantiate, one execution).
     pub cpu_per_skill_ms: Figure,
+    /// The other limit: memory mappings, which vm.max_map_count caps per process. `None`
+    /// for runs from before mappings were counted.
+    pub mappings: Option<Mappings>,
+}
+
+/// Mappings (VMAs) as the runs counted them: what each skill and each request in flight
+/// adds, against the limit they ran under.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mappings {
+    pub limit: u64,
+    /// At the end of the run's first entry, which held `first_skills` skills.
+    pub first: f64,
+    pub first_skills: f64,
+    pub per_skill: Figure,
+    pub per_request: Option<Figure>,
 }
 
 /// What a run lacks for a figure, and the cmds line that would give it.
@@ -278,6 +293,7 @@ pub fn ingredients(
         }
     }
     let per_request_kb = Figure::of(per_request, per_request_from);
+    let mappings = mappings(runs, kind, first_run, first_record);
     if per_request_kb.is_none() {
         missing.push(Missing {
             figure: format!(
@@ -296,9 +312,59 @@ pub fn ingredients(
             transient_kb,
             per_request_kb,
             cpu_per_skill_ms,
+            mappings,
         },
         missing,
     ))
+}
+
+/// Mappings per skill, from each later add entry's peak against the first's, and per request
+/// in flight, from each concurrent entry's peak against the entry before it.
+fn mappings(
+    runs: &[RunRecords],
+    kind: SkillKind,
+    first_run: &RunRecords,
+    first_record: &EntryRecord,
+) -> Option<Mappings> {
+    let limit = first_record.sampling.maps_limit?;
+    let first = first_record.sampling.maps_peak? as f64;
+    let (mut per_skill, mut per_skill_from) = (Vec::new(), Vec::new());
+    let first_skills = first_record.measure.outcome.steps.len() as f64;
+    let mut skills = first_skills;
+    for record in &first_run.records[1..] {
+        let Some(command) = command(record) else {
+            continue;
+        };
+        if let (Some(per_step), Some(peak)) = (adds(&command, kind), record.sampling.maps_peak) {
+            skills += f64::from(per_step) * record.measure.outcome.steps.len() as f64;
+            per_skill.push((peak as f64 - first) / (skills - first_skills));
+            per_skill_from.push(source(first_run, record));
+        }
+    }
+    let (mut per_request, mut per_request_from) = (Vec::new(), Vec::new());
+    for run in runs {
+        for pair in run.records.windows(2) {
+            let (before, record) = (&pair[0], &pair[1]);
+            let in_flight = record.measure.outcome.latencies.len();
+            let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
+            if let (true, true, Some(peak), Some(base)) = (
+                concurrent,
+                in_flight >= MIN_IN_FLIGHT,
+                record.sampling.maps_peak,
+                before.sampling.maps_peak,
+            ) {
+                per_request.push(peak.saturating_sub(base) as f64 / in_flight as f64);
+                per_request_from.push(source(run, record));
+            }
+        }
+    }
+    Some(Mappings {
+        limit,
+        first,
+        first_skills,
+        per_skill: Figure::of(per_skill, per_skill_from)?,
+        per_request: Figure::of(per_request, per_request_from),
+    })
 }
 
 /// The machine a prediction is for.
@@ -327,6 +393,32 @@ pub struct Prediction {
     pub requests: Option<Figure>,
     /// Loading that many skills with every core compiling.
     pub load_s: Figure,
+    /// What bounds `skills` and `requests`: memory, or vm.max_map_count.
+    pub skills_bound: Bound,
+    pub requests_bound: Bound,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    Memory,
+    MaxMapCount,
+}
+
+/// The lower of two figures, range by range, and which one it was (by value).
+fn lower(memory: Figure, maps: Option<Figure>) -> (Figure, Bound) {
+    match maps {
+        Some(maps) if maps.value < memory.value => (
+            Figure {
+                value: maps.value,
+                low: maps.low.min(memory.low),
+                high: maps.high.min(memory.high),
+                from: maps.from,
+            },
+            Bound::MaxMapCount,
+        ),
+        _ => (memory, Bound::Memory),
+    }
 }
 
 /// Skills that fit `budget` at a marginal cost of `marginal` (KB).
@@ -361,7 +453,7 @@ pub fn predict(
         from.dedup();
         from
     };
-    let skills = Figure {
+    let by_memory = Figure {
         value: skills_fitting(ingredients, budget, marginal.value),
         // The dearer a skill, the fewer fit.
         low: skills_fitting(ingredients, budget, marginal.high),
@@ -373,9 +465,23 @@ pub fn predict(
             &ingredients.transient_kb,
         ]),
     };
+    let maps = ingredients.mappings.as_ref();
+    // Mappings: the first entry's, then each further skill's, up to the limit.
+    let skills_by_maps = maps.map(|maps| {
+        let fit = |each: f64| {
+            ((maps.limit as f64 - maps.first) / each.max(0.01)).floor() + maps.first_skills
+        };
+        Figure {
+            value: fit(maps.per_skill.value),
+            low: fit(maps.per_skill.high),
+            high: fit(maps.per_skill.low),
+            from: maps.per_skill.from.clone(),
+        }
+    });
+    let (skills, skills_bound) = lower(by_memory, skills_by_maps);
     // Beside the skills held (by default the most that fit): what their resident memory
     // leaves of the budget, the transient included, since nothing compiles once they are
-    // loaded.
+    // loaded; and what their mappings leave of the limit.
     let held = skills_held.map_or(skills.value, f64::from);
     let requests = ingredients.per_request_kb.as_ref().map(|per_request| {
         let fit = |marginal: f64, each: f64| {
@@ -389,6 +495,26 @@ pub fn predict(
             from: from(&[per_request, marginal]),
         }
     });
+    let requests_by_maps = maps.and_then(|maps| {
+        let per_request = maps.per_request.as_ref()?;
+        let fit = |per_skill: f64, each: f64| {
+            let held_maps = maps.first + (held - maps.first_skills) * per_skill;
+            ((maps.limit as f64 - held_maps).max(0.0) / each.max(0.01)).floor()
+        };
+        Some(Figure {
+            value: fit(maps.per_skill.value, per_request.value),
+            low: fit(maps.per_skill.high, per_request.high),
+            high: fit(maps.per_skill.low, per_request.low),
+            from: from(&[per_request, &maps.per_skill]),
+        })
+    });
+    let (requests, requests_bound) = match requests {
+        Some(requests) => {
+            let (requests, bound) = lower(requests, requests_by_maps);
+            (Some(requests), bound)
+        }
+        None => (None, Bound::Memory),
+    };
     let cores = f64::from(machine.cores.max(1));
     let cpu = &ingredients.cpu_per_skill_ms;
     let load = |skills: f64, cpu_ms: f64| skills * cpu_ms / 1e3 / cores;
@@ -404,6 +530,8 @@ pub fn predict(
         skills_held: held,
         requests,
         load_s,
+        skills_bound,
+        requests_bound,
     }
 }
 
@@ -497,6 +625,39 @@ mod tests {
         // Beside 10 skills: 10,000 - 100 - 1,000 - 9 × 100 = 8,000 KB, 400 requests.
         let beside_ten = predict(&found, &machine, Some(10));
         assert_eq!(beside_ten.requests.unwrap().value, 400.0);
+        assert_eq!(beside_ten.requests_bound, Bound::Memory);
+    }
+
+    #[test]
+    fn mappings_bound_what_memory_would_allow() {
+        let mut run = bench_like();
+        // 100 mappings with the first skill, 3 more per skill, 7 per request in flight, under
+        // a limit of 400: 101 skills by mappings, 88 by memory; beside 10 skills, the 50 in
+        // flight of the run are 7 each: (400 - 127) / 7 = 39 requests, not memory's 400.
+        for (record, maps) in run.records.iter_mut().zip([100, 112, 462]) {
+            record.sampling.maps_peak = Some(maps);
+            record.sampling.maps_limit = Some(400);
+        }
+        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        let maps = found.mappings.as_ref().unwrap();
+        assert_eq!(
+            (maps.first, maps.first_skills, maps.per_skill.value),
+            (100.0, 1.0, 3.0)
+        );
+        assert_eq!(maps.per_request.as_ref().unwrap().value, 7.0);
+        let machine = Machine {
+            memory_bytes: 10_000 * 1024,
+            cores: 4,
+            headroom: 0.0,
+        };
+        let predicted = predict(&found, &machine, None);
+        assert_eq!(
+            (predicted.skills.value, predicted.skills_bound),
+            (88.0, Bound::Memory)
+        );
+        let beside_ten = predict(&found, &machine, Some(10));
+        assert_eq!(beside_ten.requests.unwrap().value, 39.0);
+        assert_eq!(beside_ten.requests_bound, Bound::MaxMapCount);
     }
 
     #[test]
