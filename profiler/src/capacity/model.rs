@@ -563,6 +563,15 @@ mod tests {
         record
     }
 
+    /// 10,000 KB, four cores, no headroom.
+    fn small_machine() -> Machine {
+        Machine {
+            memory_bytes: 10_000 * 1024,
+            cores: 4,
+            headroom: 0.0,
+        }
+    }
+
     fn bench_like() -> RunRecords {
         let mut requests = entry(
             2,
@@ -609,11 +618,7 @@ mod tests {
     fn predicts_skills_requests_and_load_time_with_ranges() {
         let (found, _) = ingredients(&[bench_like()], SkillKind::Python).unwrap();
         // 10,000 KB of budget: idle 100 + first 1,000 + transient 200 leave 8,700 for 87 more.
-        let machine = Machine {
-            memory_bytes: 10_000 * 1024,
-            cores: 4,
-            headroom: 0.0,
-        };
+        let machine = small_machine();
         let predicted = predict(&found, &machine, None);
         assert_eq!(predicted.skills.value, 88.0);
         // 8,700 / 110 = 79.1 and 8,700 / 90 = 96.7 at the extremes of the marginal's range.
@@ -645,11 +650,7 @@ mod tests {
             (100.0, 1.0, 3.0)
         );
         assert_eq!(maps.per_request.as_ref().unwrap().value, 7.0);
-        let machine = Machine {
-            memory_bytes: 10_000 * 1024,
-            cores: 4,
-            headroom: 0.0,
-        };
+        let machine = small_machine();
         let predicted = predict(&found, &machine, None);
         assert_eq!(
             (predicted.skills.value, predicted.skills_bound),
