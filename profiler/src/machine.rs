@@ -48,11 +48,18 @@ impl Machine {
             kernel_release: uname.release,
             kernel_version: uname.version,
             hostname: uname.nodename,
-            max_map_count: fs::read_to_string("/proc/sys/vm/max_map_count")
-                .ok()
-                .and_then(|text| text.trim().parse().ok()),
+            max_map_count: max_map_count(),
         })
     }
+}
+
+/// vm.max_map_count now: the mappings one process may hold (a run may change it).
+pub fn max_map_count() -> Option<u64> {
+    fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn harness_arch(machine: &str) -> String {

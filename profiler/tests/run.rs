@@ -11,7 +11,7 @@ use skillprof::output::harness_log::RunLog;
 
 mod common;
 use common::cli::{
-    alive, describe, host_pid, long_workload, meta, run_folder, run_ok, skillprof, smoke_cmds,
+    alive, describe, host_pid, long_workload, meta, run, run_folder, run_ok, skillprof, smoke_cmds,
     start_long_run,
 };
 
@@ -259,13 +259,7 @@ fn an_invalid_workload_is_refused_before_anything_starts() {
     )
     .unwrap();
     let runs = out.path().join("runs");
-    let output = skillprof()
-        .arg("run")
-        .arg(&cmds_file)
-        .arg("--out")
-        .arg(&runs)
-        .output()
-        .unwrap();
+    let output = run(&cmds_file, &runs, &[]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     let file = cmds_file.display();
@@ -634,22 +628,20 @@ fn attaching_refuses_bad_input_before_anything_runs() {
         ),
     ] {
         let out = dir.path().join("runs");
-        let output = skillprof()
-            .arg("run")
-            .arg(&cmds_file)
-            .arg("--out")
-            .arg(&out)
-            .args([
+        let output = run(
+            &cmds_file,
+            &out,
+            &[
                 "--attach",
                 attach,
                 "--host-url",
                 url,
                 "--skills-dir",
                 dir_arg,
-            ])
-            .args(["--list-timeout-s", "2"])
-            .output()
-            .unwrap();
+                "--list-timeout-s",
+                "2",
+            ],
+        );
         assert!(!output.status.success(), "{}", describe(&output));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(why), "{why}: {}", describe(&output));

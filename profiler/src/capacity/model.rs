@@ -187,15 +187,12 @@ pub fn ingredients(
         (Basis::Memcg, Some(memcg)) => memcg.before.usage_bytes as f64 / 1024.0,
         _ => record.measure.before.rss_kb as f64,
     };
-    // An entry's peak, and its memory before: the kernel's own peak where the cgroup gives
-    // one (a sampled RSS peak can fall between samples, and RSS misses the page tables of
-    // every instance), else the sampled RSS peak.
-    let peak_over = |record: &EntryRecord, before_kb: &dyn Fn(&EntryRecord) -> f64| {
-        let peak = match (basis, &record.memcg) {
-            (Basis::Memcg, Some(memcg)) => memcg.after.peak_bytes as f64 / 1024.0,
-            _ => record.sampling.rss_peak_kb? as f64,
-        };
-        Some((peak, before_kb(record)))
+    // An entry's peak: the kernel's own where the cgroup gives one (a sampled RSS peak can
+    // fall between samples, and RSS misses the page tables of every instance), else the
+    // sampled RSS peak.
+    let peak_kb = |record: &EntryRecord| match (basis, &record.memcg) {
+        (Basis::Memcg, Some(memcg)) => Some(memcg.after.peak_bytes as f64 / 1024.0),
+        _ => record.sampling.rss_peak_kb.map(|peak| peak as f64),
     };
     let step_kb = |step: &crate::record::Step| match basis {
         Basis::Memcg => step.memcg_kb.unwrap_or(0) as f64,
@@ -250,7 +247,7 @@ pub fn ingredients(
             marginal.push(series);
             marginal_from.push(source(run, record));
         }
-        if let (Some((peak, _)), Some(last)) = (peak_over(record, &before_kb), steps.last()) {
+        if let (Some(peak), Some(last)) = (peak_kb(record), steps.last()) {
             transient.push((peak - step_kb(last)).max(0.0));
             transient_from.push(source(run, record));
         }
@@ -281,12 +278,10 @@ pub fn ingredients(
         for record in &run.records {
             let in_flight = record.measure.outcome.latencies.len();
             let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
-            if let (true, true, Some((peak, before))) = (
-                concurrent,
-                in_flight >= MIN_IN_FLIGHT,
-                peak_over(record, &before_kb),
-            ) {
-                let grew = peak - before;
+            if let (true, true, Some(peak)) =
+                (concurrent, in_flight >= MIN_IN_FLIGHT, peak_kb(record))
+            {
+                let grew = peak - before_kb(record);
                 per_request.push(grew / in_flight as f64);
                 per_request_from.push(source(run, record));
             }

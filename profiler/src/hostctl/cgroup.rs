@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pressure::guardian::{Guardian, Restore};
 use crate::record::Row;
+use crate::sample::keyed;
 
 /// Which hierarchy holds the cgroup; their files differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,7 +159,7 @@ impl MemoryCgroup {
         };
         let key = |file: &str, key: &str| -> Result<u64> {
             let text = self.read_file(file)?;
-            Ok(keyed(&text, key).unwrap_or(0))
+            Ok(keyed::value(&text, key).unwrap_or(0))
         };
         Ok(match self.version {
             Version::V1 => MemcgStat {
@@ -206,14 +207,6 @@ impl MemoryCgroup {
         let path = self.dir.join(file);
         fs::write(&path, value).with_context(|| format!("writing {value} to {}", path.display()))
     }
-}
-
-/// The value of `key` in a `key value` per line file (memory.events, memory.oom_control).
-fn keyed(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|line| {
-        let (name, value) = line.split_once(' ')?;
-        (name == key).then(|| value.trim().parse().ok()).flatten()
-    })
 }
 
 /// The hierarchy with the memory controller, and the cgroup to make the host's in.
@@ -277,9 +270,9 @@ mod tests {
     #[test]
     fn reads_keyed_counters() {
         let oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
-        assert_eq!(keyed(oom_control, "oom_kill"), Some(3));
+        assert_eq!(keyed::value(oom_control, "oom_kill"), Some(3));
         let events = "low 0\nhigh 0\nmax 17\noom 2\noom_kill 1\n";
-        assert_eq!(keyed(events, "max"), Some(17));
-        assert_eq!(keyed(events, "oom_group_kill"), None);
+        assert_eq!(keyed::value(events, "max"), Some(17));
+        assert_eq!(keyed::value(events, "oom_group_kill"), None);
     }
 }

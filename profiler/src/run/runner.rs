@@ -14,8 +14,8 @@ use sha1::{Digest, Sha1};
 
 use crate::cmds::{Command, Entry, InFlightCap, Plan, SkillKind};
 use crate::hostctl::{
-    ExitWatch, HostProcess, HostProfile, HostSpec, MemcgEntry, MemoryCgroup, SampleSkills,
-    SkillsDir, Stopped, attach, profile,
+    ExitWatch, HostProcess, HostProfile, HostSpec, MemcgEntry, MemcgStat, MemoryCgroup,
+    SampleSkills, SkillsDir, Stopped, attach, profile,
 };
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
@@ -27,7 +27,7 @@ use crate::record::{
     Status, Step, SysctlDuring,
 };
 use crate::sample::process::{ProcessError, ProcessStat};
-use crate::sample::{self, Sampler, process};
+use crate::sample::{self, Sampler, process, vmstat};
 use crate::{explain, probes, words};
 
 use super::args::RunArgs;
@@ -44,7 +44,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         probes::require_bpf_for_run()?;
     }
     pressure_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
-    require_limit_if_filled(args.memory_max, &plan)?;
+    require_limits_usable(args.memory_max, args.max_map_count, &plan)?;
     let mut signals = Signals::install()?;
     let samples = match &args.samples {
         Some(dir) => SampleSkills::new(dir),
@@ -73,7 +73,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
             modified: harness_log::ctime_stamp(&args.cmds)?,
         },
     };
-    let info = RunInfo {
+    let mut info = RunInfo {
         skillprof_version: env!("CARGO_PKG_VERSION").to_owned(),
         run: stamp.clone(),
         started: Local::now().to_rfc3339(),
@@ -119,7 +119,6 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         .memory_max
         .map(|limit| MemoryCgroup::create(&format!("skillprof-{stamp}"), limit))
         .transpose()?;
-    let mut info = info;
     if let Some(cgroup) = &cgroup {
         info.memory_cgroup = Some(CgroupInfo {
             dir: cgroup.dir().display().to_string(),
@@ -148,7 +147,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         progress: Progress::new(plan.entries.len()).into(),
         cgroup,
         map_limit,
-        oom_kills_before: vmstat_oom_kills(),
+        oom_kills_before: vmstat::oom_kills(Path::new(sample::PROC)),
         log: LogWriter::new(log_file, &header)?,
         commands: CommandsCsv::create(&folder.join("commands.csv"))?,
         entries: EntriesJsonl::create(&folder.join(entries_jsonl::FILE))?,
@@ -211,7 +210,8 @@ impl Run {
                 )
             });
         }
-        let kills = vmstat_oom_kills()?.saturating_sub(self.oom_kills_before?);
+        let kills =
+            vmstat::oom_kills(Path::new(sample::PROC))?.saturating_sub(self.oom_kills_before?);
         (kills > 0).then(|| {
             format!("the machine's OOM killer killed {kills} process(es) during the run (/proc/vmstat oom_kill)")
         })
@@ -557,14 +557,14 @@ struct Watched<'a> {
 }
 
 impl Watched<'_> {
-    fn step(&self) -> Result<Step, Abort> {
-        Ok(Step {
+    /// The host's memory after a step, and its cgroup's account read for it.
+    fn step(&self) -> Result<(Step, Option<MemcgStat>), Abort> {
+        let memcg = self.cgroup.map(MemoryCgroup::read).transpose()?;
+        let step = Step {
             rss_kb: host_process(self.pid)?.rss_kb,
-            memcg_kb: match self.cgroup {
-                Some(cgroup) => Some(cgroup.read()?.usage_bytes / 1024),
-                None => None,
-            },
-        })
+            memcg_kb: memcg.map(|memcg| memcg.usage_bytes / 1024),
+        };
+        Ok((step, memcg))
     }
 }
 
@@ -584,7 +584,7 @@ async fn run_entry(
                 ref command => {
                     for _ in 0..entry.repeat {
                         workload.run(command, &mut outcome).await?;
-                        outcome.steps.push(host.step()?);
+                        outcome.steps.push(host.step()?.0);
                     }
                     Ok(())
                 }
@@ -635,8 +635,10 @@ async fn fill(
     for _ in 0..max {
         let errors = outcome.errors;
         workload.add(kind, 1, outcome).await?;
-        outcome.steps.push(host.step()?);
-        let hits = cgroup.read()?.limit_hits - hits_before;
+        let (step, memcg) = host.step()?;
+        outcome.steps.push(step);
+        let memcg = memcg.expect("the cgroup is read with every step");
+        let hits = memcg.limit_hits - hits_before;
         let stopped = if outcome.errors > errors {
             Some(FillStop::Failed)
         } else if hits > 0 {
@@ -653,11 +655,10 @@ async fn fill(
             None => {
                 fill.fitted += 1;
                 outcome.fill = Some(fill);
-                let step = outcome.steps.last().expect("pushed above");
                 host.progress.note(&format!(
                     "  fill: {} skill(s) held, the cgroup charged {} of {}",
                     fill.fitted,
-                    words::bytes(step.memcg_kb.unwrap_or(0) as f64 * 1024.0),
+                    words::bytes(memcg.usage_bytes as f64),
                     words::bytes(cgroup.limit_bytes() as f64)
                 ));
             }
@@ -668,36 +669,35 @@ async fn fill(
 
 /// A fill without a limit would fill the machine: refused before anything starts, as is a
 /// limit without the root it needs.
-fn require_limit_if_filled(memory_max: Option<u64>, plan: &Plan) -> Result<()> {
+fn require_limits_usable(
+    memory_max: Option<u64>,
+    max_map_count: Option<u64>,
+    plan: &Plan,
+) -> Result<()> {
     let fill = plan
         .entries
         .iter()
         .find(|entry| matches!(entry.command, Command::Fill { .. }));
-    match (fill, memory_max) {
-        (Some(entry), None) => anyhow::bail!(
+    if let (Some(entry), None) = (fill, memory_max) {
+        anyhow::bail!(
             "line {}: {} adds skills until the host holds no more, which needs a limit: give \
              --memory-max SIZE (a memory cgroup for the host), or the machine itself is filled",
             entry.line.unwrap_or(0),
             entry.name
-        ),
-        (_, Some(_)) if !crate::pressure::running_as_root() => anyhow::bail!(
-            "--memory-max makes a memory cgroup for the host, which needs root: run as root \
-             (e.g. `sudo skillprof run ...`)"
-        ),
-        _ => Ok(()),
+        );
     }
+    let why = match (memory_max, max_map_count) {
+        (Some(_), _) => "--memory-max makes a memory cgroup for the host",
+        (None, Some(_)) => "--max-map-count sets vm.max_map_count for the whole machine",
+        (None, None) => return Ok(()),
+    };
+    if !crate::pressure::running_as_root() {
+        anyhow::bail!("{why}, which needs root: run as root (e.g. `sudo skillprof run ...`)");
+    }
+    Ok(())
 }
 
 const MAX_MAP_COUNT: &str = "vm.max_map_count";
-
-/// The machine's OOM kills so far (/proc/vmstat oom_kill, Linux 4.13+).
-fn vmstat_oom_kills() -> Option<u64> {
-    let vmstat = fs::read_to_string("/proc/vmstat").ok()?;
-    vmstat.lines().find_map(|line| {
-        let value = line.strip_prefix("oom_kill ")?;
-        value.trim().parse().ok()
-    })
-}
 
 /// How long the end of a dying host's exit may lag its closed connections.
 const DEATH_GRACE: Duration = Duration::from_secs(1);

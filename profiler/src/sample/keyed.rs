@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 
 /// Each line's key (a trailing `:` dropped) and value, in file order. `file` names the
 /// source in errors.
-pub(super) fn pairs<'a>(
+pub(crate) fn pairs<'a>(
     text: &'a str,
     file: &'a str,
 ) -> impl Iterator<Item = Result<(&'a str, u64)>> + 'a {
@@ -21,6 +21,14 @@ pub(super) fn pairs<'a>(
                 )
             })
         })
+}
+
+/// The value of `key`, if a well-formed line has it (cgroup files such as memory.events and
+/// memory.oom_control have the same shape).
+pub(crate) fn value(text: &str, key: &str) -> Option<u64> {
+    pairs(text, "")
+        .find_map(|pair| pair.ok().filter(|(name, _)| *name == key))
+        .map(|(_, value)| value)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 pub mod cpu;
 mod entry;
-mod keyed;
+pub(crate) mod keyed;
 pub mod meminfo;
 pub mod process;
 pub mod psi;

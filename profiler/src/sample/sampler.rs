@@ -4,7 +4,6 @@
 //! cost of sampling.
 
 use std::{
-    fs,
     path::Path,
     sync::{
         Arc,
@@ -258,9 +257,7 @@ impl Worker {
         let counters = self.counters()?;
         self.sink.flush()?;
         let mut sampling = window.close(&sample, &counters);
-        sampling.maps_limit = fs::read_to_string("/proc/sys/vm/max_map_count")
-            .ok()
-            .and_then(|text| text.trim().parse().ok());
+        sampling.maps_limit = crate::machine::max_map_count();
         Ok(sampling)
     }
 

@@ -53,6 +53,11 @@ pub fn read(proc_root: &Path) -> Result<Vmstat> {
     parse(&read_proc_file(proc_root, "vmstat")?)
 }
 
+/// The machine's OOM kills so far (`oom_kill`, Linux 4.13+); `None` where it is not counted.
+pub fn oom_kills(proc_root: &Path) -> Option<u64> {
+    keyed::value(&read_proc_file(proc_root, "vmstat").ok()?, "oom_kill")
+}
+
 pub fn parse(text: &str) -> Result<Vmstat> {
     let mut counters = Vec::new();
     for pair in keyed::pairs(text, "/proc/vmstat") {
