@@ -200,10 +200,11 @@ pub fn ingredients(
     };
 
     // The first skill: the run's first entry adds one skill of this kind and nothing came
-    // before it.
+    // before it, and it got as far as one step (a host that died in it gives none).
     let first = runs.iter().find_map(|run| {
         let record = run.records.first()?;
-        (adds(&command(record)?, kind) == Some(1)).then_some((run, record))
+        let added = adds(&command(record)?, kind) == Some(1);
+        (added && !record.measure.outcome.steps.is_empty()).then_some((run, record))
     });
     let mut missing = Vec::new();
     let Some((first_run, first_record)) = first else {
@@ -664,6 +665,11 @@ mod tests {
         assert_eq!(missing[0].add, "4 add_py after the first");
         let missing = ingredients(&[bench_like()], SkillKind::Rust).unwrap_err();
         assert_eq!(missing[0].add, "add_rs as the run's first line");
+        // A first add the host died in has no step to measure the first skill by.
+        let mut run = bench_like();
+        run.records[0].measure.outcome.steps.clear();
+        let missing = ingredients(&[run], SkillKind::Python).unwrap_err();
+        assert_eq!(missing[0].add, "add_py as the run's first line");
         let mut run = bench_like();
         run.records.pop();
         let (_, missing) = ingredients(&[run], SkillKind::Python).unwrap();
