@@ -11,9 +11,11 @@ use aya_ebpf::{
     macros::{btf_tracepoint, fexit, tracepoint},
     programs::{BtfTracePointContext, FExitContext, TracePointContext},
 };
-use skillprof_common::{EventBody, HandledFaultEvent, KernelFaultEvent, UserFaultEvent};
+use skillprof_common::{
+    EventBody, FaultCounts, HandledFaultEvent, KernelFaultEvent, UserFaultEvent,
+};
 
-use crate::{add, counters, current_entry, emit, ids, is_host};
+use crate::{add, counters, current_entry, emit, ids, is_host, marks};
 
 /// x86 page-fault error code: the access was a write.
 const X86_PF_WRITE: u64 = 1 << 1;
@@ -29,16 +31,23 @@ const VM_FAULT_RETRY: u32 = 0x400;
 fn fault<E: EventBody + 'static>(tid: u32, write: bool, major: bool, event: E) {
     let entry = current_entry();
     if let Some(counters) = counters(entry) {
-        let faults = &mut counters.faults;
-        add(&mut faults.user, 1);
-        if write {
-            add(&mut faults.user_write, 1);
-        }
-        if major {
-            add(&mut faults.major, 1);
-        }
+        user_fault(&mut counters.faults, write, major);
+    }
+    if let Some(row) = marks::row_of(entry, tid) {
+        user_fault(&mut row.faults, write, major);
     }
     emit(entry, tid, event);
+}
+
+#[inline(always)]
+fn user_fault(faults: &mut FaultCounts, write: bool, major: bool) {
+    add(&mut faults.user, 1);
+    if write {
+        add(&mut faults.user_write, 1);
+    }
+    if major {
+        add(&mut faults.major, 1);
+    }
 }
 
 /// A fault taken in kernel mode. Only those on user addresses (the lower half of the address
@@ -51,6 +60,9 @@ fn kernel_fault(tid: u32, address: u64, write: bool) {
     let entry = current_entry();
     if let Some(counters) = counters(entry) {
         add(&mut counters.faults.kernel, 1);
+    }
+    if let Some(row) = marks::row_of(entry, tid) {
+        add(&mut row.faults.kernel, 1);
     }
     emit(
         entry,
@@ -160,8 +172,14 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     if flags & FAULT_FLAG_USER == 0 {
         if regs != 0 {
             kernel_fault(tid, address, flags & FAULT_FLAG_WRITE != 0);
-        } else if let Some(counters) = counters(current_entry()) {
-            add(&mut counters.faults.gup, 1);
+        } else {
+            let entry = current_entry();
+            if let Some(counters) = counters(entry) {
+                add(&mut counters.faults.gup, 1);
+            }
+            if let Some(row) = marks::row_of(entry, tid) {
+                add(&mut row.faults.gup, 1);
+            }
         }
         return 0;
     }

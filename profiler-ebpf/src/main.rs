@@ -10,6 +10,10 @@
 //! - an array, not a hash: entries are dense (0..plan length), lookups are inlined by the
 //!   verifier and can never fail for lack of room; userspace sizes it at load time.
 //!
+//! Skill attribution (`marks`): where the host marks its work, each fault and syscall of a
+//! host thread is also added to the row of the skill and phase the thread works on, so the
+//! rows of an entry sum to its counters.
+//!
 //! Events in kernel threads (kswapd, LRU shrinking from kswapd) are attributed to the entry
 //! current when they happen. Syscalls are attributed to the entry current at their entry.
 //!
@@ -25,6 +29,7 @@
 
 mod exit;
 mod faults;
+mod marks;
 mod syscalls;
 mod vmscan;
 

@@ -16,12 +16,14 @@ use aya_ebpf::{
     },
 };
 use skillprof_common::{
-    EAGAIN, EINVAL, ENOMEM, ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP, NR_MPROTECT, NR_MREMAP, NR_MUNMAP,
-    SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP, SysEnter, SyscallEvent, advice_class,
-    syscall_kind,
+    EAGAIN, EINVAL, ENOMEM, ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP,
+    NR_MPROTECT, NR_MREMAP, NR_MUNMAP, SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP, SysEnter,
+    SyscallEvent, advice_class, syscall_kind,
 };
 
-use crate::{PtRegs, add, counters, current_entry, emit, ids, is_host, max, now, stop_state};
+use crate::{
+    PtRegs, add, counters, current_entry, emit, ids, is_host, marks, max, now, stop_state,
+};
 
 /// Per host thread (key: tid): the syscall in flight. A thread's slot is inserted at its first
 /// syscall and then written in place, so a call costs two lookups rather than an insert and a
@@ -53,11 +55,14 @@ fn enter(tid: u32, nr: u32, args: [u64; 3]) -> bool {
     if syscall_kind(nr).is_none() {
         return true;
     }
+    let (skill, phase) = marks::current(tid);
     let state = SysEnter {
         ts_ns: now(),
         args,
         nr,
         entry: current_entry(),
+        skill,
+        phase,
     };
     match SYS_ENTER.get_ptr_mut(&tid) {
         Some(slot) => {
@@ -111,6 +116,12 @@ fn exit(tid: u32, nr: Option<u32>, ret: i64) {
         NR_BRK => brk_moved(saved.args[0], ret as u64),
         _ => (0, failed_errno),
     };
+    if let Some(row) = marks::row_saved(saved.entry, saved.skill, saved.phase)
+        && let Some(counts) = row.syscalls.get_mut(kind)
+    {
+        add(&mut counts.calls, 1);
+        add(&mut counts.bytes, bytes);
+    }
     let Some(c) = counters(saved.entry) else {
         return;
     };

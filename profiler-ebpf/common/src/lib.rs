@@ -185,8 +185,9 @@ counters! {
 }
 
 counters! {
-    /// madvise calls of one advice class.
-    pub struct AdviceCounts {
+    /// Calls and their bytes: madvise calls of one advice class, a skill's calls of one
+    /// syscall kind.
+    pub struct CallCounts {
         calls: sum,
         bytes: sum,
     }
@@ -279,6 +280,16 @@ counters! {
 }
 
 counters! {
+    /// The host's markers (skill attribution).
+    pub struct MarkCounts {
+        /// Marker calls the uprobe saw.
+        hits: sum,
+        /// Events counted in the unattributed row because the skill table was full.
+        overflow: sum,
+    }
+}
+
+counters! {
     /// `--events`: the ring buffer.
     pub struct EventCounts {
         /// Events written.
@@ -296,7 +307,7 @@ counters! {
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 pub struct Counters {
     pub syscalls: [SyscallCounts; SYSCALLS],
-    pub madvise: [AdviceCounts; ADVICES],
+    pub madvise: [CallCounts; ADVICES],
     pub faults: FaultCounts,
     pub kswapd: KswapdCounts,
     pub direct: ReclaimCounts,
@@ -308,6 +319,7 @@ pub struct Counters {
     pub shrink_node_host: ShrinkNodeCounts,
     pub slab: SlabCounts,
     pub throttle: ThrottleCounts,
+    pub marks: MarkCounts,
     pub events: EventCounts,
 }
 
@@ -336,6 +348,7 @@ impl Combine for Counters {
         self.shrink_node_host.combine(&other.shrink_node_host);
         self.slab.combine(&other.slab);
         self.throttle.combine(&other.throttle);
+        self.marks.combine(&other.marks);
         self.events.combine(&other.events);
     }
 }
@@ -354,6 +367,92 @@ pub struct SysEnter {
     pub nr: u32,
     /// The entry current at syscall entry: the call is attributed to it.
     pub entry: u32,
+    /// The skill and phase current at syscall entry (see [`Mark`]).
+    pub skill: u32,
+    pub phase: u32,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Skill attribution: the host's markers
+// ---------------------------------------------------------------------------------------------
+
+/// The marker function a host calls, `extern "C"`, around each stretch of work it does for a
+/// skill: `skillhost_mark(request: u64, skill: u32, phase: u32, name: *const c_char)`.
+/// `phase` is a `PHASE_*` number, with [`PHASE_FIRST`] on the first stretch of a phase
+/// instance (one compile, one instantiation, one call), and [`PHASE_IDLE`] when the thread
+/// stops working for it. `name` is the skill's name, NUL-terminated; it is read once per
+/// skill, on a first stretch.
+pub const MARKER_SYMBOL: &str = "skillhost_mark";
+
+pub const PHASE_IDLE: u32 = 0;
+pub const PHASE_COMPILE: u32 = 1;
+pub const PHASE_INSTANTIATE: u32 = 2;
+pub const PHASE_CALL: u32 = 3;
+/// Phase names, by number: work outside any phase is the host's own.
+pub const PHASE_NAMES: [&str; PHASES] = ["host", "compile", "instantiate", "call"];
+pub const PHASES: usize = 4;
+/// Or'ed into the phase of a phase instance's first stretch: counts the instance once.
+pub const PHASE_FIRST: u32 = 0x100;
+/// Or'ed into the phase of a helper thread's stretch (a compile's worker threads): its events
+/// count for the phase, its time does not (the thread that runs the phase already counts it).
+pub const PHASE_HELPER: u32 = 0x200;
+
+/// The skill id of work no marker covers: the runtime, the allocator, background threads.
+pub const HOST_SKILL: u32 = u32::MAX;
+/// Bytes of a skill name kept (the host's names are at most 64).
+pub const SKILL_NAME_LEN: usize = 64;
+
+/// Per host thread (key: tid): what the thread works on now.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mark {
+    pub request: u64,
+    /// When the thread entered this stretch (bpf_ktime_get_ns); 0 for a helper's stretch.
+    pub since_ns: u64,
+    pub skill: u32,
+    /// A `PHASE_*` number without [`PHASE_FIRST`] or [`PHASE_HELPER`].
+    pub phase: u32,
+}
+
+/// Key of the per-skill counters: an entry, a skill, a phase.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SkillKey {
+    pub entry: u32,
+    pub skill: u32,
+    pub phase: u32,
+    pub _pad: u32,
+}
+
+counters! {
+    /// Time and instances of one phase of one skill.
+    pub struct PhaseCounts {
+        /// Phase instances begun (compiles, instantiations, calls).
+        runs: sum,
+        /// Time in the phase: a compile from start to end, an instantiation or call the sum
+        /// of its polls (time on a thread, not time waiting to be polled).
+        ns: sum,
+    }
+}
+
+/// What one skill's phase did in one entry, on one CPU: the value of the `SKILLS` map. Every
+/// event the entry's [`Counters`] count in `faults` and `syscalls` is counted in exactly one
+/// of these (the [`HOST_SKILL`] row takes the unmarked ones), so they sum to the entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+pub struct SkillCounters {
+    pub phase: PhaseCounts,
+    pub faults: FaultCounts,
+    pub syscalls: [CallCounts; SYSCALLS],
+}
+
+impl Combine for SkillCounters {
+    fn combine(&mut self, other: &Self) {
+        self.phase.combine(&other.phase);
+        self.faults.combine(&other.faults);
+        self.syscalls.combine(&other.syscalls);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -426,10 +525,11 @@ pub enum EventKind {
     RssTeardown = 18,
     NotifyParent = 19,
     KernelFault = 20,
+    Mark = 21,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 20] = [
+    const ALL: [EventKind; 21] = [
         Self::Syscall,
         Self::UserFault,
         Self::HandledFault,
@@ -450,6 +550,7 @@ impl EventKind {
         Self::RssTeardown,
         Self::NotifyParent,
         Self::KernelFault,
+        Self::Mark,
     ];
 
     /// The kind a header's tag names (the tag crosses from the kernel as a plain u32, so an
@@ -624,6 +725,13 @@ event_bodies! {
     NotifyParent => pub struct NotifyParentEvent {
         signal: u64,
     }
+    /// A host thread began (or with `PHASE_IDLE`, ended) a stretch of work for a skill.
+    Mark => pub struct MarkEvent {
+        request: u64,
+        skill: u32,
+        /// As passed to the marker, [`PHASE_FIRST`] included.
+        phase: u32,
+    }
 }
 
 #[cfg(feature = "user")]
@@ -635,4 +743,6 @@ mod pod {
     unsafe impl aya::Pod for super::StopState {}
     unsafe impl aya::Pod for super::EventHeader {}
     unsafe impl aya::Pod for super::ReclaimState {}
+    unsafe impl aya::Pod for super::SkillKey {}
+    unsafe impl aya::Pod for super::SkillCounters {}
 }

@@ -20,6 +20,7 @@ use crate::config::{Api, HostConfig};
 
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
 use crate::invoke::{Failure, Invocation};
+use crate::marks::Work;
 use crate::metrics::Metrics;
 use crate::names;
 use crate::registry::{Registry, Slot};
@@ -86,7 +87,8 @@ async fn execute(app: &App, body: &[u8]) -> Response {
     let Ok(_admitted) = app.admission.acquire().await else {
         return api.error(StatusCode::SERVICE_UNAVAILABLE, "the host is shutting down");
     };
-    let compiled = match app.registry.compiled(&slot).await {
+    let work = Work::new(&slot.tag);
+    let compiled = match app.registry.compiled(&slot, &work).await {
         Ok(compiled) => compiled,
         Err(reason) => {
             return api.error(
@@ -98,6 +100,7 @@ async fn execute(app: &App, body: &[u8]) -> Response {
     let input = serde_json::to_vec(&request.input).expect("a JSON value serialises");
     let invocation = Invocation {
         skill: &slot.name,
+        work: &work,
         pre: &compiled.pre,
         memory_limit: app.config.engine.memory_limit_bytes(),
         deadline: app.config.deadline(),

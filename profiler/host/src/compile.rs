@@ -19,6 +19,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::config::{Allocator, EngineConfig};
 use crate::invoke::{RequestState, SkillPre};
+use crate::marks::{PHASE_COMPILE, Work};
 use crate::metrics::Metrics;
 
 /// Where a skill's compiled code came from.
@@ -79,7 +80,7 @@ impl Compiler {
     }
 
     /// Blocking: compiling a Python skill takes seconds of CPU.
-    pub fn load(&self, path: &Path) -> Result<Arc<CompiledSkill>> {
+    pub fn load(&self, path: &Path, work: &Work) -> Result<Arc<CompiledSkill>> {
         let started = Instant::now();
         let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
@@ -95,10 +96,10 @@ impl Compiler {
             }));
         }
 
-        let (component, origin) = match &self.config.cache_dir {
-            Some(dir) => self.through_disk_cache(dir, &bytes, &sha256)?,
-            None => (Component::new(&self.engine, &bytes)?, Origin::Compiled),
-        };
+        let (component, origin) = compile_pool(work)?.install(|| match &self.config.cache_dir {
+            Some(dir) => self.through_disk_cache(dir, &bytes, &sha256),
+            None => Ok((Component::new(&self.engine, &bytes)?, Origin::Compiled)),
+        })?;
         if matches!(origin, Origin::Compiled) {
             self.metrics.compiled();
         }
@@ -183,6 +184,19 @@ impl Compiler {
         }
         Ok(())
     }
+}
+
+/// Cranelift compiles a component's functions in parallel on the current rayon pool. A pool
+/// of this compile's own, whose threads are marked as working for the skill, attributes that
+/// work (most of a Python skill's compile) to it rather than to the host.
+fn compile_pool(work: &Work) -> Result<rayon::ThreadPool> {
+    let (start, exit) = (work.clone(), work.clone());
+    rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("compile-{i}"))
+        .start_handler(move |_| start.help(PHASE_COMPILE))
+        .exit_handler(move |_| exit.leave())
+        .build()
+        .context("starting the compile threads")
 }
 
 fn engine_key(engine: &Engine) -> String {

@@ -9,6 +9,7 @@ use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::limits::MemoryLimiter;
+use crate::marks::{PHASE_CALL, PHASE_INSTANTIATE, PhaseCell, Work};
 use crate::metrics::{LiveInstance, Metrics};
 
 wasmtime::component::bindgen!({
@@ -60,6 +61,7 @@ pub enum Failure {
 
 pub struct Invocation<'a> {
     pub skill: &'a str,
+    pub work: &'a Work,
     pub pre: &'a SkillPre<RequestState>,
     pub memory_limit: usize,
     pub deadline: Duration,
@@ -94,11 +96,14 @@ impl Invocation<'_> {
         // The timeout covers guests that wait in WASI (sleeping), which run no guest code
         // and so never see an epoch tick; dropping the future cancels the call.
         let mut instantiated = None;
+        let phase = PhaseCell::new(PHASE_INSTANTIATE);
         let call = async {
             let skill = self.pre.instantiate_async(&mut store).await?;
             instantiated = Some(started.elapsed());
+            phase.enter(self.work, PHASE_CALL);
             skill.call_run(&mut store, input).await
         };
+        let call = self.work.track(&phase, call);
         let outcome = match tokio::time::timeout(deadline, call).await {
             Err(_elapsed) => return Err(Failure::Deadline),
             Ok(outcome) => outcome,

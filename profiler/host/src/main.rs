@@ -7,6 +7,7 @@ mod dialect;
 mod engine;
 mod invoke;
 mod limits;
+mod marks;
 mod metrics;
 mod names;
 mod registry;

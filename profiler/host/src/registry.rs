@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::compile::{CompiledSkill, Compiler, Origin};
+use crate::marks::{PHASE_COMPILE, SkillTag, Work};
 use crate::names;
 
 pub struct Registry {
@@ -25,6 +26,8 @@ pub struct Registry {
 /// describes the bytes it was registered with.
 pub struct Slot {
     pub name: String,
+    /// What markers call this registration.
+    pub tag: SkillTag,
     path: PathBuf,
     stamp: FileStamp,
     state: Mutex<State>,
@@ -101,6 +104,7 @@ impl Registry {
             let unchanged = skills.get(&name).is_some_and(|slot| slot.stamp == stamp);
             if !unchanged {
                 let slot = Slot {
+                    tag: SkillTag::new(&name),
                     name: name.clone(),
                     path,
                     stamp,
@@ -166,7 +170,7 @@ impl Registry {
 
     /// The skill's compiled form, compiling it now if this is its first request. A skill
     /// that failed to compile keeps failing with the same reason until its file changes.
-    pub async fn compiled(&self, slot: &Slot) -> Result<Arc<CompiledSkill>, String> {
+    pub async fn compiled(&self, slot: &Slot, work: &Work) -> Result<Arc<CompiledSkill>, String> {
         if let Some(compiled) = slot.compiled() {
             return Ok(compiled);
         }
@@ -178,7 +182,14 @@ impl Registry {
         }
         let compiler = self.compiler.clone();
         let path = slot.path.clone();
-        let loaded = tokio::task::spawn_blocking(move || compiler.load(&path)).await;
+        let work = work.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            work.begin(PHASE_COMPILE);
+            let loaded = compiler.load(&path, &work);
+            work.leave();
+            loaded
+        })
+        .await;
         let state = match loaded {
             Ok(Ok(compiled)) => {
                 eprintln!(

@@ -51,6 +51,13 @@ pub enum Command {
         wait_ms: u64,
         times: u32,
     },
+    /// TIMES requests to each named skill, each asking for its own MEMORY_KB, all in flight at
+    /// once (a skillprof extension: skills with different working sets in one entry).
+    PExecute {
+        times: u32,
+        /// Skill name and MEMORY_KB, in line order.
+        skills: Vec<(String, u64)>,
+    },
     /// Evict a compiled skill from the host's cache; `None`: the first cached one in sorted order.
     DropCachedSkill(Option<String>),
     /// Unregister a skill; `None`: the first registered one in sorted order.
@@ -180,6 +187,33 @@ const SIGNATURES: &[Signature] = &[
             })
         },
     ),
+    takes(
+        "p_execute",
+        "TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]",
+        |args| {
+            let times = args.required_count(0)?;
+            let skills = args.tokens[1..]
+                .iter()
+                .map(|token| {
+                    let (name, kb) = token.split_once(':').ok_or_else(|| {
+                        args.problem(format!("expected NAME:MEMORY_KB, got {token:?}"))
+                    })?;
+                    let kb = python_int(kb)
+                        .and_then(|kb| u64::try_from(kb).ok())
+                        .ok_or_else(|| {
+                            args.problem(format!(
+                                "MEMORY_KB must be a whole number, got {kb:?} in {token:?}"
+                            ))
+                        })?;
+                    Ok((name.to_owned(), kb))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            if let Err(too_many) = args.cap.check(times, skills.len()) {
+                return Err(args.problem(too_many));
+            }
+            Ok(Command::PExecute { times, skills })
+        },
+    ),
     takes("drop_cached_skill", "[NAME]", |args| {
         Ok(Command::DropCachedSkill(args.text(0)))
     }),
@@ -226,7 +260,13 @@ impl<'a> Args<'a> {
             .clone()
             .filter(|param| !param.starts_with('['))
             .count();
-        if (required..=params.count()).contains(&tokens.len()) {
+        // A last parameter written `[X...]` takes any number of further arguments.
+        let most = if signature.params.ends_with("...]") {
+            usize::MAX
+        } else {
+            params.count()
+        };
+        if (required..=most).contains(&tokens.len()) {
             return Ok(args);
         }
         let plural = if tokens.len() == 1 { "" } else { "s" };

@@ -52,7 +52,7 @@ impl fmt::Display for TooManyInFlight {
         let Self { times, skills, cap } = self;
         write!(
             f,
-            "p_execute_all would put {times} × {skills} skills = {} requests in flight, more than \
+            "the line would put {times} × {skills} skills = {} requests in flight, more than \
              --max-in-flight {cap}; lower TIMES or raise --max-in-flight",
             u64::from(*times).saturating_mul(*skills)
         )
@@ -73,7 +73,7 @@ mod tests {
         let refused = cap.check(11, 10).unwrap_err();
         assert_eq!(
             refused.to_string(),
-            "p_execute_all would put 11 × 10 skills = 110 requests in flight, more than --max-in-flight 100; \
+            "the line would put 11 × 10 skills = 110 requests in flight, more than --max-in-flight 100; \
              lower TIMES or raise --max-in-flight"
         );
         assert!(cap.check(u32::MAX, usize::MAX).is_err());

@@ -317,6 +317,18 @@ mod tests {
                 ),
             ),
             (
+                "p_execute 3 sample_rs1:8192 sample_rs2:0",
+                entry(
+                    1,
+                    "p_execute 3 sample_rs1:8192 sample_rs2:0",
+                    1,
+                    PExecute {
+                        times: 3,
+                        skills: vec![(text("sample_rs1"), 8192), (text("sample_rs2"), 0)],
+                    },
+                ),
+            ),
+            (
                 "10 drop_cached_skill",
                 entry(1, "10 drop_cached_skill", 10, DropCachedSkill(None)),
             ),
@@ -394,7 +406,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, drop_cached_skill, delete_skill, pressure, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -445,6 +457,22 @@ mod tests {
                 "p_execute_all Max 0 0 10001",
                 "p_execute_all takes [TOPIC] [MEMORY_KB] [WAIT_MS] [TIMES]; TIMES must be at most 10000 (--max-in-flight), got 10001",
             ),
+            (
+                "p_execute 3",
+                "p_execute takes TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]; got 1 argument",
+            ),
+            (
+                "p_execute 3 sample_rs1",
+                "p_execute takes TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]; expected NAME:MEMORY_KB, got \"sample_rs1\"",
+            ),
+            (
+                "p_execute 3 sample_rs1:1.5",
+                "p_execute takes TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]; MEMORY_KB must be a whole number, got \"1.5\" in \"sample_rs1:1.5\"",
+            ),
+            (
+                "p_execute 6000 a:0 b:0",
+                "p_execute takes TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]; the line would put 6000 × 2 skills = 12000 requests in flight, more than --max-in-flight 10000; lower TIMES or raise --max-in-flight",
+            ),
             ("skills all", "skills takes no arguments; got 1 argument"),
             (
                 "skills # list them",
@@ -466,7 +494,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, drop_cached_skill, delete_skill, pressure, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, drop_cached_skill, delete_skill, pressure, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),

@@ -8,3 +8,4 @@ pub mod harness_log;
 pub mod meta;
 pub mod pressure_csv;
 pub mod samples_csv;
+pub mod skills_csv;

@@ -140,6 +140,7 @@ fn decode(header: &EventHeader, body: &[u8]) -> KernelEvent {
             EventKind::ExitMmap => Body::ExitMmap(read(body)?),
             EventKind::RssTeardown => Body::RssTeardown(read(body)?),
             EventKind::NotifyParent => Body::NotifyParent(read(body)?),
+            EventKind::Mark => Body::Mark(read(body)?),
         })
     });
     KernelEvent {

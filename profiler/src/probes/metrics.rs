@@ -11,7 +11,7 @@ use skillprof_common::{
     SYSCALLS,
 };
 
-use super::plan::Mechanism;
+use super::{markers::SkillRow, plan::Mechanism};
 use crate::record::Row;
 
 /// Combines the per-CPU copies of one entry's counters: sums, and maxima for the `*_max`
@@ -34,6 +34,9 @@ pub struct ProbeMetrics {
     pub majflt_perf: Option<u64>,
     /// Whether `--events` streamed (the events_* columns).
     pub(super) streaming: bool,
+    /// Per skill and phase (skills.csv); `None` when the host had no markers.
+    #[serde(default)]
+    pub skills: Option<Vec<SkillRow>>,
 }
 
 impl ProbeMetrics {
@@ -69,6 +72,7 @@ impl ProbeMetrics {
                 .collect(),
             majflt_perf: None,
             streaming: false,
+            skills: None,
         }
     }
 }
@@ -207,6 +211,10 @@ const THROTTLE_DOC: Doc = (
     "throttle_*",
     "reclaim throttling (mm_vmscan_throttled): throttle_count, throttle_ms (delayed), and throttle_host_count/_ms for the host",
 );
+const MARKS_DOC: Doc = (
+    "marks_*",
+    "the host's markers (uprobe; empty for a host without them): marks_hits, marker calls seen; marks_overflow, events counted in skills.csv's host row because the skill table was full",
+);
 const EVENTS_DOC: Doc = (
     "events_*",
     "with --events: events_sent to the ring buffer and events_lost (ring full) during the entry",
@@ -312,6 +320,9 @@ pub fn columns() -> &'static [Column] {
         col("throttle_host_count".into(), "throttle", THROTTLE_DOC, count(|c| c.throttle.host_count));
         col("throttle_host_ms".into(), "throttle", THROTTLE_DOC, scaled(|c| c.throttle.host_us, UsAsMs));
 
+        col("marks_hits".into(), super::markers::PROBE, MARKS_DOC, count(|c| c.marks.hits));
+        col("marks_overflow".into(), super::markers::PROBE, MARKS_DOC, count(|c| c.marks.overflow));
+
         col("events_sent".into(), "events", EVENTS_DOC, Value::Events(Box::new(|c| c.events.sent)));
         col("events_lost".into(), "events", EVENTS_DOC, Value::Events(Box::new(|c| c.events.lost)));
         out
@@ -345,6 +356,7 @@ mod tests {
             attached: [("syscalls".to_string(), Mechanism::TpBtf)].into(),
             majflt_perf: Some(2),
             streaming: false,
+            skills: None,
         };
         let mut row = Row::default();
         ProbeMetrics::write_cells(Some(&metrics), &mut row);

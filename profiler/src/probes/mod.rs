@@ -15,6 +15,7 @@ pub mod cost_model;
 mod events;
 mod formats;
 mod majflt;
+pub mod markers;
 mod metrics;
 mod object;
 mod plan;

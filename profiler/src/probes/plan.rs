@@ -40,15 +40,18 @@ pub enum Mechanism {
     Tracepoint,
     /// A perf software counter (not BPF): the major-fault count.
     PerfCounter,
+    /// A uprobe on a function of the host (its markers).
+    Uprobe,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 5] = [
+    pub const ALL: [Mechanism; 6] = [
         Self::Fentry,
         Self::Kprobe,
         Self::TpBtf,
         Self::Tracepoint,
         Self::PerfCounter,
+        Self::Uprobe,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +61,7 @@ impl Mechanism {
             Self::TpBtf => "tp_btf",
             Self::Tracepoint => "tracepoint",
             Self::PerfCounter => "perf_counter",
+            Self::Uprobe => "uprobe",
         }
     }
 

@@ -22,6 +22,7 @@ use super::{
     cost_model::{CostModel, Counted, Modelled, Per},
     events::EventStream,
     majflt::MajorFaults,
+    markers::{self, Markers},
     metrics::{ProbeMetrics, combine},
     object,
     plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
@@ -158,6 +159,8 @@ pub struct ProbeSession {
     majflt: Option<Mutex<MajorFaults>>,
     /// Major-fault counter value at each `begin_entry`.
     majflt_marks: Mutex<HashMap<u32, u64>>,
+    /// Skill attribution, when the host has markers and their uprobe attached.
+    markers: Option<Mutex<Markers>>,
     stats: Option<StatsGuard>,
     stats_error: Option<String>,
     /// The cost model, or why none applies (`None`: not asked for).
@@ -195,7 +198,10 @@ impl ProbeSession {
             Some(path) => Some(CostModel::load(path, &crate::machine::Machine::read()?)),
             None => None,
         };
-        let mut ebpf = object::load(tgid, max_entries, options.events.is_some())?;
+        // Before loading: whether the fault and syscall programs attribute to skills is a
+        // load-time constant.
+        let marker = markers::locate(tgid);
+        let mut ebpf = object::load(tgid, max_entries, options.events.is_some(), marker.is_ok())?;
         seed_kswapd(&mut ebpf)?;
         seed_brk(&mut ebpf, tgid)?;
         let diagnostics = Diagnostics::default();
@@ -209,6 +215,13 @@ impl ProbeSession {
             .map(|probe| attacher.attach(&mut ebpf, probe, &allowed))
             .collect();
         let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
+        let marker = marker
+            .and_then(|exe| markers::attach(&mut ebpf, tgid, &exe).map_err(|e| format!("{e:#}")));
+        statuses.push(markers::status(&marker));
+        let markers = match marker {
+            Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),
+            Err(_) => None,
+        };
 
         let majflt = MajorFaults::open(tgid);
         statuses.push(ProbeStatus::perf_counter(
@@ -247,6 +260,7 @@ impl ProbeSession {
             model,
             logger: Some(Mutex::new(logger)),
             diagnostics,
+            markers,
             statuses,
             tracefs: attacher.tracefs(),
             tgid,
@@ -325,6 +339,9 @@ impl ProbeSession {
             let value = majflt.lock().unwrap().read()?;
             self.majflt_marks.lock().unwrap().insert(index, value);
         }
+        if let Some(markers) = &self.markers {
+            markers.lock().unwrap().begin_entry(index)?;
+        }
         self.entry_map
             .lock()
             .unwrap()
@@ -357,11 +374,16 @@ impl ProbeSession {
             .filter(|s| s.attached)
             .map(|s| (s.probe.clone(), s.mechanism))
             .collect();
+        let skills = match &self.markers {
+            Some(markers) => Some(markers.lock().unwrap().entry(index)?),
+            None => None,
+        };
         Ok(ProbeMetrics {
             counters,
             attached,
             majflt_perf: self.majflt_delta(index)?,
             streaming: self.events.is_some(),
+            skills,
         })
     }
 
@@ -602,7 +624,7 @@ fn defer_rss_stat(ebpf: &mut Ebpf, statuses: &mut [ProbeStatus]) -> Result<RssSt
     Ok(RssStat::Deferred)
 }
 
-fn take(ebpf: &mut Ebpf, name: &str) -> Result<aya::maps::Map> {
+pub(super) fn take(ebpf: &mut Ebpf, name: &str) -> Result<aya::maps::Map> {
     ebpf.take_map(name)
         .with_context(|| format!("map {name} is not in the BPF object"))
 }

@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use skillprof_common::{
     ADVICE_NAMES, CTX_NAMES, DirectReclaimEvent, ExitGroupEvent, ExitMmapEvent, HandledFaultEvent,
     KernelFaultEvent, KswapdSleepEvent, KswapdWakeEvent, LruActiveEvent, LruInactiveEvent,
-    MemcgReclaimEvent, NotifyParentEvent, RssTeardownEvent, SYS_BRK, SYS_MADVISE, SYS_MREMAP,
-    SYSCALL_NAMES, ShrinkNodeEvent, ShrinkSlabEvent, SignalDeliverEvent, SyscallEvent,
+    MarkEvent, MemcgReclaimEvent, NotifyParentEvent, RssTeardownEvent, SYS_BRK, SYS_MADVISE,
+    SYS_MREMAP, SYSCALL_NAMES, ShrinkNodeEvent, ShrinkSlabEvent, SignalDeliverEvent, SyscallEvent,
     ThrottledEvent, UserFaultEvent, WakeupKswapdEvent, advice_class,
 };
 
@@ -49,6 +49,7 @@ pub enum Body {
     ExitMmap(ExitMmapEvent),
     RssTeardown(RssTeardownEvent),
     NotifyParent(NotifyParentEvent),
+    Mark(MarkEvent),
     /// A kind this version does not know, or a body too short for its kind.
     Unknown {
         tag: u32,
@@ -107,6 +108,7 @@ impl Body {
             Body::ExitMmap(_) => "exit_mmap_end",
             Body::RssTeardown(_) => "rss_teardown",
             Body::NotifyParent(_) => "notify_parent",
+            Body::Mark(_) => "mark",
             Body::Unknown { .. } => "unknown",
         }
     }
@@ -191,6 +193,11 @@ impl Body {
                 ("member", n(e.member.into())),
                 ("bytes", n(e.bytes)),
                 ("curr", n(e.own_task.into())),
+            ],
+            Body::Mark(e) => vec![
+                ("request", n(e.request)),
+                ("skill", n(e.skill.into())),
+                ("phase", hex(e.phase.into())),
             ],
             Body::Unknown { tag, bytes } => vec![("kind", n(tag.into())), ("bytes", n(bytes))],
         }
@@ -403,6 +410,11 @@ impl Body {
             "notify_parent" => Body::NotifyParent(NotifyParentEvent {
                 signal: f.u64("sig")?,
             }),
+            "mark" => Body::Mark(MarkEvent {
+                request: f.u64("request")?,
+                skill: f.u32("skill")?,
+                phase: f.u32("phase")?,
+            }),
             "unknown" => Body::Unknown {
                 tag: f.u32("kind")?,
                 bytes: f.u64("bytes")?,
@@ -513,6 +525,11 @@ mod tests {
                 bytes: 8192,
             }),
             Body::NotifyParent(NotifyParentEvent { signal: 17 }),
+            Body::Mark(MarkEvent {
+                request: 12,
+                skill: 3,
+                phase: 0x102,
+            }),
             Body::Unknown { tag: 99, bytes: 3 },
         ]);
         bodies

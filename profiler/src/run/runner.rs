@@ -19,7 +19,9 @@ use crate::hostctl::{
 };
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
-use crate::output::{commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv};
+use crate::output::{
+    commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv, skills_csv::SkillsCsv,
+};
 use crate::pressure::SysctlChange;
 use crate::probes::{CostMode, Mechanism};
 use crate::record::{
@@ -151,6 +153,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         log: LogWriter::new(log_file, &header)?,
         commands: CommandsCsv::create(&folder.join("commands.csv"))?,
         entries: EntriesJsonl::create(&folder.join(entries_jsonl::FILE))?,
+        skills: SkillsCsv::new(&folder),
         samples_csv: Some(SamplesCsv::create(&folder.join("samples.csv"))?),
         meta_path: folder.join("meta.json"),
         entries_done: 0,
@@ -178,6 +181,7 @@ struct Run {
     log: LogWriter<File>,
     commands: CommandsCsv,
     entries: EntriesJsonl,
+    skills: SkillsCsv,
     /// Handed to the sampler when the host is up.
     samples_csv: Option<SamplesCsv>,
     progress: std::sync::Arc<Progress>,
@@ -422,6 +426,9 @@ impl Run {
         self.log.write_entry(&logged)?;
         self.commands.write(&record.row())?;
         self.entries.write(&record)?;
+        if let Some(rows) = record.probes.as_ref().and_then(|p| p.skills.as_ref()) {
+            self.skills.write(measure.index, &measure.cmd, rows)?;
+        }
         self.entries_done += 1;
         self.info.entries_run = self.entries_done;
         self.info.request_errors += measure.outcome.errors;

@@ -159,11 +159,19 @@ impl Workload {
                         let input = skill_input(topic, *memory_kb, *wait_ms);
                         let each = names
                             .iter()
-                            .flat_map(|name| (0..*times).map(move |_| name.clone()));
-                        self.execute_at_once(each, &input, outcome).await;
+                            .flat_map(|name| (0..*times).map(|_| (name.clone(), input.clone())));
+                        self.execute_at_once(each, outcome).await;
                     }
                     Err(too_many) => outcome.fail(too_many.to_string()),
                 }
+                Ok(())
+            }
+            Command::PExecute { times, skills } => {
+                let each = skills.iter().flat_map(|(name, memory_kb)| {
+                    let input = skill_input(DEFAULT_TOPIC, *memory_kb, 0);
+                    (0..*times).map(move |_| (name.clone(), input.clone()))
+                });
+                self.execute_at_once(each, outcome).await;
                 Ok(())
             }
             Command::DropCachedSkill(name) => {
@@ -218,22 +226,20 @@ impl Workload {
             return Ok(());
         }
         let input = skill_input(DEFAULT_TOPIC, 0, 0);
-        self.execute_at_once(names.into_iter(), &input, outcome)
-            .await;
+        let each = names.into_iter().map(|name| (name, input.clone()));
+        self.execute_at_once(each, outcome).await;
         Ok(())
     }
 
-    /// Sends all requests at once and waits for every answer.
+    /// Sends all requests (skill name, input) at once and waits for every answer.
     async fn execute_at_once(
         &self,
-        names: impl Iterator<Item = String>,
-        input: &Value,
+        requests_of: impl Iterator<Item = (String, Value)>,
         outcome: &mut Outcome,
     ) {
         let mut requests = JoinSet::new();
-        for name in names {
+        for (name, input) in requests_of {
             let client = self.client.clone();
-            let input = input.clone();
             requests.spawn(async move {
                 let executed = timed_execute(&client, &name, &input).await;
                 (name, executed)

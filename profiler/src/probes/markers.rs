@@ -1,0 +1,222 @@
+//! Skill attribution from the host's markers: find `skillhost_mark` in the host's
+//! executable, attach the uprobe that follows it, and read each entry's rows (skill × phase)
+//! back as typed [`SkillRow`]s. A host without the marker (another binary, a stripped one)
+//! keeps entry attribution only, and the probe table says so.
+
+use std::{collections::BTreeMap, fs, num::NonZeroU32, path::PathBuf};
+
+use ::object::{Object as _, ObjectSymbol as _};
+use anyhow::{Context as _, Result};
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuHashMap, PerCpuValues},
+    programs::{UProbe, uprobe::UProbeScope},
+};
+use serde::{Deserialize, Serialize};
+use skillprof_common::{
+    Combine as _, HOST_SKILL, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES, SKILL_NAME_LEN,
+    SYSCALL_NAMES, SkillCounters, SkillKey,
+};
+
+use crate::record::Row;
+
+use super::{
+    object,
+    plan::{Mechanism, ProbeStatus},
+    session::take,
+};
+
+/// The probe's name in the probe table and meta.json.
+pub const PROBE: &str = "markers";
+const PROGRAM: &str = "uprobe_mark";
+
+/// Where the host's marker is: its executable, if that has the marker symbol, or why not.
+/// The path is `/proc/PID/exe`, which names the running binary even if the file on disk has
+/// been replaced since.
+pub fn locate(tgid: u32) -> Result<PathBuf, String> {
+    let exe = PathBuf::from(format!("/proc/{tgid}/exe"));
+    let bytes = fs::read(&exe).map_err(|e| format!("cannot read {}: {e}", exe.display()))?;
+    let file = ::object::File::parse(&*bytes)
+        .map_err(|e| format!("{} is not an ELF executable: {e}", exe.display()))?;
+    if file.symbols().any(|s| s.name() == Ok(MARKER_SYMBOL)) {
+        Ok(exe)
+    } else {
+        let binary = fs::read_link(&exe).unwrap_or(exe);
+        Err(format!(
+            "{} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped): events are \
+             attributed to entries only, not to skills",
+            binary.display()
+        ))
+    }
+}
+
+/// Attaches the marker's uprobe to process `tgid`.
+pub fn attach(ebpf: &mut Ebpf, tgid: u32, exe: &std::path::Path) -> Result<String> {
+    let program: &mut UProbe = ebpf
+        .program_mut(PROGRAM)
+        .context("the BPF object has no marker program")?
+        .try_into()?;
+    program.load().context("loading the marker uprobe")?;
+    let pid = NonZeroU32::new(tgid).context("pid 0")?;
+    program
+        .attach([MARKER_SYMBOL], exe, UProbeScope::OneProcess(pid))
+        .with_context(|| format!("attaching a uprobe to {MARKER_SYMBOL} in {}", exe.display()))?;
+    Ok(format!("uprobe on {MARKER_SYMBOL} in {}", exe.display()))
+}
+
+/// The status line of the markers: attached by uprobe, or why not.
+pub fn status(result: &Result<String, String>) -> ProbeStatus {
+    let mut status = ProbeStatus::perf_counter(PROBE, result);
+    status.mechanism = Mechanism::Uprobe;
+    for attempt in &mut status.attempts {
+        attempt.mechanism = Mechanism::Uprobe;
+    }
+    status.programs = vec![PROGRAM.to_owned()];
+    status
+}
+
+/// What a host thread was doing for a skill when an event happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// No marker covered it: the runtime, the allocator, background threads.
+    Host,
+    Compile,
+    Instantiate,
+    Call,
+}
+
+impl Phase {
+    const ALL: [Phase; PHASES] = [Phase::Host, Phase::Compile, Phase::Instantiate, Phase::Call];
+
+    fn from_number(phase: u32) -> Option<Phase> {
+        Self::ALL.get(phase as usize).copied()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        PHASE_NAMES[self as usize]
+    }
+}
+
+/// One skill's phase in one entry: what its threads did in it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SkillRow {
+    /// The skill's name; `None` for the unattributed row.
+    pub skill: Option<String>,
+    pub phase: Phase,
+    pub counts: SkillCounters,
+}
+
+impl SkillRow {
+    /// The name skills.csv and explain use: `host` for the unattributed row.
+    pub fn name(&self) -> &str {
+        self.skill.as_deref().unwrap_or("host")
+    }
+
+    /// Page faults of every kind (user, kernel-mode on user addresses, get_user_pages).
+    pub fn faults(&self) -> u64 {
+        let f = &self.counts.faults;
+        f.user + f.kernel + f.gup
+    }
+
+    /// The row's cells in skills.csv (after the entry's own).
+    pub fn write_cells(&self, row: &mut Row) {
+        let c = &self.counts;
+        row.text("skill", self.name())
+            .text("phase", self.phase.as_str())
+            .int("runs", c.phase.runs)
+            .float("time_ms", c.phase.ns as f64 / 1e6)
+            .int("faults", self.faults())
+            .int("faults_user", c.faults.user)
+            .int("faults_user_write", c.faults.user_write)
+            .int("faults_major", c.faults.major)
+            .int("faults_kernel", c.faults.kernel)
+            .int("faults_gup", c.faults.gup);
+        for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
+            row.int(format!("{name}_calls"), calls.calls)
+                .int(format!("{name}_bytes"), calls.bytes);
+        }
+    }
+}
+
+/// The attribution maps of a live session.
+pub struct Markers {
+    rows: PerCpuHashMap<MapData, SkillKey, SkillCounters>,
+    names: BpfHashMap<MapData, u32, [u8; SKILL_NAME_LEN]>,
+}
+
+impl Markers {
+    pub fn take(ebpf: &mut Ebpf) -> Result<Markers> {
+        Ok(Markers {
+            rows: PerCpuHashMap::try_from(take(ebpf, object::SKILLS)?)?,
+            names: BpfHashMap::try_from(take(ebpf, object::SKILL_NAMES)?)?,
+        })
+    }
+
+    /// Creates entry `index`'s unattributed row, so the programs can always count in it,
+    /// even when the map is full.
+    pub fn begin_entry(&mut self, index: u32) -> Result<()> {
+        let cpus = aya::util::nr_cpus()
+            .map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?
+            .get() as usize;
+        let zeros = PerCpuValues::try_from(vec![SkillCounters::default(); cpus])?;
+        self.rows
+            .insert(&host_key(index), zeros, 0)
+            .context("creating the entry's unattributed row")
+    }
+
+    /// Entry `index`'s rows, summed over CPUs and merged by skill name (a skill whose file
+    /// changed is registered again under a new id), sorted with the unattributed row last.
+    pub fn entry(&self, index: u32) -> Result<Vec<SkillRow>> {
+        let names = self.names()?;
+        let mut rows: BTreeMap<(Option<String>, Phase), SkillCounters> = BTreeMap::new();
+        for item in self.rows.iter() {
+            let (key, per_cpu) = item.context("reading the skill rows")?;
+            if key.entry != index {
+                continue;
+            }
+            let Some(phase) = Phase::from_number(key.phase) else {
+                continue;
+            };
+            let skill = (key.skill != HOST_SKILL).then(|| {
+                names
+                    .get(&key.skill)
+                    .cloned()
+                    .unwrap_or_else(|| format!("skill#{}", key.skill))
+            });
+            let total = rows.entry((skill, phase)).or_default();
+            for cpu in per_cpu.iter() {
+                total.combine(cpu);
+            }
+        }
+        let mut rows: Vec<SkillRow> = rows
+            .into_iter()
+            .map(|((skill, phase), counts)| SkillRow {
+                skill,
+                phase,
+                counts,
+            })
+            .collect();
+        rows.sort_by_key(|row| (row.skill.is_none(), row.skill.clone(), row.phase));
+        Ok(rows)
+    }
+
+    fn names(&self) -> Result<BTreeMap<u32, String>> {
+        let mut names = BTreeMap::new();
+        for item in self.names.iter() {
+            let (id, bytes) = item.context("reading the skill names")?;
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            names.insert(id, String::from_utf8_lossy(&bytes[..end]).into_owned());
+        }
+        Ok(names)
+    }
+}
+
+fn host_key(entry: u32) -> SkillKey {
+    SkillKey {
+        entry,
+        skill: HOST_SKILL,
+        phase: PHASE_IDLE,
+        _pad: 0,
+    }
+}
