@@ -30,6 +30,7 @@ pub fn paragraph(record: &EntryRecord) -> String {
     parts.extend(reserved(record));
     parts.extend(address_space(record));
     parts.extend(faults(record));
+    parts.extend(super::skills::sentence(record));
     parts.push(reclaim(record));
     parts.extend(pressure(record));
     format!("{cmd}: {}.", parts.join("; "))

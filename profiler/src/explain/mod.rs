@@ -3,6 +3,7 @@
 //! what was measured speaks; an unmeasured figure is left unsaid, never read as zero.
 
 mod entry;
+mod skills;
 mod stop;
 
 use std::fmt::Write as _;

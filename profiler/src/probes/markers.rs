@@ -43,8 +43,7 @@ pub fn locate(tgid: u32) -> Result<PathBuf, String> {
     } else {
         let binary = fs::read_link(&exe).unwrap_or(exe);
         Err(format!(
-            "{} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped): events are \
-             attributed to entries only, not to skills",
+            "{} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped)",
             binary.display()
         ))
     }

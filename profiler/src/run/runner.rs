@@ -23,7 +23,7 @@ use crate::output::{
     commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv, skills_csv::SkillsCsv,
 };
 use crate::pressure::SysctlChange;
-use crate::probes::{CostMode, Mechanism};
+use crate::probes::{CostMode, Mechanism, markers};
 use crate::record::{
     CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, Outcome, RunInfo,
     Status, Step, SysctlDuring,
@@ -271,7 +271,18 @@ impl Run {
         self.progress.watch_rss(pid);
         let probing = Probing::start(args, pid, plan.entries.len(), &self.folder)?;
         self.progress.note(&probing.describe());
-        self.info.probes = Some(probing.info());
+        let info = probing.info();
+        if let Some(off) = info
+            .statuses
+            .iter()
+            .find(|s| s.probe == markers::PROBE && !s.attached)
+        {
+            self.progress.note(&format!(
+                "warning: skill attribution OFF, entry windows only: {}",
+                off.detail
+            ));
+        }
+        self.info.probes = Some(info);
         meta::write(&self.meta_path, &self.info)?;
         self.probing = Some(probing);
         let pressure = self
@@ -782,10 +793,24 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     if !live.is_empty() {
         lines.push(format!("probes live: {}", live.join(", ")));
     }
+    // The markers depend on the host, not on the kernel: their own line.
+    let markers = probes.statuses.iter().find(|s| s.probe == markers::PROBE);
+    match markers {
+        Some(status) if status.attached => lines.push(
+            "skill attribution: by the host's markers; skills.csv splits every entry by skill \
+             and phase"
+                .to_owned(),
+        ),
+        Some(status) => lines.push(format!(
+            "skill attribution: OFF, entry windows only: {}",
+            status.detail
+        )),
+        None => {}
+    }
     let missing: Vec<&str> = probes
         .statuses
         .iter()
-        .filter(|s| !s.attached)
+        .filter(|s| !s.attached && s.probe != markers::PROBE)
         .map(|s| s.probe.as_str())
         .collect();
     if !missing.is_empty() {

@@ -1,0 +1,139 @@
+//! Which skills an entry's page faults belong to, from the markers' rows:
+//!
+//! > by skill: sample_py3 41% of the faults (all in compile), sample_py1 22% (61% in call, 39%
+//! > in instantiate), 8 more skills 30%; the host's own threads 7%
+
+use std::collections::BTreeMap;
+
+use crate::probes::markers::{Phase, SkillRow};
+use crate::record::EntryRecord;
+
+/// Skills named one by one; the rest are summed.
+const NAMED: usize = 3;
+
+pub fn sentence(record: &EntryRecord) -> Option<String> {
+    let rows = record.probes.as_ref()?.skills.as_ref()?;
+    let total: u64 = rows.iter().map(SkillRow::faults).sum();
+    if total == 0 {
+        return None;
+    }
+    let share = |faults: u64| 100.0 * faults as f64 / total as f64;
+    let mut skills: BTreeMap<&str, BTreeMap<Phase, u64>> = BTreeMap::new();
+    let mut host = 0;
+    for row in rows {
+        match &row.skill {
+            Some(name) => {
+                *skills
+                    .entry(name)
+                    .or_default()
+                    .entry(row.phase)
+                    .or_default() += row.faults()
+            }
+            None => host += row.faults(),
+        }
+    }
+    let mut ranked: Vec<(&str, u64, BTreeMap<Phase, u64>)> = skills
+        .into_iter()
+        .map(|(name, phases)| (name, phases.values().sum(), phases))
+        .filter(|(_, faults, _)| *faults > 0)
+        .collect();
+    if ranked.is_empty() {
+        return None;
+    }
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut parts = Vec::new();
+    for (i, (name, faults, phases)) in ranked.iter().take(NAMED).enumerate() {
+        let what = if i == 0 { " of the faults" } else { "" };
+        parts.push(format!(
+            "{name} {:.0}%{what} ({})",
+            share(*faults),
+            phases_of(*faults, phases)
+        ));
+    }
+    if ranked.len() > NAMED {
+        let rest: u64 = ranked[NAMED..].iter().map(|(_, faults, _)| faults).sum();
+        parts.push(format!(
+            "{} more skills {:.0}%",
+            ranked.len() - NAMED,
+            share(rest)
+        ));
+    }
+    Some(format!(
+        "by skill: {}; the host's own threads {:.0}%",
+        parts.join(", "),
+        share(host)
+    ))
+}
+
+/// "all in compile", "almost all in call", or the shares of the phases that round to 1% or
+/// more, largest first.
+fn phases_of(faults: u64, phases: &BTreeMap<Phase, u64>) -> String {
+    let share = |n: u64| 100.0 * n as f64 / faults as f64;
+    let mut ranked: Vec<(Phase, u64)> = phases
+        .iter()
+        .filter(|(_, n)| share(**n) >= 0.5)
+        .map(|(p, n)| (*p, *n))
+        .collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    match ranked.as_slice() {
+        [(phase, n)] if *n == faults => format!("all in {}", phase.as_str()),
+        [(phase, _)] => format!("almost all in {}", phase.as_str()),
+        _ => ranked
+            .iter()
+            .map(|(phase, n)| format!("{:.0}% in {}", share(*n), phase.as_str()))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use skillprof_common::SkillCounters;
+
+    use super::*;
+    use crate::explain::test_record::{probed, record};
+
+    fn row(skill: Option<&str>, phase: Phase, user: u64) -> SkillRow {
+        let mut counts = SkillCounters::default();
+        counts.faults.user = user;
+        SkillRow {
+            skill: skill.map(str::to_owned),
+            phase,
+            counts,
+        }
+    }
+
+    #[test]
+    fn names_the_skills_that_dominate_and_their_phases() {
+        let mut entry = probed(record("p_add_py 5", 1000.0), |_| {});
+        let mut rows = vec![
+            row(Some("sample_py3"), Phase::Compile, 409),
+            row(Some("sample_py1"), Phase::Call, 122),
+            row(Some("sample_py1"), Phase::Instantiate, 78),
+            row(Some("sample_py3"), Phase::Instantiate, 1),
+            row(None, Phase::Host, 70),
+        ];
+        for (i, faults) in [(2, 150), (4, 100), (5, 70)] {
+            rows.push(row(
+                Some(&format!("sample_py{i}")),
+                Phase::Compile,
+                faults - 1,
+            ));
+        }
+        entry.probes.as_mut().unwrap().skills = Some(rows);
+        assert_eq!(
+            sentence(&entry).unwrap(),
+            "by skill: sample_py3 41% of the faults (almost all in compile), sample_py1 20% (61% in \
+             call, 39% in instantiate), sample_py2 15% (all in compile), 2 more skills 17%; \
+             the host's own threads 7%"
+        );
+    }
+
+    #[test]
+    fn says_nothing_without_markers_or_faults() {
+        let mut entry = probed(record("skills", 1.0), |_| {});
+        assert_eq!(sentence(&entry), None);
+        entry.probes.as_mut().unwrap().skills = Some(vec![row(None, Phase::Host, 0)]);
+        assert_eq!(sentence(&entry), None);
+    }
+}

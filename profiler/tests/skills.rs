@@ -1,0 +1,219 @@
+//! Skill attribution, for real: skillhost's markers, a uprobe on them, and the fault and
+//! syscall programs counting per skill and phase. Two skills touch different known numbers of
+//! pages in parallel requests of one entry; skills.csv must give each its own pages and sum
+//! to the entry. A host without markers must say so, loudly, and still profile by entry.
+//! Root only (BPF): without it these fail loudly, never skip.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::cli::{describe, meta, run_ok};
+
+const PAGE_KB: u64 = 4;
+const TIMES: u64 = 3;
+const A_KB: u64 = 8192;
+const B_KB: u64 = 2048;
+
+fn require_root() {
+    assert!(
+        skillprof::pressure::running_as_root(),
+        "the skill attribution tests load BPF programs and a uprobe, which needs root: run \
+         them as root (sudo scripts/test.sh)"
+    );
+}
+
+fn cmds(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("skills.cmds");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+/// A CSV file as rows of named cells.
+fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
+    let mut reader =
+        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let header = reader.headers().unwrap().clone();
+    reader
+        .records()
+        .map(|record| {
+            let record = record.unwrap();
+            header
+                .iter()
+                .zip(record.iter())
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+        .collect()
+}
+
+fn int(row: &BTreeMap<String, String>, column: &str) -> u64 {
+    row.get(column)
+        .unwrap_or_else(|| panic!("no column {column}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{column} = {:?}: {e}", row[column]))
+}
+
+#[test]
+fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let workload = cmds(
+        dir.path(),
+        &format!(
+            "p_add_rs 2\n\
+             p_execute {TIMES} sample_rs1:0 sample_rs2:0\n\
+             p_execute {TIMES} sample_rs1:{A_KB} sample_rs2:{B_KB}\n"
+        ),
+    );
+    let out = dir.path().join("runs");
+    let (output, folder) = run_ok(&workload, &out, &[]);
+    let skills = csv_rows(&folder.join("skills.csv"));
+    let commands = csv_rows(&folder.join("commands.csv"));
+
+    // Every entry's rows sum to the entry's own counts, the host row included.
+    let summed = [
+        "faults_user",
+        "faults_user_write",
+        "faults_kernel",
+        "mmap_calls",
+        "mmap_bytes",
+        "munmap_calls",
+        "munmap_bytes",
+        "mprotect_calls",
+        "madvise_calls",
+        "brk_calls",
+    ];
+    for (index, entry) in commands.iter().enumerate() {
+        let rows: Vec<_> = skills
+            .iter()
+            .filter(|row| int(row, "entry") == index as u64)
+            .collect();
+        assert!(
+            rows.iter().any(|row| row["skill"] == "host"),
+            "entry {index} has no host row"
+        );
+        for column in summed {
+            let sum: u64 = rows.iter().map(|row| int(row, column)).sum();
+            assert_eq!(
+                sum,
+                int(entry, column),
+                "entry {index} ({}): skills.csv's {column} sums to {sum}, commands.csv says {}",
+                entry["cmd"],
+                entry[column]
+            );
+        }
+    }
+
+    let call = |entry: u64, skill: &str| -> &BTreeMap<String, String> {
+        skills
+            .iter()
+            .find(|row| {
+                int(row, "entry") == entry && row["skill"] == skill && row["phase"] == "call"
+            })
+            .unwrap_or_else(|| panic!("no call row of {skill} in entry {entry}"))
+    };
+    for skill in ["sample_rs1", "sample_rs2"] {
+        let compile = skills
+            .iter()
+            .find(|row| {
+                int(row, "entry") == 0 && row["skill"] == skill && row["phase"] == "compile"
+            })
+            .unwrap_or_else(|| panic!("{skill} was compiled in entry 0, but has no compile row"));
+        assert_eq!(int(compile, "runs"), 1);
+        assert!(int(compile, "faults") > 100, "{compile:?}");
+        for entry in [1, 2] {
+            assert_eq!(
+                int(call(entry, skill), "runs"),
+                TIMES,
+                "{skill} in entry {entry}"
+            );
+        }
+    }
+    // What the sample skill touched: one write per page of its MEMORY_KB, in chunks that
+    // need not start on a page boundary (at most one more page per chunk of >= 100 KiB), and
+    // a little allocator metadata, above what the same requests without memory faulted.
+    for (skill, kb) in [("sample_rs1", A_KB), ("sample_rs2", B_KB)] {
+        let with = int(call(2, skill), "faults_user");
+        let without = int(call(1, skill), "faults_user");
+        let touched = with - without;
+        let pages = TIMES * kb / PAGE_KB;
+        let chunks = TIMES * kb.div_ceil(100);
+        assert!(
+            (pages..=pages + chunks + 16 * TIMES).contains(&touched),
+            "{skill} touched {pages} pages ({TIMES} × {kb} KiB) above its baseline; \
+             skills.csv says {touched} ({with} - {without})"
+        );
+    }
+
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explain.contains("skill attribution: by the host's markers"),
+        "{explain}"
+    );
+    let paragraph = explain
+        .lines()
+        .find(|line| line.starts_with(&format!("p_execute {TIMES} sample_rs1:{A_KB}")))
+        .unwrap_or_else(|| panic!("no paragraph of the mixed entry:\n{explain}"));
+    assert!(
+        paragraph.contains("by skill: sample_rs1 80% of the faults (almost all in call)")
+            || paragraph.contains("by skill: sample_rs1 80% of the faults (all in call)"),
+        "sample_rs1 touched 4/5 of the pages, all while called: {paragraph}"
+    );
+    let markers = meta(&folder)["probes"]["statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["probe"] == "markers")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        markers["attached"],
+        true,
+        "{markers}\n{}",
+        describe(&output)
+    );
+    assert_eq!(markers["mechanism"], "uprobe");
+}
+
+#[test]
+fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    // skillhost without its symbol table: another host, as far as markers go.
+    let built = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let stripped = dir.path().join("other-host");
+    let strip = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&built)
+        .output()
+        .expect("running strip (binutils)");
+    assert!(strip.status.success(), "{}", describe(&strip));
+    let workload = cmds(dir.path(), "add_rs\np_execute 2 sample_rs1:1024\n");
+    let out = dir.path().join("runs");
+    let (output, folder) = run_ok(&workload, &out, &["--host-bin", stripped.to_str().unwrap()]);
+    let said = describe(&output);
+    assert!(
+        said.contains("warning: skill attribution OFF, entry windows only")
+            && said.contains("has no `skillhost_mark` marker"),
+        "{said}"
+    );
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explain.contains("- skill attribution: OFF, entry windows only"),
+        "{explain}"
+    );
+    assert!(!explain.contains("by skill:"), "{explain}");
+    assert!(!folder.join("skills.csv").exists());
+    // The entries are still measured.
+    let commands = csv_rows(&folder.join("commands.csv"));
+    let mixed = &commands[1];
+    assert!(int(mixed, "faults_user") >= 2 * 256, "{mixed:?}");
+    assert_eq!(
+        mixed["marks_hits"], "",
+        "a probe that did not attach writes empty cells"
+    );
+}
