@@ -29,7 +29,9 @@ const MIB: u64 = 1 << 20;
 /// The workload, one step per entry (entry 0 is everything before the first step).
 const STEPS: &[(&str, &[&str])] = &[
     ("mmap", &["mmap 16 1048576", "mmap 8 262144"]),
-    ("touch", &["touch 4000"]),
+    // Marked as skillhost marks a call (259: PHASE_CALL | PHASE_FIRST; 0: idle), so the
+    // skill rows must carry exactly the touch step's faults.
+    ("touch", &["mark 7 259", "touch 4000", "mark 7 0"]),
     ("read-into", &["read-into 500"]),
     ("populate", &["populate 100"]),
     ("munmap", &["munmap 3"]),
@@ -271,6 +273,60 @@ fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
     }
 }
 
+/// Skill attribution: in every entry the skill rows sum to the entry's counts; the touch
+/// step's faults are all the marked skill's (in `call`), every other step's the host's.
+fn check_skill_rows(session: &ProbeSession, rows: &[Row]) {
+    use skillprof::probes::markers::Phase;
+    for (i, ((step, _), row)) in STEPS.iter().zip(rows).enumerate() {
+        let entry = i as u32 + 1;
+        let skills = session
+            .entry(entry)
+            .unwrap()
+            .skills
+            .expect("markers attached");
+        let sum = |read: fn(&skillprof_common::SkillCounters) -> u64| -> u64 {
+            skills.iter().map(|r| read(&r.counts)).sum()
+        };
+        let summed = [
+            ("faults_user", sum(|c| c.faults.user)),
+            ("faults_user_write", sum(|c| c.faults.user_write)),
+            ("faults_kernel", sum(|c| c.faults.kernel)),
+            ("mmap_calls", sum(|c| c.syscalls[0].calls)),
+            ("mmap_bytes", sum(|c| c.syscalls[0].bytes)),
+            ("munmap_calls", sum(|c| c.syscalls[1].calls)),
+            ("madvise_calls", sum(|c| c.syscalls[4].calls)),
+            ("brk_calls", sum(|c| c.syscalls[5].calls)),
+        ];
+        for (column, value) in summed {
+            assert_eq!(
+                value,
+                int(row, column),
+                "entry {entry} ({step}): skill rows' {column}"
+            );
+        }
+        let marked: Vec<_> = skills.iter().filter(|r| r.skill.is_some()).collect();
+        if *step == "touch" {
+            let [called] = marked.as_slice() else {
+                panic!("touch: expected one skill row, got {skills:#?}");
+            };
+            assert_eq!(called.name(), "exercise");
+            assert_eq!(called.phase, Phase::Call);
+            assert_eq!(called.counts.phase.runs, 1);
+            assert!(called.counts.faults.user >= TOUCHED, "{called:#?}");
+            println!(
+                "skill rows: touch step: {} faults in exercise/call of {} in the entry",
+                called.counts.faults.user,
+                int(row, "faults_user")
+            );
+        } else {
+            assert!(
+                marked.is_empty(),
+                "{step}: no skill was marked: {marked:#?}"
+            );
+        }
+    }
+}
+
 /// The probes' fault count of a step is the kernel's own (its minflt delta) within 0.5%.
 fn assert_near_minflt(label: &str, counted: u64, kernel: u64) {
     let off = counted.abs_diff(kernel) as f64 / kernel as f64;
@@ -298,8 +354,10 @@ fn exact_counts_are_attributed_to_their_entries() {
         );
     }
     assert_mechanisms(session.statuses(), Selection::All);
-    assert_attached(session.statuses(), &["syscalls", "page_faults"]);
+    // The workload has the marker, so the uprobe must attach on every kernel of the matrix.
+    assert_attached(session.statuses(), &["syscalls", "page_faults", "markers"]);
     let (rows, kernel) = run_workload(&mut exercise, &[&session]);
+    check_skill_rows(&session, &rows[0]);
     save_result(
         "exact-counts",
         json!({

@@ -402,6 +402,21 @@ pub const HOST_SKILL: u32 = u32::MAX;
 /// Bytes of a skill name kept (the host's names are at most 64).
 pub const SKILL_NAME_LEN: usize = 64;
 
+/// The marker. Never inlined and kept by name, so that a uprobe finds it in the symbol table;
+/// `black_box` keeps the calls from being optimised away. With nothing attached, a mark is a
+/// plain call.
+#[cfg(feature = "marker")]
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn skillhost_mark(
+    request: u64,
+    skill: u32,
+    phase: u32,
+    name: *const core::ffi::c_char,
+) {
+    core::hint::black_box((request, skill, phase, name));
+}
+
 /// Per host thread (key: tid): what the thread works on now.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,10 +1,9 @@
 //! Markers: the host says which request, skill and phase each of its threads works on, by
-//! calling [`skillhost_mark`], an exported function that does nothing. skillprof attaches a
+//! calling `skillhost_mark`, an exported function that does nothing. skillprof attaches a
 //! uprobe to it and so attributes the kernel's events (page faults, mmap calls) to skills and
-//! phases; with nothing attached a mark is a plain call. The numbering is skillprof's
-//! (`skillprof_common::PHASE_*`).
+//! phases. The function and its numbering are skillprof's (`skillprof_common`).
 
-use std::ffi::{CString, c_char};
+use std::ffi::CString;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,15 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 pub use skillprof_common::{PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE};
-use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE};
-
-/// The marker. Never inlined and kept by name, so a uprobe finds it in the symbol table;
-/// `black_box` keeps the calls from being optimised away.
-#[unsafe(no_mangle)]
-#[inline(never)]
-pub extern "C" fn skillhost_mark(request: u64, skill: u32, phase: u32, name: *const c_char) {
-    std::hint::black_box((request, skill, phase, name));
-}
+use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE, skillhost_mark};
 
 /// A skill as markers name it: a number for every mark, and the name behind it.
 #[derive(Clone, Debug)]

@@ -28,6 +28,8 @@
 //! - `wait-sigterm`: block until SIGTERM arrives (then drain and exit); a SIGTERM sent any
 //!   time after the reply is never missed;
 //! - `readfile <path>`: read a file through the page cache, 1 MiB at a time;
+//! - `mark <skill> <phase>`: call the skill marker as skillhost does (request 1, the skill
+//!   named `exercise`; phase as `skillprof_common::PHASE_*`, flags included);
 //! - `faults`: answer with this process's minflt and majflt (getrusage);
 //! - `exit`: exit 0.
 
@@ -121,6 +123,11 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
                 let addr = map(len)?;
                 state.regions.push(Region { addr, len });
             }
+            Ok(None)
+        }
+        Some("mark") => {
+            let (skill, phase) = (number(1)?, number(2)?);
+            skillprof_common::skillhost_mark(1, skill as u32, phase as u32, c"exercise".as_ptr());
             Ok(None)
         }
         Some("touch") => {
