@@ -81,4 +81,15 @@ if ! command -v chromium >/dev/null 2>&1; then
         step "chromium missing: the report test will fail without it (as root: apt-get install chromium)"
     fi
 fi
+# `run --stacks` names libc's frames (its memcpy and malloc, where much of a compile faults)
+# from libc's separate debug file; without it they read as [libc.so.6].
+if ! dpkg -s libc6-dbg >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        step "libc6-dbg (libc's symbols, for run --stacks)"
+        apt-get install -y --no-install-recommends libc6-dbg >/dev/null \
+            || { apt-get update >/dev/null && apt-get install -y --no-install-recommends libc6-dbg >/dev/null; }
+    else
+        step "libc6-dbg missing: run --stacks names libc's frames only by library (as root: apt-get install libc6-dbg)"
+    fi
+fi
 step "toolchains ready"

@@ -9,13 +9,13 @@
 use aya_ebpf::{
     EbpfContext as _,
     macros::{btf_tracepoint, fexit, tracepoint},
-    programs::{BtfTracePointContext, FExitContext, TracePointContext},
+    programs::{BtfTracePointContext, FExitContext, TracePointContext, tracing::StackIdContext},
 };
 use skillprof_common::{
-    EventBody, FaultCounts, HandledFaultEvent, KernelFaultEvent, UserFaultEvent,
+    EventBody, FaultCounts, HandledFaultEvent, KernelFaultEvent, STACK_FAULT, UserFaultEvent,
 };
 
-use crate::{add, counters, current_entry, emit, ids, is_host, marks};
+use crate::{add, counters, current_entry, emit, ids, is_host, marks, stacks};
 
 /// x86 page-fault error code: the access was a write.
 const X86_PF_WRITE: u64 = 1 << 1;
@@ -28,8 +28,15 @@ const VM_FAULT_MAJOR: u32 = 0x4;
 const VM_FAULT_RETRY: u32 = 0x400;
 
 #[inline(always)]
-fn fault<E: EventBody + 'static>(tid: u32, write: bool, major: bool, event: E) {
+fn fault<C: StackIdContext, E: EventBody + 'static>(
+    ctx: &C,
+    tid: u32,
+    write: bool,
+    major: bool,
+    event: E,
+) {
     let entry = current_entry();
+    stacks::sample(ctx, entry, tid, STACK_FAULT);
     if let Some(counters) = counters(entry) {
         user_fault(&mut counters.faults, write, major);
     }
@@ -53,11 +60,12 @@ fn user_fault(faults: &mut FaultCounts, write: bool, major: bool) {
 /// A fault taken in kernel mode. Only those on user addresses (the lower half of the address
 /// space) are the host's memory: the kernel's own addresses never fault into its minflt.
 #[inline(always)]
-fn kernel_fault(tid: u32, address: u64, write: bool) {
-    if address >> 63 != 0 {
+fn kernel_fault<C: StackIdContext>(ctx: &C, tid: u32, address: u64, write: bool) {
+    if address >> 63 != 0 || stacks::walking() {
         return;
     }
     let entry = current_entry();
+    stacks::sample(ctx, entry, tid, STACK_FAULT);
     if let Some(counters) = counters(entry) {
         add(&mut counters.faults.kernel, 1);
     }
@@ -93,6 +101,7 @@ pub fn tp_page_fault_user(ctx: TracePointContext) -> u32 {
     // SAFETY: tracepoint programs read their record directly; the verifier bounds-checks it.
     let (address, error_code) = unsafe { ((*record).address, (*record).error_code) };
     fault(
+        &ctx,
         tid,
         error_code & X86_PF_WRITE != 0,
         false,
@@ -114,6 +123,7 @@ pub fn btf_page_fault_user(ctx: BtfTracePointContext) -> i32 {
     let address: u64 = ctx.arg(0);
     let error_code: u64 = ctx.arg(2);
     fault(
+        &ctx,
         tid,
         error_code & X86_PF_WRITE != 0,
         false,
@@ -134,7 +144,7 @@ pub fn tp_page_fault_kernel(ctx: TracePointContext) -> u32 {
     let record = ctx.as_ptr().cast::<PageFault>();
     // SAFETY: as in `tp_page_fault_user`.
     let (address, error_code) = unsafe { ((*record).address, (*record).error_code) };
-    kernel_fault(tid, address, error_code & X86_PF_WRITE != 0);
+    kernel_fault(&ctx, tid, address, error_code & X86_PF_WRITE != 0);
     0
 }
 
@@ -146,7 +156,7 @@ pub fn btf_page_fault_kernel(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let error_code: u64 = ctx.arg(2);
-    kernel_fault(tid, ctx.arg(0), error_code & X86_PF_WRITE != 0);
+    kernel_fault(&ctx, tid, ctx.arg(0), error_code & X86_PF_WRITE != 0);
     0
 }
 
@@ -171,9 +181,10 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     }
     if flags & FAULT_FLAG_USER == 0 {
         if regs != 0 {
-            kernel_fault(tid, address, flags & FAULT_FLAG_WRITE != 0);
+            kernel_fault(&ctx, tid, address, flags & FAULT_FLAG_WRITE != 0);
         } else {
             let entry = current_entry();
+            stacks::sample(&ctx, entry, tid, STACK_FAULT);
             if let Some(counters) = counters(entry) {
                 add(&mut counters.faults.gup, 1);
             }
@@ -184,6 +195,7 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
         return 0;
     }
     fault(
+        &ctx,
         tid,
         flags & FAULT_FLAG_WRITE != 0,
         ret & VM_FAULT_MAJOR != 0,

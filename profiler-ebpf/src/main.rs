@@ -30,6 +30,7 @@
 mod exit;
 mod faults;
 mod marks;
+mod stacks;
 mod syscalls;
 mod vmscan;
 

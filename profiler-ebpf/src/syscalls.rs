@@ -12,17 +12,17 @@ use aya_ebpf::{
     maps::{Array, LruHashMap},
     programs::{
         BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext,
-        TracePointContext,
+        TracePointContext, tracing::StackIdContext,
     },
 };
 use skillprof_common::{
     EAGAIN, EINVAL, ENOMEM, ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP,
-    NR_MPROTECT, NR_MREMAP, NR_MUNMAP, SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP, SysEnter,
-    SyscallEvent, advice_class, syscall_kind,
+    NR_MPROTECT, NR_MREMAP, NR_MUNMAP, STACK_SYSCALL, SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP,
+    SysEnter, SyscallEvent, advice_class, syscall_kind,
 };
 
 use crate::{
-    PtRegs, add, counters, current_entry, emit, ids, is_host, marks, max, now, stop_state,
+    PtRegs, add, counters, current_entry, emit, ids, is_host, marks, max, now, stacks, stop_state,
 };
 
 /// Per host thread (key: tid): the syscall in flight. A thread's slot is inserted at its first
@@ -42,7 +42,7 @@ static BRK_LAST: Array<u64> = Array::with_max_entries(1, 0);
 /// A syscall of the host entered. False if it could not be tracked (no slot could be made for
 /// a new thread): the caller logs that, it is the one thing here that loses a count.
 #[inline(always)]
-fn enter(tid: u32, nr: u32, args: [u64; 3]) -> bool {
+fn enter<C: StackIdContext>(ctx: &C, tid: u32, nr: u32, args: [u64; 3]) -> bool {
     if nr == NR_EXIT_GROUP {
         if let Some(stop) = stop_state()
             && stop.exit_group_ns == 0
@@ -55,6 +55,7 @@ fn enter(tid: u32, nr: u32, args: [u64; 3]) -> bool {
     if syscall_kind(nr).is_none() {
         return true;
     }
+    stacks::sample(ctx, current_entry(), tid, STACK_SYSCALL);
     let (skill, phase) = marks::current(tid);
     let state = SysEnter {
         ts_ns: now(),
@@ -256,7 +257,7 @@ pub fn tp_sys_enter(ctx: TracePointContext) -> u32 {
             ],
         )
     };
-    if !enter(tid, nr, args) {
+    if !enter(&ctx, tid, nr, args) {
         lost_call!(&ctx, tid, nr);
     }
     0
@@ -290,7 +291,7 @@ pub fn btf_sys_enter(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let regs: *const PtRegs = ctx.arg(0);
-    if !enter(tid, nr, user_args(regs)) {
+    if !enter(&ctx, tid, nr, user_args(regs)) {
         lost_call!(&ctx, tid, nr);
     }
     0
@@ -325,7 +326,7 @@ pub fn kprobe_sys_enter(ctx: ProbeContext) -> u32 {
         return 0;
     };
     let nr = user_nr(regs);
-    if !enter(tid, nr, user_args(regs)) {
+    if !enter(&ctx, tid, nr, user_args(regs)) {
         lost_call!(&ctx, tid, nr);
     }
     0
@@ -353,7 +354,7 @@ macro_rules! fentry_fexit {
                 return 0;
             }
             let regs: *const PtRegs = ctx.arg(0);
-            if !enter(tid, $nr, user_args(regs)) {
+            if !enter(&ctx, tid, $nr, user_args(regs)) {
                 lost_call!(&ctx, tid, $nr);
             }
             0
@@ -408,6 +409,6 @@ pub fn fentry_sys_exit_group(ctx: FEntryContext) -> i32 {
         return 0;
     }
     let regs: *const PtRegs = ctx.arg(0);
-    enter(tid, NR_EXIT_GROUP, user_args(regs));
+    enter(&ctx, tid, NR_EXIT_GROUP, user_args(regs));
     0
 }

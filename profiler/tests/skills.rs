@@ -217,3 +217,53 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
         "a probe that did not attach writes empty cells"
     );
 }
+
+#[test]
+fn stacks_name_the_wasm_function_that_touched_the_pages() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let kb = 4096;
+    let workload = cmds(
+        dir.path(),
+        &format!("add_rs\np_execute 2 sample_rs1:{kb}\n"),
+    );
+    let out = dir.path().join("runs");
+    let (_, folder) = run_ok(&workload, &out, &["--stacks"]);
+    let folded = fs::read_to_string(folder.join("stacks/1.folded")).unwrap();
+    let in_function: u64 = folded
+        .lines()
+        .filter(|line| line.starts_with("sample_rs1;fault;") && line.contains("resident_chunk"))
+        .map(|line| line.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    let pages = 2 * kb / PAGE_KB;
+    // The allocator writes a chunk's header before resident_chunk writes its pages: at most
+    // one page per chunk (>= 100 KiB) is faulted in by the allocator instead.
+    let chunks = 2 * kb.div_ceil(100);
+    assert!(
+        in_function >= pages - chunks,
+        "resident_chunk wrote {pages} pages; the folded stacks give it {in_function} faults:\n{}",
+        folded.lines().take(40).collect::<Vec<_>>().join("\n")
+    );
+    let in_skill: u64 = folded
+        .lines()
+        .filter(|line| line.starts_with("sample_rs1;fault;"))
+        .map(|line| line.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert!(
+        in_skill >= pages,
+        "{in_skill} faults in sample_rs1's stacks"
+    );
+    assert!(folder.join("stacks/1.svg").exists());
+    let commands = csv_rows(&folder.join("commands.csv"));
+    let entry = &commands[1];
+    let (samples, named) = (int(entry, "stacks_samples"), int(entry, "stacks_top_named"));
+    println!(
+        "stacks: {samples} samples, {named} with a named innermost frame ({:.1}%), {} lost",
+        100.0 * named as f64 / samples as f64,
+        entry["stacks_lost"]
+    );
+    assert!(samples >= pages, "{entry:?}");
+    assert!(named * 100 >= samples * 90, "{entry:?}");
+    // A walk can fail (the kernel could not read a frame); rarely, and counted.
+    assert!(int(entry, "stacks_lost") * 100 <= samples, "{entry:?}");
+}

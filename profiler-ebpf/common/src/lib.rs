@@ -290,6 +290,16 @@ counters! {
 }
 
 counters! {
+    /// `--stacks`: user stacks walked at the host's faults and address-space syscalls.
+    pub struct StackCounts {
+        /// Stacks counted.
+        sampled: sum,
+        /// Events whose stack was not kept (the stack map full, or a hash collision).
+        lost: sum,
+    }
+}
+
+counters! {
     /// `--events`: the ring buffer.
     pub struct EventCounts {
         /// Events written.
@@ -320,6 +330,7 @@ pub struct Counters {
     pub slab: SlabCounts,
     pub throttle: ThrottleCounts,
     pub marks: MarkCounts,
+    pub stacks: StackCounts,
     pub events: EventCounts,
 }
 
@@ -349,6 +360,7 @@ impl Combine for Counters {
         self.slab.combine(&other.slab);
         self.throttle.combine(&other.throttle);
         self.marks.combine(&other.marks);
+        self.stacks.combine(&other.stacks);
         self.events.combine(&other.events);
     }
 }
@@ -468,6 +480,25 @@ impl Combine for SkillCounters {
         self.faults.combine(&other.faults);
         self.syscalls.combine(&other.syscalls);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// User stacks (`--stacks`)
+// ---------------------------------------------------------------------------------------------
+
+/// What a stack was walked for.
+pub const STACK_FAULT: u32 = 0;
+pub const STACK_SYSCALL: u32 = 1;
+
+/// Key of the stack counts: an entry, the skill the thread worked for ([`HOST_SKILL`] if
+/// none), the kind of event, and the stack's id in the stack-trace map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackKey {
+    pub entry: u32,
+    pub skill: u32,
+    pub kind: u32,
+    pub stack: u32,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -760,4 +791,5 @@ mod pod {
     unsafe impl aya::Pod for super::ReclaimState {}
     unsafe impl aya::Pod for super::SkillKey {}
     unsafe impl aya::Pod for super::SkillCounters {}
+    unsafe impl aya::Pod for super::StackKey {}
 }

@@ -112,6 +112,11 @@ pub struct EngineConfig {
     #[arg(long, default_value_t = 10, value_name = "MS")]
     pub epoch_tick_ms: u64,
 
+    /// Write /tmp/perf-PID.map, naming the compiled code of every skill's wasm functions,
+    /// so that profilers (`skillprof run --stacks`, perf) can name JIT-compiled frames.
+    #[arg(long, env = "SKILLHOST_PERFMAP")]
+    pub perfmap: bool,
+
     #[command(flatten)]
     pub pool: PoolConfig,
 }

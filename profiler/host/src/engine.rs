@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use anyhow::{Context, Result};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
+};
 
 use crate::config::{Allocator, EngineConfig};
 
@@ -17,6 +19,9 @@ pub fn build(config: &EngineConfig) -> Result<Engine> {
     // guest code checks the epoch at loop headers and function entries.
     wasm.epoch_interruption(true);
     wasm.memory_init_cow(config.memory_cow);
+    if config.perfmap {
+        wasm.profiler(ProfilingStrategy::PerfMap);
+    }
     if config.allocator == Allocator::Pooling {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(config)));
     }

@@ -86,6 +86,7 @@ pub(crate) mod test_record {
             stop: None,
             pressure: None,
             memcg: None,
+            stacks: None,
         }
     }
 

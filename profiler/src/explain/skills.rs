@@ -74,7 +74,7 @@ fn phases_of(faults: u64, phases: &BTreeMap<Phase, u64>) -> String {
         .filter(|(_, n)| share(**n) >= 0.5)
         .map(|(p, n)| (*p, *n))
         .collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     match ranked.as_slice() {
         [(phase, n)] if *n == faults => format!("all in {}", phase.as_str()),
         [(phase, _)] => format!("almost all in {}", phase.as_str()),

@@ -9,3 +9,4 @@ pub mod meta;
 pub mod pressure_csv;
 pub mod samples_csv;
 pub mod skills_csv;
+pub mod stacks;

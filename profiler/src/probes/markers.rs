@@ -200,7 +200,8 @@ impl Markers {
         Ok(rows)
     }
 
-    fn names(&self) -> Result<BTreeMap<u32, String>> {
+    /// Skill id → name, as the host's markers named them.
+    pub fn names(&self) -> Result<BTreeMap<u32, String>> {
         let mut names = BTreeMap::new();
         for item in self.names.iter() {
             let (id, bytes) = item.context("reading the skill names")?;

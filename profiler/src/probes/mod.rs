@@ -21,6 +21,7 @@ mod object;
 mod plan;
 mod privileges;
 mod session;
+pub mod stacks;
 mod stats;
 pub mod stop;
 pub mod tables;

@@ -23,6 +23,7 @@ fn object() -> Result<&'static [u8]> {
 const TARGET_TGID: &str = "TARGET_TGID";
 const STREAM_EVENTS: &str = "STREAM_EVENTS";
 const ATTRIBUTE_SKILLS: &str = "ATTRIBUTE_SKILLS";
+const STACKS: &str = "STACKS";
 /// Maps in the object.
 pub const ENTRY: &str = "ENTRY";
 pub const COUNTERS: &str = "COUNTERS";
@@ -32,6 +33,12 @@ pub const EVENTS: &str = "EVENTS";
 pub const BRK_LAST: &str = "BRK_LAST";
 pub const SKILLS: &str = "SKILLS";
 pub const SKILL_NAMES: &str = "SKILL_NAMES";
+pub const STACK_TRACES: &str = "STACK_TRACES";
+pub const STACK_COUNTS: &str = "STACK_COUNTS";
+
+/// Distinct user stacks the stack map holds with `--stacks` (each up to 127 frames, about 1 KiB
+/// of kernel memory): enough for the few thousand stacks a host's faults come from.
+const STACK_TRACES_STACKS: u32 = 16384;
 
 /// The ring buffer when events are streamed: 16 MiB holds ~350k events, a second of faults
 /// at full speed, while the drain thread catches up. Without streaming it is one page (the
@@ -40,19 +47,27 @@ const RING_BYTES_STREAMING: u32 = 16 << 20;
 const RING_BYTES_IDLE: u32 = 4096;
 
 /// Loads the object into the kernel (maps created, no program loaded yet) with its filter set
-/// to `tgid`, room for `max_entries` entries, the ring buffer on or off, and skill
-/// attribution on when the host has markers.
+/// to `tgid`, room for `max_entries` entries, and the ring buffer, skill attribution (when the
+/// host has markers) and stack walks on or off.
 ///
 /// BPF memory is charged to the memory cgroup (kernel >= 5.11); RLIMIT_MEMLOCK is not raised
 /// (it cannot be on the machines skillprof runs on).
-pub fn load(tgid: u32, max_entries: u32, stream_events: bool, skills: bool) -> Result<Ebpf> {
+pub fn load(
+    tgid: u32,
+    max_entries: u32,
+    stream_events: bool,
+    skills: bool,
+    stacks: bool,
+) -> Result<Ebpf> {
     let object = object()?;
     let stream = u32::from(stream_events);
-    let skills = u32::from(skills);
+    let (skills, walk) = (u32::from(skills), u32::from(stacks));
     EbpfLoader::new()
         .override_global(TARGET_TGID, &tgid, true)
         .override_global(STREAM_EVENTS, &stream, true)
         .override_global(ATTRIBUTE_SKILLS, &skills, true)
+        .override_global(STACKS, &walk, true)
+        .map_max_entries(STACK_TRACES, if stacks { STACK_TRACES_STACKS } else { 1 })
         .map_max_entries(COUNTERS, max_entries.max(1))
         .map_max_entries(
             EVENTS,

@@ -27,6 +27,7 @@ use super::{
     object,
     plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
     privileges,
+    stacks::{EntryStacks, Stacks},
     stats::{StatsGuard, StatsSource},
     stop::StopTimeline,
     tracefs::Tracefs,
@@ -59,6 +60,8 @@ pub struct ProbeOptions {
     pub mechanisms: Option<Vec<Mechanism>>,
     /// Turn the kernel's BPF stats on, to measure each program's runs and run time.
     pub self_cost: bool,
+    /// Walk the host's user stack at each fault and address-space syscall (`--stacks`).
+    pub stacks: bool,
     /// Without `self_cost`: estimate the cost from this cost model (`probe_cost`'s figures).
     pub cost_model: Option<PathBuf>,
 }
@@ -109,6 +112,7 @@ impl MechanismArgs {
             ),
         };
         Ok(ProbeOptions {
+            stacks: false,
             events,
             force_fallback: self.force_fallback,
             max_entries,
@@ -161,6 +165,8 @@ pub struct ProbeSession {
     majflt_marks: Mutex<HashMap<u32, u64>>,
     /// Skill attribution, when the host has markers and their uprobe attached.
     markers: Option<Mutex<Markers>>,
+    /// `--stacks`: the stack maps and the host's symboliser.
+    stacks: Option<Stacks>,
     stats: Option<StatsGuard>,
     stats_error: Option<String>,
     /// The cost model, or why none applies (`None`: not asked for).
@@ -201,7 +207,13 @@ impl ProbeSession {
         // Before loading: whether the fault and syscall programs attribute to skills is a
         // load-time constant.
         let marker = markers::locate(tgid);
-        let mut ebpf = object::load(tgid, max_entries, options.events.is_some(), marker.is_ok())?;
+        let mut ebpf = object::load(
+            tgid,
+            max_entries,
+            options.events.is_some(),
+            marker.is_ok(),
+            options.stacks,
+        )?;
         seed_kswapd(&mut ebpf)?;
         seed_brk(&mut ebpf, tgid)?;
         let diagnostics = Diagnostics::default();
@@ -221,6 +233,11 @@ impl ProbeSession {
         let markers = match marker {
             Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),
             Err(_) => None,
+        };
+        let stacks = if options.stacks {
+            Some(Stacks::take(&mut ebpf, tgid)?)
+        } else {
+            None
         };
 
         let majflt = MajorFaults::open(tgid);
@@ -261,6 +278,7 @@ impl ProbeSession {
             logger: Some(Mutex::new(logger)),
             diagnostics,
             markers,
+            stacks,
             statuses,
             tracefs: attacher.tracefs(),
             tgid,
@@ -385,6 +403,23 @@ impl ProbeSession {
             streaming: self.events.is_some(),
             skills,
         })
+    }
+
+    /// With `--stacks`: entry `index`'s stacks, symbolised now (the host must still run).
+    pub fn stacks(&self, index: u32) -> Result<Option<EntryStacks>> {
+        let Some(stacks) = &self.stacks else {
+            return Ok(None);
+        };
+        let names = match &self.markers {
+            Some(markers) => markers.lock().unwrap().names()?,
+            None => Default::default(),
+        };
+        let per_cpu = self
+            .counters
+            .get(&index, 0)
+            .context("reading the per-entry counters")?;
+        let lost = combine(per_cpu.iter()).stacks.lost;
+        stacks.entry(index, &names, lost).map(Some)
     }
 
     /// Major faults between `begin_entry(index)` and the next entry's begin (or now).

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::hostctl::{MemcgEntry, Stopped};
 use crate::pressure::BandHeld;
-use crate::probes::{ProbeMetrics, StopBreakdown};
+use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
 use crate::sample::{EntrySampling, process::ProcessStat, zoneinfo::ZoneId};
 use crate::stats::nearest_rank;
 use skillprof_common::Counters;
@@ -26,6 +26,9 @@ pub struct EntryRecord {
     /// The host's memory cgroup (`--memory-max`), if it had one.
     #[serde(default)]
     pub memcg: Option<MemcgEntry>,
+    /// `--stacks`: what the entry's stacks came to.
+    #[serde(default)]
+    pub stacks: Option<StackSummary>,
 }
 
 /// The entry's commands.csv row: every group's cells, in column order.
@@ -43,6 +46,7 @@ impl Metrics for EntryRecord {
             .collect();
         BandHeld::write_cells(self.pressure.as_ref(), &zones, row);
         MemcgEntry::write_cells(self.memcg.as_ref(), row);
+        StackSummary::write_cells(self.stacks.as_ref(), row);
     }
 }
 

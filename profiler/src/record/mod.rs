@@ -246,6 +246,10 @@ const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
         "the band a balloon held during the entry, from readings every 50 ms of free memory as user memory reaches it (pages above each zone's lowmem reserve, summed over the zones that can serve user memory): pressure_band (aimed at), pressure_reads, pressure_in_band_pct, pressure_min_free_kb, pressure_max_free_kb, pressure_lowest_band, pressure_highest_band, pressure_band_lower_kb and pressure_band_upper_kb (the band at the last reading; the watermarks include the kernel's boost), pressure_balloon_kb (at the end), pressure_balloon_max_kb, pressure_adjustments (balloon resizes), pressure_floor_crossings (readings below min + margin, each making the balloon give memory back), pressure_late_steps and pressure_slowest_step_ms (controller steps that overran their time limit while free memory stayed above the high watermark, and the slowest step: the machine was slow to hand out memory, and the entry's times include that), pressure_eased (why the aim was eased: the kernel had little to reclaim), pressure_aborted (why the hold stopped)",
     ),
     (
+        "stacks_*",
+        "with --stacks, the host's user stacks walked at its page faults and address-space syscalls during the entry: stacks_samples (walked and counted; stacks/ENTRY.folded and ENTRY.svg show them), stacks_lost (not kept: the stack map was full, or another stack had the same hash) and stacks_top_named (samples whose innermost frame has a name: a native symbol, or a wasm function from wasmtime's perf map)",
+    ),
+    (
         "memcg_*",
         "with --memory-max, the host's memory cgroup as the kernel accounts it: memcg_limit_kb, memcg_usage_kb (charged at the end of the entry: the host's memory, the page cache it brought in, the kernel memory it caused), memcg_peak_kb (the most charged during the entry, by the kernel's own account; cgroup v2: since the run began), memcg_limit_hits (charges that hit the limit and reclaimed first, during the entry: v1 memory.failcnt, v2 memory.events max) and memcg_oom_kills (processes the OOM killer killed in the cgroup during the entry)",
     ),

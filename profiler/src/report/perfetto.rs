@@ -8,7 +8,9 @@
 //! - with `--events` runs: process "host" with a track per host thread, and process
 //!   "system-wide" with kswapd and other processes' threads. Every raw kernel event is an
 //!   instant on its thread's track; events that report how long they took (syscalls, direct
-//!   and memcg reclaim, kswapd awake, shrinkers) are also slices ending at the event.
+//!   and memcg reclaim, kswapd awake, shrinkers) are also slices ending at the event;
+//! - with `--events` runs of a host with markers: process "requests" with a track per request,
+//!   its compile, instantiate and call stretches as slices (each on the thread that ran it).
 //!
 //! Times are microseconds on the sampler's clock (see [`super::load`]).
 
@@ -30,6 +32,7 @@ use crate::record::event::Body;
 const RUN_PID: u64 = 2_000_000_000;
 const SYSTEM_PID: u64 = 2_000_000_001;
 const UNKNOWN_HOST_PID: u64 = 2_000_000_002;
+const REQUESTS_PID: u64 = 2_000_000_003;
 
 /// Writes the trace of `run` to `path`, event by event (a run with --events has hundreds of
 /// thousands); returns how many trace events it holds.
@@ -145,6 +148,7 @@ fn write_to(run: &Run, out: &mut dyn Write) -> Result<usize> {
     entries(&mut trace, run)?;
     counters(&mut trace, run)?;
     events(&mut trace, run)?;
+    requests(&mut trace, run)?;
     let count = trace.count;
     trace.out.write_all(b"\n]}\n")?;
     Ok(count)
@@ -311,6 +315,61 @@ fn counters(trace: &mut Trace, run: &Run) -> Result<()> {
     )?;
     rate(trace, "host minor faults", Column::Minflt, 1.0, "per s")?;
     rate(trace, "host major faults", Column::Majflt, 1.0, "per s")
+}
+
+/// The markers' stretches as slices on one track per request: a stretch runs from a mark
+/// on a thread to that thread's next mark. A compile's helper threads are left out: their
+/// stretches overlap the compile's own, and a track's slices must nest.
+fn requests(trace: &mut Trace, run: &Run) -> Result<()> {
+    use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE, PHASE_NAMES};
+    let Some(events) = &run.events else {
+        return Ok(());
+    };
+    let marks = events.list.iter().filter_map(|event| match event.body {
+        Body::Mark(mark) => Some((event, mark)),
+        _ => None,
+    });
+    let mut open: BTreeMap<u32, (f64, skillprof_common::MarkEvent)> = BTreeMap::new();
+    let mut named = std::collections::BTreeSet::new();
+    for (i, (event, mark)) in marks.enumerate() {
+        if i == 0 {
+            trace.metadata(
+                "process_name",
+                REQUESTS_PID,
+                None,
+                json!({"name": "requests (skillhost's markers)"}),
+            )?;
+        }
+        if let Some((start, stretch)) = open.remove(&event.tid) {
+            let phase = stretch.phase & !(PHASE_FIRST | PHASE_HELPER);
+            if phase != PHASE_IDLE && stretch.phase & PHASE_HELPER == 0 {
+                if named.insert(stretch.request) {
+                    trace.metadata(
+                        "thread_name",
+                        REQUESTS_PID,
+                        Some(stretch.request),
+                        json!({"name": format!("request {} (skill id {})", stretch.request, stretch.skill)}),
+                    )?;
+                }
+                let name = PHASE_NAMES.get(phase as usize).copied().unwrap_or("?");
+                let args = json!({
+                    "skill_id": stretch.skill,
+                    "thread": event.tid,
+                    "entry": event.entry,
+                });
+                trace.slice(
+                    name,
+                    "request",
+                    (REQUESTS_PID, stretch.request),
+                    start,
+                    event.t_s,
+                    args,
+                )?;
+            }
+        }
+        open.insert(event.tid, (event.t_s, mark));
+    }
+    Ok(())
 }
 
 fn events(trace: &mut Trace, run: &Run) -> Result<()> {

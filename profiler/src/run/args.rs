@@ -155,6 +155,14 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "no_probes")]
     pub events: bool,
 
+    /// Also walk the host's user stack at every page fault and address-space syscall, and
+    /// write per entry stacks/ENTRY.folded and a flamegraph stacks/ENTRY.svg: which code took
+    /// the faults, by skill (a wasm function, by its name in wasmtime's perf map, which
+    /// skillhost then writes; or wasmtime itself: instantiation, memory growth,
+    /// compilation). The kernel walks frame pointers: skillhost is built with them.
+    #[arg(long, conflicts_with = "no_probes")]
+    pub stacks: bool,
+
     #[command(flatten)]
     pub mechanisms: MechanismArgs,
 

@@ -6,7 +6,10 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::hostctl::Stopped;
-use crate::probes::{self, ProbeCosts, ProbeMetrics, ProbeSession, StopBreakdown, stop_breakdown};
+use crate::probes::{
+    self, ProbeCosts, ProbeMetrics, ProbeSession, StopBreakdown, stacks::EntryStacks,
+    stop_breakdown,
+};
 use crate::record::ProbesInfo;
 
 use super::args::RunArgs;
@@ -23,7 +26,8 @@ impl Probing {
             return Ok(Probing::Off);
         }
         let events = args.events.then(|| folder.join("events.csv"));
-        let options = args.mechanisms.options(events, entries as u32 + 1)?;
+        let mut options = args.mechanisms.options(events, entries as u32 + 1)?;
+        options.stacks = args.stacks;
         Ok(Probing::Live(Box::new(ProbeSession::start(pid, &options)?)))
     }
 
@@ -83,6 +87,14 @@ impl Probing {
                 Ok((Some(metrics), stop))
             }
             Probing::Off => Ok((None, None)),
+        }
+    }
+
+    /// With `--stacks`: entry `index`'s stacks, symbolised now, while the host runs.
+    pub fn stacks(&self, index: usize) -> Result<Option<EntryStacks>> {
+        match self {
+            Probing::Live(session) => session.stacks(index as u32),
+            Probing::Off => Ok(None),
         }
     }
 

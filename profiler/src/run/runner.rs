@@ -30,7 +30,7 @@ use crate::record::{
 };
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process, vmstat};
-use crate::{explain, probes, words};
+use crate::{explain, output, probes, words};
 
 use super::args::RunArgs;
 use super::interrupt::{Abort, Interruption, Signals};
@@ -165,6 +165,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         probing: None,
         pressure: None,
         records: Vec::new(),
+        perf_map: None,
     };
     meta::write(&run.meta_path, &run.info)?;
     let ended = run
@@ -198,6 +199,8 @@ struct Run {
     map_limit: Option<SysctlChange>,
     /// The machine's OOM kills before the host started (/proc/vmstat oom_kill).
     oom_kills_before: Option<u64>,
+    /// `--stacks` on a host this run started: its perf map, removed at the end.
+    perf_map: Option<PathBuf>,
 }
 
 impl Run {
@@ -245,7 +248,13 @@ impl Run {
                 ));
                 attached
             }
-            None => self.start_host(args, spec, signals).await?,
+            None => {
+                let started = self.start_host(args, spec, signals).await?;
+                if args.stacks {
+                    self.perf_map = Some(format!("/tmp/perf-{}.map", started.0.pid()).into());
+                }
+                started
+            }
         };
         let pid = host.pid();
         self.info.host.pid = Some(pid);
@@ -386,6 +395,19 @@ impl Run {
                 }),
                 _ => None,
             };
+            // Symbolised while the host runs: the stop entry's stacks die with it. A failure
+            // costs the flamegraph, not the run.
+            let stacks = match measure.stopped {
+                None => probing.stacks(index).unwrap_or_else(|e| {
+                    self.progress
+                        .note(&format!("warning: entry {index}: no stacks: {e:#}"));
+                    None
+                }),
+                Some(_) => None,
+            };
+            if let Some(stacks) = &stacks {
+                output::stacks::write(&self.folder, index, &measure.cmd, stacks)?;
+            }
             let record = EntryRecord {
                 measure,
                 sampling,
@@ -393,6 +415,7 @@ impl Run {
                 stop,
                 pressure: pressure.held(),
                 memcg,
+                stacks: stacks.map(|stacks| stacks.summary),
             };
             self.record(record)?;
             if let Some(died) = died {
@@ -502,6 +525,10 @@ impl Run {
             self.info.reason = Some(reason);
         } else {
             self.info.status = Status::Complete;
+        }
+        if let Some(perf_map) = self.perf_map.take() {
+            // The host is gone; its perf map was written for this run only.
+            let _ = fs::remove_file(perf_map);
         }
         if let Some(mut pressure) = self.pressure.take() {
             // The machine goes back before anything else: it is not ours.
@@ -888,13 +915,13 @@ fn host_spec(args: &RunArgs) -> Result<HostSpec> {
         .as_ref()
         .map(|bin| fs::canonicalize(bin).with_context(|| format!("--host-bin {}", bin.display())))
         .transpose()?;
-    HostSpec::new(
-        profile,
-        bin,
-        &args.host_args,
-        &args.host_flags,
-        &args.host_env,
-    )
+    let mut env = args.host_env.clone();
+    if args.stacks {
+        // skillhost names its JIT-compiled wasm functions in /tmp/perf-PID.map; other hosts
+        // ignore the variable.
+        env.push(("SKILLHOST_PERFMAP".to_owned(), "true".to_owned()));
+    }
+    HostSpec::new(profile, bin, &args.host_args, &args.host_flags, &env)
 }
 
 fn sha1_of(path: &Path) -> Result<String> {

@@ -80,6 +80,9 @@ fn chunk_sizes(total_kb: u32, rng: &mut XorShift) -> Vec<u32> {
 
 /// A chunk of `kb` KiB with every page written. Allocation failure (the host's memory limit)
 /// is reported as `internal` rather than left to trap, so the host can tell the two apart.
+/// Never inlined: the function that takes the skill's page faults keeps its own name in the
+/// host's perf map, so `skillprof run --stacks` can show it (the stacks test looks for it).
+#[inline(never)]
 fn resident_chunk(kb: u32) -> Result<Vec<u8>, Error> {
     let len = kb as usize * 1024;
     let mut chunk: Vec<u8> = Vec::new();

@@ -1,0 +1,245 @@
+//! `--stacks`: the host's user stacks at its page faults and address-space syscalls, as the
+//! BPF programs counted them per entry, skill and stack, symbolised while the host runs
+//! (wasmtime's perf map for the JIT-compiled wasm functions; blazesym and the ELF symbols of
+//! the executable and its libraries for the rest), and folded root first for flamegraphs.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result};
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, StackTraceMap},
+};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer, source::Process, source::Source};
+use serde::{Deserialize, Serialize};
+use skillprof_common::{HOST_SKILL, STACK_FAULT, StackKey};
+
+use crate::record::Row;
+
+use super::{object, session::take};
+
+/// What an entry's stacks came to: the events whose stack was walked, those whose stack
+/// was lost, and those whose innermost frame has a name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackSummary {
+    pub samples: u64,
+    pub lost: u64,
+    pub top_named: u64,
+}
+
+impl StackSummary {
+    /// The stacks_* cells: empty without `--stacks`.
+    pub fn write_cells(summary: Option<&StackSummary>, row: &mut Row) {
+        let cell = |read: fn(&StackSummary) -> u64| summary.map(read);
+        row.int_or_empty("stacks_samples", cell(|s| s.samples))
+            .int_or_empty("stacks_lost", cell(|s| s.lost))
+            .int_or_empty("stacks_top_named", cell(|s| s.top_named));
+    }
+
+    /// The share of walked stacks whose innermost frame is named, in percent.
+    pub fn named_pct(&self) -> Option<f64> {
+        (self.samples > 0).then(|| 100.0 * self.top_named as f64 / self.samples as f64)
+    }
+}
+
+/// One entry's stacks, folded: `skill;kind;outermost;...;innermost` and the events counted
+/// with that stack. stacks/ENTRY.folded and the flamegraph are views of it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EntryStacks {
+    pub folded: Vec<(String, u64)>,
+    pub summary: StackSummary,
+}
+
+/// The stack maps of a live session.
+pub struct Stacks {
+    traces: StackTraceMap<MapData>,
+    counts: BpfHashMap<MapData, StackKey, u64>,
+    tgid: u32,
+}
+
+impl Stacks {
+    pub fn take(ebpf: &mut Ebpf, tgid: u32) -> Result<Stacks> {
+        Ok(Stacks {
+            traces: StackTraceMap::try_from(take(ebpf, object::STACK_TRACES)?)?,
+            counts: BpfHashMap::try_from(take(ebpf, object::STACK_COUNTS)?)?,
+            tgid,
+        })
+    }
+
+    /// Entry `index`'s stacks, symbolised now: call it while the host still runs. `names`
+    /// are the markers' skill names; `lost` is the entry's lost-stack count.
+    pub fn entry(
+        &self,
+        index: u32,
+        names: &BTreeMap<u32, String>,
+        lost: u64,
+    ) -> Result<EntryStacks> {
+        let mut counted: Vec<(StackKey, u64)> = Vec::new();
+        for item in self.counts.iter() {
+            let (key, count) = item.context("reading the stack counts")?;
+            if key.entry == index {
+                counted.push((key, count));
+            }
+        }
+        // Every distinct stack's frames, innermost first; return addresses (all but the
+        // innermost frame) are moved back into their call instruction before lookup.
+        let mut frames: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for (key, _) in &counted {
+            if frames.contains_key(&key.stack) {
+                continue;
+            }
+            let trace = self.traces.get(&key.stack, 0).context("reading a stack")?;
+            let ips = trace
+                .frames()
+                .iter()
+                .enumerate()
+                .map(|(i, frame)| if i == 0 { frame.ip } else { frame.ip - 1 })
+                .collect();
+            frames.insert(key.stack, ips);
+        }
+        let jit = perf_map(self.tgid)?;
+        let mut named: BTreeMap<u64, Option<String>> = BTreeMap::new();
+        let mut addresses = Vec::new();
+        for &ip in frames.values().flatten() {
+            match jit.find(ip) {
+                Some(name) => {
+                    named.insert(ip, Some(name.replace(';', ":")));
+                }
+                None => addresses.push(ip),
+            }
+        }
+        let mut process = Process::new(self.tgid.into());
+        // Read above: blazesym's reader refuses the `0x` wasmtime writes before each start.
+        process.perf_map = false;
+        let source = Source::Process(process);
+        // A symboliser per entry: blazesym's caches are not Sync, the session is shared.
+        let symbolizer = Symbolizer::new();
+        let symbols = symbolizer
+            .symbolize(&source, Input::AbsAddr(&addresses))
+            .context("symbolising the host's stacks (is it still running?)")?;
+        for (address, symbol) in addresses.iter().zip(&symbols) {
+            named.insert(*address, frame_name(symbol));
+        }
+
+        let modules = modules(self.tgid);
+        let mut folded: BTreeMap<String, u64> = BTreeMap::new();
+        let mut summary = StackSummary {
+            lost,
+            ..StackSummary::default()
+        };
+        for (key, count) in counted {
+            let ips = &frames[&key.stack];
+            summary.samples += count;
+            if ips.first().and_then(|ip| named[ip].as_ref()).is_some() {
+                summary.top_named += count;
+            }
+            let skill = match key.skill {
+                HOST_SKILL => "host".to_owned(),
+                id => names
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("skill#{id}")),
+            };
+            let kind = if key.kind == STACK_FAULT {
+                "fault"
+            } else {
+                "syscall"
+            };
+            let mut line = format!("{skill};{kind}");
+            for ip in ips.iter().rev() {
+                line.push(';');
+                match &named[ip] {
+                    Some(name) => line.push_str(name),
+                    None => match modules.find(*ip) {
+                        Some(module) => line.push_str(&format!("[{module}]")),
+                        None => line.push_str("[unknown]"),
+                    },
+                }
+            }
+            *folded.entry(line).or_default() += count;
+        }
+        Ok(EntryStacks {
+            folded: folded.into_iter().collect(),
+            summary,
+        })
+    }
+}
+
+/// Named address ranges, sorted by start: a JIT's functions, the host's mappings.
+struct Ranges(Vec<(u64, u64, String)>);
+
+impl Ranges {
+    fn new(mut ranges: Vec<(u64, u64, String)>) -> Ranges {
+        ranges.sort_by_key(|range| range.0);
+        Ranges(ranges)
+    }
+
+    fn find(&self, ip: u64) -> Option<&str> {
+        let after = self.0.partition_point(|range| range.0 <= ip);
+        let (_, end, name) = self.0.get(after.checked_sub(1)?)?;
+        (ip < *end).then_some(name.as_str())
+    }
+}
+
+/// The host's perf map (`/tmp/perf-PID.map`, seen through its own root: `START SIZE NAME` per
+/// line, START and SIZE in hex, START with or without `0x`): the wasm functions wasmtime
+/// compiled. Empty if the host writes none.
+fn perf_map(tgid: u32) -> Result<Ranges> {
+    let path = format!("/proc/{tgid}/root/tmp/perf-{tgid}.map");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {path}")),
+    };
+    let hex = |field: &str| u64::from_str_radix(field.trim_start_matches("0x"), 16).ok();
+    Ok(Ranges::new(
+        text.lines()
+            .filter_map(|line| {
+                let mut fields = line.splitn(3, ' ');
+                let start = hex(fields.next()?)?;
+                let size = hex(fields.next()?)?;
+                Some((start, start + size, fields.next()?.to_owned()))
+            })
+            .collect(),
+    ))
+}
+
+/// The host's mappings by file name, to say at least where an unnamed frame is (a library
+/// without its symbol table, such as libc's internal memcpy variants).
+fn modules(tgid: u32) -> Ranges {
+    use procfs::process::{MMapPath, Process};
+    let maps = Process::new(tgid as i32).and_then(|p| p.maps());
+    Ranges::new(
+        maps.map(|maps| {
+            maps.into_iter()
+                .map(|map| {
+                    let name = match &map.pathname {
+                        MMapPath::Path(path) => path
+                            .file_name()
+                            .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned()),
+                        MMapPath::Anonymous => "anon".to_owned(),
+                        other => format!("{other:?}").to_lowercase(),
+                    };
+                    (map.address.0, map.address.1, name)
+                })
+                .collect()
+        })
+        .unwrap_or_default(),
+    )
+}
+
+/// A frame's function name, without the Rust symbol hash and without the `;` that separates
+/// folded frames.
+fn frame_name(symbol: &Symbolized<'_>) -> Option<String> {
+    let Symbolized::Sym(sym) = symbol else {
+        return None;
+    };
+    let name: &str = &sym.name;
+    let name = match name.rsplit_once("::h") {
+        Some((path, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            path
+        }
+        _ => name,
+    };
+    Some(name.replace(';', ":"))
+}
