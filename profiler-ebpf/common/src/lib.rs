@@ -315,6 +315,8 @@ counters! {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+// A group added later reads as zeros from records written before it.
+#[cfg_attr(feature = "user", serde(default))]
 pub struct Counters {
     pub syscalls: [SyscallCounts; SYSCALLS],
     pub madvise: [CallCounts; ADVICES],

@@ -1,8 +1,9 @@
 //! Host benchmark: prints what the skill host costs, with the on-demand and the pooling
-//! allocator side by side, measured in the same run. Figures only, no pass/fail: these
+//! allocator side by side, measured in the same run, and what its markers cost a hello
+//! request, with skillprof's uprobe attached and without. Figures only, no pass/fail: these
 //! machines are noisy, so compare the ratios.
 //!
-//!     cargo bench -p skillhost --bench host [-- --copies N --seconds S]
+//!     cargo bench -p skillhost --bench host [-- --copies N --seconds S] [--markers-only]
 //!
 //! Needs `cargo xtask build-skills`, a release skillhost, and `hey` (scripts/setup.sh).
 
@@ -13,15 +14,20 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use skillprof::hostctl::{Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir};
-use skillprof::stats::nearest_rank;
+use skillprof::probes::{Mechanism, ProbeOptions, ProbeSession};
+use skillprof::stats::{median, median_ci, nearest_rank};
 
 const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];
 const LATENCY_REQUESTS: usize = 200;
 const HEY_CONNECTIONS: usize = 150;
+/// Interleaved rounds of the marker comparison: off, attached, off again.
+const MARKER_ROUNDS: usize = 15;
 
 struct Options {
     copies: usize,
     seconds: u64,
+    /// Only the markers' cost (minutes less).
+    markers_only: bool,
 }
 
 #[derive(Default)]
@@ -41,20 +47,111 @@ impl Figures {
 async fn main() -> Result<()> {
     let options = parse_options()?;
     let samples = SampleSkills::beside_executable()?;
-    let hey = find_hey()?;
-    let mut results = Vec::new();
-    for allocator in ALLOCATORS {
-        eprintln!("allocator {allocator}:");
-        results.push(measure(allocator, &samples, &hey, &options).await?);
+    if !options.markers_only {
+        let hey = find_hey()?;
+        let mut results = Vec::new();
+        for allocator in ALLOCATORS {
+            eprintln!("allocator {allocator}:");
+            results.push(measure(allocator, &samples, &hey, &options).await?);
+        }
+        print_table(&results);
     }
-    print_table(&results);
+    markers(&samples).await
+}
+
+/// What the markers cost a hello request. Unattached, a mark is a call: timed here over
+/// millions of calls, times the marks a request makes. Attached (skillprof's uprobe alone,
+/// no other probe): round-trip p50 over sequential requests with the uprobe against the mean
+/// of the blocks before and after without it, in interleaved rounds; the ratio of the two
+/// blocks without is the control, the noise the comparison is read against.
+async fn markers(samples: &SampleSkills) -> Result<()> {
+    eprintln!("markers:");
+    let calls = 10_000_000u32;
+    let started = Instant::now();
+    for i in 0..calls {
+        skillprof_common::skillhost_mark(u64::from(i), i, 0, std::ptr::null());
+    }
+    let call_ns = started.elapsed().as_secs_f64() * 1e9 / f64::from(calls);
+    if !skillprof::pressure::running_as_root() {
+        println!(
+            "\nmarkers: an unattached mark costs {call_ns:.2} ns; attached: NOT MEASURED, the \
+             uprobe needs root (sudo -E cargo bench -p skillhost --bench host)"
+        );
+        return Ok(());
+    }
+    let bench = Bench::start("on-demand", None).await?;
+    bench.load("hello", &samples.path("hello")?).await?;
+    let only_markers = ProbeOptions {
+        mechanisms: Some(vec![Mechanism::Uprobe]),
+        max_entries: 1,
+        ..ProbeOptions::default()
+    };
+    let (mut attached, mut control, mut off_p50, mut hits_per_request) =
+        (Vec::new(), Vec::new(), Vec::new(), 0.0);
+    for round in 0..MARKER_ROUNDS {
+        let before = round_trip_p50(bench.client()).await?;
+        let session = ProbeSession::start(bench.host.pid(), &only_markers)?;
+        let on = round_trip_p50(bench.client()).await?;
+        let hits = session
+            .entry(0)?
+            .read("markers", |c| c.marks.hits)
+            .context("the marker uprobe did not attach")?;
+        hits_per_request = hits as f64 / LATENCY_REQUESTS as f64;
+        drop(session);
+        let after = round_trip_p50(bench.client()).await?;
+        eprintln!(
+            "  round {round}: off {before:.1} µs, attached {on:.1} µs, off {after:.1} µs ({hits_per_request:.1} marks/request)"
+        );
+        attached.push(on / ((before + after) / 2.0));
+        control.push(after / before);
+        off_p50.push((before + after) / 2.0);
+    }
+    bench.stop().await?;
+    off_p50.sort_by(f64::total_cmp);
+    let p50_us = median(&off_p50);
+    let ratio = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        let (low, high) = median_ci(values, 2000, 15);
+        format!("{:.4} [95% CI {low:.4}, {high:.4}]", median(values))
+    };
+    println!(
+        "\nmarkers (hello, {MARKER_ROUNDS} interleaved rounds of {LATENCY_REQUESTS} sequential requests, round-trip p50 {p50_us:.1} µs):"
+    );
+    println!(
+        "  unattached: {call_ns:.2} ns per mark × {hits_per_request:.1} marks per request = {:.5}% of p50",
+        100.0 * call_ns * hits_per_request / (p50_us * 1e3)
+    );
+    println!(
+        "  attached / unattached p50, median of rounds: {}",
+        ratio(&mut attached)
+    );
+    println!(
+        "  control, unattached / unattached:            {}",
+        ratio(&mut control)
+    );
     Ok(())
+}
+
+/// The client's round-trip p50 of sequential hello requests, in microseconds.
+async fn round_trip_p50(client: &Client) -> Result<f64> {
+    let mut samples = Vec::with_capacity(LATENCY_REQUESTS);
+    for _ in 0..LATENCY_REQUESTS {
+        let started = Instant::now();
+        let reply = client
+            .execute("hello", &json!({"topic": "markers"}))
+            .await?;
+        anyhow::ensure!(reply.is_ok(), "hello failed: {}", reply.error_message());
+        samples.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(nearest_rank(&samples, 0.50))
 }
 
 fn parse_options() -> Result<Options> {
     let mut options = Options {
         copies: 10,
         seconds: 10,
+        markers_only: false,
     };
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
@@ -62,6 +159,7 @@ fn parse_options() -> Result<Options> {
         match arg.as_str() {
             "--copies" => options.copies = args.next().context("--copies N")?.parse()?,
             "--seconds" => options.seconds = args.next().context("--seconds S")?.parse()?,
+            "--markers-only" => options.markers_only = true,
             _ => {}
         }
     }

@@ -225,8 +225,12 @@ fn print_table(report: &Report) {
 }
 
 /// Whether a probe's plan has a mechanism every kernel skillprof supports has (tp_btf or a
-/// classic tracepoint); the others (shrink_node, exit_mmap) are optional.
+/// classic tracepoint); the others (shrink_node, exit_mmap) are optional, and so are the
+/// markers, which only a host that has them can give.
 pub fn is_required(probe: &str) -> bool {
+    if probe == super::markers::PROBE {
+        return false;
+    }
     PROBES.iter().find(|p| p.name == probe).is_none_or(|p| {
         p.plan
             .iter()

@@ -174,9 +174,11 @@ fn figure(figure: &Figure, prefix: &str) -> Markup {
 pub fn single(run: &Run) -> Result<Page> {
     let series = plots::timeseries::figures(run)?;
     let stop = bars::stop(&[run])?;
+    let skills = plots::skills::faults_by_skill(run)?;
     let body = html! {
         (section("header", "The run", header(run)))
         (section("entries", "Per entry", entries_table(run, "")))
+        (section("skills", "By skill", html! { (figure(&skills, "")) (flamegraphs(run)) }))
         (section("timeseries", "Over time", timeseries(run, &series, "")))
         (section("stop", "Shutdown", figure(&stop, "")))
     };
@@ -192,12 +194,14 @@ pub fn single(run: &Run) -> Result<Page> {
         &[
             ("header", "The run"),
             ("entries", "Per entry"),
+            ("skills", "By skill"),
             ("timeseries", "Over time"),
             ("stop", "Shutdown"),
         ],
         body,
     );
     let mut figures = series;
+    figures.push(skills);
     figures.push(stop);
     Ok(Page { html, figures })
 }
@@ -588,6 +592,38 @@ fn cell_in(value: &str, class: &str) -> Markup {
             }
         },
         Err(_) => html! { td class=[classes("text")] { (value) } },
+    }
+}
+
+/// Links to the entries' flamegraphs (`run --stacks`), or why there are none.
+fn flamegraphs(run: &Run) -> Markup {
+    let graphs: Vec<(usize, &str, std::path::PathBuf)> = run
+        .records
+        .iter()
+        .map(|r| {
+            let folded = crate::output::stacks::folded_path(&run.folder, r.measure.index);
+            (
+                r.measure.index,
+                r.measure.cmd.as_str(),
+                folded.with_extension("svg"),
+            )
+        })
+        .filter(|(_, _, svg)| svg.exists())
+        .collect();
+    html! {
+        @if graphs.is_empty() {
+            p class="muted" {
+                "No flamegraphs: run with --stacks to see which code (a wasm function, or                  wasmtime itself) took each entry's faults."
+            }
+        } @else {
+            p {
+                "Flamegraphs of each entry's faults and address-space syscalls by stack                  (stacks/ENTRY.folded holds the counts): "
+                @for (i, (index, cmd, svg)) in graphs.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    a href=(svg.display().to_string()) { "#" (index) " " code { (cmd) } }
+                }
+            }
+        }
     }
 }
 
