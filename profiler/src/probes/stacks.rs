@@ -198,10 +198,21 @@ fn perf_map(tgid: u32) -> Result<Ranges> {
                 let mut fields = line.splitn(3, ' ');
                 let start = hex(fields.next()?)?;
                 let size = hex(fields.next()?)?;
-                Some((start, start + size, fields.next()?.to_owned()))
+                Some((start, start + size, demangled(fields.next()?)))
             })
             .collect(),
     ))
+}
+
+/// `wasm[0]::function[47]::_RNv…9sample_rs14resident_chunk` as
+/// `wasm[0]::function[47]::sample_rs::resident_chunk`: wasmtime names a function by its
+/// index and its symbol in the module's name section, which for Rust is mangled.
+fn demangled(name: &str) -> String {
+    let symbol_at = name.rfind("::").map_or(0, |i| i + 2);
+    match rustc_demangle::try_demangle(&name[symbol_at..]) {
+        Ok(symbol) => format!("{}{symbol:#}", &name[..symbol_at]),
+        Err(_) => name.to_owned(),
+    }
 }
 
 /// The host's mappings by file name, to say at least where an unnamed frame is (a library
@@ -242,4 +253,34 @@ fn frame_name(symbol: &Symbolized<'_>) -> Option<String> {
         _ => name,
     };
     Some(name.replace(';', ":"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wasm_functions_are_named_by_their_demangled_symbol() {
+        assert_eq!(
+            demangled("wasm[0]::function[47]::_RNvCs141OnHEiogI_9sample_rs14resident_chunk"),
+            "wasm[0]::function[47]::sample_rs::resident_chunk"
+        );
+        assert_eq!(
+            demangled("wasm[0]::function[77]::run"),
+            "wasm[0]::function[77]::run"
+        );
+    }
+
+    #[test]
+    fn an_address_is_in_the_range_that_starts_at_or_below_it() {
+        let ranges = Ranges::new(vec![
+            (0x2000, 0x2100, "b".to_owned()),
+            (0x1000, 0x1010, "a".to_owned()),
+        ]);
+        assert_eq!(ranges.find(0x1000), Some("a"));
+        assert_eq!(ranges.find(0x100f), Some("a"));
+        assert_eq!(ranges.find(0x1010), None);
+        assert_eq!(ranges.find(0x20ff), Some("b"));
+        assert_eq!(ranges.find(0xfff), None);
+    }
 }
