@@ -28,6 +28,13 @@ band really held; a safety rule that stops the balloon is said in the rows, expl
 the end. --scale-factor widens the bands for the run. Both need root, and both are undone on \
 every exit path (see skillprof pressure --help).
 
+With a host that marks its work (skillhost calls skillhost_mark around every request's polls \
+and every compile), a uprobe follows the marks and every fault and syscall is also counted \
+for the skill and phase (compile, instantiate, call) it was caused by: skills.csv, and a \
+sentence in explain.md naming the skills that dominate an entry. A host without markers is \
+profiled by entry, and the run says so at its head. --stacks adds which code: the host's user \
+stacks at every fault and address-space syscall, as a flamegraph per entry.
+
 Under a limit (--memory-max SIZE) the host runs in a memory cgroup of its own; `fill_py` and \
 `fill_rs` add skills until it holds no more, and say how many fitted and why they stopped \
 (see skillprof capacity --help for the prediction to compare with).
@@ -40,6 +47,8 @@ The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
                              attached by which mechanism, the profiler's own cost; how the run ended
   explain.md                 one paragraph per entry: where its memory and time went, from the evidence
   host.log                   the host's own output
+  skills.csv                 with a host that has markers: per entry, skill and phase, summing to the entry
+  stacks/N.folded, N.svg     with --stacks: entry N's faults and syscalls by user stack, and a flamegraph
   events.csv                 with --events: every kernel event, timestamped
 Every file is flushed after each entry. Ctrl-C or SIGTERM stop the host, finish the files, mark \
 the run incomplete in meta.json with the entries not run, and exit non-zero.
@@ -52,6 +61,7 @@ Examples:
   sudo skillprof run cmds/bench.cmds -- --allocator pooling     # flags after -- go to skillhost
   sudo skillprof run cmds/bench.cmds --pressure high            # free memory held in [low, high)
   sudo skillprof run cmds/fill_py.cmds --memory-max 3G          # how many Python skills fit in 3 GiB
+  sudo skillprof run cmds/bench.cmds --stacks                   # which code took the faults
   sudo skillprof run cmds/smoke.cmds --host-bin ./other-host --host-arg=--dir={skills_dir} --host-arg=--port={port}";
 
 #[derive(Args, Debug, Clone)]
