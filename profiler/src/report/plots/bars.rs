@@ -65,21 +65,13 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
     let height = 120 + bar * measured.len() as u32;
     let svg = render("the stop breakdown", height, |root| {
         let (plot, key) = root.split_vertically(height - 64);
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(TITLE, font(16))
-            .margin(10)
-            .margin_right(30)
-            .x_label_area_size(34)
-            .y_label_area_size(12)
-            .build_cartesian_2d(0.0..longest * 1.04, 0.0..measured.len() as f64)
-            .map_err(drawing("the stop breakdown"))?;
-        axes_style(&mut chart.configure_mesh())
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_desc("ms from SIGTERM sent to the host reaped")
-            .x_label_formatter(&|v| short(*v))
-            .draw()
-            .map_err(drawing("the stop breakdown's axes"))?;
+        let mut chart = horizontal_bars(
+            &plot,
+            TITLE,
+            0.0..longest * 1.04,
+            measured.len(),
+            "ms from SIGTERM sent to the host reaped",
+        )?;
         for (row, (run_index, parts, total)) in measured.iter().enumerate() {
             let y = (measured.len() - 1 - row) as f64;
             let (low, high) = (y + 0.18, y + 0.62);
@@ -148,14 +140,53 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
     .titled())
 }
 
+/// A chart of `rows` horizontal bars over `x`, titled, with only the x axis labelled.
+pub fn horizontal_bars<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    x: std::ops::Range<f64>,
+    rows: usize,
+    x_desc: &str,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, font(16))
+        .margin(10)
+        .margin_right(30)
+        .x_label_area_size(34)
+        .y_label_area_size(12)
+        .build_cartesian_2d(x, 0.0..rows as f64)
+        .map_err(drawing("a bar chart"))?;
+    axes_style(&mut chart.configure_mesh())
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_desc(x_desc)
+        .x_label_formatter(&|v| short(*v))
+        .draw()
+        .map_err(drawing("a bar chart's axes"))?;
+    Ok(chart)
+}
+
 /// The key under the stop bars: each part's colour and, for one run, its duration.
 fn stop_key(area: &DrawingArea<SVGBackend<'_>, Shift>, parts: Option<&Vec<f64>>) -> Result<()> {
+    let items: Vec<(String, RGBColor)> = PARTS
+        .iter()
+        .zip(STOP_COLOURS)
+        .enumerate()
+        .map(|(i, ((_, words_of), colour))| {
+            let text = match parts {
+                Some(parts) => format!("{words_of}: {}", words::ms(parts[i])),
+                None => (*words_of).to_owned(),
+            };
+            (text, colour)
+        })
+        .collect();
+    key(area, &items)
+}
+
+/// A key of coloured squares and their words, in lines as wide as the plot.
+pub fn key(area: &DrawingArea<SVGBackend<'_>, Shift>, items: &[(String, RGBColor)]) -> Result<()> {
     let (mut x, mut y) = (20i32, 8i32);
-    for (i, ((_, words_of), colour)) in PARTS.iter().zip(STOP_COLOURS).enumerate() {
-        let text = match parts {
-            Some(parts) => format!("{words_of}: {}", words::ms(parts[i])),
-            None => (*words_of).to_owned(),
-        };
+    for (text, colour) in items {
         let width = 34 + text.chars().count() as i32 * 7;
         if x + width > WIDTH as i32 - 10 {
             x = 20;
@@ -165,9 +196,9 @@ fn stop_key(area: &DrawingArea<SVGBackend<'_>, Shift>, parts: Option<&Vec<f64>>)
             [(x, y), (x + 14, y + 14)],
             colour.mix(0.85).filled(),
         ))
-        .map_err(drawing("the stop key"))?;
-        area.draw(&Text::new(text, (x + 20, y), font(13)))
-            .map_err(drawing("the stop key"))?;
+        .map_err(drawing("a key"))?;
+        area.draw(&Text::new(text.as_str(), (x + 20, y), font(13)))
+            .map_err(drawing("a key"))?;
         x += width;
     }
     Ok(())

@@ -8,9 +8,8 @@ use anyhow::Result;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{
-    BLUE, BROWN, Figure, GREEN, GREY, ORANGE, PURPLE, RED, WIDTH, axes_style, drawing, font, render,
-};
+use super::bars::{horizontal_bars, key};
+use super::{BLUE, BROWN, Figure, GREEN, GREY, ORANGE, PURPLE, RED, drawing, font, render};
 use crate::report::load::Run;
 use crate::words;
 
@@ -70,21 +69,14 @@ pub fn faults_by_skill(run: &Run) -> Result<Figure> {
     let bar = 34u32;
     let height = 110 + bar * entries.len() as u32;
     let svg = render("the faults by skill", height, |root| {
-        let (plot, key) = root.split_vertically(height - 50);
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(TITLE, font(16))
-            .margin(10)
-            .margin_right(30)
-            .x_label_area_size(34)
-            .y_label_area_size(12)
-            .build_cartesian_2d(0.0..100.0, 0.0..entries.len() as f64)
-            .map_err(drawing("the faults by skill"))?;
-        axes_style(&mut chart.configure_mesh())
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_desc("% of the entry's page faults")
-            .draw()
-            .map_err(drawing("the axes of the faults by skill"))?;
+        let (plot, key_area) = root.split_vertically(height - 50);
+        let mut chart = horizontal_bars(
+            &plot,
+            TITLE,
+            0.0..100.0,
+            entries.len(),
+            "% of the entry's page faults",
+        )?;
         for (row, (index, cmd, faults)) in entries.iter().enumerate() {
             let total: u64 = faults.values().sum();
             let y = (entries.len() - 1 - row) as f64;
@@ -125,7 +117,6 @@ pub fn faults_by_skill(run: &Run) -> Result<Figure> {
                 )])
                 .map_err(drawing("an entry's label"))?;
         }
-        let (mut x, y) = (20i32, 10i32);
         let mut keys: Vec<(String, RGBColor)> = coloured
             .iter()
             .enumerate()
@@ -138,20 +129,7 @@ pub fn faults_by_skill(run: &Run) -> Result<Figure> {
             ));
         }
         keys.push(("host (no skill)".to_owned(), HOST));
-        for (text, colour) in keys {
-            let width = 34 + text.chars().count() as i32 * 7;
-            if x + width > WIDTH as i32 - 10 {
-                break;
-            }
-            key.draw(&Rectangle::new(
-                [(x, y), (x + 14, y + 14)],
-                colour.mix(0.85).filled(),
-            ))
-            .map_err(drawing("the skills key"))?;
-            key.draw(&Text::new(text, (x + 20, y), font(13)))
-                .map_err(drawing("the skills key"))?;
-            x += width;
-        }
+        key(&key_area, &keys)?;
         Ok(())
     })?;
     Ok(Figure::svg(
