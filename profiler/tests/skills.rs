@@ -266,4 +266,11 @@ fn stacks_name_the_wasm_function_that_touched_the_pages() {
     assert!(named * 100 >= samples * 90, "{entry:?}");
     // A walk can fail (the kernel could not read a frame); rarely, and counted.
     assert!(int(entry, "stacks_lost") * 100 <= samples, "{entry:?}");
+    // The share with a named innermost frame is printed at the head of explain.md.
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    let head = explain
+        .lines()
+        .find(|line| line.starts_with("- stacks (--stacks): "))
+        .unwrap_or_else(|| panic!("no stacks line at the head:\n{explain}"));
+    assert!(head.contains("% with a named innermost frame"), "{head}");
 }

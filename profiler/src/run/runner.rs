@@ -23,7 +23,7 @@ use crate::output::{
     commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv, skills_csv::SkillsCsv,
 };
 use crate::pressure::SysctlChange;
-use crate::probes::{CostMode, Mechanism, markers};
+use crate::probes::{CostMode, Mechanism, markers, stacks::StackSummary};
 use crate::record::{
     CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, Outcome, RunInfo,
     Status, Step, SysctlDuring,
@@ -568,9 +568,11 @@ impl Run {
         meta::write(&self.meta_path, &self.info)?;
 
         print!("{}", compare::table_of(&[self.log_path.clone()])?);
+        let mut head = measurement(&self.info);
+        head.extend(stacks_line(&self.records));
         let explanation = explain::document(
             &format!("{} ({})", self.info.cmds.file, self.info.run),
-            &measurement(&self.info),
+            &head,
             &self.records,
         );
         fs::write(self.folder.join("explain.md"), &explanation).context("writing explain.md")?;
@@ -762,6 +764,30 @@ fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
 
 /// How the run was measured, for the head of explain.md: the host, which probes were live
 /// by which mechanism, and what measuring cost.
+/// With `--stacks`: how many stacks were walked, how many have a named innermost frame, how
+/// many were lost, over the whole run.
+fn stacks_line(records: &[EntryRecord]) -> Option<String> {
+    let summaries: Vec<_> = records.iter().filter_map(|r| r.stacks).collect();
+    if summaries.is_empty() {
+        return None;
+    }
+    let sum = |read: fn(&StackSummary) -> u64| summaries.iter().map(read).sum::<u64>();
+    let total = StackSummary {
+        samples: sum(|s| s.samples),
+        lost: sum(|s| s.lost),
+        top_named: sum(|s| s.top_named),
+    };
+    let walked = total.samples + total.lost;
+    Some(format!(
+        "stacks (--stacks): {} walked at faults and address-space syscalls, {:.1}% with a named \
+         innermost frame, {} lost ({:.1}%); flamegraphs in stacks/",
+        words::count(total.samples as f64),
+        total.named_pct().unwrap_or(0.0),
+        words::count(total.lost as f64),
+        100.0 * total.lost as f64 / walked.max(1) as f64
+    ))
+}
+
 fn measurement(info: &RunInfo) -> Vec<String> {
     let mut lines = vec![format!(
         "host: {}{} ({} profile) on {} ({} cores, {} GiB), kernel {}",
