@@ -5,7 +5,7 @@
 
 use aya_ebpf::{
     Global,
-    bindings::{BPF_F_NO_PREALLOC, BPF_F_USER_STACK},
+    bindings::{BPF_F_NO_PREALLOC, BPF_F_USER_STACK, BPF_NOEXIST},
     macros::map,
     maps::{HashMap, PerCpuArray, StackTrace},
     programs::tracing::StackIdContext,
@@ -72,12 +72,24 @@ pub fn sample<C: StackIdContext>(ctx: &C, entry: u32, tid: u32, kind: u32) {
         kind,
         stack: stack as u32,
     };
-    if let Some(count) = STACK_COUNTS.get_ptr_mut(&key) {
+    // NOEXIST: of two CPUs counting a new stack at once, the second finds the first's count
+    // instead of replacing it.
+    let counted = STACK_COUNTS.get_ptr_mut(&key).is_some_and(|count| {
         // SAFETY: a live map value; an atomic add, since several CPUs may share a stack.
         add(unsafe { &mut *count }, 1);
-    } else if STACK_COUNTS.insert(&key, &1, 0).is_err() {
-        add(&mut counters.stacks.lost, 1);
-        return;
-    }
-    add(&mut counters.stacks.sampled, 1);
+        true
+    }) || STACK_COUNTS.insert(&key, &1, BPF_NOEXIST as u64).is_ok()
+        || STACK_COUNTS.get_ptr_mut(&key).is_some_and(|count| {
+            // SAFETY: as above.
+            add(unsafe { &mut *count }, 1);
+            true
+        });
+    add(
+        if counted {
+            &mut counters.stacks.sampled
+        } else {
+            &mut counters.stacks.lost
+        },
+        1,
+    );
 }

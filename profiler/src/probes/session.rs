@@ -166,7 +166,7 @@ pub struct ProbeSession {
     /// Skill attribution, when the host has markers and their uprobe attached.
     markers: Option<Mutex<Markers>>,
     /// `--stacks`: the stack maps and the host's symboliser.
-    stacks: Option<Stacks>,
+    stacks: Option<Mutex<Stacks>>,
     stats: Option<StatsGuard>,
     stats_error: Option<String>,
     /// The cost model, or why none applies (`None`: not asked for).
@@ -235,7 +235,7 @@ impl ProbeSession {
             Err(_) => None,
         };
         let stacks = if options.stacks {
-            Some(Stacks::take(&mut ebpf, tgid)?)
+            Some(Mutex::new(Stacks::take(&mut ebpf, tgid)?))
         } else {
             None
         };
@@ -405,7 +405,8 @@ impl ProbeSession {
         })
     }
 
-    /// With `--stacks`: entry `index`'s stacks, symbolised now (the host must still run).
+    /// With `--stacks`: entry `index`'s stacks, symbolised now (the host must still run), and
+    /// then cleared from the maps: call it once per entry, before the next one begins.
     pub fn stacks(&self, index: u32) -> Result<Option<EntryStacks>> {
         let Some(stacks) = &self.stacks else {
             return Ok(None);
@@ -419,7 +420,11 @@ impl ProbeSession {
             .get(&index, 0)
             .context("reading the per-entry counters")?;
         let lost = combine(per_cpu.iter()).stacks.lost;
-        stacks.entry(index, &names, lost).map(Some)
+        stacks
+            .lock()
+            .unwrap()
+            .take_entry(index, &names, lost)
+            .map(Some)
     }
 
     /// Major faults between `begin_entry(index)` and the next entry's begin (or now).

@@ -66,10 +66,13 @@ impl Stacks {
         })
     }
 
-    /// Entry `index`'s stacks, symbolised now: call it while the host still runs. `names`
-    /// are the markers' skill names; `lost` is the entry's lost-stack count.
-    pub fn entry(
-        &self,
+    /// Entry `index`'s stacks, symbolised now: call it while the host still runs, after the
+    /// entry and before the next one begins. `names` are the markers' skill names; `lost` is
+    /// the entry's lost-stack count. The entry's stacks are then removed from the maps: the
+    /// stack map is a hash table without chaining, where a stack whose slot is taken is lost,
+    /// so a map still full of the compiles' stacks would lose the stacks of later entries.
+    pub fn take_entry(
+        &mut self,
         index: u32,
         names: &BTreeMap<u32, String>,
         lost: u64,
@@ -84,11 +87,16 @@ impl Stacks {
         // Every distinct stack's frames, innermost first; return addresses (all but the
         // innermost frame) are moved back into their call instruction before lookup.
         let mut frames: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-        for (key, _) in &counted {
+        let mut lost = lost;
+        counted.retain(|(key, count)| {
             if frames.contains_key(&key.stack) {
-                continue;
+                return true;
             }
-            let trace = self.traces.get(&key.stack, 0).context("reading a stack")?;
+            // Gone only if removed with an earlier entry while this one's event was in flight.
+            let Ok(trace) = self.traces.get(&key.stack, 0) else {
+                lost += count;
+                return false;
+            };
             let ips = trace
                 .frames()
                 .iter()
@@ -96,7 +104,8 @@ impl Stacks {
                 .map(|(i, frame)| if i == 0 { frame.ip } else { frame.ip - 1 })
                 .collect();
             frames.insert(key.stack, ips);
-        }
+            true
+        });
         let jit = perf_map(self.tgid)?;
         let mut named: BTreeMap<u64, Option<String>> = BTreeMap::new();
         let mut addresses = Vec::new();
@@ -127,7 +136,7 @@ impl Stacks {
             lost,
             ..StackSummary::default()
         };
-        for (key, count) in counted {
+        for &(key, count) in &counted {
             let ips = &frames[&key.stack];
             summary.samples += count;
             if ips.first().and_then(|ip| named[ip].as_ref()).is_some() {
@@ -157,6 +166,13 @@ impl Stacks {
                 }
             }
             *folded.entry(line).or_default() += count;
+        }
+        for (key, _) in &counted {
+            // Best effort: what is not removed only takes a slot.
+            let _ = self.counts.remove(key);
+        }
+        for stack in frames.keys() {
+            let _ = self.traces.remove(stack);
         }
         Ok(EntryStacks {
             folded: folded.into_iter().collect(),
