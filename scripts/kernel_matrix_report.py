@@ -259,6 +259,16 @@ def section(host, guest, count_rows, runs, wall):
     guest_default = {p["probe"]: p for p in guest["probes"]["probes"]}
     for status in host["probes"]["probes"]:
         name = status["probe"]
+        if name == "markers":
+            # `skillprof probes` watches itself, which has no marker: the row is the
+            # exact-count workload's, which has one.
+            marks = [
+                results["exact-counts"]["sessions"][0]["mechanisms"].get("markers")
+                for results in (host, guest)
+            ]
+            cells = [f"**{m}** (probes_counts' workload)" if m else "not attached" for m in marks]
+            lines.append(f"| markers | {cells[0]} | {cells[1]} | {cells[1]} |")
+            continue
         lines.append(
             f"| {name} | {mechanism_cell(status)} | {mechanism_cell(guest_default[name])} "
             f"| {mechanism_cell(guest_no_fentry[name])} |"

@@ -187,6 +187,33 @@ fn the_perfetto_export_is_a_valid_trace_of_the_run() {
         .count();
     assert_eq!(stop_parts, 6, "the stop's six parts");
 
+    // skillhost marks its work: a track per request, its phases as slices, and a call slice
+    // on the track of every execution.
+    let phases: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "request")
+        .collect();
+    assert!(
+        phases
+            .iter()
+            .all(|s| ["compile", "instantiate", "call"].contains(&s["name"].as_str().unwrap())),
+        "unexpected request slices"
+    );
+    let called: std::collections::BTreeSet<u64> = phases
+        .iter()
+        .filter(|s| s["name"] == "call")
+        .map(|s| integer(s, "tid"))
+        .collect();
+    let executions: u64 = rows
+        .iter()
+        .map(|row| row.get("executions").unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        called.len() as u64,
+        executions,
+        "one request track per execution"
+    );
+
     // Every kernel event of events.csv is an instant.
     let kernel_events = fs::read_to_string(folder.join("events.csv"))
         .unwrap()
