@@ -5,12 +5,15 @@
 
 use std::{collections::BTreeMap, fs, num::NonZeroU32, path::PathBuf};
 
-use ::object::{Object as _, ObjectSymbol as _};
+use ::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 use anyhow::{Context as _, Result};
 use aya::{
     Ebpf,
     maps::{HashMap as BpfHashMap, MapData, PerCpuHashMap, PerCpuValues},
-    programs::{UProbe, uprobe::UProbeScope},
+    programs::{
+        UProbe,
+        uprobe::{UProbeAttachLocation, UProbeScope},
+    },
 };
 use serde::{Deserialize, Serialize};
 use skillprof_common::{
@@ -30,35 +33,64 @@ use super::{
 pub const PROBE: &str = "markers";
 const PROGRAM: &str = "uprobe_mark";
 
-/// Where the host's marker is: its executable, if that has the marker symbol, or why not.
-/// The path is `/proc/PID/exe`, which names the running binary even if the file on disk has
-/// been replaced since.
-pub fn locate(tgid: u32) -> Result<PathBuf, String> {
+/// The host's marker: its executable (`/proc/PID/exe`, which names the running binary even if
+/// the file on disk has been replaced since) and the marker's offset in that file.
+pub struct Marker {
+    exe: PathBuf,
+    offset: u64,
+}
+
+/// Finds the marker in the host's symbol table, or says why there is none. Only the ELF
+/// headers and the symbol table are read, not the whole binary (skillhost is over 100 MiB),
+/// and the uprobe is then attached by file offset, so it is not read again.
+pub fn locate(tgid: u32) -> Result<Marker, String> {
     let exe = PathBuf::from(format!("/proc/{tgid}/exe"));
-    let bytes = fs::read(&exe).map_err(|e| format!("cannot read {}: {e}", exe.display()))?;
-    let file = ::object::File::parse(&*bytes)
+    let file = fs::File::open(&exe).map_err(|e| format!("cannot open {}: {e}", exe.display()))?;
+    let cache = ::object::ReadCache::new(file);
+    let elf = ::object::File::parse(&cache)
         .map_err(|e| format!("{} is not an ELF executable: {e}", exe.display()))?;
-    if file.symbols().any(|s| s.name() == Ok(MARKER_SYMBOL)) {
-        Ok(exe)
-    } else {
-        let binary = fs::read_link(&exe).unwrap_or(exe);
-        Err(format!(
-            "{} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped)",
-            binary.display()
-        ))
+    let offset = elf
+        .symbols()
+        .find(|s| s.name() == Ok(MARKER_SYMBOL))
+        .and_then(|symbol| {
+            let section = elf.section_by_index(symbol.section_index()?).ok()?;
+            let (section_offset, _) = section.file_range()?;
+            match UProbeAttachLocation::from_virtual_address(
+                symbol.address(),
+                section.address(),
+                section_offset,
+            ) {
+                Ok(UProbeAttachLocation::AbsoluteOffset(offset)) => Some(offset),
+                _ => None,
+            }
+        });
+    match offset {
+        Some(offset) => Ok(Marker { exe, offset }),
+        None => {
+            let binary = fs::read_link(&exe).unwrap_or(exe);
+            Err(format!(
+                "{} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped)",
+                binary.display()
+            ))
+        }
     }
 }
 
 /// Attaches the marker's uprobe to process `tgid`.
-pub fn attach(ebpf: &mut Ebpf, tgid: u32, exe: &std::path::Path) -> Result<String> {
+pub fn attach(ebpf: &mut Ebpf, tgid: u32, marker: &Marker) -> Result<String> {
     let program: &mut UProbe = ebpf
         .program_mut(PROGRAM)
         .context("the BPF object has no marker program")?
         .try_into()?;
     program.load().context("loading the marker uprobe")?;
     let pid = NonZeroU32::new(tgid).context("pid 0")?;
+    let exe = &marker.exe;
     program
-        .attach([MARKER_SYMBOL], exe, UProbeScope::OneProcess(pid))
+        .attach(
+            [UProbeAttachLocation::AbsoluteOffset(marker.offset)],
+            exe,
+            UProbeScope::OneProcess(pid),
+        )
         .with_context(|| format!("attaching a uprobe to {MARKER_SYMBOL} in {}", exe.display()))?;
     Ok(format!("uprobe on {MARKER_SYMBOL} in {}", exe.display()))
 }

@@ -227,8 +227,9 @@ impl ProbeSession {
             .map(|probe| attacher.attach(&mut ebpf, probe, &allowed))
             .collect();
         let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
-        let marker = marker
-            .and_then(|exe| markers::attach(&mut ebpf, tgid, &exe).map_err(|e| format!("{e:#}")));
+        let marker = marker.and_then(|marker| {
+            markers::attach(&mut ebpf, tgid, &marker).map_err(|e| format!("{e:#}"))
+        });
         statuses.push(markers::status(&marker));
         let markers = match marker {
             Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),
