@@ -27,6 +27,23 @@ const FAULT_FLAG_USER: u32 = 1 << 6;
 const VM_FAULT_MAJOR: u32 = 0x4;
 const VM_FAULT_RETRY: u32 = 0x400;
 
+/// Counts one fault of thread `tid`: its stack (`--stacks`), then `counted` applied to the
+/// entry's fault counters and to its skill's row, so the rows sum to the entry. Returns the
+/// entry.
+#[inline(always)]
+fn count<C: StackIdContext>(ctx: &C, tid: u32, counted: impl Fn(&mut FaultCounts)) -> u32 {
+    let entry = current_entry();
+    let (skill, phase) = marks::current(tid);
+    stacks::sample(ctx, entry, skill, STACK_FAULT);
+    if let Some(counters) = counters(entry) {
+        counted(&mut counters.faults);
+    }
+    if let Some(row) = marks::row(entry, skill, phase) {
+        counted(&mut row.faults);
+    }
+    entry
+}
+
 #[inline(always)]
 fn fault<C: StackIdContext, E: EventBody + 'static>(
     ctx: &C,
@@ -35,26 +52,16 @@ fn fault<C: StackIdContext, E: EventBody + 'static>(
     major: bool,
     event: E,
 ) {
-    let entry = current_entry();
-    stacks::sample(ctx, entry, tid, STACK_FAULT);
-    if let Some(counters) = counters(entry) {
-        user_fault(&mut counters.faults, write, major);
-    }
-    if let Some(row) = marks::row_of(entry, tid) {
-        user_fault(&mut row.faults, write, major);
-    }
+    let entry = count(ctx, tid, |faults| {
+        add(&mut faults.user, 1);
+        if write {
+            add(&mut faults.user_write, 1);
+        }
+        if major {
+            add(&mut faults.major, 1);
+        }
+    });
     emit(entry, tid, event);
-}
-
-#[inline(always)]
-fn user_fault(faults: &mut FaultCounts, write: bool, major: bool) {
-    add(&mut faults.user, 1);
-    if write {
-        add(&mut faults.user_write, 1);
-    }
-    if major {
-        add(&mut faults.major, 1);
-    }
 }
 
 /// A fault taken in kernel mode. Only those on user addresses (the lower half of the address
@@ -64,14 +71,7 @@ fn kernel_fault<C: StackIdContext>(ctx: &C, tid: u32, address: u64, write: bool)
     if address >> 63 != 0 || stacks::walking() {
         return;
     }
-    let entry = current_entry();
-    stacks::sample(ctx, entry, tid, STACK_FAULT);
-    if let Some(counters) = counters(entry) {
-        add(&mut counters.faults.kernel, 1);
-    }
-    if let Some(row) = marks::row_of(entry, tid) {
-        add(&mut row.faults.kernel, 1);
-    }
+    let entry = count(ctx, tid, |faults| add(&mut faults.kernel, 1));
     emit(
         entry,
         tid,
@@ -183,14 +183,7 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
         if regs != 0 {
             kernel_fault(&ctx, tid, address, flags & FAULT_FLAG_WRITE != 0);
         } else {
-            let entry = current_entry();
-            stacks::sample(&ctx, entry, tid, STACK_FAULT);
-            if let Some(counters) = counters(entry) {
-                add(&mut counters.faults.gup, 1);
-            }
-            if let Some(row) = marks::row_of(entry, tid) {
-                add(&mut row.faults.gup, 1);
-            }
+            count(&ctx, tid, |faults| add(&mut faults.gup, 1));
         }
         return 0;
     }

@@ -44,8 +44,12 @@ static SKILLS: PerCpuHashMap<SkillKey, SkillCounters> =
 static SKILL_NAMES: HashMap<u32, [u8; SKILL_NAME_LEN]> =
     HashMap::with_max_entries(65536, BPF_F_NO_PREALLOC);
 
+/// The counters of `skill`'s `phase` in `entry`; `None` without markers.
 #[inline(always)]
-fn row(entry: u32, skill: u32, phase: u32) -> Option<&'static mut SkillCounters> {
+pub fn row(entry: u32, skill: u32, phase: u32) -> Option<&'static mut SkillCounters> {
+    if ATTRIBUTE_SKILLS.load() == 0 {
+        return None;
+    }
     let key = SkillKey {
         entry,
         skill,
@@ -87,25 +91,6 @@ pub fn current(tid: u32) -> (u32, u32) {
         Some(mark) if mark.phase != PHASE_IDLE => (mark.skill, mark.phase),
         _ => (HOST_SKILL, PHASE_IDLE),
     }
-}
-
-/// The row an event of thread `tid` in `entry` counts in; `None` without markers.
-#[inline(always)]
-pub fn row_of(entry: u32, tid: u32) -> Option<&'static mut SkillCounters> {
-    if ATTRIBUTE_SKILLS.load() == 0 {
-        return None;
-    }
-    let (skill, phase) = current(tid);
-    row(entry, skill, phase)
-}
-
-/// The row of a syscall whose skill and phase were saved at its entry.
-#[inline(always)]
-pub fn row_saved(entry: u32, skill: u32, phase: u32) -> Option<&'static mut SkillCounters> {
-    if ATTRIBUTE_SKILLS.load() == 0 {
-        return None;
-    }
-    row(entry, skill, phase)
 }
 
 /// `skillhost_mark(request: u64, skill: u32, phase: u32, name: *const c_char)`.

@@ -12,7 +12,7 @@ use aya_ebpf::{
 };
 use skillprof_common::StackKey;
 
-use crate::{add, counters, marks};
+use crate::{add, counters};
 
 /// 1 with `--stacks`: a load-time constant, so without it the verifier removes the stack
 /// walks from every program.
@@ -48,9 +48,10 @@ fn set_walking(on: u32) {
     }
 }
 
-/// Counts the current user stack of thread `tid` for an event of `kind` (`STACK_*`).
+/// Counts the current user stack for an event of `kind` (`STACK_*`) of a thread working for
+/// `skill`.
 #[inline(always)]
-pub fn sample<C: StackIdContext>(ctx: &C, entry: u32, tid: u32, kind: u32) {
+pub fn sample<C: StackIdContext>(ctx: &C, entry: u32, skill: u32, kind: u32) {
     if STACKS.load() == 0 {
         return;
     }
@@ -68,28 +69,21 @@ pub fn sample<C: StackIdContext>(ctx: &C, entry: u32, tid: u32, kind: u32) {
     };
     let key = StackKey {
         entry,
-        skill: marks::current(tid).0,
+        skill,
         kind,
         stack: stack as u32,
     };
-    // NOEXIST: of two CPUs counting a new stack at once, the second finds the first's count
-    // instead of replacing it.
-    let counted = STACK_COUNTS.get_ptr_mut(&key).is_some_and(|count| {
+    if STACK_COUNTS.get_ptr_mut(&key).is_none() {
+        // NOEXIST: of two CPUs counting a new stack at once, the second fails here and adds
+        // to the first's count below, instead of replacing it.
+        let _ = STACK_COUNTS.insert(&key, &0, BPF_NOEXIST as u64);
+    }
+    match STACK_COUNTS.get_ptr_mut(&key) {
         // SAFETY: a live map value; an atomic add, since several CPUs may share a stack.
-        add(unsafe { &mut *count }, 1);
-        true
-    }) || STACK_COUNTS.insert(&key, &1, BPF_NOEXIST as u64).is_ok()
-        || STACK_COUNTS.get_ptr_mut(&key).is_some_and(|count| {
-            // SAFETY: as above.
+        Some(count) => {
             add(unsafe { &mut *count }, 1);
-            true
-        });
-    add(
-        if counted {
-            &mut counters.stacks.sampled
-        } else {
-            &mut counters.stacks.lost
-        },
-        1,
-    );
+            add(&mut counters.stacks.sampled, 1);
+        }
+        None => add(&mut counters.stacks.lost, 1),
+    }
 }

@@ -55,13 +55,14 @@ fn enter<C: StackIdContext>(ctx: &C, tid: u32, nr: u32, args: [u64; 3]) -> bool 
     if syscall_kind(nr).is_none() {
         return true;
     }
-    stacks::sample(ctx, current_entry(), tid, STACK_SYSCALL);
+    let entry = current_entry();
     let (skill, phase) = marks::current(tid);
+    stacks::sample(ctx, entry, skill, STACK_SYSCALL);
     let state = SysEnter {
         ts_ns: now(),
         args,
         nr,
-        entry: current_entry(),
+        entry,
         skill,
         phase,
     };
@@ -117,7 +118,7 @@ fn exit(tid: u32, nr: Option<u32>, ret: i64) {
         NR_BRK => brk_moved(saved.args[0], ret as u64),
         _ => (0, failed_errno),
     };
-    if let Some(row) = marks::row_saved(saved.entry, saved.skill, saved.phase)
+    if let Some(row) = marks::row(saved.entry, saved.skill, saved.phase)
         && let Some(counts) = row.syscalls.get_mut(kind)
     {
         add(&mut counts.calls, 1);

@@ -70,10 +70,10 @@ impl Work {
 
     /// Marks every poll of `future` with the phase it is in: a request's future moves
     /// between runtime threads, and between polls its thread runs other requests.
-    pub fn track<F: Future>(&self, phase: &Arc<PhaseCell>, future: F) -> Tracked<F> {
+    pub fn track<'a, F: Future>(&'a self, phase: &'a PhaseCell, future: F) -> Tracked<'a, F> {
         Tracked {
-            work: self.clone(),
-            phase: phase.clone(),
+            work: self,
+            phase,
             future,
         }
     }
@@ -85,8 +85,8 @@ pub struct PhaseCell(AtomicU32);
 
 impl PhaseCell {
     /// Starts in `phase`; its first poll begins the instance.
-    pub fn new(phase: u32) -> Arc<Self> {
-        Arc::new(PhaseCell(AtomicU32::new(phase | PHASE_FIRST)))
+    pub fn new(phase: u32) -> Self {
+        PhaseCell(AtomicU32::new(phase | PHASE_FIRST))
     }
 
     /// Moves on to `phase` from inside the future (so on the thread polling it).
@@ -97,15 +97,15 @@ impl PhaseCell {
 }
 
 pin_project_lite::pin_project! {
-    pub struct Tracked<F> {
-        work: Work,
-        phase: Arc<PhaseCell>,
+    pub struct Tracked<'a, F> {
+        work: &'a Work,
+        phase: &'a PhaseCell,
         #[pin]
         future: F,
     }
 }
 
-impl<F: Future> Future for Tracked<F> {
+impl<F: Future> Future for Tracked<'_, F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
