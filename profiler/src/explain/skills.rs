@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::probes::markers::{Phase, SkillRow};
+use crate::probes::markers::{Phase, SkillRow, faults_by_skill};
 use crate::record::EntryRecord;
 
 /// Skills named one by one; the rest are summed.
@@ -18,23 +18,13 @@ pub fn sentence(record: &EntryRecord) -> Option<String> {
         return None;
     }
     let share = |faults: u64| 100.0 * faults as f64 / total as f64;
-    let mut skills: BTreeMap<&str, BTreeMap<Phase, u64>> = BTreeMap::new();
-    let mut host = 0;
-    for row in rows {
-        match &row.skill {
-            Some(name) => {
-                *skills
-                    .entry(name)
-                    .or_default()
-                    .entry(row.phase)
-                    .or_default() += row.faults()
-            }
-            None => host += row.faults(),
-        }
-    }
+    let mut skills = faults_by_skill(rows);
+    let host: u64 = skills
+        .remove(&None)
+        .map_or(0, |phases| phases.values().sum());
     let mut ranked: Vec<(&str, u64, BTreeMap<Phase, u64>)> = skills
         .into_iter()
-        .map(|(name, phases)| (name, phases.values().sum(), phases))
+        .filter_map(|(name, phases)| Some((name?, phases.values().sum(), phases)))
         .filter(|(_, faults, _)| *faults > 0)
         .collect();
     if ranked.is_empty() {

@@ -97,13 +97,7 @@ pub fn attach(ebpf: &mut Ebpf, tgid: u32, marker: &Marker) -> Result<String> {
 
 /// The status line of the markers: attached by uprobe, or why not.
 pub fn status(result: &Result<String, String>) -> ProbeStatus {
-    let mut status = ProbeStatus::perf_counter(PROBE, result);
-    status.mechanism = Mechanism::Uprobe;
-    for attempt in &mut status.attempts {
-        attempt.mechanism = Mechanism::Uprobe;
-    }
-    status.programs = vec![PROGRAM.to_owned()];
-    status
+    ProbeStatus::single(PROBE, Mechanism::Uprobe, result, &[PROGRAM])
 }
 
 /// What a host thread was doing for a skill when an event happened.
@@ -129,6 +123,40 @@ impl Phase {
     }
 }
 
+/// The name of the row of work no marker covers.
+pub const HOST_ROW: &str = "host";
+
+/// Skill id → name, as the host's markers named them.
+#[derive(Debug, Default)]
+pub struct SkillNames(BTreeMap<u32, String>);
+
+impl SkillNames {
+    /// The name of skill `id`: `None` for the unattributed work ([`HOST_SKILL`]), `skill#ID`
+    /// for a skill whose name the uprobe could not copy.
+    pub fn of(&self, id: u32) -> Option<String> {
+        (id != HOST_SKILL).then(|| {
+            self.0
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("skill#{id}"))
+        })
+    }
+}
+
+/// An entry's faults by skill (`None`: the host's own work) and phase, from its rows: what
+/// explain.md and the report say of it.
+pub fn faults_by_skill(rows: &[SkillRow]) -> BTreeMap<Option<&str>, BTreeMap<Phase, u64>> {
+    let mut faults: BTreeMap<Option<&str>, BTreeMap<Phase, u64>> = BTreeMap::new();
+    for row in rows {
+        *faults
+            .entry(row.skill.as_deref())
+            .or_default()
+            .entry(row.phase)
+            .or_default() += row.faults();
+    }
+    faults
+}
+
 /// One skill's phase in one entry: what its threads did in it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SkillRow {
@@ -141,7 +169,7 @@ pub struct SkillRow {
 impl SkillRow {
     /// The name skills.csv and explain use: `host` for the unattributed row.
     pub fn name(&self) -> &str {
-        self.skill.as_deref().unwrap_or("host")
+        self.skill.as_deref().unwrap_or(HOST_ROW)
     }
 
     /// Page faults of every kind (user, kernel-mode on user addresses, get_user_pages).
@@ -209,13 +237,7 @@ impl Markers {
             let Some(phase) = Phase::from_number(key.phase) else {
                 continue;
             };
-            let skill = (key.skill != HOST_SKILL).then(|| {
-                names
-                    .get(&key.skill)
-                    .cloned()
-                    .unwrap_or_else(|| format!("skill#{}", key.skill))
-            });
-            let total = rows.entry((skill, phase)).or_default();
+            let total = rows.entry((names.of(key.skill), phase)).or_default();
             for cpu in per_cpu.iter() {
                 total.combine(cpu);
             }
@@ -228,19 +250,21 @@ impl Markers {
                 counts,
             })
             .collect();
-        rows.sort_by_key(|row| (row.skill.is_none(), row.skill.clone(), row.phase));
+        // The map's order with the unattributed row (`None`, first there) moved last.
+        let unattributed = rows.iter().take_while(|row| row.skill.is_none()).count();
+        rows.rotate_left(unattributed);
         Ok(rows)
     }
 
-    /// Skill id → name, as the host's markers named them.
-    pub fn names(&self) -> Result<BTreeMap<u32, String>> {
+    /// The skills' names, as the uprobe copied them.
+    pub fn names(&self) -> Result<SkillNames> {
         let mut names = BTreeMap::new();
         for item in self.names.iter() {
             let (id, bytes) = item.context("reading the skill names")?;
             let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
             names.insert(id, String::from_utf8_lossy(&bytes[..end]).into_owned());
         }
-        Ok(names)
+        Ok(SkillNames(names))
     }
 }
 

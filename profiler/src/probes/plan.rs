@@ -191,19 +191,25 @@ pub struct ProbeStatus {
 }
 
 impl ProbeStatus {
-    /// The status of the perf-counter "probe" (not part of the BPF plan).
-    pub fn perf_counter(probe: &str, result: &Result<String, String>) -> Self {
+    /// The status of a probe outside the BPF plan, with one mechanism (the major-fault perf
+    /// counter, the host's markers): where it attached, or why not, and its BPF programs.
+    pub fn single(
+        probe: &str,
+        mechanism: Mechanism,
+        result: &Result<String, String>,
+        programs: &[&str],
+    ) -> Self {
         let (attached, detail) = match result {
             Ok(place) => (true, place.clone()),
             Err(why) => (false, why.clone()),
         };
         ProbeStatus {
             probe: probe.into(),
-            mechanism: Mechanism::PerfCounter,
+            mechanism,
             attached,
             detail: detail.clone(),
             attempts: vec![Attempt {
-                mechanism: Mechanism::PerfCounter,
+                mechanism,
                 outcome: if attached {
                     Outcome::Attached
                 } else {
@@ -211,7 +217,7 @@ impl ProbeStatus {
                 },
                 detail,
             }],
-            programs: Vec::new(),
+            programs: programs.iter().map(|p| (*p).to_owned()).collect(),
         }
     }
 }

@@ -22,7 +22,7 @@ use super::{
     cost_model::{CostModel, Counted, Modelled, Per},
     events::EventStream,
     majflt::MajorFaults,
-    markers::{self, Markers},
+    markers::{self, Markers, SkillNames},
     metrics::{ProbeMetrics, combine},
     object,
     plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
@@ -242,8 +242,9 @@ impl ProbeSession {
         };
 
         let majflt = MajorFaults::open(tgid);
-        statuses.push(ProbeStatus::perf_counter(
+        statuses.push(ProbeStatus::single(
             "major_faults",
+            Mechanism::PerfCounter,
             &majflt
                 .as_ref()
                 .map(|m| {
@@ -253,6 +254,7 @@ impl ProbeSession {
                     )
                 })
                 .map_err(|e| format!("{e:#}")),
+            &[],
         ));
 
         let entry_map = Array::try_from(take(&mut ebpf, object::ENTRY)?)?;
@@ -407,24 +409,20 @@ impl ProbeSession {
     }
 
     /// With `--stacks`: entry `index`'s stacks, symbolised now (the host must still run), and
-    /// then cleared from the maps: call it once per entry, before the next one begins.
-    pub fn stacks(&self, index: u32) -> Result<Option<EntryStacks>> {
+    /// then cleared from the maps: call it once per entry, before the next one begins, with
+    /// the entry's metrics as [`ProbeSession::entry`] read them.
+    pub fn stacks(&self, index: u32, metrics: &ProbeMetrics) -> Result<Option<EntryStacks>> {
         let Some(stacks) = &self.stacks else {
             return Ok(None);
         };
         let names = match &self.markers {
             Some(markers) => markers.lock().unwrap().names()?,
-            None => Default::default(),
+            None => SkillNames::default(),
         };
-        let per_cpu = self
-            .counters
-            .get(&index, 0)
-            .context("reading the per-entry counters")?;
-        let lost = combine(per_cpu.iter()).stacks.lost;
         stacks
             .lock()
             .unwrap()
-            .take_entry(index, &names, lost)
+            .take_entry(index, &names, metrics.counters.stacks.lost)
             .map(Some)
     }
 

@@ -12,11 +12,15 @@ use aya::{
 };
 use blazesym::symbolize::{Input, Symbolized, Symbolizer, source::Process, source::Source};
 use serde::{Deserialize, Serialize};
-use skillprof_common::{HOST_SKILL, STACK_FAULT, StackKey};
+use skillprof_common::{STACK_FAULT, StackKey};
 
 use crate::record::Row;
 
-use super::{object, session::take};
+use super::{
+    markers::{HOST_ROW, SkillNames},
+    object,
+    session::take,
+};
 
 /// What an entry's stacks came to: the events whose stack was walked, those whose stack
 /// was lost, and those whose innermost frame has a name.
@@ -68,15 +72,11 @@ impl Stacks {
 
     /// Entry `index`'s stacks, symbolised now: call it while the host still runs, after the
     /// entry and before the next one begins. `names` are the markers' skill names; `lost` is
-    /// the entry's lost-stack count. The entry's stacks are then removed from the maps: the
-    /// stack map is a hash table without chaining, where a stack whose slot is taken is lost,
-    /// so a map still full of the compiles' stacks would lose the stacks of later entries.
-    pub fn take_entry(
-        &mut self,
-        index: u32,
-        names: &BTreeMap<u32, String>,
-        lost: u64,
-    ) -> Result<EntryStacks> {
+    /// the entry's lost-stack count. The entry's stacks are removed from the maps as they are
+    /// read: the stack map is a hash table without chaining, where a stack whose slot is
+    /// taken is lost, so a map still full of the compiles' stacks would lose the stacks of
+    /// later entries.
+    pub fn take_entry(&mut self, index: u32, names: &SkillNames, lost: u64) -> Result<EntryStacks> {
         let mut counted: Vec<(StackKey, u64)> = Vec::new();
         for item in self.counts.iter() {
             let (key, count) = item.context("reading the stack counts")?;
@@ -106,17 +106,61 @@ impl Stacks {
             frames.insert(key.stack, ips);
             true
         });
+        // Best effort: what is not removed only takes a slot.
+        for (key, _) in &counted {
+            let _ = self.counts.remove(key);
+        }
+        for stack in frames.keys() {
+            let _ = self.traces.remove(stack);
+        }
+
+        let named = self.frame_names(frames.values().flatten().copied())?;
+        let mut folded: BTreeMap<String, u64> = BTreeMap::new();
+        let mut summary = StackSummary {
+            lost,
+            ..StackSummary::default()
+        };
+        for &(key, count) in &counted {
+            let ips = &frames[&key.stack];
+            summary.samples += count;
+            if ips.first().is_some_and(|ip| named[ip].symbol) {
+                summary.top_named += count;
+            }
+            let skill = names.of(key.skill);
+            let kind = if key.kind == STACK_FAULT {
+                "fault"
+            } else {
+                "syscall"
+            };
+            let mut line = format!("{};{kind}", skill.as_deref().unwrap_or(HOST_ROW));
+            for ip in ips.iter().rev() {
+                line.push(';');
+                line.push_str(&named[ip].name);
+            }
+            *folded.entry(line).or_default() += count;
+        }
+        Ok(EntryStacks {
+            folded: folded.into_iter().collect(),
+            summary,
+        })
+    }
+
+    /// Each address's frame name, looked up once: a wasm function from the host's perf map,
+    /// else a symbol (blazesym), else the file it is in (`[libc.so.6]`, `[anon]`).
+    fn frame_names(&self, ips: impl Iterator<Item = u64>) -> Result<BTreeMap<u64, Frame>> {
         let jit = perf_map(self.tgid)?;
-        let mut named: BTreeMap<u64, Option<String>> = BTreeMap::new();
+        let mut named = BTreeMap::new();
         let mut addresses = Vec::new();
-        for &ip in frames.values().flatten() {
+        for ip in ips {
             match jit.find(ip) {
                 Some(name) => {
-                    named.insert(ip, Some(name.replace(';', ":")));
+                    named.insert(ip, Frame::symbol(name));
                 }
                 None => addresses.push(ip),
             }
         }
+        addresses.sort_unstable();
+        addresses.dedup();
         let mut process = Process::new(self.tgid.into());
         // Read above: blazesym's reader refuses the `0x` wasmtime writes before each start.
         process.perf_map = false;
@@ -126,58 +170,35 @@ impl Stacks {
         let symbols = symbolizer
             .symbolize(&source, Input::AbsAddr(&addresses))
             .context("symbolising the host's stacks (is it still running?)")?;
-        for (address, symbol) in addresses.iter().zip(&symbols) {
-            named.insert(*address, frame_name(symbol));
-        }
-
         let modules = modules(self.tgid);
-        let mut folded: BTreeMap<String, u64> = BTreeMap::new();
-        let mut summary = StackSummary {
-            lost,
-            ..StackSummary::default()
-        };
-        for &(key, count) in &counted {
-            let ips = &frames[&key.stack];
-            summary.samples += count;
-            if ips.first().and_then(|ip| named[ip].as_ref()).is_some() {
-                summary.top_named += count;
-            }
-            let skill = match key.skill {
-                HOST_SKILL => "host".to_owned(),
-                id => names
-                    .get(&id)
-                    .cloned()
-                    .unwrap_or_else(|| format!("skill#{id}")),
+        for (&ip, symbol) in addresses.iter().zip(&symbols) {
+            let frame = match symbol_name(symbol) {
+                Some(name) => Frame::symbol(&name),
+                None => Frame {
+                    name: format!("[{}]", modules.find(ip).unwrap_or("unknown")),
+                    symbol: false,
+                },
             };
-            let kind = if key.kind == STACK_FAULT {
-                "fault"
-            } else {
-                "syscall"
-            };
-            let mut line = format!("{skill};{kind}");
-            for ip in ips.iter().rev() {
-                line.push(';');
-                match &named[ip] {
-                    Some(name) => line.push_str(name),
-                    None => match modules.find(*ip) {
-                        Some(module) => line.push_str(&format!("[{module}]")),
-                        None => line.push_str("[unknown]"),
-                    },
-                }
-            }
-            *folded.entry(line).or_default() += count;
+            named.insert(ip, frame);
         }
-        for (key, _) in &counted {
-            // Best effort: what is not removed only takes a slot.
-            let _ = self.counts.remove(key);
+        Ok(named)
+    }
+}
+
+/// A frame as the folded stacks show it.
+struct Frame {
+    /// Without the `;` that separates folded frames.
+    name: String,
+    /// Whether the name is a function's (a symbol or a perf-map entry), not only a file's.
+    symbol: bool,
+}
+
+impl Frame {
+    fn symbol(name: &str) -> Frame {
+        Frame {
+            name: name.replace(';', ":"),
+            symbol: true,
         }
-        for stack in frames.keys() {
-            let _ = self.traces.remove(stack);
-        }
-        Ok(EntryStacks {
-            folded: folded.into_iter().collect(),
-            summary,
-        })
     }
 }
 
@@ -255,9 +276,8 @@ fn modules(tgid: u32) -> Ranges {
     )
 }
 
-/// A frame's function name, without the Rust symbol hash and without the `;` that separates
-/// folded frames.
-fn frame_name(symbol: &Symbolized<'_>) -> Option<String> {
+/// A symbol's function name, without the Rust symbol hash.
+fn symbol_name(symbol: &Symbolized<'_>) -> Option<String> {
     let Symbolized::Sym(sym) = symbol else {
         return None;
     };
@@ -268,7 +288,7 @@ fn frame_name(symbol: &Symbolized<'_>) -> Option<String> {
         }
         _ => name,
     };
-    Some(name.replace(';', ":"))
+    Some(name.to_owned())
 }
 
 #[cfg(test)]

@@ -90,11 +90,16 @@ impl Probing {
         }
     }
 
-    /// With `--stacks`: entry `index`'s stacks, symbolised now, while the host runs.
-    pub fn stacks(&self, index: usize) -> Result<Option<EntryStacks>> {
-        match self {
-            Probing::Live(session) => session.stacks(index as u32),
-            Probing::Off => Ok(None),
+    /// With `--stacks`: entry `index`'s stacks, symbolised now, while the host runs; `probes`
+    /// are the entry's metrics from [`Probing::entry`].
+    pub fn stacks(
+        &self,
+        index: usize,
+        probes: Option<&ProbeMetrics>,
+    ) -> Result<Option<EntryStacks>> {
+        match (self, probes) {
+            (Probing::Live(session), Some(metrics)) => session.stacks(index as u32, metrics),
+            _ => Ok(None),
         }
     }
 

@@ -246,6 +246,15 @@ impl Run {
                         ""
                     }
                 ));
+                let perf_map = format!("/proc/{0}/root/tmp/perf-{0}.map", attached.0.pid());
+                if args.stacks && !Path::new(&perf_map).exists() {
+                    // Only a host started by the run gets SKILLHOST_PERFMAP from --stacks.
+                    self.progress.note(
+                        "warning: --stacks on an attached host without a perf map: its JIT wasm \
+                         frames stay unnamed ([anon]); start it with SKILLHOST_PERFMAP=true to \
+                         name them",
+                    );
+                }
                 attached
             }
             None => {
@@ -398,7 +407,7 @@ impl Run {
             // Symbolised while the host runs: the stop entry's stacks die with it. A failure
             // costs the flamegraph, not the run.
             let stacks = match measure.stopped {
-                None => probing.stacks(index).unwrap_or_else(|e| {
+                None => probing.stacks(index, probes.as_ref()).unwrap_or_else(|e| {
                     self.progress
                         .note(&format!("warning: entry {index}: no stacks: {e:#}"));
                     None
@@ -762,8 +771,6 @@ fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
     }
 }
 
-/// How the run was measured, for the head of explain.md: the host, which probes were live
-/// by which mechanism, and what measuring cost.
 /// With `--stacks`: how many stacks were walked, how many have a named innermost frame, how
 /// many were lost, over the whole run.
 fn stacks_line(records: &[EntryRecord]) -> Option<String> {
@@ -788,6 +795,8 @@ fn stacks_line(records: &[EntryRecord]) -> Option<String> {
     ))
 }
 
+/// How the run was measured, for the head of explain.md: the host, which probes were live
+/// by which mechanism, and what measuring cost.
 fn measurement(info: &RunInfo) -> Vec<String> {
     let mut lines = vec![format!(
         "host: {}{} ({} profile) on {} ({} cores, {} GiB), kernel {}",

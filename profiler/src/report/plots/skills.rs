@@ -10,6 +10,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::bars::{horizontal_bars, key};
 use super::{BLUE, BROWN, Figure, GREEN, GREY, ORANGE, PURPLE, RED, drawing, font, render};
+use crate::probes::markers;
 use crate::report::load::Run;
 use crate::words;
 
@@ -26,10 +27,10 @@ fn shares(run: &Run) -> Shares {
         .iter()
         .filter_map(|record| {
             let rows = record.probes.as_ref()?.skills.as_ref()?;
-            let mut faults: BTreeMap<Option<String>, u64> = BTreeMap::new();
-            for row in rows {
-                *faults.entry(row.skill.clone()).or_default() += row.faults();
-            }
+            let faults: BTreeMap<Option<String>, u64> = markers::faults_by_skill(rows)
+                .into_iter()
+                .map(|(skill, phases)| (skill.map(str::to_owned), phases.values().sum()))
+                .collect();
             (faults.values().sum::<u64>() > 0)
                 .then(|| (record.measure.index, record.measure.cmd.clone(), faults))
         })
