@@ -18,6 +18,9 @@ COMPONENTIZE_PY_312=0.17.2
 PHARIA_SKILL=0.20.0           # its PyPI wheel ships wasi_wheels/pydantic_core-2.33.2-cp312-*.whl
 PYDANTIC=2.11.7               # what pharia-skill 0.20.0 pins, with its pure-Python dependencies:
 PYDANTIC_DEPS=(annotated-types==0.7.0 typing-extensions==4.14.1 typing-inspection==0.4.1)
+# l_execute_all's load engine, with the versions of its engine parts it was verified with.
+LOCUST=2.47.0
+LOCUST_DEPS=(gevent==26.9.0 geventhttpclient==2.6.1 pyzmq==27.3.0)
 
 step() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
@@ -65,6 +68,12 @@ zipfile.ZipFile(io.BytesIO(outer.read(inner))).extractall(sys.argv[2])
 print(f"  {inner}")
 PY
     touch "$SITE_DONE"
+fi
+if ! "$BUILD/venv-locust/bin/locust" --version 2>/dev/null | grep -q "locust $LOCUST "; then
+    step "locust $LOCUST (l_execute_all's master and workers) in build/venv-locust"
+    mkdir -p "$BUILD"
+    python3 -m venv "$BUILD/venv-locust"
+    "$BUILD/venv-locust/bin/pip" install --quiet "locust==$LOCUST" "${LOCUST_DEPS[@]}"
 fi
 if [ ! -x "$BUILD/bin/hey" ]; then
     step "hey (HTTP load generator for the host benchmark) in build/bin"

@@ -10,6 +10,7 @@ pub mod cmds;
 pub mod experiment;
 pub mod explain;
 pub mod hostctl;
+pub mod load;
 pub mod machine;
 pub mod output;
 pub mod pidfd;

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::cli::{alive, meta, run_folder, run_ok, skillprof};
+use common::cli::{alive, csv_rows, eventually, meta, run_folder, run_ok, skillprof};
 use serde_json::Value;
 
 /// One experiment at a time.
@@ -69,18 +69,6 @@ fn swaps() -> String {
     fs::read_to_string("/proc/swaps").unwrap()
 }
 
-/// Polls `check` for up to `limit`: a killed skillprof's guardians restore asynchronously.
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> Option<String>) {
-    let start = Instant::now();
-    loop {
-        match check() {
-            None => return,
-            Some(problem) if start.elapsed() > limit => panic!("{what}: {problem}"),
-            Some(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
-}
-
 /// Everything skillprof changed is back, and nothing it started is left.
 fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
     eventually(limit, "vm.watermark_scale_factor", || {
@@ -131,22 +119,7 @@ fn pids(meta: &Value, key: &str) -> Vec<u64> {
         .collect()
 }
 
-fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
-    reader
-        .records()
-        .map(|record| {
-            header
-                .iter()
-                .cloned()
-                .zip(record.unwrap().iter().map(String::from))
-                .collect()
-        })
-        .collect()
-}
-
-fn number(row: &std::collections::HashMap<String, String>, column: &str) -> f64 {
+fn number(row: &std::collections::BTreeMap<String, String>, column: &str) -> f64 {
     row[column]
         .parse()
         .unwrap_or_else(|_| panic!("{column} = {:?} in {row:?}", row[column]))
@@ -194,7 +167,7 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
     assert_machine_restored(&before, &folder, Duration::from_secs(10));
     assert_eq!(meta(&folder)["status"], "complete");
 
-    let bands = read_csv(&folder.join("pressure.csv"));
+    let bands = csv_rows(&folder.join("pressure.csv"));
     let names: Vec<&str> = bands.iter().map(|row| row["band"].as_str()).collect();
     assert_eq!(names, ["baseline", "promo", "high"], "{stdout}");
     for row in &bands {
@@ -235,7 +208,7 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
             );
         }
     }
-    let samples = read_csv(&folder.join("pressure_samples.csv"));
+    let samples = csv_rows(&folder.join("pressure_samples.csv"));
     assert!(samples.len() > 20, "{} readings", samples.len());
     assert!(
         samples
@@ -377,7 +350,7 @@ fn a_balloon_stalled_with_memory_free_is_waited_for() {
     );
     let folder = run_folder(out.path());
     assert_machine_restored(&before, &folder, Duration::from_secs(10));
-    let bands = read_csv(&folder.join("pressure.csv"));
+    let bands = csv_rows(&folder.join("pressure.csv"));
     assert_eq!(bands[0]["outcome"], "held", "{stdout}");
     assert_eq!(number(&bands[0], "iterations"), 100.0);
 }
@@ -416,7 +389,7 @@ fn assert_interrupted(signal: libc::c_int, name: &str) {
         "{}",
         meta["reason"]
     );
-    let bands = read_csv(&folder.join("pressure.csv"));
+    let bands = csv_rows(&folder.join("pressure.csv"));
     assert_eq!(bands.len(), 1);
     assert_eq!(bands[0]["outcome"], "interrupted");
     assert!(number(&bands[0], "iterations") > 0.0);
@@ -474,7 +447,7 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
         before.scale_factor
     );
 
-    let rows = read_csv(&folder.join("commands.csv"));
+    let rows = csv_rows(&folder.join("commands.csv"));
     let cmds: Vec<&str> = rows.iter().map(|row| row["cmd"].as_str()).collect();
     assert_eq!(
         cmds,

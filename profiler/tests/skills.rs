@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::cli::{describe, meta, run_ok};
+use common::cli::{csv_rows, describe, meta, run_ok};
 
 const PAGE_KB: u64 = 4;
 const TIMES: u64 = 3;
@@ -29,24 +29,6 @@ fn cmds(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("skills.cmds");
     fs::write(&path, text).unwrap();
     path
-}
-
-/// A CSV file as rows of named cells.
-fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
-    let mut reader =
-        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let header = reader.headers().unwrap().clone();
-    reader
-        .records()
-        .map(|record| {
-            let record = record.unwrap();
-            header
-                .iter()
-                .zip(record.iter())
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect()
-        })
-        .collect()
 }
 
 fn int(row: &BTreeMap<String, String>, column: &str) -> u64 {

@@ -190,6 +190,7 @@ impl Bench {
             &dir.path().join("host.log"),
             &dir.path().join("workdir"),
             None,
+            std::net::Ipv4Addr::LOCALHOST,
             Duration::from_secs(30),
         )
         .await?;

@@ -58,6 +58,10 @@ pub enum Command {
         /// Skill name and MEMORY_KB, in line order.
         skills: Vec<(String, u64)>,
     },
+    /// Locust's master and `load.workers` workers, each in a network namespace of its own,
+    /// hold `load.users` users on the listed skills for `load.duration_s` (a skillprof
+    /// extension: load from several simulated client machines).
+    LExecuteAll(Load),
     /// Evict a compiled skill from the host's cache; `None`: the first cached one in sorted order.
     DropCachedSkill(Option<String>),
     /// Unregister a skill; `None`: the first registered one in sorted order.
@@ -68,6 +72,23 @@ pub enum Command {
     /// Terminate the host and wait for it to exit: implicit at the end of every file.
     Stop,
 }
+
+/// What `l_execute_all` asks of Locust: each user sends the input to one listed skill (users
+/// spread over the skills in turn), again as soon as it is answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Load {
+    pub topic: String,
+    pub memory_kb: u64,
+    pub wait_ms: u64,
+    pub users: u32,
+    pub workers: u32,
+    pub duration_s: u32,
+}
+
+/// The most Locust workers one line may start: each is a Python process and a namespace.
+pub const MAX_WORKERS: u32 = 32;
+/// The longest a swarm may be held: an hour, a bound on a loop the run cannot leave early.
+pub const MAX_DURATION_S: u32 = 3600;
 
 /// Which sample skill a command registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -212,6 +233,47 @@ const SIGNATURES: &[Signature] = &[
                 return Err(args.problem(too_many));
             }
             Ok(Command::PExecute { times, skills })
+        },
+    ),
+    takes(
+        "l_execute_all",
+        "TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S",
+        |args| {
+            let load = Load {
+                topic: args.required_text(0),
+                memory_kb: args.amount(1)?,
+                wait_ms: args.amount(2)?,
+                users: args.required_count(3)?,
+                workers: args.required_count(4)?,
+                duration_s: args.required_count(5)?,
+            };
+            let cap = args.cap;
+            if cap.check(load.users, 1).is_err() {
+                return Err(args.problem(format!(
+                    "USERS must be at most {cap} (--max-in-flight), got {}",
+                    load.users
+                )));
+            }
+            if load.workers > MAX_WORKERS {
+                return Err(args.problem(format!(
+                    "WORKERS must be at most {MAX_WORKERS}, got {}",
+                    load.workers
+                )));
+            }
+            if load.users < load.workers {
+                return Err(args.problem(format!(
+                    "USERS must be at least WORKERS, so that every worker has a user: got {} \
+                     users for {} workers",
+                    load.users, load.workers
+                )));
+            }
+            if load.duration_s > MAX_DURATION_S {
+                return Err(args.problem(format!(
+                    "DURATION_S must be at most {MAX_DURATION_S}, got {}",
+                    load.duration_s
+                )));
+            }
+            Ok(Command::LExecuteAll(load))
         },
     ),
     takes("drop_cached_skill", "[NAME]", |args| {

@@ -9,7 +9,7 @@ mod hash;
 mod in_flight;
 mod lexer;
 
-pub use command::{Command, DEFAULT_TOPIC, FILL_MAX, SkillKind};
+pub use command::{Command, DEFAULT_TOPIC, FILL_MAX, Load, SkillKind};
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
 use anyhow::Context;
@@ -128,6 +128,12 @@ fn entry(line: &lexer::Line<'_>, cap: InFlightCap) -> Result<Entry, String> {
     match command {
         Command::Stop if repeat.is_some() => {
             return Err("stop takes no repeat count: it ends the workload".to_string());
+        }
+        Command::LExecuteAll(_) if repeat.is_some() => {
+            return Err(
+                "l_execute_all takes no repeat count: its DURATION_S says how long it runs"
+                    .to_string(),
+            );
         }
         Command::Pressure(_) if repeat.is_some() => {
             return Err(
@@ -329,6 +335,22 @@ mod tests {
                 ),
             ),
             (
+                "l_execute_all Bob 512 9000 2000 4 30",
+                entry(
+                    1,
+                    "l_execute_all Bob 512 9000 2000 4 30",
+                    1,
+                    LExecuteAll(command::Load {
+                        topic: text("Bob"),
+                        memory_kb: 512,
+                        wait_ms: 9000,
+                        users: 2000,
+                        workers: 4,
+                        duration_s: 30,
+                    }),
+                ),
+            ),
+            (
                 "10 drop_cached_skill",
                 entry(1, "10 drop_cached_skill", 10, DropCachedSkill(None)),
             ),
@@ -406,7 +428,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, drop_cached_skill, delete_skill, pressure, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, pressure, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -494,7 +516,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, drop_cached_skill, delete_skill, pressure, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, pressure, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),
@@ -511,6 +533,42 @@ mod tests {
                 "pressure takes no repeat count: it holds a band until the next pressure line",
             ),
             ("stop now", "stop takes no arguments; got 1 argument"),
+            (
+                "l_execute_all World 0 100 0 2 15",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; USERS must be at least 1, got 0",
+            ),
+            (
+                "l_execute_all World 0 100 20001 2 15",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; USERS must be at most 10000 (--max-in-flight), got 20001",
+            ),
+            (
+                "l_execute_all World 0 100 20 0 15",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; WORKERS must be at least 1, got 0",
+            ),
+            (
+                "l_execute_all World 0 100 200 33 15",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; WORKERS must be at most 32, got 33",
+            ),
+            (
+                "l_execute_all World 0 100 3 4 15",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; USERS must be at least WORKERS, so that every worker has a user: got 3 users for 4 workers",
+            ),
+            (
+                "l_execute_all World 0 100 20 2 0",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; DURATION_S must be at least 1, got 0",
+            ),
+            (
+                "l_execute_all World 0 100 20 2 3601",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; DURATION_S must be at most 3600, got 3601",
+            ),
+            (
+                "l_execute_all World 0 100 20 2",
+                "l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; got 5 arguments",
+            ),
+            (
+                "2 l_execute_all World 0 100 20 2 15",
+                "l_execute_all takes no repeat count: its DURATION_S says how long it runs",
+            ),
         ];
         for (line, message) in cases {
             assert_eq!(errors(line), format!("test.cmds:1: {message}"), "{line:?}");

@@ -25,6 +25,7 @@ pub fn paragraph(record: &EntryRecord) -> String {
     parts.extend(cgroup(record));
     parts.extend(time(record));
     parts.extend(cpu(record));
+    parts.extend(load(record));
     parts.extend(requests_failed(record));
     parts.extend(failure_causes(record));
     parts.extend(reserved(record));
@@ -190,6 +191,39 @@ fn cpu(record: &EntryRecord) -> Option<String> {
         }
     }
     Some(text)
+}
+
+/// An `l_execute_all`: what Locust held and measured, and whether the host's own count
+/// agrees.
+fn load(record: &EntryRecord) -> Option<String> {
+    let load = record.load.as_ref()?;
+    let total = &load.total;
+    let host = match load.host_served {
+        Some(served) if served == total.requests => {
+            "; the host counted the same number served".to_owned()
+        }
+        Some(served) => format!(
+            "; the host counted {} served ({:+} against Locust: requests in flight at the \
+             window's edges, or lost on the way)",
+            count(served as f64),
+            served as i128 - total.requests as i128
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "Locust held {} users on {} worker(s) for {:.1} s: {} requests ({:.1}/s), p50 {}, p90 \
+         {}, p99 {}, max {}{host}; Locust itself used {:.1} s of CPU",
+        count(load.users as f64),
+        load.workers,
+        load.held_s,
+        count(total.requests as f64),
+        load.requests_per_s(),
+        ms(total.p50_ms),
+        ms(total.p90_ms),
+        ms(total.p99_ms),
+        ms(total.max_ms),
+        load.locust_cpu_s
+    ))
 }
 
 fn requests_failed(record: &EntryRecord) -> Option<String> {

@@ -87,6 +87,7 @@ pub(crate) mod test_record {
             pressure: None,
             memcg: None,
             stacks: None,
+            load: None,
         }
     }
 

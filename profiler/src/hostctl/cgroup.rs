@@ -78,11 +78,11 @@ impl MemcgEntry {
     }
 }
 
-/// The cgroup, until [`MemoryCgroup::remove`] (or drop, through the guardian).
-pub struct MemoryCgroup {
+/// A cgroup of skillprof's making in the memory hierarchy, until [`Cgroup::remove`] (or
+/// drop, through the guardian, which kills what is left inside).
+pub struct Cgroup {
     dir: PathBuf,
     version: Version,
-    limit_bytes: u64,
     guardian: Guardian,
 }
 
@@ -90,38 +90,23 @@ pub struct MemoryCgroup {
 const V2_ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
 const V1_ROOT: &str = "/sys/fs/cgroup/memory";
 
-impl MemoryCgroup {
-    /// Makes `name` beside or under skillprof's own memory cgroup, with `limit_bytes` as its
-    /// hard limit.
-    pub fn create(name: &str, limit_bytes: u64) -> Result<MemoryCgroup> {
+impl Cgroup {
+    /// Makes `name` beside or under skillprof's own memory cgroup; `what` names it in the
+    /// guardian's messages.
+    pub fn create(name: &str, what: &str) -> Result<Cgroup> {
         let (version, parent) = parent_for_host()?;
         let dir = parent.join(name);
-        fs::create_dir(&dir).with_context(|| {
-            format!(
-                "making the memory cgroup {} (--memory-max needs root)",
-                dir.display()
-            )
-        })?;
+        fs::create_dir(&dir)
+            .with_context(|| format!("making the cgroup {} (needs root)", dir.display()))?;
         let guardian = Guardian::protect(
             Restore::cgroup(&dir)?,
-            &format!("the host's memory cgroup {} (removed)", dir.display()),
+            &format!("{what} {} (removed)", dir.display()),
         )?;
-        let cgroup = MemoryCgroup {
+        Ok(Cgroup {
             dir,
             version,
-            limit_bytes,
             guardian,
-        };
-        let limit = match version {
-            Version::V1 => "memory.limit_in_bytes",
-            Version::V2 => "memory.max",
-        };
-        cgroup.write(limit, &limit_bytes.to_string())?;
-        if version == Version::V2 {
-            // No swap to escape into: the limit is the limit, as v1 without memsw has it.
-            let _ = cgroup.write("memory.swap.max", "0");
-        }
-        Ok(cgroup)
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -132,16 +117,12 @@ impl MemoryCgroup {
         self.version
     }
 
-    pub fn limit_bytes(&self) -> u64 {
-        self.limit_bytes
-    }
-
     pub fn guardian_pid(&self) -> Option<u32> {
         self.guardian.pid()
     }
 
     /// Its process list, opened for writing: a child that writes "0" to it joins the cgroup
-    /// before it execs, so that everything the host ever allocates is charged here.
+    /// before it execs, so that all it ever does is charged here.
     pub fn procs(&self) -> Result<File> {
         let path = self.dir.join("cgroup.procs");
         OpenOptions::new()
@@ -150,18 +131,75 @@ impl MemoryCgroup {
             .with_context(|| format!("opening {}", path.display()))
     }
 
+    /// Removes the cgroup (killing anything left in it) and waits until it is gone.
+    pub fn remove(self) -> Result<()> {
+        let dir = self.dir.clone();
+        self.guardian.restore()?;
+        if dir.exists() {
+            bail!("the cgroup {} is still there", dir.display());
+        }
+        Ok(())
+    }
+
+    fn read_file(&self, file: &str) -> Result<String> {
+        let path = self.dir.join(file);
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<()> {
+        let path = self.dir.join(file);
+        fs::write(&path, value).with_context(|| format!("writing {value} to {}", path.display()))
+    }
+}
+
+/// The host's memory cgroup, with its hard limit.
+pub struct MemoryCgroup {
+    cgroup: Cgroup,
+    limit_bytes: u64,
+}
+
+impl MemoryCgroup {
+    /// Makes `name` beside or under skillprof's own memory cgroup, with `limit_bytes` as its
+    /// hard limit.
+    pub fn create(name: &str, limit_bytes: u64) -> Result<MemoryCgroup> {
+        let cgroup =
+            Cgroup::create(name, "the host's memory cgroup").context("--memory-max needs root")?;
+        let limit = match cgroup.version {
+            Version::V1 => "memory.limit_in_bytes",
+            Version::V2 => "memory.max",
+        };
+        cgroup.write(limit, &limit_bytes.to_string())?;
+        if cgroup.version == Version::V2 {
+            // No swap to escape into: the limit is the limit, as v1 without memsw has it.
+            let _ = cgroup.write("memory.swap.max", "0");
+        }
+        Ok(MemoryCgroup {
+            cgroup,
+            limit_bytes,
+        })
+    }
+
+    pub fn cgroup(&self) -> &Cgroup {
+        &self.cgroup
+    }
+
+    pub fn limit_bytes(&self) -> u64 {
+        self.limit_bytes
+    }
+
     pub fn read(&self) -> Result<MemcgStat> {
+        let cgroup = &self.cgroup;
         let number = |file: &str| -> Result<u64> {
-            let text = self.read_file(file)?;
+            let text = cgroup.read_file(file)?;
             text.trim()
                 .parse()
                 .with_context(|| format!("{file} holds {text:?}"))
         };
         let key = |file: &str, key: &str| -> Result<u64> {
-            let text = self.read_file(file)?;
+            let text = cgroup.read_file(file)?;
             Ok(keyed::value(&text, key).unwrap_or(0))
         };
-        Ok(match self.version {
+        Ok(match cgroup.version {
             Version::V1 => MemcgStat {
                 usage_bytes: number("memory.usage_in_bytes")?,
                 peak_bytes: number("memory.max_usage_in_bytes")?,
@@ -182,30 +220,14 @@ impl MemoryCgroup {
     /// an entry's peak is its own. v2's `memory.peak` cannot be reset for every reader: there
     /// the peak stays the run's.
     pub fn reset_peak(&self) -> Result<()> {
-        match self.version {
-            Version::V1 => self.write("memory.max_usage_in_bytes", "0"),
+        match self.cgroup.version {
+            Version::V1 => self.cgroup.write("memory.max_usage_in_bytes", "0"),
             Version::V2 => Ok(()),
         }
     }
 
-    /// Removes the cgroup (killing anything left in it) and waits until it is gone.
     pub fn remove(self) -> Result<()> {
-        let dir = self.dir.clone();
-        self.guardian.restore()?;
-        if dir.exists() {
-            bail!("the memory cgroup {} is still there", dir.display());
-        }
-        Ok(())
-    }
-
-    fn read_file(&self, file: &str) -> Result<String> {
-        let path = self.dir.join(file);
-        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
-    }
-
-    fn write(&self, file: &str, value: &str) -> Result<()> {
-        let path = self.dir.join(file);
-        fs::write(&path, value).with_context(|| format!("writing {value} to {}", path.display()))
+        self.cgroup.remove()
     }
 }
 
@@ -227,7 +249,7 @@ fn parent_for_host() -> Result<(Version, PathBuf)> {
     match cgroup_path(&own, "memory") {
         Some(path) if Path::new(V1_ROOT).is_dir() => Ok((Version::V1, under(V1_ROOT, path))),
         _ => bail!(
-            "--memory-max needs a memory cgroup controller: none in {} or {V1_ROOT}",
+            "no memory cgroup controller to make a cgroup in: none in {} or {V1_ROOT}",
             V2_ROOTS.join(" or ")
         ),
     }

@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client as Pool;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::profile::{Dialect, Route};
 
@@ -20,9 +20,73 @@ use super::profile::{Dialect, Route};
 /// skill names, the client qualifies them, routes them and adds the headers the host wants.
 #[derive(Clone)]
 pub struct Client {
-    base: String,
+    http: Http,
     dialect: Arc<Dialect>,
+}
+
+/// Pooled, kept-alive HTTP/1 to one server: the host here, Locust's master in `load`.
+#[derive(Clone)]
+pub struct Http {
+    base: String,
     pool: Pool<HttpConnector, Full<Bytes>>,
+}
+
+impl Http {
+    /// A client for the server at `base` (e.g. `http://127.0.0.1:8081`).
+    pub fn new(base: &str) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let pool = Pool::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Http {
+            base: base.trim_end_matches('/').to_owned(),
+            pool,
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends one request with `headers` and a body of its content type; transport failures
+    /// are errors, any HTTP status is a [`Reply`].
+    pub async fn send<'a>(
+        &self,
+        method: Method,
+        path: &str,
+        headers: impl IntoIterator<Item = (&'a String, &'a String)>,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<Reply> {
+        let uri = format!("{}{path}", self.base);
+        let mut request = Request::builder().method(method.clone()).uri(&uri);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        if let Some((content_type, _)) = &body {
+            request = request.header(hyper::header::CONTENT_TYPE, *content_type);
+        }
+        let body = body.map(|(_, body)| body).unwrap_or_default();
+        let request = request.body(Full::new(Bytes::from(body)))?;
+        let response = self
+            .pool
+            .request(request)
+            .await
+            .with_context(|| format!("{method} {uri}"))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .with_context(|| format!("reading the answer to {method} {uri}"))?
+            .to_bytes();
+        Ok(Reply {
+            status,
+            headers,
+            body,
+        })
+    }
 }
 
 /// One answer of the host: its status, headers and body, whatever the status.
@@ -81,20 +145,14 @@ impl Reply {
 impl Client {
     /// A client for the host at `base` (e.g. `http://127.0.0.1:8081`).
     pub fn new(base: &str, dialect: Dialect) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let pool = Pool::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
         Client {
-            base: base.trim_end_matches('/').to_owned(),
+            http: Http::new(base),
             dialect: Arc::new(dialect),
-            pool,
         }
     }
 
     pub fn base(&self) -> &str {
-        &self.base
+        self.http.base()
     }
 
     pub fn dialect(&self) -> &Dialect {
@@ -106,35 +164,12 @@ impl Client {
         self.send(route.method.clone(), &route.path, None).await
     }
 
-    /// Sends one request; transport failures are errors, any HTTP status is a [`Reply`].
+    /// Sends one request with the dialect's headers and a JSON body, if any.
     pub async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<Reply> {
-        let uri = format!("{}{path}", self.base);
-        let mut request = Request::builder().method(method.clone()).uri(&uri);
-        for (name, value) in &self.dialect.headers {
-            request = request.header(name, value);
-        }
-        if body.is_some() {
-            request = request.header(hyper::header::CONTENT_TYPE, "application/json");
-        }
-        let request = request.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
-        let response = self
-            .pool
-            .request(request)
+        let body = body.map(|body| ("application/json", body));
+        self.http
+            .send(method, path, &self.dialect.headers, body)
             .await
-            .with_context(|| format!("{method} {uri}"))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .with_context(|| format!("reading the answer to {method} {uri}"))?
-            .to_bytes();
-        Ok(Reply {
-            status,
-            headers,
-            body,
-        })
     }
 
     /// GET of a JSON document that must succeed.
@@ -167,10 +202,12 @@ impl Client {
     /// Executes skill `skill` (our name) once.
     pub async fn execute(&self, skill: &str, input: &Value) -> Result<Reply> {
         let route = &self.dialect.routes.execute;
-        let body = json!({ "skill": self.dialect.qualify(skill), "input": input });
-        let body = serde_json::to_vec(&body)?;
-        self.send(route.method.clone(), &route.path, Some(body))
-            .await
+        self.send(
+            route.method.clone(),
+            &route.path,
+            Some(self.dialect.execute_body(skill, input).into_bytes()),
+        )
+        .await
     }
 
     /// Drops skill `skill`'s compiled copy.

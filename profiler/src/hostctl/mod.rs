@@ -9,7 +9,7 @@ pub mod process;
 pub mod profile;
 pub mod skills_dir;
 
-pub use cgroup::{MemcgEntry, MemcgStat, MemoryCgroup};
+pub use cgroup::{Cgroup, MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use profile::{Dialect, HostProfile};

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -114,8 +115,9 @@ impl HostSpec {
         })
     }
 
-    fn expand(&self, text: &str, skills_dir: &Path, port: u16) -> String {
+    fn expand(&self, text: &str, skills_dir: &Path, address: Ipv4Addr, port: u16) -> String {
         text.replace("{skills_dir}", &skills_dir.display().to_string())
+            .replace("{address}", &address.to_string())
             .replace("{port}", &port.to_string())
     }
 }
@@ -209,7 +211,8 @@ pub fn monotonic_ns() -> u64 {
 }
 
 impl HostProcess {
-    /// Starts the host on a free loopback port, its output going to `log` and, if its
+    /// Starts the host on a free port of `address` (loopback, unless a load network gives
+    /// it another), its output going to `log` and, if its
     /// profile has files, in the fresh working directory `workdir` holding them, inside
     /// `cgroup` if given (its `cgroup.procs`, open for writing); then waits until its health
     /// route answers. Fails with the end of the log if the host exits first or is not ready
@@ -220,9 +223,10 @@ impl HostProcess {
         log: &Path,
         workdir: &Path,
         cgroup: Option<&File>,
+        address: Ipv4Addr,
         ready_timeout: Duration,
     ) -> Result<Self> {
-        let port = free_port()?;
+        let port = free_port(address)?;
         let output = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let mut command = Command::new(&spec.bin);
         if !spec.files.is_empty() {
@@ -230,7 +234,7 @@ impl HostProcess {
                 .with_context(|| format!("creating {}", workdir.display()))?;
             for (name, text) in &spec.files {
                 let path = workdir.join(name);
-                fs::write(&path, spec.expand(text, skills_dir, port))
+                fs::write(&path, spec.expand(text, skills_dir, address, port))
                     .with_context(|| format!("writing {}", path.display()))?;
             }
             command.current_dir(workdir);
@@ -239,12 +243,12 @@ impl HostProcess {
             .args(
                 spec.args
                     .iter()
-                    .map(|arg| spec.expand(arg, skills_dir, port)),
+                    .map(|arg| spec.expand(arg, skills_dir, address, port)),
             )
             .envs(
                 spec.env
                     .iter()
-                    .map(|(k, v)| (k, spec.expand(v, skills_dir, port))),
+                    .map(|(k, v)| (k, spec.expand(v, skills_dir, address, port))),
             )
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)
@@ -272,7 +276,7 @@ impl HostProcess {
             child: Some(child),
             pid,
             log: Some(log.to_path_buf()),
-            client: Client::new(&format!("http://127.0.0.1:{port}"), spec.dialect.clone()),
+            client: Client::new(&format!("http://{address}:{port}"), spec.dialect.clone()),
         };
         host.wait_until_ready(ready_timeout).await?;
         Ok(host)
@@ -411,10 +415,11 @@ fn signal(pid: u32, signal: i32) -> Result<()> {
     Ok(())
 }
 
-/// A port that was free a moment ago. Another host's API cannot be told to pick one and
-/// report it, so the runner picks.
-fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+/// A port on `address` that was free a moment ago. Another host's API cannot be told to
+/// pick one and report it, so the runner picks (and so for Locust's ports).
+pub fn free_port(address: Ipv4Addr) -> Result<u16> {
+    let listener = std::net::TcpListener::bind((address, 0))
+        .with_context(|| format!("finding a free port on {address}"))?;
     Ok(listener.local_addr()?.port())
 }
 

@@ -47,7 +47,8 @@ impl Registry {
     }
 }
 
-/// How to start the host; `{skills_dir}` and `{port}` are replaced in every string.
+/// How to start the host; `{skills_dir}`, `{address}` (where it listens: loopback, or the
+/// load network's host address) and `{port}` are replaced in every string.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Start {
@@ -135,6 +136,11 @@ impl Dialect {
             Some(namespace) => format!("{namespace}/{name}"),
             None => name.to_owned(),
         }
+    }
+
+    /// The JSON body that executes skill `name` (our name) with `input`.
+    pub fn execute_body(&self, name: &str, input: &serde_json::Value) -> String {
+        serde_json::json!({ "skill": self.qualify(name), "input": input }).to_string()
     }
 
     /// Our names of the skills a listing holds: those of our namespace, sorted.

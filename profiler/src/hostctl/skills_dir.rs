@@ -105,18 +105,30 @@ impl SampleSkills {
     }
 
     /// `build/skills` of the repository whose `target/<profile>/` holds the running
-    /// executable (test executables sit one level deeper, in `deps/`).
+    /// executable.
     pub fn beside_executable() -> Result<Self> {
+        let dir = Self::build_path("skills")?;
+        anyhow::ensure!(
+            dir.is_dir(),
+            "{} is missing: run `cargo xtask build-skills`, or pass --samples DIR",
+            dir.display()
+        );
+        Ok(SampleSkills { dir })
+    }
+
+    /// `relative` under the `build/` of the repository whose `target/<profile>/` holds the
+    /// running executable (test executables sit one level deeper, in `deps/`; cargo's own
+    /// `target/<profile>/build/` is not it).
+    pub fn build_path(relative: &str) -> Result<PathBuf> {
         let exe = std::env::current_exe().context("locating the running executable")?;
         exe.ancestors()
             .skip(1)
             .take(4)
-            .map(|dir| dir.join("build/skills"))
-            .find(|dir| dir.is_dir())
-            .map(|dir| SampleSkills { dir })
+            .find(|dir| dir.join("Cargo.toml").is_file() && dir.join("build").is_dir())
+            .map(|root| root.join("build").join(relative))
             .with_context(|| {
                 format!(
-                    "no build/skills folder above {}: run `cargo xtask build-skills`, or pass --samples DIR",
+                    "no build folder above {}: run scripts/setup.sh and `cargo xtask build-skills`",
                     exe.display()
                 )
             })

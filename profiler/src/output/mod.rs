@@ -4,9 +4,9 @@
 pub mod commands_csv;
 pub mod compare;
 pub mod entries_jsonl;
+pub mod entry_rows_csv;
 pub mod harness_log;
 pub mod meta;
 pub mod pressure_csv;
 pub mod samples_csv;
-pub mod skills_csv;
 pub mod stacks;

@@ -33,6 +33,10 @@ pub enum Restore {
     /// SIGKILL every process left in the cgroup directory `dir` (listed in its `procs`
     /// file), then remove the directory.
     Cgroup { dir: CString, procs: CString },
+    /// Unmount and delete each named network namespace file (`ip netns add`'s bind mounts
+    /// under /run/netns). A namespace dies with its last file and process, and its veth
+    /// links with it; the processes are the cgroup guardian's.
+    Netns { files: Vec<CString> },
 }
 
 impl Restore {
@@ -46,6 +50,12 @@ impl Restore {
     pub fn swapfile(path: &Path) -> Result<Restore> {
         Ok(Restore::Swapfile {
             path: c_path(path)?,
+        })
+    }
+
+    pub fn netns(files: &[std::path::PathBuf]) -> Result<Restore> {
+        Ok(Restore::Netns {
+            files: files.iter().map(|f| c_path(f)).collect::<Result<_>>()?,
         })
     }
 
@@ -151,6 +161,8 @@ fn guard(plan: &Plan) -> i32 {
         Restore::Sysctl { path, value } => write_file(path, value),
         Restore::Swapfile { path } => swapoff(path) && remove(path),
         Restore::Cgroup { dir, procs } => remove_cgroup(dir, procs),
+        // Every file is tried, whatever became of the others.
+        Restore::Netns { files } => files.iter().filter(|file| !remove_netns(file)).count() == 0,
     };
     if !restored {
         fork::write_all(2, &plan.failed);
@@ -217,6 +229,16 @@ fn remove_cgroup(dir: &CString, procs: &CString) -> bool {
         }
     }
     false
+}
+
+/// Detaches the namespace's bind mount and removes its file; one never made is fine.
+fn remove_netns(file: &CString) -> bool {
+    // SAFETY: NUL-terminated paths.
+    unsafe {
+        let unmounted = libc::umount2(file.as_ptr(), libc::MNT_DETACH) == 0
+            || matches!(fork::errno(), libc::EINVAL | libc::ENOENT);
+        unmounted && (libc::unlink(file.as_ptr()) == 0 || fork::errno() == libc::ENOENT)
+    }
 }
 
 /// SIGKILLs every process id listed in `procs`; raw system calls only (this runs in the

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::hostctl::{MemcgEntry, Stopped};
+use crate::load::LoadEntry;
 use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
 use crate::sample::{EntrySampling, process::ProcessStat, zoneinfo::ZoneId};
@@ -29,6 +30,9 @@ pub struct EntryRecord {
     /// `--stacks`: what the entry's stacks came to.
     #[serde(default)]
     pub stacks: Option<StackSummary>,
+    /// `l_execute_all`: what Locust's swarm did and the host served.
+    #[serde(default)]
+    pub load: Option<LoadEntry>,
 }
 
 /// The entry's commands.csv row: every group's cells, in column order.
@@ -47,6 +51,7 @@ impl Metrics for EntryRecord {
         BandHeld::write_cells(self.pressure.as_ref(), &zones, row);
         MemcgEntry::write_cells(self.memcg.as_ref(), row);
         StackSummary::write_cells(self.stacks.as_ref(), row);
+        LoadEntry::write_cells(self.load.as_ref(), row);
     }
 }
 

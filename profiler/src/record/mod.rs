@@ -10,7 +10,9 @@ mod run;
 use std::fmt::Write as _;
 
 pub use entry::{EntryMeasure, EntryRecord, Fill, FillStop, Latency, Outcome, Step};
-pub use run::{CgroupInfo, CmdsInfo, HostInfo, ProbesInfo, RunInfo, Status, SysctlDuring};
+pub use run::{
+    CgroupInfo, CmdsInfo, HostInfo, LoadInfo, ProbesInfo, RunInfo, Status, SysctlDuring,
+};
 
 /// Named cells in a fixed order. Column names carry their unit (`took_ms`, `rss_kb`).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -252,6 +254,10 @@ const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
     (
         "memcg_*",
         "with --memory-max, the host's memory cgroup as the kernel accounts it: memcg_limit_kb, memcg_usage_kb (charged at the end of the entry: the host's memory, the page cache it brought in, the kernel memory it caused), memcg_peak_kb (the most charged during the entry, by the kernel's own account; cgroup v2: since the run began), memcg_limit_hits (charges that hit the limit and reclaimed first, during the entry: v1 memory.failcnt, v2 memory.events max) and memcg_oom_kills (processes the OOM killer killed in the cgroup during the entry)",
+    ),
+    (
+        "load_*",
+        "l_execute_all only: Locust's swarm, merged by its master from every worker: load_users, load_workers, load_requests and load_failures (requests Locust counted, all skills), load_rps (requests per second of the held window), load_p50_ms, load_p90_ms, load_p99_ms and load_max_ms (response times from Locust's histogram, which rounds times above 100 ms to two significant digits), load_host_served (executions the host itself counted over the entry, from its /metrics; empty for a host without them) and load_locust_cpu_s (CPU time of Locust's master and workers: on one machine they share the cores with the host); load.csv has the same per skill",
     ),
 ];
 

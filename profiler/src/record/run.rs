@@ -50,6 +50,9 @@ pub struct RunInfo {
     /// `--memory-max`: the host's memory cgroup.
     #[serde(default)]
     pub memory_cgroup: Option<CgroupInfo>,
+    /// `l_execute_all`: what the run made for Locust, all removed at the end.
+    #[serde(default)]
+    pub load: Option<LoadInfo>,
     /// The OOM killer took the host: how we know (the cgroup's or the machine's count).
     #[serde(default)]
     pub oom_killed: Option<String>,
@@ -60,6 +63,15 @@ pub struct CgroupInfo {
     pub dir: String,
     pub version: Version,
     pub limit_bytes: u64,
+}
+
+/// The load network and Locust's cgroup.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadInfo {
+    #[serde(flatten)]
+    pub network: crate::load::NetworkInfo,
+    pub cgroup: String,
+    pub locust: String,
 }
 
 /// A sysctl the run changed: its value before, and the run's.

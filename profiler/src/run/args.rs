@@ -210,6 +210,16 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 120, value_name = "S")]
     pub pressure_timeout_s: u64,
 
+    /// Locust for `l_execute_all` lines: its `locust` executable (default: build/venv-locust,
+    /// where scripts/setup.sh installs the pinned version).
+    #[arg(long, value_name = "PATH")]
+    pub locust: Option<PathBuf>,
+
+    /// How long an `l_execute_all` waits for every Locust worker to connect to the master;
+    /// past it the entry fails with the reason and the run goes on.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub locust_timeout_s: u64,
+
     /// Flags for skillhost (or appended to --host-bin's arguments), after `--`.
     #[arg(last = true, value_name = "HOST_FLAGS")]
     pub host_flags: Vec<String>,

@@ -4,6 +4,7 @@
 
 mod args;
 mod interrupt;
+mod load;
 mod pressure;
 mod probing;
 mod progress;

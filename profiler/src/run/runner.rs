@@ -3,6 +3,7 @@
 //! last entry, Ctrl-C or SIGTERM, a host that dies, or an error of our own.
 
 use std::fs::{self, File};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -17,16 +18,18 @@ use crate::hostctl::{
     ExitWatch, HostProcess, HostProfile, HostSpec, MemcgEntry, MemcgStat, MemoryCgroup,
     SampleSkills, SkillsDir, Stopped, attach, profile,
 };
+use crate::load::LoadRow;
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{
-    commands_csv::CommandsCsv, compare, meta, samples_csv::SamplesCsv, skills_csv::SkillsCsv,
+    commands_csv::CommandsCsv, compare, entry_rows_csv, entry_rows_csv::EntryRowsCsv, meta,
+    samples_csv::SamplesCsv,
 };
 use crate::pressure::SysctlChange;
-use crate::probes::{CostMode, Mechanism, markers, stacks::StackSummary};
+use crate::probes::{CostMode, Mechanism, markers, markers::SkillRow, stacks::StackSummary};
 use crate::record::{
-    CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, Outcome, RunInfo,
-    Status, Step, SysctlDuring,
+    CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, LoadInfo, Outcome,
+    RunInfo, Status, Step, SysctlDuring,
 };
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process, vmstat};
@@ -34,6 +37,7 @@ use crate::{explain, output, probes, words};
 
 use super::args::RunArgs;
 use super::interrupt::{Abort, Interruption, Signals};
+use super::load::{self as load_room, LoadRoom};
 use super::pressure::{self as pressure_room, Pressure};
 use super::probing::Probing;
 use super::progress::Progress;
@@ -47,6 +51,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     }
     pressure_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
     require_limits_usable(args.memory_max, args.max_map_count, &plan)?;
+    let locust = load_room::require_usable(&args, &plan)?;
     let mut signals = Signals::install()?;
     let samples = match &args.samples {
         Some(dir) => SampleSkills::new(dir),
@@ -112,6 +117,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         max_map_count: None,
         guardian_pids: Vec::new(),
         memory_cgroup: None,
+        load: None,
         oom_killed: None,
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
@@ -123,11 +129,11 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         .transpose()?;
     if let Some(cgroup) = &cgroup {
         info.memory_cgroup = Some(CgroupInfo {
-            dir: cgroup.dir().display().to_string(),
-            version: cgroup.version(),
+            dir: cgroup.cgroup().dir().display().to_string(),
+            version: cgroup.cgroup().version(),
             limit_bytes: cgroup.limit_bytes(),
         });
-        info.guardian_pids.extend(cgroup.guardian_pid());
+        info.guardian_pids.extend(cgroup.cgroup().guardian_pid());
     }
     let map_limit = match args.max_map_count {
         Some(during) => {
@@ -145,6 +151,19 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         }
         None => None,
     };
+    let load = locust
+        .map(|(locust, workers)| {
+            let timeout = Duration::from_secs(args.locust_timeout_s);
+            LoadRoom::create(locust.clone(), workers, &stamp, timeout, &folder).inspect(|room| {
+                info.load = Some(LoadInfo {
+                    network: room.network().clone(),
+                    cgroup: room.cgroup_dir().display().to_string(),
+                    locust: locust.display().to_string(),
+                });
+                info.guardian_pids.extend(room.guardian_pids());
+            })
+        })
+        .transpose()?;
     let mut run = Run {
         progress: Progress::new(plan.entries.len()).into(),
         cgroup,
@@ -153,7 +172,9 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         log: LogWriter::new(log_file, &header)?,
         commands: CommandsCsv::create(&folder.join("commands.csv"))?,
         entries: EntriesJsonl::create(&folder.join(entries_jsonl::FILE))?,
-        skills: SkillsCsv::new(&folder),
+        skills: EntryRowsCsv::new(&folder, entry_rows_csv::SKILLS),
+        load_csv: EntryRowsCsv::new(&folder, entry_rows_csv::LOAD),
+        load,
         samples_csv: Some(SamplesCsv::create(&folder.join("samples.csv"))?),
         meta_path: folder.join("meta.json"),
         entries_done: 0,
@@ -182,7 +203,10 @@ struct Run {
     log: LogWriter<File>,
     commands: CommandsCsv,
     entries: EntriesJsonl,
-    skills: SkillsCsv,
+    skills: EntryRowsCsv,
+    load_csv: EntryRowsCsv,
+    /// `l_execute_all`: the load network and Locust's cgroup, removed at the end.
+    load: Option<LoadRoom>,
     /// Handed to the sampler when the host is up.
     samples_csv: Option<SamplesCsv>,
     progress: std::sync::Arc<Progress>,
@@ -332,6 +356,34 @@ impl Run {
                 continue;
             }
             self.progress.begin(index, &entry.name);
+            // Locust starts before the entry's window: its start-up is not the host's work.
+            let client = self
+                .host
+                .as_ref()
+                .expect("running until stop")
+                .client
+                .clone();
+            let swarm = match &entry.command {
+                Command::LExecuteAll(load) => {
+                    let room = self.load.as_ref().expect("made for a plan with load lines");
+                    Some(match workload.ours_listed().await {
+                        Ok(skills) => {
+                            self.progress.note(&format!(
+                                "  locust: starting the master and {} worker(s) in their \
+                                 namespaces",
+                                load.workers
+                            ));
+                            room.start(index, load, &client, skills, signals).await?
+                        }
+                        Err(error) => Err(error),
+                    })
+                }
+                _ => None,
+            };
+            let served_before = match swarm {
+                Some(Ok(_)) => load_room::host_served(&client).await,
+                _ => None,
+            };
             let before = host_process(pid)?;
             let sampler = self.sampler.as_ref().expect("started above");
             sampler.begin_entry(index)?;
@@ -349,7 +401,8 @@ impl Run {
             let started = ready.elapsed();
             let clock = Instant::now();
             let mut died = None;
-            let (outcome, after, stopped) = match &entry.command {
+            let mut held = None;
+            let (mut outcome, after, stopped) = match &entry.command {
                 Command::Stop => {
                     let host = self.host.take().expect("stop is the last entry");
                     sampler.release_process()?;
@@ -360,6 +413,23 @@ impl Run {
                 Command::Pressure(band) => {
                     pressure.set(*band, &self.progress, signals).await?;
                     (Outcome::default(), Some(host_process(pid)?), None)
+                }
+                Command::LExecuteAll(_) => {
+                    let mut outcome = Outcome::default();
+                    let swarm = swarm.expect("started above");
+                    match load_room::hold(swarm, signals, &exit_watch, &mut outcome).await {
+                        Ok(swarm) => held = swarm,
+                        Err(Abort::Interrupted(Interruption::HostExited)) => {
+                            died = Some(host_gone())
+                        }
+                        Err(abort) => return Err(abort),
+                    }
+                    let after = if died.is_none() {
+                        Some(host_process(pid)?)
+                    } else {
+                        None
+                    };
+                    (outcome, after, None)
                 }
                 _ => {
                     let watched = Watched {
@@ -382,6 +452,10 @@ impl Run {
                 }
             };
             let took = clock.elapsed();
+            let load = match held {
+                Some(swarm) => load_room::finish(swarm, &client, served_before, &mut outcome).await,
+                None => None,
+            };
             let sampling = sampler.end_entry()?;
             let measure = EntryMeasure {
                 index,
@@ -425,6 +499,7 @@ impl Run {
                 pressure: pressure.held(),
                 memcg,
                 stacks: stacks.map(|stacks| stacks.summary),
+                load,
             };
             self.record(record)?;
             if let Some(died) = died {
@@ -448,7 +523,15 @@ impl Run {
             spec.profile
         ));
         let (log, workdir) = (self.folder.join("host.log"), profile::workdir(&self.folder));
-        let procs = self.cgroup.as_ref().map(MemoryCgroup::procs).transpose()?;
+        let procs = self
+            .cgroup
+            .as_ref()
+            .map(|c| c.cgroup().procs())
+            .transpose()?;
+        let address = self
+            .load
+            .as_ref()
+            .map_or(Ipv4Addr::LOCALHOST, LoadRoom::host_address);
         tokio::select! {
             host = HostProcess::start(
                 spec,
@@ -456,6 +539,7 @@ impl Run {
                 &log,
                 &workdir,
                 procs.as_ref(),
+                address,
                 Duration::from_secs(args.ready_timeout_s),
             ) => Ok((host?, skills)),
             interruption = signals.next() => Err(Abort::Interrupted(interruption)),
@@ -470,7 +554,15 @@ impl Run {
         self.commands.write(&record.row())?;
         self.entries.write(&record)?;
         if let Some(rows) = record.probes.as_ref().and_then(|p| p.skills.as_ref()) {
-            self.skills.write(measure.index, &measure.cmd, rows)?;
+            self.skills
+                .write(measure.index, &measure.cmd, rows, SkillRow::write_cells)?;
+        }
+        if let Some(load) = &record.load {
+            let rows: Vec<&LoadRow> = load.skills.iter().chain([&load.total]).collect();
+            self.load_csv
+                .write(measure.index, &measure.cmd, &rows, |row, cells| {
+                    row.write_cells(cells)
+                })?;
         }
         self.entries_done += 1;
         self.info.entries_run = self.entries_done;
@@ -549,6 +641,9 @@ impl Run {
             && let Err(error) = change.restore()
         {
             eprintln!("warning: {error:#}");
+        }
+        if let Some(load) = self.load.take() {
+            load.finish();
         }
         if let Some(cgroup) = self.cgroup.take() {
             // The host has been stopped above or at `stop`: nothing is left inside.

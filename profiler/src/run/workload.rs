@@ -34,7 +34,7 @@ impl Outcome {
         self.count(&format!("execute {name}"), result);
     }
 
-    fn fail(&mut self, message: String) {
+    pub(super) fn fail(&mut self, message: String) {
         self.errors += 1;
         self.first_error.get_or_insert(message);
     }
@@ -194,6 +194,7 @@ impl Workload {
                 Ok(())
             }
             Command::Fill { .. } => unreachable!("the runner fills, watching the cgroup"),
+            Command::LExecuteAll(_) => unreachable!("the runner holds Locust's swarm itself"),
             Command::Stop => unreachable!("the runner stops the host itself"),
             Command::Pressure(_) => unreachable!("the runner holds the pressure itself"),
         }
@@ -251,6 +252,13 @@ impl Workload {
                 Err(panic) => outcome.fail(format!("a request task failed: {panic}")),
             }
         }
+    }
+
+    /// This run's skills the host lists now, sorted: where `l_execute_all` sends its load.
+    pub async fn ours_listed(&self) -> Result<Vec<String>> {
+        let mut names = self.client.skills().await?;
+        names.retain(|name| self.ours.contains(name));
+        Ok(names)
     }
 
     async fn listed(&self, outcome: &mut Outcome) -> Vec<String> {

@@ -129,3 +129,33 @@ pub fn host_pid(folder: &Path) -> i32 {
         .as_i64()
         .expect("the host pid is in meta.json") as i32
 }
+
+/// Polls `check` for up to `limit`: a killed skillprof's guardians restore asynchronously.
+pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> Option<String>) {
+    let start = Instant::now();
+    loop {
+        match check() {
+            None => return,
+            Some(problem) if start.elapsed() > limit => panic!("{what}: {problem}"),
+            Some(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// A CSV file as rows of named cells.
+pub fn csv_rows(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut reader =
+        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let header = reader.headers().unwrap().clone();
+    reader
+        .records()
+        .map(|record| {
+            let record = record.unwrap();
+            header
+                .iter()
+                .zip(record.iter())
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+        .collect()
+}

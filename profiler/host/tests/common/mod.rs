@@ -50,6 +50,7 @@ impl TestHost {
             &dir.path().join("host.log"),
             &dir.path().join("workdir"),
             None,
+            std::net::Ipv4Addr::LOCALHOST,
             Duration::from_secs(30),
         )
         .await

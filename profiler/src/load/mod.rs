@@ -1,0 +1,13 @@
+//! Load beyond one client: `l_execute_all` drives Locust's master and workers, the workers
+//! in network namespaces of the run's making that stand in for separate client machines.
+//! Locust is the engine (its master merges the workers' histograms); skillprof starts it,
+//! holds the swarm for the entry's window, reads the figures back and removes everything it
+//! made on every way it ends.
+
+pub mod network;
+pub mod result;
+pub mod swarm;
+
+pub use network::{LoadNetwork, NetworkInfo};
+pub use result::{LoadEntry, LoadRow};
+pub use swarm::{Swarm, SwarmSetup};

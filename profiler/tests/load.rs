@@ -1,0 +1,257 @@
+//! `l_execute_all` for real: Locust's master and workers (build/venv-locust, from
+//! scripts/setup.sh), the workers in network namespaces the run makes, against skillhost on
+//! the run's bridge. The counts agree with the host's own, and nothing the run made is left
+//! after a normal end, Ctrl-C or SIGKILL of skillprof. Bad lines are refused before anything
+//! runs.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::cli::{
+    alive, csv_rows, describe, eventually, host_pid, meta, run, run_ok, skillprof, start_long_run,
+};
+
+/// One swarm at a time: the machine has two cores.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    MACHINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn require_root() {
+    assert!(
+        skillprof::pressure::running_as_root(),
+        "the load tests make network namespaces, veth links and a cgroup: run them as root \
+         (sudo scripts/test.sh)"
+    );
+}
+
+fn cmds(dir: &Path, duration_s: u32) -> PathBuf {
+    let path = dir.join("load.cmds");
+    fs::write(
+        &path,
+        format!("p_add_rs 2\nl_execute_all World 0 200 20 2 {duration_s}\n"),
+    )
+    .unwrap();
+    path
+}
+
+fn number(row: &BTreeMap<String, String>, column: &str) -> f64 {
+    row[column]
+        .parse()
+        .unwrap_or_else(|_| panic!("{column} is {:?}", row[column]))
+}
+
+/// No namespace, link, cgroup or Locust process of the run is left.
+fn assert_nothing_left(folder: &Path, limit: Duration) {
+    let meta = meta(folder);
+    let load = &meta["load"];
+    let namespaces: Vec<String> = load["namespaces"]
+        .as_array()
+        .expect("meta.json lists the load namespaces")
+        .iter()
+        .map(|ns| ns.as_str().unwrap().to_owned())
+        .collect();
+    assert!(namespaces.len() >= 3, "{namespaces:?}");
+    eventually(limit, "the load namespaces", || {
+        let left: Vec<&String> = namespaces
+            .iter()
+            .filter(|ns| Path::new("/run/netns").join(ns).exists())
+            .collect();
+        (!left.is_empty()).then(|| format!("still there: {left:?}"))
+    });
+    let link = load["link"].as_str().unwrap();
+    eventually(limit, "the host's veth link", || {
+        Path::new("/sys/class/net")
+            .join(link)
+            .exists()
+            .then(|| format!("{link} is still there"))
+    });
+    let cgroup = load["cgroup"].as_str().unwrap();
+    eventually(limit, "Locust's cgroup", || {
+        Path::new(cgroup)
+            .exists()
+            .then(|| format!("{cgroup} is still there"))
+    });
+    let locustfile = folder.join("locust/locustfile.py").display().to_string();
+    eventually(limit, "Locust's processes", || {
+        let left = processes_running(&locustfile);
+        (!left.is_empty()).then(|| format!("still running: {left:?}"))
+    });
+}
+
+/// Processes whose command line names `needle`.
+fn processes_running(needle: &str) -> Vec<u32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() {
+    require_root();
+    let _machine = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (output, folder) = run_ok(&cmds(dir.path(), 15), &dir.path().join("runs"), &[]);
+    let commands = csv_rows(&folder.join("commands.csv"));
+    let entry = commands
+        .iter()
+        .find(|row| row["cmd"].starts_with("l_execute_all"))
+        .expect("the l_execute_all entry");
+    let requests = number(entry, "load_requests");
+    // 20 users, each request sleeping 200 ms, for 15 s: about 1,500 requests.
+    assert!(
+        requests > 300.0,
+        "{requests} requests\n{}",
+        describe(&output)
+    );
+    assert_eq!(number(entry, "load_failures"), 0.0, "{}", describe(&output));
+    assert_eq!(number(entry, "requests"), requests);
+    let served = number(entry, "load_host_served");
+    // Users finish the request they are in when stopped: at most one per user is in flight
+    // at either edge of the window.
+    assert!(
+        (served - requests).abs() <= 20.0,
+        "Locust counted {requests}, the host served {served}"
+    );
+    assert!(number(entry, "load_p50_ms") >= 200.0, "{entry:?}");
+    assert!(number(entry, "load_max_ms") >= number(entry, "load_p99_ms"));
+    assert!(number(entry, "took_ms") >= 15_000.0, "{entry:?}");
+    // load.csv: one row per skill and the total, which is commands.csv's.
+    let load = csv_rows(&folder.join("load.csv"));
+    let skills: Vec<&str> = load.iter().map(|row| row["skill"].as_str()).collect();
+    assert_eq!(skills, ["sample_rs1", "sample_rs2", "Aggregated"]);
+    let per_skill: f64 = load[..2].iter().map(|row| number(row, "requests")).sum();
+    assert_eq!(per_skill, requests);
+    assert!(
+        load[..2].iter().all(|row| number(row, "requests") > 0.0),
+        "every skill gets users: {load:?}"
+    );
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explain.contains("Locust held 20 users on 2 worker(s)"),
+        "{explain}"
+    );
+    // The host listened on the bridge only, where the run pointed it.
+    let host = meta(&folder)["host"]["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(host.starts_with("http://10.213."), "{host}");
+    assert_nothing_left(&folder, Duration::from_secs(5));
+}
+
+/// Starts a 60 s swarm and returns once it is being held.
+fn start_swarm(dir: &Path) -> (std::process::Child, PathBuf) {
+    let (child, folder) = start_long_run(dir, &cmds(dir, 60), &[]);
+    // The workers' logs appear as they start; the swarm is held once the master's API said
+    // every worker connected, a few seconds later.
+    let started = Instant::now();
+    while !folder.join("locust/1.worker2.log").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no Locust workers started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        !processes_running(&folder.join("locust/locustfile.py").display().to_string()).is_empty(),
+        "Locust is running"
+    );
+    (child, folder)
+}
+
+#[test]
+fn ctrl_c_mid_swarm_ends_the_run_and_removes_everything() {
+    require_root();
+    let _machine = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (child, folder) = start_swarm(dir.path());
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let output = child.wait_with_output().unwrap();
+    assert!(!output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        meta(&folder)["status"],
+        "incomplete",
+        "{}",
+        describe(&output)
+    );
+    assert_nothing_left(&folder, Duration::from_secs(10));
+}
+
+#[test]
+fn sigkill_of_skillprof_leaves_the_guardians_to_remove_everything() {
+    require_root();
+    let _machine = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, folder) = start_swarm(dir.path());
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert_nothing_left(&folder, Duration::from_secs(30));
+    // The host is not the load's: no guardian of this run stops it. Stop it for the tests
+    // that follow.
+    let host = host_pid(&folder);
+    if alive(host as u64) {
+        unsafe { libc::kill(host, libc::SIGKILL) };
+    }
+}
+
+#[test]
+fn bad_load_lines_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.cmds");
+    fs::write(
+        &path,
+        "add_rs\nl_execute_all World 0 100 0 2 15\nl_execute_all World 0 100 20 2 0\n\
+         l_execute_all World 0 100 20 99 15\n2 l_execute_all World 0 100 20 2 15\n",
+    )
+    .unwrap();
+    let out = dir.path().join("runs");
+    let output = run(&path, &out, &[]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "bad.cmds:2: l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; USERS must be at least 1, got 0",
+        "bad.cmds:3: l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; DURATION_S must be at least 1, got 0",
+        "bad.cmds:4: l_execute_all takes TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S; WORKERS must be at most 32, got 99",
+        "bad.cmds:5: l_execute_all takes no repeat count",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} not in:\n{stderr}");
+    }
+    assert!(!out.exists(), "nothing runs, no run folder");
+
+    // Locust missing: the message names the set-up that installs it.
+    fs::write(&path, "add_rs\nl_execute_all World 0 100 20 2 15\n").unwrap();
+    let output = skillprof()
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out)
+        .args(["--locust", "/nonexistent/locust"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let expected = if skillprof::pressure::running_as_root() {
+        "scripts/setup.sh"
+    } else {
+        "needs root"
+    };
+    assert!(stderr.contains(expected), "{}", describe(&output));
+    assert!(!out.exists(), "nothing runs, no run folder");
+}
