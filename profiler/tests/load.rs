@@ -211,6 +211,40 @@ fn sigkill_of_skillprof_leaves_the_guardians_to_remove_everything() {
     }
 }
 
+/// No worker can connect within 0 s: the entry fails with the reason, the run goes on to its
+/// next entry, and the swarm's processes are gone.
+#[test]
+fn workers_that_do_not_connect_in_time_fail_the_entry_and_the_run_goes_on() {
+    require_root();
+    let _machine = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("timeout.cmds");
+    fs::write(&path, "add_rs\nl_execute_all World 0 100 4 2 5\nskills\n").unwrap();
+    let out = dir.path().join("runs");
+    let output = run(&path, &out, &["--locust-timeout-s", "0", "--no-probes"]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let folder = common::cli::run_folder(&out);
+    let commands = csv_rows(&folder.join("commands.csv"));
+    let cmds: Vec<&str> = commands.iter().map(|row| row["cmd"].as_str()).collect();
+    assert_eq!(
+        cmds,
+        [
+            "add_rs",
+            "l_execute_all World 0 100 4 2 5",
+            "skills",
+            "stop"
+        ]
+    );
+    let entry = &commands[1];
+    assert_eq!(entry["request_errors"], "1");
+    assert!(
+        entry["first_error"].contains("Locust workers connected to the master within 0 s"),
+        "{entry:?}"
+    );
+    assert_eq!(commands[2]["request_errors"], "0", "the run went on");
+    assert_nothing_left(&folder, Duration::from_secs(5));
+}
+
 #[test]
 fn bad_load_lines_are_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -39,6 +39,12 @@ Under a limit (--memory-max SIZE) the host runs in a memory cgroup of its own; `
 `fill_rs` add skills until it holds no more, and say how many fitted and why they stopped \
 (see skillprof capacity --help for the prediction to compare with).
 
+`l_execute_all` lines drive Locust (from scripts/setup.sh): a master and workers, each worker \
+in a network namespace the run makes (veth pairs and a bridge, no route out), the host \
+listening on the bridge's address. The swarm is the entry; Locust's merged requests, failures \
+and percentiles per skill are read back beside the host's own served count. Root is needed, \
+and everything made is removed on every exit path (see cmds/README.md).
+
 The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
   YYMMDD_HHMMSS.mmm_run.log  the harness's log format (skillprof compare reads it)
   commands.csv               one row per entry, every metric, units in the column names
@@ -50,6 +56,7 @@ The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
   skills.csv                 with a host that has markers: per entry, skill and phase, summing to the entry
   stacks/N.folded, N.svg     with --stacks: entry N's faults and syscalls by user stack, and a flamegraph
   events.csv                 with --events: every kernel event, timestamped
+  load.csv, locust/          with l_execute_all: Locust's figures per skill; its plans and logs
 Every file is flushed after each entry. Ctrl-C or SIGTERM stop the host, finish the files, mark \
 the run incomplete in meta.json with the entries not run, and exit non-zero.
 
@@ -62,6 +69,7 @@ Examples:
   sudo skillprof run cmds/bench.cmds --pressure high            # free memory held in [low, high)
   sudo skillprof run cmds/fill_py.cmds --memory-max 3G          # how many Python skills fit in 3 GiB
   sudo skillprof run cmds/bench.cmds --stacks                   # which code took the faults
+  sudo skillprof run cmds/distributed.cmds                      # Locust from 4 namespaces
   sudo skillprof run cmds/smoke.cmds --host-bin ./other-host --host-arg=--dir={skills_dir} --host-arg=--port={port}";
 
 #[derive(Args, Debug, Clone)]
