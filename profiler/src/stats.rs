@@ -81,6 +81,31 @@ pub fn theil_sen_ci(series: &[Vec<(f64, f64)>], resamples: usize, seed: u64) -> 
     )
 }
 
+/// A bootstrap 95% confidence interval of `median(values) / median(baseline) - 1`, in
+/// percent: both samples resampled with replacement, independently, `resamples` times.
+/// Neither may be empty.
+pub fn slowdown_ci(values: &[f64], baseline: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut resampled_median = |sample: &[f64]| {
+        let mut drawn: Vec<f64> = (0..sample.len())
+            .map(|_| sample[rng.usize(..sample.len())])
+            .collect();
+        drawn.sort_by(f64::total_cmp);
+        median(&drawn)
+    };
+    let mut estimates: Vec<f64> = (0..resamples.max(1))
+        .map(|_| {
+            let ratio = resampled_median(values) / resampled_median(baseline);
+            100.0 * (ratio - 1.0)
+        })
+        .collect();
+    estimates.sort_by(f64::total_cmp);
+    (
+        nearest_rank(&estimates, 0.025),
+        nearest_rank(&estimates, 0.975),
+    )
+}
+
 fn bootstrap_ci(
     values: &[f64],
     resamples: usize,
@@ -123,6 +148,17 @@ mod tests {
         assert!(lo <= 15.0 && 15.0 <= hi, "[{lo}, {hi}]");
         assert!(hi - lo < 20.0, "[{lo}, {hi}]");
         assert_eq!(median_ci(&[4.0; 9], 500, 7), (4.0, 4.0));
+    }
+
+    #[test]
+    fn the_slowdown_ci_brackets_the_ratio_of_medians() {
+        let baseline: Vec<f64> = (0..41).map(|i| 100.0 + f64::from(i % 7)).collect();
+        let slower: Vec<f64> = baseline.iter().map(|ms| ms * 1.1).collect();
+        let (lo, hi) = slowdown_ci(&slower, &baseline, 2000, 7);
+        assert!(lo <= 10.0 && 10.0 <= hi, "[{lo}, {hi}]");
+        assert!(lo > 3.0 && hi < 17.0, "[{lo}, {hi}]");
+        let (lo, hi) = slowdown_ci(&baseline, &baseline, 2000, 7);
+        assert!(lo <= 0.0 && 0.0 <= hi, "[{lo}, {hi}]");
     }
 
     #[test]

@@ -175,6 +175,20 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
         assert_eq!(row["outcome"], "held", "{band}: {}", row["reason"]);
         assert_eq!(number(row, "iterations"), 50.0);
         assert!(number(row, "iter_median_ms") > 0.0);
+        // Each band's slowdown against baseline, with its bootstrap interval.
+        if band == "baseline" {
+            assert!(row["vs_baseline_pct"].is_empty(), "{row:?}");
+        } else {
+            let (lo, median, hi) = (
+                number(row, "vs_baseline_lo_pct"),
+                number(row, "vs_baseline_pct"),
+                number(row, "vs_baseline_hi_pct"),
+            );
+            assert!(
+                lo.is_finite() && median.is_finite() && lo <= hi,
+                "{band}: {median} [{lo}, {hi}]"
+            );
+        }
         // Held within tolerance: nearly every reading in the band, none more than a band's
         // width outside it.
         assert!(
@@ -223,7 +237,7 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
     );
     let svg = fs::read_to_string(folder.join("free_vs_watermarks.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("promo [high, promo)"));
-    assert!(stdout.contains("vs baseline"), "{stdout}");
+    assert!(stdout.contains("vs baseline [95% CI]"), "{stdout}");
 }
 
 /// Starts an experiment that holds the promo band for `iterations`; its stdout lines arrive

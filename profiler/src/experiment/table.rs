@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::band::Band;
 use crate::pressure::experiment::{BandResult, Outcome};
 use crate::pressure::kernel::{Figure, Source};
 use crate::words;
@@ -39,11 +40,6 @@ fn figure(figure: Option<Figure>, decimals: usize) -> String {
 }
 
 fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
-    let baseline = results
-        .iter()
-        .find(|r| r.band == crate::band::Band::Baseline)
-        .and_then(|r| r.times)
-        .map(|t| t.median_ms);
     results
         .iter()
         .map(|r| {
@@ -68,11 +64,12 @@ fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
                     .map_or("inf".to_string(), words::pages_in_mib)
             );
             let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
-            let versus = match (r.times, baseline) {
-                (Some(t), Some(base)) if base > 0.0 => {
-                    format!("{:+.1}%", 100.0 * (t.median_ms / base - 1.0))
+            let versus = match (r.vs_baseline, r.band) {
+                (Some(s), _) => {
+                    format!("{:+.1}% [{:+.1}, {:+.1}]", s.median_pct, s.lo_pct, s.hi_pct)
                 }
-                _ => "-".to_string(),
+                (None, Band::Baseline) if r.times.is_some() => "(itself)".to_string(),
+                (None, _) => "-".to_string(),
             };
             vec![
                 r.band.name().to_string(),
@@ -184,7 +181,7 @@ pub fn render_results(results: &[BandResult]) -> String {
             "mean ms",
             "median ms",
             "p99 ms",
-            "vs baseline",
+            "vs baseline [95% CI]",
         ],
         &timing_rows(results),
     );

@@ -11,6 +11,7 @@
 //! | `settle_s` | seconds until free memory was in the band |
 //! | `block_kb` | memory one iteration maps, writes and unmaps |
 //! | `iterations`, `iter_mean_ms`, `iter_median_ms`, `iter_p99_ms`, `iter_min_ms`, `iter_max_ms` | the iterations' times (p99: nearest rank) |
+//! | `vs_baseline_pct`, `vs_baseline_lo_pct`, `vs_baseline_hi_pct` | the median iteration against baseline's (median over median, minus 1), and the bootstrap 95% confidence interval of that ratio (2,000 resamples of each band's iterations); empty for baseline |
 //! | `pressure_*` | the band actually held during the iterations, as `commands.csv` documents them (`record::COLUMNS`) |
 //! | probe columns | what the BPF probes attributed to the iterations (`kswapd_*`, `direct_reclaim_*` with the iterating skillprof as the "host", `lru_*`, ...; see `record::COLUMNS`); empty with --no-probes or where a probe did not attach |
 //! | `vmstat_*` | change of the kept /proc/vmstat counters during the iterations |

@@ -63,6 +63,11 @@ pub struct BandResult {
     pub block_bytes: u64,
     /// `None` when no iteration ran.
     pub times: Option<Summary>,
+    /// Every iteration's time, in ms, in the order they ran.
+    pub iteration_ms: Vec<f64>,
+    /// The median iteration against baseline's, with its bootstrap 95% CI; `None` for
+    /// baseline itself, or without iterations on either side.
+    pub vs_baseline: Option<Slowdown>,
     pub held: BandHeld,
     /// Over the iterations; over the attempt to settle for a band that was not reached.
     pub kernel: KernelMetrics,
@@ -91,8 +96,44 @@ impl Metrics for BandResult {
                 None => row.missing(name),
             };
         }
+        let slowdown = self.vs_baseline;
+        row.float_or_empty("vs_baseline_pct", slowdown.map(|s| s.median_pct))
+            .float_or_empty("vs_baseline_lo_pct", slowdown.map(|s| s.lo_pct))
+            .float_or_empty("vs_baseline_hi_pct", slowdown.map(|s| s.hi_pct));
         BandHeld::write_cells(Some(&self.held), &[], row);
         self.kernel.write(row);
+    }
+}
+
+/// How much slower a band's median iteration was than baseline's, in percent, with the
+/// bootstrap 95% confidence interval of that ratio.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slowdown {
+    pub median_pct: f64,
+    pub lo_pct: f64,
+    pub hi_pct: f64,
+}
+
+/// Resamples for the slowdown's interval: enough that the interval's ends move by well under
+/// a tenth of a percent between seeds.
+const RESAMPLES: usize = 2000;
+
+impl Slowdown {
+    pub fn of(values: &[f64], baseline: &[f64]) -> Option<Slowdown> {
+        if values.is_empty() || baseline.is_empty() {
+            return None;
+        }
+        let sorted = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            crate::stats::median(&v)
+        };
+        let (lo_pct, hi_pct) = crate::stats::slowdown_ci(values, baseline, RESAMPLES, 17);
+        Some(Slowdown {
+            median_pct: 100.0 * (sorted(values) / sorted(baseline) - 1.0),
+            lo_pct,
+            hi_pct,
+        })
     }
 }
 
@@ -109,8 +150,14 @@ pub fn run(
     instruments: &Instruments<'_>,
     done: &mut dyn FnMut(&BandResult) -> Result<()>,
 ) -> Result<()> {
+    let mut baseline: Vec<f64> = Vec::new();
     for (index, &band) in plan.levels.iter().enumerate() {
-        let result = run_band(plan, band, index as u32, held, instruments)?;
+        let mut result = run_band(plan, band, index as u32, held, instruments)?;
+        if band == Band::Baseline {
+            baseline.clone_from(&result.iteration_ms);
+        } else {
+            result.vs_baseline = Slowdown::of(&result.iteration_ms, &baseline);
+        }
         done(&result)?;
         if result.outcome != Outcome::Held {
             break;
@@ -144,6 +191,8 @@ fn run_band(
             settle,
             block_bytes: plan.block_bytes,
             times: None,
+            iteration_ms: Vec::new(),
+            vs_baseline: None,
             held: held.held(),
             kernel: settling.end(probes, kswapd)?,
         })
@@ -198,6 +247,8 @@ fn run_band(
         settle,
         block_bytes: plan.block_bytes,
         times: Summary::of(&times),
+        iteration_ms: times.iter().map(|t| t.as_secs_f64() * 1e3).collect(),
+        vs_baseline: None,
         held: held_band,
         kernel,
     })
