@@ -128,7 +128,10 @@ fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() 
         "Locust counted {requests}, the host served {served}"
     );
     assert!(number(entry, "load_p50_ms") >= 200.0, "{entry:?}");
-    assert!(number(entry, "load_max_ms") >= number(entry, "load_p99_ms"));
+    // Locust's percentiles are its histogram's buckets (two significant digits above
+    // 100 ms: 476 ms reads 480), its max the exact time: the p99 may round past the max.
+    let (p99, max) = (number(entry, "load_p99_ms"), number(entry, "load_max_ms"));
+    assert!(max >= p99 * 0.95, "p99 {p99} ms, max {max} ms");
     assert!(number(entry, "took_ms") >= 15_000.0, "{entry:?}");
     // load.csv: one row per skill and the total, which is commands.csv's.
     let load = csv_rows(&folder.join("load.csv"));
