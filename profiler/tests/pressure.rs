@@ -1,7 +1,8 @@
 //! `skillprof pressure` for real: a quick experiment, one whose balloon is stopped while it
 //! grows, then the same killed mid-band by SIGINT, SIGTERM and SIGKILL, and a workload under
 //! pressure. Every run must leave the machine as it found it: the sysctl restored,
-//! no swap file active or present, the balloon's memory back, no helper process left.
+//! no swap file active or present, no page-cache file, the balloon's memory back, no helper
+//! process left.
 //!
 //! These tests need root (they change a sysctl and enable swap) and fail without it, never
 //! skip. They run one at a time: two experiments would fight over the same free memory.
@@ -86,6 +87,12 @@ fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
             None
         }
     });
+    let page_cache = folder.join("skillprof.page-cache");
+    eventually(limit, "the page-cache file", || {
+        page_cache
+            .exists()
+            .then(|| format!("{} is still there", page_cache.display()))
+    });
     let meta = meta(folder);
     // `skillprof pressure` names its one balloon, `skillprof run` one per `pressure` hold.
     let mut helpers = pids(&meta, "guardian_pids");
@@ -127,7 +134,14 @@ fn number(row: &std::collections::BTreeMap<String, String>, column: &str) -> f64
 
 /// The flags every experiment here uses: both changes to the machine, so that every test
 /// checks both come back.
-const CHANGES: [&str; 4] = ["--scale-factor", "100", "--swapfile", "256M"];
+const CHANGES: [&str; 6] = [
+    "--scale-factor",
+    "100",
+    "--swapfile",
+    "256M",
+    "--page-cache",
+    "64M",
+];
 
 #[test]
 fn refuses_to_run_without_root() {
@@ -238,6 +252,10 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
     let svg = fs::read_to_string(folder.join("free_vs_watermarks.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("promo [high, promo)"));
     assert!(stdout.contains("vs baseline [95% CI]"), "{stdout}");
+    assert!(stdout.contains("reclaimed file/anon"), "{stdout}");
+    let cache = &meta(&folder)["page_cache"];
+    assert_eq!(cache["bytes"], 64 << 20, "{cache}");
+    assert!(cache["passes"].as_u64().unwrap() >= 1, "{cache}");
 }
 
 /// Starts an experiment that holds the promo band for `iterations`; its stdout lines arrive

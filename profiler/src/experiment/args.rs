@@ -66,6 +66,7 @@ Needs root: it drives the machine to low memory, writes a sysctl and enables swa
 Examples:
   sudo skillprof pressure --quick
   sudo skillprof pressure --scale-factor 200 --swapfile 2G
+  sudo skillprof pressure --swapfile 2G --page-cache 1G       # both kinds of pages to reclaim
   sudo skillprof pressure --levels baseline,low --iterations 2000 --cpus 1";
 
 #[derive(Args, Debug, Clone)]
@@ -98,6 +99,12 @@ pub struct PressureArgs {
     /// experiment; turned off and deleted afterwards.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub swapfile: Option<u64>,
+
+    /// Write a file of SIZE (e.g. 1G) in the run folder and keep reading it, so that the
+    /// page cache holds SIZE of hot pages for kswapd to reclaim besides anonymous memory;
+    /// deleted afterwards. The kernel table then says whose pages were reclaimed.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub page_cache: Option<u64>,
 
     /// Pin skillprof (iterations, balloon, controller) to these CPUs, e.g. 1 or 0-1,3.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
@@ -190,5 +197,6 @@ mod tests {
         assert!(error.to_string().contains("only the kernel"), "{error}");
         assert!(Cli::try_parse_from(["pressure", "--scale-factor", "5000"]).is_err());
         assert_eq!(parse(&["--swapfile", "1G"]).swapfile, Some(1 << 30));
+        assert_eq!(parse(&["--page-cache", "64M"]).page_cache, Some(64 << 20));
     }
 }

@@ -30,6 +30,7 @@ use crate::pressure::experiment::{self, BandResult, Instruments, Outcome, Plan};
 use crate::pressure::hold::{HoldOptions, HoldSample};
 use crate::pressure::interrupt;
 use crate::pressure::kswapd::Kswapd;
+use crate::pressure::page_cache::PageCache;
 use crate::pressure::safety::Safety;
 use crate::pressure::swapfile::Swapfile;
 use crate::pressure::sysctl::{self, SCALE_FACTOR, SysctlChange};
@@ -69,6 +70,8 @@ struct Info {
     watermark_scale_factor: ScaleFactor,
     min_free_kbytes: String,
     swapfile: Option<SwapInfo>,
+    /// `--page-cache`: the file kept hot, its size, and how often it was read through.
+    page_cache: Option<PageCacheInfo>,
     cpus: Option<Vec<usize>>,
     probes: ProbesInfo,
     /// Processes skillprof forked; none may outlive it.
@@ -100,6 +103,13 @@ struct ScaleFactor {
 struct SwapInfo {
     path: PathBuf,
     bytes: u64,
+}
+
+#[derive(Serialize)]
+struct PageCacheInfo {
+    path: PathBuf,
+    bytes: u64,
+    passes: u64,
 }
 
 #[derive(Serialize, Default)]
@@ -157,6 +167,7 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
         },
         min_free_kbytes: sysctl::read("vm.min_free_kbytes")?,
         swapfile: None,
+        page_cache: None,
         cpus: args.cpus.clone(),
         probes: ProbesInfo::default(),
         balloon_pid: None,
@@ -253,8 +264,40 @@ fn set_up_and_run(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
         }
         None => None,
     };
+    let cache = match args.page_cache {
+        Some(bytes) => {
+            let path = folder.join("skillprof.page-cache");
+            println!(
+                "page cache: writing {} MiB to {} and reading it every 2 s",
+                bytes >> 20,
+                path.display()
+            );
+            let cache = PageCache::create(&path, bytes)?;
+            meta.info.guardian_pids.extend(cache.guardian_pid());
+            meta.info.page_cache = Some(PageCacheInfo {
+                path,
+                bytes,
+                passes: 0,
+            });
+            meta.save()?;
+            Some(cache)
+        }
+        None => None,
+    };
     let results = run_experiment(args, folder, meta);
     let mut restored = Vec::new();
+    if let Some(cache) = cache {
+        let path = cache.path().to_path_buf();
+        restored.push(cache.remove().map(|passes| {
+            if let Some(info) = &mut meta.info.page_cache {
+                info.passes = passes;
+            }
+            println!(
+                "page-cache file {} deleted ({passes} passes read)",
+                path.display()
+            )
+        }));
+    }
     if let Some(change) = scale {
         restored.push(change.restore().map(|()| {
             println!(

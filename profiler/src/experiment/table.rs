@@ -108,6 +108,7 @@ fn kernel_rows(results: &[BandResult]) -> Vec<Vec<String>> {
                 figure(k.lru_reclaimed(), 0),
                 pair(k.psi_ms(), 1),
                 figure(k.major_faults(), 0),
+                pair(k.reclaimed_file_anon(), 0),
                 pair(k.swap_in_out(), 0),
             ]
         })
@@ -153,8 +154,8 @@ fn sources(result: &BandResult) -> String {
     format!(
         "sources: kswapd cpu: /proc/<kswapd>/stat utime+stime; kswapd wakes and awake time: {}; \
          direct reclaims: {} (every process); reclaim ms: {} (the iterating process); \
-         LRU scanned/reclaimed: {}; PSI: /proc/pressure/memory; major faults and swap: \
-         /proc/vmstat (system-wide)\n",
+         LRU scanned/reclaimed: {}; PSI: /proc/pressure/memory; major faults, reclaimed file/anon \
+         (pgsteal_file/anon) and swap: /proc/vmstat (system-wide)\n",
         name(k.kswapd_wakes()),
         probes_or(k.direct_reclaims(), "/proc/vmstat allocstall_*"),
         name(k.direct_reclaim_ms()),
@@ -203,6 +204,7 @@ pub fn render_results(results: &[BandResult]) -> String {
             "reclaimed",
             "PSI some/full ms",
             "major faults",
+            "reclaimed file/anon",
             "swap in/out",
         ],
         &kernel_rows(results),

@@ -30,6 +30,8 @@ pub enum Restore {
     Sysctl { path: CString, value: Vec<u8> },
     /// swapoff the file and delete it.
     Swapfile { path: CString },
+    /// Delete the file.
+    File { path: CString },
     /// SIGKILL every process left in the cgroup directory `dir` (listed in its `procs`
     /// file), then remove the directory.
     Cgroup { dir: CString, procs: CString },
@@ -44,6 +46,12 @@ impl Restore {
         Ok(Restore::Sysctl {
             path: c_path(path)?,
             value: format!("{value}\n").into_bytes(),
+        })
+    }
+
+    pub fn file(path: &Path) -> Result<Restore> {
+        Ok(Restore::File {
+            path: c_path(path)?,
         })
     }
 
@@ -160,6 +168,7 @@ fn guard(plan: &Plan) -> i32 {
     let restored = match &plan.restore {
         Restore::Sysctl { path, value } => write_file(path, value),
         Restore::Swapfile { path } => swapoff(path) && remove(path),
+        Restore::File { path } => remove(path),
         Restore::Cgroup { dir, procs } => remove_cgroup(dir, procs),
         // Every file is tried, whatever became of the others.
         Restore::Netns { files } => files.iter().filter(|file| !remove_netns(file)).count() == 0,

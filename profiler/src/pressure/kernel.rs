@@ -201,6 +201,12 @@ impl KernelMetrics {
         self.vmstat("pgmajfault")
     }
 
+    /// Pages reclaimed from the page cache and from anonymous memory, by kswapd and direct
+    /// reclaim together, system-wide (vmstat pgsteal_file, pgsteal_anon: 5.8 and later).
+    pub fn reclaimed_file_anon(&self) -> Option<(Figure, Figure)> {
+        self.vmstat("pgsteal_file").zip(self.vmstat("pgsteal_anon"))
+    }
+
     pub fn swap_in_out(&self) -> Option<(Figure, Figure)> {
         self.vmstat("pswpin").zip(self.vmstat("pswpout"))
     }

@@ -30,6 +30,7 @@ pub mod interrupt;
 mod iterations;
 pub mod kernel;
 pub mod kswapd;
+pub mod page_cache;
 pub mod safety;
 pub mod swapfile;
 pub mod sysctl;

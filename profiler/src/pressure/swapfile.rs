@@ -42,7 +42,12 @@ impl Swapfile {
             Restore::swapfile(path)?,
             &format!("the swap file {} (swapoff, deleted)", path.display()),
         )?;
-        write_zeros(path, bytes / page * page, &header(bytes, page))?;
+        write_zeros(
+            path,
+            bytes / page * page,
+            &header(bytes, page),
+            "the swap file",
+        )?;
         let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
         // SAFETY: a NUL-terminated path; flags 0 (default priority).
         if unsafe { libc::swapon(c_path.as_ptr(), 0) } != 0 {
@@ -88,25 +93,26 @@ impl Swapfile {
     }
 }
 
-/// A file without holes (swapon refuses sparse files), written in 1 MiB blocks.
-fn write_zeros(path: &Path, bytes: u64, first_page: &[u8]) -> Result<()> {
+/// A file without holes (swapon refuses sparse files; a page-cache load needs every page
+/// written), `first_page` then zeros, in 1 MiB blocks, synced; `what` names it in errors.
+pub(super) fn write_zeros(path: &Path, bytes: u64, first_page: &[u8], what: &str) -> Result<()> {
     let mut file: File = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("creating the swap file {}", path.display()))?;
+        .with_context(|| format!("creating {what} {}", path.display()))?;
     let block = vec![0u8; 1 << 20];
     file.write_all(first_page)?;
     let mut left = bytes - first_page.len() as u64;
     while left > 0 {
         let n = left.min(block.len() as u64) as usize;
         file.write_all(&block[..n])
-            .with_context(|| format!("writing the swap file {}", path.display()))?;
+            .with_context(|| format!("writing {what} {}", path.display()))?;
         left -= n as u64;
     }
     file.sync_all()
-        .with_context(|| format!("syncing the swap file {}", path.display()))
+        .with_context(|| format!("syncing {what} {}", path.display()))
 }
 
 /// Whether /proc/swaps lists `path`.
