@@ -26,10 +26,13 @@ pub fn upper_median<T: Copy>(sorted: &[T]) -> Option<T> {
 /// percentiles of the medians of `resamples` resamples drawn with replacement. `seed` makes
 /// it repeatable. `values` must not be empty.
 pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
-    bootstrap_ci(values, resamples, seed, |sample| {
-        sample.sort_by(f64::total_cmp);
-        median(sample)
-    })
+    bootstrap_ci(values, resamples, seed, sort_median)
+}
+
+/// The median of `values`, which it sorts.
+pub fn sort_median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    median(values)
 }
 
 /// The Theil-Sen slope of several series of (x, y) points: the median of the slopes between
@@ -90,8 +93,7 @@ pub fn slowdown_ci(values: &[f64], baseline: &[f64], resamples: usize, seed: u64
         let mut drawn: Vec<f64> = (0..sample.len())
             .map(|_| sample[rng.usize(..sample.len())])
             .collect();
-        drawn.sort_by(f64::total_cmp);
-        median(&drawn)
+        sort_median(&mut drawn)
     };
     let mut estimates: Vec<f64> = (0..resamples.max(1))
         .map(|_| {

@@ -30,7 +30,7 @@ use crate::pressure::experiment::{self, BandResult, Instruments, Outcome, Plan};
 use crate::pressure::hold::{HoldOptions, HoldSample};
 use crate::pressure::interrupt;
 use crate::pressure::kswapd::Kswapd;
-use crate::pressure::page_cache::PageCache;
+use crate::pressure::page_cache::{self, PageCache};
 use crate::pressure::safety::Safety;
 use crate::pressure::swapfile::Swapfile;
 use crate::pressure::sysctl::{self, SCALE_FACTOR, SysctlChange};
@@ -268,9 +268,10 @@ fn set_up_and_run(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
         Some(bytes) => {
             let path = folder.join("skillprof.page-cache");
             println!(
-                "page cache: writing {} MiB to {} and reading it every 2 s",
+                "page cache: writing {} MiB to {} and reading it every {} s",
                 bytes >> 20,
-                path.display()
+                path.display(),
+                page_cache::REREAD.as_secs()
             );
             let cache = PageCache::create(&path, bytes)?;
             meta.info.guardian_pids.extend(cache.guardian_pid());

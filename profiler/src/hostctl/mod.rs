@@ -13,4 +13,4 @@ pub use cgroup::{Cgroup, MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use profile::{Dialect, HostProfile};
-pub use skills_dir::{PythonSample, SampleSkills, SkillsDir};
+pub use skills_dir::{PythonSample, SampleSkills, SkillsDir, sample_input};

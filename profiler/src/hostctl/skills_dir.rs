@@ -97,6 +97,12 @@ pub struct SampleSkills {
     dir: PathBuf,
 }
 
+/// A sample skill's input: greet TOPIC after allocating MEMORY_KB and sleeping WAIT_MS (see
+/// cmds/README.md). Every request skillprof sends, its own or Locust's, carries this.
+pub fn sample_input(topic: &str, memory_kb: u64, wait_ms: u64) -> serde_json::Value {
+    serde_json::json!({ "topic": topic, "memory": memory_kb, "wait_time": wait_ms })
+}
+
 impl SampleSkills {
     pub fn new(dir: &Path) -> Self {
         SampleSkills {

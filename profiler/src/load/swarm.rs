@@ -22,7 +22,7 @@ use super::result::{LoadEntry, LoadRow};
 use crate::cmds::Load;
 use crate::hostctl::client::{Http, Reply};
 use crate::hostctl::process::free_port;
-use crate::hostctl::{Cgroup, Dialect};
+use crate::hostctl::{Cgroup, Dialect, sample_input};
 use crate::sample::{self, process};
 
 const LOCUSTFILE: &str = include_str!("locustfile.py");
@@ -34,6 +34,12 @@ const WORKER_REPORT: Duration = Duration::from_secs(3);
 const API_CACHE: Duration = Duration::from_secs(2);
 /// Beyond a request's own wait, how long a stopping user may take to finish it.
 const STOP_GRACE_S: u64 = 30;
+
+/// How long a user may take to finish its request once stopped (Locust's `--stop-timeout`),
+/// and so a request's timeout: the skill's own wait and the grace.
+fn stop_timeout(load: &Load) -> Duration {
+    Duration::from_secs(load.wait_ms / 1000 + STOP_GRACE_S)
+}
 
 /// Where Locust is and what the swarm needs of the run.
 pub struct SwarmSetup<'a> {
@@ -54,7 +60,6 @@ pub struct Swarm {
     workers: Vec<Child>,
     api: Http,
     load: Load,
-    started: Option<Instant>,
     held: Duration,
 }
 
@@ -83,10 +88,9 @@ impl Swarm {
         fs::write(&locustfile, LOCUSTFILE)
             .with_context(|| format!("writing {}", locustfile.display()))?;
         let plan = setup.folder.join(format!("{index}.plan.json"));
-        let input =
-            json!({ "topic": load.topic, "memory": load.memory_kb, "wait_time": load.wait_ms });
+        let input = sample_input(&load.topic, load.memory_kb, load.wait_ms);
         let route = &setup.dialect.routes.execute;
-        let timeout_s = load.wait_ms / 1000 + STOP_GRACE_S;
+        let timeout_s = stop_timeout(load).as_secs();
         let requests: Vec<_> = skills
             .iter()
             .map(|skill| {
@@ -155,7 +159,6 @@ impl Swarm {
             workers,
             api: Http::new(&format!("http://127.0.0.1:{web_port}")),
             load: load.clone(),
-            started: None,
             held: Duration::ZERO,
         };
         swarm
@@ -203,7 +206,6 @@ impl Swarm {
     pub async fn hold(&mut self) -> Result<()> {
         let users = self.load.users.to_string();
         let started = Instant::now();
-        self.started = Some(started);
         let reply = self
             .post(
                 "/swarm",
@@ -221,8 +223,7 @@ impl Swarm {
         self.post("/stop", &[]).await?;
         // The master's /stop returns once it has told the workers; the users are stopped
         // when no worker reports one running.
-        let deadline =
-            Instant::now() + Duration::from_secs(self.load.wait_ms / 1000 + STOP_GRACE_S);
+        let deadline = Instant::now() + stop_timeout(&self.load);
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let stats = self.stats().await?;
@@ -297,7 +298,7 @@ impl Swarm {
             .filter_map(|pid| process::read(Path::new(sample::PROC), pid).ok())
             .map(|stat| stat.cpu_ticks)
             .sum();
-        ticks as f64 / procfs::ticks_per_second().max(1) as f64
+        process::ticks_to_seconds(ticks)
     }
 
     /// Ends every Locust process of the swarm and reaps it.

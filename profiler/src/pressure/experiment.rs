@@ -16,7 +16,7 @@ use super::kswapd::Kswapd;
 use crate::band::{self, Band};
 use crate::probes::ProbeSession;
 use crate::record::{Metrics, Row};
-use crate::words;
+use crate::{stats, words};
 
 pub struct Plan {
     /// In the order they are visited.
@@ -123,14 +123,10 @@ impl Slowdown {
         if values.is_empty() || baseline.is_empty() {
             return None;
         }
-        let sorted = |v: &[f64]| {
-            let mut v = v.to_vec();
-            v.sort_by(f64::total_cmp);
-            crate::stats::median(&v)
-        };
-        let (lo_pct, hi_pct) = crate::stats::slowdown_ci(values, baseline, RESAMPLES, 17);
+        let median = |v: &[f64]| stats::sort_median(&mut v.to_vec());
+        let (lo_pct, hi_pct) = stats::slowdown_ci(values, baseline, RESAMPLES, 17);
         Some(Slowdown {
-            median_pct: 100.0 * (sorted(values) / sorted(baseline) - 1.0),
+            median_pct: 100.0 * (median(values) / median(baseline) - 1.0),
             lo_pct,
             hi_pct,
         })

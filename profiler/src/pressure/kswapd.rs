@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use crate::sample::process;
+
 /// The kswapd threads (one per memory node), found once: kernel threads keep their pids.
 pub struct Kswapd {
     pids: Vec<i32>,
@@ -24,7 +26,6 @@ impl Kswapd {
 
     /// User plus system time of every kswapd since boot (10 ms resolution at USER_HZ 100).
     pub fn cpu_time(&self) -> Result<Duration> {
-        let ticks_per_second = procfs::ticks_per_second() as f64;
         let mut ticks = 0;
         for &pid in &self.pids {
             let stat = procfs::process::Process::new(pid)
@@ -32,7 +33,7 @@ impl Kswapd {
                 .with_context(|| format!("reading /proc/{pid}/stat of kswapd"))?;
             ticks += stat.utime + stat.stime;
         }
-        Ok(Duration::from_secs_f64(ticks as f64 / ticks_per_second))
+        Ok(Duration::from_secs_f64(process::ticks_to_seconds(ticks)))
     }
 }
 

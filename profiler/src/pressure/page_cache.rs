@@ -17,7 +17,7 @@ use super::guardian::{Guardian, Restore};
 use super::swapfile::write_zeros;
 
 /// How often the file is read again: often enough that reclaim finds its pages referenced.
-const REREAD: Duration = Duration::from_secs(2);
+pub const REREAD: Duration = Duration::from_secs(2);
 
 pub struct PageCache {
     path: PathBuf,

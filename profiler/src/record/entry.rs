@@ -7,7 +7,11 @@ use crate::hostctl::{MemcgEntry, Stopped};
 use crate::load::LoadEntry;
 use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
-use crate::sample::{EntrySampling, process::ProcessStat, zoneinfo::ZoneId};
+use crate::sample::{
+    EntrySampling,
+    process::{self, ProcessStat},
+    zoneinfo::ZoneId,
+};
 use crate::stats::nearest_rank;
 use skillprof_common::Counters;
 
@@ -159,7 +163,8 @@ impl EntryMeasure {
     /// CPU time the host used during the entry; `None` once it is gone.
     pub fn host_cpu_ms(&self) -> Option<f64> {
         let after = self.after.as_ref()?;
-        Some(after.cpu_ticks.saturating_sub(self.before.cpu_ticks) as f64 * ms_per_tick())
+        let ticks = after.cpu_ticks.saturating_sub(self.before.cpu_ticks);
+        Some(process::ticks_to_seconds(ticks) * 1e3)
     }
 
     fn write_latency(&self, row: &mut Row) {
@@ -175,11 +180,6 @@ impl EntryMeasure {
                 .missing("execute_max_ms"),
         };
     }
-}
-
-/// /proc/PID/stat counts CPU time in clock ticks (USER_HZ, 100 on Linux).
-fn ms_per_tick() -> f64 {
-    1000.0 / procfs::ticks_per_second().max(1) as f64
 }
 
 impl Metrics for EntryMeasure {

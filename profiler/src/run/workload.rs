@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind};
 use crate::hostctl::profile::Route;
-use crate::hostctl::{Client, PythonSample, Reply, SampleSkills, SkillsDir};
+use crate::hostctl::{Client, PythonSample, Reply, SampleSkills, SkillsDir, sample_input};
 use crate::record::Outcome;
 
 impl Outcome {
@@ -81,10 +81,6 @@ async fn timed_execute(client: &Client, name: &str, input: &Value) -> (Result<Re
     (reply, started.elapsed())
 }
 
-fn skill_input(topic: &str, memory_kb: u64, wait_ms: u64) -> Value {
-    json!({ "topic": topic, "memory": memory_kb, "wait_time": wait_ms })
-}
-
 impl Workload {
     /// Fails now, before anything runs, if a sample skill is missing.
     pub fn new(
@@ -132,7 +128,7 @@ impl Workload {
                 memory_kb,
                 wait_ms,
             } => {
-                let input = skill_input(topic, *memory_kb, *wait_ms);
+                let input = sample_input(topic, *memory_kb, *wait_ms);
                 outcome.executed(name, timed_execute(&self.client, name, &input).await);
                 Ok(())
             }
@@ -141,7 +137,7 @@ impl Workload {
                 memory_kb,
                 wait_ms,
             } => {
-                let input = skill_input(topic, *memory_kb, *wait_ms);
+                let input = sample_input(topic, *memory_kb, *wait_ms);
                 for name in self.listed(outcome).await {
                     outcome.executed(&name, timed_execute(&self.client, &name, &input).await);
                 }
@@ -156,7 +152,7 @@ impl Workload {
                 let names = self.listed(outcome).await;
                 match self.cap.check(*times, names.len()) {
                     Ok(_) => {
-                        let input = skill_input(topic, *memory_kb, *wait_ms);
+                        let input = sample_input(topic, *memory_kb, *wait_ms);
                         let each = names
                             .iter()
                             .flat_map(|name| (0..*times).map(|_| (name.clone(), input.clone())));
@@ -168,7 +164,7 @@ impl Workload {
             }
             Command::PExecute { times, skills } => {
                 let each = skills.iter().flat_map(|(name, memory_kb)| {
-                    let input = skill_input(DEFAULT_TOPIC, *memory_kb, 0);
+                    let input = sample_input(DEFAULT_TOPIC, *memory_kb, 0);
                     (0..*times).map(move |_| (name.clone(), input.clone()))
                 });
                 self.execute_at_once(each, outcome).await;
@@ -226,7 +222,7 @@ impl Workload {
             outcome.fail(format!("{error:#}"));
             return Ok(());
         }
-        let input = skill_input(DEFAULT_TOPIC, 0, 0);
+        let input = sample_input(DEFAULT_TOPIC, 0, 0);
         let each = names.into_iter().map(|name| (name, input.clone()));
         self.execute_at_once(each, outcome).await;
         Ok(())

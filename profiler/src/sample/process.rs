@@ -18,6 +18,11 @@ pub struct ProcessStat {
     pub cpu_ticks: u64,
 }
 
+/// CPU time in seconds from /proc/PID/stat's clock ticks (USER_HZ, 100 on Linux).
+pub fn ticks_to_seconds(ticks: u64) -> f64 {
+    ticks as f64 / procfs::ticks_per_second().max(1) as f64
+}
+
 #[derive(Debug)]
 pub enum ProcessError {
     /// The process has exited: it is a zombie or already reaped. Expected once the host
