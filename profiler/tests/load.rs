@@ -272,6 +272,18 @@ fn bad_load_lines_are_refused_before_anything_runs() {
     }
     assert!(!out.exists(), "nothing runs, no run folder");
 
+    // A Locust flag without a load line would be ignored: it is refused instead.
+    fs::write(&path, "add_rs\n").unwrap();
+    let output = run(&path, &out, &["--no-probes", "--locust-timeout-s", "5"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--locust-timeout-s is for l_execute_all lines"),
+        "{}",
+        describe(&output)
+    );
+    assert!(!out.exists(), "nothing runs, no run folder");
+
     // Locust missing: the message names the set-up that installs it.
     fs::write(&path, "add_rs\nl_execute_all World 0 100 20 2 15\n").unwrap();
     let output = skillprof()

@@ -224,9 +224,9 @@ pub struct RunArgs {
     pub locust: Option<PathBuf>,
 
     /// How long an `l_execute_all` waits for every Locust worker to connect to the master;
-    /// past it the entry fails with the reason and the run goes on.
-    #[arg(long, default_value_t = 60, value_name = "S")]
-    pub locust_timeout_s: u64,
+    /// past it the entry fails with the reason and the run goes on [default: 60].
+    #[arg(long, value_name = "S")]
+    pub locust_timeout_s: Option<u64>,
 
     /// Flags for skillhost (or appended to --host-bin's arguments), after `--`.
     #[arg(last = true, value_name = "HOST_FLAGS")]

@@ -16,6 +16,9 @@ use crate::record::Outcome;
 use super::args::RunArgs;
 use super::interrupt::{Abort, Interruption, Signals};
 
+/// How long workers get to connect without `--locust-timeout-s`.
+pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 60;
+
 /// Where `scripts/setup.sh` installs Locust, under the repository's `build/`.
 const LOCUST: &str = "venv-locust/bin/locust";
 
@@ -32,7 +35,16 @@ pub fn require_usable(args: &RunArgs, plan: &Plan) -> Result<Option<(PathBuf, u3
         })
         .collect();
     let Some(&(_, line)) = loads.first() else {
-        return Ok(None);
+        // A Locust flag on a file without load lines would be silently ignored.
+        let flag = match (&args.locust, args.locust_timeout_s) {
+            (Some(_), _) => "--locust",
+            (None, Some(_)) => "--locust-timeout-s",
+            (None, None) => return Ok(None),
+        };
+        bail!(
+            "{flag} is for l_execute_all lines, and {} has none",
+            args.cmds.display()
+        );
     };
     if args.attach.is_some() {
         bail!(

@@ -153,7 +153,10 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     };
     let load = locust
         .map(|(locust, workers)| {
-            let timeout = Duration::from_secs(args.locust_timeout_s);
+            let timeout = Duration::from_secs(
+                args.locust_timeout_s
+                    .unwrap_or(load_room::DEFAULT_CONNECT_TIMEOUT_S),
+            );
             LoadRoom::create(locust.clone(), workers, &stamp, timeout, &folder).inspect(|room| {
                 info.load = Some(LoadInfo {
                     network: room.network().clone(),
