@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::band::{self, Band};
+use crate::pressure::aim::Basis;
 use crate::units::{parse_cpus, parse_size};
 
 const LONG_ABOUT: &str = "\
@@ -22,7 +23,10 @@ may take more. The bands are named after the watermark free memory is below:
 They are defined on free pages summed over the zones, counting in each zone only the pages \
 above its lowmem reserve (the `protection:` line), as the kernel does for user memory; a zone \
 that cannot serve user memory at all (DMA) counts neither free pages nor watermarks. The plain \
-sums would put every band below baseline out of reach. Watermarks and managed pages are re-read \
+sums would put every band below baseline out of reach. With --band-mode per-zone a band is \
+held only when every such zone is in the band of its own watermarks, the state kswapd decides \
+on: on a machine with several zones the allocator leaves the zone it drained first at its \
+watermark, so the bands above low are out of reach, and the run names the zone. Watermarks and managed pages are re-read \
 at every step: they grow while the kernel initialises memory lazily, and the kernel raises the \
 watermarks for a while after memory fragments (the zone's `boost`), which moves every band up.
 
@@ -105,6 +109,19 @@ pub struct PressureArgs {
     /// deleted afterwards. The kernel table then says whose pages were reclaimed.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub page_cache: Option<u64>,
+
+    /// What a band is held on. summed: the zones' usable free pages against their summed
+    /// watermarks, reachable in every band. per-zone: every zone that serves user memory in
+    /// the band of its own watermarks, as the kernel judges them; one balloon steers only the
+    /// zone the allocator takes from, so on a multi-zone machine promo and high are out of
+    /// reach and the run says which zone stayed behind.
+    #[arg(long, value_enum, default_value_t = Basis::Summed, value_name = "MODE")]
+    pub band_mode: Basis,
+
+    /// After the results, set our slowdowns and kswapd CPU beside the 2024 watermark
+    /// experiment's (546 / 547 / 548 / 564 ms; kswapd at 20-30% in low).
+    #[arg(long)]
+    pub compare_2024: bool,
 
     /// Pin skillprof (iterations, balloon, controller) to these CPUs, e.g. 1 or 0-1,3.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]

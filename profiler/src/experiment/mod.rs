@@ -24,7 +24,7 @@ use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
 use crate::output::pressure_csv::PressureCsv;
 use crate::output::{harness_log, meta};
-use crate::pressure::aim;
+use crate::pressure::aim::{self, Basis};
 use crate::pressure::balloon::Balloon;
 use crate::pressure::experiment::{self, BandResult, Instruments, Outcome, Plan};
 use crate::pressure::hold::{HoldOptions, HoldSample};
@@ -153,9 +153,17 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
         reason: None,
         command: std::env::args().collect(),
         machine: Machine::read()?,
-        bands_defined_on: "free pages above each zone's lowmem reserve (protection against \
-                           Movable), and those zones' watermarks, summed over the zones that \
-                           can serve user memory",
+        bands_defined_on: match args.band_mode {
+            Basis::PerZone => {
+                "each zone that can serve user memory: its free pages above its lowmem \
+                 reserve (protection against Movable) against its own watermarks; a band is \
+                 held when every such zone is in it"
+            }
+            Basis::Summed => {
+                "free pages above each zone's lowmem reserve (protection against Movable), \
+                 and those zones' watermarks, summed over the zones that can serve user memory"
+            }
+        },
         levels: args.levels().iter().map(|band| band.name()).collect(),
         iterations: args.iterations(),
         block_bytes: None,
@@ -346,6 +354,7 @@ fn run_experiment(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
         levels[0],
         HoldOptions {
             safety,
+            basis: args.band_mode,
             interval: INTERVAL,
             samples: Some(samples),
         },
@@ -389,6 +398,9 @@ fn run_experiment(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
     released?;
     written?;
     print!("\n{}", table::render_results(&results));
+    if args.compare_2024 {
+        print!("\n{}", table::compare_2024(&results));
+    }
     let svg = folder.join("free_vs_watermarks.svg");
     watermarks::plot(&samples_path, &svg)?;
     println!("\nplot: {}", svg.display());
@@ -398,17 +410,19 @@ fn run_experiment(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
 /// The iteration block: as asked, or a share of the narrowest band (see `aim`); refused if it
 /// would take free memory out of a band.
 fn choose_block(args: &PressureArgs, safety: &Safety, levels: &[Band]) -> Result<u64> {
-    let marks = reach::read(Path::new(PROC))?.watermarks;
+    let reach = reach::read(Path::new(PROC))?;
+    let marks = reach.watermarks;
+    let held = aim::held_watermarks(args.band_mode, &reach);
     let page = page_size();
     let block_bytes = match args.block_size {
         Some(bytes) => bytes.div_ceil(page) * page,
         None => {
-            let pages = aim::default_block_pages(&marks, safety)?;
+            let pages = aim::default_block_pages(&held, safety)?;
             (pages * page).clamp(page, MAX_DEFAULT_BLOCK)
         }
     };
     for &band in levels {
-        aim::check_block(block_bytes / page, band, &marks, safety)?;
+        aim::check_block(block_bytes / page, band, &held, safety)?;
     }
     println!(
         "bands now (MiB of free memory, summed as user memory reaches it): min {}, low {}, \

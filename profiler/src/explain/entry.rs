@@ -468,6 +468,7 @@ mod tests {
 
     use super::*;
     use crate::explain::test_record::{probed, record};
+    use crate::pressure::aim::Basis;
     use crate::pressure::{BandHeld, Bounds};
     use crate::sample::{cpu::CpuShare, zoneinfo::Watermarks};
 
@@ -580,6 +581,7 @@ mod tests {
         entry.measure.after.as_mut().unwrap().rss_kb = 2048;
         entry.pressure = Some(BandHeld {
             band: Band::Promo,
+            basis: Basis::PerZone,
             reads: 1000,
             in_band_reads: 964,
             min_free_pages: 0,

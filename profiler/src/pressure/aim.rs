@@ -11,7 +11,8 @@ use anyhow::{Result, ensure};
 use super::bands::{self, Bounds};
 use super::safety::Safety;
 use crate::band::{self, Band};
-use crate::sample::zoneinfo::Watermarks;
+use crate::sample::reach::Reach;
+use crate::sample::zoneinfo::{Watermarks, ZoneId};
 
 /// Aim and comfort zone, as shares of the held range.
 struct Shares {
@@ -119,39 +120,206 @@ impl Aim {
     }
 }
 
-/// The default block of an iteration: [`BLOCK_SHARE`] of the narrowest held range of the
-/// bands below baseline, so every band gets the same block and their times compare.
-pub fn default_block_pages(marks: &Watermarks, safety: &Safety) -> Result<u64> {
-    let floor = safety.floor(marks, false);
-    let mut narrowest = u64::MAX;
-    for band in band::HOLDABLE {
-        if band == Band::Promo && marks.promo.is_none() {
-            continue;
+/// What a band is held on.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Basis {
+    /// Every zone that serves user memory, each against its own watermarks: the band is held
+    /// when all of them are in it, the state the kernel's decisions are made on (an
+    /// allocation falls back to the next zone while one is below low; kswapd wakes only when
+    /// every zone is). One balloon steers only the zone the allocator is taking from: the zone
+    /// it drained before stays where the allocator left it, at its low watermark or at the
+    /// free pages of other migrate types it will not take, so on a multi-zone machine the
+    /// bands above low are out of reach (the README shows the evidence).
+    PerZone,
+    /// The zones' usable free pages against their watermarks, summed: reachable in every
+    /// band, but one zone may be below its low watermark while another keeps kswapd asleep.
+    #[default]
+    Summed,
+}
+
+/// One quantity held in the band: a zone's usable free pages (`zone` names it), or the sum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub zone: Option<ZoneId>,
+    pub free_pages: u64,
+    pub aim: Aim,
+}
+
+impl Held {
+    /// Where free memory is in the held range: 0 at its bottom, 1 at its top; above 1 over
+    /// the band. Baseline has no top: every quantity sits at 0 there.
+    fn position(&self) -> f64 {
+        let Some(upper) = self.aim.bounds.upper else {
+            return 0.0;
+        };
+        let bottom = self.aim.bounds.lower.max(self.aim.floor);
+        (self.free_pages as f64 - bottom as f64) / (upper - bottom) as f64
+    }
+
+    fn below_floor(&self) -> bool {
+        self.free_pages < self.aim.floor
+    }
+}
+
+/// The controller's view of one reading: what it holds in the band, each with its aim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Aims {
+    pub basis: Basis,
+    /// The summed view, whatever the basis: the band's bounds as reported.
+    pub summed: Aim,
+    pub held: Vec<Held>,
+}
+
+impl Aims {
+    pub fn new(
+        basis: Basis,
+        band: Band,
+        reach: &Reach,
+        safety: &Safety,
+        eased: bool,
+    ) -> Result<Aims> {
+        let summed = Aim::new(band, &reach.watermarks, safety, eased)?;
+        let held = match basis {
+            Basis::Summed => vec![Held {
+                zone: None,
+                free_pages: reach.free_pages,
+                aim: summed,
+            }],
+            Basis::PerZone => reach
+                .reachable()
+                .map(|zone| {
+                    Ok(Held {
+                        zone: Some(zone.id.clone()),
+                        free_pages: zone.usable_pages(),
+                        aim: Aim::new(band, &zone.watermarks, safety, eased)?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok(Aims {
+            basis,
+            summed,
+            held,
+        })
+    }
+
+    /// Every held quantity is in the band.
+    pub fn in_band(&self) -> bool {
+        self.held
+            .iter()
+            .all(|held| held.aim.bounds.contains(held.free_pages))
+    }
+
+    /// The first quantity below its safety floor, if any.
+    pub fn below_floor(&self) -> Option<&Held> {
+        self.held.iter().find(|held| held.below_floor())
+    }
+
+    /// Where free memory is against the band, in words: the sum, or each zone.
+    pub fn describe(&self) -> String {
+        let each = |held: &Held| {
+            let place = held
+                .zone
+                .as_ref()
+                .map_or("free memory".to_string(), |zone| {
+                    format!("zone {}", zone.name)
+                });
+            let target = held.aim.target.map_or(String::new(), |target| {
+                format!(" (aim {})", words::pages(target))
+            });
+            format!(
+                "{place} {}{target} in [{}, {})",
+                words::pages(held.free_pages),
+                words::pages(held.aim.bounds.lower),
+                held.aim
+                    .bounds
+                    .upper
+                    .map_or("inf".to_string(), words::pages)
+            )
+        };
+        self.held.iter().map(each).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The balloon size (pages) to move to, or `None` to stay. Below a floor, the balloon
+    /// gives that quantity's shortfall back: the pages it touched last came from the zone the
+    /// allocator was draining, which is the one that fell. Otherwise it steers the quantity
+    /// highest in its band: the allocator takes from a zone until it reaches its watermark
+    /// and only then falls back to the next, so the zones it drained first sit at their
+    /// watermark whatever the balloon does, and only the last one moves.
+    pub fn next_balloon(&self, balloon_pages: u64) -> Option<u64> {
+        if let Some(low) = self.below_floor() {
+            let target = low.aim.target.unwrap_or(low.aim.floor);
+            let next = balloon_pages.saturating_sub(target - low.free_pages);
+            return (next != balloon_pages).then_some(next);
         }
-        if let Some((bottom, upper)) = held_range(band, marks, floor)? {
-            narrowest = narrowest.min(upper - bottom);
+        let leading = self
+            .held
+            .iter()
+            .max_by(|a, b| a.position().total_cmp(&b.position()))?;
+        leading.aim.next_balloon(leading.free_pages, balloon_pages)
+    }
+}
+
+/// The watermarks each held quantity is measured against: the sum, or each zone's own.
+pub fn held_watermarks(basis: Basis, reach: &Reach) -> Vec<Watermarks> {
+    match basis {
+        Basis::Summed => vec![reach.watermarks],
+        Basis::PerZone => reach.reachable().map(|zone| zone.watermarks).collect(),
+    }
+}
+
+/// The default block of an iteration: [`BLOCK_SHARE`] of the narrowest held range of the
+/// bands below baseline, over every held quantity (per zone, a small zone's bands are
+/// narrow: its pages are what an iteration takes once the larger zones are drained), so
+/// every band gets the same block and their times compare.
+pub fn default_block_pages(held: &[Watermarks], safety: &Safety) -> Result<u64> {
+    let mut narrowest = u64::MAX;
+    for marks in held {
+        let floor = safety.floor(marks, false);
+        for band in band::HOLDABLE {
+            if band == Band::Promo && marks.promo.is_none() {
+                continue;
+            }
+            if let Some((bottom, upper)) = held_range(band, marks, floor)? {
+                narrowest = narrowest.min(upper - bottom);
+            }
         }
     }
     Ok((narrowest as f64 * BLOCK_SHARE) as u64)
 }
 
-/// Refuses a block that would take free memory out of `band` (or below the floor).
+/// Refuses a block that would take free memory out of `band` (or below the floor) in any
+/// held quantity.
 pub fn check_block(
     block_pages: u64,
     band: Band,
-    marks: &Watermarks,
+    held: &[Watermarks],
     safety: &Safety,
 ) -> Result<()> {
-    let aim = Aim::new(band, marks, safety, false)?;
-    if let Some(target) = aim.target {
-        ensure!(
-            target.saturating_sub(2 * block_pages) >= aim.comfort.0,
-            "a block of {} would take free memory out of the {band} band {} ({} wide here): use \
-             a smaller --block-size (the default fits), or widen the bands with --scale-factor",
-            words::pages(block_pages),
-            band::interval(band),
-            words::pages(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
-        );
+    for marks in held {
+        let aim = Aim::new(band, marks, safety, false)?;
+        if let Some(target) = aim.target {
+            ensure!(
+                target.saturating_sub(2 * block_pages) >= aim.comfort.0,
+                "a block of {} would take free memory out of the {band} band {} ({} wide \
+                 here): use a smaller --block-size (the default fits), or widen the bands \
+                 with --scale-factor",
+                words::pages(block_pages),
+                band::interval(band),
+                words::pages(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
+            );
+        }
     }
     Ok(())
 }
@@ -204,12 +372,20 @@ mod tests {
     #[test]
     fn the_default_block_fits_every_band() {
         let safety = Safety::default();
-        let block = default_block_pages(&MARKS, &safety).unwrap();
+        let block = default_block_pages(&[MARKS], &safety).unwrap();
         assert_eq!(block, 150);
+        let small = Watermarks {
+            min: 100,
+            low: 200,
+            high: 300,
+            promo: Some(400),
+        };
+        assert_eq!(default_block_pages(&[MARKS, small], &safety).unwrap(), 15);
         for band in band::HOLDABLE {
-            check_block(block, band, &MARKS, &safety).unwrap();
+            check_block(block, band, &[MARKS], &safety).unwrap();
         }
-        let error = check_block(300, Band::Low, &MARKS, &safety).unwrap_err();
+        assert!(check_block(block, Band::High, &[MARKS, small], &safety).is_err());
+        let error = check_block(300, Band::Low, &[MARKS], &safety).unwrap_err();
         assert!(error.to_string().contains("--scale-factor"), "{error}");
     }
 

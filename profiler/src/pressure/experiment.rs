@@ -259,16 +259,11 @@ fn progress_line() -> impl FnMut(&Settling) -> ControlFlow<()> {
             println!("  {reason}");
             said_eased = true;
         }
-        let aim = &settling.aim;
         println!(
-            "  {:5.1} s  balloon {:6.2} GiB  free {:>12}  target {} in [{}, {})",
+            "  {:5.1} s  balloon {:6.2} GiB  {}",
             settling.elapsed.as_secs_f64(),
             settling.balloon_bytes as f64 / f64::from(1 << 30),
-            words::pages(settling.free_pages),
-            aim.target
-                .map_or("(balloon empty)".to_string(), words::pages),
-            words::pages(aim.bounds.lower),
-            aim.bounds.upper.map_or("inf".to_string(), words::pages),
+            settling.aims.describe()
         );
         if let Some(late) = settling.late {
             println!(

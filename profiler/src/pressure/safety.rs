@@ -3,7 +3,7 @@
 
 use crate::sample::meminfo::Meminfo;
 use crate::sample::psi::Psi;
-use crate::sample::zoneinfo::Watermarks;
+use crate::sample::zoneinfo::{Watermarks, ZoneId};
 use crate::words;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,11 +47,19 @@ impl Safety {
         marks.min + if eased { 2 * margin } else { margin }
     }
 
-    /// The rule free memory breaks now, if any.
-    pub fn violation(&self, free_pages: u64, floor: u64, psi: Option<&Psi>) -> Option<Violation> {
-        if free_pages < floor {
+    /// The rule free memory breaks now, if any. `below` is what fell below its floor, if
+    /// anything did: where (a zone, or None for the sum), its free pages and its floor.
+    pub fn violation(
+        &self,
+        below: Option<(Option<&ZoneId>, u64, u64)>,
+        psi: Option<&Psi>,
+    ) -> Option<Violation> {
+        if let Some((zone, free_pages, floor)) = below {
+            let place = zone.map_or(String::new(), |zone| {
+                format!(" in zone {} (node {})", zone.name, zone.node)
+            });
             return Some(Violation::BelowFloor(format!(
-                "free memory was {}, below the safety floor {} (min + margin)",
+                "free memory{place} was {}, below the safety floor {} (min + margin)",
                 words::pages(free_pages),
                 words::pages(floor)
             )));
@@ -112,11 +120,16 @@ mod tests {
     #[test]
     fn crossing_the_floor_or_stalling_is_a_violation() {
         let safety = Safety::default();
+        let normal = ZoneId {
+            node: 0,
+            name: "Normal".to_string(),
+        };
         assert!(matches!(
-            safety.violation(1249, 1250, None),
-            Some(Violation::BelowFloor(reason)) if reason.contains("safety floor")
+            safety.violation(Some((Some(&normal), 1249, 1250)), None),
+            Some(Violation::BelowFloor(reason))
+                if reason.contains("safety floor") && reason.contains("in zone Normal (node 0)")
         ));
-        assert_eq!(safety.violation(1250, 1250, None), None);
+        assert_eq!(safety.violation(None, None), None);
         let stalled = Psi {
             some_total_us: 0,
             full_total_us: 0,
@@ -124,7 +137,7 @@ mod tests {
             full_avg10: 25.0,
         };
         assert!(matches!(
-            safety.violation(5000, 1250, Some(&stalled)),
+            safety.violation(None, Some(&stalled)),
             Some(Violation::Stalls(reason)) if reason.contains("25.0%")
         ));
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::aim::Aim;
+use super::aim::{Aims, Basis};
 use super::balloon::{Balloon, Killer};
 use super::bands::{self, Bounds};
 use super::safety::Safety;
@@ -57,6 +57,8 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug)]
 pub struct HoldOptions {
     pub safety: Safety,
+    /// What the band is held on: each zone, or the sum.
+    pub basis: Basis,
     /// How often free memory is read and the balloon adjusted.
     pub interval: Duration,
     /// Every reading, for a time series (the experiment's pressure_samples.csv).
@@ -67,6 +69,7 @@ impl Default for HoldOptions {
     fn default() -> Self {
         HoldOptions {
             safety: Safety::default(),
+            basis: Basis::default(),
             interval: Duration::from_millis(50),
             samples: None,
         }
@@ -103,6 +106,10 @@ pub struct ZoneHeld {
 pub struct BandHeld {
     /// The band aimed at.
     pub band: Band,
+    /// What it was held on; `in_band_reads` counts readings with every zone in the band in
+    /// per-zone mode.
+    #[serde(default)]
+    pub basis: Basis,
     pub reads: u64,
     /// Readings with free memory inside the band.
     pub in_band_reads: u64,
@@ -137,6 +144,7 @@ impl BandHeld {
     /// A window without readings yet; `zones` fixes the per-zone columns.
     fn new(
         band: Band,
+        basis: Basis,
         bounds: Bounds,
         watermarks: Watermarks,
         balloon_bytes: u64,
@@ -145,6 +153,7 @@ impl BandHeld {
         // min and max start inverted, so the first reading sets both.
         BandHeld {
             band,
+            basis,
             reads: 0,
             in_band_reads: 0,
             min_free_pages: u64::MAX,
@@ -173,17 +182,17 @@ impl BandHeld {
         }
     }
 
-    fn record(&mut self, reach: &Reach, aim: &Aim, balloon_bytes: u64) {
+    fn record(&mut self, reach: &Reach, aims: &Aims, balloon_bytes: u64) {
         let free = reach.free_pages;
         let band = reach.band();
         self.reads += 1;
-        self.in_band_reads += u64::from(aim.bounds.contains(free));
+        self.in_band_reads += u64::from(aims.in_band());
         self.min_free_pages = self.min_free_pages.min(free);
         self.max_free_pages = self.max_free_pages.max(free);
         self.free_pages = free;
         self.lowest_band = self.lowest_band.min(band);
         self.highest_band = self.highest_band.max(band);
-        self.bounds = aim.bounds;
+        self.bounds = aims.summed.bounds;
         self.watermarks = reach.watermarks;
         self.balloon_bytes = balloon_bytes;
         self.max_balloon_bytes = self.max_balloon_bytes.max(balloon_bytes);
@@ -271,8 +280,9 @@ pub struct Settling {
     pub band: Band,
     pub elapsed: Duration,
     pub balloon_bytes: u64,
+    /// Summed usable free pages.
     pub free_pages: u64,
-    pub aim: Aim,
+    pub aims: Aims,
     pub eased: Option<String>,
     /// How far past its limit the controller's current step is running, if it is.
     pub late: Option<Duration>,
@@ -299,13 +309,14 @@ impl Reading {
 /// What the controller and the caller share.
 struct State {
     band: Band,
+    basis: Basis,
     settled: bool,
     in_band_streak: u32,
     /// The last reading was below the safety floor.
     below_floor: bool,
     window: BandHeld,
     /// The last reading and what it was aimed at.
-    last: Option<(Reach, Aim)>,
+    last: Option<(Reach, Aims)>,
     eased: Option<String>,
     aborted: Option<String>,
 }
@@ -392,17 +403,19 @@ impl Balloon {
     /// [`HeldBalloon::settle`] waits until the band is reached.
     pub fn hold(band: Band, options: HoldOptions) -> Result<HeldBalloon> {
         let reading = Reading::take()?;
-        let aim = Aim::new(band, &reading.reach.watermarks, &options.safety, false)?;
+        let aims = Aims::new(options.basis, band, &reading.reach, &options.safety, false)?;
         let balloon = Balloon::spawn()?;
         let balloon_pid = balloon.pid();
         let shared = Arc::new(Shared::new(State {
             band,
+            basis: options.basis,
             settled: false,
             in_band_streak: 0,
             below_floor: false,
             window: BandHeld::new(
                 band,
-                aim.bounds,
+                options.basis,
+                aims.summed.bounds,
                 reading.reach.watermarks,
                 0,
                 reading.reach.zones.iter().map(|zone| zone.id.clone()),
@@ -471,23 +484,21 @@ impl HeldBalloon {
                 return Ok(());
             }
             let now = Instant::now();
-            let settling = state.last.as_ref().map(|(reach, aim)| Settling {
+            let settling = state.last.as_ref().map(|(reach, aims)| Settling {
                 band: state.band,
                 elapsed: now - started,
                 balloon_bytes: state.window.balloon_bytes,
                 free_pages: reach.free_pages,
-                aim: *aim,
+                aims: aims.clone(),
                 eased: state.eased.clone().filter(|_| state.band != Band::Baseline),
                 late: self.shared.late(),
             });
             if now >= started + timeout {
                 let detail = settling.map_or("no reading yet".to_string(), |s| {
                     format!(
-                        "free memory is {}, the band {} is [{}, {}) and the balloon holds {} MiB",
-                        words::pages(s.free_pages),
+                        "{} (the band {}), and the balloon holds {} MiB",
+                        s.aims.describe(),
                         band::interval(s.band),
-                        words::pages(s.aim.bounds.lower),
-                        s.aim.bounds.upper.map_or("inf".to_string(), words::pages),
                         s.balloon_bytes >> 20
                     )
                 });
@@ -533,9 +544,9 @@ impl HeldBalloon {
         if state.aborted.is_some() {
             state.window.aborted.clone_from(&state.aborted);
             state.window.balloon_bytes = 0;
-        } else if let Some((reach, aim)) = &state.last {
+        } else if let Some((reach, aims)) = &state.last {
             let balloon_bytes = state.window.balloon_bytes;
-            state.window.record(reach, aim, balloon_bytes);
+            state.window.record(reach, aims, balloon_bytes);
         }
     }
 
@@ -579,6 +590,7 @@ impl Drop for HeldBalloon {
 fn reset(window: &mut BandHeld) {
     *window = BandHeld::new(
         window.band,
+        window.basis,
         window.bounds,
         window.watermarks,
         window.balloon_bytes,
@@ -740,24 +752,26 @@ mod tests {
     /// A hold without its threads, its last reading taken from the captured zoneinfo.
     fn held_after_one_reading() -> HeldBalloon {
         let reach = reading(include_str!("../../sample/testdata/zoneinfo"));
-        let aim = Aim::new(Band::High, &reach.watermarks, &Safety::default(), false).unwrap();
+        let aims = Aims::new(Basis::Summed, Band::High, &reach, &Safety::default(), false).unwrap();
         let mut window = BandHeld::new(
             Band::High,
-            aim.bounds,
+            Basis::Summed,
+            aims.summed.bounds,
             reach.watermarks,
             0,
             reach.zones.iter().map(|zone| zone.id.clone()),
         );
-        window.record(&reach, &aim, 1 << 30);
+        window.record(&reach, &aims, 1 << 30);
         window.balloon_bytes = 1 << 30;
         HeldBalloon {
             shared: Arc::new(Shared::new(State {
                 band: Band::High,
+                basis: Basis::Summed,
                 settled: true,
                 in_band_streak: SETTLED_READS,
                 below_floor: false,
                 window,
-                last: Some((reach, aim)),
+                last: Some((reach, aims)),
                 eased: None,
                 aborted: None,
             })),
@@ -817,10 +831,18 @@ mod tests {
     fn a_window_writes_the_same_documented_columns_before_and_after_readings() {
         let captured = reading(include_str!("../../sample/testdata/zoneinfo"));
         let marks = captured.watermarks;
-        let aim = Aim::new(Band::High, &marks, &Safety::default(), false).unwrap();
+        let aims = Aims::new(
+            Basis::PerZone,
+            Band::High,
+            &captured,
+            &Safety::default(),
+            false,
+        )
+        .unwrap();
         let mut window = BandHeld::new(
             Band::High,
-            aim.bounds,
+            Basis::PerZone,
+            aims.summed.bounds,
             marks,
             0,
             captured.zones.iter().map(|zone| zone.id.clone()),
@@ -838,13 +860,13 @@ mod tests {
         assert_eq!(empty.get("pressure_min_free_kb"), Some(""));
         assert_eq!(empty.get("pressure_zone_0_Normal_lowest_band"), Some(""));
 
-        window.record(&captured, &aim, 4096);
+        window.record(&captured, &aims, 4096);
         let at_low = reading(&include_str!("../../sample/testdata/zoneinfo").replacen(
             "pages free     2080781",
             "pages free     16426",
             1,
         ));
-        window.record(&at_low, &aim, 8192);
+        window.record(&at_low, &aims, 8192);
         let mut read = Row::default();
         BandHeld::write_cells(Some(&window), &[], &mut read);
         assert_eq!(

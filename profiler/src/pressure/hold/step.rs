@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::{Reading, SETTLED_READS, State};
 use crate::band::Band;
-use crate::pressure::aim::Aim;
+use crate::pressure::aim::Aims;
 use crate::pressure::safety::{self, Safety, Violation};
 
 /// What the controller does after a reading.
@@ -26,29 +26,33 @@ pub(super) fn step(
     balloon_bytes: u64,
     page: u64,
 ) -> Result<Action> {
-    let free = reading.reach.free_pages;
     let eased = safety::little_to_reclaim(&reading.meminfo, state.eased.is_some());
     // Baseline holds nothing, so there is no aim to ease.
     if eased.is_some() && state.band != Band::Baseline && state.window.eased.is_none() {
         state.window.eased.clone_from(&eased);
     }
     state.eased = eased;
-    let aim = Aim::new(
+    let aims = Aims::new(
+        state.basis,
         state.band,
-        &reading.reach.watermarks,
+        &reading.reach,
         safety,
         state.eased.is_some(),
     )?;
-    let violation = safety.violation(free, aim.floor, reading.psi.as_ref());
+    let below = aims
+        .below_floor()
+        .map(|held| (held.zone.as_ref(), held.free_pages, held.aim.floor));
+    let violation = safety.violation(below, reading.psi.as_ref());
     if let Some(reason) = judge(state, violation, balloon_bytes == 0) {
         return Ok(Action::Abort(reason));
     }
-    let in_band = aim.bounds.contains(free);
+    let in_band = aims.in_band();
     state.in_band_streak = if in_band { state.in_band_streak + 1 } else { 0 };
     state.settled |= state.in_band_streak >= SETTLED_READS;
-    state.window.record(&reading.reach, &aim, balloon_bytes);
-    state.last = Some((reading.reach.clone(), aim));
-    Ok(Action::Hold(aim.next_balloon(free, balloon_bytes / page)))
+    state.window.record(&reading.reach, &aims, balloon_bytes);
+    let next = aims.next_balloon(balloon_bytes / page);
+    state.last = Some((reading.reach.clone(), aims));
+    Ok(Action::Hold(next))
 }
 
 /// Whether a violation of the safety rules aborts the hold, and why. Below the floor, the
@@ -78,6 +82,7 @@ fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pressure::aim::{Aim, Basis};
     use crate::pressure::hold::BandHeld;
     use crate::sample::{meminfo, reach};
 
@@ -106,15 +111,21 @@ mod tests {
     }
 
     fn holding_high() -> State {
+        holding(Basis::Summed)
+    }
+
+    fn holding(basis: Basis) -> State {
         let reach = reading(772808, 2080781).reach;
         let aim = Aim::new(Band::High, &reach.watermarks, &Safety::default(), false).unwrap();
         State {
             band: Band::High,
+            basis,
             settled: false,
             in_band_streak: 0,
             below_floor: false,
             window: BandHeld::new(
                 Band::High,
+                basis,
                 aim.bounds,
                 reach.watermarks,
                 0,
@@ -187,5 +198,85 @@ mod tests {
             reason.contains("with the balloon already empty"),
             "{reason}"
         );
+    }
+
+    /// DMA32 [min 3,734, low 4,667, high 5,600) above its reserve of 10,624; Normal [13,142,
+    /// 16,427, 19,712). The summed high band is [21,094, 25,312).
+    const DMA32_RESERVE: u64 = 10624;
+
+    /// The allocator drains Normal to its low watermark before it falls back to DMA32: summed,
+    /// that state is in the high band while DMA32 is still above its own; per zone it is not,
+    /// and the balloon keeps growing, steered by DMA32.
+    #[test]
+    fn per_zone_the_band_needs_every_zone_and_the_last_one_steers() {
+        let normal_at_low = 16427;
+        let dma32_above = reading(DMA32_RESERVE + 7000, normal_at_low);
+        let mut summed = holding(Basis::Summed);
+        step(&mut summed, &dma32_above, &Safety::default(), 1 << 30, PAGE).unwrap();
+        assert_eq!(summed.window.in_band_reads, 1, "summed: 23,427 is in high");
+        let mut per_zone = holding(Basis::PerZone);
+        let action = step(
+            &mut per_zone,
+            &dma32_above,
+            &Safety::default(),
+            1 << 30,
+            PAGE,
+        );
+        assert_eq!(per_zone.window.in_band_reads, 0, "DMA32 is in promo");
+        let Ok(Action::Hold(Some(pages))) = action else {
+            panic!("{action:?}");
+        };
+        assert!(
+            pages > (1 << 30) / PAGE,
+            "grows although Normal is at its edge"
+        );
+
+        let both_in_high = reading(DMA32_RESERVE + 5300, normal_at_low);
+        let action = step(
+            &mut per_zone,
+            &both_in_high,
+            &Safety::default(),
+            1 << 30,
+            PAGE,
+        );
+        assert_eq!(action.unwrap(), Action::Hold(None), "DMA32 is at its aim");
+        assert_eq!(per_zone.window.in_band_reads, 1);
+    }
+
+    /// Per zone, the floor is each zone's own: Normal below it is a violation, named, while
+    /// the sum is still far above the summed floor.
+    #[test]
+    fn per_zone_a_zone_below_its_floor_is_named_and_the_balloon_gives_back() {
+        let normal_low = reading(DMA32_RESERVE + 300_000, 13_500);
+        let mut per_zone = holding(Basis::PerZone);
+        per_zone.band = Band::Low;
+        let action = step(
+            &mut per_zone,
+            &normal_low,
+            &Safety::default(),
+            1 << 30,
+            PAGE,
+        );
+        let Ok(Action::Hold(Some(pages))) = action else {
+            panic!("{action:?}");
+        };
+        assert!(pages < (1 << 30) / PAGE);
+        assert_eq!(per_zone.window.floor_crossings, 1);
+        let action = step(
+            &mut per_zone,
+            &normal_low,
+            &Safety::default(),
+            1 << 30,
+            PAGE,
+        );
+        let Ok(Action::Abort(reason)) = action else {
+            panic!("{action:?}");
+        };
+        assert!(reason.contains("in zone Normal"), "{reason}");
+
+        let mut summed = holding(Basis::Summed);
+        summed.band = Band::Low;
+        let action = step(&mut summed, &normal_low, &Safety::default(), 1 << 30, PAGE);
+        assert_eq!(summed.window.floor_crossings, 0, "{action:?}");
     }
 }
