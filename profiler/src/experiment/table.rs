@@ -40,6 +40,15 @@ fn figure(figure: Option<Figure>, decimals: usize) -> String {
     figure.map_or("-".to_string(), |f| format!("{:.decimals$}", f.value))
 }
 
+/// A band's median iteration against baseline's, with its 95% CI.
+fn versus_baseline(r: &BandResult) -> String {
+    match (r.vs_baseline, r.band) {
+        (Some(s), _) => format!("{:+.1}% [{:+.1}, {:+.1}]", s.median_pct, s.lo_pct, s.hi_pct),
+        (None, Band::Baseline) if r.times.is_some() => "(itself)".to_string(),
+        (None, _) => "-".to_string(),
+    }
+}
+
 fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
     results
         .iter()
@@ -65,13 +74,6 @@ fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
                     .map_or("inf".to_string(), words::pages_in_mib)
             );
             let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
-            let versus = match (r.vs_baseline, r.band) {
-                (Some(s), _) => {
-                    format!("{:+.1}% [{:+.1}, {:+.1}]", s.median_pct, s.lo_pct, s.hi_pct)
-                }
-                (None, Band::Baseline) if r.times.is_some() => "(itself)".to_string(),
-                (None, _) => "-".to_string(),
-            };
             vec![
                 r.band.name().to_string(),
                 r.outcome.name().to_string(),
@@ -83,7 +85,7 @@ fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
                 ms(r.times.map(|t| t.mean_ms)),
                 ms(r.times.map(|t| t.median_ms)),
                 ms(r.times.map(|t| t.p99_ms)),
-                versus,
+                versus_baseline(r),
             ]
         })
         .collect()
@@ -185,11 +187,6 @@ pub fn compare_2024(results: &[BandResult]) -> String {
         .iter()
         .map(|&(band, ms)| {
             let ours = results.iter().find(|r| r.band == band);
-            let versus = match ours.and_then(|r| r.vs_baseline) {
-                Some(s) => format!("{:+.1}% [{:+.1}, {:+.1}]", s.median_pct, s.lo_pct, s.hi_pct),
-                None if band == Band::Baseline && ours.is_some() => "(itself)".to_string(),
-                None => "-".to_string(),
-            };
             vec![
                 band.name().to_string(),
                 format!("{ms:.0}"),
@@ -198,7 +195,7 @@ pub fn compare_2024(results: &[BandResult]) -> String {
                 } else {
                     format!("{:+.1}%", 100.0 * (ms / baseline - 1.0))
                 },
-                versus,
+                ours.map_or("-".to_string(), versus_baseline),
                 if band == Band::Low {
                     REFERENCE_2024_KSWAPD.to_string()
                 } else {

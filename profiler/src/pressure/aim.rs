@@ -175,7 +175,6 @@ impl Held {
 /// The controller's view of one reading: what it holds in the band, each with its aim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Aims {
-    pub basis: Basis,
     /// The summed view, whatever the basis: the band's bounds as reported.
     pub summed: Aim,
     pub held: Vec<Held>,
@@ -189,27 +188,18 @@ impl Aims {
         safety: &Safety,
         eased: bool,
     ) -> Result<Aims> {
-        let summed = Aim::new(band, &reach.watermarks, safety, eased)?;
-        let held = match basis {
-            Basis::Summed => vec![Held {
-                zone: None,
-                free_pages: reach.free_pages,
-                aim: summed,
-            }],
-            Basis::PerZone => reach
-                .reachable()
-                .map(|zone| {
-                    Ok(Held {
-                        zone: Some(zone.id.clone()),
-                        free_pages: zone.usable_pages(),
-                        aim: Aim::new(band, &zone.watermarks, safety, eased)?,
-                    })
+        let held = quantities(basis, reach)
+            .into_iter()
+            .map(|(zone, free_pages, marks)| {
+                Ok(Held {
+                    zone: zone.cloned(),
+                    free_pages,
+                    aim: Aim::new(band, &marks, safety, eased)?,
                 })
-                .collect::<Result<_>>()?,
-        };
+            })
+            .collect::<Result<_>>()?;
         Ok(Aims {
-            basis,
-            summed,
+            summed: Aim::new(band, &reach.watermarks, safety, eased)?,
             held,
         })
     }
@@ -271,12 +261,24 @@ impl Aims {
     }
 }
 
+/// What `basis` holds in the band: the zone (None for the sum), its usable free pages and
+/// the watermarks they are measured against.
+fn quantities(basis: Basis, reach: &Reach) -> Vec<(Option<&ZoneId>, u64, Watermarks)> {
+    match basis {
+        Basis::Summed => vec![(None, reach.free_pages, reach.watermarks)],
+        Basis::PerZone => reach
+            .reachable()
+            .map(|zone| (Some(&zone.id), zone.usable_pages(), zone.watermarks))
+            .collect(),
+    }
+}
+
 /// The watermarks each held quantity is measured against: the sum, or each zone's own.
 pub fn held_watermarks(basis: Basis, reach: &Reach) -> Vec<Watermarks> {
-    match basis {
-        Basis::Summed => vec![reach.watermarks],
-        Basis::PerZone => reach.reachable().map(|zone| zone.watermarks).collect(),
-    }
+    quantities(basis, reach)
+        .into_iter()
+        .map(|(_, _, marks)| marks)
+        .collect()
 }
 
 /// The default block of an iteration: [`BLOCK_SHARE`] of the narrowest held range of the

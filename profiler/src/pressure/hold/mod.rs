@@ -280,8 +280,6 @@ pub struct Settling {
     pub band: Band,
     pub elapsed: Duration,
     pub balloon_bytes: u64,
-    /// Summed usable free pages.
-    pub free_pages: u64,
     pub aims: Aims,
     pub eased: Option<String>,
     /// How far past its limit the controller's current step is running, if it is.
@@ -309,7 +307,6 @@ impl Reading {
 /// What the controller and the caller share.
 struct State {
     band: Band,
-    basis: Basis,
     settled: bool,
     in_band_streak: u32,
     /// The last reading was below the safety floor.
@@ -408,7 +405,6 @@ impl Balloon {
         let balloon_pid = balloon.pid();
         let shared = Arc::new(Shared::new(State {
             band,
-            basis: options.basis,
             settled: false,
             in_band_streak: 0,
             below_floor: false,
@@ -484,11 +480,10 @@ impl HeldBalloon {
                 return Ok(());
             }
             let now = Instant::now();
-            let settling = state.last.as_ref().map(|(reach, aims)| Settling {
+            let settling = state.last.as_ref().map(|(_, aims)| Settling {
                 band: state.band,
                 elapsed: now - started,
                 balloon_bytes: state.window.balloon_bytes,
-                free_pages: reach.free_pages,
                 aims: aims.clone(),
                 eased: state.eased.clone().filter(|_| state.band != Band::Baseline),
                 late: self.shared.late(),
@@ -766,7 +761,6 @@ mod tests {
         HeldBalloon {
             shared: Arc::new(Shared::new(State {
                 band: Band::High,
-                basis: Basis::Summed,
                 settled: true,
                 in_band_streak: SETTLED_READS,
                 below_floor: false,

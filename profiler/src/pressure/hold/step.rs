@@ -33,7 +33,7 @@ pub(super) fn step(
     }
     state.eased = eased;
     let aims = Aims::new(
-        state.basis,
+        state.window.basis,
         state.band,
         &reading.reach,
         safety,
@@ -119,7 +119,6 @@ mod tests {
         let aim = Aim::new(Band::High, &reach.watermarks, &Safety::default(), false).unwrap();
         State {
             band: Band::High,
-            basis,
             settled: false,
             in_band_streak: 0,
             below_floor: false,
@@ -135,6 +134,11 @@ mod tests {
             eased: None,
             aborted: None,
         }
+    }
+
+    /// One step with a 1 GiB balloon and the default safety rules.
+    fn step_gib(state: &mut State, reading: &Reading) -> Result<Action> {
+        step(state, reading, &Safety::default(), 1 << 30, PAGE)
     }
 
     /// High is [21,094, 25,312) usable pages here; DMA32 keeps 10,624 back.
@@ -163,7 +167,7 @@ mod tests {
         let in_band = reading(10624 + 4666, 18000);
         for read in 1..=SETTLED_READS {
             assert!(!state.settled, "read {read}");
-            let action = step(&mut state, &in_band, &Safety::default(), 1 << 30, PAGE).unwrap();
+            let action = step_gib(&mut state, &in_band).unwrap();
             assert!(matches!(action, Action::Hold(_)), "{action:?}");
         }
         assert!(state.settled);
@@ -174,13 +178,13 @@ mod tests {
     fn below_the_floor_the_balloon_shrinks_once_then_the_hold_aborts() {
         let mut state = holding_high();
         let below = reading(10624 + 4666, 1000);
-        let action = step(&mut state, &below, &Safety::default(), 1 << 30, PAGE).unwrap();
+        let action = step_gib(&mut state, &below).unwrap();
         let Action::Hold(Some(pages)) = action else {
             panic!("{action:?}");
         };
         assert!(pages < (1 << 30) / PAGE);
         assert_eq!(state.window.floor_crossings, 1);
-        let action = step(&mut state, &below, &Safety::default(), 1 << 30, PAGE).unwrap();
+        let action = step_gib(&mut state, &below).unwrap();
         let Action::Abort(reason) = action else {
             panic!("{action:?}");
         };
@@ -212,16 +216,10 @@ mod tests {
         let normal_at_low = 16427;
         let dma32_above = reading(DMA32_RESERVE + 7000, normal_at_low);
         let mut summed = holding(Basis::Summed);
-        step(&mut summed, &dma32_above, &Safety::default(), 1 << 30, PAGE).unwrap();
+        step_gib(&mut summed, &dma32_above).unwrap();
         assert_eq!(summed.window.in_band_reads, 1, "summed: 23,427 is in high");
         let mut per_zone = holding(Basis::PerZone);
-        let action = step(
-            &mut per_zone,
-            &dma32_above,
-            &Safety::default(),
-            1 << 30,
-            PAGE,
-        );
+        let action = step_gib(&mut per_zone, &dma32_above);
         assert_eq!(per_zone.window.in_band_reads, 0, "DMA32 is in promo");
         let Ok(Action::Hold(Some(pages))) = action else {
             panic!("{action:?}");
@@ -232,13 +230,7 @@ mod tests {
         );
 
         let both_in_high = reading(DMA32_RESERVE + 5300, normal_at_low);
-        let action = step(
-            &mut per_zone,
-            &both_in_high,
-            &Safety::default(),
-            1 << 30,
-            PAGE,
-        );
+        let action = step_gib(&mut per_zone, &both_in_high);
         assert_eq!(action.unwrap(), Action::Hold(None), "DMA32 is at its aim");
         assert_eq!(per_zone.window.in_band_reads, 1);
     }
@@ -250,25 +242,13 @@ mod tests {
         let normal_low = reading(DMA32_RESERVE + 300_000, 13_500);
         let mut per_zone = holding(Basis::PerZone);
         per_zone.band = Band::Low;
-        let action = step(
-            &mut per_zone,
-            &normal_low,
-            &Safety::default(),
-            1 << 30,
-            PAGE,
-        );
+        let action = step_gib(&mut per_zone, &normal_low);
         let Ok(Action::Hold(Some(pages))) = action else {
             panic!("{action:?}");
         };
         assert!(pages < (1 << 30) / PAGE);
         assert_eq!(per_zone.window.floor_crossings, 1);
-        let action = step(
-            &mut per_zone,
-            &normal_low,
-            &Safety::default(),
-            1 << 30,
-            PAGE,
-        );
+        let action = step_gib(&mut per_zone, &normal_low);
         let Ok(Action::Abort(reason)) = action else {
             panic!("{action:?}");
         };
@@ -276,7 +256,7 @@ mod tests {
 
         let mut summed = holding(Basis::Summed);
         summed.band = Band::Low;
-        let action = step(&mut summed, &normal_low, &Safety::default(), 1 << 30, PAGE);
+        let action = step_gib(&mut summed, &normal_low);
         assert_eq!(summed.window.floor_crossings, 0, "{action:?}");
     }
 }
