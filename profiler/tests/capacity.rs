@@ -105,12 +105,14 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
     require_root();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    // The source: the first skill, sixty more, requests in flight; under a limit it never
-    // reaches, so that memory is what the kernel charges (what a limit limits).
+    // The source: the first skill, a hundred more, requests in flight; under a limit it never
+    // reaches, so that memory is what the kernel charges (what a limit limits). malloc grows
+    // in chunks a few skills wide, so sixty further skills put the slope anywhere from 462
+    // to 574 KiB, and the prediction from 95 to 119; a hundred hold it within a few skills.
     let source = cmds(
         dir.path(),
         "source.cmds",
-        "add_rs\n60 add_rs\np_execute_all JohnDoe 42 3000 10\n",
+        "add_rs\n100 add_rs\np_execute_all JohnDoe 42 3000 10\n",
     );
     let (_, source_run) = run_ok(
         &source,

@@ -23,7 +23,9 @@ records of runs (skillprof run's folders).
 From the runs' entries it derives, per skill kind (Python, Rust): the idle host (before the first \
 entry), the first skill's cost (the first entry must add one skill: add_py or add_rs), the \
 marginal cost of each further skill (every later add, step by step: the Theil-Sen slope of memory \
-over skills, with a bootstrap 95% interval), the transient while a skill loads (peak over what \
+over skills, with a bootstrap 95% interval), the one-off warm-up the first further skills pay \
+above that slope (malloc's arenas growing: the slope's intercept over where the first run's \
+further skills start), the transient while a skill loads (peak over what \
 stays), the memory per request in flight (p_execute_all entries with 10 or more in flight: peak \
 growth over requests), the host's CPU time per skill added, and the memory mappings (VMAs) the first skill, \
 each further one and each request in flight add, against vm.max_map_count: the other limit, \
@@ -283,7 +285,8 @@ fn section(capacity: &Capacity) -> String {
             text,
             "- **{name} skills: {} resident**{}{requests}; loading them takes {} with every \
              core compiling. From the runs ({basis}): the idle host {}, the first skill {}, each further \
-             skill {} (from {}), {} transient while one loads",
+             skill {} (from {}) after a one-off {} while the first ones load, {} transient while \
+             one loads",
             range(&predicted.skills, count),
             bound(predicted.skills_bound),
             range(&predicted.load_s, |s| format!("{} s", count(s))),
@@ -291,6 +294,7 @@ fn section(capacity: &Capacity) -> String {
             kb(found.first_kb.value),
             range(&found.marginal_kb, kb),
             found.marginal_kb.from.join(", "),
+            range(&found.warmup_kb, kb),
             kb(found.transient_kb.value),
         );
         if let Some(per_request) = &found.per_request_kb {

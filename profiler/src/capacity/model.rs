@@ -2,8 +2,9 @@
 //! further skill, the memory per request in flight, the CPU per compiled skill) and from those
 //! to a prediction for a machine. Every figure keeps its range and the entries it came from.
 //!
-//! The model, per skill kind: holding n skills costs idle + first + (n - 1) × marginal, and
-//! loading one more needs its compile's transient on top (the peak over what stays). A
+//! The model, per skill kind: holding n skills costs idle + first + warm-up + (n - 1) ×
+//! marginal (the warm-up from the second skill on), and loading one more needs its compile's
+//! transient on top (the peak over what stays). A
 //! machine of M bytes with headroom h has a budget of M × (1 - h); the most skills are the n
 //! whose resident memory plus one transient fits it. The requests that fit beside them share
 //! what is left of the budget once the transient is no longer needed; loading takes n × CPU
@@ -98,6 +99,11 @@ pub struct Ingredients {
     /// one-off arena growth: the median of pairwise slopes follows the steady state that an
     /// extrapolation to hundreds of skills needs, where a least-squares line follows the chunks.
     pub marginal_kb: Figure,
+    /// The one-off growth the first further skills pay above the slope (malloc's arenas and
+    /// heaps growing to their working size): the Theil-Sen intercept of the run's first series
+    /// of further skills, over where it starts. A line through the first skill with the
+    /// steady-state slope misses it and overpredicts by as many skills as it is worth.
+    pub warmup_kb: Figure,
     /// Peak over what stays, while a skill loads (compiling): the kernel's peak with a
     /// cgroup (v1), else the sampled RSS peak.
     pub transient_kb: Figure,
@@ -223,6 +229,8 @@ pub fn ingredients(
 
     // Every further step that added skills of this kind, per skill.
     let (mut marginal, mut marginal_from) = (Vec::new(), Vec::new());
+    // The first run's first series of further skills: the one that pays the warm-up.
+    let mut warming = None;
     let (mut transient, mut transient_from) = (Vec::new(), Vec::new());
     let (mut cpu, mut cpu_from) = (Vec::new(), Vec::new());
     for (run, record, per_step) in &adding {
@@ -245,6 +253,9 @@ pub fn ingredients(
             }
         }
         if series.len() > 1 {
+            if warming.is_none() && std::ptr::eq(*run, first_run) {
+                warming = Some((marginal.len(), source(run, record)));
+            }
             marginal.push(series);
             marginal_from.push(source(run, record));
         }
@@ -265,6 +276,17 @@ pub fn ingredients(
         });
         return Err(missing);
     };
+    let warmup_kb = warming
+        .and_then(|(index, from)| {
+            let series = &marginal[index];
+            let start = series[0].1;
+            let above: Vec<f64> = series
+                .iter()
+                .map(|(skills, kb)| kb - start - marginal_kb.value * skills)
+                .collect();
+            Figure::of(above, vec![from])
+        })
+        .unwrap_or_else(|| Figure::exact(0.0, String::new()));
     // The largest transient seen: the one a budget must leave room for.
     let transient_kb = Figure::of(transient, transient_from).map(|mut figure| {
         figure.value = figure.high;
@@ -305,6 +327,7 @@ pub fn ingredients(
             idle_kb,
             first_kb,
             marginal_kb,
+            warmup_kb,
             transient_kb,
             per_request_kb,
             cpu_per_skill_ms,
@@ -417,21 +440,37 @@ fn lower(memory: Figure, maps: Option<Figure>) -> (Figure, Bound) {
     }
 }
 
-/// Skills that fit `budget` at a marginal cost of `marginal` (KB).
-fn skills_fitting(ingredients: &Ingredients, budget: f64, marginal: f64) -> f64 {
-    let fixed =
-        ingredients.idle_kb.value + ingredients.first_kb.value + ingredients.transient_kb.value;
-    if budget < fixed {
-        return 0.0;
-    }
-    ((budget - fixed) / marginal.max(1.0)).floor() + 1.0
+/// The line further skills follow, at one reading of its range: KB per skill, and the one-off
+/// warm-up above it.
+#[derive(Clone, Copy)]
+struct Further {
+    marginal: f64,
+    warmup: f64,
 }
 
-fn resident(ingredients: &Ingredients, skills: f64, marginal: f64) -> f64 {
+/// Skills that fit `budget` when each further one costs as `further` says (KB).
+fn skills_fitting(ingredients: &Ingredients, budget: f64, further: Further) -> f64 {
+    let first =
+        ingredients.idle_kb.value + ingredients.first_kb.value + ingredients.transient_kb.value;
+    if budget < first {
+        return 0.0;
+    }
+    let left = budget - first - further.warmup;
+    if left < further.marginal {
+        return 1.0;
+    }
+    (left / further.marginal.max(1.0)).floor() + 1.0
+}
+
+fn resident(ingredients: &Ingredients, skills: f64, further: Further) -> f64 {
     if skills < 1.0 {
         return ingredients.idle_kb.value;
     }
-    ingredients.idle_kb.value + ingredients.first_kb.value + (skills - 1.0) * marginal
+    let warmup = if skills >= 2.0 { further.warmup } else { 0.0 };
+    ingredients.idle_kb.value
+        + ingredients.first_kb.value
+        + warmup
+        + (skills - 1.0) * further.marginal
 }
 
 /// `skills`: how many the requests run beside (`None`: the most that fit).
@@ -441,7 +480,22 @@ pub fn predict(
     skills_held: Option<u32>,
 ) -> Prediction {
     let budget = machine.budget_kb();
-    let marginal = &ingredients.marginal_kb;
+    let (marginal, warmup) = (&ingredients.marginal_kb, &ingredients.warmup_kb);
+    // The dearer a skill, the fewer fit: the value, then the cheap end, then the dear end.
+    let further = Further {
+        marginal: marginal.value,
+        warmup: warmup.value,
+    };
+    let (cheap, dear) = (
+        Further {
+            marginal: marginal.low,
+            warmup: warmup.low,
+        },
+        Further {
+            marginal: marginal.high,
+            warmup: warmup.high,
+        },
+    );
     let from = |figures: &[&Figure]| -> Vec<String> {
         let mut from: Vec<String> = figures.iter().flat_map(|f| f.from.clone()).collect();
         from.retain(|source| !source.is_empty());
@@ -450,14 +504,14 @@ pub fn predict(
         from
     };
     let by_memory = Figure {
-        value: skills_fitting(ingredients, budget, marginal.value),
-        // The dearer a skill, the fewer fit.
-        low: skills_fitting(ingredients, budget, marginal.high),
-        high: skills_fitting(ingredients, budget, marginal.low),
+        value: skills_fitting(ingredients, budget, further),
+        low: skills_fitting(ingredients, budget, dear),
+        high: skills_fitting(ingredients, budget, cheap),
         from: from(&[
             &ingredients.idle_kb,
             &ingredients.first_kb,
             marginal,
+            warmup,
             &ingredients.transient_kb,
         ]),
     };
@@ -480,15 +534,15 @@ pub fn predict(
     // loaded; and what their mappings leave of the limit.
     let held = skills_held.map_or(skills.value, f64::from);
     let requests = ingredients.per_request_kb.as_ref().map(|per_request| {
-        let fit = |marginal: f64, each: f64| {
-            let left = budget - resident(ingredients, held, marginal);
+        let fit = |further: Further, each: f64| {
+            let left = budget - resident(ingredients, held, further);
             (left.max(0.0) / each.max(1.0)).floor()
         };
         Figure {
-            value: fit(marginal.value, per_request.value),
-            low: fit(marginal.high, per_request.high),
-            high: fit(marginal.low, per_request.low),
-            from: from(&[per_request, marginal]),
+            value: fit(further, per_request.value),
+            low: fit(dear, per_request.high),
+            high: fit(cheap, per_request.low),
+            from: from(&[per_request, marginal, warmup]),
         }
     });
     let requests_by_maps = maps.and_then(|maps| {
@@ -627,6 +681,30 @@ mod tests {
         let beside_ten = predict(&found, &machine, Some(10));
         assert_eq!(beside_ten.requests.unwrap().value, 400.0);
         assert_eq!(beside_ten.requests_bound, Bound::Memory);
+    }
+
+    #[test]
+    fn the_warmup_of_the_first_further_skills_is_paid_once_beside_the_slope() {
+        let mut run = bench_like();
+        // 300 KB for the second skill (an arena grows), then 100 KB each.
+        run.records[1] = entry(
+            1,
+            "8 add_py",
+            1_100,
+            &[1_400, 1_500, 1_600, 1_700, 1_800, 1_900, 2_000, 2_100],
+            2_200,
+        );
+        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        assert_eq!(found.marginal_kb.value, 100.0);
+        assert_eq!(found.warmup_kb.value, 200.0);
+        assert_eq!(found.warmup_kb.from, ["a#1: 8 add_py"]);
+        // 10,000 - 100 - 1,000 - 200 (the transient) - 200 leave 8,500 for 85 more; the line
+        // through the first skill alone would say 88 in all.
+        let predicted = predict(&found, &small_machine(), None);
+        assert_eq!(predicted.skills.value, 86.0);
+        // Beside 10 skills: 10,000 - 100 - 1,000 - 200 - 9 × 100 = 7,800 KB, 390 requests.
+        let beside_ten = predict(&found, &small_machine(), Some(10));
+        assert_eq!(beside_ten.requests.unwrap().value, 390.0);
     }
 
     #[test]
