@@ -6,12 +6,15 @@
 //! dip without leaving the band; the balloon only moves when free memory leaves a comfort
 //! zone around the aim, so it does not chase those dips.
 
+use std::ops::Range;
+
 use anyhow::{Result, ensure};
 
+use super::balloon::Adjust;
 use super::bands::{self, Bounds};
 use super::safety::Safety;
 use crate::band::{self, Band};
-use crate::sample::reach::Reach;
+use crate::sample::reach::{Reach, ZoneReach};
 use crate::sample::zoneinfo::{Watermarks, ZoneId};
 
 /// Aim and comfort zone, as shares of the held range.
@@ -152,6 +155,8 @@ pub enum Basis {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {
     pub zone: Option<ZoneId>,
+    /// The zone's page frames, for a balloon that moves one zone alone; `None` for the sum.
+    pub pfns: Option<Range<u64>>,
     pub free_pages: u64,
     pub aim: Aim,
 }
@@ -190,9 +195,12 @@ impl Aims {
     ) -> Result<Aims> {
         let held = quantities(basis, reach)
             .into_iter()
-            .map(|(zone, free_pages, marks)| {
+            .map(|quantity| {
+                let (zone, free_pages, marks) =
+                    (quantity.zone, quantity.free_pages, quantity.marks);
                 Ok(Held {
-                    zone: zone.cloned(),
+                    zone: zone.map(|zone| zone.id.clone()),
+                    pfns: zone.map(|zone| zone.pfns.clone()),
                     free_pages,
                     aim: Aim::new(band, &marks, safety, eased)?,
                 })
@@ -241,34 +249,104 @@ impl Aims {
         self.held.iter().map(each).collect::<Vec<_>>().join(", ")
     }
 
-    /// The balloon size (pages) to move to, or `None` to stay. Below a floor, the balloon
-    /// gives that quantity's shortfall back: the pages it touched last came from the zone the
-    /// allocator was draining, which is the one that fell. Otherwise it steers the quantity
-    /// highest in its band: the allocator takes from a zone until it reaches its watermark
-    /// and only then falls back to the next, so the zones it drained first sit at their
-    /// watermark whatever the balloon does, and only the last one moves.
-    pub fn next_balloon(&self, balloon_pages: u64) -> Option<u64> {
+    /// What the balloon does next, or `None` to stay.
+    ///
+    /// Summed, one quantity steers a balloon that grows and shrinks at its tail. Per zone, the
+    /// tail is whatever zone the allocator took last, and the allocator drains the zones in
+    /// order, so the balloon moves one zone at a time: a zone below its floor, then one below
+    /// its comfort zone (unless the balloon holds none of its pages), gets pages of its own
+    /// back; otherwise the zone highest in its band, if above its comfort zone, is lowered:
+    /// by growing at the tail, or, for the highest zone, by taking from it alone. In baseline
+    /// the balloon empties.
+    pub fn next_balloon(&self, balloon_pages: u64, holds_none: &[ZoneId]) -> Option<Adjust> {
+        let resize = |next: u64| (next != balloon_pages).then_some(Adjust::To(next));
+        let short = |held: &Held| held.aim.target.unwrap_or(held.aim.floor) - held.free_pages;
         if let Some(low) = self.below_floor() {
-            let target = low.aim.target.unwrap_or(low.aim.floor);
-            let next = balloon_pages.saturating_sub(target - low.free_pages);
-            return (next != balloon_pages).then_some(next);
+            return match &low.pfns {
+                // What the zone lacks must come back now: from the tail if not from the zone.
+                Some(pfns) => Some(Adjust::Give {
+                    pfns: pfns.clone(),
+                    pages: short(low),
+                    or_tail: true,
+                }),
+                None => resize(balloon_pages.saturating_sub(short(low))),
+            };
+        }
+        let under = self
+            .held
+            .iter()
+            .filter(|held| held.pfns.is_some() && held.aim.target.is_some())
+            .filter(|held| {
+                held.zone
+                    .as_ref()
+                    .is_some_and(|zone| !holds_none.contains(zone))
+            })
+            .filter(|held| held.free_pages < held.aim.comfort.0)
+            .min_by(|a, b| a.position().total_cmp(&b.position()));
+        if let Some(under) = under {
+            return Some(Adjust::Give {
+                pfns: under.pfns.clone()?,
+                pages: short(under),
+                or_tail: false,
+            });
         }
         let leading = self
             .held
             .iter()
             .max_by(|a, b| a.position().total_cmp(&b.position()))?;
-        leading.aim.next_balloon(leading.free_pages, balloon_pages)
+        let next = leading
+            .aim
+            .next_balloon(leading.free_pages, balloon_pages)?;
+        // The allocator takes from the highest zone first (Normal, then DMA32): a lower zone
+        // is reached by growing through the higher ones, whose pages the balloon keeps and
+        // gives back once they are under their band. Only the highest zone is taken from
+        // alone: the lower zones the allocator may drain on the way (while the highest one's
+        // free pages are of a migrate type it prefers not to break up) get theirs back, up to
+        // one step's worth.
+        let highest = self.held.iter().rev().find(|held| held.pfns.is_some());
+        let alone = highest.is_some_and(|highest| highest.zone == leading.zone);
+        match &leading.pfns {
+            Some(pfns) if alone && next > balloon_pages => {
+                let others: u64 = self
+                    .held
+                    .iter()
+                    .filter(|held| held.zone != leading.zone)
+                    .map(|held| held.free_pages.saturating_sub(held.aim.floor))
+                    .sum();
+                Some(Adjust::Take {
+                    pfns: pfns.clone(),
+                    pages: next - balloon_pages,
+                    most: next - balloon_pages + others.min(MAX_STEP_PAGES),
+                })
+            }
+            _ => resize(next),
+        }
     }
 }
 
-/// What `basis` holds in the band: the zone (None for the sum), its usable free pages and
-/// the watermarks they are measured against.
-fn quantities(basis: Basis, reach: &Reach) -> Vec<(Option<&ZoneId>, u64, Watermarks)> {
+/// One quantity `basis` holds in the band: the zone (None for the sum), its usable free pages
+/// and the watermarks they are measured against.
+struct Quantity<'a> {
+    zone: Option<&'a ZoneReach>,
+    free_pages: u64,
+    marks: Watermarks,
+}
+
+/// What `basis` holds in the band.
+fn quantities(basis: Basis, reach: &Reach) -> Vec<Quantity<'_>> {
     match basis {
-        Basis::Summed => vec![(None, reach.free_pages, reach.watermarks)],
+        Basis::Summed => vec![Quantity {
+            zone: None,
+            free_pages: reach.free_pages,
+            marks: reach.watermarks,
+        }],
         Basis::PerZone => reach
             .reachable()
-            .map(|zone| (Some(&zone.id), zone.usable_pages(), zone.watermarks))
+            .map(|zone| Quantity {
+                zone: Some(zone),
+                free_pages: zone.usable_pages(),
+                marks: zone.watermarks,
+            })
             .collect(),
     }
 }
@@ -277,7 +355,7 @@ fn quantities(basis: Basis, reach: &Reach) -> Vec<(Option<&ZoneId>, u64, Waterma
 pub fn held_watermarks(basis: Basis, reach: &Reach) -> Vec<Watermarks> {
     quantities(basis, reach)
         .into_iter()
-        .map(|(_, _, marks)| marks)
+        .map(|quantity| quantity.marks)
         .collect()
 }
 

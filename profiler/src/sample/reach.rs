@@ -47,6 +47,8 @@ pub struct ZoneReach {
     pub boost_pages: u64,
     /// Whether the zone can serve user memory at all (DMA cannot).
     pub reachable: bool,
+    /// The page frames it spans: which of a process's pages are the zone's.
+    pub pfns: std::ops::Range<u64>,
 }
 
 impl ZoneReach {
@@ -136,6 +138,7 @@ pub fn of(zones: &[(Zone, Reserve)]) -> Result<Reach> {
             watermarks: zone.watermarks,
             boost_pages: reserve.boost_pages,
             reachable: zone.managed_pages > reserve_pages + configured_min,
+            pfns: zone.pfns(),
         });
     }
     let reachable = || reach.iter().filter(|zone| zone.reachable);

@@ -62,6 +62,8 @@ pub struct Zone {
     pub managed_pages: u64,
     pub present_pages: u64,
     pub spanned_pages: u64,
+    /// The zone's first page frame (`start_pfn`; 0 for an empty zone, which prints none).
+    pub start_pfn: u64,
 }
 
 impl Zone {
@@ -69,6 +71,11 @@ impl Zone {
     /// mean nothing and must not count in sums.
     pub fn populated(&self) -> bool {
         self.present_pages > 0
+    }
+
+    /// The page frames the zone spans: a page whose frame number is in here is the zone's.
+    pub fn pfns(&self) -> std::ops::Range<u64> {
+        self.start_pfn..self.start_pfn + self.spanned_pages
     }
 }
 
@@ -127,6 +134,9 @@ pub fn parse_with_reserves(text: &str) -> Result<Vec<(Zone, Reserve)>> {
             in_zone_block = true;
         } else if line == "per-node stats" || line == "pagesets" {
             in_zone_block = false;
+        } else if let Some(start) = line.strip_prefix("start_pfn:") {
+            // After the pagesets, which carry keys of their own (`high`).
+            fields.start_pfn = Some(number(start.trim(), line)?);
         } else if in_zone_block {
             fields.set(line)?;
         }
@@ -163,6 +173,7 @@ struct Fields {
     high: Option<u64>,
     promo: Option<u64>,
     spanned: Option<u64>,
+    start_pfn: Option<u64>,
     present: Option<u64>,
     managed: Option<u64>,
     boost: Option<u64>,
@@ -179,6 +190,7 @@ impl Fields {
             high: None,
             promo: None,
             spanned: None,
+            start_pfn: None,
             present: None,
             managed: None,
             boost: None,
@@ -238,6 +250,7 @@ impl Fields {
             managed_pages: required(self.managed, "managed")?,
             present_pages: required(self.present, "present")?,
             spanned_pages: required(self.spanned, "spanned")?,
+            start_pfn: self.start_pfn.unwrap_or(0),
             id,
         };
         let reserve = Reserve {
@@ -284,6 +297,7 @@ mod tests {
                 managed_pages: 2719744,
                 present_pages: 5505024,
                 spanned_pages: 5505024,
+                start_pfn: 1048576,
             }
         );
         // DMA holds the per-node stats block; its values must not leak into the zone.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::aim::{Aims, Basis};
-use super::balloon::{Balloon, Killer};
+use super::balloon::{Adjust, Balloon, Killer};
 use super::bands::{self, Bounds};
 use super::safety::Safety;
 use crate::band::{self, Band};
@@ -316,6 +316,9 @@ struct State {
     last: Option<(Reach, Aims)>,
     eased: Option<String>,
     aborted: Option<String>,
+    /// Zones the balloon was asked to give pages of and had none: not asked again until it
+    /// grows.
+    holds_none: Vec<ZoneId>,
 }
 
 struct Shared {
@@ -419,6 +422,7 @@ impl Balloon {
             last: None,
             eased: None,
             aborted: None,
+            holds_none: Vec::new(),
         }));
         let killer = balloon.killer();
         let controller = Arc::clone(&shared);
@@ -688,7 +692,7 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
                 .free_ram_pages_for(reading.reach.watermarks.high),
             Ordering::SeqCst,
         );
-        let resize = match action {
+        let adjust = match action {
             Action::Abort(reason) => {
                 drop(state);
                 shared.abort(reason);
@@ -697,20 +701,36 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
                 state.window.balloon_bytes = 0;
                 return Ok(());
             }
-            Action::Hold(resize) => resize,
+            Action::Hold(adjust) => adjust,
         };
         let band = state.band;
         let settled = state.settled;
         drop(state);
 
-        if let Some(pages) = resize {
-            let growth = (pages * page).saturating_sub(balloon.bytes());
+        if let Some(adjust) = adjust {
+            let before = balloon.bytes();
+            let growth = adjust.touches(before / page) * page;
             let limit = STEP_LIMIT + Duration::from_secs(growth / GROW_BYTES_PER_SECOND);
-            shared.watched(limit, || balloon.resize(pages * page))?;
+            let held = shared.watched(limit, || balloon.adjust(&adjust))?;
             let mut state = shared.lock();
+            match (&adjust, held.cmp(&before)) {
+                (Adjust::Give { .. }, std::cmp::Ordering::Equal) => {
+                    if let Some((_, aims)) = &state.last {
+                        let zone = aims.held.iter().find(|held| match &adjust {
+                            Adjust::Give { pfns, .. } => held.pfns.as_ref() == Some(pfns),
+                            _ => false,
+                        });
+                        if let Some(zone) = zone.and_then(|held| held.zone.clone()) {
+                            state.holds_none.push(zone);
+                        }
+                    }
+                }
+                (_, std::cmp::Ordering::Greater) => state.holds_none.clear(),
+                _ => {}
+            }
             state.window.adjustments += 1;
-            state.window.balloon_bytes = balloon.bytes();
-            state.window.max_balloon_bytes = state.window.max_balloon_bytes.max(balloon.bytes());
+            state.window.balloon_bytes = held;
+            state.window.max_balloon_bytes = state.window.max_balloon_bytes.max(held);
         }
         shared.changed.notify_all();
         if let Some(samples) = &options.samples {
@@ -768,6 +788,7 @@ mod tests {
                 last: Some((reach, aims)),
                 eased: None,
                 aborted: None,
+                holds_none: Vec::new(),
             })),
             thread: None,
             watchdog: None,

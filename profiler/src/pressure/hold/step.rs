@@ -6,6 +6,7 @@ use anyhow::Result;
 use super::{Reading, SETTLED_READS, State};
 use crate::band::Band;
 use crate::pressure::aim::Aims;
+use crate::pressure::balloon::Adjust;
 use crate::pressure::safety::{self, Safety, Violation};
 
 /// What the controller does after a reading.
@@ -13,8 +14,8 @@ use crate::pressure::safety::{self, Safety, Violation};
 pub(super) enum Action {
     /// A safety rule is broken: empty the balloon and end the hold, for this reason.
     Abort(String),
-    /// Keep holding, first resizing the balloon to this many pages, if any.
-    Hold(Option<u64>),
+    /// Keep holding, first adjusting the balloon so, if at all.
+    Hold(Option<Adjust>),
 }
 
 /// Takes `reading` into the state (easing, settling, the window) and decides on the balloon,
@@ -50,7 +51,7 @@ pub(super) fn step(
     state.in_band_streak = if in_band { state.in_band_streak + 1 } else { 0 };
     state.settled |= state.in_band_streak >= SETTLED_READS;
     state.window.record(&reading.reach, &aims, balloon_bytes);
-    let next = aims.next_balloon(balloon_bytes / page);
+    let next = aims.next_balloon(balloon_bytes / page, &state.holds_none);
     state.last = Some((reading.reach.clone(), aims));
     Ok(Action::Hold(next))
 }
@@ -133,6 +134,7 @@ mod tests {
             last: None,
             eased: None,
             aborted: None,
+            holds_none: Vec::new(),
         }
     }
 
@@ -152,7 +154,7 @@ mod tests {
             0,
             PAGE,
         );
-        let Ok(Action::Hold(Some(pages))) = action else {
+        let Ok(Action::Hold(Some(Adjust::To(pages)))) = action else {
             panic!("{action:?}");
         };
         assert!(pages > 0);
@@ -179,7 +181,7 @@ mod tests {
         let mut state = holding_high();
         let below = reading(10624 + 4666, 1000);
         let action = step_gib(&mut state, &below).unwrap();
-        let Action::Hold(Some(pages)) = action else {
+        let Action::Hold(Some(Adjust::To(pages))) = action else {
             panic!("{action:?}");
         };
         assert!(pages < (1 << 30) / PAGE);
@@ -208,26 +210,49 @@ mod tests {
     /// 16,427, 19,712). The summed high band is [21,094, 25,312).
     const DMA32_RESERVE: u64 = 10624;
 
+    const NORMAL_PFNS: std::ops::Range<u64> = 1048576..1048576 + 5505024;
+
     /// The allocator drains Normal to its low watermark before it falls back to DMA32: summed,
-    /// that state is in the high band while DMA32 is still above its own; per zone it is not,
-    /// and the balloon keeps growing, steered by DMA32.
+    /// that state is in the high band while DMA32 is still above its own; per zone it is not.
+    /// Each zone then moves alone: Normal, at the bottom of its band, gets pages of its own
+    /// back, and DMA32 has pages taken from it alone.
     #[test]
-    fn per_zone_the_band_needs_every_zone_and_the_last_one_steers() {
+    fn per_zone_the_band_needs_every_zone_and_each_zone_moves_alone() {
         let normal_at_low = 16427;
         let dma32_above = reading(DMA32_RESERVE + 7000, normal_at_low);
         let mut summed = holding(Basis::Summed);
         step_gib(&mut summed, &dma32_above).unwrap();
         assert_eq!(summed.window.in_band_reads, 1, "summed: 23,427 is in high");
         let mut per_zone = holding(Basis::PerZone);
-        let action = step_gib(&mut per_zone, &dma32_above);
+        let action = step_gib(&mut per_zone, &dma32_above).unwrap();
         assert_eq!(per_zone.window.in_band_reads, 0, "DMA32 is in promo");
-        let Ok(Action::Hold(Some(pages))) = action else {
+        // Normal's aim: 16,427 + 0.7 × 3,285.
+        let give = Adjust::Give {
+            pfns: NORMAL_PFNS,
+            pages: 2299,
+            or_tail: false,
+        };
+        assert_eq!(action, Action::Hold(Some(give)));
+
+        // A balloon with none of Normal's pages: DMA32 steers, and it is reached by growing
+        // through Normal (half of its 1,680 pages over its aim of 4,667 + 0.7 × 933).
+        per_zone
+            .holds_none
+            .push(per_zone.window.zones[2].id.clone());
+        let action = step_gib(&mut per_zone, &dma32_above).unwrap();
+        assert_eq!(
+            action,
+            Action::Hold(Some(Adjust::To((1 << 30) / PAGE + 840)))
+        );
+        // Normal over its band while DMA32 is in it: taken from Normal alone, lending it
+        // up to DMA32's pages above its floor.
+        let normal_above = reading(DMA32_RESERVE + 5300, 30_000);
+        let action = step_gib(&mut per_zone, &normal_above).unwrap();
+        let Action::Hold(Some(Adjust::Take { pfns, pages, most })) = action else {
             panic!("{action:?}");
         };
-        assert!(
-            pages > (1 << 30) / PAGE,
-            "grows although Normal is at its edge"
-        );
+        assert_eq!(pfns, NORMAL_PFNS);
+        assert!(most > pages && most < pages + 5300, "{pages} {most}");
 
         let both_in_high = reading(DMA32_RESERVE + 5300, normal_at_low);
         let action = step_gib(&mut per_zone, &both_in_high);
@@ -243,10 +268,16 @@ mod tests {
         let mut per_zone = holding(Basis::PerZone);
         per_zone.band = Band::Low;
         let action = step_gib(&mut per_zone, &normal_low);
-        let Ok(Action::Hold(Some(pages))) = action else {
+        let Ok(Action::Hold(Some(Adjust::Give {
+            pfns,
+            pages,
+            or_tail: true,
+        }))) = action
+        else {
             panic!("{action:?}");
         };
-        assert!(pages < (1 << 30) / PAGE);
+        assert_eq!(pfns, NORMAL_PFNS);
+        assert!(pages > 0);
         assert_eq!(per_zone.window.floor_crossings, 1);
         let action = step_gib(&mut per_zone, &normal_low);
         let Ok(Action::Abort(reason)) = action else {
