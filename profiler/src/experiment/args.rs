@@ -25,8 +25,9 @@ above its lowmem reserve (the `protection:` line), as the kernel does for user m
 that cannot serve user memory at all (DMA) counts neither free pages nor watermarks. The plain \
 sums would put every band below baseline out of reach. With --band-mode per-zone a band is \
 held only when every such zone is in the band of its own watermarks, the state kswapd decides \
-on: on a machine with several zones the allocator leaves the zone it drained first at its \
-watermark, so the bands above low are out of reach, and the run names the zone. Watermarks and managed pages are re-read \
+on. The allocator drains the zones in order and leaves the first at its watermark, so the \
+balloon gives back or takes one zone's pages (found through /proc/self/pagemap, which needs \
+root) until each is in band; a zone that stays out is named. Watermarks and managed pages are re-read \
 at every step: they grow while the kernel initialises memory lazily, and the kernel raises the \
 watermarks for a while after memory fragments (the zone's `boost`), which moves every band up.
 

@@ -140,10 +140,9 @@ pub enum Basis {
     /// Every zone that serves user memory, each against its own watermarks: the band is held
     /// when all of them are in it, the state the kernel's decisions are made on (an
     /// allocation falls back to the next zone while one is below low; kswapd wakes only when
-    /// every zone is). One balloon steers only the zone the allocator is taking from: the zone
-    /// it drained before stays where the allocator left it, at its low watermark or at the
-    /// free pages of other migrate types it will not take, so on a multi-zone machine the
-    /// bands above low are out of reach (the README shows the evidence).
+    /// every zone is). Growing moves only the zone the allocator is taking from, and the zone
+    /// it drained before stays where the allocator left it, so the balloon also gives back
+    /// and takes pages of one zone alone (the README shows the evidence).
     PerZone,
     /// The zones' usable free pages against their watermarks, summed: reachable in every
     /// band, but one zone may be below its low watermark while another keeps kswapd asleep.
