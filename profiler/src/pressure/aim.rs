@@ -254,9 +254,8 @@ impl Aims {
     /// tail is whatever zone the allocator took last, and the allocator drains the zones in
     /// order, so the balloon moves one zone at a time: a zone below its floor, then one below
     /// its comfort zone (unless the balloon holds none of its pages), gets pages of its own
-    /// back; otherwise the zone highest in its band, if above its comfort zone, is lowered:
-    /// by growing at the tail, or, for the highest zone, by taking from it alone. In baseline
-    /// the balloon empties.
+    /// back; otherwise the first zone in the allocator's order above its comfort zone is
+    /// lowered by taking from it alone. In baseline the balloon empties.
     pub fn next_balloon(&self, balloon_pages: u64, holds_none: &[ZoneId]) -> Option<Adjust> {
         let resize = |next: u64| (next != balloon_pages).then_some(Adjust::To(next));
         let short = |held: &Held| held.aim.target.unwrap_or(held.aim.floor) - held.free_pages;
@@ -289,23 +288,29 @@ impl Aims {
                 or_tail: false,
             });
         }
-        let leading = self
-            .held
-            .iter()
-            .max_by(|a, b| a.position().total_cmp(&b.position()))?;
+        // The allocator drains the highest zone first: lowering a lower zone while a higher one
+        // is over its comfort zone only takes the higher one's pages, to give them back.
+        let over =
+            |held: &&Held| held.aim.target.is_some() && held.free_pages >= held.aim.comfort.1;
+        let leading = match self.held.iter().rev().find(over) {
+            Some(over) => over,
+            None => self
+                .held
+                .iter()
+                .max_by(|a, b| a.position().total_cmp(&b.position()))?,
+        };
         let next = leading
             .aim
             .next_balloon(leading.free_pages, balloon_pages)?;
-        // The allocator takes from the highest zone first (Normal, then DMA32): a lower zone
-        // is reached by growing through the higher ones, whose pages the balloon keeps and
-        // gives back once they are under their band. Only the highest zone is taken from
-        // alone: the lower zones the allocator may drain on the way (while the highest one's
-        // free pages are of a migrate type it prefers not to break up) get theirs back, up to
-        // one step's worth.
-        let highest = self.held.iter().rev().find(|held| held.pfns.is_some());
-        let alone = highest.is_some_and(|highest| highest.zone == leading.zone);
+        // The allocator takes from the highest zone first (Normal, then DMA32), and falls
+        // back to a lower one only while the higher ones are below their low watermark: a
+        // lower zone is reached by growing through them, and they get their pages back once
+        // the zone has given enough; the highest zone gets back what the allocator took from
+        // the others (while its free pages are of a migrate type it prefers not to break up).
+        // Growing at the tail alone never gets there: the higher zone's band sits above its
+        // low watermark, and the balloon gives the zone back its pages on the way down.
         match &leading.pfns {
-            Some(pfns) if alone && next > balloon_pages => {
+            Some(pfns) if next > balloon_pages => {
                 let others: u64 = self
                     .held
                     .iter()

@@ -269,11 +269,44 @@ struct Region {
     capacity: usize,
     extent: usize,
     holes: usize,
+    /// Every page below it is held: where the search for holes to refill starts.
+    first_hole: usize,
     /// /proc/self/pagemap, or -1 when it cannot be opened (then nothing is a hole).
     pagemap: i32,
 }
 
 impl Region {
+    /// Reserves `bytes` of address space, nothing touched yet; `None` if the kernel refuses.
+    fn reserve(bytes: usize, page: usize) -> Option<Region> {
+        // SAFETY: a fresh private anonymous mapping; NORESERVE because it is touched only as
+        // far as asked, and a 48 GiB reservation must not count against overcommit.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(base, bytes, libc::MADV_NOHUGEPAGE) };
+        Some(Region {
+            base: base.cast(),
+            page,
+            capacity: bytes / page,
+            extent: 0,
+            holes: 0,
+            first_hole: 0,
+            // SAFETY: a static, NUL-terminated path.
+            pagemap: unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY) },
+        })
+    }
+
     fn held(&self) -> usize {
         self.extent - self.holes
     }
@@ -324,11 +357,47 @@ impl Region {
         }
     }
 
+    /// Touches `count` more pages: holes first, then the tail. Refilling holes bounds the
+    /// region: a controller that gives one zone's pages back and grows again every reading
+    /// would otherwise push the tail through the whole reservation within minutes.
+    fn grow(&mut self, count: usize) {
+        let mut left = count;
+        let mut buffer = [0u64; CHUNK];
+        let mut start = self.first_hole;
+        while left > 0 && self.holes > 0 && start < self.extent {
+            let end = (start + CHUNK).min(self.extent);
+            let entries = &mut buffer[..end - start];
+            if !self.entries(start, entries) {
+                break;
+            }
+            for (offset, entry) in entries.iter().enumerate() {
+                if left == 0 || self.holes == 0 {
+                    break;
+                }
+                if entry & (PRESENT | SWAPPED) == 0 {
+                    // SAFETY: within the touched extent; a write allocates the page again.
+                    unsafe {
+                        self.base
+                            .add((start + offset) * self.page)
+                            .write_volatile(1)
+                    };
+                    (left, self.holes) = (left - 1, self.holes - 1);
+                }
+                self.first_hole = start + offset + 1;
+            }
+            start = end;
+        }
+        if self.holes == 0 {
+            self.first_hole = self.extent;
+        }
+        self.touch(self.extent + left);
+    }
+
     /// Holds `target` pages.
     fn resize(&mut self, target: usize) {
         let held = self.held();
         if target > held {
-            self.touch(self.extent + (target - held));
+            self.grow(target - held);
             return;
         }
         // Cut the tail back to where `held - target` held pages lie behind the cut.
@@ -345,6 +414,7 @@ impl Region {
         self.release(cut, self.extent - cut);
         self.holes -= (self.extent - cut) - released;
         self.extent = cut;
+        self.first_hole = self.first_hole.min(cut);
     }
 
     /// Gives back up to `count` present pages whose frames are in `pfns` (`inside`), or are
@@ -381,6 +451,8 @@ impl Region {
         });
         if let Some((first, length)) = run {
             release(base, page, first, length);
+            // The scan ran downwards: the last run released is the lowest.
+            self.first_hole = self.first_hole.min(first);
         }
         self.holes += given;
         given
@@ -426,31 +498,8 @@ fn release(base: *mut u8, page: usize, first: usize, count: usize) {
 /// The child: reserve the region, then carry out commands until the command pipe closes.
 fn serve(plan: &Plan) -> i32 {
     volunteer_for_the_oom_killer();
-    // SAFETY: a fresh private anonymous mapping; NORESERVE because it is touched only as far
-    // as asked, and a 48 GiB reservation must not count against overcommit.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            plan.capacity,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
+    let Some(mut region) = Region::reserve(plan.capacity, plan.page) else {
         return 2;
-    }
-    // SAFETY: advice on our own mapping.
-    unsafe { libc::madvise(base, plan.capacity, libc::MADV_NOHUGEPAGE) };
-    let mut region = Region {
-        base: base.cast(),
-        page: plan.page,
-        capacity: plan.capacity / plan.page,
-        extent: 0,
-        holes: 0,
-        // SAFETY: a static, NUL-terminated path.
-        pagemap: unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY) },
     };
     loop {
         let held = (region.held() * plan.page) as u64;
@@ -532,6 +581,39 @@ mod tests {
         let error = balloon.resize(1 << 20).unwrap_err().to_string();
         assert!(error.contains("killed by signal 9"), "{error}");
         balloon.release().unwrap();
+    }
+
+    /// Growing refills the holes that giving pages back punched before it extends the tail,
+    /// so a balloon that gives and grows every reading keeps within its reservation. Frames
+    /// read as 0 without root, and 0..u64::MAX holds every frame either way.
+    #[test]
+    fn growing_refills_holes_before_the_tail() {
+        let page = procfs::page_size() as usize;
+        let mut region = Region::reserve(4096 * page, page).unwrap();
+        region.resize(1000);
+        for _ in 0..10 {
+            assert_eq!(
+                region.give(0, region.extent, &(0..u64::MAX), true, 300),
+                300
+            );
+            region.resize(1000);
+        }
+        assert_eq!(
+            (region.extent, region.holes, region.held()),
+            (1000, 0, 1000)
+        );
+        assert_eq!(region.give(0, 500, &(0..u64::MAX), true, 100), 100);
+        region.resize(1200);
+        assert_eq!(
+            (region.extent, region.holes, region.held()),
+            (1200, 0, 1200)
+        );
+        // Holes above the cut go with the tail; the ones below are refilled.
+        assert_eq!(region.give(0, 1200, &(0..u64::MAX), true, 400), 400);
+        region.resize(600);
+        region.resize(900);
+        assert_eq!((region.holes, region.held()), (0, 900));
+        assert!(region.extent <= 1200, "{} pages touched", region.extent);
     }
 
     /// Root reads its page frames; the largest zone here is Normal, where the allocator takes

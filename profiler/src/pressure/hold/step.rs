@@ -210,12 +210,13 @@ mod tests {
     /// 16,427, 19,712). The summed high band is [21,094, 25,312).
     const DMA32_RESERVE: u64 = 10624;
 
+    const DMA32_PFNS: std::ops::Range<u64> = 4096..4096 + 1044480;
     const NORMAL_PFNS: std::ops::Range<u64> = 1048576..1048576 + 5505024;
 
     /// The allocator drains Normal to its low watermark before it falls back to DMA32: summed,
     /// that state is in the high band while DMA32 is still above its own; per zone it is not.
     /// Each zone then moves alone: Normal, at the bottom of its band, gets pages of its own
-    /// back, and DMA32 has pages taken from it alone.
+    /// back, and pages are taken from DMA32 alone.
     #[test]
     fn per_zone_the_band_needs_every_zone_and_each_zone_moves_alone() {
         let normal_at_low = 16427;
@@ -235,15 +236,17 @@ mod tests {
         assert_eq!(action, Action::Hold(Some(give)));
 
         // A balloon with none of Normal's pages: DMA32 steers, and it is reached by growing
-        // through Normal (half of its 1,680 pages over its aim of 4,667 + 0.7 × 933).
+        // through Normal (half of its 1,680 pages over its aim of 4,667 + 0.7 × 933), which
+        // gets back the pages it lends, up to all it has above its floor (which is above min).
         per_zone
             .holds_none
             .push(per_zone.window.zones[2].id.clone());
         let action = step_gib(&mut per_zone, &dma32_above).unwrap();
-        assert_eq!(
-            action,
-            Action::Hold(Some(Adjust::To((1 << 30) / PAGE + 840)))
-        );
+        let Action::Hold(Some(Adjust::Take { pfns, pages, most })) = action else {
+            panic!("{action:?}");
+        };
+        assert_eq!((pfns, pages), (DMA32_PFNS, 840));
+        assert!(most > pages && most < pages + 16427 - 13142, "{most}");
         // Normal over its band while DMA32 is in it: taken from Normal alone, lending it
         // up to DMA32's pages above its floor.
         let normal_above = reading(DMA32_RESERVE + 5300, 30_000);
@@ -253,6 +256,15 @@ mod tests {
         };
         assert_eq!(pfns, NORMAL_PFNS);
         assert!(most > pages && most < pages + 5300, "{pages} {most}");
+
+        // Both over: Normal first, however far over DMA32 is, since growing through Normal
+        // would only take its pages.
+        let both_over = reading(DMA32_RESERVE + 300_000, 19_600);
+        let action = step_gib(&mut per_zone, &both_over).unwrap();
+        let Action::Hold(Some(Adjust::Take { pfns, .. })) = action else {
+            panic!("{action:?}");
+        };
+        assert_eq!(pfns, NORMAL_PFNS);
 
         let both_in_high = reading(DMA32_RESERVE + 5300, normal_at_low);
         let action = step_gib(&mut per_zone, &both_in_high);
