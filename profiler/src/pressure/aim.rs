@@ -157,6 +157,9 @@ pub struct Held {
     /// The zone's page frames, for a balloon that moves one zone alone; `None` for the sum.
     pub pfns: Option<Range<u64>>,
     pub free_pages: u64,
+    /// Its low watermark: below it, the allocator passes the zone by for any zone above its
+    /// own, and comes back only in its slow path, which wakes kswapd.
+    pub low: u64,
     pub aim: Aim,
 }
 
@@ -201,6 +204,7 @@ impl Aims {
                     zone: zone.map(|zone| zone.id.clone()),
                     pfns: zone.map(|zone| zone.pfns.clone()),
                     free_pages,
+                    low: marks.low,
                     aim: Aim::new(band, &marks, safety, eased)?,
                 })
             })
@@ -255,7 +259,8 @@ impl Aims {
     /// order, so the balloon moves one zone at a time: a zone below its floor, then one below
     /// its comfort zone (unless the balloon holds none of its pages), gets pages of its own
     /// back; otherwise the first zone in the allocator's order above its comfort zone is
-    /// lowered by taking from it alone. In baseline the balloon empties.
+    /// lowered by taking from it alone (the zones the allocator takes from first lend it
+    /// their pages, and get them back). In baseline the balloon empties.
     pub fn next_balloon(&self, balloon_pages: u64, holds_none: &[ZoneId]) -> Option<Adjust> {
         let resize = |next: u64| (next != balloon_pages).then_some(Adjust::To(next));
         let short = |held: &Held| held.aim.target.unwrap_or(held.aim.floor) - held.free_pages;
@@ -288,11 +293,18 @@ impl Aims {
                 or_tail: false,
             });
         }
-        // The allocator drains the highest zone first: lowering a lower zone while a higher one
-        // is over its comfort zone only takes the higher one's pages, to give them back.
+        // Lowering a zone while the allocator still prefers another one over its comfort zone
+        // would only take that one's pages, to give them back: the first zone over its
+        // comfort zone in the allocator's order is lowered. It takes from zones above their
+        // low watermark first, then (in its slow path, waking kswapd) from the others, each
+        // highest first.
         let over =
             |held: &&Held| held.aim.target.is_some() && held.free_pages >= held.aim.comfort.1;
-        let leading = match self.held.iter().rev().find(over) {
+        let above_low = |held: &&Held| held.free_pages >= held.low;
+        let mut order = self.held.iter().rev().filter(above_low);
+        let mut passed = self.held.iter().rev().filter(|held| !above_low(held));
+        let first_over = order.find(over).or_else(|| passed.find(over));
+        let leading = match first_over {
             Some(over) => over,
             None => self
                 .held

@@ -272,6 +272,27 @@ mod tests {
         assert_eq!(per_zone.window.in_band_reads, 1);
     }
 
+    /// In low, Normal just under its low watermark is passed by while DMA32 is above its
+    /// own: growing would take DMA32's pages, so DMA32 is lowered first, however close to
+    /// its aim Normal is; then Normal, which the allocator comes back to in its slow path.
+    #[test]
+    fn per_zone_low_lowers_the_zone_the_allocator_falls_back_to_first() {
+        let mut per_zone = holding(Basis::PerZone);
+        per_zone.band = Band::Low;
+        let normal_passed_by = reading(DMA32_RESERVE + 7000, 16_400);
+        let action = step_gib(&mut per_zone, &normal_passed_by).unwrap();
+        let Action::Hold(Some(Adjust::Take { pfns, .. })) = action else {
+            panic!("{action:?}");
+        };
+        assert_eq!(pfns, DMA32_PFNS);
+        let dma32_in_low = reading(DMA32_RESERVE + 4400, 16_400);
+        let action = step_gib(&mut per_zone, &dma32_in_low).unwrap();
+        let Action::Hold(Some(Adjust::Take { pfns, .. })) = action else {
+            panic!("{action:?}");
+        };
+        assert_eq!(pfns, NORMAL_PFNS);
+    }
+
     /// Per zone, the floor is each zone's own: Normal below it is a violation, named, while
     /// the sum is still far above the summed floor.
     #[test]
