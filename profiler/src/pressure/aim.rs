@@ -314,13 +314,11 @@ impl Aims {
         let next = leading
             .aim
             .next_balloon(leading.free_pages, balloon_pages)?;
-        // The allocator takes from the highest zone first (Normal, then DMA32), and falls
-        // back to a lower one only while the higher ones are below their low watermark: a
-        // lower zone is reached by growing through them, and they get their pages back once
-        // the zone has given enough; the highest zone gets back what the allocator took from
-        // the others (while its free pages are of a migrate type it prefers not to break up).
-        // Growing at the tail alone never gets there: the higher zone's band sits above its
-        // low watermark, and the balloon gives the zone back its pages on the way down.
+        // Taking rather than growing at the tail: the zones the allocator takes from first
+        // get back what they lend (and the highest zone what the allocator took from the
+        // others while its free pages were of a migrate type it prefers not to break up).
+        // Tail growth alone stalls: the zone ahead's band sits above its low watermark, and
+        // the balloon gives that zone its pages back before the allocator falls through.
         match &leading.pfns {
             Some(pfns) if next > balloon_pages => {
                 let others: u64 = self
