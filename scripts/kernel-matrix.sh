@@ -37,11 +37,8 @@ GUEST_CPUS=2
 GUEST_TIMEOUT=1500              # seconds; one guest run takes about 2 minutes
 TESTS=(probes probes_counts probes_reclaim probes_stop)
 
-step() { printf '\033[1mkernel-matrix:\033[0m %s\n' "$*"; }
-die() {
-    printf '\033[1;31mkernel-matrix: FAILED:\033[0m %s\n' "$*" >&2
-    exit 1
-}
+PREFIX=kernel-matrix
+source "$ROOT/scripts/common.sh"
 
 prepare_only=0 update_readme=0 stop_runs=1
 while [ $# -gt 0 ]; do
@@ -62,15 +59,6 @@ done
 
 # ---- prepare -------------------------------------------------------------------------------
 
-apt_updated=0
-apt_update() {
-    if [ "$apt_updated" -eq 0 ]; then
-        step "apt-get update"
-        apt-get update -qq || die "apt-get update failed"
-        apt_updated=1
-    fi
-}
-
 install_packages() {
     local missing=() package
     for package in qemu-system-x86 busybox-static kmod e2fsprogs file; do
@@ -81,10 +69,8 @@ install_packages() {
         missing+=(python3-venv)
     fi
     if [ ${#missing[@]} -gt 0 ]; then
-        apt_update
         step "apt-get install ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            "${missing[@]}" || die "apt-get install ${missing[*]} failed"
+        apt_install "${missing[@]}"
     fi
     local command
     for command in qemu-system-x86_64 busybox depmod modprobe mkfs.ext4 file dpkg-deb python3; do

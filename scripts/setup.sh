@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what skillprof needs to build and run, on a fresh machine of this kind.
 # Idempotent: every step checks before it installs, so a second run takes seconds.
-# Sourced by scripts/main.sh and scripts/test.sh; run it alone to prepare a machine.
+# Sourced by scripts/main.sh and scripts/test.sh; run it alone to prepare a machine for runs.
+# What only the tests and benchmarks need, scripts/test.sh installs.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +23,14 @@ PYDANTIC_DEPS=(annotated-types==0.7.0 typing-extensions==4.14.1 typing-inspectio
 LOCUST=2.47.0
 LOCUST_DEPS=(gevent==26.9.0 geventhttpclient==2.6.1 pyzmq==27.3.0)
 
-step() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+PREFIX=setup
+source "$ROOT/scripts/common.sh"
+
+need rustup "install it from https://rustup.rs (the toolchains below come through it)"
+need cc "the host build links with a C compiler (as root: apt-get install gcc)"
+need python3 "the sample skills are built by componentize-py (as root: apt-get install python3)"
+python3 -c 'import venv, ensurepip' 2>/dev/null \
+    || die "python3-venv is missing: componentize-py and Locust live in venvs (as root: apt-get install python3-venv)"
 
 # RUSTUP_AUTO_INSTALL=0 on these machines, so rust-toolchain.toml alone installs nothing.
 step "rust $STABLE (+ wasm32-wasip2) and $NIGHTLY (+ rust-src)"
@@ -75,28 +83,12 @@ if ! "$BUILD/venv-locust/bin/locust" --version 2>/dev/null | grep -q "locust $LO
     python3 -m venv "$BUILD/venv-locust"
     "$BUILD/venv-locust/bin/pip" install --quiet "locust==$LOCUST" "${LOCUST_DEPS[@]}"
 fi
-if [ ! -x "$BUILD/bin/hey" ]; then
-    step "hey (HTTP load generator for the host benchmark) in build/bin"
-    GOBIN="$BUILD/bin" go install github.com/rakyll/hey@v0.1.4
-fi
-# The report test renders report.html in headless Chromium (Debian's; its own download of a
-# browser is refused on this network). Only for the tests, but installed here with the rest.
-if ! command -v chromium >/dev/null 2>&1; then
-    if [ "$(id -u)" -eq 0 ]; then
-        step "chromium (Debian's, for the report test)"
-        apt-get install -y --no-install-recommends chromium >/dev/null \
-            || { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }
-    else
-        step "chromium missing: the report test will fail without it (as root: apt-get install chromium)"
-    fi
-fi
 # `run --stacks` names libc's frames (its memcpy and malloc, where much of a compile faults)
 # from libc's separate debug file; without it they read as [libc.so.6].
 if ! dpkg -s libc6-dbg >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
         step "libc6-dbg (libc's symbols, for run --stacks)"
-        apt-get install -y --no-install-recommends libc6-dbg >/dev/null \
-            || { apt-get update >/dev/null && apt-get install -y --no-install-recommends libc6-dbg >/dev/null; }
+        apt_install libc6-dbg
     else
         step "libc6-dbg missing: run --stacks names libc's frames only by library (as root: apt-get install libc6-dbg)"
     fi

@@ -7,6 +7,18 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+# The report test renders report.html in headless Chromium (Debian's; its own download of a
+# browser is refused on this network).
+if ! command -v chromium >/dev/null 2>&1; then
+    step "chromium (Debian's, for the report test)"
+    apt_install chromium
+fi
+# The host benchmark (cargo bench -p skillhost) drives the host with hey.
+if [ ! -x "$BUILD/bin/hey" ]; then
+    need go "hey, the host benchmark's load generator, is built with Go (as root: apt-get install golang-go)"
+    step "hey (HTTP load generator for the host benchmark) in build/bin"
+    GOBIN="$BUILD/bin" go install github.com/rakyll/hey@v0.1.4
+fi
 "$ROOT/scripts/build.sh" all
 cd "$ROOT"
 cargo test --release --workspace --no-fail-fast

@@ -154,7 +154,7 @@ fn chromium(extra: &[String], page: &Path) -> Output {
         Ok(output) => output,
         Err(error) => panic!(
             "cannot start chromium ({error}): the report test needs Debian's chromium; \
-             scripts/setup.sh installs it (apt-get install --no-install-recommends chromium)"
+             scripts/test.sh installs it (apt-get install --no-install-recommends chromium)"
         ),
     }
 }
