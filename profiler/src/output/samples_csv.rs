@@ -5,6 +5,7 @@
 //! | column | meaning |
 //! |---|---|
 //! | `t_s` | seconds since the sampler started |
+//! | `unix_s` | the wall clock at the reading, seconds since the Unix epoch (ms precision): DuckDB's `to_timestamp(unix_s)`, pandas' `pd.to_datetime(df.unix_s, unit="s")` |
 //! | `entry` | index of the entry being measured; empty between entries |
 //! | `rss_kb`, `vms_kb` | host resident set and virtual memory size (/proc/PID/stat, as psutil's `memory_info()`); empty once the host has exited |
 //! | `minflt`, `majflt` | host minor and major page faults since it started |
@@ -17,7 +18,7 @@
 //! | `zone_<node>_<name>_free_pages`, `..._min_pages`, `..._low_pages`, `..._high_pages`, `..._promo_pages` | the same for each populated zone (the set is fixed by the first sample) |
 //! | `zone_<node>_<name>_managed_pages` | pages the zone manages; grows during a run while memory is initialised lazily, and the watermarks with it |
 
-use std::{fs::File, path::Path};
+use std::{fs::File, path::Path, time::UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
@@ -31,6 +32,7 @@ use crate::sample::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Column {
     TS,
+    UnixS,
     Entry,
     RssKb,
     VmsKb,
@@ -65,6 +67,10 @@ type ZoneCell = fn(&Zone) -> Option<u64>;
 const COLUMNS: &[(&str, Column, Cell)] = &[
     ("t_s", Column::TS, |s| {
         Some(format!("{:.3}", s.t.as_secs_f64()))
+    }),
+    ("unix_s", Column::UnixS, |s| {
+        let since = s.at.duration_since(UNIX_EPOCH).ok()?;
+        Some(format!("{:.3}", since.as_secs_f64()))
     }),
     ("entry", Column::Entry, |s| {
         s.entry.map(|entry| entry.to_string())
@@ -360,6 +366,7 @@ mod tests {
         let mut csv = SamplesCsv::create(&path).unwrap();
         let measured = Sample {
             t: Duration::from_millis(1234),
+            at: UNIX_EPOCH + Duration::from_millis(1_795_000_000_250),
             entry: Some(3),
             process: Some(ProcessStat {
                 rss_kb: 43244,
@@ -376,6 +383,7 @@ mod tests {
         system.psi = None;
         let host_gone = Sample {
             t: Duration::from_millis(1300),
+            at: UNIX_EPOCH + Duration::from_millis(1_795_000_000_316),
             entry: None,
             process: None,
             maps: None,
@@ -402,6 +410,8 @@ mod tests {
         };
 
         assert_eq!(cell(0, "t_s"), "1.234");
+        assert_eq!(cell(0, "unix_s"), "1795000000.250");
+        assert_eq!(cell(1, "unix_s"), "1795000000.316");
         assert_eq!(cell(0, "entry"), "3");
         assert_eq!(cell(0, "rss_kb"), "43244");
         assert_eq!(cell(0, "psi_some_total_us"), "24693027");

@@ -170,6 +170,7 @@ mod tests {
         let zoneinfo = normal_with_free(normal_free);
         Sample {
             t: Duration::ZERO,
+            at: std::time::SystemTime::UNIX_EPOCH,
             entry: Some(7),
             process: rss_kb.map(|rss_kb| ProcessStat {
                 rss_kb,

@@ -11,7 +11,7 @@ use std::{
         mpsc::{self, Receiver, RecvTimeoutError, Sender},
     },
     thread::{self, JoinHandle},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
@@ -30,6 +30,8 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 pub struct Sample {
     /// Since the sampler started.
     pub t: Duration,
+    /// The wall clock at the reading, for tools that join samples with other sources by time.
+    pub at: SystemTime,
     /// The entry being measured; `None` between entries.
     pub entry: Option<usize>,
     /// `None` once the host has exited.
@@ -305,6 +307,7 @@ impl Worker {
         let system = self.reader.read()?;
         Ok(Sample {
             t,
+            at: SystemTime::now(),
             entry,
             process,
             maps,
