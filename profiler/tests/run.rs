@@ -311,6 +311,93 @@ fn without_probes_the_probe_columns_are_empty_not_zero() {
 }
 
 /// Runs `skillprof run` as the unprivileged user nobody.
+/// `--json` prints the typed records on stdout and nothing else, with the figures
+/// commands.csv shows; `--run-dir` is the exact folder, and a second run into it is refused
+/// with the first run's files untouched.
+#[test]
+fn json_puts_the_records_on_stdout_and_run_dir_is_the_exact_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("exact");
+    let cmds_file = short_workload(dir.path());
+    let json_run = |extra: &[&str]| {
+        skillprof()
+            .arg("run")
+            .arg(&cmds_file)
+            .arg("--run-dir")
+            .arg(&folder)
+            .args(["--no-probes", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let output = json_run(&[]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let document: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+            panic!(
+                "stdout is one JSON document ({error}): {}",
+                describe(&output)
+            )
+        });
+    assert_eq!(document["run_dir"], folder.display().to_string());
+    assert_eq!(document["meta"]["status"], "complete");
+    assert_eq!(
+        document["meta"]["cmds"]["hash"],
+        meta(&folder)["cmds"]["hash"]
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("run folder:"),
+        "the prose goes to stderr: {stderr}"
+    );
+
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let entries = document["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), rows.len());
+    let mut read_after = 0;
+    for (entry, row) in entries.iter().zip(&rows) {
+        let measure = &entry["measure"];
+        assert_eq!(measure["cmd"], row[column(&header, "cmd")].as_str());
+        // The closing stop has no host left to read afterwards.
+        if !measure["after"].is_null() {
+            let after = |field: &str| measure["after"][field].as_i64().unwrap();
+            let before = measure["before"]["minflt"].as_i64().unwrap();
+            assert_eq!(after("rss_kb"), int(row, column(&header, "rss_after_kb")));
+            assert_eq!(
+                after("minflt") - before,
+                int(row, column(&header, "minflt"))
+            );
+        }
+        let took_ms = measure["took"]["secs"].as_f64().unwrap() * 1e3
+            + measure["took"]["nanos"].as_f64().unwrap() / 1e6;
+        let csv_ms: f64 = row[column(&header, "took_ms")].parse().unwrap();
+        assert!(
+            (took_ms - csv_ms).abs() < 0.01,
+            "{took_ms} against {csv_ms}"
+        );
+    }
+
+    let files = |folder: &Path| {
+        let mut names: Vec<_> = fs::read_dir(folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = files(&folder);
+    let again = json_run(&[]);
+    assert!(!again.status.success(), "{}", describe(&again));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("is not empty"), "{stderr}");
+    assert!(again.stdout.is_empty(), "no document for a refused run");
+    assert_eq!(
+        files(&folder),
+        before,
+        "the first run's files stay as they were"
+    );
+}
+
 fn run_as_nobody(dir: &Path, extra: &[&str]) -> Output {
     let out = dir.join("runs");
     fs::create_dir_all(&out).unwrap();

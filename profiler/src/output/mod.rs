@@ -8,5 +8,6 @@ pub mod entry_rows_csv;
 pub mod harness_log;
 pub mod meta;
 pub mod pressure_csv;
+pub mod run_json;
 pub mod samples_csv;
 pub mod stacks;

@@ -83,6 +83,17 @@ pub struct RunArgs {
     #[arg(long, default_value = "runs", value_name = "DIR")]
     pub out: PathBuf,
 
+    /// The run folder itself, instead of a new time-stamped one under --out: created if
+    /// missing, refused unless empty, so that no earlier run is mixed in or overwritten.
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub run_dir: Option<PathBuf>,
+
+    /// When the run ends, print one JSON document on stdout: the run folder, meta.json's
+    /// record and every entry's record (entries.jsonl's), with the figures commands.csv
+    /// shows. The summary table and explain.md's text then go to stderr, with the progress.
+    #[arg(long)]
+    pub json: bool,
+
     /// How to start the host and speak its dialect of the skill API: a built-in profile
     /// (`skillhost`, `pharia-kernel-2024`) or a TOML file of the same shape (see
     /// profiler/profiles/). It sets the host's arguments, environment, working-directory

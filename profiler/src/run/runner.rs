@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 use chrono::Local;
 use clap::ValueEnum as _;
 use sha1::{Digest, Sha1};
@@ -23,7 +23,7 @@ use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{
     commands_csv::CommandsCsv, compare, entry_rows_csv, entry_rows_csv::EntryRowsCsv, meta,
-    samples_csv::SamplesCsv,
+    run_json, samples_csv::SamplesCsv,
 };
 use crate::pressure::SysctlChange;
 use crate::probes::{CostMode, Mechanism, markers, markers::SkillRow, stacks::StackSummary};
@@ -62,9 +62,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         None => (host_spec(&args)?, None),
     };
     let stamp = harness_log::stamp(Local::now());
-    let folder = args.out.join(&stamp);
-    fs::create_dir_all(&folder)
-        .with_context(|| format!("creating the run folder {}", folder.display()))?;
+    let folder = run_folder(&args, &stamp)?;
     let machine = Machine::read()?;
     let cmds_file = args.cmds.display().to_string();
     let header = Header {
@@ -190,6 +188,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         pressure: None,
         records: Vec::new(),
         perf_map: None,
+        json: args.json,
     };
     meta::write(&run.meta_path, &run.info)?;
     let ended = run
@@ -228,6 +227,26 @@ struct Run {
     oom_kills_before: Option<u64>,
     /// `--stacks` on a host this run started: its perf map, removed at the end.
     perf_map: Option<PathBuf>,
+    /// `--json`: the records on stdout, the prose on stderr.
+    json: bool,
+}
+
+/// `--run-dir`, created if missing and refused unless empty; or a new folder named by the
+/// run's time stamp under `--out`.
+fn run_folder(args: &RunArgs, stamp: &str) -> Result<PathBuf> {
+    let folder = args.run_dir.clone().unwrap_or_else(|| args.out.join(stamp));
+    fs::create_dir_all(&folder)
+        .with_context(|| format!("creating the run folder {}", folder.display()))?;
+    if args.run_dir.is_some() {
+        let mut inside = fs::read_dir(&folder)
+            .with_context(|| format!("reading the run folder {}", folder.display()))?;
+        ensure!(
+            inside.next().is_none(),
+            "--run-dir {} is not empty: a run folder holds one run (name a new or empty folder)",
+            folder.display()
+        );
+    }
+    Ok(folder)
 }
 
 impl Run {
@@ -674,7 +693,7 @@ impl Run {
         self.info.finished = Some(Local::now().to_rfc3339());
         meta::write(&self.meta_path, &self.info)?;
 
-        print!("{}", compare::table_of(&[self.log_path.clone()])?);
+        let table = compare::table_of(&[self.log_path.clone()])?;
         let mut head = measurement(&self.info);
         head.extend(stacks_line(&self.records));
         let explanation = explain::document(
@@ -683,7 +702,17 @@ impl Run {
             &self.records,
         );
         fs::write(self.folder.join("explain.md"), &explanation).context("writing explain.md")?;
-        print!("\n{explanation}");
+        if self.json {
+            eprint!("{table}\n{explanation}");
+            run_json::write(
+                std::io::stdout().lock(),
+                &self.folder,
+                &self.info,
+                &self.records,
+            )?;
+        } else {
+            print!("{table}\n{explanation}");
+        }
         eprintln!("\nrun folder: {}", self.folder.display());
         if self.info.request_errors > 0 {
             eprintln!(
