@@ -6,6 +6,7 @@
 
 pub mod band;
 pub mod capacity;
+pub mod cli;
 pub mod cmds;
 pub mod experiment;
 pub mod explain;

@@ -367,6 +367,7 @@ fn json_puts_the_records_on_stdout_and_run_dir_is_the_exact_folder() {
                 after("minflt") - before,
                 int(row, column(&header, "minflt"))
             );
+            read_after += 1;
         }
         let took_ms = measure["took"]["secs"].as_f64().unwrap() * 1e3
             + measure["took"]["nanos"].as_f64().unwrap() / 1e6;
@@ -376,6 +377,10 @@ fn json_puts_the_records_on_stdout_and_run_dir_is_the_exact_folder() {
             "{took_ms} against {csv_ms}"
         );
     }
+    assert!(
+        read_after >= 2,
+        "add_rs and execute_skill read the host afterwards"
+    );
 
     let files = |folder: &Path| {
         let mut names: Vec<_> = fs::read_dir(folder)

@@ -1,10 +1,13 @@
 //! `cargo xtask <task>`: everything that builds artifacts the Rust host build cannot
-//! (BPF objects, wasm components). Nothing here runs at profiling time.
+//! (BPF objects, wasm components, man pages). Nothing here runs at profiling time.
 
 mod ebpf;
 mod skills;
 
-use anyhow::Result;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -29,11 +32,36 @@ enum Task {
     /// Needs the wasm32-wasip2 target, build/venv/bin/componentize-py, and for the pydantic
     /// skill build/venv-py312 and build/py312-site (`scripts/setup.sh` installs them all).
     BuildSkills,
+    /// Write skillprof's shell completions (build/share/completions: bash, zsh, fish) and man
+    /// pages (build/share/man: skillprof.1 and one per subcommand), made from its clap
+    /// definitions by skillprof-man, which cargo builds first if it has to.
+    Man,
 }
 
 fn main() -> Result<()> {
     match Cli::parse().task {
         Task::BuildEbpf => ebpf::build(),
         Task::BuildSkills => skills::build(),
+        Task::Man => man(),
     }
+}
+
+fn man() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "skillprof",
+            "--bin",
+            "skillprof-man",
+        ])
+        .args(["--", "build/share"])
+        .status()
+        .context("running cargo")?;
+    ensure!(status.success(), "skillprof-man failed: {status}");
+    Ok(())
 }
