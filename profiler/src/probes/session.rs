@@ -142,6 +142,10 @@ impl ProbeOptions {
 /// [`ProbeSession::arm_stop`] just before the host is stopped.
 const DEFERRED: &str = "tp_rss_stat";
 
+/// How often an entry's skill rows are read again while its counters still move; past it,
+/// the rows are from the last read, off by what the host did in those microseconds.
+const CONSISTENT_READS: usize = 8;
+
 /// Where the deferred `rss_stat` program stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RssStat {
@@ -384,21 +388,35 @@ impl ProbeSession {
     /// Everything attributed to entry `index`, summed over CPUs.
     pub fn entry(&self, index: u32) -> Result<ProbeMetrics> {
         ensure!(index < self.max_entries, "entry {index} was never begun");
-        let per_cpu = self
-            .counters
-            .get(&index, 0)
-            .context("reading the per-entry counters")?;
-        let counters = combine(per_cpu.iter());
+        let read_counters = || -> Result<Counters> {
+            let per_cpu = self
+                .counters
+                .get(&index, 0)
+                .context("reading the per-entry counters")?;
+            Ok(combine(per_cpu.iter()))
+        };
+        let mut counters = read_counters()?;
+        // The host goes on between entries, and a program adds each event to the entry's
+        // counters and to its skill row: the rows are read between two reads of the counters,
+        // again while those differ, so that the rows sum to the counters.
+        let mut skills = None;
+        if let Some(markers) = &self.markers {
+            for _ in 0..CONSISTENT_READS {
+                skills = Some(markers.lock().unwrap().entry(index)?);
+                let after = read_counters()?;
+                let settled = after == counters;
+                counters = after;
+                if settled {
+                    break;
+                }
+            }
+        }
         let attached = self
             .statuses
             .iter()
             .filter(|s| s.attached)
             .map(|s| (s.probe.clone(), s.mechanism))
             .collect();
-        let skills = match &self.markers {
-            Some(markers) => Some(markers.lock().unwrap().entry(index)?),
-            None => None,
-        };
         Ok(ProbeMetrics {
             counters,
             attached,
