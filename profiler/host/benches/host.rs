@@ -5,7 +5,7 @@
 //!
 //!     cargo bench -p skillhost --bench host [-- --copies N --seconds S] [--markers-only]
 //!
-//! Needs `cargo xtask build-skills`, a release skillhost, and `hey` (scripts/setup.sh).
+//! Needs `cargo xtask build-skills`, a release skillhost, and `hey` (scripts/test.sh installs it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -359,7 +359,7 @@ fn find_hey() -> Result<PathBuf> {
         .map(|dir| dir.join("hey"))
         .chain([repo_bin])
         .find(|candidate| candidate.is_file())
-        .context("hey is not installed: run scripts/setup.sh (it puts hey in build/bin)")
+        .context("hey is not installed: run scripts/test.sh (it puts hey in build/bin)")
 }
 
 fn print_table(results: &[Figures]) {

@@ -478,7 +478,10 @@ impl Run {
                 Some(swarm) => load_room::finish(swarm, &client, served_before, &mut outcome).await,
                 None => None,
             };
-            let sampling = sampler.end_entry()?;
+            let mut sampling = sampler.end_entry()?;
+            for reading in std::iter::once(&before).chain(&after) {
+                sampling.cover_rss(reading.rss_kb);
+            }
             let measure = EntryMeasure {
                 index,
                 cmd: entry.name.clone(),

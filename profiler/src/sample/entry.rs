@@ -28,7 +28,9 @@ impl Lowest {
 pub struct EntrySampling {
     /// Samples taken during the entry, both boundary samples included.
     pub samples: u64,
-    /// `None` if the host was gone in every sample.
+    /// The most RSS seen: in the samples and in the runner's own readings before and after
+    /// the entry ([`EntrySampling::cover_rss`]), which fall between samples. `None` if the
+    /// host was gone in every one.
     pub rss_peak_kb: Option<u64>,
     /// Most mappings the host held in any count of the entry (boundaries and every
     /// [`super::sampler::MAPS_EVERY`]); `None` if never counted.
@@ -48,6 +50,14 @@ pub struct EntrySampling {
     pub vmstat: Vec<(String, i64)>,
     /// The machine's CPUs between the boundaries; `None` if no tick passed.
     pub cpu: Option<CpuShare>,
+}
+
+impl EntrySampling {
+    /// Takes a reading of the host's RSS made outside the sampler into the peak: the host
+    /// can grow and shrink again between the runner's reading and the boundary sample.
+    pub fn cover_rss(&mut self, rss_kb: u64) {
+        self.rss_peak_kb = self.rss_peak_kb.max(Some(rss_kb));
+    }
 }
 
 impl Metrics for EntrySampling {
@@ -235,6 +245,11 @@ mod tests {
 
         assert_eq!(entry.samples, 4);
         assert_eq!(entry.rss_peak_kb, Some(900));
+        // The runner's own reading after the entry, higher than any sample, is the peak.
+        let mut covered = entry.clone();
+        covered.cover_rss(950);
+        covered.cover_rss(120);
+        assert_eq!(covered.rss_peak_kb, Some(950));
         assert_eq!(
             (entry.psi_some_us, entry.psi_full_us),
             (Some(3_000), Some(1_500))
