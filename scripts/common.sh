@@ -23,6 +23,7 @@ need() { command -v "$1" >/dev/null 2>&1 || die "$1 is missing: $2"; }
 APT_LOCK_WAIT_S=600
 apt_update() {
     local waited=0 error
+    step "apt-get update"
     until error=$(apt-get update -qq 2>&1 >/dev/null); do
         grep -q "Could not get lock" <<<"$error" || die "apt-get update failed: $error"
         [ "$waited" -lt "$APT_LOCK_WAIT_S" ] || die "apt's lists lock still held after ${waited} s: $error"

@@ -18,12 +18,11 @@ struct RunDocument<'a> {
 }
 
 pub fn write(
-    out: impl Write,
+    mut out: impl Write,
     run_dir: &Path,
     meta: &RunInfo,
     entries: &[EntryRecord],
 ) -> Result<()> {
-    let mut out = out;
     serde_json::to_writer_pretty(
         &mut out,
         &RunDocument {

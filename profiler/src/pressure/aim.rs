@@ -198,14 +198,12 @@ impl Aims {
         let held = quantities(basis, reach)
             .into_iter()
             .map(|quantity| {
-                let (zone, free_pages, marks) =
-                    (quantity.zone, quantity.free_pages, quantity.marks);
                 Ok(Held {
-                    zone: zone.map(|zone| zone.id.clone()),
-                    pfns: zone.map(|zone| zone.pfns.clone()),
-                    free_pages,
-                    low: marks.low,
-                    aim: Aim::new(band, &marks, safety, eased)?,
+                    zone: quantity.zone.map(|zone| zone.id.clone()),
+                    pfns: quantity.zone.map(|zone| zone.pfns.clone()),
+                    free_pages: quantity.free_pages,
+                    low: quantity.marks.low,
+                    aim: Aim::new(band, &quantity.marks, safety, eased)?,
                 })
             })
             .collect::<Result<_>>()?;

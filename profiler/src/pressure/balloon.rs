@@ -101,7 +101,8 @@ struct Plan {
 }
 
 impl Balloon {
-    /// Starts an empty balloon that can grow up to the machine's memory.
+    /// Starts an empty balloon. Its region reserves twice the machine's memory, for the holes
+    /// that giving back one zone's pages punches.
     pub fn spawn() -> Result<Balloon> {
         let page = procfs::page_size();
         // Twice the machine's memory: holes punched by `Give` and `Take` leave the region
@@ -152,7 +153,7 @@ impl Balloon {
     }
 
     /// Grows (touching every new page) or shrinks to `bytes`, rounded down to whole pages and
-    /// capped at the machine's memory; returns the size reached. Blocks while pages are touched
+    /// capped at the region's reservation; returns the size reached. Blocks while pages are touched
     /// (~1.5 GB/s here).
     pub fn resize(&mut self, bytes: u64) -> Result<u64> {
         self.adjust(&Adjust::To(bytes / procfs::page_size()))
@@ -311,11 +312,17 @@ impl Region {
         self.extent - self.holes
     }
 
+    /// Writes to page `index` (below the capacity), so that the kernel really allocates it.
+    fn write_page(&self, index: usize) {
+        debug_assert!(index < self.capacity);
+        // SAFETY: within the mapping, which is readable and writable.
+        unsafe { self.base.add(index * self.page).write_volatile(1) };
+    }
+
     fn touch(&mut self, to: usize) {
         let to = to.min(self.capacity);
         for index in self.extent..to {
-            // SAFETY: within the mapping; a write, so the page is really allocated.
-            unsafe { self.base.add(index * self.page).write_volatile(1) };
+            self.write_page(index);
         }
         self.extent = self.extent.max(to);
     }
@@ -375,12 +382,7 @@ impl Region {
                     break;
                 }
                 if entry & (PRESENT | SWAPPED) == 0 {
-                    // SAFETY: within the touched extent; a write allocates the page again.
-                    unsafe {
-                        self.base
-                            .add((start + offset) * self.page)
-                            .write_volatile(1)
-                    };
+                    self.write_page(start + offset);
                     (left, self.holes) = (left - 1, self.holes - 1);
                 }
                 self.first_hole = start + offset + 1;

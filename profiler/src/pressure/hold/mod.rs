@@ -713,19 +713,15 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             let limit = STEP_LIMIT + Duration::from_secs(growth / GROW_BYTES_PER_SECOND);
             let held = shared.watched(limit, || balloon.adjust(&adjust))?;
             let mut state = shared.lock();
-            match (&adjust, held.cmp(&before)) {
-                (Adjust::Give { .. }, std::cmp::Ordering::Equal) => {
-                    if let Some((_, aims)) = &state.last {
-                        let zone = aims.held.iter().find(|held| match &adjust {
-                            Adjust::Give { pfns, .. } => held.pfns.as_ref() == Some(pfns),
-                            _ => false,
-                        });
-                        if let Some(zone) = zone.and_then(|held| held.zone.clone()) {
-                            state.holds_none.push(zone);
-                        }
-                    }
+            match &adjust {
+                Adjust::Give { pfns, .. } if held == before => {
+                    let zone = state.last.as_ref().and_then(|(_, aims)| {
+                        let given = aims.held.iter().find(|h| h.pfns.as_ref() == Some(pfns));
+                        given.and_then(|held| held.zone.clone())
+                    });
+                    state.holds_none.extend(zone);
                 }
-                (_, std::cmp::Ordering::Greater) => state.holds_none.clear(),
+                _ if held > before => state.holds_none.clear(),
                 _ => {}
             }
             state.window.adjustments += 1;
