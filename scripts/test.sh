@@ -19,6 +19,17 @@ if [ ! -x "$BUILD/bin/hey" ]; then
     step "hey (HTTP load generator for the host benchmark) in build/bin"
     GOBIN="$BUILD/bin" go install github.com/rakyll/hey@v0.1.4
 fi
+# The tests read skillprof's outputs with the tools users feed them to: the Prometheus
+# project's own parsers (/metrics, export --format openmetrics) and DuckDB (typed events).
+PROMETHEUS_CLIENT=0.26.0
+DUCKDB=2.0.1
+if ! "$BUILD/venv-tools/bin/pip" freeze 2>/dev/null | grep -qx "prometheus_client==$PROMETHEUS_CLIENT" \
+    || ! "$BUILD/venv-tools/bin/pip" freeze | grep -qx "duckdb==$DUCKDB"; then
+    step "prometheus_client $PROMETHEUS_CLIENT and duckdb $DUCKDB (the tests' readers) in build/venv-tools"
+    rm -rf "$BUILD/venv-tools"
+    python3 -m venv "$BUILD/venv-tools"
+    "$BUILD/venv-tools/bin/pip" install --quiet "prometheus_client==$PROMETHEUS_CLIENT" "duckdb==$DUCKDB"
+fi
 "$ROOT/scripts/build.sh" all
 cd "$ROOT"
 cargo test --release --workspace --no-fail-fast

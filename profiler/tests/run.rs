@@ -678,11 +678,17 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
         .iter()
         .map(|row| int(row, column(&header, "executions")))
         .sum();
-    let metrics = host.get("/metrics");
+    let metrics = host.get("/metrics.json");
     let served =
         metrics["requests_ok"].as_i64().unwrap() + metrics["requests_failed"].as_i64().unwrap();
     assert_eq!(served, executions, "{metrics}");
     assert_eq!(executions, 1 + 2 + 3 + 3 * 3);
+    // Entry by entry, the host's own count (its Prometheus /metrics, read at each boundary)
+    // is the runner's; stop is not attached here, so every entry has one.
+    for row in &rows {
+        let counted = int(row, column(&header, "counted_requests"));
+        assert_eq!(counted, int(row, column(&header, "executions")), "{row:?}");
+    }
     // The probes followed the attached process.
     let add_rs = rows.iter().find(|row| row[1] == "add_rs").unwrap();
     assert!(

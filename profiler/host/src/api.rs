@@ -21,7 +21,7 @@ use crate::config::{Api, HostConfig};
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
 use crate::invoke::{Failure, Invocation};
 use crate::marks::Work;
-use crate::metrics::Metrics;
+use crate::metrics::{AtScrape, Metrics, OPENMETRICS_TEXT};
 use crate::names;
 use crate::registry::{Registry, Slot};
 
@@ -42,6 +42,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/cached_skills/{name}", delete(evict))
         .route("/healthcheck", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
+        .route("/metrics.json", get(metrics_json))
         .route("/config", get(config))
         .with_state(app)
 }
@@ -59,11 +60,13 @@ fn empty_object() -> Value {
 
 async fn execute_skill(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
     let _in_flight = app.metrics.request_started();
+    let arrived = std::time::Instant::now();
     let response = match app.config.api.refused(&headers) {
         Some(refusal) => refusal,
         None => execute(&app, &body).await,
     };
-    app.metrics.request_finished(response.status().is_success());
+    app.metrics
+        .request_finished(response.status().as_u16(), arrived.elapsed());
     response
 }
 
@@ -210,25 +213,43 @@ async fn config(State(app): State<Arc<App>>) -> Json<HostConfig> {
     Json(app.config.clone())
 }
 
-async fn metrics(State(app): State<Arc<App>>) -> Json<Value> {
-    let mut report = app.metrics.snapshot();
-    report["registered_skills"] = json!(app.registry.names().len());
-    report["compiled_skills"] = json!(app.registry.cached_names().len());
-    report["failed_skills"] = json!(app.registry.count_failed());
-    report["allocator"] = json!(app.config.engine.allocator);
-    report["max_concurrent_requests"] = json!(app.config.effective_concurrency());
-    if let Some(pool) = app.engine.pooling_allocator_metrics() {
-        report["pooling"] = json!({
-            "component_instances": pool.component_instances(),
-            "core_instances": pool.core_instances(),
-            "memories": pool.memories(),
-            "tables": pool.tables(),
-            "stacks": pool.stacks(),
-            "unused_warm_memories": pool.unused_warm_memories(),
-            "unused_memory_bytes_resident": pool.unused_memory_bytes_resident(),
-            "unused_warm_tables": pool.unused_warm_tables(),
-            "unused_table_bytes_resident": pool.unused_table_bytes_resident(),
-        });
+/// What only the registry and the engine know, read for a scrape.
+fn at_scrape(app: &App) -> AtScrape {
+    let pool = app.engine.pooling_allocator_metrics().map(|pool| {
+        vec![
+            ("component_instances", pool.component_instances()),
+            ("core_instances", pool.core_instances()),
+            ("memories", pool.memories() as u64),
+            ("tables", pool.tables() as u64),
+            ("stacks", pool.stacks() as u64),
+            ("unused_warm_memories", pool.unused_warm_memories() as u64),
+            (
+                "unused_memory_bytes_resident",
+                pool.unused_memory_bytes_resident() as u64,
+            ),
+            ("unused_warm_tables", pool.unused_warm_tables() as u64),
+            (
+                "unused_table_bytes_resident",
+                pool.unused_table_bytes_resident() as u64,
+            ),
+        ]
+    });
+    AtScrape {
+        registered_skills: app.registry.names().len() as u64,
+        compiled_skills: app.registry.cached_names().len() as u64,
+        failed_skills: app.registry.count_failed() as u64,
+        max_concurrent_requests: app.config.effective_concurrency() as u64,
+        pool: pool.unwrap_or_default(),
     }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let text = app.metrics.text(&at_scrape(&app));
+    ([(header::CONTENT_TYPE, OPENMETRICS_TEXT)], text).into_response()
+}
+
+async fn metrics_json(State(app): State<Arc<App>>) -> Json<Value> {
+    let mut report = app.metrics.json(&at_scrape(&app));
+    report["allocator"] = json!(app.config.engine.allocator);
     Json(report)
 }

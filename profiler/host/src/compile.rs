@@ -96,12 +96,13 @@ impl Compiler {
             }));
         }
 
+        let compile_started = Instant::now();
         let (component, origin) = compile_pool(work)?.install(|| match &self.config.cache_dir {
             Some(dir) => self.through_disk_cache(dir, &bytes, &sha256),
             None => Ok((Component::new(&self.engine, &bytes)?, Origin::Compiled)),
         })?;
         if matches!(origin, Origin::Compiled) {
-            self.metrics.compiled();
+            self.metrics.compiled(compile_started.elapsed());
         }
         self.check_shape(&component)?;
         let pre = SkillPre::new(self.linker.instantiate_pre(&component)?)?;

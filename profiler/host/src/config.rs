@@ -16,7 +16,8 @@ use serde::Serialize;
 /// Each request runs in a fresh instance.
 ///
 /// Routes: POST /execute_skill {"skill": NAME, "input": {...}}, GET /skills, GET /skills/NAME,
-/// GET /cached_skills, DELETE /cached_skills/NAME, GET /healthcheck, GET /metrics, GET /config.
+/// GET /cached_skills, DELETE /cached_skills/NAME, GET /healthcheck,
+/// GET /metrics (OpenMetrics text), GET /metrics.json, GET /config.
 ///
 /// On SIGTERM or SIGINT the host stops accepting connections, lets in-flight requests finish
 /// for up to `--drain-timeout-ms`, drops every compiled skill and exits 0 (1 if the drain

@@ -90,6 +90,31 @@ async fn every_route_with_both_sample_skills() {
     assert_eq!(metrics["requests_ok"], 2);
     assert_eq!(metrics["allocator"], "on-demand");
     assert!(metrics.get("pooling").is_none());
+    // The same figures in the text a Prometheus scrape reads.
+    let scraped = host.prometheus_samples().await;
+    assert_eq!(
+        scraped["skillhost_requests_total{status=200}"], 2.0,
+        "{scraped}"
+    );
+    assert_eq!(scraped["skillhost_compilations_total{}"], 2.0, "{scraped}");
+    assert_eq!(scraped["skillhost_instances_total{}"], 2.0, "{scraped}");
+    assert_eq!(scraped["skillhost_instances_live{}"], 0.0, "{scraped}");
+    assert_eq!(
+        scraped["skillhost_skills{state=registered}"], 3.0,
+        "{scraped}"
+    );
+    assert_eq!(
+        scraped["skillhost_skills{state=compiled}"], 2.0,
+        "{scraped}"
+    );
+    assert_eq!(
+        scraped["skillhost_request_duration_seconds_count{}"], 2.0,
+        "{scraped}"
+    );
+    assert_eq!(
+        scraped["skillhost_compile_duration_seconds_count{}"], 2.0,
+        "{scraped}"
+    );
 
     // Eviction, then re-compilation on the next request.
     let evicted: Value = host

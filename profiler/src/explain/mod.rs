@@ -88,6 +88,7 @@ pub(crate) mod test_record {
             memcg: None,
             stacks: None,
             load: None,
+            host: None,
         }
     }
 

@@ -5,12 +5,14 @@
 pub mod attach;
 pub mod cgroup;
 pub mod client;
+pub mod host_metrics;
 pub mod process;
 pub mod profile;
 pub mod skills_dir;
 
 pub use cgroup::{Cgroup, MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
+pub use host_metrics::HostCounters;
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use profile::{Dialect, HostProfile};
 pub use skills_dir::{PythonSample, SampleSkills, SkillsDir, sample_input};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::hostctl::{MemcgEntry, Stopped};
+use crate::hostctl::{HostCounters, MemcgEntry, Stopped};
 use crate::load::LoadEntry;
 use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
@@ -37,6 +37,9 @@ pub struct EntryRecord {
     /// `l_execute_all`: what Locust's swarm did and the host served.
     #[serde(default)]
     pub load: Option<LoadEntry>,
+    /// What the host itself counted over the entry (its `/metrics`), if it counts.
+    #[serde(default)]
+    pub host: Option<HostCounters>,
 }
 
 /// The entry's commands.csv row: every group's cells, in column order.
@@ -56,6 +59,7 @@ impl Metrics for EntryRecord {
         MemcgEntry::write_cells(self.memcg.as_ref(), row);
         StackSummary::write_cells(self.stacks.as_ref(), row);
         LoadEntry::write_cells(self.load.as_ref(), row);
+        HostCounters::write_cells(self.host.as_ref(), row);
     }
 }
 

@@ -259,6 +259,10 @@ const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
         "load_*",
         "l_execute_all only: Locust's swarm, merged by its master from every worker: load_users, load_workers, load_requests and load_failures (requests Locust counted, all skills), load_rps (requests per second of the held window), load_p50_ms, load_p90_ms, load_p99_ms and load_max_ms (response times from Locust's histogram, which rounds times above 100 ms to two significant digits), load_host_served (executions the host itself counted over the entry, from its /metrics; empty for a host without them) and load_locust_cpu_s (CPU time of Locust's master and workers: on one machine they share the cores with the host); load.csv has the same per skill",
     ),
+    (
+        "counted_*",
+        "the host's own count over the entry, from its Prometheus /metrics (skillhost's; empty for a host without them, and for stop): counted_requests (execute_skill requests it answered), counted_failed (of those, answered outside 2xx), counted_compilations (components Cranelift compiled: a second compile of a skill shows here) and counted_instances (instances created)",
+    ),
 ];
 
 /// The documentation of every column `commands.csv` can have, in row order.

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use serde_json::Value;
 
 use crate::cmds::{Command, Load, Plan};
 use crate::hostctl::{Cgroup, Client, ExitWatch, SampleSkills};
@@ -164,14 +163,6 @@ impl LoadRoom {
     }
 }
 
-/// The executions the host has counted so far (skillhost's `/metrics`); `None` for a host
-/// without them.
-pub async fn host_served(client: &Client) -> Option<u64> {
-    let metrics: Value = client.get_json("/metrics").await.ok()?;
-    let count = |key: &str| metrics.get(key).and_then(Value::as_u64);
-    Some(count("requests_ok")? + count("requests_failed")?)
-}
-
 /// Holds the entry's swarm, unless it could not start (the entry then fails with the reason)
 /// or the run is interrupted, or the host exits. Returns the swarm to read once the entry's
 /// window is closed; a swarm that failed while held is ended here, its failure counted.
@@ -203,16 +194,7 @@ pub async fn hold(
 
 /// Reads the held swarm's figures into the entry's outcome: Locust's requests and failures
 /// are the entry's, its first distinct failure the entry's first error.
-pub async fn finish(
-    swarm: Swarm,
-    client: &Client,
-    served_before: Option<u64>,
-    outcome: &mut Outcome,
-) -> Option<LoadEntry> {
-    let served = match (served_before, host_served(client).await) {
-        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
-        _ => None,
-    };
+pub async fn finish(swarm: Swarm, served: Option<u64>, outcome: &mut Outcome) -> Option<LoadEntry> {
     match swarm.finish(served).await {
         Ok(load) => {
             outcome.requests += load.total.requests;

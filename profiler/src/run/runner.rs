@@ -15,8 +15,8 @@ use sha1::{Digest, Sha1};
 
 use crate::cmds::{Command, Entry, InFlightCap, Plan, SkillKind};
 use crate::hostctl::{
-    ExitWatch, HostProcess, HostProfile, HostSpec, MemcgEntry, MemcgStat, MemoryCgroup,
-    SampleSkills, SkillsDir, Stopped, attach, profile,
+    ExitWatch, HostCounters, HostProcess, HostProfile, HostSpec, MemcgEntry, MemcgStat,
+    MemoryCgroup, SampleSkills, SkillsDir, Stopped, attach, profile,
 };
 use crate::load::LoadRow;
 use crate::output::entries_jsonl::{self, EntriesJsonl};
@@ -402,10 +402,7 @@ impl Run {
                 }
                 _ => None,
             };
-            let served_before = match swarm {
-                Some(Ok(_)) => load_room::host_served(&client).await,
-                _ => None,
-            };
+            let counted_before = HostCounters::read(&client).await;
             let before = host_process(pid)?;
             let sampler = self.sampler.as_ref().expect("started above");
             sampler.begin_entry(index)?;
@@ -474,8 +471,18 @@ impl Run {
                 }
             };
             let took = clock.elapsed();
+            // Asked after the entry's window and the probes' reading: the scrape is ours.
+            let counted = match (&counted_before, &after) {
+                (Some(before), Some(_)) => HostCounters::read(&client)
+                    .await
+                    .map(|after| after.since(before)),
+                _ => None,
+            };
             let load = match held {
-                Some(swarm) => load_room::finish(swarm, &client, served_before, &mut outcome).await,
+                Some(swarm) => {
+                    let served = counted.map(|counted| counted.requests);
+                    load_room::finish(swarm, served, &mut outcome).await
+                }
                 None => None,
             };
             let mut sampling = sampler.end_entry()?;
@@ -525,6 +532,7 @@ impl Run {
                 memcg,
                 stacks: stacks.map(|stacks| stacks.summary),
                 load,
+                host: counted,
             };
             self.record(record)?;
             if let Some(died) = died {

@@ -75,11 +75,82 @@ impl TestHost {
             .unwrap();
     }
 
+    /// The host's counters in their JSON view.
     pub async fn metrics(&self) -> Value {
-        self.client().get_json("/metrics").await.unwrap()
+        self.client().get_json("/metrics.json").await.unwrap()
+    }
+
+    /// `GET /metrics` as parsed by the Prometheus project's own Python client (the text
+    /// format's parser, and the strict OpenMetrics one, which must agree): every sample as
+    /// `{"name{label=value,...}": value}`, label names sorted.
+    pub async fn prometheus_samples(&self) -> Value {
+        let reply = self
+            .client()
+            .send(hyper::Method::GET, "/metrics", None)
+            .await
+            .unwrap();
+        assert!(reply.is_ok(), "{}", reply.text());
+        let content_type = reply.headers["content-type"].to_str().unwrap();
+        assert!(
+            content_type.starts_with("application/openmetrics-text"),
+            "{content_type}"
+        );
+        parse_prometheus(&reply.text())
     }
 
     pub fn log(&self) -> String {
         self.host.log_tail()
     }
+}
+
+/// The Python with prometheus_client and duckdb that scripts/test.sh installs.
+pub fn tools_python() -> PathBuf {
+    let python = SampleSkills::build_path("venv-tools/bin/python").unwrap();
+    assert!(
+        python.is_file(),
+        "{} is missing: scripts/test.sh installs it (prometheus_client, duckdb)",
+        python.display()
+    );
+    python
+}
+
+const PARSE: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families as prometheus
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+text = sys.stdin.read()
+def samples(parse):
+    out = {}
+    for family in parse(text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}"] = s.value
+    return out
+text_view, strict_view = samples(prometheus), samples(openmetrics)
+assert text_view == strict_view, (text_view, strict_view)
+print(json.dumps(strict_view))
+"#;
+
+fn parse_prometheus(text: &str) -> Value {
+    use std::io::Write;
+    let mut child = std::process::Command::new(tools_python())
+        .args(["-c", PARSE])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Prometheus parsers refused /metrics: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -1,0 +1,144 @@
+//! The host's own counters, read from its Prometheus `/metrics` at entry boundaries: what the
+//! host says it did (requests answered, compilations, instances), beside what the kernel saw.
+
+use serde::{Deserialize, Serialize};
+
+use super::Client;
+use crate::record::Row;
+
+/// skillhost's counters at one moment, or (from [`HostCounters::since`]) over an entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCounters {
+    /// execute_skill requests answered, any status.
+    pub requests: u64,
+    /// Of those, answered with a status outside 2xx.
+    pub failed: u64,
+    /// Components compiled by Cranelift (not loaded from a cache or shared).
+    pub compilations: u64,
+    /// Skill instances created.
+    pub instances: u64,
+}
+
+impl HostCounters {
+    /// Reads the counters from a Prometheus or OpenMetrics text exposition. `None` if it has
+    /// none of skillhost's families: another host's metrics say nothing we can name.
+    pub fn parse(text: &str) -> Option<Self> {
+        let scrape =
+            prometheus_parse::Scrape::parse(text.lines().map(|line| Ok(line.to_owned()))).ok()?;
+        let mut counters = HostCounters::default();
+        let mut seen = false;
+        for sample in &scrape.samples {
+            let value = match sample.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v as u64,
+                _ => continue,
+            };
+            let field = match sample.metric.as_str() {
+                "skillhost_requests_total" => {
+                    let status: u16 = sample.labels.get("status")?.parse().ok()?;
+                    if !(200..300).contains(&status) {
+                        counters.failed += value;
+                    }
+                    &mut counters.requests
+                }
+                "skillhost_compilations_total" => &mut counters.compilations,
+                "skillhost_instances_total" => &mut counters.instances,
+                _ => continue,
+            };
+            *field += value;
+            seen = true;
+        }
+        seen.then_some(counters)
+    }
+
+    /// The counters' growth since `before`: what the host did over an entry.
+    pub fn since(&self, before: &HostCounters) -> HostCounters {
+        HostCounters {
+            requests: self.requests.saturating_sub(before.requests),
+            failed: self.failed.saturating_sub(before.failed),
+            compilations: self.compilations.saturating_sub(before.compilations),
+            instances: self.instances.saturating_sub(before.instances),
+        }
+    }
+
+    /// The entry's `counted_*` cells: empty for a host without skillhost's metrics, and for
+    /// `stop` (the host is gone before it can be asked).
+    pub fn write_cells(entry: Option<&HostCounters>, row: &mut Row) {
+        row.int_or_empty("counted_requests", entry.map(|c| c.requests))
+            .int_or_empty("counted_failed", entry.map(|c| c.failed))
+            .int_or_empty("counted_compilations", entry.map(|c| c.compilations))
+            .int_or_empty("counted_instances", entry.map(|c| c.instances));
+    }
+
+    /// `None` for a host without skillhost's metrics, or that did not answer.
+    pub async fn read(client: &Client) -> Option<HostCounters> {
+        let reply = client
+            .send(hyper::Method::GET, "/metrics", None)
+            .await
+            .ok()?;
+        reply.is_ok().then(|| HostCounters::parse(&reply.text()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What prometheus-client encodes, OpenMetrics suffixes and all.
+    const SCRAPE: &str = "\
+# HELP skillhost_requests execute_skill requests answered, by HTTP status.
+# TYPE skillhost_requests counter
+skillhost_requests_total{status=\"200\"} 12
+skillhost_requests_total{status=\"500\"} 2
+skillhost_requests_total{status=\"503\"} 1
+# HELP skillhost_compilations Components compiled.
+# TYPE skillhost_compilations counter
+skillhost_compilations_total 3
+# TYPE skillhost_instances counter
+skillhost_instances_total 15
+# TYPE skillhost_request_duration_seconds histogram
+# UNIT skillhost_request_duration_seconds seconds
+skillhost_request_duration_seconds_sum 1.5
+skillhost_request_duration_seconds_count 15
+skillhost_request_duration_seconds_bucket{le=\"0.001\"} 0
+skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
+# EOF
+";
+
+    #[test]
+    fn reads_skillhost_counters_from_openmetrics_text() {
+        let counters = HostCounters::parse(SCRAPE).unwrap();
+        assert_eq!(
+            counters,
+            HostCounters {
+                requests: 15,
+                failed: 3,
+                compilations: 3,
+                instances: 15,
+            }
+        );
+        let before = HostCounters {
+            requests: 10,
+            failed: 1,
+            compilations: 3,
+            instances: 11,
+        };
+        assert_eq!(
+            counters.since(&before),
+            HostCounters {
+                requests: 5,
+                failed: 2,
+                compilations: 0,
+                instances: 4,
+            }
+        );
+    }
+
+    #[test]
+    fn another_hosts_metrics_are_none() {
+        let text = "# TYPE http_requests counter\nhttp_requests_total 7\n";
+        assert_eq!(HostCounters::parse(text), None);
+        assert_eq!(HostCounters::parse("{\"requests_ok\": 3}"), None);
+    }
+}
