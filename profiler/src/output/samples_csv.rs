@@ -230,7 +230,8 @@ pub struct SampleSeries {
     pub t_s: Vec<f64>,
     /// The entry each sample belongs to (`None` between entries).
     pub entry: Vec<Option<usize>>,
-    /// What each column of the file holds, in file order, and its values.
+    /// Each column of the file: its name, what it holds and its values, in file order.
+    names: Vec<String>,
     slots: Vec<Slot>,
     series: Vec<Series>,
 }
@@ -266,7 +267,8 @@ fn slot(name: &str) -> Slot {
 pub fn read(path: &Path) -> Result<SampleSeries> {
     let mut csv =
         csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
-    let slots: Vec<Slot> = csv.headers()?.iter().map(slot).collect();
+    let names: Vec<String> = csv.headers()?.iter().map(str::to_owned).collect();
+    let slots: Vec<Slot> = names.iter().map(|name| slot(name)).collect();
     let mut series: Vec<Series> = slots.iter().map(|_| Vec::new()).collect();
     for record in csv.records() {
         let record = record.with_context(|| format!("reading {}", path.display()))?;
@@ -275,6 +277,7 @@ pub fn read(path: &Path) -> Result<SampleSeries> {
         }
     }
     let mut samples = SampleSeries {
+        names,
         slots,
         series,
         ..SampleSeries::default()
@@ -323,6 +326,17 @@ impl SampleSeries {
     /// A column, if the file has it and any of its cells was measured.
     pub fn column(&self, key: Column) -> Option<&[Option<f64>]> {
         self.measured(&Slot::Column(key))
+    }
+
+    /// Every measured column that holds a reading (not the clocks or the entry), by its
+    /// name in the file, for exports that carry each column as it is.
+    pub fn readings(&self) -> impl Iterator<Item = (&str, &[Option<f64>])> {
+        let clocks = [Column::TS, Column::UnixS, Column::Entry].map(Slot::Column);
+        self.names
+            .iter()
+            .zip(&self.slots)
+            .filter(move |(_, slot)| !clocks.contains(slot))
+            .filter_map(|(name, slot)| Some((name.as_str(), self.measured(slot)?)))
     }
 
     /// The populated zones, in column order.

@@ -4,6 +4,8 @@
 //! `name=value`); [`KernelEvent::parse`] reads a line back into the same record, so the
 //! report matches on kinds and reads fields by type, never by name.
 
+use std::fmt;
+
 use anyhow::{Context, Result, bail};
 use skillprof_common::{
     ADVICE_NAMES, CTX_NAMES, DirectReclaimEvent, ExitGroupEvent, ExitMmapEvent, HandledFaultEvent,
@@ -68,8 +70,37 @@ fn ctx_of(name: &str) -> u32 {
         .map_or(u32::MAX, |ctx| ctx as u32)
 }
 
-fn hex(value: u64) -> String {
-    format!("{value:#x}")
+/// One field of an event, typed: events.csv writes it as text ([`fmt::Display`]); the typed
+/// export (`export --format events`) as a column of its type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Int(i128),
+    /// An address, flags or a bit set: events.csv writes it in hex.
+    Hex(u64),
+    Name(&'static str),
+    /// madvise's advice, which events.csv writes with its class: `4 (dontneed)`.
+    Advice(u64),
+}
+
+impl Field {
+    /// The advice's class name (`dontneed`), for [`Field::Advice`].
+    pub fn advice_class(&self) -> Option<&'static str> {
+        match *self {
+            Field::Advice(advice) => Some(ADVICE_NAMES[advice_class(advice)]),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Field::Int(value) => write!(f, "{value}"),
+            Field::Hex(value) => write!(f, "{value:#x}"),
+            Field::Name(name) => f.write_str(name),
+            Field::Advice(advice) => write!(f, "{advice} ({})", ADVICE_NAMES[advice_class(advice)]),
+        }
+    }
 }
 
 /// A syscall's argument, named as its kind has it.
@@ -113,21 +144,20 @@ impl Body {
         }
     }
 
-    /// The fields in events.csv's order, values as it writes them. Some are derived for the
-    /// reader (a fault's `write` bit); [`KernelEvent::parse`] reads the raw ones.
-    pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let n = |value: u64| value.to_string();
+    /// The fields in events.csv's order, typed. Some are derived for the reader (a fault's
+    /// `write` bit); [`KernelEvent::parse`] reads the raw ones.
+    pub fn fields(&self) -> Vec<(&'static str, Field)> {
+        let n = |value: u64| Field::Int(value.into());
+        let hex = Field::Hex;
         match *self {
             Body::Syscall(e) => {
                 let mut fields = vec![
                     (arg_name(e.syscall), n(e.arg)),
-                    ("ret", e.ret.to_string()),
+                    ("ret", Field::Int(e.ret.into())),
                     ("lat_ns", n(e.lat_ns)),
                 ];
                 if e.syscall as usize == SYS_MADVISE {
-                    let advice = u64::from(e.advice);
-                    let class = ADVICE_NAMES[advice_class(advice)];
-                    fields.push(("advice", format!("{advice} ({class})")));
+                    fields.push(("advice", Field::Advice(e.advice.into())));
                 }
                 fields
             }
@@ -167,18 +197,18 @@ impl Body {
                 ("host", n(by_host)),
             ],
             Body::LruInactive(e) => vec![
-                ("ctx", ctx_name(e.ctx).to_owned()),
+                ("ctx", Field::Name(ctx_name(e.ctx))),
                 ("scanned", n(e.scanned)),
                 ("reclaimed", n(e.reclaimed)),
                 ("nid", n(e.nid.into())),
             ],
             Body::LruActive(e) => vec![
-                ("ctx", ctx_name(e.ctx).to_owned()),
+                ("ctx", Field::Name(ctx_name(e.ctx))),
                 ("taken", n(e.taken)),
                 ("deactivated", n(e.deactivated)),
                 ("nid", n(e.nid.into())),
             ],
-            Body::ShrinkNode(e) => vec![("ctx", ctx_name(e.ctx).to_owned()), ("ns", n(e.ns))],
+            Body::ShrinkNode(e) => vec![("ctx", Field::Name(ctx_name(e.ctx))), ("ns", n(e.ns))],
             Body::ShrinkSlab(e) => vec![("freed", n(e.freed)), ("ns", n(e.ns))],
             Body::Throttled(e) => vec![
                 ("nid", n(e.nid.into())),
@@ -187,7 +217,7 @@ impl Body {
             ],
             Body::SignalDeliver(SignalDeliverEvent { signal })
             | Body::NotifyParent(NotifyParentEvent { signal }) => vec![("sig", n(signal))],
-            Body::ExitGroup(e) => vec![("code", (e.code as i64).to_string())],
+            Body::ExitGroup(e) => vec![("code", Field::Int((e.code as i64).into()))],
             Body::ThreadExit | Body::ExitMmap(_) => Vec::new(),
             Body::RssTeardown(e) => vec![
                 ("member", n(e.member.into())),

@@ -7,9 +7,9 @@ use anyhow::{Context, Result, ensure};
 
 use super::html;
 use super::load::Run;
-use super::perfetto;
 use super::plots::Body;
 use super::png::Rasteriser;
+use super::{events_by_kind, openmetrics, perfetto};
 use crate::output::compare;
 
 const REPORT_ABOUT: &str = "Draw a run, or compare runs, as one self-contained HTML page";
@@ -58,32 +58,76 @@ pub enum Format {
     Png,
 }
 
-const EXPORT_ABOUT: &str = "Export a run for other tools: a Perfetto / Chrome trace";
+const EXPORT_ABOUT: &str =
+    "Export a run for other tools: a Perfetto trace, OpenMetrics, or typed events for DuckDB";
 
 const EXPORT_LONG_ABOUT: &str = "\
-Export a run for other tools. --perfetto writes a trace in the Chrome JSON trace event format, \
-which ui.perfetto.dev (Open trace file) and chrome://tracing open: the entries as slices (stop \
-with its breakdown inside), counters for host RSS and VMS, free memory per zone and the \
-watermarks, PSI and the fault rates; and for runs made with --events, every kernel event as an \
-instant on its thread's track, with syscalls, reclaim and kswapd's awake spans as slices.
+Export a run for other tools. Every export is a view of the run folder, which it leaves as it is.
+
+  --format perfetto (or --perfetto): trace.json in the Chrome JSON trace event format, which \
+ui.perfetto.dev (Open trace file) and chrome://tracing open: the entries as slices (stop with \
+its breakdown inside), counters for host RSS and VMS, free memory per zone and the watermarks, \
+PSI and the fault rates; and for runs made with --events, every kernel event as an instant on \
+its thread's track, with syscalls, reclaim and kswapd's awake spans as slices.
+
+  --format openmetrics: openmetrics.txt, every numeric column of samples.csv (one point per \
+reading) and of commands.csv (one point per entry, at its end, labelled entry and cmd) as \
+timestamped gauges: skillprof_sample_<column> and skillprof_entry_<column>. Load it into \
+Prometheus with `promtool tsdb create-blocks-from openmetrics openmetrics.txt DATA_DIR`.
+
+  --format events: for a run made with --events, events/<kind>.csv, one file per event kind \
+with one typed column per field (ts_ns, t_s, unix_s, entry, cmd, tid, then the kind's fields; \
+addresses in decimal), which DuckDB and pandas read as they are.
 
 Examples:
   skillprof export --perfetto runs/261122_015210.766              # runs/.../trace.json
-  skillprof export --perfetto runs/261122_015210.766 --out run.json";
+  skillprof export --format openmetrics runs/261122_015210.766    # runs/.../openmetrics.txt
+  skillprof export --format events runs/261122_015210.766         # runs/.../events/*.csv
+  duckdb -c \"SELECT entry, count(*) FROM 'runs/261122_015210.766/events/mmap.csv' GROUP BY entry\"";
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// trace.json: a Chrome / Perfetto JSON trace.
+    Perfetto,
+    /// openmetrics.txt: samples and entries as timestamped OpenMetrics gauges.
+    Openmetrics,
+    /// events/<kind>.csv: the kernel events of a --events run, one typed column per field.
+    Events,
+}
+
+impl ExportFormat {
+    /// Where the export goes in the run folder, unless --out says otherwise.
+    fn default_name(self) -> &'static str {
+        match self {
+            ExportFormat::Perfetto => "trace.json",
+            ExportFormat::Openmetrics => "openmetrics.txt",
+            ExportFormat::Events => "events",
+        }
+    }
+}
 
 #[derive(clap::Args, Debug)]
 #[command(about = EXPORT_ABOUT, long_about = EXPORT_LONG_ABOUT)]
 pub struct ExportArgs {
-    /// Write a Chrome / Perfetto JSON trace (the only export so far).
-    #[arg(long, required = true)]
+    /// What to export.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        required_unless_present = "perfetto"
+    )]
+    pub format: Option<ExportFormat>,
+
+    /// Short for --format perfetto.
+    #[arg(long, conflicts_with = "format")]
     pub perfetto: bool,
 
     /// The run folder.
     #[arg(value_name = "RUN")]
     pub run: PathBuf,
 
-    /// Write the trace here instead of RUN/trace.json.
-    #[arg(long, value_name = "FILE")]
+    /// Write here instead of into the run folder (for events, a folder).
+    #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 }
 
@@ -171,19 +215,49 @@ pub fn report(args: ReportArgs) -> Result<()> {
 }
 
 pub fn export(args: ExportArgs) -> Result<()> {
-    ensure!(args.perfetto, "say what to export: --perfetto");
+    let format = args.format.unwrap_or(ExportFormat::Perfetto);
     let folder = folder_of(&args.run);
     let run =
         Run::load(&folder).with_context(|| format!("reading the run {}", folder.display()))?;
-    let out = args.out.unwrap_or_else(|| folder.join("trace.json"));
-    let count = perfetto::write(&run, &out)?;
-    eprintln!(
-        "trace: {} ({count} trace events{}); open it in ui.perfetto.dev or chrome://tracing",
-        out.display(),
-        match &run.events {
-            Some(events) => format!(", {} kernel events", events.list.len()),
-            None => ", no kernel events (run with --events for them)".to_owned(),
+    let out = args
+        .out
+        .unwrap_or_else(|| folder.join(format.default_name()));
+    match format {
+        ExportFormat::Perfetto => {
+            let count = perfetto::write(&run, &out)?;
+            eprintln!(
+                "trace: {} ({count} trace events{}); open it in ui.perfetto.dev or chrome://tracing",
+                out.display(),
+                match &run.events {
+                    Some(events) => format!(", {} kernel events", events.list.len()),
+                    None => ", no kernel events (run with --events for them)".to_owned(),
+                }
+            );
         }
-    );
+        ExportFormat::Openmetrics => {
+            let (text, points) = openmetrics::render(&run)?;
+            fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!(
+                "openmetrics: {} ({points} points); load it with `promtool tsdb \
+                 create-blocks-from openmetrics {} DATA_DIR`",
+                out.display(),
+                out.display()
+            );
+        }
+        ExportFormat::Events => {
+            let kinds = events_by_kind::write(&run, &out)?;
+            let rows: usize = kinds.iter().map(|(_, rows)| rows).sum();
+            eprintln!(
+                "events: {} ({rows} events in {} files, one per kind: {})",
+                out.display(),
+                kinds.len(),
+                kinds
+                    .iter()
+                    .map(|(kind, _)| *kind)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     Ok(())
 }

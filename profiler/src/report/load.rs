@@ -188,6 +188,19 @@ impl Run {
         }
     }
 
+    /// The wall clock (seconds since the Unix epoch) at a time on the sampler's clock, from
+    /// the first sample that read it; `None` for a run from before samples.csv had `unix_s`.
+    pub fn unix_clock(&self) -> Option<impl Fn(f64) -> f64 + use<>> {
+        let unix = self.samples.column(samples_csv::Column::UnixS)?;
+        let (t_s, unix_s) = self
+            .samples
+            .t_s
+            .iter()
+            .zip(unix)
+            .find_map(|(&t_s, &unix_s)| Some((t_s, unix_s?)))?;
+        Some(move |t: f64| unix_s + (t - t_s))
+    }
+
     pub fn probes_live(&self) -> bool {
         self.meta.probes.as_ref().is_some_and(|p| p.enabled)
     }

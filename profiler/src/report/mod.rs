@@ -3,10 +3,13 @@
 
 pub mod watermarks;
 
-// `skillprof report` and `skillprof export`: report.html, plots, the Perfetto trace.
+// `skillprof report` and `skillprof export`: report.html, plots, the Perfetto trace,
+// OpenMetrics and typed events.
 pub mod cli;
+pub mod events_by_kind;
 pub mod html;
 pub mod load;
+pub mod openmetrics;
 pub mod perfetto;
 pub mod plots;
 pub mod png;

@@ -26,7 +26,7 @@ use super::load::{Event, Run};
 use super::plots::timeseries::column_rates;
 use crate::output::samples_csv::{Column, ZoneColumn};
 use crate::probes::stop::PARTS;
-use crate::record::event::Body;
+use crate::record::event::{Body, Field};
 
 /// Synthetic process ids, above any real pid (pid_max is at most 2^22).
 const RUN_PID: u64 = 2_000_000_000;
@@ -437,9 +437,10 @@ fn events(trace: &mut Trace, run: &Run) -> Result<()> {
         let mut args = Map::new();
         args.insert("entry".into(), json!(event.entry));
         for (name, value) in event.body.fields() {
-            let value = value
-                .parse::<f64>()
-                .map_or_else(|_| json!(value), |v| json!(v));
+            let value = match value {
+                Field::Int(number) => json!(number as f64),
+                _ => json!(value.to_string()),
+            };
             args.insert(name.into(), value);
         }
         if let Some(ns) = event.body.duration_ns() {

@@ -1,12 +1,18 @@
-//! `skillprof export --perfetto` of a real run with `--events`, checked against the trace
-//! event format (the JSON that ui.perfetto.dev and chrome://tracing open): every event well
-//! formed, slices on a track nested, counters in time order, one instant per kernel event,
-//! and the entries as slices in the order and with the durations of commands.csv.
+//! Every `skillprof export` of one real run with `--events`, each read by the tool it is made
+//! for and checked against the run's own files:
+//! - perfetto: the trace event format (the JSON that ui.perfetto.dev and chrome://tracing
+//!   open): every event well formed, slices on a track nested, counters in time order, one
+//!   instant per kernel event, and the entries as slices in the order and with the durations
+//!   of commands.csv;
+//! - openmetrics: the Prometheus project's strict OpenMetrics parser, with commands.csv's
+//!   figures at the entries' ends and samples.csv's in time order;
+//! - events: DuckDB, whose per-entry counts of the typed event files are commands.csv's.
 //!
 //! Runs as root: the run attaches probes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
+use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
@@ -59,11 +65,17 @@ fn assert_nested(track: &(u64, u64), slices: &mut [Slice]) {
 }
 
 #[test]
-fn the_perfetto_export_is_a_valid_trace_of_the_run() {
+fn every_export_of_a_real_run_reads_in_the_tool_it_is_for() {
     let out = tempfile::tempdir().unwrap();
     // A real smoke run with --events.
     let (_, folder) = cli::run_ok(&cli::smoke_cmds(), out.path(), &["--events"]);
-    let trace_path = out.path().join("trace.json");
+    check_perfetto(&folder, out.path());
+    check_openmetrics(&folder);
+    check_events_in_duckdb(&folder);
+}
+
+fn check_perfetto(folder: &Path, out: &Path) {
+    let trace_path = out.join("trace.json");
     let output = skillprof(&[
         "export",
         "--perfetto",
@@ -222,4 +234,147 @@ fn the_perfetto_export_is_a_valid_trace_of_the_run() {
         - 1;
     assert!(kernel_events > 0, "the run streamed no events");
     assert_eq!(instants, kernel_events);
+}
+
+const OPENMETRICS: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+families = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    families[family.name] = {
+        "type": family.type,
+        "samples": [[s.labels, s.value, float(s.timestamp)] for s in family.samples],
+    }
+print(json.dumps(families))
+"#;
+
+fn check_openmetrics(folder: &Path) {
+    let path = folder.join("openmetrics.txt");
+    let output = skillprof(&[
+        "export",
+        "--format",
+        "openmetrics",
+        folder.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let text = fs::read_to_string(&path).unwrap();
+    let families = cli::tools_python(OPENMETRICS, &[], &text);
+    let run = cli::meta(folder)["run"].as_str().unwrap().to_owned();
+
+    // One point per entry at its end, as commands.csv has it.
+    let rows = cli::csv_rows(&folder.join("commands.csv"));
+    let took = families["skillprof_entry_took_ms"]["samples"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no skillprof_entry_took_ms in {text}"));
+    assert_eq!(took.len(), rows.len(), "{took:?}");
+    let mut last_end = 0.0;
+    for (point, row) in took.iter().zip(&rows) {
+        let labels = &point[0];
+        assert_eq!(labels["run"], run.as_str());
+        assert_eq!(labels["entry"], row["index"].as_str());
+        assert_eq!(labels["cmd"], row["cmd"].as_str());
+        let expected: f64 = row["took_ms"].parse().unwrap();
+        assert!(
+            (point[1].as_f64().unwrap() - expected).abs() < 1e-6,
+            "{point:?} vs {row:?}"
+        );
+        let end = point[2].as_f64().unwrap();
+        assert!(end > last_end, "entries end in order: {took:?}");
+        last_end = end;
+    }
+
+    // samples.csv's readings in time order, on the wall clock the run recorded.
+    let samples = cli::csv_rows(&folder.join("samples.csv"));
+    let rss = families["skillprof_sample_rss_kb"]["samples"]
+        .as_array()
+        .unwrap();
+    assert!(
+        rss.len() >= samples.len() / 2,
+        "{} of {}",
+        rss.len(),
+        samples.len()
+    );
+    let first_unix: f64 = samples[0]["unix_s"].parse().unwrap();
+    assert!(
+        (rss[0][2].as_f64().unwrap() - first_unix).abs() < 0.002,
+        "{:?}",
+        rss[0]
+    );
+    assert!(rss.windows(2).all(|w| w[0][2].as_f64() < w[1][2].as_f64()));
+    assert_eq!(families["skillprof_sample_rss_kb"]["type"], "gauge");
+}
+
+const DUCKDB: &str = r#"
+import json, os, sys
+import duckdb
+folder = sys.argv[1]
+counts, types = {}, {}
+for name in sorted(os.listdir(folder)):
+    kind = name.removesuffix(".csv")
+    path = os.path.join(folder, name)
+    per_entry = duckdb.sql(f"SELECT entry, count(*) FROM read_csv('{path}') GROUP BY entry")
+    counts[kind] = {str(entry): n for entry, n in per_entry.fetchall()}
+    table = duckdb.sql(f"SELECT * FROM read_csv('{path}')")
+    types[kind] = {column: str(t) for column, t in zip(table.columns, table.types)}
+print(json.dumps({"counts": counts, "types": types}))
+"#;
+
+fn check_events_in_duckdb(folder: &Path) {
+    let dir = folder.join("events");
+    let output = skillprof(&["export", "--format", "events", folder.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let found = cli::tools_python(DUCKDB, &[dir.to_str().unwrap()], "");
+    let (counts, types) = (&found["counts"], &found["types"]);
+
+    // Typed columns: numbers, not text to parse.
+    for (kind, column) in [
+        ("mmap", "len"),
+        ("mmap", "lat_ns"),
+        ("mmap", "ret"),
+        ("fault", "address"),
+    ] {
+        let column_type = types[kind][column].as_str().unwrap_or_default();
+        assert!(
+            column_type.contains("INT"),
+            "{kind}.{column} is {column_type}: {types}"
+        );
+    }
+    assert_eq!(types["madvise"]["advice_class"], "VARCHAR", "{types}");
+
+    // Per entry, DuckDB's counts are the probes' aggregates, where no event was lost.
+    let rows = cli::csv_rows(&folder.join("commands.csv"));
+    let mut compared = 0;
+    for row in &rows {
+        if row["events_lost"] != "0" {
+            continue;
+        }
+        let entry = &row["index"];
+        for (kind, column) in [
+            ("mmap", "mmap_calls"),
+            ("munmap", "munmap_calls"),
+            ("mprotect", "mprotect_calls"),
+            ("madvise", "madvise_calls"),
+            ("fault", "faults_user"),
+        ] {
+            let counted = counts[kind][entry.as_str()].as_u64().unwrap_or(0);
+            assert_eq!(
+                counted.to_string(),
+                row[column],
+                "entry {entry} ({}): {kind} events in DuckDB vs {column}",
+                row["cmd"]
+            );
+        }
+        compared += 1;
+    }
+    assert!(
+        compared >= rows.len() - 1,
+        "events were lost in most entries: {rows:?}"
+    );
+    let mmaps: u64 = counts["mmap"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert!(mmaps > 0, "{counts}");
 }
