@@ -59,6 +59,7 @@ fn predict(source: &Path, limit: &str, extra: &[&str], out: &Path) -> Value {
             "0",
             "--kind",
             "rust",
+            "--json",
         ])
         .args(extra)
         .arg("--out")
@@ -69,6 +70,10 @@ fn predict(source: &Path, limit: &str, extra: &[&str], out: &Path) -> Value {
     assert!(output.status.success(), "{}", describe(&output));
     let capacity: Value =
         serde_json::from_str(&fs::read_to_string(out.join("capacity.json")).unwrap()).unwrap();
+    // --json prints capacity.json's document, and only it.
+    let printed: Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is one JSON document");
+    assert_eq!(printed, capacity);
     capacity["kinds"][0].clone()
 }
 

@@ -174,6 +174,28 @@ fn refuses_a_log_whose_name_has_no_date() {
     assert!(error.contains("logs/bench.log: cannot tell when the run started: a run log is named YYMMDD_HHMMSS.mmm_run.log"), "{error}");
 }
 
+/// --json carries the CSV's rows, numbers as numbers and an infinite vs a(%) as null.
+#[test]
+fn writes_json() {
+    let out = Workdir::new("json").succeeds(&[
+        "--json",
+        &format!("logs/{BENCH_A}"),
+        &format!("logs/{BENCH_B}"),
+    ]);
+    let document: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = document["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 9);
+    assert_eq!(
+        rows[11],
+        serde_json::json!({
+            "step": 6, "cmd": "10 execute_all Cecilia 0 0", "id": "b",
+            "file_name": "logs/241022_204217.737_run.log",
+            "took_ms": 196, "took_vs_a_pct": 140.0,
+            "rss_diff_kb": 432, "rss_diff_vs_a_pct": null, "extended": {},
+        })
+    );
+}
+
 #[test]
 fn writes_csv() {
     let out = Workdir::new("csv").succeeds(&[

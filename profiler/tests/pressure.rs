@@ -290,9 +290,16 @@ fn per_zone_mode_holds_high_with_every_zone_in_its_own_band() {
         "baseline,high",
         "--settle-timeout-s",
         "120",
+        "--json",
     ]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    // --json: stdout is one document, and the progress went to stderr.
+    let progress = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{progress}");
+    let document: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is one JSON document");
+    assert_eq!(document["run_dir"], folder.to_str().unwrap());
+    assert_eq!(document["meta"]["status"], "complete");
+    assert!(progress.contains("balloon released"), "{progress}");
     let meta = meta(&folder);
     assert!(
         meta["bands_defined_on"]
@@ -303,12 +310,19 @@ fn per_zone_mode_holds_high_with_every_zone_in_its_own_band() {
     );
     let bands = csv_rows(&folder.join("pressure.csv"));
     assert_eq!(bands[0]["outcome"], "held", "baseline: {:?}", bands[0]);
+    for (printed, row) in document["bands"].as_array().unwrap().iter().zip(&bands) {
+        assert_eq!(printed["band"], row["band"].as_str());
+        assert_eq!(
+            printed["iterations"].as_f64(),
+            row["iterations"].parse().ok()
+        );
+    }
     let high = &bands[1];
-    assert_eq!(high["outcome"], "held", "{high:?}\n{stdout}");
+    assert_eq!(high["outcome"], "held", "{high:?}\n{progress}");
     assert_eq!(number(high, "iterations"), 50.0);
     assert!(
         number(high, "pressure_in_band_pct") >= 90.0,
-        "{high:?}\n{stdout}"
+        "{high:?}\n{progress}"
     );
     // Every zone that serves user memory, DMA32 and Normal here, was in high at its lowest:
     // the balloon gave Normal back its own pages while it drained DMA32 through it.

@@ -83,6 +83,11 @@ pub struct CapacityArgs {
     /// Where capacity.json and explain.md go [default: the first run's folder].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Print capacity.json's document on stdout instead of the Capacity section (which
+    /// still goes to explain.md), for jq and scripts.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +189,11 @@ pub fn run(args: CapacityArgs) -> Result<()> {
         .with_context(|| format!("writing {}", json.display()))?;
     let section = section(&capacity);
     append_to_explain(&out.join("explain.md"), &section)?;
-    print!("{section}");
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&capacity)?);
+    } else {
+        print!("{section}");
+    }
     eprintln!(
         "\nwritten: {} and its Capacity section in explain.md",
         json.display()

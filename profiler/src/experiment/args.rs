@@ -124,6 +124,12 @@ pub struct PressureArgs {
     #[arg(long)]
     pub compare_2024: bool,
 
+    /// When the experiment ends, print one JSON document on stdout: the run folder
+    /// (run_dir), meta.json's record (meta) and each band's pressure.csv row (bands, numbers
+    /// as numbers). Everything else, progress and tables, goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+
     /// Pin skillprof (iterations, balloon, controller) to these CPUs, e.g. 1 or 0-1,3.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<Vec<usize>>,

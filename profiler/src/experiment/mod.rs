@@ -22,6 +22,7 @@ pub use args::PressureArgs;
 use crate::band::Band;
 use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
+use crate::output::json_stdout::{self, JsonStdout};
 use crate::output::pressure_csv::PressureCsv;
 use crate::output::{harness_log, meta};
 use crate::pressure::aim::{self, Basis};
@@ -135,6 +136,7 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
              pressure --quick`"
         );
     }
+    let json = args.json.then(JsonStdout::claim).transpose()?;
     interrupt::install()?;
     if let Some(cpus) = &args.cpus {
         crate::units::pin(cpus)?;
@@ -206,6 +208,18 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
         }
     };
     meta.save()?;
+    if let Some(json) = json {
+        let bands = outcome.iter().flatten().map(|result| {
+            let mut row = Row::default();
+            result.write(&mut row);
+            json_stdout::row_object(&row)
+        });
+        json.write(&serde_json::json!({
+            "run_dir": folder,
+            "meta": meta.info,
+            "bands": bands.collect::<Vec<_>>(),
+        }))?;
+    }
     outcome?;
     Ok(code)
 }

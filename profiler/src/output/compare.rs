@@ -47,6 +47,12 @@ pub struct Args {
     #[arg(long)]
     pub csv: bool,
 
+    /// Print one JSON document instead of the table: {"rows": [...]}, one object per entry
+    /// and log with the CSV's fields as numbers (a vs a(%) that is empty or infinite is
+    /// null) and the --extended columns under "extended".
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+
     /// Add columns from each run's commands.csv, side by side with vs a(%), after the
     /// harness's columns. Without a list: rss_peak_kb, minflt, majflt and request_errors.
     /// Needs a commands.csv next to every log (skillprof runs have one; 2024 logs do not).
@@ -71,6 +77,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
     if args.csv {
         write_csv(&runs, &args.extended, &mut out)?;
+    } else if args.json {
+        serde_json::to_writer_pretty(&mut out, &json(&runs, &args.extended))?;
+        writeln!(out)?;
     } else {
         out.write_all(table(&runs, &args.extended).as_bytes())?;
     }
@@ -481,6 +490,43 @@ fn write_csv(runs: &[Run], extended: &[String], out: impl Write) -> anyhow::Resu
     }
     csv.flush().context("cannot write the CSV")?;
     Ok(())
+}
+
+/// The rows of [`write_csv`] as one JSON document, numbers as numbers.
+fn json(runs: &[Run], extended: &[String]) -> serde_json::Value {
+    use super::json_stdout::cell;
+    use serde_json::{Value, json};
+    // An infinite vs a(%) (a baseline of 0) has no JSON number: null, as an empty one.
+    let number = |text: &str| match cell(text) {
+        Value::Number(n) => Value::Number(n),
+        _ => Value::Null,
+    };
+    let rows: Vec<Value> = rows(runs)
+        .map(|row| {
+            let columns: serde_json::Map<String, Value> = extended
+                .iter()
+                .zip(&row.extended)
+                .map(|(name, (value, vs))| {
+                    (
+                        name.clone(),
+                        json!({"value": cell(value), "vs_a_pct": number(vs)}),
+                    )
+                })
+                .collect();
+            json!({
+                "step": row.step + 1,
+                "cmd": row.entry.cmd,
+                "id": row.run.id.to_string(),
+                "file_name": row.run.file_name,
+                "took_ms": row.entry.took_ms,
+                "took_vs_a_pct": number(&row.took_vs_a),
+                "rss_diff_kb": row.entry.rss_diff_kb,
+                "rss_diff_vs_a_pct": number(&row.rss_diff_vs_a),
+                "extended": columns,
+            })
+        })
+        .collect();
+    json!({ "rows": rows })
 }
 
 #[cfg(test)]

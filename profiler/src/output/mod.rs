@@ -6,6 +6,7 @@ pub mod compare;
 pub mod entries_jsonl;
 pub mod entry_rows_csv;
 pub mod harness_log;
+pub mod json_stdout;
 pub mod meta;
 pub mod pressure_csv;
 pub mod run_json;

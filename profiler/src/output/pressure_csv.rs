@@ -25,6 +25,7 @@
 //! | column | meaning |
 //! |---|---|
 //! | `t_s` | seconds since the experiment started |
+//! | `unix_s` | the wall clock at the reading, seconds since the Unix epoch (ms precision), as samples.csv's |
 //! | `band` | the band the balloon aimed at |
 //! | `settled` | 1 once free memory had reached that band |
 //! | `free_kb` | free memory as user memory reaches it: free pages above each zone's lowmem reserve, summed over the zones that can serve user memory |
@@ -36,7 +37,7 @@
 //! | `zone_<node>_<name>_usable_kb` | per populated zone, its free pages above its reserve |
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Instant, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
@@ -70,6 +71,14 @@ impl PressureCsv {
                 .at
                 .saturating_duration_since(self.started)
                 .as_secs_f64(),
+        )
+        .float_or_empty(
+            "unix_s",
+            sample
+                .wall
+                .duration_since(UNIX_EPOCH)
+                .ok()
+                .map(|since| since.as_secs_f64()),
         )
         .text("band", sample.band.name())
         .int("settled", u8::from(sample.settled))

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
@@ -80,6 +80,8 @@ impl Default for HoldOptions {
 #[derive(Clone, Debug)]
 pub struct HoldSample {
     pub at: Instant,
+    /// The wall clock at the reading, for joining with other tools' timelines.
+    pub wall: SystemTime,
     /// The band being held.
     pub band: Band,
     pub settled: bool,
@@ -733,6 +735,7 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             // A caller that stopped listening does not stop the hold.
             let _ = samples.send(HoldSample {
                 at: Instant::now(),
+                wall: SystemTime::now(),
                 band,
                 settled,
                 reach: reading.reach,
