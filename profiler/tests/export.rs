@@ -258,7 +258,7 @@ fn check_openmetrics(folder: &Path) {
     ]);
     assert!(output.status.success(), "{}", describe(&output));
     let text = fs::read_to_string(&path).unwrap();
-    let families = cli::tools_python(OPENMETRICS, &[], &text);
+    let families = common::tools_python::run(OPENMETRICS, &[], &text);
     let run = cli::meta(folder)["run"].as_str().unwrap().to_owned();
 
     // One point per entry at its end, as commands.csv has it.
@@ -323,7 +323,7 @@ fn check_events_in_duckdb(folder: &Path) {
     let dir = folder.join("events");
     let output = skillprof(&["export", "--format", "events", folder.to_str().unwrap()]);
     assert!(output.status.success(), "{}", describe(&output));
-    let found = cli::tools_python(DUCKDB, &[dir.to_str().unwrap()], "");
+    let found = common::tools_python::run(DUCKDB, &[dir.to_str().unwrap()], "");
     let (counts, types) = (&found["counts"], &found["types"]);
 
     // Typed columns: numbers, not text to parse.

@@ -159,33 +159,3 @@ pub fn csv_rows(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> 
         })
         .collect()
 }
-
-/// Runs `script` in the Python that scripts/test.sh installs with prometheus_client and
-/// duckdb (build/venv-tools), with `args`; returns what it printed, as JSON.
-pub fn tools_python(script: &str, args: &[&str], stdin: &str) -> Value {
-    use std::io::Write;
-    let python = skillprof::hostctl::SampleSkills::build_path("venv-tools/bin/python").unwrap();
-    assert!(
-        python.is_file(),
-        "{} is missing: scripts/test.sh installs it (prometheus_client, duckdb)",
-        python.display()
-    );
-    let mut child = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", describe(&output));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&output)))
-}

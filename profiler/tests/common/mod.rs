@@ -3,3 +3,4 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 pub mod cli;
+pub mod tools_python;

@@ -7,6 +7,9 @@ use serde_json::Value;
 use skillprof::hostctl::{Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir};
 use tempfile::TempDir;
 
+#[path = "../../../tests/common/tools_python.rs"]
+mod tools_python;
+
 /// A component from `cargo xtask build-skills`; a missing one fails the test loudly.
 pub fn skill(name: &str) -> PathBuf {
     SampleSkills::beside_executable()
@@ -103,17 +106,6 @@ impl TestHost {
     }
 }
 
-/// The Python with prometheus_client and duckdb that scripts/test.sh installs.
-pub fn tools_python() -> PathBuf {
-    let python = SampleSkills::build_path("venv-tools/bin/python").unwrap();
-    assert!(
-        python.is_file(),
-        "{} is missing: scripts/test.sh installs it (prometheus_client, duckdb)",
-        python.display()
-    );
-    python
-}
-
 const PARSE: &str = r#"
 import json, sys
 from prometheus_client.parser import text_string_to_metric_families as prometheus
@@ -132,25 +124,5 @@ print(json.dumps(strict_view))
 "#;
 
 fn parse_prometheus(text: &str) -> Value {
-    use std::io::Write;
-    let mut child = std::process::Command::new(tools_python())
-        .args(["-c", PARSE])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the Prometheus parsers refused /metrics: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    tools_python::run(PARSE, &[], text)
 }
