@@ -341,30 +341,45 @@ fn check_events_in_duckdb(folder: &Path) {
     }
     assert_eq!(types["madvise"]["advice_class"], "VARCHAR", "{types}");
 
-    // Per entry, DuckDB's counts are the probes' aggregates, where no event was lost.
+    // Per entry, DuckDB's counts are the probes' aggregates, where no event was lost. Not
+    // always exactly: commands.csv has an entry's counters as read when it ended, and a call
+    // that returns after that read (a host thread still at work; the probes count a call in
+    // the entry it entered in, and the current entry moves only when the next one begins)
+    // is counted there too late for the row but is in the events. So the events hold at
+    // least every counted call, and over the run at most a few more (one in a CI run).
     let rows = cli::csv_rows(&folder.join("commands.csv"));
     let mut compared = 0;
+    let kinds = [
+        ("mmap", "mmap_calls"),
+        ("munmap", "munmap_calls"),
+        ("mprotect", "mprotect_calls"),
+        ("madvise", "madvise_calls"),
+        ("fault", "faults_user"),
+    ];
+    let mut totals = [(0u64, 0u64); 5];
     for row in &rows {
         if row["events_lost"] != "0" {
             continue;
         }
         let entry = &row["index"];
-        for (kind, column) in [
-            ("mmap", "mmap_calls"),
-            ("munmap", "munmap_calls"),
-            ("mprotect", "mprotect_calls"),
-            ("madvise", "madvise_calls"),
-            ("fault", "faults_user"),
-        ] {
-            let counted = counts[kind][entry.as_str()].as_u64().unwrap_or(0);
-            assert_eq!(
-                counted.to_string(),
-                row[column],
-                "entry {entry} ({}): {kind} events in DuckDB vs {column}",
+        for ((kind, column), (in_events, in_rows)) in kinds.iter().zip(&mut totals) {
+            let events = counts[*kind][entry.as_str()].as_u64().unwrap_or(0);
+            let counted: u64 = row[*column].parse().unwrap();
+            assert!(
+                events >= counted,
+                "entry {entry} ({}): {events} {kind} events in DuckDB, fewer than {column} {counted}",
                 row["cmd"]
             );
+            *in_events += events;
+            *in_rows += counted;
         }
         compared += 1;
+    }
+    for ((kind, column), (in_events, in_rows)) in kinds.iter().zip(totals) {
+        assert!(
+            in_events - in_rows <= 2 + in_rows / 50,
+            "{in_events} {kind} events in DuckDB against {in_rows} {column} over the run"
+        );
     }
     assert!(
         compared >= rows.len() - 1,
