@@ -702,6 +702,48 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
     assert!(!host.skills.join("sample_rs1.wasm").exists());
 }
 
+/// A request that touches 200 MiB and frees it before it answers: its entry's rss_peak_kb is
+/// the kernel's high-water mark (reset at the entry's start), so it holds those 200 MiB
+/// although the samples, 5 s apart, see the host only before and after; the after-command
+/// RSS, the harness's figure, does not hold them.
+#[test]
+fn an_entrys_peak_is_the_kernels_high_water_mark_even_between_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmds_file = dir.path().join("peak.cmds");
+    const TOUCHED_KB: i64 = 200 * 1024;
+    fs::write(
+        &cmds_file,
+        format!("add_rs\nexecute_skill sample_rs1 Peak {TOUCHED_KB} 0\n"),
+    )
+    .unwrap();
+    let (output, folder) = run_ok(
+        &cmds_file,
+        &dir.path().join("runs"),
+        &["--interval-ms", "5000"],
+    );
+    let how = meta(&folder)["rss_peak"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(how.contains("VmHWM"), "{how}\n{}", describe(&output));
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let execute = rows
+        .iter()
+        .find(|row| row[1].starts_with("execute_skill"))
+        .unwrap();
+    let [before, after, peak] =
+        ["rss_before_kb", "rss_after_kb", "rss_peak_kb"].map(|c| int(execute, column(&header, c)));
+    let held = peak - before;
+    assert!(
+        (held - TOUCHED_KB).abs() <= TOUCHED_KB / 20,
+        "the peak held {held} KB over the entry's start, not {TOUCHED_KB} KB ± 5%: {execute:?}"
+    );
+    assert!(
+        after - before < TOUCHED_KB / 10,
+        "the instance's memory was kept: {execute:?}"
+    );
+}
+
 #[test]
 fn attaching_refuses_bad_input_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -120,7 +120,7 @@ const RUN_COLUMNS: &[(&str, &str)] = &[
     ("rss_diff_kb", "rss_after_kb - rss_before_kb"),
     (
         "rss_peak_kb",
-        "largest host RSS seen during the entry (sampled, and at both ends)",
+        "largest host RSS during the entry: the kernel's high-water mark (VmHWM), reset at the entry's start through /proc/PID/clear_refs, so a peak between samples counts; where the reset is refused, the most of the samples and both ends (meta.json's rss_peak says which)",
     ),
     (
         "maps_peak",

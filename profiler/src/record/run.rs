@@ -56,6 +56,10 @@ pub struct RunInfo {
     /// The OOM killer took the host: how we know (the cgroup's or the machine's count).
     #[serde(default)]
     pub oom_killed: Option<String>,
+    /// How rss_peak_kb was measured: the kernel's high-water mark, reset at each entry's
+    /// start (on an attached host too, which this says), or the samples alone, and why.
+    #[serde(default)]
+    pub rss_peak: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -117,6 +117,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         memory_cgroup: None,
         load: None,
         oom_killed: None,
+        rss_peak: None,
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
     let log_file =
@@ -417,6 +418,7 @@ impl Run {
                 cgroup.reset_peak()?;
             }
             let memcg_before = self.cgroup.as_ref().map(MemoryCgroup::read).transpose()?;
+            let peak_reset = reset_peak(&mut self.info, &self.progress, pid);
             let started = ready.elapsed();
             let clock = Instant::now();
             let mut died = None;
@@ -488,6 +490,13 @@ impl Run {
             let mut sampling = sampler.end_entry()?;
             for reading in std::iter::once(&before).chain(&after) {
                 sampling.cover_rss(reading.rss_kb);
+            }
+            // The kernel's own peak, between any two samples; unknown once the host is gone.
+            if peak_reset
+                && after.is_some()
+                && let Some(peak) = process::peak_rss_kb(Path::new(sample::PROC), pid)
+            {
+                sampling.cover_rss(peak);
             }
             let measure = EntryMeasure {
                 index,
@@ -901,6 +910,39 @@ fn host_gone() -> Abort {
 }
 
 /// The host's counters now; its absence means it died between entries.
+/// Resets the host's RSS high-water mark for the next entry, so that rss_peak_kb is the
+/// kernel's own peak of that entry. The first attempt says in meta.json how the peak is
+/// measured; a refusal (not root, nor the host's user) is said once, and the peak is then the
+/// samples'.
+fn reset_peak(info: &mut RunInfo, progress: &Progress, pid: u32) -> bool {
+    let reset = process::reset_peak(Path::new(sample::PROC), pid);
+    if info.rss_peak.is_none() {
+        let how = match &reset {
+            Ok(()) => format!(
+                "VmHWM of /proc/PID/status, the kernel's high-water mark, reset at each \
+                 entry's start by writing 5 to /proc/PID/clear_refs{}",
+                if info.host.attached {
+                    " (done on the attached host too: it changes only its VmHWM)"
+                } else {
+                    ""
+                }
+            ),
+            Err(error) => {
+                let how = format!(
+                    "the samples' most (every {} ms and at both boundaries): /proc/{pid}/\
+                     clear_refs refused the reset ({error}), so a peak between samples is \
+                     missed",
+                    info.sampling_interval_ms
+                );
+                progress.note(&format!("warning: rss_peak_kb is {how}"));
+                how
+            }
+        };
+        info.rss_peak = Some(how);
+    }
+    reset.is_ok()
+}
+
 fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
     match process::read(Path::new(sample::PROC), pid) {
         Ok(stat) => Ok(stat),

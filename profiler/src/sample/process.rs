@@ -1,4 +1,5 @@
-//! The host process from one read of /proc/PID/stat: memory, faults and threads.
+//! The host process from one read of /proc/PID/stat: memory, faults and threads; and its
+//! true peak RSS, the kernel's high-water mark, which a write to clear_refs resets.
 
 use std::{
     fmt, fs, io,
@@ -71,6 +72,32 @@ impl std::error::Error for ProcessError {
 pub fn map_count(proc_root: &Path, pid: u32) -> Option<u64> {
     let maps = fs::read(proc_root.join(pid.to_string()).join("maps")).ok()?;
     Some(maps.iter().filter(|&&byte| byte == b'\n').count() as u64)
+}
+
+/// Resets the process's RSS high-water mark (VmHWM) to its current RSS: `5` to
+/// /proc/PID/clear_refs (proc(5), since Linux 4.0). Needs the right to ptrace it: root, or
+/// its own user.
+pub fn reset_peak(proc_root: &Path, pid: u32) -> io::Result<()> {
+    fs::write(proc_root.join(pid.to_string()).join("clear_refs"), "5")
+}
+
+/// The process's RSS high-water mark since it started or since [`reset_peak`], in KB:
+/// VmHWM of /proc/PID/status, which the kernel keeps as the most RSS the process held,
+/// between any two samples too. `None` once the process is gone.
+pub fn peak_rss_kb(proc_root: &Path, pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(proc_root.join(pid.to_string()).join("status")).ok()?;
+    parse_hwm_kb(&status)
+}
+
+fn parse_hwm_kb(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
 }
 
 pub fn read(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
@@ -176,6 +203,31 @@ mod tests {
     fn a_truncated_line_is_malformed() {
         let error = parse("12 (x) S 1 2 3", PAGE).unwrap_err();
         assert!(matches!(error, ProcessError::Malformed { .. }), "{error}");
+    }
+
+    #[test]
+    fn the_peak_is_vmhwm_and_a_reset_brings_it_down_to_now() {
+        assert_eq!(
+            parse_hwm_kb("Name:\tx\nVmPeak:\t  9000 kB\nVmHWM:\t    4321 kB\nVmRSS:\t 1200 kB\n"),
+            Some(4321)
+        );
+        assert_eq!(parse_hwm_kb("Name:\tkthreadd\n"), None);
+
+        // This process: touch 64 MiB, free it, and the peak remembers it until reset.
+        let proc_root = Path::new(super::super::PROC);
+        let me = std::process::id();
+        let block = vec![1u8; 64 << 20];
+        std::hint::black_box(&block);
+        drop(block);
+        let peak = peak_rss_kb(proc_root, me).unwrap();
+        let now = read(proc_root, me).unwrap().rss_kb;
+        assert!(peak >= now + 60 * 1024, "peak {peak} KB, now {now} KB");
+        reset_peak(proc_root, me).unwrap();
+        let reset = peak_rss_kb(proc_root, me).unwrap();
+        assert!(
+            reset + 32 * 1024 < peak,
+            "after the reset {reset} KB, before {peak} KB"
+        );
     }
 
     #[test]
