@@ -123,6 +123,24 @@ fn smoke_run_leaves_four_consistent_files() {
     );
     assert!((total - number(stop, "took_ms")).abs() < 1.0, "{stop:?}");
 
+    // delete_skill is timed as the 2024 harness timed it, the file's removal only: its wait
+    // for the host to stop listing the skill is in listing_ms, and the next entry starts
+    // after both.
+    let deletes: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i][1].starts_with("delete_skill"))
+        .collect();
+    assert!(!deletes.is_empty());
+    for i in deletes {
+        let (delete, next) = (&rows[i], &rows[i + 1]);
+        let listing = number(delete, "listing_ms");
+        assert!(listing > 0.0, "{delete:?}");
+        let between_ms = 1e3 * (number(next, "started_s") - number(delete, "started_s"));
+        assert!(
+            between_ms + 2.0 >= number(delete, "took_ms") + listing,
+            "the wait is not in took_ms but still before the next entry: {delete:?} {next:?}"
+        );
+    }
+
     // One paragraph per entry, in order.
     let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
     assert!(
@@ -134,6 +152,14 @@ fn smoke_run_leaves_four_consistent_files() {
         .filter(|p| !p.trim().is_empty() && !p.starts_with('#') && !p.starts_with("- "))
         .collect();
     assert_eq!(paragraphs.len(), plan.entries.len());
+    let deleted = paragraphs
+        .iter()
+        .find(|p| p.starts_with("delete_skill"))
+        .unwrap();
+    assert!(
+        deleted.contains("the time counts removing the file only"),
+        "{deleted}"
+    );
     for (paragraph, entry) in paragraphs.iter().zip(&plan.entries) {
         assert!(
             paragraph.starts_with(&format!("{}: ", entry.name)),

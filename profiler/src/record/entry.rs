@@ -256,6 +256,10 @@ pub struct Outcome {
     pub host_timed: u64,
     /// Waiting for the host to notice skills directory changes.
     pub listing: Duration,
+    /// Time within the entry that the 2024 harness did not time, and `took` leaves out:
+    /// delete_skill's wait for the host to stop listing the skill (also in `listing`).
+    #[serde(default)]
+    pub untimed: Duration,
     /// The host's memory after each repetition of the command, or after each skill a fill
     /// added: what one more skill (or round) cost, step by step.
     #[serde(default)]

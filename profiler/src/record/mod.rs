@@ -111,7 +111,10 @@ const RUN_COLUMNS: &[(&str, &str)] = &[
         "started_s",
         "start of the entry, in seconds since the host was ready",
     ),
-    ("took_ms", "wall time of the entry"),
+    (
+        "took_ms",
+        "wall time of the entry, as the 2024 harness timed it (delete_skill: without the wait for the host to stop listing the skill, which listing_ms has)",
+    ),
     ("rss_before_kb", "host resident set size before the entry"),
     (
         "rss_after_kb",
@@ -175,7 +178,7 @@ const RUN_COLUMNS: &[(&str, &str)] = &[
     ),
     (
         "listing_ms",
-        "time spent waiting for the host to list (or unlist) skills after the skills directory changed",
+        "time spent waiting for the host to list (or unlist) skills after the skills directory changed; for delete_skill it is not in took_ms, which counts the file's removal only, as the 2024 harness timed it",
     ),
     (
         "fill_fitted",

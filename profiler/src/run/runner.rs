@@ -472,7 +472,7 @@ impl Run {
                     }
                 }
             };
-            let took = clock.elapsed();
+            let took = clock.elapsed().saturating_sub(outcome.untimed);
             // Asked after the entry's window and the probes' reading: the scrape is ours.
             let counted = match (&counted_before, &after) {
                 (Some(before), Some(_)) => HostCounters::read(&client)
