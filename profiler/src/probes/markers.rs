@@ -9,19 +9,23 @@ use ::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 use anyhow::{Context as _, Result};
 use aya::{
     Ebpf,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuHashMap, PerCpuValues},
+    maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap, PerCpuValues},
     programs::{
         UProbe,
         uprobe::{UProbeAttachLocation, UProbeScope},
     },
+    sys::SyscallError,
 };
 use serde::{Deserialize, Serialize};
 use skillprof_common::{
-    Combine as _, HOST_SKILL, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES, SKILL_NAME_LEN,
-    SYSCALL_NAMES, SkillCounters, SkillKey,
+    Combine as _, Counters, HOST_SKILL, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES,
+    SKILL_NAME_LEN, SYSCALL_NAMES, SkillCounters, SkillKey,
 };
 
 use crate::record::Row;
+
+/// bpf(2)'s map update flag: create the element, fail with EEXIST if it is there.
+const BPF_NOEXIST: u64 = 1;
 
 use super::{
     object,
@@ -166,6 +170,23 @@ pub struct SkillRow {
     pub counts: SkillCounters,
 }
 
+/// Whether `rows` hold exactly what `counters` count: every fault and syscall a program adds
+/// to an entry's counters it adds to one skill row too, so once both are read at rest the
+/// rows sum to the counters.
+pub fn rows_sum_to(rows: &[SkillRow], counters: &Counters) -> bool {
+    let mut sum = SkillCounters::default();
+    for row in rows {
+        sum.combine(&row.counts);
+    }
+    let faults = |f: &skillprof_common::FaultCounts| (f.user, f.user_write, f.kernel, f.gup);
+    faults(&sum.faults) == faults(&counters.faults)
+        && sum
+            .syscalls
+            .iter()
+            .zip(&counters.syscalls)
+            .all(|(row, entry)| (row.calls, row.bytes) == (entry.calls, entry.bytes))
+}
+
 impl SkillRow {
     /// The name skills.csv and explain use: `host` for the unattributed row.
     pub fn name(&self) -> &str {
@@ -219,9 +240,16 @@ impl Markers {
             .map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?
             .get() as usize;
         let zeros = PerCpuValues::try_from(vec![SkillCounters::default(); cpus])?;
-        self.rows
-            .insert(&host_key(index), zeros, 0)
-            .context("creating the entry's unattributed row")
+        // Created only if missing: the first entry's row can already hold what the host did
+        // since the probes attached (its counters do), and zeroing it would lose that.
+        match self.rows.insert(&host_key(index), zeros, BPF_NOEXIST) {
+            Err(MapError::SyscallError(SyscallError { io_error, .. }))
+                if io_error.raw_os_error() == Some(libc::EEXIST) =>
+            {
+                Ok(())
+            }
+            created => created.context("creating the entry's unattributed row"),
+        }
     }
 
     /// Entry `index`'s rows, summed over CPUs and merged by skill name (a skill whose file

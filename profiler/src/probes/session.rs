@@ -142,8 +142,9 @@ impl ProbeOptions {
 /// [`ProbeSession::arm_stop`] just before the host is stopped.
 const DEFERRED: &str = "tp_rss_stat";
 
-/// How often an entry's skill rows are read again while its counters still move; past it,
-/// the rows are from the last read, off by what the host did in those microseconds.
+/// How often an entry's skill rows are read again while its counters still move or the rows
+/// do not sum to them yet; past it, the rows are from the last read, off by what the host did
+/// in those milliseconds.
 const CONSISTENT_READS: usize = 8;
 
 /// Where the deferred `rss_stat` program stands.
@@ -397,15 +398,20 @@ impl ProbeSession {
         };
         let mut counters = read_counters()?;
         // The host goes on between entries, and a program adds each event to the entry's
-        // counters and to its skill row: the rows are read between two reads of the counters,
-        // again while those differ, so that the rows sum to the counters.
+        // counters and then to its skill row; it can be preempted between the two. So the rows
+        // are read between two reads of the counters, again until the counters stood still
+        // and the rows sum to them, a moment apart.
         let mut skills = None;
         if let Some(markers) = &self.markers {
-            for _ in 0..CONSISTENT_READS {
-                skills = Some(markers.lock().unwrap().entry(index)?);
+            for read in 0..CONSISTENT_READS {
+                if read > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let rows = markers.lock().unwrap().entry(index)?;
                 let after = read_counters()?;
-                let settled = after == counters;
+                let settled = after == counters && markers::rows_sum_to(&rows, &after);
                 counters = after;
+                skills = Some(rows);
                 if settled {
                     break;
                 }
