@@ -17,7 +17,7 @@ use aya_ebpf::{
 };
 use skillprof_common::{
     EAGAIN, EINVAL, ENOMEM, ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_MADVISE, NR_MMAP,
-    NR_MPROTECT, NR_MREMAP, NR_MUNMAP, STACK_SYSCALL, SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP,
+    NR_MPROTECT, NR_MREMAP, NR_MUNMAP, PROT_EXEC, STACK_SYSCALL, SYS_BRK, SYS_MADVISE, SYS_MREMAP, SYS_MUNMAP,
     SysEnter, SyscallEvent, advice_class, syscall_kind,
 };
 
@@ -141,6 +141,10 @@ fn exit(tid: u32, nr: Option<u32>, ret: i64) {
         }
         add(&mut counts.lat_ns, latency);
         max(&mut counts.lat_max_ns, latency);
+    }
+    if matches!(saved.nr, NR_MMAP | NR_MPROTECT) && !failed && saved.args[2] & PROT_EXEC != 0 {
+        add(&mut c.exec.calls, 1);
+        add(&mut c.exec.bytes, bytes);
     }
     if kind == SYS_MADVISE
         && let Some(advice) = c.madvise.get_mut(advice_class(saved.args[2]))

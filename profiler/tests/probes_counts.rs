@@ -38,6 +38,7 @@ const STEPS: &[(&str, &[&str])] = &[
     ("madvise", &["madvise-dontneed"]),
     ("munmap-bad", &["munmap-bad"]),
     ("brk", &["brk 65536"]),
+    ("mprotect-exec", &["mprotect-exec"]),
 ];
 const TOUCHED: u64 = 4000;
 /// Pages the kernel faults in while it copies into them (kernel-mode faults).
@@ -177,6 +178,14 @@ fn expected_syscalls(step: &str) -> BTreeMap<&'static str, u64> {
         ]
         .into(),
         "brk" => [("brk_calls", 1), ("brk_bytes", 64 * KIB)].into(),
+        // Code published: one page made executable.
+        "mprotect-exec" => [
+            ("mprotect_calls", 1),
+            ("mprotect_bytes", 4 * KIB),
+            ("exec_calls", 1),
+            ("exec_bytes", 4 * KIB),
+        ]
+        .into(),
         _ => BTreeMap::new(),
     }
 }

@@ -152,6 +152,17 @@ fn smoke_run_leaves_four_consistent_files() {
         .filter(|p| !p.trim().is_empty() && !p.starts_with('#') && !p.starts_with("- "))
         .collect();
     assert_eq!(paragraphs.len(), plan.entries.len());
+    // drop_cached_skill evicted sample_rs1 and sample_rs2, so the next execute_all compiled
+    // them again, which the markers' compile rows name.
+    let recompiled = paragraphs
+        .iter()
+        .find(|p| p.starts_with("execute_all Smoke 0 0:"))
+        .unwrap();
+    assert!(
+        recompiled.contains("sample_rs2 was compiled again (")
+            && recompiled.contains("first in entry 1, `p_add_rs 2`"),
+        "{recompiled}"
+    );
     let deleted = paragraphs
         .iter()
         .find(|p| p.starts_with("delete_skill"))

@@ -29,6 +29,8 @@ pub const NR_BRK: u32 = 12;
 pub const NR_MREMAP: u32 = 25;
 pub const NR_MADVISE: u32 = 28;
 pub const NR_EXIT_GROUP: u32 = 231;
+/// mmap's and mprotect's `prot` bit that makes pages executable (`libc::PROT_EXEC`).
+pub const PROT_EXEC: u64 = 4;
 
 /// The errnos counted apart (Linux UAPI numbers, the same on every architecture skillprof
 /// supports).
@@ -257,6 +259,17 @@ counters! {
 }
 
 counters! {
+    /// The host's mmap and mprotect calls that made memory executable (PROT_EXEC) and
+    /// succeeded: code being published, which any wasmtime host does for each module it
+    /// compiles or loads.
+    pub struct ExecCounts {
+        calls: sum,
+        /// Their lengths.
+        bytes: sum,
+    }
+}
+
+counters! {
     /// Slab shrinkers, system-wide and in the host's context.
     pub struct SlabCounts {
         shrinks: sum,
@@ -320,6 +333,7 @@ counters! {
 pub struct Counters {
     pub syscalls: [SyscallCounts; SYSCALLS],
     pub madvise: [CallCounts; ADVICES],
+    pub exec: ExecCounts,
     pub faults: FaultCounts,
     pub kswapd: KswapdCounts,
     pub direct: ReclaimCounts,
@@ -351,6 +365,7 @@ impl Combine for Counters {
     fn combine(&mut self, other: &Self) {
         self.syscalls.combine(&other.syscalls);
         self.madvise.combine(&other.madvise);
+        self.exec.combine(&other.exec);
         self.faults.combine(&other.faults);
         self.kswapd.combine(&other.kswapd);
         self.direct.combine(&other.direct);

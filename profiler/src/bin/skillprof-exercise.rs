@@ -22,6 +22,8 @@
 //! - `munmap-bad`: one munmap of a misaligned address (fails with EINVAL);
 //! - `madvise-dontneed`: MADV_DONTNEED on the oldest remaining mapping, whole;
 //! - `brk <bytes>`: move the program break by `bytes` (sbrk: one brk call);
+//! - `mprotect-exec`: make the first page of the newest mapping read-execute, as a runtime
+//!   publishes compiled code (one mprotect call with PROT_EXEC);
 //! - `hold <MiB>`: map and touch `MiB` MiB in one mapping (the stop test's resident memory);
 //! - `drain-on-sigterm <MiB>`: on SIGTERM, munmap that much of the held mapping, in 64 MiB
 //!   calls, then exit 0 (the graceful drain);
@@ -184,6 +186,18 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
                 if unsafe { libc::munmap(region.addr.cast(), region.len) } != 0 {
                     return Err(format!("munmap: {}", std::io::Error::last_os_error()));
                 }
+            }
+            Ok(None)
+        }
+        Some("mprotect-exec") => {
+            let region = state.regions.last().ok_or("no mapping")?;
+            // SAFETY: the first page of a live mapping of this program, which no later
+            // command writes.
+            let rc = unsafe {
+                libc::mprotect(region.addr.cast(), PAGE, libc::PROT_READ | libc::PROT_EXEC)
+            };
+            if rc != 0 {
+                return Err(format!("mprotect: {}", std::io::Error::last_os_error()));
             }
             Ok(None)
         }

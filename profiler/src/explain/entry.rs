@@ -15,7 +15,8 @@ use crate::words::{bytes, change, count, many, ms};
 
 use super::stop;
 
-pub fn paragraph(record: &EntryRecord) -> String {
+/// `earlier`: the run's entries before this one, which say what it repeats.
+pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     let cmd = &record.measure.cmd;
     if record.measure.stopped.is_some() {
         return stop::sentence(record);
@@ -33,6 +34,7 @@ pub fn paragraph(record: &EntryRecord) -> String {
     parts.extend(address_space(record));
     parts.extend(faults(record));
     parts.extend(super::skills::sentence(record));
+    parts.extend(super::skills::compiled_again(record, earlier));
     parts.push(reclaim(record));
     parts.extend(pressure(record));
     format!("{cmd}: {}.", parts.join("; "))
@@ -355,6 +357,14 @@ fn address_space(record: &EntryRecord) -> Option<String> {
     if mprotect != 0 {
         calls.push(format!("{} mprotect", count(mprotect as f64)));
     }
+    // Any wasmtime host maps a module's code executable when it publishes it: a compile (or
+    // a load from a cache), whether or not the host has markers to say which skill.
+    if counters.exec.bytes != 0 {
+        calls.push(format!(
+            "{} made executable (code published)",
+            bytes(counters.exec.bytes as f64)
+        ));
+    }
     (!calls.is_empty()).then(|| calls.join(", "))
 }
 
@@ -514,7 +524,7 @@ mod tests {
             steal_pct: 4.2,
         });
         assert_eq!(
-            paragraph(&add),
+            paragraph(&add, &[]),
             "add_py: 17,637 ms, +318 MiB RSS; 1 execution: 900 ms waiting for the host to list \
              skills, 2.0 ms instantiate + 3.0 ms call in the host, the other 16,732 ms compiling \
              and on the wire (compile dominated); the host used 16,420 ms of CPU (93% of one \
@@ -536,7 +546,7 @@ mod tests {
         outcome.statuses.insert(504, 11);
         saturated.sampling.maps_peak = Some(65_501);
         saturated.sampling.maps_limit = Some(65_530);
-        let text = paragraph(&saturated);
+        let text = paragraph(&saturated, &[]);
         for said in [
             "why: the probes counted ENOMEM from 46 mmap and 543 mprotect call(s)",
             "65,501 memory mappings at its peak, at vm.max_map_count (65,530)",
@@ -546,7 +556,7 @@ mod tests {
             assert!(text.contains(said), "{said:?} in {text}");
         }
         saturated.sampling.maps_peak = Some(4_000);
-        let text = paragraph(&saturated);
+        let text = paragraph(&saturated, &[]);
         assert!(text.contains("the ENOMEM was memory itself"), "{text}");
     }
 
@@ -556,7 +566,7 @@ mod tests {
         pooling.measure.after.as_mut().unwrap().rss_kb = 200;
         pooling.measure.before.vms_kb = 17179869184;
         pooling.measure.after.as_mut().unwrap().vms_kb = 17179869184;
-        let text = paragraph(&pooling);
+        let text = paragraph(&pooling, &[]);
         assert!(
             text.contains("16.0 TiB of address space reserved (±0 in the entry)"),
             "{text}"
@@ -564,23 +574,24 @@ mod tests {
         let mut on_demand = record("skills", 1.0);
         on_demand.measure.before.vms_kb = 4194304;
         on_demand.measure.after.as_mut().unwrap().vms_kb = 4194304;
-        let on_demand = paragraph(&on_demand);
+        let on_demand = paragraph(&on_demand, &[]);
         assert!(!on_demand.contains("reserved"), "{on_demand}");
     }
 
     #[test]
     fn unmeasured_cells_are_left_unsaid() {
-        let text = paragraph(&record("skills", 0.2));
+        let text = paragraph(&record("skills", 0.2), &[]);
         assert_eq!(text, "skills: 0 ms, ±0 RSS; reclaim not probed.");
     }
 
     #[test]
     fn kernel_mode_faults_count_in_the_total() {
-        let text = paragraph(&probed(record("add_rs", 90.0), |c| {
+        let entry = probed(record("add_rs", 90.0), |c| {
             c.faults.user = 2466;
             c.faults.user_write = 2000;
             c.faults.kernel = 32;
-        }));
+        });
+        let text = paragraph(&entry, &[]);
         assert!(
             text.contains("2,498 page faults (81% write, 32 in kernel mode)"),
             "{text}"
@@ -621,7 +632,7 @@ mod tests {
             eased: None,
             aborted: None,
         });
-        let text = paragraph(&entry);
+        let text = paragraph(&entry, &[]);
         assert!(
             text.ends_with(
                 "under pressure: a balloon aimed at the promo band holding 21.0 GiB, free \
@@ -629,7 +640,7 @@ mod tests {
             ),
             "{text}"
         );
-        let without = paragraph(&record("skills", 1.0));
+        let without = paragraph(&record("skills", 1.0), &[]);
         assert!(!without.contains("pressure"), "{without}");
     }
 
@@ -650,7 +661,7 @@ mod tests {
         entry.measure.outcome.requests = 90;
         entry.measure.outcome.errors = 2;
         entry.measure.outcome.first_error = Some("execute sample_py1: 500 out of memory".into());
-        let text = paragraph(&entry);
+        let text = paragraph(&entry, &[]);
         assert!(
             text.contains("2 request(s) FAILED, first: execute sample_py1: 500 out of memory"),
             "{text}"

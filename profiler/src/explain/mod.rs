@@ -19,8 +19,8 @@ pub fn document(title: &str, measurement: &[String], records: &[EntryRecord]) ->
         let _ = writeln!(text, "- {line}");
     }
     text.push('\n');
-    for record in records {
-        let _ = writeln!(text, "{}\n", paragraph(record));
+    for (index, record) in records.iter().enumerate() {
+        let _ = writeln!(text, "{}\n", paragraph(record, &records[..index]));
     }
     text
 }

@@ -55,6 +55,44 @@ pub fn sentence(record: &EntryRecord) -> Option<String> {
     ))
 }
 
+/// The skills an entry compiled that an earlier entry had compiled already, each with the
+/// first entry that did, from the markers' compile rows:
+///
+/// > sample_py5 was compiled again (11.2 s; first in entry 4, `add_py`)
+///
+/// A host compiles a skill again after an eviction, or when it registered the skill twice (a
+/// file copied in place and scanned half-written): either way the time and memory are paid
+/// twice. The host's own count of compilations (counted_compilations) and the bytes its
+/// mmap and mprotect calls made executable say the same without markers.
+pub fn compiled_again(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<String> {
+    let again: Vec<String> = compiles(record)
+        .filter_map(|(skill, ns)| {
+            let first = earlier
+                .iter()
+                .find(|e| compiles(e).any(|(name, _)| name == skill))?;
+            Some(format!(
+                "{skill} was compiled again ({}; first in entry {}, `{}`)",
+                crate::words::ms(ns as f64 / 1e6),
+                first.measure.index,
+                first.measure.cmd
+            ))
+        })
+        .collect();
+    (!again.is_empty()).then(|| again.join(", "))
+}
+
+/// The skills an entry began compiling, with the time their compiles took.
+fn compiles(record: &EntryRecord) -> impl Iterator<Item = (&str, u64)> {
+    record
+        .probes
+        .as_ref()
+        .and_then(|probes| probes.skills.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|row| row.phase == Phase::Compile && row.counts.phase.runs > 0)
+        .filter_map(|row| Some((row.skill.as_deref()?, row.counts.phase.ns)))
+}
+
 /// "all in compile", "almost all in call", or the shares of the phases that round to 1% or
 /// more, largest first.
 fn phases_of(faults: u64, phases: &BTreeMap<Phase, u64>) -> String {
@@ -125,5 +163,37 @@ mod tests {
         assert_eq!(sentence(&entry), None);
         entry.probes.as_mut().unwrap().skills = Some(vec![row(None, Phase::Host, 0)]);
         assert_eq!(sentence(&entry), None);
+    }
+
+    fn compiled(cmd: &str, index: usize, skills: &[(&str, u64)]) -> EntryRecord {
+        let mut entry = probed(record(cmd, 1000.0), |_| {});
+        entry.measure.index = index;
+        let rows = skills
+            .iter()
+            .map(|&(skill, ms)| {
+                let mut compile = row(Some(skill), Phase::Compile, 10);
+                compile.counts.phase.runs = 1;
+                compile.counts.phase.ns = ms * 1_000_000;
+                compile
+            })
+            .chain([row(Some("sample_py1"), Phase::Call, 5)])
+            .collect();
+        entry.probes.as_mut().unwrap().skills = Some(rows);
+        entry
+    }
+
+    #[test]
+    fn a_skill_compiled_by_an_earlier_entry_is_named_with_that_entry() {
+        let first = compiled("4 add_py", 1, &[("sample_py4", 9000), ("sample_py5", 85)]);
+        let listed = probed(record("skills", 1.0), |_| {});
+        let again = compiled("execute_all Bob 20 10", 3, &[("sample_py5", 11_200)]);
+        let earlier = [first.clone(), listed];
+        assert_eq!(
+            compiled_again(&again, &earlier).unwrap(),
+            "sample_py5 was compiled again (11,200 ms; first in entry 1, `4 add_py`)"
+        );
+        // A first compile, and an entry that only calls, say nothing.
+        assert_eq!(compiled_again(&first, &[]), None);
+        assert_eq!(compiled_again(&earlier[1], &earlier[..1]), None);
     }
 }

@@ -191,6 +191,10 @@ const MADV_DOC: Doc = (
     "madv_*",
     "madvise per advice: madv_<advice>_calls and madv_<advice>_bytes, advice one of dontneed, free, remove, willneed, hugepage, nohugepage, cold, pageout, populate (read or write), collapse, other",
 );
+const EXEC_DOC: Doc = (
+    "exec_*",
+    "code published: the host's mmap and mprotect calls that made memory executable (PROT_EXEC) and succeeded, exec_calls and exec_bytes (their lengths). Any wasmtime host does this for each module it compiles or loads, so a skill compiled a second time shows here",
+);
 const KSWAPD_DOC: Doc = (
     "kswapd_*",
     "kswapd, system-wide: kswapd_wakes, kswapd_sleeps, kswapd_awake_ms (awake time, counted when it sleeps), kswapd_woken_by_host and kswapd_woken_by_others (allocations that asked it to wake)",
@@ -262,6 +266,8 @@ pub fn columns() -> &'static [Column] {
             col(format!("madv_{name}_calls"), "syscalls", MADV_DOC, count(move |c| c.madvise[class].calls));
             col(format!("madv_{name}_bytes"), "syscalls", MADV_DOC, count(move |c| c.madvise[class].bytes));
         }
+        col("exec_calls".into(), "syscalls", EXEC_DOC, count(|c| c.exec.calls));
+        col("exec_bytes".into(), "syscalls", EXEC_DOC, count(|c| c.exec.bytes));
 
         let faults = "page_faults";
         col("faults_user".into(), faults, ("faults_user", "user-mode page faults of the host (exceptions:page_fault_user, or fexit handle_mm_fault without the retried attempts)"), count(|c| c.faults.user));
