@@ -473,7 +473,20 @@ impl Run {
                 }
             };
             let took = clock.elapsed().saturating_sub(outcome.untimed);
-            // Asked after the entry's window and the probes' reading: the scrape is ours.
+            let mut sampling = sampler.end_entry()?;
+            for reading in std::iter::once(&before).chain(&after) {
+                sampling.cover_rss(reading.rss_kb);
+            }
+            // The kernel's own peak, between any two samples; unknown once the host is gone.
+            if peak_reset
+                && after.is_some()
+                && let Some(peak) = process::peak_rss_kb(Path::new(sample::PROC), pid)
+            {
+                sampling.cover_rss(peak);
+            }
+            let (probes, stop) = probing.entry(index, stopped.as_ref())?;
+            // Asked once the sampler and the probes have read the entry: the scrape is ours,
+            // not the entry's.
             let counted = match (&counted_before, &after) {
                 (Some(before), Some(_)) => HostCounters::read(&client)
                     .await
@@ -487,17 +500,6 @@ impl Run {
                 }
                 None => None,
             };
-            let mut sampling = sampler.end_entry()?;
-            for reading in std::iter::once(&before).chain(&after) {
-                sampling.cover_rss(reading.rss_kb);
-            }
-            // The kernel's own peak, between any two samples; unknown once the host is gone.
-            if peak_reset
-                && after.is_some()
-                && let Some(peak) = process::peak_rss_kb(Path::new(sample::PROC), pid)
-            {
-                sampling.cover_rss(peak);
-            }
             let measure = EntryMeasure {
                 index,
                 cmd: entry.name.clone(),
@@ -510,7 +512,6 @@ impl Run {
                 outcome,
                 stopped,
             };
-            let (probes, stop) = probing.entry(index, measure.stopped.as_ref())?;
             let memcg = match (&self.cgroup, memcg_before) {
                 (Some(cgroup), Some(before)) => Some(MemcgEntry {
                     limit_bytes: cgroup.limit_bytes(),
