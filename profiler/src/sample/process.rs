@@ -85,19 +85,11 @@ pub fn reset_peak(proc_root: &Path, pid: u32) -> io::Result<()> {
 /// VmHWM of /proc/PID/status, which the kernel keeps as the most RSS the process held,
 /// between any two samples too. `None` once the process is gone.
 pub fn peak_rss_kb(proc_root: &Path, pid: u32) -> Option<u64> {
-    let status = fs::read_to_string(proc_root.join(pid.to_string()).join("status")).ok()?;
-    parse_hwm_kb(&status)
-}
-
-fn parse_hwm_kb(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()
+    procfs::process::Process::new_with_root(proc_root.join(pid.to_string()))
+        .ok()?
+        .status()
+        .ok()?
+        .vmhwm
 }
 
 pub fn read(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
@@ -207,11 +199,7 @@ mod tests {
 
     #[test]
     fn the_peak_is_vmhwm_and_a_reset_brings_it_down_to_now() {
-        assert_eq!(
-            parse_hwm_kb("Name:\tx\nVmPeak:\t  9000 kB\nVmHWM:\t    4321 kB\nVmRSS:\t 1200 kB\n"),
-            Some(4321)
-        );
-        assert_eq!(parse_hwm_kb("Name:\tkthreadd\n"), None);
+        assert_eq!(peak_rss_kb(Path::new("/nonexistent"), 4242), None);
 
         // This process: touch 64 MiB, free it, and the peak remembers it until reset.
         let proc_root = Path::new(super::super::PROC);
