@@ -39,18 +39,16 @@ pub fn write(run: &Run, dir: &Path) -> Result<Vec<(&'static str, usize)>> {
 
 /// The columns of one kind's file after [`COMMON`]: the union of its events' fields in the
 /// order they first appear (faults seen by two mechanisms carry different fields).
-fn field_columns(events: &[&Event]) -> Vec<&'static str> {
+fn field_columns(fields: &[Vec<(&'static str, Field)>]) -> Vec<&'static str> {
     let mut columns: Vec<&'static str> = Vec::new();
-    for event in events {
-        for (name, value) in event.body.fields() {
-            let names = match value {
-                Field::Advice(_) => [name, "advice_class"].to_vec(),
-                _ => vec![name],
-            };
-            for name in names {
-                if !columns.contains(&name) {
-                    columns.push(name);
-                }
+    for (name, value) in fields.iter().flatten() {
+        let names = match value {
+            Field::Advice(_) => [*name, "advice_class"].to_vec(),
+            _ => vec![*name],
+        };
+        for name in names {
+            if !columns.contains(&name) {
+                columns.push(name);
             }
         }
     }
@@ -58,19 +56,20 @@ fn field_columns(events: &[&Event]) -> Vec<&'static str> {
 }
 
 fn write_kind(run: &Run, events: &[&Event], path: &Path) -> Result<()> {
-    let columns = field_columns(events);
+    let fields: Vec<_> = events.iter().map(|event| event.body.fields()).collect();
+    let columns = field_columns(&fields);
     let mut out = csv::Writer::from_path(path)?;
     out.write_record(COMMON.iter().chain(&columns))?;
     let unix_at = run.unix_clock();
+    // The run's entries are in index order, one per record.
     let cmd_of = |entry: u32| {
         run.entries
-            .iter()
-            .find(|span| span.index == entry as usize)
+            .get(entry as usize)
             .map_or("", |span| span.cmd.as_str())
     };
-    for event in events {
+    for (event, fields) in events.iter().zip(fields) {
         let mut cells: BTreeMap<&str, String> = BTreeMap::new();
-        for (name, value) in event.body.fields() {
+        for (name, value) in fields {
             // Numbers as decimal numbers: DuckDB types the column, hex would make it text.
             let cell = match value {
                 Field::Int(number) => number.to_string(),

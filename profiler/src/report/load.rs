@@ -39,6 +39,7 @@ pub struct Run {
     /// Each entry's paragraph of explain.md, in entry order (empty if the run has none).
     pub explanations: Vec<String>,
     pub samples: SampleSeries,
+    /// Each record's span, in the same order: `entries[i]` is entry `i`.
     pub entries: Vec<EntrySpan>,
     /// How the entries were placed on the sampler's clock, in words.
     pub alignment: String,

@@ -43,21 +43,18 @@ pub fn render(run: &Run) -> Result<(String, usize)> {
         }
     }
 
+    // The run's entries are in index order, one per record and row.
     let entries: Vec<_> = run
-        .records
+        .entries
         .iter()
         .zip(&run.rows)
-        .filter_map(|(record, row)| {
-            let span = run
-                .entries
-                .iter()
-                .find(|s| s.index == record.measure.index)?;
+        .map(|(span, row)| {
             let labels = format!(
                 "{run_label},entry=\"{}\",cmd=\"{}\"",
                 span.index,
                 escape(&span.cmd)
             );
-            Some((row, labels, (unix_at(span.end_s) * 1e3).round() as i64))
+            (row, labels, (unix_at(span.end_s) * 1e3).round() as i64)
         })
         .collect();
     let columns = run.rows.first().map(|row| row.names().collect::<Vec<_>>());
