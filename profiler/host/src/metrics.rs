@@ -183,6 +183,7 @@ impl Metrics {
         self.compile_seconds.observe(took.as_secs_f64());
     }
 
+    /// Puts the scrape-time figures on their gauges, for the text encoder to read.
     fn set(&self, now: &AtScrape) {
         let gauge = |value: u64| value.min(i64::MAX as u64) as i64;
         for (state, count) in [
@@ -210,25 +211,28 @@ impl Metrics {
         text
     }
 
-    /// The same figures as one JSON object.
+    /// The same figures as one JSON object (the scrape-time ones straight from `now`).
     pub fn json(&self, now: &AtScrape) -> Value {
-        self.set(now);
-        let statuses = self
+        let answered: Vec<(u16, u64)> = self
             .statuses
             .lock()
             .expect("no panic while holding the status set")
-            .clone();
-        let answered = |status: u16| self.requests.get_or_create(&Answered { status }).get();
-        let by_status: serde_json::Map<String, Value> = statuses
             .iter()
-            .map(|&status| (status.to_string(), json!(answered(status))))
+            .map(|&status| {
+                let count = self.requests.get_or_create(&Answered { status }).get();
+                (status, count)
+            })
             .collect();
-        let ok: u64 = statuses
+        let by_status: serde_json::Map<String, Value> = answered
             .iter()
-            .filter(|&&s| (200..300).contains(&s))
-            .map(|&s| answered(s))
+            .map(|(status, count)| (status.to_string(), json!(count)))
+            .collect();
+        let ok: u64 = answered
+            .iter()
+            .filter(|(status, _)| (200..300).contains(status))
+            .map(|(_, count)| count)
             .sum();
-        let all: u64 = statuses.iter().map(|&s| answered(s)).sum();
+        let all: u64 = answered.iter().map(|(_, count)| count).sum();
         let mut report = json!({
             "requests_in_flight": self.in_flight(),
             "instances_live": self.instances_live.get(),

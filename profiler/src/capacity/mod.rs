@@ -185,12 +185,12 @@ pub fn run(args: CapacityArgs) -> Result<()> {
         kinds: answered,
     };
     let json = out.join("capacity.json");
-    fs::write(&json, serde_json::to_string_pretty(&capacity)? + "\n")
-        .with_context(|| format!("writing {}", json.display()))?;
+    let document = serde_json::to_string_pretty(&capacity)? + "\n";
+    fs::write(&json, &document).with_context(|| format!("writing {}", json.display()))?;
     let section = section(&capacity);
     append_to_explain(&out.join("explain.md"), &section)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&capacity)?);
+        print!("{document}");
     } else {
         print!("{section}");
     }

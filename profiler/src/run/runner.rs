@@ -910,7 +910,6 @@ fn host_gone() -> Abort {
     Abort::Interrupted(Interruption::HostExited)
 }
 
-/// The host's counters now; its absence means it died between entries.
 /// Resets the host's RSS high-water mark for the next entry, so that rss_peak_kb is the
 /// kernel's own peak of that entry. The first attempt says in meta.json how the peak is
 /// measured; a refusal (not root, nor the host's user) is said once, and the peak is then the
@@ -944,6 +943,7 @@ fn reset_peak(info: &mut RunInfo, progress: &Progress, pid: u32) -> bool {
     reset.is_ok()
 }
 
+/// The host's counters now; its absence means it died between entries.
 fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
     match process::read(Path::new(sample::PROC), pid) {
         Ok(stat) => Ok(stat),

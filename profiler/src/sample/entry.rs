@@ -28,9 +28,9 @@ impl Lowest {
 pub struct EntrySampling {
     /// Samples taken during the entry, both boundary samples included.
     pub samples: u64,
-    /// The most RSS seen: in the samples and in the runner's own readings before and after
-    /// the entry ([`EntrySampling::cover_rss`]), which fall between samples. `None` if the
-    /// host was gone in every one.
+    /// The most RSS seen: in the samples and in what the runner adds
+    /// ([`EntrySampling::cover_rss`]): its own readings before and after the entry, and the
+    /// kernel's high-water mark over the entry. `None` if the host was gone in every one.
     pub rss_peak_kb: Option<u64>,
     /// Most mappings the host held in any count of the entry (boundaries and every
     /// [`super::sampler::MAPS_EVERY`]); `None` if never counted.
