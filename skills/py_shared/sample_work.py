@@ -3,8 +3,9 @@ sample_py_pydantic differ only in how they validate it: allocate `memory_kb` KiB
 random size between 100 and 300 KiB, make every page resident, sleep `wait_ms` through WASI,
 and answer in JSON.
 
-Neither componentize-py's `Err` nor the WIT error types appear here: the two skills are built
-by different componentize-py versions, whose bindings name them differently.
+Neither componentize-py's `Err` nor the WIT error types appear in the skills: each world's
+binding layer (skills/py_worlds) passes its own to `answer`, which is all that differs between
+the builds of one skill for two worlds.
 """
 
 import json
@@ -19,6 +20,22 @@ CHUNK_MAX_KB = 300
 # there.
 MAX_MEMORY_KB = 4 * 1024 * 1024
 MAX_WAIT_MS = 2**32 - 1
+
+
+class InvalidInput(ValueError):
+    """The request's input is not what the skill accepts: WIT `error::invalid-input`."""
+
+
+def answer(run, input: bytes, err, invalid_input, internal) -> bytes:
+    """`run(input)`, its failures raised as the world's `err(invalid_input(...))` or
+    `err(internal(...))`."""
+    try:
+        return run(input)
+    except InvalidInput as e:
+        raise err(invalid_input(str(e)))
+    except MemoryError:
+        # The host's memory limit: an `internal` error rather than a trap, as in sample_rs.
+        raise err(internal("out of memory allocating the chunks"))
 
 
 def work(skill: str, topic: str, memory_kb: int, wait_ms: int) -> bytes:

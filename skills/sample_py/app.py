@@ -1,39 +1,32 @@
 """The sample skill in pure Python: the same contract and behaviour as sample_rs, so the
 profiler can compare the two runtimes on the same work. It validates its input by hand;
 sample_py_pydantic does the same work and validates with pydantic, as 2024's skills did.
+A world's binding layer (skills/py_worlds) calls `run`.
 
 Input: {"topic": str, "memory": KiB, "wait_time": ms}, all optional.
 """
 
 import json
 
-import wit_world
-from componentize_py_types import Err
-from sample_work import MAX_MEMORY_KB, MAX_WAIT_MS, work
-from wit_world.imports.types import Error_Internal, Error_InvalidInput
+from sample_work import MAX_MEMORY_KB, MAX_WAIT_MS, InvalidInput, work
 
 
-class WitWorld(wit_world.WitWorld):
-    def run(self, input: bytes) -> bytes:
-        topic, memory_kb, wait_ms = parse(input)
-        try:
-            return work("sample_py", topic, memory_kb, wait_ms)
-        except MemoryError:
-            # The host's memory limit: an `internal` error rather than a trap, as in sample_rs.
-            raise Err(Error_Internal("out of memory allocating the chunks"))
+def run(input: bytes) -> bytes:
+    topic, memory_kb, wait_ms = parse(input)
+    return work("sample_py", topic, memory_kb, wait_ms)
 
 
 def parse(input: bytes) -> tuple[str, int, int]:
-    """Raises the WIT `invalid-input` error for anything but the documented input."""
+    """Raises InvalidInput for anything but the documented input."""
     try:
         doc = json.loads(input)
     except ValueError as e:  # covers invalid UTF-8 too
-        raise Err(Error_InvalidInput(f"input is not JSON: {e}"))
+        raise InvalidInput(f"input is not JSON: {e}")
     if not isinstance(doc, dict):
-        raise Err(Error_InvalidInput("input must be a JSON object"))
+        raise InvalidInput("input must be a JSON object")
     topic = doc.get("topic", "world")
     if not isinstance(topic, str):
-        raise Err(Error_InvalidInput("topic must be a string"))
+        raise InvalidInput("topic must be a string")
     return topic, count(doc, "memory", MAX_MEMORY_KB), count(doc, "wait_time", MAX_WAIT_MS)
 
 
@@ -41,5 +34,5 @@ def count(doc: dict, key: str, maximum: int) -> int:
     value = doc.get(key, 0)
     # bool is an int subclass in Python, but `true` is not a number in JSON.
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= maximum:
-        raise Err(Error_InvalidInput(f"{key} must be an integer from 0 to {maximum}"))
+        raise InvalidInput(f"{key} must be an integer from 0 to {maximum}")
     return value

@@ -23,12 +23,13 @@ enum Task {
     /// `cargo build -p skillprof` embeds. Needs the pinned nightly with rust-src and
     /// bpf-linker 0.10 (`scripts/setup.sh` installs them).
     BuildEbpf,
-    /// Build the sample skills (skills/) into wasm components in build/skills/: sample_rs,
-    /// hello and trap with cargo for wasm32-wasip2, sample_py and sample_py_pydantic with
-    /// componentize-py.
+    /// Build the sample skills (skills/) into wasm components: sample_rs, hello and trap
+    /// with cargo for wasm32-wasip2, sample_py and sample_py_pydantic with componentize-py;
+    /// each once for `skillprof:skill` (build/skills/) and once for the 2024 host's
+    /// `pharia:skill@0.2` (build/skills/pharia-skill/).
     ///
     /// Incremental: cargo rebuilds only what changed, and componentize-py (15-30 s) runs only
-    /// when a file on the skill's Python path or under skills/wit is newer than its component.
+    /// when a file on the skill's Python path or its world's WIT is newer than its component.
     /// Needs the wasm32-wasip2 target, build/venv/bin/componentize-py, and for the pydantic
     /// skill build/venv-py312 and build/py312-site (`scripts/setup.sh` installs them all).
     BuildSkills,

@@ -1,4 +1,6 @@
-//! `cargo xtask build-skills`: the sample skills as wasm components in build/skills/.
+//! `cargo xtask build-skills`: the sample skills as wasm components, once per world: in
+//! build/skills/ for `skillprof:skill`, in build/skills/pharia-skill/ for the 2024 host's
+//! `pharia:skill@0.2`.
 
 use std::ffi::OsString;
 use std::fs;
@@ -11,8 +13,40 @@ use anyhow::{Context, Result, bail};
 const TARGET: &str = "wasm32-wasip2";
 /// Members of the skills/ workspace; each builds to `<name>.wasm`.
 const RUST_SKILLS: [&str; 3] = ["sample_rs", "hello", "trap"];
-/// The world every skill implements, from skills/wit.
+/// The name of the world in every WIT package below.
 const WORLD: &str = "skill";
+
+/// A world the sample skills are built for. One source per skill: only the binding layer
+/// differs (the `skill_world` crate's feature, the Python binding module).
+struct World {
+    /// Its WIT package, repository-relative.
+    wit: &'static str,
+    /// Cargo features that bind the Rust skills to it.
+    rust_features: &'static [&'static str],
+    /// Its own target directory, so that building one world never invalidates the other's.
+    target_dir: &'static str,
+    /// The module in skills/py_worlds that componentize-py builds, importing the skill's `app`.
+    python_module: &'static str,
+    /// Where its components go, repository-relative.
+    out: &'static str,
+}
+
+const WORLDS: [World; 2] = [
+    World {
+        wit: "skills/wit/skillprof",
+        rust_features: &[],
+        target_dir: "build/skills-target",
+        python_module: "skillprof_skill",
+        out: "build/skills",
+    },
+    World {
+        wit: "skills/wit/pharia",
+        rust_features: &["skill_world/pharia"],
+        target_dir: "build/skills-target-pharia",
+        python_module: "pharia_skill",
+        out: "build/skills/pharia-skill",
+    },
+];
 
 /// A Python skill: componentized from module `app` on its Python path (repository-relative
 /// folders) by one componentize-py.
@@ -25,7 +59,7 @@ struct PythonSkill {
 const PYTHON_SKILLS: [PythonSkill; 2] = [
     PythonSkill {
         name: "sample_py",
-        python_path: &["skills/sample_py", "skills/py_shared"],
+        python_path: &["skills/sample_py", "skills/py_shared", "skills/py_worlds"],
         componentize: "build/venv/bin/componentize-py",
     },
     // pydantic-core's WASI wheel is built for CPython 3.12, which componentize-py bundles
@@ -35,15 +69,17 @@ const PYTHON_SKILLS: [PythonSkill; 2] = [
         python_path: &[
             "skills/sample_py_pydantic",
             "skills/py_shared",
+            "skills/py_worlds",
             "build/py312-site",
         ],
         componentize: "build/venv-py312/bin/componentize-py",
     },
 ];
 
-struct Paths {
+struct Paths<'w> {
     root: PathBuf,
-    /// Where the host and the benchmarks look for components.
+    world: &'w World,
+    /// Where the host and the benchmarks look for this world's components.
     out: PathBuf,
 }
 
@@ -52,21 +88,26 @@ pub fn build() -> Result<()> {
         .parent()
         .context("xtask has no parent directory")?
         .to_path_buf();
-    let paths = Paths {
-        out: root.join("build/skills"),
-        root,
-    };
-    fs::create_dir_all(&paths.out).with_context(|| format!("creating {}", paths.out.display()))?;
-    build_rust(&paths)?;
-    PYTHON_SKILLS
-        .iter()
-        .try_for_each(|skill| build_python(&paths, skill))
+    check_target_installed(&root)?;
+    for world in &WORLDS {
+        let paths = Paths {
+            out: root.join(world.out),
+            root: root.clone(),
+            world,
+        };
+        fs::create_dir_all(&paths.out)
+            .with_context(|| format!("creating {}", paths.out.display()))?;
+        build_rust(&paths)?;
+        PYTHON_SKILLS
+            .iter()
+            .try_for_each(|skill| build_python(&paths, skill))?;
+    }
+    Ok(())
 }
 
 fn build_rust(paths: &Paths) -> Result<()> {
-    check_target_installed(&paths.root)?;
     let started = Instant::now();
-    let target_dir = paths.root.join("build/skills-target");
+    let target_dir = paths.root.join(paths.world.target_dir);
     // The cargo that runs xtask, so the skills build with the toolchain the repo pins.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let status = Command::new(cargo)
@@ -79,6 +120,13 @@ fn build_rust(paths: &Paths) -> Result<()> {
             "--target-dir",
         ])
         .arg(&target_dir)
+        .args(
+            paths
+                .world
+                .rust_features
+                .iter()
+                .flat_map(|feature| ["--features", feature]),
+        )
         .current_dir(paths.root.join("skills"))
         .status()
         .context("running cargo")?;
@@ -132,9 +180,9 @@ fn check_target_installed(root: &Path) -> Result<()> {
 }
 
 /// componentize-py takes 15-30 s and has no cache of its own, so it runs only when a file on
-/// the skill's Python path or the WIT changed since the last component was written.
+/// the skill's Python path or the world's WIT changed since the last component was written.
 fn build_python(paths: &Paths, skill: &PythonSkill) -> Result<()> {
-    let wit = paths.root.join("skills/wit");
+    let wit = paths.root.join(paths.world.wit);
     let python_path: Vec<PathBuf> = skill
         .python_path
         .iter()
@@ -174,7 +222,7 @@ fn build_python(paths: &Paths, skill: &PythonSkill) -> Result<()> {
         command.arg("--python-path").arg(dir);
     }
     let status = command
-        .arg("app")
+        .arg(paths.world.python_module)
         .arg("--output")
         .arg(&partial)
         .status()
@@ -229,6 +277,6 @@ fn report(paths: &Paths, artifact: &Path, how: String) -> Result<()> {
         format!("{:.1} KiB", bytes as f64 / 1024.0)
     };
     let shown = artifact.strip_prefix(&paths.root).unwrap_or(artifact);
-    println!("{:<28} {size:>10}  ({how})", shown.display());
+    println!("{:<50} {size:>10}  ({how})", shown.display());
     Ok(())
 }

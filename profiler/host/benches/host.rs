@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use skillprof::hostctl::{Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir};
+use skillprof::hostctl::{
+    Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillWorld, SkillsDir,
+};
 use skillprof::probes::{Mechanism, ProbeOptions, ProbeSession};
 use skillprof::stats::{median, median_ci, nearest_rank};
 
@@ -46,7 +48,7 @@ impl Figures {
 #[tokio::main]
 async fn main() -> Result<()> {
     let options = parse_options()?;
-    let samples = SampleSkills::beside_executable()?;
+    let samples = SampleSkills::beside_executable(SkillWorld::Skillprof)?;
     if !options.markers_only {
         let hey = find_hey()?;
         let mut results = Vec::new();

@@ -96,7 +96,7 @@ async fn execute(app: &App, body: &[u8]) -> Response {
         Err(reason) => {
             return api.error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("skill '{}' failed to compile: {reason}", slot.name),
+                format!("skill '{}' {reason}", slot.name),
             );
         }
     };

@@ -15,12 +15,12 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 
-use crate::config::{Allocator, EngineConfig};
-use crate::invoke::{RequestState, SkillPre};
+use crate::config::{Allocator, Api, EngineConfig};
 use crate::marks::{PHASE_COMPILE, Work};
 use crate::metrics::Metrics;
+use crate::world::{Linkers, SkillPre};
 
 /// Where a skill's compiled code came from.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -35,7 +35,7 @@ pub enum Origin {
 }
 
 pub struct CompiledSkill {
-    pub pre: SkillPre<RequestState>,
+    pub pre: SkillPre,
     pub sha256: String,
     pub origin: Origin,
     pub load_time: Duration,
@@ -43,7 +43,9 @@ pub struct CompiledSkill {
 
 pub struct Compiler {
     engine: Engine,
-    linker: Linker<RequestState>,
+    linkers: Linkers,
+    /// Its dialect's world decides which components run.
+    api: Api,
     config: EngineConfig,
     share_identical: bool,
     engine_key: String,
@@ -57,20 +59,19 @@ impl Compiler {
     pub fn new(
         engine: &Engine,
         config: &EngineConfig,
+        api: Api,
         share_identical: bool,
         metrics: Arc<Metrics>,
     ) -> Result<Self> {
-        let mut linker = Linker::new(engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(anyhow::Error::from)
-            .context("linking WASI p2")?;
+        let linkers = Linkers::new(engine).context("linking WASI p2")?;
         if let Some(dir) = &config.cache_dir {
             fs::create_dir_all(dir)
                 .with_context(|| format!("creating the cache directory {}", dir.display()))?;
         }
         Ok(Compiler {
             engine: engine.clone(),
-            linker,
+            linkers,
+            api,
             config: config.clone(),
             share_identical,
             engine_key: engine_key(engine),
@@ -82,7 +83,8 @@ impl Compiler {
     /// Blocking: compiling a Python skill takes seconds of CPU.
     pub fn load(&self, path: &Path, work: &Work) -> Result<Arc<CompiledSkill>> {
         let started = Instant::now();
-        let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes =
+            fs::read(path).with_context(|| format!("could not be read from {}", path.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
 
         if self.share_identical
@@ -97,15 +99,18 @@ impl Compiler {
         }
 
         let compile_started = Instant::now();
-        let (component, origin) = compile_pool(work)?.install(|| match &self.config.cache_dir {
-            Some(dir) => self.through_disk_cache(dir, &bytes, &sha256),
-            None => Ok((Component::new(&self.engine, &bytes)?, Origin::Compiled)),
-        })?;
+        let (component, origin) = compile_pool(work)?
+            .install(|| match &self.config.cache_dir {
+                Some(dir) => self.through_disk_cache(dir, &bytes, &sha256),
+                None => Ok((Component::new(&self.engine, &bytes)?, Origin::Compiled)),
+            })
+            .context("failed to compile")?;
         if matches!(origin, Origin::Compiled) {
             self.metrics.compiled(compile_started.elapsed());
         }
-        self.check_shape(&component)?;
-        let pre = SkillPre::new(self.linker.instantiate_pre(&component)?)?;
+        self.check_shape(&component)
+            .context("does not fit a pool slot")?;
+        let pre = self.linkers.link(self.api, &self.engine, &component)?;
         let compiled = Arc::new(CompiledSkill {
             pre,
             sha256,

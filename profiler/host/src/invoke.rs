@@ -11,15 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::limits::MemoryLimiter;
 use crate::marks::{PHASE_CALL, PHASE_INSTANTIATE, PhaseCell, Work};
 use crate::metrics::{LiveInstance, Metrics};
-
-wasmtime::component::bindgen!({
-    path: "../../skills/wit",
-    world: "skill",
-    exports: { default: async },
-});
-
-// `self::`: the host's tests and benchmark also link the skillprof crate.
-pub use self::skillprof::skill::types::Error as SkillError;
+use crate::world::{SkillError, SkillPre};
 
 /// Per-request store state: WASI (no files, no network, no environment) and the
 /// memory limiter.
@@ -62,7 +54,7 @@ pub enum Failure {
 pub struct Invocation<'a> {
     pub skill: &'a str,
     pub work: &'a Work,
-    pub pre: &'a SkillPre<RequestState>,
+    pub pre: &'a SkillPre,
     pub memory_limit: usize,
     pub deadline: Duration,
     pub metrics: &'a Arc<Metrics>,
@@ -98,10 +90,10 @@ impl Invocation<'_> {
         let mut instantiated = None;
         let phase = PhaseCell::new(PHASE_INSTANTIATE);
         let call = async {
-            let skill = self.pre.instantiate_async(&mut store).await?;
+            let skill = self.pre.instantiate(&mut store).await?;
             instantiated = Some(started.elapsed());
             phase.enter(self.work, PHASE_CALL);
-            skill.call_run(&mut store, input).await
+            skill.run(&mut store, input).await
         };
         let call = self.work.track(&phase, call);
         let outcome = match tokio::time::timeout(deadline, call).await {

@@ -11,6 +11,7 @@ mod marks;
 mod metrics;
 mod names;
 mod registry;
+mod world;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -58,6 +59,7 @@ async fn serve(config: HostConfig) -> Result<i32> {
     let compiler = Arc::new(Compiler::new(
         &engine,
         &config.engine,
+        config.api,
         config.share_identical,
         metrics.clone(),
     )?);

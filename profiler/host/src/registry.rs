@@ -207,7 +207,7 @@ impl Registry {
         match state {
             State::Compiled(compiled) => Ok(compiled),
             State::Failed(reason) => {
-                eprintln!("skillhost: {} failed to compile: {reason}", slot.name);
+                eprintln!("skillhost: {} {reason}", slot.name);
                 Err(reason)
             }
             State::Registered => unreachable!("just set"),

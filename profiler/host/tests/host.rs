@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::TestHost;
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
+use skillprof::hostctl::SkillWorld;
 
 fn input(topic: &str, memory_kb: u64, wait_ms: u64) -> Value {
     json!({ "topic": topic, "memory": memory_kb, "wait_time": wait_ms })
@@ -514,10 +515,12 @@ async fn a_drain_that_times_out_exits_1() {
 }
 
 /// `--api pharia-2024`: the Pharia Kernel's dialect of October 2024, as its profile describes
-/// it, checked here route by route against a client that speaks it and one that does not.
+/// it, checked here route by route against a client that speaks it and one that does not,
+/// with the samples built for its world, `pharia:skill@0.2`.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort() {
     let host = TestHost::start_in("pharia-kernel-2024", &["--api", "pharia-2024"]).await;
+    assert_eq!(host.world, skillprof::hostctl::SkillWorld::Pharia);
     for name in ["sample_rs1", "sample_rs2", "sample_rs3", "hello"] {
         host.add(
             name,
@@ -583,4 +586,28 @@ async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort(
         );
     }
     assert_eq!(client.cached_skills().await.unwrap(), Vec::<String>::new());
+
+    // The Python sample too: componentize-py's bindings of the same world, and an import of
+    // the csi interface that skillhost links to functions that fail.
+    host.add("sample_py1", "sample_py").await;
+    let answer = run_ok(&host, "sample_py1", &input("Bob", 300, 0)).await;
+    assert_eq!(answer["greeting"], "Hello Bob, from sample_py");
+
+    // A component of another world is refused when executed, as the 2024 host refused it.
+    host.skills
+        .add("theirs", &common::skill_of(SkillWorld::Skillprof, "hello"))
+        .unwrap();
+    client
+        .wait_until_listed(&["theirs".to_owned()], Duration::from_secs(10))
+        .await
+        .unwrap();
+    let refused = run_failing(
+        &host,
+        "theirs",
+        &json!({}),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+    .await;
+    assert!(refused.contains("isn't using Pharia Skill"), "{refused}");
+    assert_healthy(&host).await;
 }

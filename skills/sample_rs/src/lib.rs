@@ -3,13 +3,12 @@
 //!
 //! Input: `{"topic": str, "memory": KiB, "wait_time": ms}`, all optional.
 
-wit_bindgen::generate!({ world: "skill", path: "../wit" });
-
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use serde::Deserialize;
+use skill_world::Failure;
 
 /// The host backs linear memory with 4 KiB pages: one write per page makes a chunk resident.
 const PAGE: usize = 4096;
@@ -31,37 +30,33 @@ struct Input {
     wait_time: u32,
 }
 
-struct SampleRs;
-
-impl Guest for SampleRs {
-    fn run(input: Vec<u8>) -> Result<Vec<u8>, Error> {
-        let input: Input =
-            serde_json::from_slice(&input).map_err(|e| Error::InvalidInput(e.to_string()))?;
-        if input.memory > MAX_MEMORY_KB {
-            return Err(Error::InvalidInput(format!(
-                "memory must be at most {MAX_MEMORY_KB} KiB, the size of a 32-bit linear memory"
-            )));
-        }
-        let chunks = chunk_sizes(input.memory, &mut XorShift::seeded())
-            .into_iter()
-            .map(resident_chunk)
-            .collect::<Result<Vec<_>, _>>()?;
-        // On wasm32-wasip2 this is wasi:clocks + wasi:io/poll, so an async host can run other
-        // requests meanwhile.
-        std::thread::sleep(Duration::from_millis(input.wait_time.into()));
-        let reply = serde_json::json!({
-            "greeting": format!("Hello {}, from sample_rs", input.topic.as_deref().unwrap_or("world")),
-            "chunks": chunks.len(),
-            "memory_kb": input.memory,
-            "wait_ms": input.wait_time,
-        });
-        // The memory stays resident until the reply exists, as a real skill's working set does.
-        drop(chunks);
-        Ok(reply.to_string().into_bytes())
+fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure> {
+    let input: Input =
+        serde_json::from_slice(&input).map_err(|e| Failure::InvalidInput(e.to_string()))?;
+    if input.memory > MAX_MEMORY_KB {
+        return Err(Failure::InvalidInput(format!(
+            "memory must be at most {MAX_MEMORY_KB} KiB, the size of a 32-bit linear memory"
+        )));
     }
+    let chunks = chunk_sizes(input.memory, &mut XorShift::seeded())
+        .into_iter()
+        .map(resident_chunk)
+        .collect::<Result<Vec<_>, _>>()?;
+    // On wasm32-wasip2 this is wasi:clocks + wasi:io/poll, so an async host can run other
+    // requests meanwhile.
+    std::thread::sleep(Duration::from_millis(input.wait_time.into()));
+    let reply = serde_json::json!({
+        "greeting": format!("Hello {}, from sample_rs", input.topic.as_deref().unwrap_or("world")),
+        "chunks": chunks.len(),
+        "memory_kb": input.memory,
+        "wait_ms": input.wait_time,
+    });
+    // The memory stays resident until the reply exists, as a real skill's working set does.
+    drop(chunks);
+    Ok(reply.to_string().into_bytes())
 }
 
-export!(SampleRs);
+skill_world::export_skill!(run);
 
 /// Random sizes while at least a full chunk is left; the last chunk takes the remainder.
 fn chunk_sizes(total_kb: u32, rng: &mut XorShift) -> Vec<u32> {
@@ -83,12 +78,12 @@ fn chunk_sizes(total_kb: u32, rng: &mut XorShift) -> Vec<u32> {
 /// Never inlined: the function that takes the skill's page faults keeps its own name in the
 /// host's perf map, so `skillprof run --stacks` can show it (the stacks test looks for it).
 #[inline(never)]
-fn resident_chunk(kb: u32) -> Result<Vec<u8>, Error> {
+fn resident_chunk(kb: u32) -> Result<Vec<u8>, Failure> {
     let len = kb as usize * 1024;
     let mut chunk: Vec<u8> = Vec::new();
     chunk
         .try_reserve_exact(len)
-        .map_err(|_| Error::Internal(format!("out of memory allocating a {kb} KiB chunk")))?;
+        .map_err(|_| Failure::Internal(format!("out of memory allocating a {kb} KiB chunk")))?;
     // Every page start, and the last byte for the page the chunk ends in. Fresh linear memory
     // reads as zero without being resident, so the byte written must not be zero.
     for offset in (0..len).step_by(PAGE).chain([len - 1]) {

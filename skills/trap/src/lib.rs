@@ -1,9 +1,8 @@
 //! A skill that fails on purpose, one way per `mode`, so each of the host's failure paths can
 //! be tested: `{"mode": "trap" | "loop" | "error" | "invalid"}`, `trap` when absent.
 
-wit_bindgen::generate!({ world: "skill", path: "../wit" });
-
 use serde::Deserialize;
+use skill_world::Failure;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -26,30 +25,26 @@ struct Input {
     mode: Mode,
 }
 
-struct Trap;
-
-impl Guest for Trap {
-    fn run(input: Vec<u8>) -> Result<Vec<u8>, Error> {
-        let input: Input =
-            serde_json::from_slice(&input).map_err(|e| Error::InvalidInput(e.to_string()))?;
-        match input.mode {
-            Mode::Trap => panic!("trap skill: trapping on purpose"),
-            Mode::Loop => {
-                // Real work in the loop body, so no optimiser can turn it into something the
-                // host's epoch check would not see as a loop.
-                let mut spins: u64 = 0;
-                loop {
-                    spins = std::hint::black_box(spins.wrapping_add(1));
-                }
+fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure> {
+    let input: Input =
+        serde_json::from_slice(&input).map_err(|e| Failure::InvalidInput(e.to_string()))?;
+    match input.mode {
+        Mode::Trap => panic!("trap skill: trapping on purpose"),
+        Mode::Loop => {
+            // Real work in the loop body, so no optimiser can turn it into something the
+            // host's epoch check would not see as a loop.
+            let mut spins: u64 = 0;
+            loop {
+                spins = std::hint::black_box(spins.wrapping_add(1));
             }
-            Mode::Error => Err(Error::Internal(
-                "trap skill: internal error on purpose".into(),
-            )),
-            Mode::Invalid => Err(Error::InvalidInput(
-                "trap skill: invalid input on purpose".into(),
-            )),
         }
+        Mode::Error => Err(Failure::Internal(
+            "trap skill: internal error on purpose".into(),
+        )),
+        Mode::Invalid => Err(Failure::InvalidInput(
+            "trap skill: invalid input on purpose".into(),
+        )),
     }
 }
 
-export!(Trap);
+skill_world::export_skill!(run);

@@ -4,15 +4,18 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use skillprof::hostctl::{Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir};
+use skillprof::hostctl::{
+    Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillWorld, SkillsDir,
+};
 use tempfile::TempDir;
 
 #[path = "../../../tests/common/tools_python.rs"]
 mod tools_python;
 
-/// A component from `cargo xtask build-skills`; a missing one fails the test loudly.
-pub fn skill(name: &str) -> PathBuf {
-    SampleSkills::beside_executable()
+/// The sample `name` as built for `world` by `cargo xtask build-skills`; a missing one fails
+/// the test loudly.
+pub fn skill_of(world: SkillWorld, name: &str) -> PathBuf {
+    SampleSkills::beside_executable(world)
         .and_then(|samples| samples.path(name))
         .unwrap_or_else(|e| panic!("{e:#} (scripts/test.sh does)"))
 }
@@ -20,6 +23,8 @@ pub fn skill(name: &str) -> PathBuf {
 pub struct TestHost {
     pub host: HostProcess,
     pub skills: SkillsDir,
+    /// The world of the profile it was started with: `add` registers samples built for it.
+    pub world: SkillWorld,
     /// Holds the skills directory and the host's log until the host is dropped.
     _dir: TempDir,
 }
@@ -35,6 +40,7 @@ impl TestHost {
     pub async fn start_in(profile: &str, flags: &[&str]) -> TestHost {
         let dir = tempfile::tempdir().unwrap();
         let profile = HostProfile::load(profile).unwrap();
+        let world = profile.registry.world;
         let skills =
             SkillsDir::create(&dir.path().join("skills"), profile.registry.clone()).unwrap();
         let mut extra = vec!["--scan-interval-ms".to_string(), "50".to_string()];
@@ -61,6 +67,7 @@ impl TestHost {
         TestHost {
             host,
             skills,
+            world,
             _dir: dir,
         }
     }
@@ -69,9 +76,12 @@ impl TestHost {
         &self.host.client
     }
 
-    /// Registers `name` as a copy of the sample `artifact` and waits until it is listed.
+    /// Registers `name` as a copy of the sample `artifact`, built for the host's world, and
+    /// waits until it is listed.
     pub async fn add(&self, name: &str, artifact: &str) {
-        self.skills.add(name, &skill(artifact)).unwrap();
+        self.skills
+            .add(name, &skill_of(self.world, artifact))
+            .unwrap();
         self.client()
             .wait_until_listed(&[name.to_owned()], Duration::from_secs(10))
             .await
