@@ -589,7 +589,10 @@ impl OutsideHost {
     fn start(dir: &Path) -> OutsideHost {
         let skills = dir.join("their-skills");
         fs::create_dir_all(&skills).unwrap();
-        let samples = skillprof::hostctl::SampleSkills::beside_executable().unwrap();
+        let samples = skillprof::hostctl::SampleSkills::beside_executable(
+            skillprof::hostctl::SkillWorld::Skillprof,
+        )
+        .unwrap();
         fs::copy(
             samples.path("hello").unwrap(),
             skills.join("their_own.wasm"),

@@ -14,5 +14,5 @@ pub use cgroup::{Cgroup, MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
 pub use host_metrics::HostCounters;
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
-pub use profile::{Dialect, HostProfile};
+pub use profile::{Dialect, HostProfile, SkillWorld};
 pub use skills_dir::{PythonSample, SampleSkills, SkillsDir, sample_input};

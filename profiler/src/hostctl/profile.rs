@@ -39,6 +39,41 @@ pub struct Registry {
     /// The file of skill `{name}`; its modification time is its version to both hosts that
     /// ship, so files are written aside and renamed into place.
     pub file: String,
+    /// The skill world the host runs: the runner registers the sample components built
+    /// for it.
+    #[serde(default)]
+    pub world: SkillWorld,
+}
+
+/// A WIT world of skills, as a profile names it. A host refuses components of another.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SkillWorld {
+    /// skillhost's own (skills/wit/skillprof).
+    #[default]
+    #[serde(rename = "skillprof:skill")]
+    Skillprof,
+    /// The Pharia Kernel's of 2024 (skills/wit/pharia), `skill-handler` exported.
+    #[serde(rename = "pharia:skill@0.2")]
+    Pharia,
+}
+
+impl SkillWorld {
+    /// The folder under the sample-skills directory that holds this world's components.
+    pub fn samples_folder(self) -> &'static str {
+        match self {
+            SkillWorld::Skillprof => "",
+            SkillWorld::Pharia => "pharia-skill",
+        }
+    }
+}
+
+impl fmt::Display for SkillWorld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SkillWorld::Skillprof => "skillprof:skill",
+            SkillWorld::Pharia => "pharia:skill@0.2",
+        })
+    }
 }
 
 impl Registry {

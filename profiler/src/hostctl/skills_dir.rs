@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::profile::Registry;
+use super::profile::{Registry, SkillWorld};
 
 pub struct SkillsDir {
     path: PathBuf,
@@ -91,8 +91,9 @@ impl PythonSample {
     }
 }
 
-/// Where the sample skill components are (`cargo xtask build-skills` writes them to
-/// `build/skills/` in the repository).
+/// Where the sample skill components of one world are (`cargo xtask build-skills` writes
+/// them to `build/skills/` in the repository, those of `pharia:skill` to its
+/// `pharia-skill/`).
 pub struct SampleSkills {
     dir: PathBuf,
 }
@@ -104,16 +105,17 @@ pub fn sample_input(topic: &str, memory_kb: u64, wait_ms: u64) -> serde_json::Va
 }
 
 impl SampleSkills {
-    pub fn new(dir: &Path) -> Self {
+    /// `world`'s components under `dir`, laid out as build/skills is.
+    pub fn new(dir: &Path, world: SkillWorld) -> Self {
         SampleSkills {
-            dir: dir.to_path_buf(),
+            dir: dir.join(world.samples_folder()),
         }
     }
 
-    /// `build/skills` of the repository whose `target/<profile>/` holds the running
-    /// executable.
-    pub fn beside_executable() -> Result<Self> {
-        let dir = Self::build_path("skills")?;
+    /// `world`'s components in `build/skills` of the repository whose `target/<profile>/`
+    /// holds the running executable.
+    pub fn beside_executable(world: SkillWorld) -> Result<Self> {
+        let dir = Self::build_path("skills")?.join(world.samples_folder());
         anyhow::ensure!(
             dir.is_dir(),
             "{} is missing: run `cargo xtask build-skills`, or pass --samples DIR",

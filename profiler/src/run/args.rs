@@ -144,7 +144,9 @@ pub struct RunArgs {
     #[arg(long = "host-env", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub host_env: Vec<(String, String)>,
 
-    /// Where the sample skill components are [default: build/skills of this checkout].
+    /// Where the sample skill components are [default: build/skills of this checkout]. The
+    /// components of the world the host profile names are taken: those for `pharia:skill`
+    /// from the folder's pharia-skill/.
     #[arg(long, value_name = "DIR")]
     pub samples: Option<PathBuf>,
 

@@ -53,13 +53,15 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     require_limits_usable(args.memory_max, args.max_map_count, &plan)?;
     let locust = load_room::require_usable(&args, &plan)?;
     let mut signals = Signals::install()?;
+    let profile = HostProfile::load(&args.host_profile)?;
+    let world = profile.registry.world;
     let samples = match &args.samples {
-        Some(dir) => SampleSkills::new(dir),
-        None => SampleSkills::beside_executable()?,
+        Some(dir) => SampleSkills::new(dir, world),
+        None => SampleSkills::beside_executable(world)?,
     };
     let (spec, attached) = match args.attach {
-        Some(pid) => attach_host(&args, pid, &samples).await?,
-        None => (host_spec(&args)?, None),
+        Some(pid) => attach_host(&args, profile, pid, &samples).await?,
+        None => (host_spec(&args, profile)?, None),
     };
     let stamp = harness_log::stamp(Local::now());
     let folder = run_folder(&args, &stamp)?;
@@ -1103,10 +1105,10 @@ fn measurement(info: &RunInfo) -> Vec<String> {
 /// `--attach PID`: the running host, checked (see `hostctl::attach`) before anything is made.
 async fn attach_host(
     args: &RunArgs,
+    profile: HostProfile,
     pid: u32,
     samples: &SampleSkills,
 ) -> Result<(HostSpec, Option<(HostProcess, SkillsDir)>)> {
-    let profile = HostProfile::load(&args.host_profile)?;
     let (Some(url), Some(dir)) = (&args.host_url, &args.skills_dir) else {
         anyhow::bail!("--attach needs --host-url and --skills-dir");
     };
@@ -1124,8 +1126,7 @@ async fn attach_host(
     Ok((HostSpec::attached(profile, pid)?, Some(host)))
 }
 
-fn host_spec(args: &RunArgs) -> Result<HostSpec> {
-    let profile = HostProfile::load(&args.host_profile)?;
+fn host_spec(args: &RunArgs, profile: HostProfile) -> Result<HostSpec> {
     let bin = args
         .host_bin
         .as_ref()
