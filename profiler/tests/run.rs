@@ -11,8 +11,8 @@ use skillprof::output::harness_log::RunLog;
 
 mod common;
 use common::cli::{
-    alive, describe, host_pid, long_workload, meta, run, run_folder, run_ok, skillprof, smoke_cmds,
-    start_long_run,
+    alive, describe, host_pid, long_workload, meta, repo_cmds, run, run_folder, run_ok, skillprof,
+    smoke_cmds, start_long_run,
 };
 
 fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
@@ -499,82 +499,124 @@ fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
     assert_eq!(meta(&folder)["probes"]["enabled"], false);
 }
 
-/// The 2024 host's dialect end to end: skillhost speaking it (`--api pharia-2024`), driven
-/// through the `pharia-kernel-2024` profile (namespaced names, the bearer header, unsorted
-/// listings, the encoded drop route) over smoke.cmds and a Python step.
+/// The 2024 host end to end: skillhost speaking its dialect and running only its world
+/// (`--api pharia-2024`), driven through the `pharia-kernel-2024` profile (namespaced names,
+/// the bearer header, unsorted listings, the encoded drop route, the `pharia:skill@0.2`
+/// samples) over the two reference workloads that use every command kind they share with
+/// the 2024 harness: bench.cmds and p_execute_all.cmds.
 #[test]
-fn the_pharia_2024_dialect_runs_smoke_and_a_python_step_without_request_errors() {
+fn the_pharia_2024_host_runs_bench_and_p_execute_all_with_its_own_skills_without_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let cmds_file = dir.path().join("smoke-py.cmds");
-    let smoke = fs::read_to_string(smoke_cmds()).unwrap();
-    fs::write(
-        &cmds_file,
-        format!("{smoke}\nadd_py\nexecute_skill sample_py1 Alice 100 0\ncached_skills\n"),
-    )
-    .unwrap();
-    let out = dir.path().join("runs");
-    let (output, folder) = run_ok(
-        &cmds_file,
-        &out,
-        &[
-            "--host-profile",
-            "pharia-kernel-2024",
-            "--",
-            "--skills-dir",
-            "{skills_dir}",
-            "--port",
-            "{port}",
-            "--scan-interval-ms",
-            "50",
-            "--api",
-            "pharia-2024",
-        ],
-    );
-    let meta = meta(&folder);
-    assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
-    assert_eq!(meta["status"], "complete");
-    assert_eq!(meta["host"]["profile"], "pharia-kernel-2024");
-    assert_eq!(meta["host"]["dialect"]["namespace"], "dev");
-    assert_eq!(meta["host"]["config"]["api"], "pharia-2024");
-    let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
-    assert!(
-        explanation.contains("(pharia-kernel-2024 profile)"),
-        "{explanation}"
-    );
+    let host = [
+        "--host-profile",
+        "pharia-kernel-2024",
+        "--",
+        "--skills-dir",
+        "{skills_dir}",
+        "--port",
+        "{port}",
+        "--scan-interval-ms",
+        "50",
+        "--api",
+        "pharia-2024",
+    ];
+    for workload in ["bench.cmds", "p_execute_all.cmds"] {
+        let out = dir.path().join(workload);
+        let (output, folder) = run_ok(&repo_cmds(workload), &out, &host);
+        let meta = meta(&folder);
+        assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
+        assert_eq!(meta["status"], "complete");
+        assert_eq!(meta["host"]["profile"], "pharia-kernel-2024");
+        assert_eq!(meta["host"]["registry"]["world"], "pharia:skill@0.2");
+        assert_eq!(meta["host"]["dialect"]["namespace"], "dev");
+        assert_eq!(meta["host"]["config"]["api"], "pharia-2024");
+        let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+        assert!(
+            explanation.contains("(pharia-kernel-2024 profile)")
+                && explanation.contains("built for pharia:skill@0.2"),
+            "{explanation}"
+        );
 
-    // Every entry ran its requests; the probes attributed the host's faults and syscalls.
-    let (header, rows) = read_csv(&folder.join("commands.csv"));
-    let (cmd, requests, errors) = (
-        column(&header, "cmd"),
-        column(&header, "requests"),
-        column(&header, "request_errors"),
-    );
-    let (faults, mmaps) = (
-        column(&header, "faults_user"),
-        column(&header, "mmap_calls"),
-    );
-    for row in &rows {
-        assert_eq!(int(row, errors), 0, "{row:?}");
-        // `delete_skill NAME` removes a file and waits for the listing: no counted request.
-        if row[cmd] != "stop" && !row[cmd].starts_with("delete_skill ") {
-            assert!(int(row, requests) > 0, "{row:?}");
+        // Every entry ran its requests, and the host counted them; the probes attributed
+        // the host's faults and syscalls.
+        let (header, rows) = read_csv(&folder.join("commands.csv"));
+        let [cmd, requests, errors, executions, counted] = [
+            "cmd",
+            "requests",
+            "request_errors",
+            "executions",
+            "counted_requests",
+        ]
+        .map(|name| column(&header, name));
+        for row in &rows {
+            assert_eq!(int(row, errors), 0, "{row:?}");
+            if row[cmd] != "stop" {
+                assert!(int(row, requests) > 0, "{row:?}");
+                assert_eq!(int(row, counted), int(row, executions), "{row:?}");
+            }
+        }
+        let first_add = &rows[0];
+        assert!(
+            int(first_add, column(&header, "faults_user")) > 10_000
+                && int(first_add, column(&header, "mmap_calls")) > 0,
+            "{first_add:?}"
+        );
+        if workload == "bench.cmds" {
+            // The run compares like any other.
+            let compared = skillprof()
+                .args(["compare"])
+                .arg(&folder)
+                .arg(&folder)
+                .output()
+                .unwrap();
+            assert!(compared.status.success(), "{}", describe(&compared));
+            assert!(String::from_utf8_lossy(&compared.stdout).contains("add_py"));
         }
     }
-    let add_py = rows.iter().find(|row| row[cmd] == "add_py").unwrap();
-    assert!(
-        int(add_py, faults) > 10_000 && int(add_py, mmaps) > 0,
-        "{add_py:?}"
-    );
+}
 
-    // The run compares like any other.
-    let compared = skillprof()
-        .args(["compare"])
-        .arg(&folder)
-        .arg(&folder)
-        .output()
-        .unwrap();
-    assert!(compared.status.success(), "{}", describe(&compared));
-    assert!(String::from_utf8_lossy(&compared.stdout).contains("add_py"));
+/// A skill file copied in place, as the 2024 harness copied it (`--no-atomic-copy`): the
+/// host lists it half-written; add_py then compiles the whole file, the host sees the file
+/// changed and registers it again, and the next request compiles it a second time.
+/// explain.md names that second compile, from the host's marks, and the host's own count of
+/// compilations agrees.
+#[test]
+fn a_skill_copied_in_place_is_compiled_again_and_explain_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmds_file = dir.path().join("in-place.cmds");
+    fs::write(&cmds_file, "add_py\nexecute_skill sample_py1 Alice 0 0\n").unwrap();
+    let (output, folder) = run_ok(
+        &cmds_file,
+        &dir.path().join("runs"),
+        &["--no-atomic-copy", "--python-sample", "pure"],
+    );
+    let meta = meta(&folder);
+    assert_eq!(meta["atomic_copy"], false);
+    assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let compilations = column(&header, "counted_compilations");
+    assert_eq!(
+        rows[..2]
+            .iter()
+            .map(|row| int(row, compilations))
+            .collect::<Vec<_>>(),
+        [1, 1],
+        "{rows:?}"
+    );
+    let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+    let execute = explanation
+        .lines()
+        .find(|line| line.starts_with("execute_skill sample_py1"))
+        .unwrap_or_else(|| panic!("{explanation}"));
+    assert!(
+        execute.contains("sample_py1 was compiled again (")
+            && execute.contains("first in entry 0, `add_py`)"),
+        "{execute}"
+    );
+    assert!(
+        explanation.contains("written in place (--no-atomic-copy)"),
+        "{explanation}"
+    );
 }
 
 /// A skillhost started by hand, as a team's host under systemd would be: its own skill in

@@ -3,7 +3,7 @@
 //! unregisters it.
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -53,6 +53,21 @@ impl SkillsDir {
         Ok(())
     }
 
+    /// Starts writing `name`'s file in place, as the 2024 harness copied (`--no-atomic-copy`):
+    /// the first half now, the rest when the returned copy is finished. Written in between,
+    /// a scanning host sees the half-written file every time, not once in a while.
+    pub fn begin_in_place(&self, name: &str, source: &Path) -> Result<HalfCopied> {
+        let mut bytes =
+            fs::read(source).with_context(|| format!("reading {}", source.display()))?;
+        let path = self.file(name);
+        let rest = bytes.split_off(bytes.len() / 2);
+        let mut file =
+            fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        file.write_all(&bytes)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(HalfCopied { file, rest, path })
+    }
+
     /// Unregisters `name`. Returns whether it was registered.
     pub fn remove(&self, name: &str) -> Result<bool> {
         match fs::remove_file(self.file(name)) {
@@ -64,6 +79,21 @@ impl SkillsDir {
 
     fn file(&self, name: &str) -> PathBuf {
         self.path.join(self.registry.file_of(name))
+    }
+}
+
+/// A skill file written in place, its first half so far.
+pub struct HalfCopied {
+    file: fs::File,
+    rest: Vec<u8>,
+    path: PathBuf,
+}
+
+impl HalfCopied {
+    pub fn finish(mut self) -> Result<()> {
+        self.file
+            .write_all(&self.rest)
+            .with_context(|| format!("writing {}", self.path.display()))
     }
 }
 

@@ -31,6 +31,10 @@ pub struct RunInfo {
     /// those used the pure-Python one).
     #[serde(default)]
     pub python_sample: Option<PythonSample>,
+    /// Skill files were renamed into place; false under `--no-atomic-copy` (runs from before
+    /// it: renamed).
+    #[serde(default = "renamed")]
+    pub atomic_copy: bool,
     pub sampling_interval_ms: u64,
     /// CPU time the sampler thread spent reading procfs: part of the profiler's own cost.
     pub sampler_cpu_ms: Option<f64>,
@@ -138,4 +142,8 @@ pub struct ProbesInfo {
     pub statuses: Vec<ProbeStatus>,
     /// The profiler's own cost, read at the end of the run.
     pub costs: Option<ProbeCosts>,
+}
+
+fn renamed() -> bool {
+    true
 }

@@ -172,6 +172,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 60, value_name = "S")]
     pub list_timeout_s: u64,
 
+    /// Write skill files in place instead of under a temporary name renamed into place, as
+    /// the 2024 harness copied them: to reproduce what a host does with a file it sees
+    /// half-written. Every time, not by chance: the first half is written, the host is left to
+    /// list it, then the rest is written and the skill executed. explain.md names a skill a
+    /// host compiles again because of it.
+    #[arg(long)]
+    pub no_atomic_copy: bool,
+
     /// How long the host may take to exit after SIGTERM before it is SIGKILLed, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]
     pub stop_timeout_s: u64,

@@ -107,6 +107,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         },
         machine,
         python_sample: Some(args.python_sample),
+        atomic_copy: !args.no_atomic_copy,
         sampling_interval_ms: args.interval_ms,
         sampler_cpu_ms: None,
         probes: None,
@@ -327,6 +328,7 @@ impl Run {
             args.python_sample,
             InFlightCap::new(args.max_in_flight),
             Duration::from_secs(args.list_timeout_s),
+            args.no_atomic_copy,
         )?;
         self.host = Some(host);
         let csv = self.samples_csv.take().expect("the sampler starts once");
@@ -1015,13 +1017,21 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     }
     if let Some(python) = info.python_sample {
         lines.push(format!(
-            "Python skill of add_py: {} (--python-sample {})",
+            "Python skill of add_py: {} (--python-sample {}), built for {}",
             python.component(),
             python
                 .to_possible_value()
                 .expect("no variant is skipped")
-                .get_name()
+                .get_name(),
+            info.host.spec.registry.world
         ));
+    }
+    if !info.atomic_copy {
+        lines.push(
+            "skill files: written in place (--no-atomic-copy), half first, so the host saw \
+             each one half-written"
+                .to_owned(),
+        );
     }
     let Some(probes) = &info.probes else {
         return lines;

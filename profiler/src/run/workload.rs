@@ -73,6 +73,8 @@ pub struct Workload {
     ours: BTreeSet<String>,
     cap: InFlightCap,
     list_timeout: Duration,
+    /// `--no-atomic-copy`: skill files are written in place, not renamed into place.
+    in_place: bool,
 }
 
 async fn timed_execute(client: &Client, name: &str, input: &Value) -> (Result<Reply>, Duration) {
@@ -90,6 +92,7 @@ impl Workload {
         python: PythonSample,
         cap: InFlightCap,
         list_timeout: Duration,
+        in_place: bool,
     ) -> Result<Self> {
         Ok(Workload {
             client,
@@ -101,6 +104,7 @@ impl Workload {
             ours: BTreeSet::new(),
             cap,
             list_timeout,
+            in_place,
         })
     }
 
@@ -198,6 +202,7 @@ impl Workload {
 
     /// Registers `count` new copies, waits until the host lists them all, then executes
     /// each once (all at once when several were added), so the entry includes compiling.
+    /// Copied in place, the files are listed half-written and finished before executing.
     pub async fn add(&mut self, kind: SkillKind, count: u32, outcome: &mut Outcome) -> Result<()> {
         let prefix = kind.prefix();
         let (source, counter) = match kind {
@@ -205,10 +210,15 @@ impl Workload {
             SkillKind::Rust => (&self.sample_rs, &mut self.added_rs),
         };
         let mut names = Vec::new();
+        let mut half_copied = Vec::new();
         for _ in 0..count {
             *counter += 1;
             let name = format!("{prefix}{counter}");
-            self.skills.add(&name, source)?;
+            if self.in_place {
+                half_copied.push(self.skills.begin_in_place(&name, source)?);
+            } else {
+                self.skills.add(&name, source)?;
+            }
             self.ours.insert(name.clone());
             names.push(name);
         }
@@ -218,6 +228,9 @@ impl Workload {
             .wait_until_listed(&names, self.list_timeout)
             .await;
         outcome.listing += started.elapsed();
+        for copy in half_copied {
+            copy.finish()?;
+        }
         if let Err(error) = listed {
             outcome.fail(format!("{error:#}"));
             return Ok(());

@@ -26,7 +26,14 @@ pub fn describe(output: &Output) -> String {
 
 /// cmds/smoke.cmds of this repository.
 pub fn smoke_cmds() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds/smoke.cmds")
+    repo_cmds("smoke.cmds")
+}
+
+/// cmds/`name` of this repository.
+pub fn repo_cmds(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cmds")
+        .join(name)
 }
 
 /// `skillprof run CMDS --out OUT EXTRA..`, however it ends.
