@@ -355,6 +355,11 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
     ] {
         assert_plotted(dom, plot);
     }
+    // Each entry's true peak is drawn over the sampled RSS.
+    assert!(
+        figure(dom, "memory").contains("entry's peak (VmHWM)"),
+        "the memory plot does not draw the entries' peaks"
+    );
 
     // Every entry in the table, with its explanation and every column.
     let rows = commands_csv::read(&folder.join("commands.csv")).unwrap();
@@ -448,6 +453,7 @@ fn comparing_pooling_with_on_demand_draws_the_entries_side_by_side() {
     for plot in [
         "compare-time",
         "compare-rss",
+        "compare-peak",
         "compare-faults",
         "compare-syscalls",
         "compare-rss-time",

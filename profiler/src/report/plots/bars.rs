@@ -219,7 +219,7 @@ pub struct Metric {
     pub about: &'static str,
 }
 
-pub const METRICS: [Metric; 4] = [
+pub const METRICS: [Metric; 5] = [
     Metric {
         id: "compare-time",
         title: "Time per entry",
@@ -233,6 +233,13 @@ pub const METRICS: [Metric; 4] = [
         unit: "MiB",
         value: |run, i| Some(run.record(i)?.measure.rss_diff_kb() as f64 / 1024.0),
         about: "how much resident memory each entry left behind (rss_diff_kb); negative is memory given back",
+    },
+    Metric {
+        id: "compare-peak",
+        title: "Peak RSS per entry",
+        unit: "MiB",
+        value: |run, i| Some(run.record(i)?.sampling.rss_peak_kb? as f64 / 1024.0),
+        about: "the most resident memory the host held during each entry (rss_peak_kb): what capacity must provide for, above what the entry left behind",
     },
     Metric {
         id: "compare-faults",

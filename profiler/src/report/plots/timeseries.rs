@@ -242,7 +242,8 @@ fn memory(run: &Run) -> Result<Figure> {
     let x = x_range(run);
     let rss_lines = segments(&samples.t_s, rss, 1.0 / 1024.0);
     let vms_lines = segments(&samples.t_s, vms, 1.0 / (1024.0 * 1024.0));
-    let rss_top = top_of(rss_lines.iter().flatten().map(|p| p.1), 1.0);
+    let peaks = entry_peaks(run);
+    let rss_top = top_of(rss_lines.iter().chain(&peaks).flatten().map(|p| p.1), 1.0);
     let vms_top = top_of(vms_lines.iter().flatten().map(|p| p.1), 0.01);
     let svg = render("the memory plot", 620, |root| {
         let (upper, lower) = root.split_vertically(340);
@@ -251,6 +252,7 @@ fn memory(run: &Run) -> Result<Figure> {
         mesh(&mut top, "MiB")?;
         shade_entries(&mut top, &run.entries, &x, (0.0, rss_top), Some(&head))?;
         line(&mut top, rss_lines, BLUE, "RSS")?;
+        line(&mut top, peaks.clone(), RED, "entry's peak (VmHWM)")?;
         legend(&mut top, SeriesLabelPosition::UpperLeft)?;
         let mut bottom = chart(
             &lower,
@@ -264,7 +266,8 @@ fn memory(run: &Run) -> Result<Figure> {
         legend(&mut bottom, SeriesLabelPosition::UpperLeft)?;
         Ok(())
     })?;
-    let peak = rss.iter().flatten().fold(0.0, |a: f64, b| a.max(*b));
+    let sampled = rss.iter().flatten().fold(0.0, |a: f64, b| a.max(*b));
+    let highest = peaks.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
     Ok(Figure::svg(
         "memory",
         TITLE,
@@ -273,13 +276,28 @@ fn memory(run: &Run) -> Result<Figure> {
             "Host RSS and VMS from /proc/PID/stat, every sample ({} ms apart and at every entry \
              boundary); shaded bands are the entries, labelled #index (the key above names \
              them). A step up that stays is memory an entry kept; a spike that falls back is \
-             what it needed on the way. RSS peaked at {}. VMS counts reservations (wasmtime \
-             reserves guard regions per instance), not memory in use. The line ends where the \
-             host exited.",
+             what it needed on the way. The red bar over each entry is its true peak \
+             (rss_peak_kb: {}), which sees a spike that falls between two samples. The samples \
+             peaked at {}, the entries at {}. VMS counts reservations (wasmtime reserves guard \
+             regions per instance), not memory in use. The line ends where the host exited.",
             run.meta.sampling_interval_ms,
-            words::bytes(peak * 1024.0)
+            run.meta.rss_peak.as_deref().unwrap_or("the samples' most"),
+            words::bytes(sampled * 1024.0),
+            words::bytes(highest * 1024.0 * 1024.0)
         ),
     ))
+}
+
+/// Each entry's peak RSS (MiB) as a bar across the entry's span.
+fn entry_peaks(run: &Run) -> Vec<Vec<(f64, f64)>> {
+    run.entries
+        .iter()
+        .filter_map(|entry| {
+            let peak_kb = run.record(entry.index)?.sampling.rss_peak_kb?;
+            let mib = peak_kb as f64 / 1024.0;
+            Some(vec![(entry.begin_s, mib), (entry.end_s, mib)])
+        })
+        .collect()
 }
 
 fn rates_figure(run: &Run) -> Result<Figure> {
