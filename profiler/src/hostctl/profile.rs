@@ -280,6 +280,22 @@ mod tests {
     }
 
     #[test]
+    fn each_profile_names_its_hosts_skill_world_and_a_users_defaults_to_skillhosts() {
+        let world = |name| HostProfile::load(name).unwrap().registry.world;
+        assert_eq!(world("skillhost"), SkillWorld::Skillprof);
+        assert_eq!(world("pharia-kernel-2024"), SkillWorld::Pharia);
+        let theirs: Registry = toml::from_str(r#"file = "{name}.wasm""#).unwrap();
+        assert_eq!(theirs.world, SkillWorld::Skillprof);
+        let unknown = toml::from_str::<Registry>("file = \"x\"\nworld = \"wasi:http\"");
+        assert!(
+            unknown
+                .unwrap_err()
+                .to_string()
+                .contains("pharia:skill@0.2")
+        );
+    }
+
+    #[test]
     fn skillhosts_dialect_is_bare_names() {
         let dialect = HostProfile::skillhost().dialect;
         assert_eq!(dialect.qualify("hello"), "hello");
