@@ -240,6 +240,7 @@ fn at_scrape(app: &App) -> AtScrape {
         failed_skills: app.registry.count_failed() as u64,
         max_concurrent_requests: app.config.effective_concurrency() as u64,
         pool: pool.unwrap_or_default(),
+        heap: crate::heap::now(),
     }
 }
 

@@ -72,7 +72,28 @@ pub struct HostConfig {
     pub api: Api,
 
     #[command(flatten)]
+    pub compiling: Compiling,
+
+    #[command(flatten)]
     pub engine: EngineConfig,
+}
+
+/// How compiles share the host's memory. Cranelift frees most of what a compile allocated
+/// when it ends, but glibc's malloc keeps the freed memory, resident, in its arenas: after
+/// a first Python compile that is most of the host's RSS, and ten compiles at once keep
+/// about ten times as much. Neither option changes compiled code.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct Compiling {
+    /// Give malloc's free memory back to the kernel after every compile (`malloc_trim(0)`,
+    /// counted in the compile's time).
+    #[arg(long)]
+    pub trim_after_compile: bool,
+
+    /// Compiles that may run at once; a first request beyond waits for one to end (its
+    /// wait counts in its time, not as compiling). 0: no limit. The 2024 host compiled one
+    /// at a time.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_concurrent_compiles: usize,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -5,6 +5,7 @@ mod compile;
 mod config;
 mod dialect;
 mod engine;
+mod heap;
 mod invoke;
 mod limits;
 mod marks;
@@ -63,7 +64,11 @@ async fn serve(config: HostConfig) -> Result<i32> {
         config.share_identical,
         metrics.clone(),
     )?);
-    let registry = Arc::new(Registry::new(&config.skills_dir, compiler));
+    let registry = Arc::new(Registry::new(
+        &config.skills_dir,
+        compiler,
+        config.compiling.clone(),
+    ));
     registry
         .scan()
         .with_context(|| format!("reading {}", config.skills_dir.display()))?;

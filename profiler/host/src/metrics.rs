@@ -16,6 +16,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use serde_json::{Value, json};
 
+use crate::heap::Heap;
+
 /// The content type of the text `/metrics` answers with (what prometheus-client encodes).
 pub const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -32,6 +34,8 @@ pub struct AtScrape {
     pub max_concurrent_requests: u64,
     /// The pooling allocator's occupancy, by slot kind; empty on demand.
     pub pool: Vec<(&'static str, u64)>,
+    /// malloc's own figures; `None` under another allocator.
+    pub heap: Option<Heap>,
 }
 
 pub struct Metrics {
@@ -48,6 +52,9 @@ pub struct Metrics {
     skills: Family<SkillState, Gauge>,
     max_concurrent_requests: Gauge,
     pool: Family<PoolSlot, Gauge<u64, AtomicU64>>,
+    /// In use and free; registered only when glibc's malloc is the allocator, so that
+    /// another one's host shows no heap figures rather than zeros.
+    heap: Option<[Gauge<u64, AtomicU64>; 2]>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -77,6 +84,7 @@ impl Default for Metrics {
             skills: Family::default(),
             max_concurrent_requests: Gauge::default(),
             pool: Family::default(),
+            heap: crate::heap::now().map(|_| Default::default()),
         };
         let registry = &mut metrics.registry;
         registry.register(
@@ -131,6 +139,21 @@ impl Default for Metrics {
             "the pooling allocator's occupied slots and warm, resident bytes, by kind",
             metrics.pool.clone(),
         );
+        if let Some([in_use, free]) = &metrics.heap {
+            registry.register_with_unit(
+                "heap_in_use",
+                "bytes malloc has handed out and not had back (glibc mallinfo2)",
+                Unit::Bytes,
+                in_use.clone(),
+            );
+            registry.register_with_unit(
+                "heap_free",
+                "freed bytes malloc keeps in its arenas for reuse instead of returning them \
+                 (glibc mallinfo2)",
+                Unit::Bytes,
+                free.clone(),
+            );
+        }
         metrics
     }
 }
@@ -200,6 +223,10 @@ impl Metrics {
         for &(kind, value) in &now.pool {
             self.pool.get_or_create(&PoolSlot { kind }).set(value);
         }
+        if let (Some([in_use, free]), Some(heap)) = (&self.heap, now.heap) {
+            in_use.set(heap.in_use_bytes);
+            free.set(heap.free_bytes);
+        }
     }
 
     /// The OpenMetrics text a Prometheus scrape reads.
@@ -246,6 +273,9 @@ impl Metrics {
             "failed_skills": now.failed_skills,
             "max_concurrent_requests": now.max_concurrent_requests,
         });
+        if let Some(heap) = now.heap {
+            report["heap"] = json!(heap);
+        }
         if !now.pool.is_empty() {
             report["pooling"] = now
                 .pool

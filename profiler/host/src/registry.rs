@@ -11,12 +11,17 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::compile::{CompiledSkill, Compiler, Origin};
+use crate::config::Compiling;
+use crate::heap;
 use crate::marks::{PHASE_COMPILE, SkillTag, Work};
 use crate::names;
 
 pub struct Registry {
     dir: PathBuf,
     compiler: Arc<Compiler>,
+    trim_after_compile: bool,
+    /// `--max-concurrent-compiles`: a permit per compile in flight.
+    compile_slots: Option<tokio::sync::Semaphore>,
     skills: RwLock<BTreeMap<String, Arc<Slot>>>,
     /// Files already reported as unusable, so each is reported once, not every scan.
     reported: Mutex<BTreeSet<String>>,
@@ -64,10 +69,13 @@ pub struct SkillStatus {
 }
 
 impl Registry {
-    pub fn new(dir: &Path, compiler: Arc<Compiler>) -> Self {
+    pub fn new(dir: &Path, compiler: Arc<Compiler>, compiling: Compiling) -> Self {
         Registry {
             dir: dir.to_path_buf(),
             compiler,
+            trim_after_compile: compiling.trim_after_compile,
+            compile_slots: (compiling.max_concurrent_compiles > 0)
+                .then(|| tokio::sync::Semaphore::new(compiling.max_concurrent_compiles)),
             skills: RwLock::new(BTreeMap::new()),
             reported: Mutex::new(BTreeSet::new()),
         }
@@ -180,12 +188,25 @@ impl Registry {
             State::Failed(reason) => return Err(reason),
             State::Registered => {}
         }
+        let _permit = match &self.compile_slots {
+            Some(slots) => Some(
+                slots
+                    .acquire()
+                    .await
+                    .expect("the semaphore is never closed"),
+            ),
+            None => None,
+        };
         let compiler = self.compiler.clone();
         let path = slot.path.clone();
         let work = work.clone();
+        let trim = self.trim_after_compile;
         let loaded = tokio::task::spawn_blocking(move || {
             work.begin(PHASE_COMPILE);
             let loaded = compiler.load(&path, &work);
+            if trim {
+                heap::trim();
+            }
             work.leave();
             loaded
         })
