@@ -22,6 +22,7 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
         return stop::sentence(record);
     }
     let mut parts = vec![memory(record)];
+    parts.extend(held(record));
     parts.extend(filled(record));
     parts.extend(cgroup(record));
     parts.extend(time(record));
@@ -74,6 +75,46 @@ fn memory(record: &EntryRecord) -> String {
         }
         _ => format!("{took}, {rss}"),
     }
+}
+
+/// Where the entry's RSS growth sits, by what holds it (smaps), and how much of the heap
+/// is memory malloc freed and kept rather than gave back: after a first compile, most of it.
+fn held(record: &EntryRecord) -> Option<String> {
+    let held = record.held.as_ref()?;
+    let moved: Vec<String> = held
+        .growth()
+        .into_iter()
+        .filter(|(_, kb)| kb.unsigned_abs() >= 1024)
+        .map(|(part, kb)| {
+            let name = match part {
+                "wasm" => "wasm memory",
+                "code" => "compiled code",
+                other => other,
+            };
+            format!("{name} {}", change(kb as f64 * 1024.0))
+        })
+        .collect();
+    if moved.is_empty() {
+        return None;
+    }
+    // mallinfo2's free bytes include never-touched ones; what is resident and not in use is
+    // the heap's RSS less what malloc has handed out.
+    let heap_kb = held.after.heap_kb;
+    let kept = record
+        .host
+        .and_then(|host| host.heap_in_use_bytes)
+        .map(|in_use| {
+            let in_use_kb = in_use / 1024;
+            format!(
+                " (of the heap's {}, malloc has {} in use; the other {} is memory it freed \
+                 and kept)",
+                bytes(heap_kb as f64 * 1024.0),
+                bytes(in_use_kb.min(heap_kb) as f64 * 1024.0),
+                bytes(heap_kb.saturating_sub(in_use_kb) as f64 * 1024.0)
+            )
+        })
+        .unwrap_or_default();
+    Some(format!("by holder: {}{kept}", moved.join(", ")))
 }
 
 /// How many skills a fill added before the host could hold no more, and what stopped it.
@@ -496,6 +537,47 @@ mod tests {
 
     fn ms(ms: f64) -> Duration {
         Duration::from_secs_f64(ms / 1e3)
+    }
+
+    #[test]
+    fn growth_is_split_by_holder_and_the_heap_malloc_keeps_is_named() {
+        use crate::hostctl::HostCounters;
+        use crate::sample::composition::{Composition, EntryComposition};
+        let mut add = record("add_py", 7000.0);
+        let before = Composition {
+            heap_kb: 10 << 10,
+            files_kb: 14 << 10,
+            ..Composition::default()
+        };
+        add.held = Some(EntryComposition {
+            before,
+            after: Composition {
+                heap_kb: 330 << 10,
+                code_kb: 45 << 10,
+                wasm_kb: 5 << 10,
+                stacks_kb: 512,
+                ..before
+            },
+        });
+        assert_eq!(
+            held(&add).unwrap(),
+            "by holder: heap +320 MiB, wasm memory +5.00 MiB, compiled code +45.0 MiB"
+        );
+        add.host = Some(HostCounters {
+            heap_in_use_bytes: Some(24 << 20),
+            heap_free_bytes: Some(400 << 20),
+            ..HostCounters::default()
+        });
+        assert!(
+            held(&add).unwrap().ends_with(
+                "(of the heap's 330 MiB, malloc has 24.0 MiB in use; the other 306 MiB is \
+                 memory it freed and kept)"
+            ),
+            "{}",
+            held(&add).unwrap()
+        );
+        add.held = None;
+        assert_eq!(held(&add), None);
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub(crate) mod test_record {
             stacks: None,
             load: None,
             host: None,
+            held: None,
         }
     }
 

@@ -17,6 +17,13 @@ pub struct HostCounters {
     pub compilations: u64,
     /// Skill instances created.
     pub instances: u64,
+    /// Gauges, as they were at the reading (at an entry's end, from `since`): the bytes the
+    /// host's malloc has handed out, and the freed bytes it keeps; `None` when the host does
+    /// not say (another host, or skillhost under another allocator).
+    #[serde(default)]
+    pub heap_in_use_bytes: Option<u64>,
+    #[serde(default)]
+    pub heap_free_bytes: Option<u64>,
 }
 
 impl HostCounters {
@@ -44,6 +51,14 @@ impl HostCounters {
                 }
                 "skillhost_compilations_total" => &mut counters.compilations,
                 "skillhost_instances_total" => &mut counters.instances,
+                "skillhost_heap_in_use_bytes" => {
+                    counters.heap_in_use_bytes = Some(value);
+                    continue;
+                }
+                "skillhost_heap_free_bytes" => {
+                    counters.heap_free_bytes = Some(value);
+                    continue;
+                }
                 _ => continue,
             };
             *field += value;
@@ -59,6 +74,8 @@ impl HostCounters {
             failed: self.failed.saturating_sub(before.failed),
             compilations: self.compilations.saturating_sub(before.compilations),
             instances: self.instances.saturating_sub(before.instances),
+            heap_in_use_bytes: self.heap_in_use_bytes,
+            heap_free_bytes: self.heap_free_bytes,
         }
     }
 
@@ -68,7 +85,15 @@ impl HostCounters {
         row.int_or_empty("counted_requests", entry.map(|c| c.requests))
             .int_or_empty("counted_failed", entry.map(|c| c.failed))
             .int_or_empty("counted_compilations", entry.map(|c| c.compilations))
-            .int_or_empty("counted_instances", entry.map(|c| c.instances));
+            .int_or_empty("counted_instances", entry.map(|c| c.instances))
+            .int_or_empty(
+                "host_heap_in_use_kb",
+                entry.and_then(|c| c.heap_in_use_bytes).map(|b| b / 1024),
+            )
+            .int_or_empty(
+                "host_heap_free_kb",
+                entry.and_then(|c| c.heap_free_bytes).map(|b| b / 1024),
+            );
     }
 
     /// `None` for a host without skillhost's metrics, or that did not answer.
@@ -97,6 +122,12 @@ skillhost_requests_total{status=\"503\"} 1
 skillhost_compilations_total 3
 # TYPE skillhost_instances counter
 skillhost_instances_total 15
+# TYPE skillhost_heap_in_use_bytes gauge
+# UNIT skillhost_heap_in_use_bytes bytes
+skillhost_heap_in_use_bytes 104857600
+# TYPE skillhost_heap_free_bytes gauge
+# UNIT skillhost_heap_free_bytes bytes
+skillhost_heap_free_bytes 314572800
 # TYPE skillhost_request_duration_seconds histogram
 # UNIT skillhost_request_duration_seconds seconds
 skillhost_request_duration_seconds_sum 1.5
@@ -116,6 +147,8 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
                 failed: 3,
                 compilations: 3,
                 instances: 15,
+                heap_in_use_bytes: Some(100 << 20),
+                heap_free_bytes: Some(300 << 20),
             }
         );
         let before = HostCounters {
@@ -123,6 +156,8 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
             failed: 1,
             compilations: 3,
             instances: 11,
+            heap_in_use_bytes: Some(1),
+            heap_free_bytes: None,
         };
         assert_eq!(
             counters.since(&before),
@@ -131,6 +166,8 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
                 failed: 2,
                 compilations: 0,
                 instances: 4,
+                heap_in_use_bytes: Some(100 << 20),
+                heap_free_bytes: Some(300 << 20),
             }
         );
     }

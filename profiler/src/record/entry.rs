@@ -9,6 +9,7 @@ use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
 use crate::sample::{
     EntrySampling,
+    composition::EntryComposition,
     process::{self, ProcessStat},
     zoneinfo::ZoneId,
 };
@@ -40,6 +41,10 @@ pub struct EntryRecord {
     /// What the host itself counted over the entry (its `/metrics`), if it counts.
     #[serde(default)]
     pub host: Option<HostCounters>,
+    /// What held the host's memory at the entry's boundaries (its smaps); `None` once the
+    /// host is gone.
+    #[serde(default)]
+    pub held: Option<EntryComposition>,
 }
 
 /// The entry's commands.csv row: every group's cells, in column order.
@@ -60,6 +65,7 @@ impl Metrics for EntryRecord {
         StackSummary::write_cells(self.stacks.as_ref(), row);
         LoadEntry::write_cells(self.load.as_ref(), row);
         HostCounters::write_cells(self.host.as_ref(), row);
+        EntryComposition::write_cells(self.held.as_ref(), row);
     }
 }
 

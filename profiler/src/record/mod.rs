@@ -266,6 +266,14 @@ const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
         "counted_*",
         "the host's own count over the entry, from its Prometheus /metrics (skillhost's; empty for a host without them, and for stop): counted_requests (execute_skill requests it answered), counted_failed (of those, answered outside 2xx), counted_compilations (components Cranelift compiled: a second compile of a skill shows here) and counted_instances (instances created)",
     ),
+    (
+        "host_heap_*",
+        "the host's malloc at the end of the entry, as it reports it on /metrics (skillhost, with glibc's mallinfo2; empty for a host without it): host_heap_in_use_kb (handed out, not yet freed) and host_heap_free_kb (freed, and kept in malloc's arenas instead of being returned: resident where it was touched)",
+    ),
+    (
+        "held_*",
+        "what holds the host's resident memory at the end of the entry, from /proc/PID/smaps, each mapping's Rss in one part by its layout (the README's memory section says how each is recognised; the parts sum to the smaps total): held_heap_kb (the allocator: the brk heap, malloc's arenas and its large chunks), held_wasm_kb (wasm linear memories: the open parts of wasmtime's reservations, and their copy-on-write images), held_code_kb (compiled code: anonymous executable mappings and the read-only data beside them), held_files_kb (mapped files: the binary and its libraries), held_stacks_kb (thread and fiber stacks); held_mappings (how many) and held_read_ms (what reading smaps cost the profiler); empty once the host is gone",
+    ),
 ];
 
 /// The documentation of every column `commands.csv` can have, in row order.

@@ -31,6 +31,7 @@ use crate::record::{
     CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, LoadInfo, Outcome,
     RunInfo, Status, Step, SysctlDuring,
 };
+use crate::sample::composition::{Composition, EntryComposition};
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process, vmstat};
 use crate::{explain, output, probes, words};
@@ -372,6 +373,8 @@ impl Run {
         }
 
         let ready = Instant::now();
+        // What held the host's memory at the last boundary: the next entry's start.
+        let mut held_last = None;
         for (index, entry) in plan.entries.iter().enumerate() {
             let leave_running =
                 self.host.as_ref().is_some_and(HostProcess::is_attached) && !args.stop_attached;
@@ -408,6 +411,9 @@ impl Run {
                 _ => None,
             };
             let counted_before = HostCounters::read(&client).await;
+            let held_before = held_last
+                .take()
+                .or_else(|| Composition::read(Path::new(sample::PROC), pid));
             let before = host_process(pid)?;
             let sampler = self.sampler.as_ref().expect("started above");
             sampler.begin_entry(index)?;
@@ -497,6 +503,13 @@ impl Run {
                     .map(|after| after.since(before)),
                 _ => None,
             };
+            // After the scrape, for the same reason; the next entry starts from it.
+            held_last = after
+                .as_ref()
+                .and_then(|_| Composition::read(Path::new(sample::PROC), pid));
+            let composition = held_before
+                .zip(held_last)
+                .map(|(before, after)| EntryComposition { before, after });
             let load = match held {
                 Some(swarm) => {
                     let served = counted.map(|counted| counted.requests);
@@ -547,6 +560,7 @@ impl Run {
                 stacks: stacks.map(|stacks| stacks.summary),
                 load,
                 host: counted,
+                held: composition,
             };
             self.record(record)?;
             if let Some(died) = died {

@@ -2,6 +2,7 @@
 //! zoneinfo, vmstat), every interval and at entry boundaries, on a thread of its own.
 //! Knows nothing of probes; everything here is read from text files.
 
+pub mod composition;
 pub mod cpu;
 mod entry;
 pub(crate) mod keyed;
