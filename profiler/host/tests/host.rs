@@ -116,6 +116,20 @@ async fn every_route_with_both_sample_skills() {
         scraped["skillhost_compile_duration_seconds_count{}"], 2.0,
         "{scraped}"
     );
+    // malloc's own view of the heap (mallinfo2): what it has handed out is resident or
+    // swapped, so at most the host's RSS; after a Python compile it keeps freed memory too.
+    let rss_bytes = skillprof::sample::process::read(std::path::Path::new("/proc"), host.host.pid())
+        .unwrap()
+        .rss_kb as f64
+        * 1024.0;
+    let in_use = scraped["skillhost_heap_in_use_bytes{}"].as_f64().unwrap();
+    let free = scraped["skillhost_heap_free_bytes{}"].as_f64().unwrap();
+    assert!(in_use > 0.0 && in_use <= rss_bytes, "{scraped}");
+    assert!(free > 0.0, "{scraped}");
+    assert!(
+        metrics["heap"]["in_use_bytes"].as_u64().is_some(),
+        "{metrics}"
+    );
 
     // Eviction, then re-compilation on the next request.
     let evicted: Value = host

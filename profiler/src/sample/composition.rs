@@ -8,7 +8,7 @@
 //!   initialise memories (`memfd:wasm-memory-image`) count here too.
 //! - **code**: anonymous executable mappings (compiled code) and anonymous read-only ones
 //!   (the read-only data wasmtime publishes beside it).
-//! - **stacks**: the main stack, and anonymous read-write mappings right above a small
+//! - **stacks**: the main stack, and anonymous read-write mappings right above a one-page
 //!   inaccessible guard: thread stacks (glibc's layout) and wasmtime's fiber stacks.
 //! - **files**: mappings of files: the binary, its libraries (and the vdso).
 //! - **heap**: the rest, the allocator's: the brk heap, malloc's arenas (64 MiB reservations)
@@ -28,9 +28,13 @@ use crate::record::Row;
 /// A run of adjacent anonymous mappings at least this large, with an inaccessible part, is a
 /// wasm memory's reservation; glibc's arenas reserve 64 MiB.
 const RESERVATION: u64 = 1 << 30;
-/// The largest inaccessible mapping below a read-write one that is a stack's guard
-/// (glibc's and wasmtime's guards are a page or a few).
-const GUARD: u64 = 64 << 10;
+/// A stack's guard: one inaccessible page right below it (glibc's thread stacks and
+/// wasmtime's fiber stacks both have one).
+const GUARD: u64 = 4096;
+/// glibc aligns each malloc arena to its 64 MiB reservation. An arena's open part can sit
+/// right above the one-page remainder of a full arena below it, like a stack above its guard;
+/// a stack is never aligned so.
+const ARENA_ALIGN: u64 = 64 << 20;
 
 /// The host's resident memory by holder, in KiB; the parts sum to `rss_kb`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,7 +191,8 @@ fn part_of(map: &MemoryMap, in_wasm_reservation: bool, below: Option<&MemoryMap>
             Part::Code
         }
         MMapPath::Anonymous
-            if below.is_some_and(|guard| inaccessible(guard) && size(guard) <= GUARD) =>
+            if !map.address.0.is_multiple_of(ARENA_ALIGN)
+                && below.is_some_and(|guard| inaccessible(guard) && size(guard) == GUARD) =>
         {
             Part::Stacks
         }
@@ -245,6 +250,9 @@ mod tests {
             // Compiled code and its read-only data.
             map(0x3_0000_0000, 4 * mib, "r-xp", "", 4 * mib),
             map(0x3_0040_0000, mib, "r--p", "", mib),
+            // A full arena's last page, and the next arena right above it.
+            map(0x3_03ff_f000, PAGE, "---p", "", 0),
+            map(0x3_0400_0000, mib, "rw-p", "", mib),
             // A thread's stack above its guard page.
             map(0x4_0000_0000, PAGE, "---p", "", 0),
             map(0x4_0000_1000, 2 * mib, "rw-p", "", 64 * PAGE),
@@ -253,12 +261,12 @@ mod tests {
         let c = Composition::of(&maps);
         let kib = |bytes: u64| bytes / 1024;
         assert_eq!(c.files_kb, kib(2 * mib));
-        assert_eq!(c.heap_kb, kib(10 * mib + 30 * mib));
+        assert_eq!(c.heap_kb, kib(10 * mib + 30 * mib + mib));
         assert_eq!(c.wasm_kb, kib(mib + 8 * PAGE));
         assert_eq!(c.code_kb, kib(5 * mib));
         assert_eq!(c.stacks_kb, kib(84 * PAGE));
         assert_eq!(c.parts().iter().map(|(_, kb)| kb).sum::<u64>(), c.rss_kb);
-        assert_eq!(c.mappings, 13);
+        assert_eq!(c.mappings, 15);
     }
 
     #[test]
