@@ -22,7 +22,8 @@ use anyhow::{Context, Result, bail, ensure};
 use skillprof::output::entries_jsonl;
 use skillprof::stats;
 
-const RESAMPLES: usize = 10_000;
+mod common;
+use common::{change, skillprof_binary};
 
 struct Options {
     rounds: usize,
@@ -99,21 +100,6 @@ fn parse_options() -> Result<Options> {
     Ok(options)
 }
 
-fn skillprof_binary() -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let release = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("no target directory")?;
-    let binary = release.join("skillprof");
-    ensure!(
-        binary.is_file(),
-        "{} is missing: cargo build --release --workspace",
-        binary.display()
-    );
-    Ok(binary)
-}
-
 fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) -> Result<Measured> {
     let before = folders(out)?;
     let mut command = Command::new(skillprof);
@@ -153,21 +139,6 @@ fn folders(out: &Path) -> Result<Vec<PathBuf>> {
     Ok(fs::read_dir(out)?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?)
-}
-
-/// `+X.X% [lo, hi]`: the median of the per-round ratios as a change, with its interval.
-fn change(ratios: &[f64], seed: u64) -> String {
-    let mut sorted = ratios.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = stats::median(&sorted);
-    let (lo, hi) = stats::median_ci(ratios, RESAMPLES, seed);
-    let percent = |ratio: f64| (ratio - 1.0) * 100.0;
-    format!(
-        "{:+.1}% [{:+.1}, {:+.1}]",
-        percent(median),
-        percent(lo),
-        percent(hi)
-    )
 }
 
 fn report(options: &Options, rounds: &[[Measured; 3]]) {

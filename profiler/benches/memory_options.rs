@@ -1,0 +1,245 @@
+//! What skillhost's memory options buy: cmds/bench.cmds and cmds/p_execute_all.cmds (the
+//! pydantic skill) under each option, and under the default twice, the second time as the
+//! control. Each round runs every condition in a random order, so that drift on a noisy
+//! machine hits all alike. Per condition and figure the table gives the median over the
+//! rounds and, against the default of the same round, the median ratio as a change with a
+//! bootstrap 95% interval; the control's interval shows the smallest effect the machine's
+//! noise lets the benchmark see. Figures only, no pass/fail.
+//!
+//!     cargo bench -p skillprof --bench memory_options [-- --rounds N --only NAME,...]
+//!
+//! The figures, from each run's typed records (entries.jsonl): the RSS the first `add_py`
+//! leaves and its peak, the RSS after five skills (`4 add_py`), what `p_add_py 10` leaves and
+//! its peak (ten compiles asked for at once), and the compile time (those three entries'
+//! took_ms, summed). A round takes about 2.5 minutes per condition on a 2-core machine (5
+//! conditions, 3 rounds by default: about 40 minutes). Needs root (the probes) and a release
+//! build of skillprof and skillhost.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail, ensure};
+use skillprof::output::entries_jsonl;
+use skillprof::record::EntryRecord;
+use skillprof::stats;
+
+mod common;
+use common::{change, skillprof_binary};
+
+/// A host configuration: its name in the table and skillhost's flags.
+struct Condition {
+    name: &'static str,
+    host_flags: &'static [&'static str],
+}
+
+const CONDITIONS: [Condition; 5] = [
+    Condition {
+        name: "default",
+        host_flags: &[],
+    },
+    Condition {
+        name: "default again (control)",
+        host_flags: &[],
+    },
+    Condition {
+        name: "--trim-after-compile",
+        host_flags: &["--trim-after-compile"],
+    },
+    Condition {
+        name: "--max-concurrent-compiles 1",
+        host_flags: &["--max-concurrent-compiles", "1"],
+    },
+    Condition {
+        name: "both",
+        host_flags: &["--trim-after-compile", "--max-concurrent-compiles", "1"],
+    },
+];
+
+/// The figures, in the table's order, with their units.
+const FIGURES: [(&str, &str); 6] = [
+    ("first add_py: RSS after", "MiB"),
+    ("first add_py: peak", "MiB"),
+    ("five skills: RSS after", "MiB"),
+    ("p_add_py 10: RSS after", "MiB"),
+    ("p_add_py 10: peak", "MiB"),
+    ("compile time", "ms"),
+];
+
+struct Options {
+    rounds: usize,
+    /// Indices into CONDITIONS; the default always runs, as every ratio's base.
+    conditions: Vec<usize>,
+}
+
+fn main() -> Result<()> {
+    let options = parse_options()?;
+    ensure!(
+        rustix::process::geteuid().is_root(),
+        "the memory_options benchmark loads BPF probes: run it as root"
+    );
+    let skillprof = skillprof_binary()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = tempfile::tempdir()?;
+    let mut rng = fastrand::Rng::with_seed(0x3e3_0b71);
+    // rounds × conditions × figures
+    let mut measured: Vec<Vec<[f64; FIGURES.len()]>> = Vec::new();
+    for round in 1..=options.rounds {
+        let mut order = options.conditions.clone();
+        rng.shuffle(&mut order);
+        let mut figures = vec![[f64::NAN; FIGURES.len()]; CONDITIONS.len()];
+        for &index in &order {
+            let condition = &CONDITIONS[index];
+            let bench = run(&skillprof, &repo, "bench.cmds", condition, out.path())?;
+            let parallel = run(
+                &skillprof,
+                &repo,
+                "p_execute_all.cmds",
+                condition,
+                out.path(),
+            )?;
+            figures[index] = figures_of(&bench, &parallel)?;
+            eprintln!(
+                "round {round}/{}: {}: first add_py {:.0} MiB (peak {:.0}), p_add_py 10 peak \
+                 {:.0} MiB, compile {:.0} ms",
+                options.rounds,
+                condition.name,
+                figures[index][0],
+                figures[index][1],
+                figures[index][4],
+                figures[index][5]
+            );
+        }
+        measured.push(figures);
+    }
+    report(&options, &measured);
+    Ok(())
+}
+
+fn parse_options() -> Result<Options> {
+    let mut options = Options {
+        rounds: 3,
+        conditions: (0..CONDITIONS.len()).collect(),
+    };
+    // cargo bench passes `--bench`; skip what is not ours.
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--rounds" => options.rounds = args.next().context("--rounds N")?.parse()?,
+            "--only" => {
+                let names = args.next().context("--only NAME,...")?;
+                let mut chosen = vec![0, 1];
+                for name in names.split(',') {
+                    let index = CONDITIONS
+                        .iter()
+                        .position(|c| c.name == name)
+                        .with_context(|| {
+                            let known: Vec<&str> = CONDITIONS.iter().map(|c| c.name).collect();
+                            format!("--only {name}: the conditions are {}", known.join(", "))
+                        })?;
+                    if !chosen.contains(&index) {
+                        chosen.push(index);
+                    }
+                }
+                options.conditions = chosen;
+            }
+            _ => {}
+        }
+    }
+    ensure!(
+        options.rounds >= 2,
+        "--rounds must be at least 2 for an interval"
+    );
+    Ok(options)
+}
+
+/// One `skillprof run` of cmds/`workload` under `condition`; its records.
+fn run(
+    skillprof: &Path,
+    repo: &Path,
+    workload: &str,
+    condition: &Condition,
+    out: &Path,
+) -> Result<Vec<EntryRecord>> {
+    let folder: PathBuf = out.join("run");
+    let output = Command::new(skillprof)
+        .arg("run")
+        .arg(repo.join("cmds").join(workload))
+        .arg("--run-dir")
+        .arg(&folder)
+        .arg("--")
+        .args(condition.host_flags)
+        .output()
+        .context("running skillprof")?;
+    if !output.status.success() {
+        bail!(
+            "skillprof run {workload} ({}) failed: {}",
+            condition.name,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
+    fs::remove_dir_all(&folder)?;
+    Ok(records)
+}
+
+fn figures_of(bench: &[EntryRecord], parallel: &[EntryRecord]) -> Result<[f64; FIGURES.len()]> {
+    let entry = |records: &[EntryRecord], cmd: &str| -> Result<EntryRecord> {
+        let record = records
+            .iter()
+            .find(|r| r.measure.cmd == cmd)
+            .with_context(|| format!("no entry {cmd}"))?;
+        ensure!(
+            record.measure.outcome.errors == 0,
+            "{cmd} had failed requests: {:?}",
+            record.measure.outcome.first_error
+        );
+        Ok(record.clone())
+    };
+    let (first, five, ten) = (
+        entry(bench, "add_py")?,
+        entry(bench, "4 add_py")?,
+        entry(parallel, "p_add_py 10")?,
+    );
+    let mib = |kb: u64| kb as f64 / 1024.0;
+    let peak = |record: &EntryRecord| record.sampling.rss_peak_kb.map_or(f64::NAN, mib);
+    Ok([
+        mib(first.measure.rss_after_kb()),
+        peak(&first),
+        mib(five.measure.rss_after_kb()),
+        mib(ten.measure.rss_after_kb()),
+        peak(&ten),
+        first.measure.took_ms() + five.measure.took_ms() + ten.measure.took_ms(),
+    ])
+}
+
+fn report(options: &Options, measured: &[Vec<[f64; FIGURES.len()]>]) {
+    println!(
+        "\nskillhost's memory options, bench.cmds and p_execute_all.cmds with the pydantic \
+         skill, {} rounds in random order; each figure: the median, and its change against \
+         the default of the same round [95% CI]",
+        measured.len()
+    );
+    for (figure, (name, unit)) in FIGURES.iter().enumerate() {
+        println!("\n{name} ({unit})");
+        for &index in &options.conditions {
+            let values: Vec<f64> = measured.iter().map(|round| round[index][figure]).collect();
+            let mut sorted = values.clone();
+            sorted.sort_by(f64::total_cmp);
+            let line = format!(
+                "  {:<30} {:>10.0}",
+                CONDITIONS[index].name,
+                stats::median(&sorted)
+            );
+            if index == 0 {
+                println!("{line}");
+                continue;
+            }
+            let ratios: Vec<f64> = measured
+                .iter()
+                .map(|round| round[index][figure] / round[0][figure])
+                .collect();
+            println!("{line}  {}", change(&ratios, (figure * 10 + index) as u64));
+        }
+    }
+}
