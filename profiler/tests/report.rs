@@ -330,7 +330,7 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
     assert_eq!(png_size(&shot), (1400, 5000));
     println!("screenshot: {}", shot.display());
 
-    for section in ["header", "entries", "skills", "timeseries", "stop"] {
+    for section in ["header", "entries", "held", "skills", "timeseries", "stop"] {
         assert_section(dom, section);
     }
     for fact in [
@@ -351,7 +351,7 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
     );
     // skillhost has markers: the faults by skill are drawn.
     for plot in [
-        "memory", "rates", "zones", "psi", "reclaim", "skills", "stop",
+        "memory", "rates", "zones", "psi", "reclaim", "held", "skills", "stop",
     ] {
         assert_plotted(dom, plot);
     }

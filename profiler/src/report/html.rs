@@ -175,9 +175,11 @@ pub fn single(run: &Run) -> Result<Page> {
     let series = plots::timeseries::figures(run)?;
     let stop = bars::stop(&[run])?;
     let skills = plots::skills::faults_by_skill(run)?;
+    let held = plots::held::by_holder(run)?;
     let body = html! {
         (section("header", "The run", header(run)))
         (section("entries", "Per entry", entries_table(run, "")))
+        (section("held", "What holds the memory", figure(&held, "")))
         (section("skills", "By skill", html! { (figure(&skills, "")) (flamegraphs(run)) }))
         (section("timeseries", "Over time", timeseries(run, &series, "")))
         (section("stop", "Shutdown", figure(&stop, "")))
@@ -194,6 +196,7 @@ pub fn single(run: &Run) -> Result<Page> {
         &[
             ("header", "The run"),
             ("entries", "Per entry"),
+            ("held", "What holds the memory"),
             ("skills", "By skill"),
             ("timeseries", "Over time"),
             ("stop", "Shutdown"),
@@ -201,6 +204,7 @@ pub fn single(run: &Run) -> Result<Page> {
         body,
     );
     let mut figures = series;
+    figures.push(held);
     figures.push(skills);
     figures.push(stop);
     Ok(Page { html, figures })

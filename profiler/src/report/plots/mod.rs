@@ -5,6 +5,7 @@
 //! report line up in time; every one shades the entries alternately and labels them `#i`.
 
 pub mod bars;
+pub mod held;
 pub mod skills;
 pub mod timeseries;
 
