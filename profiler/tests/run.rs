@@ -583,10 +583,8 @@ fn the_pharia_2024_host_runs_bench_and_p_execute_all_with_its_own_skills_without
 #[test]
 fn a_skill_copied_in_place_is_compiled_again_and_explain_names_it() {
     let dir = tempfile::tempdir().unwrap();
-    let cmds_file = dir.path().join("in-place.cmds");
-    fs::write(&cmds_file, "add_py\nexecute_skill sample_py1 Alice 0 0\n").unwrap();
     let (output, folder) = run_ok(
-        &cmds_file,
+        &repo_cmds("in_place.cmds"),
         &dir.path().join("runs"),
         &["--no-atomic-copy", "--python-sample", "pure"],
     );
