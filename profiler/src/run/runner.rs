@@ -373,8 +373,6 @@ impl Run {
         }
 
         let ready = Instant::now();
-        // What held the host's memory at the last boundary: the next entry's start.
-        let mut held_last = None;
         for (index, entry) in plan.entries.iter().enumerate() {
             let leave_running =
                 self.host.as_ref().is_some_and(HostProcess::is_attached) && !args.stop_attached;
@@ -411,9 +409,7 @@ impl Run {
                 _ => None,
             };
             let counted_before = HostCounters::read(&client).await;
-            let held_before = held_last
-                .take()
-                .or_else(|| Composition::read(Path::new(sample::PROC), pid));
+            let held_before = Composition::read(Path::new(sample::PROC), pid);
             let before = host_process(pid)?;
             let sampler = self.sampler.as_ref().expect("started above");
             sampler.begin_entry(index)?;
@@ -483,6 +479,11 @@ impl Run {
                 }
             };
             let took = clock.elapsed().saturating_sub(outcome.untimed);
+            // Read next to `after`: a host still freeing what the entry left would otherwise
+            // split one RSS and add up to another.
+            let held_after = after
+                .as_ref()
+                .and_then(|_| Composition::read(Path::new(sample::PROC), pid));
             let mut sampling = sampler.end_entry()?;
             for reading in std::iter::once(&before).chain(&after) {
                 sampling.cover_rss(reading.rss_kb);
@@ -503,12 +504,8 @@ impl Run {
                     .map(|after| after.since(before)),
                 _ => None,
             };
-            // After the scrape, for the same reason; the next entry starts from it.
-            held_last = after
-                .as_ref()
-                .and_then(|_| Composition::read(Path::new(sample::PROC), pid));
             let composition = held_before
-                .zip(held_last)
+                .zip(held_after)
                 .map(|(before, after)| EntryComposition { before, after });
             let load = match held {
                 Some(swarm) => {
