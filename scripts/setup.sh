@@ -93,4 +93,14 @@ if ! dpkg -s libc6-dbg >/dev/null 2>&1; then
         step "libc6-dbg missing: run --stacks names libc's frames only by library (as root: apt-get install libc6-dbg)"
     fi
 fi
+# skillhost --malloc jemalloc preloads the system's jemalloc (the memory_options benchmark
+# and the host tests use it).
+if ! dpkg -s libjemalloc2 >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        step "libjemalloc2 (for skillhost --malloc jemalloc)"
+        apt_install libjemalloc2
+    else
+        step "libjemalloc2 missing: skillhost --malloc jemalloc fails (as root: apt-get install libjemalloc2)"
+    fi
+fi
 step "toolchains ready"

@@ -81,7 +81,7 @@ pub struct HostConfig {
 /// How compiles share the host's memory. Cranelift frees most of what a compile allocated
 /// when it ends, but glibc's malloc keeps the freed memory, resident, in its arenas: after
 /// a first Python compile that is most of the host's RSS, and ten compiles at once keep
-/// about ten times as much. Neither option changes compiled code.
+/// about ten times as much. No option changes compiled code.
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct Compiling {
     /// Give malloc's free memory back to the kernel after every compile (`malloc_trim(0)`,
@@ -94,6 +94,25 @@ pub struct Compiling {
     /// at a time.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub max_concurrent_compiles: usize,
+
+    /// The C allocator, which holds every heap allocation, Rust's included. `jemalloc`
+    /// preloads the system's libjemalloc.so.2 (Debian: libjemalloc2) and runs the host again;
+    /// `/metrics` then shows jemalloc's figures, and `--trim-after-compile` purges its arenas.
+    #[arg(long, value_enum, default_value_t = Malloc::Glibc)]
+    pub malloc: Malloc,
+
+    /// jemalloc's dirty_decay_ms and muzzy_decay_ms: how long freed pages stay resident
+    /// before they are handed back (0: at once; -1: never). Unset: jemalloc's defaults, or
+    /// whatever MALLOC_CONF says.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub malloc_decay_ms: Option<i64>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Malloc {
+    Glibc,
+    Jemalloc,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -32,6 +32,10 @@ use crate::registry::Registry;
 
 fn main() {
     let config = HostConfig::parse();
+    if let Err(error) = heap::adopt(config.compiling.malloc, config.compiling.malloc_decay_ms) {
+        eprintln!("skillhost: error: {error:#}");
+        std::process::exit(2);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

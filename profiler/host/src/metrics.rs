@@ -52,7 +52,7 @@ pub struct Metrics {
     skills: Family<SkillState, Gauge>,
     max_concurrent_requests: Gauge,
     pool: Family<PoolSlot, Gauge<u64, AtomicU64>>,
-    /// In use and free; registered only when glibc's malloc is the allocator, so that
+    /// In use and free; registered only when the allocator is one `heap` can read, so that
     /// another one's host shows no heap figures rather than zeros.
     heap: Option<[Gauge<u64, AtomicU64>; 2]>,
 }
@@ -142,14 +142,15 @@ impl Default for Metrics {
         if let Some([in_use, free]) = &metrics.heap {
             registry.register_with_unit(
                 "heap_in_use",
-                "bytes malloc has handed out and not had back (glibc mallinfo2)",
+                "bytes the C allocator has handed out and not had back (glibc's mallinfo2 or \
+                 jemalloc's stats.allocated)",
                 Unit::Bytes,
                 in_use.clone(),
             );
             registry.register_with_unit(
                 "heap_free",
-                "freed bytes malloc keeps in its arenas for reuse instead of returning them \
-                 (glibc mallinfo2)",
+                "freed bytes the C allocator keeps for reuse instead of returning them \
+                 (glibc: free chunks in its arenas; jemalloc: resident beyond allocated)",
                 Unit::Bytes,
                 free.clone(),
             );

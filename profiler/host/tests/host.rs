@@ -388,6 +388,56 @@ async fn pooling_allocator_serves_both_samples_and_reports_its_pool() {
     );
 }
 
+/// `--malloc jemalloc` runs the host again with the system's jemalloc preloaded, under the
+/// same pid; its own figures then come from jemalloc. A host whose allocator is not the one
+/// its flags name refuses to start.
+#[tokio::test(flavor = "multi_thread")]
+async fn jemalloc_takes_the_heap_when_asked_and_nothing_else_does() {
+    let host = TestHost::start(&[
+        "--malloc",
+        "jemalloc",
+        "--malloc-decay-ms",
+        "0",
+        "--trim-after-compile",
+    ])
+    .await;
+    let pid = host.host.pid();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(maps.contains("/libjemalloc.so.2"), "{}", host.log());
+    let config: Value = host.client().get_json("/config").await.unwrap();
+    assert_eq!(config["compiling"]["malloc"], "jemalloc", "{config}");
+    assert_eq!(config["compiling"]["malloc_decay_ms"], 0, "{config}");
+    host.add("sample_py1", "sample_py").await;
+    run_ok(&host, "sample_py1", &input("Alice", 1000, 0)).await;
+    let scraped = host.prometheus_samples().await;
+    let rss_bytes = skillprof::sample::process::read(std::path::Path::new("/proc"), pid)
+        .unwrap()
+        .rss_kb as f64
+        * 1024.0;
+    let in_use = scraped["skillhost_heap_in_use_bytes{}"].as_f64().unwrap();
+    let free = scraped["skillhost_heap_free_bytes{}"].as_f64().unwrap();
+    assert!(in_use > 0.0 && in_use + free <= rss_bytes, "{scraped}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |env: &[(&str, &str)], flags: &[&str], why: &str| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
+            .args(["--skills-dir", dir.path().to_str().unwrap(), "--port", "0"])
+            .args(flags)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(why), "{why}: {stderr}");
+    };
+    refused(&[], &["--malloc-decay-ms", "0"], "pass --malloc jemalloc");
+    refused(
+        &[("LD_PRELOAD", "libjemalloc.so.2")],
+        &[],
+        "jemalloc is preloaded",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn disk_cache_is_reused_by_the_next_host() {
     let cache = tempfile::tempdir().unwrap();
