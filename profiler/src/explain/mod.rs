@@ -72,6 +72,7 @@ pub(crate) mod test_record {
                 rss_peak_kb: None,
                 maps_peak: None,
                 maps_limit: None,
+                threads_peak: None,
                 psi_some_us: None,
                 psi_full_us: None,
                 zones_lowest: Lowest {

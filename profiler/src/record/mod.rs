@@ -133,6 +133,10 @@ const RUN_COLUMNS: &[(&str, &str)] = &[
         "maps_limit",
         "vm.max_map_count at the end of the entry: the mappings one process may hold",
     ),
+    (
+        "threads_peak",
+        "most threads the host ran in any sample of the entry (/proc/PID/stat): a compile's own threads (skillhost: one per CPU) are gone by its end",
+    ),
     ("vms_before_kb", "host virtual memory size before the entry"),
     (
         "vms_after_kb",

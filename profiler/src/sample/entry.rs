@@ -39,6 +39,10 @@ pub struct EntrySampling {
     /// vm.max_map_count at the end of the entry.
     #[serde(default)]
     pub maps_limit: Option<u64>,
+    /// Most threads the host ran in any sample of the entry: a compile's own threads live
+    /// only while it runs, so the count at the end misses them.
+    #[serde(default)]
+    pub threads_peak: Option<u64>,
     /// Memory stall time between the boundaries; `None` without PSI.
     pub psi_some_us: Option<u64>,
     pub psi_full_us: Option<u64>,
@@ -65,6 +69,7 @@ impl Metrics for EntrySampling {
         row.int_or_empty("rss_peak_kb", self.rss_peak_kb)
             .int_or_empty("maps_peak", self.maps_peak)
             .int_or_empty("maps_limit", self.maps_limit)
+            .int_or_empty("threads_peak", self.threads_peak)
             .int("samples", self.samples)
             .int_or_empty("psi_some_us", self.psi_some_us)
             .int_or_empty("psi_full_us", self.psi_full_us);
@@ -94,6 +99,7 @@ pub(super) struct Window {
     samples: u64,
     rss_peak_kb: Option<u64>,
     maps_peak: Option<u64>,
+    threads_peak: Option<u64>,
     zones_lowest: Lowest,
     zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
 }
@@ -109,6 +115,7 @@ impl Window {
             samples: 0,
             rss_peak_kb: None,
             maps_peak: None,
+            threads_peak: None,
             zones_lowest: summed_lowest(first),
             zone_lowest: zones.iter().map(|zone| (zone.clone(), None)).collect(),
         };
@@ -120,6 +127,7 @@ impl Window {
         self.samples += 1;
         if let Some(process) = sample.process {
             self.rss_peak_kb = self.rss_peak_kb.max(Some(process.rss_kb));
+            self.threads_peak = self.threads_peak.max(Some(process.threads));
         }
         if sample.maps.is_some() {
             self.maps_peak = self.maps_peak.max(sample.maps);
@@ -146,6 +154,7 @@ impl Window {
             rss_peak_kb: self.rss_peak_kb,
             maps_peak: self.maps_peak,
             maps_limit: None,
+            threads_peak: self.threads_peak,
             psi_some_us: stall
                 .map(|(begin, end)| end.some_total_us.saturating_sub(begin.some_total_us)),
             psi_full_us: stall
@@ -306,6 +315,7 @@ mod tests {
                 "rss_peak_kb",
                 "maps_peak",
                 "maps_limit",
+                "threads_peak",
                 "samples",
                 "psi_some_us",
                 "psi_full_us",
@@ -331,6 +341,7 @@ mod tests {
             "rss_peak_kb",
             "maps_peak",
             "maps_limit",
+            "threads_peak",
             "psi_some_us",
             "zone_1_Normal_lowest_band",
         ] {
