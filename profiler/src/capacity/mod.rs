@@ -300,7 +300,7 @@ fn section(capacity: &Capacity) -> String {
             bound(predicted.skills_bound),
             range(&predicted.load_s, |s| format!("{} s", count(s))),
             kb(found.idle_kb.value),
-            kb(found.first_kb.value),
+            first_skill(found),
             range(&found.marginal_kb, kb),
             found.marginal_kb.from.join(", "),
             range(&found.warmup_kb, kb),
@@ -319,6 +319,13 @@ fn section(capacity: &Capacity) -> String {
             ", {} of host CPU per skill added",
             range(&found.cpu_per_skill_ms, |ms| format!("{} ms", count(ms)))
         );
+        if let Some(threads) = &found.compile_threads {
+            let _ = write!(
+                text,
+                "; up to {} host threads while compiling, {} idle",
+                threads.peak, threads.idle
+            );
+        }
         if let Some(maps) = &found.mappings {
             let _ = write!(
                 text,
@@ -348,4 +355,22 @@ fn section(capacity: &Capacity) -> String {
         text.push('\n');
     }
     text
+}
+
+/// The first skill's cost, and what holds it where the run read that.
+fn first_skill(found: &Ingredients) -> String {
+    let first = kb(found.first_kb.value);
+    let Some(held) = &found.first_held else {
+        return first;
+    };
+    let kept = match held.kept_kb {
+        Some(kept) => format!(", after which the allocator kept {} it had freed", kb(kept)),
+        None => String::new(),
+    };
+    format!(
+        "{first} (its RSS: heap +{}{kept}; compiled code +{}; other +{})",
+        kb(held.heap_kb),
+        kb(held.code_kb),
+        kb(held.other_kb)
+    )
 }

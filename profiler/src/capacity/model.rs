@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::cmds::{self, Command, InFlightCap, SkillKind};
 use crate::record::EntryRecord;
+use crate::sample::composition::Composition;
 use crate::stats::{median, nearest_rank, theil_sen, theil_sen_ci};
 
 /// One run's records, as capacity reads them.
@@ -114,6 +115,35 @@ pub struct Ingredients {
     /// The other limit: memory mappings, which vm.max_map_count caps per process. `None`
     /// for runs from before mappings were counted.
     pub mappings: Option<Mappings>,
+    /// What holds the first skill's RSS; `None` for runs from before it was read.
+    pub first_held: Option<FirstHeld>,
+    /// The host's threads while it compiled; `None` for runs from before they were counted.
+    pub compile_threads: Option<CompileThreads>,
+}
+
+/// The first skill's RSS growth by holder (the host's smaps at the first entry's two ends).
+/// Most of a first compile's cost can be memory the allocator freed and kept: paid once, by
+/// the host, and not again by each further skill.
+#[derive(Debug, Clone, Serialize)]
+pub struct FirstHeld {
+    pub heap_kb: f64,
+    pub code_kb: f64,
+    /// wasm memories, mapped files and stacks.
+    pub other_kb: f64,
+    /// Freed memory the allocator holds at the entry's end, by the host's own figure
+    /// (skillhost's /metrics); `None` where the host gives none.
+    pub kept_kb: Option<f64>,
+}
+
+/// Threads the host ran while compiling, as sampled: a compile's own threads (skillhost
+/// starts one per CPU for each) come and go with it, and glibc gives each thread its own
+/// arena, so what a compile leaves behind can grow with them.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileThreads {
+    /// At the first entry's start.
+    pub idle: u64,
+    /// The most in any sample of an entry that added skills.
+    pub peak: u64,
 }
 
 /// Mappings (VMAs) as the runs counted them: what each skill and each request in flight
@@ -320,6 +350,28 @@ pub fn ingredients(
             add: "p_execute_all JohnDoe 42 9000 10".to_owned(),
         });
     }
+    let first_held = first_record.held.map(|held| {
+        let grew =
+            |part: fn(&Composition) -> u64| part(&held.after) as f64 - part(&held.before) as f64;
+        FirstHeld {
+            heap_kb: grew(|c| c.heap_kb),
+            code_kb: grew(|c| c.code_kb),
+            other_kb: grew(|c| c.wasm_kb + c.files_kb + c.stacks_kb),
+            kept_kb: first_record
+                .host
+                .as_ref()
+                .and_then(|host| host.heap_free_bytes)
+                .map(|bytes| bytes as f64 / 1024.0),
+        }
+    });
+    let compile_threads = adding
+        .iter()
+        .filter_map(|(_, record, _)| record.sampling.threads_peak)
+        .max()
+        .map(|peak| CompileThreads {
+            idle: first_record.measure.before.threads,
+            peak,
+        });
     Ok((
         Ingredients {
             kind,
@@ -332,6 +384,8 @@ pub fn ingredients(
             per_request_kb,
             cpu_per_skill_ms,
             mappings,
+            first_held,
+            compile_threads,
         },
         missing,
     ))
@@ -662,6 +716,41 @@ mod tests {
         assert_eq!(found.per_request_kb.unwrap().value, 20.0);
         // 1 s of CPU for one skill, 4 s for four (10 ms ticks).
         assert_eq!(found.cpu_per_skill_ms.value, 1_000.0);
+    }
+
+    /// The first skill's growth by holder, and what the allocator kept; the host's threads
+    /// at its most while skills were added.
+    #[test]
+    fn splits_the_first_skill_by_holder_and_counts_the_compile_threads() {
+        use crate::hostctl::HostCounters;
+        use crate::sample::composition::EntryComposition;
+        let mut run = bench_like();
+        let first = &mut run.records[0];
+        let part = |heap_kb, code_kb, files_kb| Composition {
+            heap_kb,
+            code_kb,
+            files_kb,
+            ..Composition::default()
+        };
+        first.held = Some(EntryComposition {
+            before: part(50, 0, 50),
+            after: part(800, 150, 60),
+        });
+        first.host = Some(HostCounters {
+            heap_free_bytes: Some(700 * 1024),
+            ..HostCounters::default()
+        });
+        first.measure.before.threads = 4;
+        first.sampling.threads_peak = Some(7);
+        run.records[1].sampling.threads_peak = Some(9);
+        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        let held = found.first_held.unwrap();
+        assert_eq!(
+            (held.heap_kb, held.code_kb, held.other_kb, held.kept_kb),
+            (750.0, 150.0, 10.0, Some(700.0))
+        );
+        let threads = found.compile_threads.unwrap();
+        assert_eq!((threads.idle, threads.peak), (4, 9));
     }
 
     #[test]
