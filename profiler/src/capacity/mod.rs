@@ -364,11 +364,14 @@ fn first_skill(found: &Ingredients) -> String {
         return first;
     };
     let kept = match held.kept_kb {
-        Some(kept) => format!(", after which the allocator kept {} it had freed", kb(kept)),
+        Some(kept) => format!(
+            "; of the heap, {} is memory the allocator freed and kept",
+            kb(kept)
+        ),
         None => String::new(),
     };
     format!(
-        "{first} (its RSS: heap +{}{kept}; compiled code +{}; other +{})",
+        "{first} (its RSS: heap +{}, compiled code +{}, other +{}{kept})",
         kb(held.heap_kb),
         kb(held.code_kb),
         kb(held.other_kb)

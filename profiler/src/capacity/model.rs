@@ -130,8 +130,9 @@ pub struct FirstHeld {
     pub code_kb: f64,
     /// wasm memories, mapped files and stacks.
     pub other_kb: f64,
-    /// Freed memory the allocator holds at the entry's end, by the host's own figure
-    /// (skillhost's /metrics); `None` where the host gives none.
+    /// Of the heap's RSS at the entry's end, what the allocator does not have in use: freed
+    /// and kept. `None` where the host does not say what it has in use (skillhost's
+    /// /metrics does).
     pub kept_kb: Option<f64>,
 }
 
@@ -360,8 +361,8 @@ pub fn ingredients(
             kept_kb: first_record
                 .host
                 .as_ref()
-                .and_then(|host| host.heap_free_bytes)
-                .map(|bytes| bytes as f64 / 1024.0),
+                .and_then(|host| host.heap_in_use_bytes)
+                .map(|in_use| (held.after.heap_kb as f64 - in_use as f64 / 1024.0).max(0.0)),
         }
     });
     let compile_threads = adding
@@ -737,7 +738,7 @@ mod tests {
             after: part(800, 150, 60),
         });
         first.host = Some(HostCounters {
-            heap_free_bytes: Some(700 * 1024),
+            heap_in_use_bytes: Some(100 * 1024),
             ..HostCounters::default()
         });
         first.measure.before.threads = 4;
