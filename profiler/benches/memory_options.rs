@@ -11,8 +11,9 @@
 //! The figures, from each run's typed records (entries.jsonl): the RSS the first `add_py`
 //! leaves and its peak, the RSS after five skills (`4 add_py`), what `p_add_py 10` leaves and
 //! its peak (ten compiles asked for at once), and the compile time (those three entries'
-//! took_ms, summed). A round takes about 2.5 minutes per condition on a 2-core machine (5
-//! conditions, 3 rounds by default: about 40 minutes). Needs root (the probes) and a release
+//! took_ms, summed). A round takes about 2.5 minutes per condition on a 2-core machine (7
+//! conditions, 3 rounds by default: about 55 minutes). `--malloc jemalloc` needs the system's
+//! libjemalloc2 (scripts/setup.sh installs it). Needs root (the probes) and a release
 //! build of skillprof and skillhost.
 
 use std::fs;
@@ -33,7 +34,7 @@ struct Condition {
     host_flags: &'static [&'static str],
 }
 
-const CONDITIONS: [Condition; 5] = [
+const CONDITIONS: [Condition; 7] = [
     Condition {
         name: "default",
         host_flags: &[],
@@ -53,6 +54,14 @@ const CONDITIONS: [Condition; 5] = [
     Condition {
         name: "both",
         host_flags: &["--trim-after-compile", "--max-concurrent-compiles", "1"],
+    },
+    Condition {
+        name: "--malloc jemalloc",
+        host_flags: &["--malloc", "jemalloc"],
+    },
+    Condition {
+        name: "--malloc jemalloc --max-concurrent-compiles 1",
+        host_flags: &["--malloc", "jemalloc", "--max-concurrent-compiles", "1"],
     },
 ];
 
@@ -220,6 +229,12 @@ fn report(options: &Options, measured: &[Vec<[f64; FIGURES.len()]>]) {
          the default of the same round [95% CI]",
         measured.len()
     );
+    let width = options
+        .conditions
+        .iter()
+        .map(|&index| CONDITIONS[index].name.len())
+        .max()
+        .unwrap_or(0);
     for (figure, (name, unit)) in FIGURES.iter().enumerate() {
         println!("\n{name} ({unit})");
         for &index in &options.conditions {
@@ -227,7 +242,7 @@ fn report(options: &Options, measured: &[Vec<[f64; FIGURES.len()]>]) {
             let mut sorted = values.clone();
             sorted.sort_by(f64::total_cmp);
             let line = format!(
-                "  {:<30} {:>10.0}",
+                "  {:<width$} {:>7.0}",
                 CONDITIONS[index].name,
                 stats::median(&sorted)
             );
