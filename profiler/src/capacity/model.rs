@@ -14,7 +14,6 @@ use serde::Serialize;
 
 use crate::cmds::{self, Command, InFlightCap, SkillKind};
 use crate::record::EntryRecord;
-use crate::sample::composition::Composition;
 use crate::stats::{median, nearest_rank, theil_sen, theil_sen_ci};
 
 /// One run's records, as capacity reads them.
@@ -352,17 +351,13 @@ pub fn ingredients(
         });
     }
     let first_held = first_record.held.map(|held| {
-        let grew =
-            |part: fn(&Composition) -> u64| part(&held.after) as f64 - part(&held.before) as f64;
+        let [heap_kb, wasm_kb, code_kb, files_kb, stacks_kb] =
+            held.growth().map(|(_, kb)| kb as f64);
         FirstHeld {
-            heap_kb: grew(|c| c.heap_kb),
-            code_kb: grew(|c| c.code_kb),
-            other_kb: grew(|c| c.wasm_kb + c.files_kb + c.stacks_kb),
-            kept_kb: first_record
-                .host
-                .as_ref()
-                .and_then(|host| host.heap_in_use_bytes)
-                .map(|in_use| (held.after.heap_kb as f64 - in_use as f64 / 1024.0).max(0.0)),
+            heap_kb,
+            code_kb,
+            other_kb: wasm_kb + files_kb + stacks_kb,
+            kept_kb: first_record.heap_kept_kb().map(|(_, kept)| kept as f64),
         }
     });
     let compile_threads = adding
@@ -724,7 +719,7 @@ mod tests {
     #[test]
     fn splits_the_first_skill_by_holder_and_counts_the_compile_threads() {
         use crate::hostctl::HostCounters;
-        use crate::sample::composition::EntryComposition;
+        use crate::sample::composition::{Composition, EntryComposition};
         let mut run = bench_like();
         let first = &mut run.records[0];
         let part = |heap_kb, code_kb, files_kb| Composition {

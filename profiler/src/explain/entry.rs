@@ -97,20 +97,15 @@ fn held(record: &EntryRecord) -> Option<String> {
     if moved.is_empty() {
         return None;
     }
-    // mallinfo2's free bytes include never-touched ones; what is resident and not in use is
-    // the heap's RSS less what malloc has handed out.
-    let heap_kb = held.after.heap_kb;
     let kept = record
-        .host
-        .and_then(|host| host.heap_in_use_bytes)
-        .map(|in_use| {
-            let in_use_kb = in_use / 1024;
+        .heap_kept_kb()
+        .map(|(in_use_kb, kept_kb)| {
             format!(
                 " (of the heap's {}, malloc has {} in use; the other {} is memory it freed \
                  and kept)",
-                bytes(heap_kb as f64 * 1024.0),
-                bytes(in_use_kb.min(heap_kb) as f64 * 1024.0),
-                bytes(heap_kb.saturating_sub(in_use_kb) as f64 * 1024.0)
+                bytes(held.after.heap_kb as f64 * 1024.0),
+                bytes(in_use_kb as f64 * 1024.0),
+                bytes(kept_kb as f64 * 1024.0)
             )
         })
         .unwrap_or_default();

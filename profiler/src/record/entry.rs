@@ -81,6 +81,15 @@ impl EntryRecord {
     pub fn probe<T>(&self, probe: &str, figure: impl Fn(&Counters) -> T) -> Option<T> {
         self.probes.as_ref()?.read(probe, figure)
     }
+
+    /// The heap's RSS at the entry's end split as `(in use, freed and kept)`, in KiB: what the
+    /// host says its allocator has handed out, and the rest. mallinfo2's free bytes would
+    /// count never-touched ones too. `None` without smaps or without the host's figure.
+    pub fn heap_kept_kb(&self) -> Option<(u64, u64)> {
+        let heap_kb = self.held.as_ref()?.after.heap_kb;
+        let in_use_kb = self.host.as_ref()?.heap_in_use_bytes? / 1024;
+        Some((in_use_kb.min(heap_kb), heap_kb.saturating_sub(in_use_kb)))
+    }
 }
 
 /// The runner's own measurements of one entry: identity, wall time, the host's memory and
