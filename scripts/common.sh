@@ -17,6 +17,11 @@ die() {
 # `need COMMAND HOW`: stops with HOW (how to get it) when COMMAND is missing.
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 is missing: $2"; }
 
+# `installed PACKAGE`: true only when dpkg has PACKAGE wholly installed. `dpkg -s` also
+# succeeds for a package it merely knows of, and piping it into `grep -q` can fail under
+# pipefail: grep stops reading at the Status line and dpkg dies of SIGPIPE on its next write.
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+
 # On a fresh machine unattended-upgrades often holds apt's locks for minutes. apt-get install
 # waits for the dpkg locks by itself with DPkg::Lock::Timeout; apt-get update does not wait
 # for the lists lock, so it is retried while that lock is what stops it.

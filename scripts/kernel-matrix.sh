@@ -62,8 +62,7 @@ done
 install_packages() {
     local missing=() package
     for package in qemu-system-x86 busybox-static kmod e2fsprogs file; do
-        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
-            || missing+=("$package")
+        installed "$package" || missing+=("$package")
     done
     if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
         missing+=(python3-venv)

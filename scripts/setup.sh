@@ -85,7 +85,7 @@ if ! "$BUILD/venv-locust/bin/locust" --version 2>/dev/null | grep -q "locust $LO
 fi
 # `run --stacks` names libc's frames (its memcpy and malloc, where much of a compile faults)
 # from libc's separate debug file; without it they read as [libc.so.6].
-if ! dpkg -s libc6-dbg >/dev/null 2>&1; then
+if ! installed libc6-dbg; then
     if [ "$(id -u)" -eq 0 ]; then
         step "libc6-dbg (libc's symbols, for run --stacks)"
         apt_install libc6-dbg
@@ -95,7 +95,7 @@ if ! dpkg -s libc6-dbg >/dev/null 2>&1; then
 fi
 # skillhost --malloc jemalloc preloads the system's jemalloc (the memory_options benchmark
 # and the host tests use it).
-if ! dpkg -s libjemalloc2 >/dev/null 2>&1; then
+if ! installed libjemalloc2; then
     if [ "$(id -u)" -eq 0 ]; then
         step "libjemalloc2 (for skillhost --malloc jemalloc)"
         apt_install libjemalloc2
