@@ -17,6 +17,7 @@ use tokio::sync::Semaphore;
 use wasmtime::Engine;
 
 use crate::config::{Api, HostConfig};
+use crate::heap;
 
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
 use crate::invoke::{Failure, Invocation};
@@ -44,6 +45,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/metrics.json", get(metrics_json))
         .route("/config", get(config))
+        .route("/admin/trim", post(trim))
         .with_state(app)
 }
 
@@ -247,6 +249,22 @@ fn at_scrape(app: &App) -> AtScrape {
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     let text = app.metrics.text(&at_scrape(&app));
     ([(header::CONTENT_TYPE, OPENMETRICS_TEXT)], text).into_response()
+}
+
+/// Hands the allocator's free memory back to the kernel now (what `--trim-after-compile` does
+/// after each compile), answering the allocator's figures before and after. An admin route:
+/// the host listens on loopback unless told otherwise.
+async fn trim() -> Response {
+    let trimmed = tokio::task::spawn_blocking(|| {
+        let before = heap::now();
+        heap::trim();
+        json!({ "before": before, "after": heap::now() })
+    })
+    .await;
+    match trimmed {
+        Ok(figures) => Json(figures).into_response(),
+        Err(panic) => (StatusCode::INTERNAL_SERVER_ERROR, panic.to_string()).into_response(),
+    }
 }
 
 async fn metrics_json(State(app): State<Arc<App>>) -> Json<Value> {
