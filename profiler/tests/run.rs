@@ -925,3 +925,59 @@ fn the_hosts_memory_splits_by_holder_and_malloc_keeps_what_a_compile_freed() {
         "--trim-after-compile left {trimmed} KB of heap, against {heap} KB without"
     );
 }
+
+/// `trim` gives back what the allocator kept after a compile, through skillhost's route and,
+/// as for any glibc host, through ptrace. The thread the call borrows is put back as it was:
+/// the host serves the next request and exits cleanly.
+#[test]
+fn trim_gives_back_what_malloc_kept_by_route_and_by_ptrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmds_file = dir.path().join("trim.cmds");
+    fs::write(
+        &cmds_file,
+        "add_py\ntrim\nexecute_skill sample_py1 Alice 1000 0\n",
+    )
+    .unwrap();
+    for by in ["route", "ptrace"] {
+        let out = dir.path().join(by);
+        let (output, folder) = run_ok(
+            &cmds_file,
+            &out,
+            &["--python-sample", "pure", "--trim-by", by],
+        );
+        let (header, rows) = read_csv(&folder.join("commands.csv"));
+        let [heap, in_use, diff, errors, trim_by, exit] = [
+            "held_heap_kb",
+            "host_heap_in_use_kb",
+            "rss_diff_kb",
+            "request_errors",
+            "trim_by",
+            "exit_status",
+        ]
+        .map(|name| column(&header, name));
+        let (add, trim, execute, stop) = (&rows[0], &rows[1], &rows[2], &rows[3]);
+        let kept = int(add, heap) - int(add, in_use);
+        assert!(kept > 100 * 1024, "malloc kept only {kept} KB: {add:?}");
+        assert_eq!(trim[trim_by], by, "{trim:?}");
+        let gave = -int(trim, diff);
+        assert!(
+            gave * 2 > kept,
+            "{by}: the trim gave back {gave} KB of the {kept} KB malloc kept\n{}",
+            describe(&output)
+        );
+        for row in [add, trim, execute] {
+            assert_eq!(int(row, errors), 0, "{row:?}");
+        }
+        assert_eq!(
+            stop[exit], "exit status: 0",
+            "the host did not exit cleanly: {stop:?}"
+        );
+        assert_eq!(meta(&folder)["trim_by"], by);
+        let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+        let said = match by {
+            "route" => "it had kept free (through the host's trim route",
+            _ => "it had kept free (by ptrace: malloc_trim(0) in thread",
+        };
+        assert!(explanation.contains(said), "{explanation}");
+    }
+}

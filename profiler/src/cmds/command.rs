@@ -66,6 +66,10 @@ pub enum Command {
     DropCachedSkill(Option<String>),
     /// Unregister a skill; `None`: the first registered one in sorted order.
     DeleteSkill(Option<String>),
+    /// Ask the host's allocator to give back the free memory it keeps (a skillprof
+    /// extension): the entry's RSS drop is what it had kept. Through the host profile's trim
+    /// route, or `skillprof run --trim-by ptrace`.
+    Trim,
     /// Hold free memory in a watermark band from now on (a balloon beside the host), or stop
     /// holding (`None`, written `off`). See `skillprof pressure --help` for the bands.
     Pressure(Option<Band>),
@@ -282,6 +286,7 @@ const SIGNATURES: &[Signature] = &[
     takes("delete_skill", "[NAME]", |args| {
         Ok(Command::DeleteSkill(args.text(0)))
     }),
+    takes("trim", "", |_| Ok(Command::Trim)),
     takes("pressure", "BAND", |args| {
         let band = args.required_text(0);
         if band == "off" {

@@ -10,6 +10,7 @@ use skillprof_common::{
 };
 
 use crate::band::Band;
+use crate::hostctl::TrimBy;
 use crate::record::{EntryRecord, FillStop};
 use crate::words::{bytes, change, count, many, ms};
 
@@ -23,6 +24,7 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     }
     let mut parts = vec![memory(record)];
     parts.extend(held(record));
+    parts.extend(trimmed(record));
     parts.extend(filled(record));
     parts.extend(cgroup(record));
     parts.extend(time(record));
@@ -110,6 +112,24 @@ fn held(record: &EntryRecord) -> Option<String> {
         })
         .unwrap_or_default();
     Some(format!("by holder: {}{kept}", moved.join(", ")))
+}
+
+/// What a trim gave back, memory the allocator had kept free, and how it was asked.
+fn trimmed(record: &EntryRecord) -> Option<String> {
+    let trim = record.measure.outcome.trim?;
+    let held = ms(trim.held_us as f64 / 1e3);
+    let how = match (trim.by, trim.thread, trim.returned) {
+        (TrimBy::Ptrace, Some(thread), Some(returned)) => format!(
+            "by ptrace: malloc_trim(0) in thread {thread} returned {returned}; the thread was \
+             held {held}"
+        ),
+        _ => format!("through the host's trim route, which answered in {held}"),
+    };
+    let gave = record.measure.rss_diff_kb().min(0).unsigned_abs() as f64 * 1024.0;
+    Some(format!(
+        "the allocator gave back {} it had kept free ({how})",
+        bytes(gave)
+    ))
 }
 
 /// How many skills a fill added before the host could hold no more, and what stopped it.
@@ -573,6 +593,37 @@ mod tests {
         );
         add.held = None;
         assert_eq!(held(&add), None);
+    }
+
+    #[test]
+    fn a_trim_says_what_the_allocator_gave_back_and_how_it_was_asked() {
+        use crate::hostctl::Trimmed;
+        let mut trim = record("trim", 9.0);
+        trim.measure.before.rss_kb = 400 << 10;
+        trim.measure.after.as_mut().unwrap().rss_kb = 94 << 10;
+        assert_eq!(trimmed(&trim), None);
+        trim.measure.outcome.trim = Some(Trimmed {
+            by: TrimBy::Ptrace,
+            thread: Some(4242),
+            returned: Some(1),
+            held_us: 8_500,
+        });
+        assert_eq!(
+            trimmed(&trim).unwrap(),
+            "the allocator gave back 306 MiB it had kept free (by ptrace: malloc_trim(0) in \
+             thread 4242 returned 1; the thread was held 8.5 ms)"
+        );
+        trim.measure.outcome.trim = Some(Trimmed {
+            by: TrimBy::Route,
+            thread: None,
+            returned: None,
+            held_us: 11_000,
+        });
+        assert!(
+            trimmed(&trim)
+                .unwrap()
+                .ends_with("(through the host's trim route, which answered in 11 ms)")
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@ pub mod client;
 pub mod host_metrics;
 pub mod process;
 pub mod profile;
+pub mod ptrace_trim;
 pub mod skills_dir;
+pub mod trim;
 
 pub use cgroup::{Cgroup, MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
@@ -16,3 +18,4 @@ pub use host_metrics::HostCounters;
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use profile::{Dialect, HostProfile, SkillWorld};
 pub use skills_dir::{PythonSample, SampleSkills, SkillsDir, sample_input};
+pub use trim::{TrimBy, Trimmed};

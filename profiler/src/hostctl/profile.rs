@@ -123,6 +123,10 @@ pub struct Routes {
     pub cached_skills: Route,
     /// `{name}` is the skill's name, percent-encoded (a namespace's `/` becomes `%2F`).
     pub drop_cached: Route,
+    /// Asks the host's allocator to give its free memory back (the cmds command `trim`).
+    /// Without one, `trim` needs `skillprof run --trim-by ptrace`.
+    #[serde(default)]
+    pub trim: Option<Route>,
 }
 
 /// `METHOD /path`, as a profile writes it.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::hostctl::{HostCounters, MemcgEntry, Stopped};
+use crate::hostctl::{HostCounters, MemcgEntry, Stopped, Trimmed};
 use crate::load::LoadEntry;
 use crate::pressure::BandHeld;
 use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
@@ -244,6 +244,12 @@ impl Metrics for EntryMeasure {
         let fill = self.outcome.fill.as_ref();
         row.int_or_empty("fill_fitted", fill.map(|fill| fill.fitted))
             .text_or_empty("fill_stopped", fill.map(|fill| fill.stopped.name()));
+        let trim = self.outcome.trim.as_ref();
+        row.text_or_empty("trim_by", trim.map(|trim| trim.by.name()));
+        match trim {
+            Some(trim) => row.float("trim_held_ms", trim.held_us as f64 / 1e3),
+            None => row.missing("trim_held_ms"),
+        };
         let stopped = self.stopped.as_ref();
         row.text_or_empty(
             "exit_status",
@@ -282,6 +288,9 @@ pub struct Outcome {
     /// `fill_py`/`fill_rs` only.
     #[serde(default)]
     pub fill: Option<Fill>,
+    /// `trim` only: how the allocator was asked, and how long the host was held.
+    #[serde(default)]
+    pub trim: Option<Trimmed>,
     /// Failed answers by HTTP status (transport errors are the rest of `errors`).
     #[serde(default)]
     pub statuses: std::collections::BTreeMap<u16, u64>,

@@ -193,6 +193,14 @@ const RUN_COLUMNS: &[(&str, &str)] = &[
         "fill_py/fill_rs only, why the fill stopped: limit (the next skill made the host's memory cgroup reach its limit, so the kernel began reclaiming from it), failed (the next skill could not be added or executed), killed (the host was killed, by the OOM killer if memcg_oom_kills says so), max (MAX skills fitted)",
     ),
     (
+        "trim_by",
+        "trim only, how the host's allocator was asked to give its free memory back: route (the host profile's trim route, skillhost's POST /admin/trim) or ptrace (glibc's malloc_trim(0) called in one of the host's threads, --trim-by ptrace). The entry's rss_diff_kb is what it had kept",
+    ),
+    (
+        "trim_held_ms",
+        "trim only: how long the host was held, the route's answer, or one thread stopped, calling malloc_trim and put back (the profiler's cost)",
+    ),
+    (
         "exit_status",
         "stop only: how the host ended (exit code or signal)",
     ),

@@ -64,6 +64,9 @@ pub struct RunInfo {
     /// start (on an attached host too, which this says), or the samples alone, and why.
     #[serde(default)]
     pub rss_peak: Option<String>,
+    /// How `trim` lines reached the host's allocator (a workload with `trim` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trim_by: Option<crate::hostctl::TrimBy>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::band::Band;
-use crate::hostctl::PythonSample;
+use crate::hostctl::{PythonSample, TrimBy};
 use crate::probes::MechanismArgs;
 
 const LONG_ABOUT: &str = "\
@@ -179,6 +179,15 @@ pub struct RunArgs {
     /// host compiles again because of it.
     #[arg(long)]
     pub no_atomic_copy: bool,
+
+    /// How `trim` lines ask the host's allocator to give its free memory back: `route`, the
+    /// host profile's trim route (skillhost's POST /admin/trim); `ptrace`, glibc's
+    /// malloc_trim(0) called inside any glibc host through ptrace (root): one thread blocked
+    /// in epoll_wait or the like is stopped, made to call it, and put back, a few
+    /// milliseconds, while the others run on. The README says what it risks [default: route,
+    /// if the profile has one].
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub trim_by: Option<TrimBy>,
 
     /// How long the host may take to exit after SIGTERM before it is SIGKILLed, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]

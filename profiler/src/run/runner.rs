@@ -16,7 +16,7 @@ use sha1::{Digest, Sha1};
 use crate::cmds::{Command, Entry, InFlightCap, Plan, SkillKind};
 use crate::hostctl::{
     ExitWatch, HostCounters, HostProcess, HostProfile, HostSpec, MemcgEntry, MemcgStat,
-    MemoryCgroup, SampleSkills, SkillsDir, Stopped, attach, profile,
+    MemoryCgroup, SampleSkills, SkillsDir, Stopped, attach, profile, trim,
 };
 use crate::load::LoadRow;
 use crate::output::entries_jsonl::{self, EntriesJsonl};
@@ -42,7 +42,7 @@ use super::load::{self as load_room, LoadRoom};
 use super::pressure::{self as pressure_room, Pressure};
 use super::probing::Probing;
 use super::progress::Progress;
-use super::workload::Workload;
+use super::workload::{self, Workload};
 use crate::machine::Machine;
 
 pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
@@ -55,6 +55,12 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     let locust = load_room::require_usable(&args, &plan)?;
     let mut signals = Signals::install()?;
     let profile = HostProfile::load(&args.host_profile)?;
+    let trim_by = plan
+        .entries
+        .iter()
+        .find(|entry| matches!(entry.command, Command::Trim))
+        .map(|entry| trim::resolve(args.trim_by, &profile, entry.line.unwrap_or(0)))
+        .transpose()?;
     let world = profile.registry.world;
     let samples = match &args.samples {
         Some(dir) => SampleSkills::new(dir, world),
@@ -122,6 +128,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         load: None,
         oom_killed: None,
         rss_peak: None,
+        trim_by,
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
     let log_file =
@@ -326,10 +333,14 @@ impl Run {
             host.client.clone(),
             skills,
             samples,
-            args.python_sample,
-            InFlightCap::new(args.max_in_flight),
-            Duration::from_secs(args.list_timeout_s),
-            args.no_atomic_copy,
+            pid,
+            workload::Settings {
+                python: args.python_sample,
+                cap: InFlightCap::new(args.max_in_flight),
+                list_timeout: Duration::from_secs(args.list_timeout_s),
+                in_place: args.no_atomic_copy,
+                trim_by: self.info.trim_by,
+            },
         )?;
         self.host = Some(host);
         let csv = self.samples_csv.take().expect("the sampler starts once");

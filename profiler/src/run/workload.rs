@@ -12,7 +12,9 @@ use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind};
 use crate::hostctl::profile::Route;
-use crate::hostctl::{Client, PythonSample, Reply, SampleSkills, SkillsDir, sample_input};
+use crate::hostctl::{
+    Client, PythonSample, Reply, SampleSkills, SkillsDir, TrimBy, sample_input, trim,
+};
 use crate::record::Outcome;
 
 impl Outcome {
@@ -71,10 +73,20 @@ pub struct Workload {
     /// The skills this run registered and has not deleted. Listings are read as these only,
     /// so that an attached host's own skills are never executed or deleted.
     ours: BTreeSet<String>,
-    cap: InFlightCap,
-    list_timeout: Duration,
+    /// The host's process, which `trim --trim-by ptrace` reaches into.
+    pid: u32,
+    settings: Settings,
+}
+
+/// How the run's command line says the workload is driven.
+pub struct Settings {
+    pub python: PythonSample,
+    pub cap: InFlightCap,
+    pub list_timeout: Duration,
     /// `--no-atomic-copy`: skill files are written in place, not renamed into place.
-    in_place: bool,
+    pub in_place: bool,
+    /// How `trim` reaches the host's allocator (a plan with `trim` only).
+    pub trim_by: Option<TrimBy>,
 }
 
 async fn timed_execute(client: &Client, name: &str, input: &Value) -> (Result<Reply>, Duration) {
@@ -89,22 +101,19 @@ impl Workload {
         client: Client,
         skills: SkillsDir,
         samples: &SampleSkills,
-        python: PythonSample,
-        cap: InFlightCap,
-        list_timeout: Duration,
-        in_place: bool,
+        pid: u32,
+        settings: Settings,
     ) -> Result<Self> {
         Ok(Workload {
             client,
             skills,
-            sample_py: samples.path(python.component())?,
+            sample_py: samples.path(settings.python.component())?,
             sample_rs: samples.path("sample_rs")?,
             added_py: 0,
             added_rs: 0,
             ours: BTreeSet::new(),
-            cap,
-            list_timeout,
-            in_place,
+            pid,
+            settings,
         })
     }
 
@@ -154,7 +163,7 @@ impl Workload {
                 times,
             } => {
                 let names = self.listed(outcome).await;
-                match self.cap.check(*times, names.len()) {
+                match self.settings.cap.check(*times, names.len()) {
                     Ok(_) => {
                         let input = sample_input(topic, *memory_kb, *wait_ms);
                         let each = names
@@ -193,6 +202,17 @@ impl Workload {
                 }
                 Ok(())
             }
+            Command::Trim => {
+                let by = self
+                    .settings
+                    .trim_by
+                    .expect("resolved before the run for a plan with trim");
+                match trim::trim(&self.client, self.pid, by).await {
+                    Ok(trimmed) => outcome.trim = Some(trimmed),
+                    Err(error) => outcome.fail(format!("trim: {error:#}")),
+                }
+                Ok(())
+            }
             Command::Fill { .. } => unreachable!("the runner fills, watching the cgroup"),
             Command::LExecuteAll(_) => unreachable!("the runner holds Locust's swarm itself"),
             Command::Stop => unreachable!("the runner stops the host itself"),
@@ -214,7 +234,7 @@ impl Workload {
         for _ in 0..count {
             *counter += 1;
             let name = format!("{prefix}{counter}");
-            if self.in_place {
+            if self.settings.in_place {
                 half_copied.push(self.skills.begin_in_place(&name, source)?);
             } else {
                 self.skills.add(&name, source)?;
@@ -225,7 +245,7 @@ impl Workload {
         let started = Instant::now();
         let listed = self
             .client
-            .wait_until_listed(&names, self.list_timeout)
+            .wait_until_listed(&names, self.settings.list_timeout)
             .await;
         outcome.listing += started.elapsed();
         for copy in half_copied {
@@ -328,7 +348,7 @@ impl Workload {
         let started = Instant::now();
         let unlisted = self
             .client
-            .wait_until_unlisted(name, self.list_timeout)
+            .wait_until_unlisted(name, self.settings.list_timeout)
             .await;
         outcome.listing += started.elapsed();
         outcome.untimed += started.elapsed();
