@@ -39,6 +39,10 @@ Under a limit (--memory-max SIZE) the host runs in a memory cgroup of its own; `
 `fill_rs` add skills until it holds no more, and say how many fitted and why they stopped \
 (see skillprof capacity --help for the prediction to compare with).
 
+A `trim` line asks the host's allocator to give back the free memory it keeps, and the \
+entry's RSS drop is what it had kept: through the host profile's trim route (skillhost's POST \
+/admin/trim), or --trim-by ptrace, glibc's malloc_trim(0) called inside any glibc host.
+
 `l_execute_all` lines drive Locust (from scripts/setup.sh): a master and workers, each worker \
 in a network namespace the run makes (veth pairs and a bridge, no route out), the host \
 listening on the bridge's address. The swarm is the entry; Locust's merged requests, failures \
