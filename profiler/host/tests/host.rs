@@ -438,6 +438,40 @@ async fn jemalloc_takes_the_heap_when_asked_and_nothing_else_does() {
     );
 }
 
+/// After a compile, glibc keeps what Cranelift freed; `POST /admin/trim` hands it back, and
+/// the host's RSS falls by it. The answer carries malloc's figures around the trim.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_trim_route_gives_back_what_malloc_kept_after_a_compile() {
+    let host = TestHost::start(&[]).await;
+    host.add("sample_py1", "sample_py").await;
+    run_ok(&host, "sample_py1", &input("Alice", 1000, 0)).await;
+    let rss_kb = || {
+        skillprof::sample::process::read(std::path::Path::new("/proc"), host.host.pid())
+            .unwrap()
+            .rss_kb
+    };
+    let before = rss_kb();
+    let reply = host
+        .client()
+        .send(Method::POST, "/admin/trim", None)
+        .await
+        .unwrap();
+    assert!(reply.is_ok(), "{}", reply.text());
+    let after = rss_kb();
+    assert!(
+        before - after > 50 * 1024,
+        "the trim took RSS from {before} KB to {after} KB\n{}",
+        host.log()
+    );
+    let figures: Value = reply.json().unwrap();
+    for when in ["before", "after"] {
+        assert!(
+            figures[when]["in_use_bytes"].as_u64().unwrap() > 0,
+            "{figures}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn disk_cache_is_reused_by_the_next_host() {
     let cache = tempfile::tempdir().unwrap();
