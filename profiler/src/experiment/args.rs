@@ -46,7 +46,8 @@ SAFETY. skillprof never pushes free memory below min plus a margin (--margin-per
 that floor (or a boost lifts the floor above it), the balloon gives memory back at once; if \
 free memory is still below the floor at the next reading, or PSI memory `full avg10` exceeds \
 --psi-full-max, the band is aborted: the balloon gives everything back and the experiment \
-stops. When the kernel has little it could reclaim (no swap and little page cache) \
+stops. Before it changes anything, it waits (up to 120 s) until PSI `full` avg10 is below \
+half of --psi-full-max, so that stalls left by an earlier run do not abort the first band. When the kernel has little it could reclaim (no swap and little page cache) \
 the aim moves higher in the band and the margin doubles, and the output says so. The balloon \
 volunteers for the OOM killer (oom_score_adj 1000), so a misjudgement costs the balloon, not \
 another process. On every exit path (the end, an error, Ctrl-C, SIGTERM, a panic, even \

@@ -48,6 +48,8 @@ use procfs::page_size;
 const MAX_DEFAULT_BLOCK: u64 = 64 << 20;
 /// How often the balloon's controller reads free memory.
 const INTERVAL: Duration = Duration::from_millis(50);
+/// The longest a run waits for stalls from before it to pass.
+const CALM_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// meta.json of a pressure run.
 #[derive(Serialize)]
@@ -224,6 +226,50 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
     Ok(code)
 }
 
+/// Stalls left from before the run, an earlier pressure run's among them (PSI's avg10 takes
+/// tens of seconds to decay), would abort the first band at once, baseline included. So
+/// nothing is changed until `full` avg10 is down to half the limit; past `timeout`, the run
+/// is refused: something else on the machine is short of memory, and a balloon would only
+/// worsen it. Returns how long it waited.
+fn wait_until_calm(
+    mut full_avg10: impl FnMut() -> Result<Option<f64>>,
+    limit: f64,
+    timeout: Duration,
+    pause: Duration,
+) -> Result<Duration> {
+    let (calm, started) = (limit / 2.0, Instant::now());
+    let mut said = false;
+    while let Some(full) = full_avg10()? {
+        if full <= calm || interrupt::received().is_some() {
+            if said {
+                println!(
+                    "memory stalls down to {full:.1}% after {} s",
+                    started.elapsed().as_secs()
+                );
+            }
+            break;
+        }
+        if started.elapsed() >= timeout {
+            bail!(
+                "memory stalls did not pass: PSI full avg10 is still {full:.1}% after {} s, over \
+                 half the {limit}% limit (--psi-full-max). Something else on the machine is short \
+                 of memory; a balloon would only make it worse",
+                timeout.as_secs()
+            );
+        }
+        if !said {
+            println!(
+                "memory stalls from before the run: PSI full avg10 {full:.1}%, over half the \
+                 {limit}% limit; waiting up to {} s for them to pass before changing anything",
+                timeout.as_secs()
+            );
+            said = true;
+        }
+        std::thread::sleep(pause);
+    }
+    Ok(started.elapsed())
+}
+
 /// The run's status, reason and exit code from its bands.
 fn verdict(results: &[BandResult]) -> (&'static str, Option<String>, ExitCode) {
     let first_not_held = results.iter().find(|r| r.outcome != Outcome::Held);
@@ -257,6 +303,13 @@ fn verdict(results: &[BandResult]) -> (&'static str, Option<String>, ExitCode) {
 /// Changes the machine (each change under a guardian), runs the experiment, and puts the
 /// machine back, reporting the first failure.
 fn set_up_and_run(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result<Vec<BandResult>> {
+    let psi_full = || Ok(crate::sample::psi::read(Path::new(PROC))?.map(|psi| psi.full_avg10));
+    wait_until_calm(
+        psi_full,
+        args.psi_full_max,
+        CALM_TIMEOUT,
+        Duration::from_secs(1),
+    )?;
     let scale = match args.scale_factor {
         Some(value) => {
             let change = SysctlChange::set(SCALE_FACTOR, &value.to_string())?;
@@ -513,4 +566,36 @@ fn summary_line(result: &BandResult) -> String {
         result.band,
         result.outcome.name()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_waits_for_earlier_stalls_to_pass_and_refuses_if_they_do_not() {
+        let mut readings = [30.0, 21.0, 12.0, 9.5, 40.0].into_iter();
+        let waited = wait_until_calm(
+            || Ok(readings.next()),
+            20.0,
+            Duration::from_secs(60),
+            Duration::ZERO,
+        );
+        assert!(waited.is_ok());
+        assert_eq!(
+            readings.next(),
+            Some(40.0),
+            "it went on past a calm reading"
+        );
+
+        let stalled = wait_until_calm(|| Ok(Some(25.0)), 20.0, Duration::ZERO, Duration::ZERO)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            stalled.starts_with("memory stalls did not pass: PSI full avg10 is still 25.0%"),
+            "{stalled}"
+        );
+        // Without PSI there is nothing to wait for.
+        assert!(wait_until_calm(|| Ok(None), 20.0, Duration::ZERO, Duration::ZERO).is_ok());
+    }
 }
