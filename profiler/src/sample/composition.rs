@@ -66,11 +66,8 @@ impl EntryComposition {
         for (part, kb) in after.unwrap_or_default().parts() {
             row.int_or_empty(format!("held_{part}_kb"), after.map(|_| kb));
         }
-        row.int_or_empty("held_mappings", after.map(|a| a.mappings));
-        match after {
-            Some(a) => row.float("held_read_ms", a.read_us as f64 / 1e3),
-            None => row.missing("held_read_ms"),
-        };
+        row.int_or_empty("held_mappings", after.map(|a| a.mappings))
+            .float_or_empty("held_read_ms", after.map(|a| a.read_us as f64 / 1e3));
     }
 
     /// Each part's growth over the entry, in KiB.
