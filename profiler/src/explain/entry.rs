@@ -10,7 +10,7 @@ use skillprof_common::{
 };
 
 use crate::band::Band;
-use crate::hostctl::TrimBy;
+use crate::hostctl::ptrace_trim::Call;
 use crate::record::{EntryRecord, FillStop};
 use crate::words::{bytes, change, count, many, ms};
 
@@ -118,12 +118,12 @@ fn held(record: &EntryRecord) -> Option<String> {
 fn trimmed(record: &EntryRecord) -> Option<String> {
     let trim = record.measure.outcome.trim?;
     let held = ms(trim.held_us as f64 / 1e3);
-    let how = match (trim.by, trim.thread, trim.returned) {
-        (TrimBy::Ptrace, Some(thread), Some(returned)) => format!(
+    let how = match trim.call {
+        Some(Call { thread, returned }) => format!(
             "by ptrace: malloc_trim(0) in thread {thread} returned {returned}; the thread was \
              held {held}"
         ),
-        _ => format!("through the host's trim route, which answered in {held}"),
+        None => format!("through the host's trim route, which answered in {held}"),
     };
     let gave = record.measure.rss_diff_kb().min(0).unsigned_abs() as f64 * 1024.0;
     Some(format!(
@@ -603,9 +603,10 @@ mod tests {
         trim.measure.after.as_mut().unwrap().rss_kb = 94 << 10;
         assert_eq!(trimmed(&trim), None);
         trim.measure.outcome.trim = Some(Trimmed {
-            by: TrimBy::Ptrace,
-            thread: Some(4242),
-            returned: Some(1),
+            call: Some(Call {
+                thread: 4242,
+                returned: 1,
+            }),
             held_us: 8_500,
         });
         assert_eq!(
@@ -614,9 +615,7 @@ mod tests {
              thread 4242 returned 1; the thread was held 8.5 ms)"
         );
         trim.measure.outcome.trim = Some(Trimmed {
-            by: TrimBy::Route,
-            thread: None,
-            returned: None,
+            call: None,
             held_us: 11_000,
         });
         assert!(

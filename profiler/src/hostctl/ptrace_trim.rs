@@ -49,13 +49,19 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Below the thread's stack pointer: past the red zone (128 bytes) its code may use.
 const STACK_GAP: u64 = 512;
 
-/// What one injected call did.
-#[derive(Clone, Copy, Debug)]
-pub struct Injected {
-    /// The thread that made the call.
+/// The call made in the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Call {
+    /// The thread that made it.
     pub thread: u32,
     /// `malloc_trim`'s answer: 1 if it gave memory back.
     pub returned: u64,
+}
+
+/// What one injected call did.
+#[derive(Clone, Copy, Debug)]
+pub struct Injected {
+    pub call: Call,
     /// How long the thread was held: stopped, calling, and put back.
     pub held: Duration,
 }
@@ -233,8 +239,10 @@ fn call(thread: u32, function: u64) -> Result<Result<Injected, String>> {
     held.saved = None;
     drop(held);
     Ok(Ok(Injected {
-        thread,
-        returned: done.rax,
+        call: Call {
+            thread,
+            returned: done.rax,
+        },
         held: started.elapsed(),
     }))
 }

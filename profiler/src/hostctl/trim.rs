@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::{Client, HostProfile, ptrace_trim};
+use super::ptrace_trim::{self, Call};
+use super::{Client, HostProfile};
 
 /// How `trim` reaches the host's allocator.
 #[derive(
@@ -35,13 +36,19 @@ impl TrimBy {
 /// What one `trim` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trimmed {
-    pub by: TrimBy,
-    /// By ptrace: the thread that made the call.
-    pub thread: Option<u32>,
-    /// By ptrace: `malloc_trim`'s answer, 1 if it gave memory back.
-    pub returned: Option<u64>,
+    /// By ptrace, the call made in the host; `None` through the route.
+    pub call: Option<Call>,
     /// How long the host was held: the route's answer, or the thread stopped and calling.
     pub held_us: u64,
+}
+
+impl Trimmed {
+    pub fn by(&self) -> TrimBy {
+        match self.call {
+            Some(_) => TrimBy::Ptrace,
+            None => TrimBy::Route,
+        }
+    }
 }
 
 /// How `trim` lines reach this host: `--trim-by`, or else the profile's route if it has one.
@@ -88,9 +95,7 @@ pub async fn trim(client: &Client, pid: u32, by: TrimBy) -> Result<Trimmed> {
                 );
             }
             Ok(Trimmed {
-                by,
-                thread: None,
-                returned: None,
+                call: None,
                 held_us: micros(started.elapsed()),
             })
         }
@@ -98,9 +103,7 @@ pub async fn trim(client: &Client, pid: u32, by: TrimBy) -> Result<Trimmed> {
             let injected =
                 tokio::task::spawn_blocking(move || ptrace_trim::malloc_trim(pid)).await??;
             Ok(Trimmed {
-                by,
-                thread: Some(injected.thread),
-                returned: Some(injected.returned),
+                call: Some(injected.call),
                 held_us: micros(injected.held),
             })
         }

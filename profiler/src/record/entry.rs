@@ -245,11 +245,8 @@ impl Metrics for EntryMeasure {
         row.int_or_empty("fill_fitted", fill.map(|fill| fill.fitted))
             .text_or_empty("fill_stopped", fill.map(|fill| fill.stopped.name()));
         let trim = self.outcome.trim.as_ref();
-        row.text_or_empty("trim_by", trim.map(|trim| trim.by.name()));
-        match trim {
-            Some(trim) => row.float("trim_held_ms", trim.held_us as f64 / 1e3),
-            None => row.missing("trim_held_ms"),
-        };
+        row.text_or_empty("trim_by", trim.map(|trim| trim.by().name()))
+            .float_or_empty("trim_held_ms", trim.map(|trim| trim.held_us as f64 / 1e3));
         let stopped = self.stopped.as_ref();
         row.text_or_empty(
             "exit_status",
