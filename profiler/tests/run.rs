@@ -980,4 +980,18 @@ fn trim_gives_back_what_malloc_kept_by_route_and_by_ptrace() {
         };
         assert!(explanation.contains(said), "{explanation}");
     }
+
+    // --trim-by on a workload without a trim line would do nothing: refused before anything.
+    let no_trim = dir.path().join("no_trim.cmds");
+    fs::write(&no_trim, "add_rs\n").unwrap();
+    let out = dir.path().join("refused");
+    let output = run(&no_trim, &out, &["--trim-by", "ptrace"]);
+    assert!(!output.status.success(), "{}", describe(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("--trim-by ptrace says how trim lines reach the host's allocator, and"),
+        "{}",
+        describe(&output)
+    );
+    assert!(!out.exists(), "a refused run left {}", out.display());
 }

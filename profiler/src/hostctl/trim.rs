@@ -77,9 +77,9 @@ pub fn resolve(asked: Option<TrimBy>, profile: &HostProfile, line: usize) -> Res
 
 /// Asks the allocator of host `pid` to trim, the way `by` says.
 pub async fn trim(client: &Client, pid: u32, by: TrimBy) -> Result<Trimmed> {
-    let started = Instant::now();
     match by {
         TrimBy::Route => {
+            let started = Instant::now();
             let route = client
                 .dialect()
                 .routes

@@ -55,10 +55,18 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     let locust = load_room::require_usable(&args, &plan)?;
     let mut signals = Signals::install()?;
     let profile = HostProfile::load(&args.host_profile)?;
-    let trim_by = plan
+    let trim_line = plan
         .entries
         .iter()
-        .find(|entry| matches!(entry.command, Command::Trim))
+        .find(|entry| matches!(entry.command, Command::Trim));
+    if let (Some(by), None) = (args.trim_by, trim_line) {
+        anyhow::bail!(
+            "--trim-by {} says how trim lines reach the host's allocator, and {} has none",
+            by.name(),
+            args.cmds.display()
+        );
+    }
+    let trim_by = trim_line
         .map(|entry| trim::resolve(args.trim_by, &profile, entry.line.unwrap_or(0)))
         .transpose()?;
     let world = profile.registry.world;
