@@ -71,10 +71,7 @@ pub fn malloc_trim(pid: u32) -> Result<Injected> {
     let function = malloc_trim_address(pid)?;
     let mut refused = Vec::new();
     for thread in threads(pid)? {
-        let Some(nr) = blocked_in(pid, thread) else {
-            continue;
-        };
-        if !is_safe(nr) {
+        if !blocked_in(pid, thread).is_some_and(is_safe) {
             continue;
         }
         match call(thread, function)? {
@@ -99,11 +96,10 @@ fn is_safe(nr: u64) -> bool {
 }
 
 fn threads(pid: u32) -> Result<Vec<u32>> {
-    let tasks = fs::read_dir(format!("/proc/{pid}/task"))
+    let tasks = Process::new(pid as i32)
+        .and_then(|process| process.tasks())
         .with_context(|| format!("process {pid} is gone"))?;
-    Ok(tasks
-        .filter_map(|task| task.ok()?.file_name().to_str()?.parse().ok())
-        .collect())
+    Ok(tasks.flatten().map(|task| task.tid as u32).collect())
 }
 
 /// The system call a thread is blocked in, from `/proc/PID/task/TID/syscall` (a first
