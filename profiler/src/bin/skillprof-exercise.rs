@@ -33,6 +33,12 @@
 //! - `mark <skill> <phase>`: call the skill marker as skillhost does (request 1, the skill
 //!   named `exercise`; phase as `skillprof_common::PHASE_*`, flags included);
 //! - `faults`: answer with this process's minflt and majflt (getrusage);
+//! - `arenas <n> <MiB>`: start n threads that each malloc `MiB` MiB in 64 KiB chunks (from
+//!   an arena of its own, up to MALLOC_ARENA_MAX), touch it, free every other chunk (kept by
+//!   malloc) and stay parked; answer with malloc's figures (mallinfo2): `in_use=` and
+//!   `free=` bytes. The layout of a many-core machine's arenas, built on purpose;
+//! - `wasm-memory <MiB>`: reserve a wasm memory as wasmtime does (4 GiB and 32 MiB guards,
+//!   inaccessible) and open and touch its first `MiB` MiB;
 //! - `exit`: exit 0.
 
 use std::{
@@ -298,6 +304,20 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
                 usage.ru_minflt, usage.ru_majflt
             )))
         }
+        Some("arenas") => {
+            let (threads, mib) = (number(1)?, number(2)?);
+            arenas(threads, mib * MIB);
+            // SAFETY: mallinfo2 only reads malloc's state.
+            let info = unsafe { libc::mallinfo2() };
+            Ok(Some(format!(
+                "ok in_use={} free={}",
+                info.uordblks, info.fordblks
+            )))
+        }
+        Some("wasm-memory") => {
+            wasm_memory(number(1)? * MIB)?;
+            Ok(None)
+        }
         Some("exit") => std::process::exit(0),
         _ => Err(format!("unknown command {words:?}")),
     }
@@ -329,6 +349,59 @@ fn take_untouched(
     }
     if pages > 0 {
         return Err(format!("{pages} pages short: map more first"));
+    }
+    Ok(())
+}
+
+/// Threads, each filling an arena of its own; returns once all have, leaving them parked.
+fn arenas(threads: usize, bytes: usize) {
+    const CHUNK: usize = 64 * 1024;
+    let filled = std::sync::Arc::new(std::sync::Barrier::new(threads + 1));
+    for _ in 0..threads {
+        let filled = filled.clone();
+        std::thread::spawn(move || {
+            let mut chunks: Vec<Vec<u8>> = (0..bytes / CHUNK).map(|_| vec![1u8; CHUNK]).collect();
+            // Every other chunk freed: malloc keeps it, in this thread's arena.
+            let mut index = 0;
+            chunks.retain(|_| {
+                index += 1;
+                index % 2 == 0
+            });
+            filled.wait();
+            loop {
+                std::thread::park();
+                std::hint::black_box(&chunks);
+            }
+        });
+    }
+    filled.wait();
+}
+
+/// A wasm memory's reservation, as wasmtime makes one: inaccessible, then its first `open`
+/// bytes after a 32 MiB guard made read-write and touched. Kept until the process exits.
+fn wasm_memory(open: usize) -> Result<(), String> {
+    const GUARD: usize = 32 * MIB;
+    let reserved = GUARD + (4 << 30) + GUARD;
+    // SAFETY: a fresh inaccessible reservation, then one range of it opened and written.
+    unsafe {
+        let base = libc::mmap(
+            ptr::null_mut(),
+            reserved,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if base == libc::MAP_FAILED {
+            return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+        }
+        let memory = base.cast::<u8>().add(GUARD);
+        if libc::mprotect(memory.cast(), open, libc::PROT_READ | libc::PROT_WRITE) != 0 {
+            return Err(format!("mprotect: {}", std::io::Error::last_os_error()));
+        }
+        for page in 0..open / PAGE {
+            ptr::write_volatile(memory.add(page * PAGE), 1);
+        }
     }
     Ok(())
 }

@@ -41,7 +41,13 @@ pub struct Exercise {
 
 impl Exercise {
     pub fn start() -> Exercise {
+        Exercise::start_with_env(&[])
+    }
+
+    /// With these environment variables besides the inherited ones.
+    pub fn start_with_env(env: &[(&str, &str)]) -> Exercise {
         let mut child = Command::new(env!("CARGO_BIN_EXE_skillprof-exercise"))
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
