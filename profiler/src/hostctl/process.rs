@@ -254,6 +254,25 @@ impl HostProcess {
             .stdout(output.try_clone()?)
             .stderr(output)
             .kill_on_drop(true);
+        // A host skillprof started ends with it, however skillprof ends (a SIGKILL, the OOM
+        // killer): the kernel sends it SIGKILL when the thread that started it exits. That
+        // thread is an async worker of the run, which lives until the run has stopped the
+        // host. A parent gone before the flag was set is caught by the check after it.
+        // SAFETY: prctl and getppid are async-signal-safe and touch no memory of the parent's.
+        let parent = std::process::id();
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() as u32 != parent {
+                    return Err(std::io::Error::other(
+                        "skillprof ended while starting the host",
+                    ));
+                }
+                Ok(())
+            });
+        }
         if let Some(procs) = cgroup {
             let fd = procs.as_raw_fd();
             // SAFETY: between fork and exec the child only makes one write(2) on a descriptor
