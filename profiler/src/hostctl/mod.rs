@@ -5,6 +5,7 @@
 pub mod attach;
 pub mod cgroup;
 pub mod client;
+pub mod cores;
 pub mod host_metrics;
 pub mod process;
 pub mod profile;
@@ -14,6 +15,7 @@ pub mod trim;
 
 pub use cgroup::{Cgroup, MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
+pub use cores::Cores;
 pub use host_metrics::HostCounters;
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use profile::{Dialect, HostProfile, SkillWorld};

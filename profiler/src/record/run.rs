@@ -67,6 +67,10 @@ pub struct RunInfo {
     /// How `trim` lines reached the host's allocator (a workload with `trim` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trim_by: Option<crate::hostctl::TrimBy>,
+    /// `--cores N`: the machine whose parallelism the host was given (runs without it, and
+    /// from before it: this machine's).
+    #[serde(default)]
+    pub cores: Option<crate::hostctl::Cores>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

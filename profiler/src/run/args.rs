@@ -73,6 +73,7 @@ Examples:
   sudo skillprof run cmds/bench.cmds --pressure high            # free memory held in [low, high)
   sudo skillprof run cmds/fill_py.cmds --memory-max 3G          # how many Python skills fit in 3 GiB
   sudo skillprof run cmds/bench.cmds --stacks                   # which code took the faults
+  sudo skillprof run cmds/bench.cmds --cores 16                 # as on a 16-core server
   sudo skillprof run cmds/distributed.cmds                      # Locust from 4 namespaces
   sudo skillprof run cmds/smoke.cmds --host-bin ./other-host --host-arg=--dir={skills_dir} --host-arg=--port={port}";
 
@@ -132,6 +133,16 @@ pub struct RunArgs {
     /// exit status stays unknown: only its parent can reap it).
     #[arg(long, requires = "attach")]
     pub stop_attached: bool,
+
+    /// Run the host as it would run on an N-core machine: N compile threads
+    /// (RAYON_NUM_THREADS), N async workers (TOKIO_WORKER_THREADS) and glibc's arena limit of
+    /// an N-core machine, 8 × N (MALLOC_ARENA_MAX), for skillhost and any host built on
+    /// wasmtime's parallel compilation, tokio and glibc. What a compile leaves in malloc's
+    /// arenas grows with them, so memory answers for a 16-core server need --cores 16.
+    /// meta.json and explain.md say what was emulated and what cannot be (memory bandwidth,
+    /// parallel wall time). Not with --attach: a running host's threads and arenas are made.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub cores: Option<u32>,
 
     /// The host's binary [default: skillhost next to skillprof]. It must serve on 127.0.0.1
     /// and register `<name>.wasm` files from a skills directory.

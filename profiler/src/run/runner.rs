@@ -43,6 +43,7 @@ use super::pressure::{self as pressure_room, Pressure};
 use super::probing::Probing;
 use super::progress::Progress;
 use super::workload::{self, Workload};
+use crate::hostctl::Cores;
 use crate::machine::Machine;
 
 pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
@@ -74,13 +75,28 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         Some(dir) => SampleSkills::new(dir, world),
         None => SampleSkills::beside_executable(world)?,
     };
-    let (spec, attached) = match args.attach {
-        Some(pid) => attach_host(&args, profile, pid, &samples).await?,
-        None => (host_spec(&args, profile)?, None),
+    let machine = Machine::read()?;
+    let cores = args
+        .cores
+        .map(|cores| Cores::new(cores, u32::try_from(machine.cores).unwrap_or(u32::MAX)));
+    let (spec, attached) = match (args.attach, cores) {
+        (Some(pid), Some(cores)) => anyhow::bail!(
+            "--cores {} cannot emulate a machine for process {pid}, which is already running: \
+             its compile threads, async workers and malloc arenas were sized when it started. \
+             Let skillprof start the host (drop --attach), or restart it with {}",
+            cores.cores,
+            cores
+                .env()
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        (Some(pid), None) => attach_host(&args, profile, pid, &samples).await?,
+        (None, _) => (host_spec(&args, profile, cores)?, None),
     };
     let stamp = harness_log::stamp(Local::now());
     let folder = run_folder(&args, &stamp)?;
-    let machine = Machine::read()?;
     let cmds_file = args.cmds.display().to_string();
     let header = Header {
         machine: machine.harness(),
@@ -136,6 +152,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         load: None,
         oom_killed: None,
         rss_peak: None,
+        cores,
         trim_by,
     };
     let log_path = folder.join(format!("{stamp}{FILE_SUFFIX}"));
@@ -1030,6 +1047,9 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         info.machine.memory_total_kb / (1024 * 1024),
         info.machine.kernel_release
     )];
+    if let Some(cores) = &info.cores {
+        lines.push(cores.said());
+    }
     if let Some(engine) = info.host.config.as_ref().and_then(|c| c.get("engine")) {
         lines.push(format!("host configuration: {engine}"));
     }
@@ -1166,7 +1186,7 @@ async fn attach_host(
     Ok((HostSpec::attached(profile, pid)?, Some(host)))
 }
 
-fn host_spec(args: &RunArgs, profile: HostProfile) -> Result<HostSpec> {
+fn host_spec(args: &RunArgs, profile: HostProfile, cores: Option<Cores>) -> Result<HostSpec> {
     let bin = args
         .host_bin
         .as_ref()
@@ -1178,7 +1198,12 @@ fn host_spec(args: &RunArgs, profile: HostProfile) -> Result<HostSpec> {
         // ignore the variable.
         env.push(("SKILLHOST_PERFMAP".to_owned(), "true".to_owned()));
     }
-    HostSpec::new(profile, bin, &args.host_args, &args.host_flags, &env)
+    let mut spec = HostSpec::new(profile, bin, &args.host_args, &args.host_flags, &env)?;
+    if let Some(cores) = cores {
+        Cores::check_env(&spec.env).map_err(anyhow::Error::msg)?;
+        spec.env.extend(cores.env());
+    }
+    Ok(spec)
 }
 
 fn sha1_of(path: &Path) -> Result<String> {
