@@ -96,12 +96,34 @@ impl Cgroup {
     pub fn create(name: &str, what: &str) -> Result<Cgroup> {
         let (version, parent) = parent_for_host()?;
         let dir = parent.join(name);
+        // In v2 a child has the memory controller only if its parent enables it for its
+        // children (the root, where a fresh machine's processes may live, often does not).
+        let control = parent.join("cgroup.subtree_control");
+        let enable = version == Version::V2
+            && !fs::read_to_string(&control)
+                .with_context(|| format!("reading {}", control.display()))?
+                .split_whitespace()
+                .any(|controller| controller == "memory");
+        // The guardian first: it undoes whichever of the two changes below were made.
+        let guardian = Guardian::protect(
+            Restore::cgroup(&dir, enable.then_some(control.as_path()))?,
+            &format!(
+                "{what} {} (removed){}",
+                dir.display(),
+                if enable {
+                    format!(", and the memory controller in {}", control.display())
+                } else {
+                    String::new()
+                }
+            ),
+        )?;
+        if enable {
+            fs::write(&control, "+memory").with_context(|| {
+                format!("enabling the memory controller in {}", control.display())
+            })?;
+        }
         fs::create_dir(&dir)
             .with_context(|| format!("making the cgroup {} (needs root)", dir.display()))?;
-        let guardian = Guardian::protect(
-            Restore::cgroup(&dir)?,
-            &format!("{what} {} (removed)", dir.display()),
-        )?;
         Ok(Cgroup {
             dir,
             version,

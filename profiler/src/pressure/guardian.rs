@@ -33,8 +33,13 @@ pub enum Restore {
     /// Delete the file.
     File { path: CString },
     /// SIGKILL every process left in the cgroup directory `dir` (listed in its `procs`
-    /// file), then remove the directory.
-    Cgroup { dir: CString, procs: CString },
+    /// file), then remove the directory; then, if skillprof enabled the memory controller
+    /// for its parent (cgroup v2), disable it again through this `cgroup.subtree_control`.
+    Cgroup {
+        dir: CString,
+        procs: CString,
+        memory_enabled_in: Option<CString>,
+    },
     /// Unmount and delete each named network namespace file (`ip netns add`'s bind mounts
     /// under /run/netns). A namespace dies with its last file and process, and its veth
     /// links with it; the processes are the cgroup guardian's.
@@ -67,10 +72,13 @@ impl Restore {
         })
     }
 
-    pub fn cgroup(dir: &Path) -> Result<Restore> {
+    /// `memory_enabled_in`: the parent's `cgroup.subtree_control`, if skillprof enables the
+    /// memory controller there.
+    pub fn cgroup(dir: &Path, memory_enabled_in: Option<&Path>) -> Result<Restore> {
         Ok(Restore::Cgroup {
             dir: c_path(dir)?,
             procs: c_path(&dir.join("cgroup.procs"))?,
+            memory_enabled_in: memory_enabled_in.map(c_path).transpose()?,
         })
     }
 }
@@ -169,7 +177,16 @@ fn guard(plan: &Plan) -> i32 {
         Restore::Sysctl { path, value } => write_file(path, value),
         Restore::Swapfile { path } => swapoff(path) && remove(path),
         Restore::File { path } => remove(path),
-        Restore::Cgroup { dir, procs } => remove_cgroup(dir, procs),
+        Restore::Cgroup {
+            dir,
+            procs,
+            memory_enabled_in,
+        } => {
+            remove_cgroup(dir, procs)
+                && memory_enabled_in
+                    .as_ref()
+                    .is_none_or(|control| write_file(control, b"-memory"))
+        }
         // Every file is tried, whatever became of the others.
         Restore::Netns { files } => files.iter().filter(|file| !remove_netns(file)).count() == 0,
     };
