@@ -31,6 +31,8 @@ pub enum Command {
     Export(crate::report::cli::ExportArgs),
     // About and help come from CapacityArgs.
     Capacity(crate::capacity::CapacityArgs),
+    // About and help come from SweepArgs.
+    Sweep(crate::capacity::sweep::SweepArgs),
 }
 
 /// Does what `command` asks; the exit code says how it ended.
@@ -44,5 +46,6 @@ pub fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Report(args) => done(crate::report::cli::report(args)),
         Command::Export(args) => done(crate::report::cli::export(args)),
         Command::Capacity(args) => done(crate::capacity::run(args)),
+        Command::Sweep(args) => done(crate::capacity::sweep::run(args)),
     }
 }

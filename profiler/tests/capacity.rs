@@ -211,6 +211,88 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
     );
 }
 
+/// The prediction follows the machine's parallelism: from a run at 1 and at 8 emulated cores,
+/// each within 10% of a fill made at the same count, and a prediction for a count the runs do
+/// not cover is refused with the runs to make.
+#[test]
+fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
+    require_root();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let source = cmds(dir.path(), "source.cmds", "add_rs\n100 add_rs\n");
+    let fill = cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
+    const LIMIT: &str = "64M";
+    let mut sources = Vec::new();
+    for cores in ["1", "8"] {
+        let here = dir.path().join(format!("cores-{cores}"));
+        let (_, source_run) = run_ok(
+            &source,
+            &here.join("source"),
+            &args(&["--no-probes", "--memory-max", "1G", "--cores", cores]),
+        );
+        let rust = &predict(&source_run, LIMIT, &["--cores", cores], &source_run);
+        assert_eq!(rust["source"]["how"], "measured", "{rust}");
+        let skills = rust["predicted"]["skills"]["value"].as_f64().unwrap();
+        let out = here.join("fill");
+        let output = run(
+            &fill,
+            &out,
+            &args(&["--no-probes", "--memory-max", LIMIT, "--cores", cores]),
+        );
+        let filled = &entries(&run_folder(&out))[1]["measure"]["outcome"]["fill"];
+        let stopped = filled["stopped"].clone();
+        assert!(
+            stopped == "killed" || stopped.get("limit").is_some(),
+            "the fill must end at the limit: {filled}\n{}",
+            describe(&output)
+        );
+        let fitted = 1.0 + filled["fitted"].as_f64().unwrap();
+        let error = (skills - fitted).abs() / fitted;
+        println!(
+            "--cores {cores}: predicted {skills} Rust skills in {LIMIT}, {fitted} fitted: {:.1}% apart",
+            error * 100.0
+        );
+        assert!(
+            error <= 0.10,
+            "--cores {cores}: predicted {skills} skills, {fitted} fitted ({:.0}% apart): {rust}",
+            error * 100.0
+        );
+        sources.push(source_run);
+    }
+    // Between the two: interpolated; beyond them: refused, naming the runs to make.
+    let between = skillprof()
+        .args([
+            "capacity", "--memory", LIMIT, "--kind", "rust", "--json", "--cores", "4",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("between"))
+        .args(&sources)
+        .output()
+        .unwrap();
+    assert!(between.status.success(), "{}", describe(&between));
+    let capacity: Value = serde_json::from_slice(&between.stdout).unwrap();
+    assert_eq!(capacity["kinds"][0]["source"]["how"], "interpolated");
+    assert_eq!(
+        capacity["kinds"][0]["dependence"].as_array().unwrap().len(),
+        2
+    );
+    let beyond = skillprof()
+        .args([
+            "capacity", "--memory", LIMIT, "--kind", "rust", "--cores", "16",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("beyond"))
+        .args(&sources)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&beyond.stderr);
+    assert!(
+        !beyond.status.success() && stderr.contains("--cores 16"),
+        "{}",
+        describe(&beyond)
+    );
+}
+
 #[test]
 fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_written() {
     require_root();

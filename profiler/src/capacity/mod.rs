@@ -2,7 +2,9 @@
 //! machine holds, predicted from runs' records (`model`), written as capacity.json and a
 //! section of explain.md in the first run's folder, and said on stdout.
 
+pub mod dependence;
 pub mod model;
+pub mod sweep;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -14,6 +16,7 @@ use serde::Serialize;
 use crate::cmds::SkillKind;
 use crate::output::entries_jsonl;
 use crate::words::{bytes, count};
+use dependence::{Point, Source};
 use model::{Basis, Bound, Figure, Ingredients, Machine, Missing, Prediction, RunRecords};
 
 const LONG_ABOUT: &str = "\
@@ -26,7 +29,7 @@ marginal cost of each further skill (every later add, step by step: the Theil-Se
 over skills, with a bootstrap 95% interval), the one-off warm-up the first further skills pay \
 above that slope (malloc's arenas growing: the slope's intercept over where the first run's \
 further skills start), the transient while a skill loads (peak over what \
-stays), the memory per request in flight (p_execute_all entries with 10 or more in flight: peak \
+stays; the first skill's apart, since its compile threads' arenas are new and grow), the memory per request in flight (p_execute_all entries with 10 or more in flight: peak \
 growth over requests), the host's CPU time per skill added, and the memory mappings (VMAs) the first skill, \
 each further one and each request in flight add, against vm.max_map_count: the other limit, \
 which binds before memory for requests on an on-demand host (about 10,000 in flight here).
@@ -43,6 +46,13 @@ what a limit counts: it misses memory the host holds without mapping it (wasmtim
 of each skill's initial memory, 18 MiB for the pydantic skill), and counts a file mapped by many \
 skills (--cache-dir artifacts) once per mapping.
 
+What a compile leaves behind grows with the machine's cores (a compile's threads each get a \
+malloc arena of their own), so runs answer for the parallelism they were made with: the cores \
+`skillprof run --cores N` emulated, else the machine's. --cores N takes the runs made at N, or \
+interpolates between the runs made at the counts around N (`skillprof sweep` makes them, and \
+a sweep's folder can be given as a RUN), and says which ingredients scaled and by how much; a \
+count outside the runs is refused, with the runs to make.
+
 It writes capacity.json and a Capacity section of explain.md into the first run's folder (or \
 --out DIR). A run that lacks the entries a figure needs is refused, with the lines to add.
 
@@ -50,13 +60,15 @@ Examples:
   skillprof capacity runs/A --memory 64G                  # A: a bench.cmds run
   skillprof capacity runs/A runs/B --memory 64G --cores 16 --headroom 10%
   skillprof capacity runs/A --memory 3G --headroom 0      # to compare with a --memory-max 3G fill
-  skillprof capacity runs/A --memory 64G --skills 500     # the requests beside 500 skills";
+  skillprof capacity runs/A --memory 64G --skills 500     # the requests beside 500 skills
+  skillprof capacity runs/sweep --memory 64G --cores 16   # from skillprof sweep's runs";
 
 #[derive(clap::Args, Debug)]
 #[command(about = "Predict how many skills and parallel requests a machine holds, from runs", long_about = LONG_ABOUT)]
 pub struct CapacityArgs {
-    /// Run folders; figures are pooled across them, the idle host and first skill come from
-    /// the first run that starts with an add.
+    /// Run folders, or folders of run folders (a sweep's); figures are pooled across the runs
+    /// made at the same core count, the idle host and first skill from each run that starts
+    /// with an add.
     #[arg(required = true, value_name = "RUN")]
     pub runs: Vec<PathBuf>,
 
@@ -64,8 +76,10 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub memory: u64,
 
-    /// Its cores, for the time loading the skills takes [default: this machine's].
-    #[arg(long, value_name = "N")]
+    /// Its cores: the parallelism the memory figures are taken at (measured there, or
+    /// interpolated between the runs' counts around it), and the time loading the skills
+    /// takes [default: the runs' count, if they share one; else this machine's].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub cores: Option<u32>,
 
     /// Memory kept free for everything else: a percentage (10%) or a share (0.1).
@@ -125,23 +139,42 @@ struct Capacity {
 #[derive(Serialize)]
 struct KindCapacity {
     ingredients: Ingredients,
+    /// Which runs' core count the ingredients were taken at.
+    source: Source,
     predicted: Prediction,
     /// Figures the runs could not give, and the lines that would.
     missing: Vec<Missing>,
+    /// The ingredients at each core count the runs were made at.
+    dependence: Vec<Point>,
+}
+
+/// Why a kind cannot be predicted.
+enum Refusal {
+    Missing(Vec<Missing>),
+    Cores(String),
 }
 
 pub fn run(args: CapacityArgs) -> Result<()> {
-    let runs = args
-        .runs
+    let mut runs = Vec::new();
+    for folder in &args.runs {
+        runs.extend(load_all(folder)?);
+    }
+    let workload = runs
         .iter()
-        .map(|folder| load(folder))
-        .collect::<Result<Vec<_>>>()?;
+        .find_map(|(_, workload)| workload.clone())
+        .unwrap_or_else(|| "FILE.cmds".to_owned());
+    let runs: Vec<RunRecords> = runs.into_iter().map(|(run, _)| run).collect();
+    let mut stated: Vec<u32> = runs.iter().filter_map(|run| run.cores).collect();
+    stated.sort_unstable();
+    stated.dedup();
+    let cores = match (args.cores, stated.as_slice()) {
+        (Some(cores), _) => cores,
+        (None, [one]) => *one,
+        (None, _) => u32::try_from(crate::machine::Machine::read()?.cores).unwrap_or(u32::MAX),
+    };
     let machine = Machine {
         memory_bytes: args.memory,
-        cores: match args.cores {
-            Some(cores) => cores,
-            None => u32::try_from(crate::machine::Machine::read()?.cores).unwrap_or(u32::MAX),
-        },
+        cores,
         headroom: args.headroom,
     };
     let kinds: Vec<SkillKind> = match args.kind {
@@ -152,27 +185,36 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     let mut answered = Vec::new();
     let mut refusals = Vec::new();
     for kind in kinds {
-        match model::ingredients(&runs, kind) {
-            Ok((ingredients, missing)) => {
-                let predicted = model::predict(&ingredients, &machine, args.skills);
+        match ingredients_at(&runs, kind, cores, &workload) {
+            Ok((found, dependence)) => {
+                let predicted = model::predict(&found.ingredients, &machine, args.skills);
                 answered.push(KindCapacity {
-                    ingredients,
+                    ingredients: found.ingredients,
+                    source: found.source,
                     predicted,
-                    missing,
+                    missing: found.missing,
+                    dependence,
                 });
             }
-            Err(missing) => refusals.push((kind, missing)),
+            Err(refusal) => refusals.push((kind, refusal)),
         }
     }
     if answered.is_empty() || args.kind.is_some() && !refusals.is_empty() {
-        let mut why = String::from("the runs lack the entries a capacity prediction needs:");
-        for (kind, missing) in &refusals {
-            for missing in missing {
-                let _ = write!(
-                    why,
-                    "\n  {kind:?} skills: {} (add `{}`)",
-                    missing.figure, missing.add
-                );
+        let mut why = String::from("the runs cannot answer:");
+        for (kind, refusal) in &refusals {
+            match refusal {
+                Refusal::Missing(missing) => {
+                    for missing in missing {
+                        let _ = write!(
+                            why,
+                            "\n  {kind:?} skills: the runs lack {} (add `{}`)",
+                            missing.figure, missing.add
+                        );
+                    }
+                }
+                Refusal::Cores(reason) => {
+                    let _ = write!(why, "\n  {kind:?} skills: {reason}");
+                }
             }
         }
         bail!(why);
@@ -201,7 +243,81 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     Ok(())
 }
 
-fn load(folder: &Path) -> Result<RunRecords> {
+/// The ingredients for `cores`: from the runs made at that parallelism, or between the
+/// counts around it; runs that do not say theirs (from before `--cores`) answer as they are.
+fn ingredients_at(
+    runs: &[RunRecords],
+    kind: SkillKind,
+    cores: u32,
+    workload: &str,
+) -> Result<(dependence::Found, Vec<Point>), Refusal> {
+    if runs.iter().all(|run| run.cores.is_none()) {
+        let (ingredients, missing) = model::ingredients(runs, kind).map_err(Refusal::Missing)?;
+        let found = dependence::Found {
+            ingredients,
+            source: Source::Unstated,
+            missing,
+        };
+        return Ok((found, Vec::new()));
+    }
+    let (points, lacking) = dependence::points(runs, kind);
+    if points.is_empty() {
+        let missing = lacking
+            .into_iter()
+            .flat_map(|(_, missing)| missing)
+            .collect();
+        return Err(Refusal::Missing(missing));
+    }
+    let found = dependence::at(&points, cores, workload).map_err(Refusal::Cores)?;
+    Ok((found, points))
+}
+
+/// What capacity reads of a run's meta.json.
+#[derive(serde::Deserialize)]
+struct Meta {
+    #[serde(default)]
+    cores: Option<crate::hostctl::Cores>,
+    machine: MetaMachine,
+    cmds: MetaCmds,
+}
+
+#[derive(serde::Deserialize)]
+struct MetaMachine {
+    cores: u32,
+}
+
+#[derive(serde::Deserialize)]
+struct MetaCmds {
+    file: String,
+}
+
+/// A run folder, or each run folder inside a folder of them (a sweep's), in name order; with
+/// the workload each ran.
+fn load_all(folder: &Path) -> Result<Vec<(RunRecords, Option<String>)>> {
+    if folder.join(entries_jsonl::FILE).is_file() {
+        return Ok(vec![load(folder)?]);
+    }
+    let mut inner: Vec<PathBuf> = fs::read_dir(folder)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| Some(entry.ok()?.path()))
+                .filter(|path| path.join(entries_jsonl::FILE).is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    if inner.is_empty() {
+        bail!(
+            "{} is not a run folder with {} (skillprof run leaves one per run), nor a folder \
+             of them (skillprof sweep leaves one)",
+            folder.display(),
+            entries_jsonl::FILE
+        );
+    }
+    inner.sort();
+    inner.iter().map(|path| load(path)).collect()
+}
+
+fn load(folder: &Path) -> Result<(RunRecords, Option<String>)> {
     let path = folder.join(entries_jsonl::FILE);
     let records = entries_jsonl::read(&path).with_context(|| {
         format!(
@@ -214,7 +330,22 @@ fn load(folder: &Path) -> Result<RunRecords> {
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_else(|| folder.display().to_string());
-    Ok(RunRecords { name, records })
+    // The parallelism the host ran with: what --cores emulated, else the machine's.
+    let meta: Option<Meta> = fs::read_to_string(folder.join("meta.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok());
+    let cores = meta
+        .as_ref()
+        .map(|meta| meta.cores.map_or(meta.machine.cores, |cores| cores.cores));
+    let workload = meta.map(|meta| meta.cmds.file);
+    Ok((
+        RunRecords {
+            name,
+            records,
+            cores,
+        },
+        workload,
+    ))
 }
 
 /// The heading explain.md's Capacity section starts with; a new prediction replaces it.
@@ -295,7 +426,7 @@ fn section(capacity: &Capacity) -> String {
             "- **{name} skills: {} resident**{}{requests}; loading them takes {} with every \
              core compiling. From the runs ({basis}): the idle host {}, the first skill {}, each further \
              skill {} (from {}) after a one-off {} while the first ones load, {} transient while \
-             one loads",
+             one loads{}",
             range(&predicted.skills, count),
             bound(predicted.skills_bound),
             range(&predicted.load_s, |s| format!("{} s", count(s))),
@@ -305,6 +436,10 @@ fn section(capacity: &Capacity) -> String {
             found.marginal_kb.from.join(", "),
             range(&found.warmup_kb, kb),
             kb(found.transient_kb.value),
+            match &found.first_transient_kb {
+                Some(first) => format!(" ({} while the first did)", kb(first.value)),
+                None => String::new(),
+            },
         );
         if let Some(per_request) = &found.per_request_kb {
             let _ = write!(
@@ -319,6 +454,9 @@ fn section(capacity: &Capacity) -> String {
             ", {} of host CPU per skill added",
             range(&found.cpu_per_skill_ms, |ms| format!("{} ms", count(ms)))
         );
+        if let Some(arenas) = found.first_held.as_ref().and_then(|held| held.arenas) {
+            let _ = write!(text, "; {} malloc arenas after the first", count(arenas));
+        }
         if let Some(threads) = &found.compile_threads {
             let _ = write!(
                 text,
@@ -352,7 +490,30 @@ fn section(capacity: &Capacity) -> String {
                 missing.figure, missing.add
             );
         }
+        let _ = write!(
+            text,
+            " {}",
+            match kind.source {
+                Source::Measured { cores } if kind.dependence.len() > 1 =>
+                    format!("The ingredients are those of the runs made at {cores} cores."),
+                Source::Measured { cores } =>
+                    format!("The runs were made with the parallelism of {cores} cores."),
+                Source::Interpolated { below, above } => format!(
+                    "The ingredients are interpolated between the runs made at {below} and \
+                     {above} cores."
+                ),
+                Source::Unstated => "The runs do not say which parallelism they had (they \
+                    are from before --cores): what a compile leaves behind grows with the cores."
+                    .to_owned(),
+            }
+        );
         text.push('\n');
+        if kind.dependence.len() > 1 {
+            if let Some(scaled) = dependence::scaled(&kind.dependence) {
+                let _ = write!(text, "\n{scaled}\n");
+            }
+            let _ = write!(text, "\n{}", dependence::table(&kind.dependence));
+        }
     }
     text
 }

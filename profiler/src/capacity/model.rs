@@ -17,9 +17,13 @@ use crate::record::EntryRecord;
 use crate::stats::{median, nearest_rank, theil_sen, theil_sen_ci};
 
 /// One run's records, as capacity reads them.
+#[derive(Clone)]
 pub struct RunRecords {
     pub name: String,
     pub records: Vec<EntryRecord>,
+    /// The parallelism the host ran with: the cores `--cores` emulated, else the machine's;
+    /// `None` where the run does not say.
+    pub cores: Option<u32>,
 }
 
 /// What the memory figures count.
@@ -104,9 +108,15 @@ pub struct Ingredients {
     /// of further skills, over where it starts. A line through the first skill with the
     /// steady-state slope misses it and overpredicts by as many skills as it is worth.
     pub warmup_kb: Figure,
-    /// Peak over what stays, while a skill loads (compiling): the kernel's peak with a
-    /// cgroup (v1), else the sampled RSS peak.
+    /// Peak over what stays, while a further skill loads (compiling): the kernel's peak with a
+    /// cgroup (v1), else the sampled RSS peak. The largest seen: the one a budget must leave
+    /// room for when it is nearly full.
     pub transient_kb: Figure,
+    /// The same while the first skill loads: the compile threads' arenas are new then and
+    /// grow, so on a many-core machine it is several times a further skill's. It binds only
+    /// the first skill.
+    #[serde(default)]
+    pub first_transient_kb: Option<Figure>,
     /// `None` when no entry had many requests in flight; [`Missing`] says what to add.
     pub per_request_kb: Option<Figure>,
     /// Host CPU time per skill added (compile, instantiate, one execution).
@@ -133,6 +143,9 @@ pub struct FirstHeld {
     /// and kept. `None` where the host does not say what it has in use (skillhost's
     /// /metrics does).
     pub kept_kb: Option<f64>,
+    /// malloc's thread arenas once the first skill was loaded; `None` where they were not
+    /// counted (the host's memory unreadable, or runs from before).
+    pub arenas: Option<f64>,
 }
 
 /// Threads the host ran while compiling, as sampled: a compile's own threads (skillhost
@@ -237,31 +250,43 @@ pub fn ingredients(
 
     // The first skill: the run's first entry adds one skill of this kind and nothing came
     // before it, and it got as far as one step (a host that died in it gives none).
-    let first = runs.iter().find_map(|run| {
-        let record = run.records.first()?;
-        let added = adds(&command(record)?, kind) == Some(1);
-        (added && !record.measure.outcome.steps.is_empty()).then_some((run, record))
-    });
+    // Every run that starts so gives one reading of each; the first such run also gives the
+    // warm-up, the mappings and the threads.
+    let firsts: Vec<(&RunRecords, &EntryRecord)> = runs
+        .iter()
+        .filter_map(|run| {
+            let record = run.records.first()?;
+            let added = adds(&command(record)?, kind) == Some(1);
+            (added && !record.measure.outcome.steps.is_empty()).then_some((run, record))
+        })
+        .collect();
     let mut missing = Vec::new();
-    let Some((first_run, first_record)) = first else {
+    let Some(&(first_run, first_record)) = firsts.first() else {
         missing.push(Missing {
             figure: format!("the idle host and the first {prefix} skill"),
             add: format!("add_{prefix} as the run's first line"),
         });
         return Err(missing);
     };
-    let idle = before_kb(first_record);
-    let idle_kb = Figure::exact(idle, source(first_run, first_record));
-    let first_kb = Figure::exact(
-        step_kb(&first_record.measure.outcome.steps[0]) - idle,
-        source(first_run, first_record),
-    );
+    let is_first = |record: &EntryRecord| firsts.iter().any(|(_, f)| std::ptr::eq(*f, record));
+    let first_sources: Vec<String> = firsts.iter().map(|(run, r)| source(run, r)).collect();
+    let of_firsts = |figure: &dyn Fn(&EntryRecord) -> f64| {
+        Figure::of(
+            firsts.iter().map(|(_, record)| figure(record)).collect(),
+            first_sources.clone(),
+        )
+        .expect("at least one first skill")
+    };
+    let idle_kb = of_firsts(&|record| before_kb(record));
+    let first_kb =
+        of_firsts(&|record| step_kb(&record.measure.outcome.steps[0]) - before_kb(record));
 
     // Every further step that added skills of this kind, per skill.
     let (mut marginal, mut marginal_from) = (Vec::new(), Vec::new());
     // The first run's first series of further skills: the one that pays the warm-up.
     let mut warming = None;
     let (mut transient, mut transient_from) = (Vec::new(), Vec::new());
+    let (mut first_transient, mut first_transient_from) = (Vec::new(), Vec::new());
     let (mut cpu, mut cpu_from) = (Vec::new(), Vec::new());
     for (run, record, per_step) in &adding {
         let steps = &record.measure.outcome.steps;
@@ -269,7 +294,7 @@ pub fn ingredients(
         // and a fill's last step (the skill that did not fit) are not further skills held.
         let mut series = vec![(0.0, before_kb(record))];
         for (index, step) in steps.iter().enumerate() {
-            let is_first = std::ptr::eq(*record, first_record) && index == 0;
+            let is_first = is_first(record) && index == 0;
             let unheld = record
                 .measure
                 .outcome
@@ -290,8 +315,13 @@ pub fn ingredients(
             marginal_from.push(source(run, record));
         }
         if let (Some(peak), Some(last)) = (peak_kb(record), steps.last()) {
-            transient.push((peak - step_kb(last)).max(0.0));
-            transient_from.push(source(run, record));
+            let (values, from) = if is_first(record) {
+                (&mut first_transient, &mut first_transient_from)
+            } else {
+                (&mut transient, &mut transient_from)
+            };
+            values.push((peak - step_kb(last)).max(0.0));
+            from.push(source(run, record));
         }
         if let Some(cpu_ms) = record.measure.host_cpu_ms() {
             let skills = f64::from(*per_step) * steps.len() as f64;
@@ -318,11 +348,17 @@ pub fn ingredients(
         })
         .unwrap_or_else(|| Figure::exact(0.0, String::new()));
     // The largest transient seen: the one a budget must leave room for.
-    let transient_kb = Figure::of(transient, transient_from).map(|mut figure| {
-        figure.value = figure.high;
-        figure
-    });
-    let transient_kb = transient_kb.unwrap_or_else(|| Figure::exact(0.0, String::new()));
+    let largest = |values: Vec<f64>, from: Vec<String>| {
+        Figure::of(values, from).map(|mut figure| {
+            figure.value = figure.high;
+            figure
+        })
+    };
+    let first_transient_kb = largest(first_transient, first_transient_from);
+    // Without a further skill's, the first one's stands in.
+    let transient_kb = largest(transient, transient_from)
+        .or_else(|| first_transient_kb.clone())
+        .unwrap_or_else(|| Figure::exact(0.0, String::new()));
     let cpu_per_skill_ms =
         Figure::of(cpu, cpu_from).unwrap_or_else(|| Figure::exact(0.0, String::new()));
 
@@ -350,16 +386,7 @@ pub fn ingredients(
             add: "p_execute_all JohnDoe 42 9000 10".to_owned(),
         });
     }
-    let first_held = first_record.held.map(|held| {
-        let [heap_kb, wasm_kb, code_kb, files_kb, stacks_kb] =
-            held.growth().map(|(_, kb)| kb as f64);
-        FirstHeld {
-            heap_kb,
-            code_kb,
-            other_kb: wasm_kb + files_kb + stacks_kb,
-            kept_kb: first_record.heap_kept_kb().map(|(_, kept)| kept as f64),
-        }
-    });
+    let first_held = first_held(firsts.iter().map(|(_, record)| *record));
     let compile_threads = adding
         .iter()
         .filter_map(|(_, record, _)| record.sampling.threads_peak)
@@ -377,6 +404,7 @@ pub fn ingredients(
             marginal_kb,
             warmup_kb,
             transient_kb,
+            first_transient_kb,
             per_request_kb,
             cpu_per_skill_ms,
             mappings,
@@ -385,6 +413,41 @@ pub fn ingredients(
         },
         missing,
     ))
+}
+
+/// What holds the first skill, the median of each part over the runs that read it.
+fn first_held<'a>(firsts: impl Iterator<Item = &'a EntryRecord>) -> Option<FirstHeld> {
+    let read: Vec<(&EntryRecord, [f64; 5])> = firsts
+        .filter_map(|record| {
+            let growth = record.held?.growth().map(|(_, kb)| kb as f64);
+            Some((record, growth))
+        })
+        .collect();
+    if read.is_empty() {
+        return None;
+    }
+    let median_of = |values: Vec<f64>| -> Option<f64> {
+        let mut values = values;
+        values.sort_by(f64::total_cmp);
+        (!values.is_empty()).then(|| median(&values))
+    };
+    let part = |i: usize| median_of(read.iter().map(|(_, g)| g[i]).collect()).unwrap_or(0.0);
+    // [heap, wasm, code, files, stacks], as Composition::parts orders them.
+    Some(FirstHeld {
+        heap_kb: part(0),
+        code_kb: part(2),
+        other_kb: part(1) + part(3) + part(4),
+        kept_kb: median_of(
+            read.iter()
+                .filter_map(|(r, _)| r.heap_kept_kb().map(|(_, kept)| kept as f64))
+                .collect(),
+        ),
+        arenas: median_of(
+            read.iter()
+                .filter_map(|(r, _)| r.held.and_then(|h| h.after.arenas).map(|a| a as f64))
+                .collect(),
+        ),
+    })
 }
 
 /// Mappings per skill, from each later add entry's peak against the first's, and per request
@@ -500,12 +563,15 @@ struct Further {
 
 /// Skills that fit `budget` when each further one costs as `further` says (KB).
 fn skills_fitting(ingredients: &Ingredients, budget: f64, further: Further) -> f64 {
-    let first =
-        ingredients.idle_kb.value + ingredients.first_kb.value + ingredients.transient_kb.value;
-    if budget < first {
+    let held = ingredients.idle_kb.value + ingredients.first_kb.value;
+    let first_transient = ingredients
+        .first_transient_kb
+        .as_ref()
+        .map_or(ingredients.transient_kb.value, |figure| figure.value);
+    if budget < held + first_transient {
         return 0.0;
     }
-    let left = budget - first - further.warmup;
+    let left = budget - held - ingredients.transient_kb.value - further.warmup;
     if left < further.marginal {
         return 1.0;
     }
@@ -683,9 +749,10 @@ mod tests {
         requests.measure.outcome.latencies = vec![Duration::from_secs(9); 50];
         RunRecords {
             name: "a".to_owned(),
+            cores: None,
             records: vec![
                 entry(0, "add_py", 100, &[1_100], 1_300),
-                entry(1, "4 add_py", 1_100, &[1_200, 1_310, 1_400, 1_500], 1_600),
+                entry(1, "4 add_py", 1_100, &[1_200, 1_310, 1_400, 1_500], 1_700),
                 requests,
             ],
         }
@@ -706,8 +773,11 @@ mod tests {
             "[{low}, {high}]"
         );
         assert_eq!(found.marginal_kb.from, ["a#1: 4 add_py"]);
-        // The largest peak over what stayed: 200 KB while the first compiled.
+        // The largest peak over what stayed: 200 KB while the first compiled, and while the
+        // last further one did.
+        assert_eq!(found.first_transient_kb.unwrap().value, 200.0);
         assert_eq!(found.transient_kb.value, 200.0);
+        assert_eq!(found.transient_kb.from, ["a#1: 4 add_py"]);
         // 1,000 KB over 50 in flight.
         assert_eq!(found.per_request_kb.unwrap().value, 20.0);
         // 1 s of CPU for one skill, 4 s for four (10 ms ticks).
@@ -783,10 +853,10 @@ mod tests {
         assert_eq!(found.marginal_kb.value, 100.0);
         assert_eq!(found.warmup_kb.value, 200.0);
         assert_eq!(found.warmup_kb.from, ["a#1: 8 add_py"]);
-        // 10,000 - 100 - 1,000 - 200 (the transient) - 200 leave 8,500 for 85 more; the line
-        // through the first skill alone would say 88 in all.
+        // 10,000 - 100 - 1,000 - 100 (a further skill's transient) - 200 leave 8,600 for 86
+        // more; the line through the first skill alone would say 89 in all.
         let predicted = predict(&found, &small_machine(), None);
-        assert_eq!(predicted.skills.value, 86.0);
+        assert_eq!(predicted.skills.value, 87.0);
         // Beside 10 skills: 10,000 - 100 - 1,000 - 200 - 9 × 100 = 7,800 KB, 390 requests.
         let beside_ten = predict(&found, &small_machine(), Some(10));
         assert_eq!(beside_ten.requests.unwrap().value, 390.0);
