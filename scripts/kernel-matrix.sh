@@ -17,7 +17,9 @@
 #     sees the host's files over 9p, without page cache, and the reclaim test needs a
 #     block-backed filesystem.
 # The guest boots once (qemu software emulation: KVM hangs on these machines) and runs the
-# four test binaries cargo built, from the shared filesystem.
+# test binaries cargo built, from the shared filesystem. This machine holds the memory
+# controller in cgroup v1; the guest mounts cgroup2 with it, so memory_cgroup checks
+# --memory-max on v1 here and on v2 there.
 #
 # Usage: scripts/kernel-matrix.sh [--prepare-only] [--stop-runs N] [--update-readme]
 #   --stop-runs N    run the stop test N times in the guest (default 1), to measure the
@@ -35,7 +37,7 @@ VIRTME_NG=1.42                  # virtme-ng: boots a kernel on a snapshot of the
 GUEST_MEMORY=2G                 # the stop test holds 1.25 GiB
 GUEST_CPUS=2
 GUEST_TIMEOUT=1500              # seconds; one guest run takes about 2 minutes
-TESTS=(probes probes_counts probes_reclaim probes_stop)
+TESTS=(probes probes_counts probes_reclaim probes_stop memory_cgroup)
 
 PREFIX=kernel-matrix
 source "$ROOT/scripts/common.sh"
@@ -223,6 +225,14 @@ else
 fi
 export SKILLPROF_EXPECT_MECHANISMS=preferred SKILLPROF_MATRIX_OUT="$OUT"
 export SKILLPROF_TEST_SCRATCH=/tmp/skillprof-scratch
+# cgroup v2 with the memory controller, as most current distributions have it: the
+# memory_cgroup test must find --memory-max's cgroup there.
+if ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    mkdir -p /sys/fs/cgroup
+    mount -t cgroup2 none /sys/fs/cgroup || say "FAILED to mount cgroup2 on /sys/fs/cgroup"
+fi
+say "cgroup2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null)"
+export SKILLPROF_EXPECT_CGROUP=v2
 run() { # name binary [out]
     name=$1 bin=$2 out=${3:-$OUT}
     mkdir -p "$out"

@@ -6,8 +6,11 @@
 //! bootstrap 95% interval; the control's interval shows the smallest effect the machine's
 //! noise lets the benchmark see. Figures only, no pass/fail.
 //!
-//!     cargo bench -p skillprof --bench memory_options [-- --rounds N --only NAME,...]
+//!     cargo bench -p skillprof --bench memory_options [-- --rounds N --only NAME,... --cores N]
 //!
+//! `--cores N` runs every condition as on an N-core machine (`skillprof run --cores N`: N
+//! compile threads and async workers, 8 × N malloc arenas), so the table says what each
+//! option is worth on a server with N cores rather than on this one.
 //! The figures, from each run's typed records (entries.jsonl): the RSS the first `add_py`
 //! leaves and its peak, the RSS after five skills (`4 add_py`), what `p_add_py 10` leaves and
 //! its peak (ten compiles asked for at once), and the compile time (those three entries'
@@ -77,6 +80,8 @@ const FIGURES: [(&str, &str); 6] = [
 
 struct Options {
     rounds: usize,
+    /// `--cores N`: the machine each run emulates (none: this one).
+    cores: Option<u32>,
     /// Indices into CONDITIONS; the default always runs, as every ratio's base.
     conditions: Vec<usize>,
 }
@@ -99,12 +104,20 @@ fn main() -> Result<()> {
         let mut figures = vec![[f64::NAN; FIGURES.len()]; CONDITIONS.len()];
         for &index in &order {
             let condition = &CONDITIONS[index];
-            let bench = run(&skillprof, &repo, "bench.cmds", condition, out.path())?;
+            let bench = run(
+                &skillprof,
+                &repo,
+                "bench.cmds",
+                condition,
+                options.cores,
+                out.path(),
+            )?;
             let parallel = run(
                 &skillprof,
                 &repo,
                 "p_execute_all.cmds",
                 condition,
+                options.cores,
                 out.path(),
             )?;
             figures[index] = figures_of(&bench, &parallel)?;
@@ -128,6 +141,7 @@ fn main() -> Result<()> {
 fn parse_options() -> Result<Options> {
     let mut options = Options {
         rounds: 3,
+        cores: None,
         conditions: (0..CONDITIONS.len()).collect(),
     };
     // cargo bench passes `--bench`; skip what is not ours.
@@ -135,6 +149,7 @@ fn parse_options() -> Result<Options> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--rounds" => options.rounds = args.next().context("--rounds N")?.parse()?,
+            "--cores" => options.cores = Some(args.next().context("--cores N")?.parse()?),
             "--only" => {
                 let names = args.next().context("--only NAME,...")?;
                 let mut chosen = vec![0, 1];
@@ -168,14 +183,20 @@ fn run(
     repo: &Path,
     workload: &str,
     condition: &Condition,
+    cores: Option<u32>,
     out: &Path,
 ) -> Result<Vec<EntryRecord>> {
     let folder: PathBuf = out.join("run");
-    let output = Command::new(skillprof)
+    let mut command = Command::new(skillprof);
+    command
         .arg("run")
         .arg(repo.join("cmds").join(workload))
         .arg("--run-dir")
-        .arg(&folder)
+        .arg(&folder);
+    if let Some(cores) = cores {
+        command.arg("--cores").arg(cores.to_string());
+    }
+    let output = command
         .arg("--")
         .args(condition.host_flags)
         .output()
@@ -225,9 +246,13 @@ fn figures_of(bench: &[EntryRecord], parallel: &[EntryRecord]) -> Result<[f64; F
 fn report(options: &Options, measured: &[Vec<[f64; FIGURES.len()]>]) {
     println!(
         "\nskillhost's memory options, bench.cmds and p_execute_all.cmds with the pydantic \
-         skill, {} rounds in random order; each figure: the median, and its change against \
+         skill, {} rounds in random order, {}; each figure: the median, and its change against \
          the default of the same round [95% CI]",
-        measured.len()
+        measured.len(),
+        match options.cores {
+            Some(cores) => format!("as on a {cores}-core machine (--cores {cores})"),
+            None => "with this machine's cores".to_owned(),
+        }
     );
     let width = options
         .conditions

@@ -201,3 +201,56 @@ fn a_host_skillprof_started_ends_with_it_after_a_sigkill() {
         || alive(host as u64).then(|| format!("host {host} is still running")),
     );
 }
+
+/// `skillprof sweep`: a run per count and round into its folder, the dependence tabulated,
+/// and the folder read back by `capacity` as runs at those counts.
+#[test]
+fn a_sweep_runs_each_count_and_capacity_reads_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("rust.cmds");
+    fs::write(&workload, "add_rs\n4 add_rs\n").unwrap();
+    let out = dir.path().join("sweep");
+    let output = skillprof()
+        .arg("sweep")
+        .arg(&workload)
+        .args([
+            "--cores",
+            "1,3",
+            "--rounds",
+            "1",
+            "--run-arg=--no-probes",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    for run in ["cores-001-round-1", "cores-003-round-1"] {
+        assert!(out.join(run).join("entries.jsonl").is_file(), "{run}");
+    }
+    let dependence: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("dependence.json")).unwrap()).unwrap();
+    let points = dependence["kinds"][0]["points"].as_array().unwrap();
+    assert_eq!(
+        points
+            .iter()
+            .map(|p| p["cores"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 3]
+    );
+    let table = fs::read_to_string(out.join("dependence.md")).unwrap();
+    assert!(table.contains("| 3 | 1 |"), "{table}");
+    let capacity = skillprof()
+        .args([
+            "capacity", "--memory", "1G", "--kind", "rust", "--json", "--cores", "3",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("capacity"))
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(capacity.status.success(), "{}", describe(&capacity));
+    let document: Value = serde_json::from_slice(&capacity.stdout).unwrap();
+    assert_eq!(document["kinds"][0]["source"]["how"], "measured");
+    assert_eq!(document["kinds"][0]["source"]["cores"], 3);
+}

@@ -215,9 +215,7 @@ pub fn table(points: &[Point]) -> String {
             .as_ref()
             .map_or("-".to_owned(), |t| t.peak.to_string());
         let held = found.first_held.as_ref();
-        let arenas = held
-            .and_then(|h| h.arenas)
-            .map_or("-".to_owned(), count);
+        let arenas = held.and_then(|h| h.arenas).map_or("-".to_owned(), count);
         let split = held.map_or("-".to_owned(), |held| {
             let in_use = held.kept_kb.map(|kept| held.heap_kb - kept);
             format!(

@@ -15,7 +15,6 @@ use serde::Serialize;
 
 use super::dependence::{self, Point};
 use crate::cmds::{self, Command, InFlightCap, SkillKind};
-use crate::words::bytes;
 
 const LONG_ABOUT: &str = "\
 Run one workload at several emulated core counts and measure how the memory of skills depends \
@@ -264,7 +263,7 @@ fn document_text(
     points: &[Point],
 ) -> String {
     let mut text = format!(
-        "# How {} skills' memory depends on the cores\n\n`skillprof sweep {} --cores {} --rounds {}`{} \
+        "# How {} skills' memory depends on the cores\n\n`skillprof sweep {} --cores {} --rounds {}{}` \
          on a {real_cores}-core machine: each count's compile threads, async workers and malloc \
          arena limit emulated (`skillprof run --cores N`); memory bandwidth and parallel wall \
          time are this machine's.\n\n",
@@ -288,14 +287,14 @@ fn document_text(
         let _ = writeln!(text, "{scaled}\n");
     }
     text.push_str(&dependence::table(points));
-    let _ = write!(
-        text,
+    text.push_str(
         "\nFirst skill: the first entry's growth (median [min-max] over the rounds); of it, the \
-         heap's growth split into what malloc has in use and what it keeps, and compiled code. \
-         Each further skill: the Theil-Sen slope over every later add, with its bootstrap 95% \
-         interval. Arenas: malloc's thread arenas after the first skill, from glibc's heap \
-         headers. Sizes: {} is 1,024 KiB.\n",
-        bytes(1024.0 * 1024.0)
+         heap's growth split into what malloc has in use and what it keeps, and compiled code; \
+         its transient: the peak over what stayed. Each further skill: the Theil-Sen slope over \
+         every later add, with its bootstrap 95% interval; the warm-up: what the first further \
+         skills pay once above it. Arenas: malloc's thread arenas after the first skill, from \
+         glibc's heap headers. Memory is as the runs measured it: RSS, or what the host's \
+         cgroup was charged with `--run-arg=--memory-max=SIZE`.\n",
     );
     text
 }

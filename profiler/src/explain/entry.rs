@@ -111,7 +111,17 @@ fn held(record: &EntryRecord) -> Option<String> {
             )
         })
         .unwrap_or_default();
-    Some(format!("by holder: {}{kept}", moved.join(", ")))
+    let arenas = match (held.before.arenas, held.after.arenas) {
+        (Some(before), Some(after)) if after > before => {
+            format!("; malloc's thread arenas {before} → {after}")
+        }
+        (_, Some(_)) => String::new(),
+        // Without the heaps' headers, a many-core host's arenas can read as wasm memory.
+        (_, None) => "; malloc's heaps told by their layout alone (the host's memory could not \
+                      be read), so with many arenas part of the heap may read as wasm memory"
+            .to_owned(),
+    };
+    Some(format!("by holder: {}{kept}{arenas}", moved.join(", ")))
 }
 
 /// What a trim gave back, memory the allocator had kept free, and how it was asked.
@@ -562,6 +572,7 @@ mod tests {
         let before = Composition {
             heap_kb: 10 << 10,
             files_kb: 14 << 10,
+            arenas: Some(0),
             ..Composition::default()
         };
         add.held = Some(EntryComposition {
@@ -571,12 +582,14 @@ mod tests {
                 code_kb: 45 << 10,
                 wasm_kb: 5 << 10,
                 stacks_kb: 512,
+                arenas: Some(2),
                 ..before
             },
         });
         assert_eq!(
             held(&add).unwrap(),
-            "by holder: heap +320 MiB, wasm memory +5.00 MiB, compiled code +45.0 MiB"
+            "by holder: heap +320 MiB, wasm memory +5.00 MiB, compiled code +45.0 MiB; \
+             malloc's thread arenas 0 → 2"
         );
         add.host = Some(HostCounters {
             heap_in_use_bytes: Some(24 << 20),
@@ -584,13 +597,16 @@ mod tests {
             ..HostCounters::default()
         });
         assert!(
-            held(&add).unwrap().ends_with(
+            held(&add).unwrap().contains(
                 "(of the heap's 330 MiB, malloc has 24.0 MiB in use; the other 306 MiB is \
                  memory it freed and kept)"
             ),
             "{}",
             held(&add).unwrap()
         );
+        // Without the host's memory, the caveat.
+        add.held.as_mut().unwrap().after.arenas = None;
+        assert!(held(&add).unwrap().ends_with("may read as wasm memory"));
         add.held = None;
         assert_eq!(held(&add), None);
     }

@@ -1,0 +1,98 @@
+//! `--memory-max` on whichever hierarchy holds the memory controller: this machine's cgroup v1,
+//! and cgroup v2, which most current distributions use, in the kernel matrix's guest (where
+//! scripts/kernel-matrix.sh mounts cgroup2 with the memory controller and sets
+//! SKILLPROF_EXPECT_CGROUP=v2). A limit holds, the kernel's account is read, the OOM
+//! killer's kill is seen, and the cgroup (and the controller, where the run enabled it) is
+//! gone afterwards. Root is needed: without it these fail loudly, never skip.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+mod common;
+use common::cli::{describe, meta, run, run_folder};
+
+fn require_root() {
+    assert!(
+        skillprof::pressure::running_as_root(),
+        "the memory cgroup tests make cgroups, which needs root: run them as root (sudo \
+         scripts/test.sh)"
+    );
+}
+
+/// The hierarchy the run must use: the kernel matrix's guest names it; elsewhere, the one
+/// this machine holds the memory controller in (v2 if its root offers it).
+fn expected_version() -> String {
+    std::env::var("SKILLPROF_EXPECT_CGROUP").unwrap_or_else(|_| {
+        let v2 = fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .is_ok_and(|text| text.split_whitespace().any(|c| c == "memory"));
+        if v2 { "v2" } else { "v1" }.to_owned()
+    })
+}
+
+fn entries(folder: &Path) -> Vec<Value> {
+    fs::read_to_string(folder.join("entries.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn workload(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("w.cmds");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_limit_holds_and_the_oom_killer_is_seen_on_the_memory_controllers_hierarchy() {
+    require_root();
+    let version = expected_version();
+    let dir = tempfile::tempdir().unwrap();
+
+    // 20 MB touched in one request, under 96 MiB: it fits, and the kernel's account holds it.
+    let fits = workload(
+        dir.path(),
+        "add_rs\nexecute_skill sample_rs1 Fits 20000 0\n",
+    );
+    let out = dir.path().join("fits");
+    let output = run(&fits, &out, &["--no-probes", "--memory-max", "96M"]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let folder = run_folder(&out);
+    let cgroup = &meta(&folder)["memory_cgroup"];
+    assert_eq!(cgroup["version"], version.as_str(), "{cgroup}");
+    let recorded = entries(&folder);
+    let request = &recorded[1]["memcg"];
+    assert_eq!(request["limit_bytes"], 96 << 20, "{request}");
+    let peak = request["after"]["peak_bytes"].as_u64().unwrap();
+    assert!(
+        peak >= 20_000 * 1024,
+        "the peak holds the request's 20 MB: {request}"
+    );
+    assert!(peak <= 96 << 20, "{request}");
+    let dir_of = |cgroup: &Value| PathBuf::from(cgroup["dir"].as_str().unwrap());
+    assert!(!dir_of(cgroup).exists(), "the cgroup is removed");
+
+    // 200 MB in one request: the OOM killer takes the host, and the run says so.
+    let greedy = workload(
+        dir.path(),
+        "add_rs\nexecute_skill sample_rs1 Greedy 200000 0\n",
+    );
+    let out = dir.path().join("oom");
+    let output = run(&greedy, &out, &["--no-probes", "--memory-max", "96M"]);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let folder = run_folder(&out);
+    let meta = meta(&folder);
+    assert!(
+        meta["oom_killed"]
+            .as_str()
+            .is_some_and(|oom| oom.contains("oom_kill 1")),
+        "{meta}"
+    );
+    assert_eq!(entries(&folder)[1]["memcg"]["after"]["oom_kills"], 1);
+    assert!(
+        !dir_of(&meta["memory_cgroup"]).exists(),
+        "the cgroup is removed"
+    );
+}
