@@ -21,12 +21,12 @@
 # controller in cgroup v1; the guest mounts cgroup2 with it, so memory_cgroup checks
 # --memory-max on v1 here and on v2 there.
 #
-# Usage: scripts/kernel-matrix.sh [--prepare-only] [--stop-runs N] [--update-readme]
+# Usage: scripts/kernel-matrix.sh [--prepare-only] [--stop-runs N] [--update-docs]
 #   --stop-runs N    run the stop test N times in the guest (default 1), to measure the
 #                    spread of exit_mmap against the rss_stat estimate
-#   --update-readme  write the generated "Kernel matrix" section into README.md
+#   --update-docs    write the generated section into docs/kernel-matrix.md
 # Results: build/kernel-matrix/{host,guest}/ (every saved JSON and each test's log),
-# build/kernel-matrix/summary.json and README-section.md. Any missing prerequisite, failed
+# build/kernel-matrix/summary.json and section.md. Any missing prerequisite, failed
 # test or disagreement exits non-zero; nothing is ever skipped.
 set -euo pipefail
 
@@ -42,11 +42,11 @@ TESTS=(probes probes_counts probes_reclaim probes_stop memory_cgroup)
 PREFIX=kernel-matrix
 source "$ROOT/scripts/common.sh"
 
-prepare_only=0 update_readme=0 stop_runs=1
+prepare_only=0 update_docs=0 stop_runs=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --prepare-only) prepare_only=1 ;;
-        --update-readme) update_readme=1 ;;
+        --update-docs) update_docs=1 ;;
         --stop-runs)
             [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "--stop-runs needs a count"
             stop_runs="$2"
@@ -176,7 +176,7 @@ done
 
 # ---- this machine's kernel -----------------------------------------------------------------
 
-rm -rf "$OUT/host" "$OUT/guest" "$OUT/summary.json" "$OUT/README-section.md"
+rm -rf "$OUT/host" "$OUT/guest" "$OUT/summary.json" "$OUT/section.md"
 mkdir -p "$OUT/host" "$OUT/guest"
 failed=()
 step "host kernel $(uname -r): the probe suite, expecting the fallbacks"
@@ -299,7 +299,7 @@ if [ ${#failed[@]} -gt 0 ]; then
 fi
 step "comparing the two kernels"
 report_args=("$OUT")
-[ "$update_readme" -eq 0 ] || report_args+=(--update-readme "$ROOT/README.md")
+[ "$update_docs" -eq 0 ] || report_args+=(--update-docs "$ROOT/docs/kernel-matrix.md")
 "$PYTHON" "$ROOT/scripts/kernel_matrix_report.py" "${report_args[@]}" \
     || die "the kernels disagree (see above and $OUT/summary.json)"
-step "passed: both kernels ran the probe suite and agree ($OUT/README-section.md)"
+step "passed: both kernels ran the probe suite and agree ($OUT/section.md)"

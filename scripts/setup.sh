@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build"
 
-# Versions that are known to work together here (see the README's "Toolchains").
+# Versions that are known to work together here (see docs/building.md).
 STABLE=1.99.0                 # aya 0.16 needs rustc >= 1.98, wasmtime 50 needs >= 1.97
 NIGHTLY=nightly-2026-07-20    # builds the BPF programs (-Z build-std); LLVM 22
 BPF_LINKER=0.10.0             # loads the nightly's own libLLVM; 0.11+ needs a system LLVM 21-23

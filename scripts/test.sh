@@ -36,5 +36,5 @@ cargo test --release --workspace --no-fail-fast
 # README command 1 while another apt holds its locks (see the script).
 "$ROOT/scripts/apt-lock-test.sh"
 # The probe tests again on this kernel and in a Debian 6.1 guest (fentry/fexit, kprobes), and
-# the two kernels compared; see the README's "Kernel matrix".
+# the two kernels compared; see docs/kernel-matrix.md.
 "$ROOT/scripts/kernel-matrix.sh"

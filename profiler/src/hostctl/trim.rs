@@ -68,7 +68,7 @@ pub fn resolve(asked: Option<TrimBy>, profile: &HostProfile, line: usize) -> Res
         }
         _ => bail!(
             "line {line}: trim: the host profile {} has no trim route; give --trim-by ptrace to \
-             call glibc's malloc_trim(0) inside the host through ptrace (root; see the README \
+             call glibc's malloc_trim(0) inside the host through ptrace (root; see docs/memory.md \
              for what it risks)",
             profile.name
         ),

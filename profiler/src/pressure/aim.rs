@@ -142,7 +142,7 @@ pub enum Basis {
     /// allocation falls back to the next zone while one is below low; kswapd wakes only when
     /// every zone is). Growing moves only the zone the allocator is taking from, and the zone
     /// it drained before stays where the allocator left it, so the balloon also gives back
-    /// and takes pages of one zone alone (the README shows the evidence).
+    /// and takes pages of one zone alone (docs/findings/2026-11-24-per-zone-bands.md shows the evidence).
     PerZone,
     /// The zones' usable free pages against their watermarks, summed: reachable in every
     /// band, but one zone may be below its low watermark while another keeps kswapd asleep.

@@ -94,7 +94,7 @@ pub trait Metrics {
 
 /// The documentation of the runner's and the sampler's columns. A name ending in `*` stands
 /// for a family (per zone, per vmstat counter). With the probes' columns and the ones after
-/// them, this is [`columns`], from which the README's column table is generated; a test
+/// them, this is [`columns`], from which docs/columns.md is generated; a test
 /// checks that every emitted column is documented there.
 const RUN_COLUMNS: &[(&str, &str)] = &[
     ("index", "entry number, from 0, in file order"),
@@ -284,7 +284,7 @@ const COLUMNS_AFTER_PROBES: &[(&str, &str)] = &[
     ),
     (
         "held_*",
-        "what holds the host's resident memory at the end of the entry, from /proc/PID/smaps, each mapping's Rss in one part by its layout (the README's memory section says how each is recognised; the parts sum to the smaps total): held_heap_kb (the allocator: the brk heap, malloc's arenas and its large chunks, however many arenas there are), held_wasm_kb (wasm linear memories: the open parts of wasmtime's reservations, and their copy-on-write images), held_code_kb (compiled code: anonymous executable mappings and the read-only data beside them), held_files_kb (mapped files: the binary and its libraries), held_stacks_kb (thread and fiber stacks); held_mappings (how many), held_arenas (malloc's thread arenas, from the headers glibc writes at the start of each heap; empty where the host's memory could not be read and the heaps were told by their layout alone) and held_read_ms (what reading smaps cost the profiler); empty once the host is gone",
+        "what holds the host's resident memory at the end of the entry, from /proc/PID/smaps, each mapping's Rss in one part by its layout (docs/memory.md says how each is recognised; the parts sum to the smaps total): held_heap_kb (the allocator: the brk heap, malloc's arenas and its large chunks, however many arenas there are), held_wasm_kb (wasm linear memories: the open parts of wasmtime's reservations, and their copy-on-write images), held_code_kb (compiled code: anonymous executable mappings and the read-only data beside them), held_files_kb (mapped files: the binary and its libraries), held_stacks_kb (thread and fiber stacks); held_mappings (how many), held_arenas (malloc's thread arenas, from the headers glibc writes at the start of each heap; empty where the host's memory could not be read and the heaps were told by their layout alone) and held_read_ms (what reading smaps cost the profiler); empty once the host is gone",
     ),
 ];
 
@@ -307,7 +307,7 @@ pub fn documentation(column: &str) -> Option<&'static str> {
     })
 }
 
-/// The README's table of `commands.csv` columns, generated from [`columns`].
+/// docs/columns.md's table of `commands.csv` columns, generated from [`columns`].
 pub fn columns_markdown() -> String {
     let mut table = String::from("| column | meaning |\n|---|---|\n");
     for (name, doc) in columns() {
@@ -323,13 +323,13 @@ mod tests {
     const BEGIN: &str = "<!-- columns: generated from profiler/src/record/ and probes/metrics.rs; a test keeps this list true -->\n";
     const END: &str = "<!-- end columns -->";
 
-    /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites the README's table.
+    /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites docs/columns.md.
     #[test]
-    fn the_readme_documents_every_column() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    fn the_column_reference_documents_every_column() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/columns.md");
         let readme = std::fs::read_to_string(&path).unwrap();
-        let start = readme.find(BEGIN).expect("the README's column markers") + BEGIN.len();
-        let end = start + readme[start..].find(END).expect("the README's end marker");
+        let start = readme.find(BEGIN).expect("the column reference's markers") + BEGIN.len();
+        let end = start + readme[start..].find(END).expect("the column reference's end marker");
         let table = columns_markdown();
         if std::env::var_os("SKILLPROF_BLESS").is_some() {
             let blessed = format!("{}{table}{}", &readme[..start], &readme[end..]);
@@ -338,7 +338,7 @@ mod tests {
             assert_eq!(
                 readme[start..end],
                 table,
-                "the README's column table is stale: run `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record`"
+                "docs/columns.md is stale: run `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record`"
             );
         }
     }

@@ -199,7 +199,7 @@ pub struct RunArgs {
     /// host profile's trim route (skillhost's POST /admin/trim); `ptrace`, glibc's
     /// malloc_trim(0) called inside any glibc host through ptrace (root): one thread blocked
     /// in epoll_wait or the like is stopped, made to call it, and put back, a few
-    /// milliseconds, while the others run on. The README says what it risks [default: route,
+    /// milliseconds, while the others run on. docs/memory.md says what it risks [default: route,
     /// if the profile has one].
     #[arg(long, value_enum, value_name = "HOW")]
     pub trim_by: Option<TrimBy>,

@@ -1,0 +1,259 @@
+//! The field table: every column an entry's record can write, with its unit and what it
+//! means, declared once as a [`Column`] next to the field it reads. A record writes typed
+//! [`Cell`]s into a [`Row`]; commands.csv, entries' JSON, OpenMetrics, the report's tables and
+//! docs/columns.md are views of those cells, so no view parses a cell back into a number or
+//! types a column's name or help again.
+
+use std::borrow::Cow;
+use std::fmt::{self, Write as _};
+
+/// What a column's numbers count, as its name's suffix says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// A count of things (calls, pages, requests, threads, mappings).
+    Count,
+    /// KiB (`_kb`).
+    Kib,
+    /// Bytes (`_bytes`).
+    Bytes,
+    /// Milliseconds (`_ms`).
+    Ms,
+    /// Microseconds (`_us`).
+    Us,
+    /// Seconds (`_s`).
+    Seconds,
+    /// Percent (`_pct`).
+    Percent,
+    /// Text: a name, a band, a message, an exit status.
+    Text,
+}
+
+impl Unit {
+    /// The OpenMetrics unit of a series in this unit, where it has one.
+    pub fn openmetrics(self) -> Option<&'static str> {
+        match self {
+            Unit::Kib => Some("kibibytes"),
+            Unit::Bytes => Some("bytes"),
+            Unit::Ms => Some("milliseconds"),
+            Unit::Us => Some("microseconds"),
+            Unit::Seconds => Some("seconds"),
+            Unit::Percent => Some("percent"),
+            Unit::Count | Unit::Text => None,
+        }
+    }
+}
+
+/// A column, or a family of columns whose name ends in `*` (one per zone, per syscall kind,
+/// per vmstat counter): its name, unit and what it means.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    pub unit: Unit,
+    pub help: &'static str,
+}
+
+impl Column {
+    pub const fn new(name: &'static str, unit: Unit, help: &'static str) -> Column {
+        Column { name, unit, help }
+    }
+
+    /// Whether `name` is this column, or a member of this family.
+    pub fn names(&self, name: &str) -> bool {
+        match self.name.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == self.name,
+        }
+    }
+}
+
+/// A measured value, typed; `Absent` where nothing was measured (an empty cell, never 0).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Absent,
+    Int(i128),
+    Float(f64),
+    Text(String),
+}
+
+impl Value {
+    /// The number, for views that plot or export numbers.
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Value::Int(value) => Some(*value as f64),
+            Value::Float(value) => Some(*value),
+            Value::Absent | Value::Text(_) => None,
+        }
+    }
+
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Value::Absent)
+    }
+}
+
+/// As commands.csv writes it: integers as they are, three decimals for milliseconds
+/// measured in microseconds, text as it is, an absent value empty.
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Absent => Ok(()),
+            Value::Int(value) => write!(f, "{value}"),
+            Value::Float(value) => write!(f, "{value:.3}"),
+            Value::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+macro_rules! int_values {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Value {
+            fn from(value: $t) -> Value {
+                Value::Int(value as i128)
+            }
+        }
+    )*};
+}
+int_values!(u8, u32, u64, usize, i64);
+
+impl From<f64> for Value {
+    fn from(value: f64) -> Value {
+        Value::Float(value)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(text: &str) -> Value {
+        Value::Text(text.to_owned())
+    }
+}
+
+impl From<String> for Value {
+    fn from(text: String) -> Value {
+        Value::Text(text)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(value: Option<T>) -> Value {
+        value.map_or(Value::Absent, Into::into)
+    }
+}
+
+/// One cell of a row: its column's name (a family member's own), the column, its value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    pub name: Cow<'static, str>,
+    pub column: &'static Column,
+    pub value: Value,
+}
+
+/// An entry's cells in column order.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Row {
+    cells: Vec<Cell>,
+}
+
+impl Row {
+    /// The cell of `column`.
+    pub fn put(&mut self, column: &'static Column, value: impl Into<Value>) -> &mut Self {
+        debug_assert!(!column.name.ends_with('*'), "{} is a family", column.name);
+        self.cells.push(Cell {
+            name: Cow::Borrowed(column.name),
+            column,
+            value: value.into(),
+        });
+        self
+    }
+
+    /// The cell `name` of the family `column`.
+    pub fn put_in(
+        &mut self,
+        column: &'static Column,
+        name: impl Into<String>,
+        value: impl Into<Value>,
+    ) -> &mut Self {
+        let name = name.into();
+        debug_assert!(column.names(&name), "{name} is not in {}", column.name);
+        self.cells.push(Cell {
+            name: Cow::Owned(name),
+            column,
+            value: value.into(),
+        });
+        self
+    }
+
+    pub fn cells(&self) -> &[Cell] {
+        &self.cells
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.cells.iter().map(|cell| cell.name.as_ref())
+    }
+
+    /// Each cell as commands.csv writes it.
+    pub fn values(&self) -> impl Iterator<Item = String> + '_ {
+        self.cells.iter().map(|cell| cell.value.to_string())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.cells
+            .iter()
+            .find(|cell| cell.name == name)
+            .map(|cell| &cell.value)
+    }
+}
+
+/// The reference of `columns` as a Markdown table (docs/columns.md).
+pub fn markdown(columns: &[&'static Column]) -> String {
+    let mut table = String::from("| column | unit | meaning |\n|---|---|---|\n");
+    for column in columns {
+        let unit = match column.unit {
+            Unit::Count => "count",
+            Unit::Kib => "KiB",
+            Unit::Bytes => "bytes",
+            Unit::Ms => "ms",
+            Unit::Us => "µs",
+            Unit::Seconds => "s",
+            Unit::Percent => "%",
+            Unit::Text => "text",
+        };
+        let _ = writeln!(
+            table,
+            "| `{}` | {unit} | {} |",
+            column.name,
+            column.help.replace('|', "\\|")
+        );
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Column = Column::new("a_kb", Unit::Kib, "a");
+    const B: Column = Column::new("b_ms", Unit::Ms, "b");
+    const C: Column = Column::new("c", Unit::Text, "c");
+    const D: Column = Column::new("d", Unit::Count, "d");
+    const ZONE: Column = Column::new("zone_*", Unit::Count, "per zone");
+
+    #[test]
+    fn rows_keep_order_types_and_the_csv_format() {
+        let mut row = Row::default();
+        row.put(&A, -5i64)
+            .put(&B, 1.23456)
+            .put(&C, "x")
+            .put(&D, None::<u64>)
+            .put_in(&ZONE, "zone_0_Normal", 7u64);
+        assert_eq!(
+            row.names().collect::<Vec<_>>(),
+            ["a_kb", "b_ms", "c", "d", "zone_0_Normal"]
+        );
+        assert_eq!(
+            row.values().collect::<Vec<_>>(),
+            ["-5", "1.235", "x", "", "7"]
+        );
+        assert_eq!(row.get("b_ms"), Some(&Value::Float(1.23456)));
+        assert_eq!(row.cells()[4].column, &ZONE);
+        assert!(ZONE.names("zone_1_DMA32") && !A.names("a"));
+    }
+}
