@@ -25,7 +25,7 @@ pub enum Command {
     // About and help come from RunArgs (boxed: it is by far the largest).
     Run(Box<crate::run::RunArgs>),
     // About and help come from PressureArgs.
-    Pressure(crate::experiment::PressureArgs),
+    Pressure(crate::pressure::PressureArgs),
     // About and help come from ReportArgs and ExportArgs.
     Report(crate::report::cli::ReportArgs),
     Export(crate::report::cli::ExportArgs),
@@ -42,7 +42,7 @@ pub fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Probes(args) => done(crate::probes::run(args)),
         Command::Compare(args) => done(crate::output::compare::run(args)),
         Command::Run(args) => crate::run::run(*args),
-        Command::Pressure(args) => crate::experiment::run(args),
+        Command::Pressure(args) => crate::pressure::run(args),
         Command::Report(args) => done(crate::report::cli::report(args)),
         Command::Export(args) => done(crate::report::cli::export(args)),
         Command::Capacity(args) => done(crate::capacity::run(args)),

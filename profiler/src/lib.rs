@@ -4,14 +4,14 @@
 //! through it, probes and the sampler measure the host per entry, and every output format
 //! is a view of the per-entry result records.
 
+pub mod balloon;
 pub mod band;
 pub mod capacity;
 pub mod cli;
 pub mod cmds;
-pub mod experiment;
 pub mod explain;
 pub mod hostctl;
-pub mod load;
+pub mod locust;
 pub mod machine;
 pub mod output;
 pub mod pidfd;
@@ -22,5 +22,5 @@ pub mod report;
 pub mod run;
 pub mod sample;
 pub mod stats;
+pub mod system;
 pub mod units;
-pub mod words;

@@ -26,7 +26,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn require_root() {
     assert!(
-        skillprof::pressure::running_as_root(),
+        skillprof::system::running_as_root(),
         "the capacity tests run the host in a memory cgroup of its own, which needs root: run \
          them as root (sudo scripts/test.sh)"
     );

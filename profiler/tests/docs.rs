@@ -122,7 +122,10 @@ fn every_relative_link_resolves() {
 fn the_readme_is_a_front_door() {
     let readme = fs::read_to_string(repo().join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines <= 250, "README.md has {lines} lines: move the detail into docs/");
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines: move the detail into docs/"
+    );
     for command in ["scripts/main.sh", "scripts/test.sh"] {
         assert!(readme.contains(command), "README.md must give {command}");
     }

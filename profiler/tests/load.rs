@@ -28,7 +28,7 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 
 fn require_root() {
     assert!(
-        skillprof::pressure::running_as_root(),
+        skillprof::system::running_as_root(),
         "the load tests make network namespaces, veth links and a cgroup: run them as root \
          (sudo scripts/test.sh)"
     );
@@ -296,7 +296,7 @@ fn bad_load_lines_are_refused_before_anything_runs() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let expected = if skillprof::pressure::running_as_root() {
+    let expected = if skillprof::system::running_as_root() {
         "scripts/setup.sh"
     } else {
         "needs root"

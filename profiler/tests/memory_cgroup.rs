@@ -15,7 +15,7 @@ use common::cli::{describe, meta, run, run_folder};
 
 fn require_root() {
     assert!(
-        skillprof::pressure::running_as_root(),
+        skillprof::system::running_as_root(),
         "the memory cgroup tests make cgroups, which needs root: run them as root (sudo \
          scripts/test.sh)"
     );

@@ -36,7 +36,7 @@ const MEMORY_TOLERANCE_KB: u64 = 1 << 20;
 
 fn require_root() {
     assert!(
-        skillprof::pressure::running_as_root(),
+        skillprof::system::running_as_root(),
         "the pressure tests change vm.watermark_scale_factor and enable swap: run them as root \
          (sudo scripts/test.sh)"
     );

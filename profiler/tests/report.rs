@@ -514,14 +514,14 @@ fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
     let (syscalls, faults) = (syscalls_counted, faults_counted);
     // Events counted × the model's figure, the interval carried through.
     let ms = |syscall: f64, fault: f64| {
-        skillprof::words::ms((syscalls as f64 * syscall + faults as f64 * fault) / 1e6)
+        skillprof::units::ms((syscalls as f64 * syscall + faults as f64 * fault) / 1e6)
     };
     let expected = format!(
         "- probe cost mode: modelled (BPF stats off): {} syscalls ({}) × 500 ns + {} faults ({}) \
          × 100 ns ≈ {} of CPU [95% CI {}, {}] (probe_cost's figures of the test, 15 rounds)",
-        skillprof::words::count(syscalls as f64),
+        skillprof::units::count(syscalls as f64),
         mechanism("syscalls"),
-        skillprof::words::count(faults as f64),
+        skillprof::units::count(faults as f64),
         mechanism("page_faults"),
         ms(SYSCALL_NS.median, FAULT_NS.median),
         ms(SYSCALL_NS.lo, FAULT_NS.lo),

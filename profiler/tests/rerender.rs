@@ -41,7 +41,10 @@ fn a_stored_run_renders_to_the_same_files() {
     let capacity = dir.path().join("capacity");
     command("report", &["report", run_arg]);
     command("perfetto", &["export", "--perfetto", run_arg]);
-    command("openmetrics", &["export", "--format", "openmetrics", run_arg]);
+    command(
+        "openmetrics",
+        &["export", "--format", "openmetrics", run_arg],
+    );
     command("compare", &["compare", run_arg, run_arg]);
     command(
         "capacity",
@@ -62,10 +65,7 @@ fn a_stored_run_renders_to_the_same_files() {
         (&capacity, &["capacity.json", "explain.md"][..]),
     ] {
         for file in files {
-            let name = format!(
-                "{}/{file}",
-                folder.file_name().unwrap().to_string_lossy()
-            );
+            let name = format!("{}/{file}", folder.file_name().unwrap().to_string_lossy());
             rendered.push((name, fs::read(folder.join(file)).unwrap()));
         }
     }

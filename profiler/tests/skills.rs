@@ -19,7 +19,7 @@ const B_KB: u64 = 2048;
 
 fn require_root() {
     assert!(
-        skillprof::pressure::running_as_root(),
+        skillprof::system::running_as_root(),
         "the skill attribution tests load BPF programs and a uprobe, which needs root: run \
          them as root (sudo scripts/test.sh)"
     );

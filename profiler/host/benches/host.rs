@@ -74,7 +74,7 @@ async fn markers(samples: &SampleSkills) -> Result<()> {
         skillprof_common::skillhost_mark(u64::from(i), i, 0, std::ptr::null());
     }
     let call_ns = started.elapsed().as_secs_f64() * 1e9 / f64::from(calls);
-    if !skillprof::pressure::running_as_root() {
+    if !skillprof::system::running_as_root() {
         println!(
             "\nmarkers: an unattached mark costs {call_ns:.2} ns; attached: NOT MEASURED, the \
              uprobe needs root (sudo -E cargo bench -p skillhost --bench host)"

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::model::{self, Figure, Ingredients, Missing, RunRecords};
 use crate::cmds::SkillKind;
-use crate::words::{bytes, count};
+use crate::units::{bytes, count};
 
 /// The ingredients measured at one core count.
 #[derive(Debug, Clone, Serialize)]

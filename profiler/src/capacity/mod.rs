@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::cmds::SkillKind;
 use crate::output::entries_jsonl;
-use crate::words::{bytes, count};
+use crate::units::{bytes, count};
 use dependence::{Point, Source};
 use model::{Basis, Bound, Figure, Ingredients, Machine, Missing, Prediction, RunRecords};
 

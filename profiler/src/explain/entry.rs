@@ -12,7 +12,7 @@ use skillprof_common::{
 use crate::band::Band;
 use crate::hostctl::ptrace_trim::Call;
 use crate::record::{EntryRecord, FillStop};
-use crate::words::{bytes, change, count, many, ms};
+use crate::units::{bytes, change, count, many, ms};
 
 use super::stop;
 
@@ -555,9 +555,9 @@ mod tests {
     use skillprof_common::{CTX_KSWAPD, SYS_MMAP};
 
     use super::*;
+    use crate::balloon::aim::Basis;
+    use crate::balloon::{BandHeld, Bounds};
     use crate::explain::test_record::{probed, record};
-    use crate::pressure::aim::Basis;
-    use crate::pressure::{BandHeld, Bounds};
     use crate::sample::{cpu::CpuShare, zoneinfo::Watermarks};
 
     fn ms(ms: f64) -> Duration {

@@ -72,7 +72,7 @@ pub fn compiled_again(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<S
                 .find(|e| compiles(e).any(|(name, _)| name == skill))?;
             Some(format!(
                 "{skill} was compiled again ({}; first in entry {}, `{}`)",
-                crate::words::ms(ns as f64 / 1e6),
+                crate::units::ms(ns as f64 / 1e6),
                 first.measure.index,
                 first.measure.cmd
             ))

@@ -6,7 +6,7 @@
 
 use crate::probes::StopBreakdown;
 use crate::record::EntryRecord;
-use crate::words::{bytes, count, many, ms};
+use crate::units::{bytes, count, many, ms};
 
 /// How a sentence says a part of the stop breakdown.
 fn words(part: &str) -> &str {

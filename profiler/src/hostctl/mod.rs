@@ -3,7 +3,6 @@
 //! probes or output formats.
 
 pub mod attach;
-pub mod cgroup;
 pub mod client;
 pub mod cores;
 pub mod host_metrics;
@@ -13,7 +12,6 @@ pub mod ptrace_trim;
 pub mod skills_dir;
 pub mod trim;
 
-pub use cgroup::{Cgroup, MemcgEntry, MemcgStat, MemoryCgroup};
 pub use client::{Client, Reply};
 pub use cores::Cores;
 pub use host_metrics::HostCounters;

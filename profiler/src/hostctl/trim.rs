@@ -58,7 +58,7 @@ pub fn resolve(asked: Option<TrimBy>, profile: &HostProfile, line: usize) -> Res
     match asked {
         Some(TrimBy::Route) | None if has_route => Ok(TrimBy::Route),
         Some(TrimBy::Ptrace) => {
-            if !crate::pressure::running_as_root() {
+            if !crate::system::running_as_root() {
                 bail!(
                     "line {line}: trim --trim-by ptrace stops a host thread to call malloc_trim \
                      in it, which needs root: run as root (e.g. `sudo skillprof run ...`)"

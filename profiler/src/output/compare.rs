@@ -3,7 +3,7 @@
 
 use super::commands_csv;
 use super::harness_log::{self, LoggedEntry, RunLog};
-use crate::words::thousands;
+use crate::units::thousands;
 use anyhow::{Context, ensure};
 use chrono::NaiveDateTime;
 use std::{

@@ -4,7 +4,7 @@
 //!   in faults and address-space syscalls, and the unattributed `host` row. Within an entry
 //!   the rows sum to the entry's own counts in commands.csv. Only with a host with markers.
 //! - `load.csv`: entry × skill of every `l_execute_all`, from Locust's merged figures
-//!   (`load::LoadRow`), with its `Aggregated` row: the total of commands.csv's `load_*`.
+//!   (`locust::LoadRow`), with its `Aggregated` row: the total of commands.csv's `load_*`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

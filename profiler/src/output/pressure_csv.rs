@@ -42,7 +42,7 @@ use std::time::{Instant, UNIX_EPOCH};
 use anyhow::{Context, Result};
 
 use super::commands_csv::CommandsCsv;
-use crate::pressure::HoldSample;
+use crate::balloon::HoldSample;
 use crate::record::Row;
 
 pub struct PressureCsv {

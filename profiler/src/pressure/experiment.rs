@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::hold::{BandHeld, HeldBalloon, NotHeld, Settling};
-use super::interrupt::{self, Interrupted};
 use super::iterations::{self, Summary};
 use super::kernel::{KernelMetrics, Window};
 use super::kswapd::Kswapd;
+use super::signals::{self, Interrupted};
+use crate::balloon::hold::{BandHeld, HeldBalloon, NotHeld, Settling};
 use crate::band::{self, Band};
 use crate::probes::ProbeSession;
 use crate::record::{Metrics, Row};
-use crate::{stats, words};
+use crate::{stats, units};
 
 pub struct Plan {
     /// In the order they are visited.
@@ -198,7 +198,7 @@ fn run_band(
         Err(NotHeld::Aborted(reason)) => return not_reached(Outcome::Aborted(reason)),
         Err(NotHeld::TimedOut(reason)) => return not_reached(Outcome::NotReached(reason)),
         Err(NotHeld::Stopped) => {
-            let signal = interrupt::received().expect("only a signal stops the settling");
+            let signal = signals::received().expect("only a signal stops the settling");
             return not_reached(Outcome::Interrupted(signal));
         }
     }
@@ -207,7 +207,7 @@ fn run_band(
         "{band}: held after {:.1} s (balloon {:.2} GiB, free {}); {} iterations of {:.1} MiB",
         settle.as_secs_f64(),
         free.balloon_bytes as f64 / f64::from(1 << 30),
-        words::pages(free.free_pages),
+        units::pages(free.free_pages),
         plan.iterations,
         plan.block_bytes as f64 / f64::from(1 << 20)
     );
@@ -218,7 +218,7 @@ fn run_band(
     let mut times = Vec::with_capacity(plan.iterations as usize);
     let mut outcome = Outcome::Held;
     for _ in 0..plan.iterations {
-        if let Some(signal) = interrupt::received() {
+        if let Some(signal) = signals::received() {
             outcome = Outcome::Interrupted(signal);
             break;
         }
@@ -272,7 +272,7 @@ fn progress_line() -> impl FnMut(&Settling) -> ControlFlow<()> {
                 late.as_secs_f64()
             );
         }
-        match interrupt::received() {
+        match signals::received() {
             Some(_) => ControlFlow::Break(()),
             None => ControlFlow::Continue(()),
         }

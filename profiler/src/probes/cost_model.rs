@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Mechanism;
-use crate::{machine::Machine, words};
+use crate::{machine::Machine, units};
 
 /// Where `probe_cost` saves the model and runs look for it, unless `--cost-model` says.
 pub const DEFAULT_PATH: &str = "/var/lib/skillprof/probe-cost.json";
@@ -189,14 +189,14 @@ impl fmt::Display for Modelled {
             .map(|t| {
                 format!(
                     "{} {} ({}) × {:.0} ns",
-                    words::count(t.counted.events as f64),
+                    units::count(t.counted.events as f64),
                     t.counted.per,
                     t.counted.mechanism,
                     t.ns.median
                 )
             })
             .collect();
-        let ms = |ns: f64| words::ms(ns / 1e6);
+        let ms = |ns: f64| units::ms(ns / 1e6);
         write!(
             f,
             "{} ≈ {} of CPU [95% CI {}, {}] (probe_cost's figures of {}, {} rounds)",

@@ -10,6 +10,7 @@
 //! `record::Metrics`), [`ProbeSession::stop_timeline`] and [`stop_breakdown`] for the stop,
 //! and [`ProbeSession::costs`] for the profiler's own cost.
 
+mod bpf_stats;
 mod cli;
 pub mod cost_model;
 mod events;
@@ -22,16 +23,15 @@ mod plan;
 mod privileges;
 mod session;
 pub mod stacks;
-mod stats;
 pub mod stop;
 pub mod tables;
 mod tracefs;
 
+pub use bpf_stats::StatsSource;
 pub use cli::{ProbesArgs, is_required, run};
 pub use metrics::{Column, ProbeMetrics, columns, documentation as column_documentation};
 pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
 pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};
 pub use session::{CostMode, MechanismArgs, ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};
-pub use stats::StatsSource;
 pub use stop::{StopBreakdown, StopPart, StopTimeline, TeardownSource, stop_breakdown};
 pub use tracefs::{Tracefs, ensure_mounted as ensure_tracefs};

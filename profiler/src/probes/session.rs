@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 
 use super::{
+    bpf_stats::{StatsGuard, StatsSource},
     cost_model::{CostModel, Counted, Modelled, Per},
     events::EventStream,
     majflt::MajorFaults,
@@ -28,7 +29,6 @@ use super::{
     plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
     privileges,
     stacks::{EntryStacks, Stacks},
-    stats::{StatsGuard, StatsSource},
     stop::StopTimeline,
     tracefs::Tracefs,
 };

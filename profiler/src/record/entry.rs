@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::hostctl::{HostCounters, MemcgEntry, Stopped, Trimmed};
-use crate::load::LoadEntry;
-use crate::pressure::BandHeld;
+use crate::balloon::BandHeld;
+use crate::hostctl::{HostCounters, Stopped, Trimmed};
+use crate::locust::LoadEntry;
 use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
 use crate::sample::{
     EntrySampling,
@@ -14,6 +14,7 @@ use crate::sample::{
     zoneinfo::ZoneId,
 };
 use crate::stats::nearest_rank;
+use crate::system::cgroup::MemcgEntry;
 use skillprof_common::Counters;
 
 use super::{Metrics, Row};

@@ -329,7 +329,10 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/columns.md");
         let readme = std::fs::read_to_string(&path).unwrap();
         let start = readme.find(BEGIN).expect("the column reference's markers") + BEGIN.len();
-        let end = start + readme[start..].find(END).expect("the column reference's end marker");
+        let end = start
+            + readme[start..]
+                .find(END)
+                .expect("the column reference's end marker");
         let table = columns_markdown();
         if std::env::var_os("SKILLPROF_BLESS").is_some() {
             let blessed = format!("{}{table}{}", &readme[..start], &readme[end..]);

@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hostctl::cgroup::Version;
 use crate::hostctl::{HostSpec, PythonSample};
 use crate::machine::Machine;
 use crate::probes::{ProbeCosts, ProbeStatus, Tracefs};
+use crate::system::cgroup::Version;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -84,7 +84,7 @@ pub struct CgroupInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadInfo {
     #[serde(flatten)]
-    pub network: crate::load::NetworkInfo,
+    pub network: crate::locust::NetworkInfo,
     pub cgroup: String,
     pub locust: String,
 }

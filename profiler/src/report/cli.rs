@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 
 use super::html;
-use super::load::Run;
 use super::plots::Body;
 use super::png::Rasteriser;
+use super::read::Run;
 use super::{events_by_kind, openmetrics, perfetto};
 use crate::output::compare;
 

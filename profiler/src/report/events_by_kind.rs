@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::load::{Event, Run};
+use super::read::{Event, Run};
 use crate::record::event::Field;
 
 /// The columns every kind's file starts with.

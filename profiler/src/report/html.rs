@@ -9,11 +9,11 @@
 use anyhow::Result;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::load::Run;
 use super::plots::{self, Body, Figure, bars};
+use super::read::Run;
 use crate::probes::CostMode;
 use crate::record::{self, Status};
-use crate::words;
+use crate::units;
 
 /// The page and its figures (for `--format`, which also writes each plot alone).
 pub struct Page {
@@ -338,7 +338,7 @@ fn header(run: &Run) -> Markup {
             dd {
                 @match &run.events {
                     Some(events) => {
-                        "events.csv: " (words::count(events.list.len() as f64))
+                        "events.csv: " (units::count(events.list.len() as f64))
                         " kernel events from " (events.host_tids.len())
                         " host threads; placed on the samples' clock to within ±"
                         (format_args!("{:.1}", events.offset_slack_ms)) " ms (see the time series)"
@@ -377,8 +377,8 @@ fn machine(run: &Run) -> String {
         "{}, {} cores, {} RAM ({} available at the start), {}, host name {}",
         m.brand,
         m.cores,
-        words::bytes(m.memory_total_kb as f64 * 1024.0),
-        words::bytes(m.memory_available_kb as f64 * 1024.0),
+        units::bytes(m.memory_total_kb as f64 * 1024.0),
+        units::bytes(m.memory_available_kb as f64 * 1024.0),
         m.arch,
         m.hostname
     )
@@ -457,7 +457,7 @@ fn overhead(run: &Run) -> Markup {
     let sampler = run
         .meta
         .sampler_cpu_ms
-        .map(|ms| format!("the sampler thread used {} of CPU", words::ms(ms)));
+        .map(|ms| format!("the sampler thread used {} of CPU", units::ms(ms)));
     let costs = run.meta.probes.as_ref().and_then(|p| p.costs.as_ref());
     let (first, last) = run.span_s();
     let mut parts = Vec::new();
@@ -466,8 +466,8 @@ fn overhead(run: &Run) -> Markup {
             CostMode::Measured(_) => format!(
                 "BPF programs ran {} times for {} of CPU in all ({} per run on average) over a \
                  {:.1} s run",
-                words::count(costs.total_runs as f64),
-                words::ms(costs.total_run_ns as f64 / 1e6),
+                units::count(costs.total_runs as f64),
+                units::ms(costs.total_run_ns as f64 / 1e6),
                 if costs.total_runs > 0 {
                     format!(
                         "{:.0} ns",
@@ -484,8 +484,8 @@ fn overhead(run: &Run) -> Markup {
         if costs.events_streamed {
             parts.push(format!(
                 "{} events streamed, {} lost",
-                words::count(costs.events_sent as f64),
-                words::count(costs.events_lost as f64)
+                units::count(costs.events_sent as f64),
+                units::count(costs.events_lost as f64)
             ));
         }
     } else if run.probes_live() {
@@ -511,7 +511,7 @@ fn overhead(run: &Run) -> Markup {
                             tr {
                                 td class="text" { (p.probe) }
                                 td class="text" { (p.program) }
-                                td { (words::count(p.runs as f64)) }
+                                td { (units::count(p.runs as f64)) }
                                 td {
                                     @match p.ns_per_run {
                                         Some(ns) => (format_args!("{ns:.0}")),
@@ -590,7 +590,7 @@ fn cell_in(value: &str, class: &str) -> Markup {
         Ok(number) => html! {
             td class=[classes("")] data-v=(number) {
                 @match value.parse::<i128>() {
-                    Ok(integer) => (words::thousands(integer)),
+                    Ok(integer) => (units::thousands(integer)),
                     Err(_) => (value),
                 }
             }
@@ -716,7 +716,7 @@ fn timeseries(run: &Run, series: &[Figure], prefix: &str) -> Markup {
                     code { (entry.cmd) } " "
                     span class="muted" {
                         (format_args!("{:.2}–{:.2} s, ", entry.begin_s, entry.end_s))
-                        (words::ms(entry.took_ms))
+                        (units::ms(entry.took_ms))
                     }
                 }
             }
@@ -766,7 +766,7 @@ fn compare_table(runs: &[&Run]) -> Markup {
                                     @match value {
                                         Some(v) => td data-v=(v) {
                                             @if v.fract() == 0.0 {
-                                                (words::count(v))
+                                                (units::count(v))
                                             } @else {
                                                 (format_args!("{v:.2}"))
                                             }

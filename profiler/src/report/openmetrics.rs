@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
 
-use super::load::Run;
+use super::read::Run;
 use crate::record;
 
 /// The OpenMetrics text of `run`; returns it with the number of points.

@@ -12,7 +12,7 @@
 //! - with `--events` runs of a host with markers: process "requests" with a track per request,
 //!   its compile, instantiate and call stretches as slices (each on the thread that ran it).
 //!
-//! Times are microseconds on the sampler's clock (see [`super::load`]).
+//! Times are microseconds on the sampler's clock (see [`super::read`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -22,8 +22,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 
-use super::load::{Event, Run};
 use super::plots::timeseries::column_rates;
+use super::read::{Event, Run};
 use crate::output::samples_csv::{Column, ZoneColumn};
 use crate::probes::stop::PARTS;
 use crate::record::event::{Body, Field};

@@ -3,9 +3,9 @@
 //! the output formats. It owns the notion of "the current entry".
 
 mod args;
+mod balloon;
 mod interrupt;
-mod load;
-mod pressure;
+mod locust;
 mod probing;
 mod progress;
 mod runner;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::sample::{self, process};
-use crate::words;
+use crate::units;
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -55,7 +55,7 @@ impl Progress {
                     return;
                 }
                 if let Ok(stat) = process::read(std::path::Path::new(sample::PROC), host_pid) {
-                    bar.set_prefix(format!("RSS {}", words::whole_mib(stat.rss_kb)));
+                    bar.set_prefix(format!("RSS {}", units::whole_mib(stat.rss_kb)));
                 }
             }
         });

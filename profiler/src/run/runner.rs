@@ -15,17 +15,16 @@ use sha1::{Digest, Sha1};
 
 use crate::cmds::{Command, Entry, InFlightCap, Plan, SkillKind};
 use crate::hostctl::{
-    ExitWatch, HostCounters, HostProcess, HostProfile, HostSpec, MemcgEntry, MemcgStat,
-    MemoryCgroup, SampleSkills, SkillsDir, Stopped, attach, profile, trim,
+    ExitWatch, HostCounters, HostProcess, HostProfile, HostSpec, SampleSkills, SkillsDir, Stopped,
+    attach, profile, trim,
 };
-use crate::load::LoadRow;
+use crate::locust::LoadRow;
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header, LogWriter};
 use crate::output::{
     commands_csv::CommandsCsv, compare, entry_rows_csv, entry_rows_csv::EntryRowsCsv, meta,
     run_json, samples_csv::SamplesCsv,
 };
-use crate::pressure::SysctlChange;
 use crate::probes::{CostMode, Mechanism, markers, markers::SkillRow, stacks::StackSummary};
 use crate::record::{
     CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, LoadInfo, Outcome,
@@ -34,12 +33,14 @@ use crate::record::{
 use crate::sample::composition::{Composition, EntryComposition};
 use crate::sample::process::{ProcessError, ProcessStat};
 use crate::sample::{self, Sampler, process, vmstat};
-use crate::{explain, output, probes, words};
+use crate::system::cgroup::{MemcgEntry, MemcgStat, MemoryCgroup};
+use crate::system::sysctl::SysctlChange;
+use crate::{explain, output, probes, units};
 
 use super::args::RunArgs;
+use super::balloon::{self as balloon_room, Pressure};
 use super::interrupt::{Abort, Interruption, Signals};
-use super::load::{self as load_room, LoadRoom};
-use super::pressure::{self as pressure_room, Pressure};
+use super::locust::{self as locust_room, LoadRoom};
 use super::probing::Probing;
 use super::progress::Progress;
 use super::workload::{self, Workload};
@@ -51,9 +52,9 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         // Before anything starts: a run that cannot probe would leave a half-made folder.
         probes::require_bpf_for_run()?;
     }
-    pressure_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
+    balloon_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
     require_limits_usable(args.memory_max, args.max_map_count, &plan)?;
-    let locust = load_room::require_usable(&args, &plan)?;
+    let locust = locust_room::require_usable(&args, &plan)?;
     let mut signals = Signals::install()?;
     let profile = HostProfile::load(&args.host_profile)?;
     let trim_line = plan
@@ -190,7 +191,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
         .map(|(locust, workers)| {
             let timeout = Duration::from_secs(
                 args.locust_timeout_s
-                    .unwrap_or(load_room::DEFAULT_CONNECT_TIMEOUT_S),
+                    .unwrap_or(locust_room::DEFAULT_CONNECT_TIMEOUT_S),
             );
             LoadRoom::create(locust.clone(), workers, &stamp, timeout, &folder).inspect(|room| {
                 info.load = Some(LoadInfo {
@@ -296,7 +297,7 @@ impl Run {
             return (kills > 0).then(|| {
                 format!(
                     "its memory cgroup reached its {} limit: oom_kill {kills}",
-                    words::bytes(cgroup.limit_bytes() as f64)
+                    units::bytes(cgroup.limit_bytes() as f64)
                 )
             });
         }
@@ -480,7 +481,7 @@ impl Run {
                 Command::LExecuteAll(_) => {
                     let mut outcome = Outcome::default();
                     let swarm = swarm.expect("started above");
-                    match load_room::hold(swarm, signals, &exit_watch, &mut outcome).await {
+                    match locust_room::hold(swarm, signals, &exit_watch, &mut outcome).await {
                         Ok(swarm) => held = swarm,
                         Err(Abort::Interrupted(Interruption::HostExited)) => {
                             died = Some(host_gone())
@@ -546,7 +547,7 @@ impl Run {
             let load = match held {
                 Some(swarm) => {
                     let served = counted.map(|counted| counted.requests);
-                    load_room::finish(swarm, served, &mut outcome).await
+                    locust_room::finish(swarm, served, &mut outcome).await
                 }
                 None => None,
             };
@@ -913,8 +914,8 @@ async fn fill(
                 host.progress.note(&format!(
                     "  fill: {} skill(s) held, the cgroup charged {} of {}",
                     fill.fitted,
-                    words::bytes(memcg.usage_bytes as f64),
-                    words::bytes(cgroup.limit_bytes() as f64)
+                    units::bytes(memcg.usage_bytes as f64),
+                    units::bytes(cgroup.limit_bytes() as f64)
                 ));
             }
         }
@@ -946,7 +947,7 @@ fn require_limits_usable(
         (None, Some(_)) => "--max-map-count sets vm.max_map_count for the whole machine",
         (None, None) => return Ok(()),
     };
-    if !crate::pressure::running_as_root() {
+    if !crate::system::running_as_root() {
         anyhow::bail!("{why}, which needs root: run as root (e.g. `sudo skillprof run ...`)");
     }
     Ok(())
@@ -1020,9 +1021,9 @@ fn stacks_line(records: &[EntryRecord]) -> Option<String> {
     Some(format!(
         "stacks (--stacks): {} walked at faults and address-space syscalls, {:.1}% with a named \
          innermost frame, {} lost ({:.1}%); flamegraphs in stacks/",
-        words::count(total.samples as f64),
+        units::count(total.samples as f64),
         total.named_pct().unwrap_or(0.0),
-        words::count(total.lost as f64),
+        units::count(total.lost as f64),
         100.0 * total.lost as f64 / walked.max(1) as f64
     ))
 }
@@ -1059,7 +1060,7 @@ fn measurement(info: &RunInfo) -> Vec<String> {
              (--memory-max), removed at the end",
             cgroup.dir,
             cgroup.version,
-            words::bytes(cgroup.limit_bytes as f64)
+            units::bytes(cgroup.limit_bytes as f64)
         ));
     }
     if let Some(evidence) = &info.oom_killed {
@@ -1140,8 +1141,8 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         let mode = match costs.mode() {
             CostMode::Measured(_) => format!(
                 "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in total",
-                words::count(costs.total_runs as f64),
-                words::ms(costs.total_run_ns as f64 / 1e6),
+                units::count(costs.total_runs as f64),
+                units::ms(costs.total_run_ns as f64 / 1e6),
             ),
             CostMode::Modelled(modelled) => format!("modelled (BPF stats off): {modelled}"),
             CostMode::Unknown(why) => format!("not measured ({why})"),
@@ -1156,7 +1157,7 @@ fn measurement(info: &RunInfo) -> Vec<String> {
             } else {
                 String::new()
             },
-            words::ms(info.sampler_cpu_ms.unwrap_or(0.0))
+            units::ms(info.sampler_cpu_ms.unwrap_or(0.0))
         ));
     }
     lines

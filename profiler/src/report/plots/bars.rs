@@ -14,8 +14,8 @@ use super::{
 };
 use crate::output::samples_csv::Column;
 use crate::probes::stop::PARTS;
-use crate::report::load::Run;
-use crate::words;
+use crate::report::read::Run;
+use crate::units;
 
 /// Each part of the stop's colour, in `probes::stop::PARTS` order.
 const STOP_COLOURS: [RGBColor; PARTS.len()] = [GREY, BLUE, GREEN, RED, PURPLE, BROWN];
@@ -85,7 +85,7 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
                     )])
                     .map_err(drawing("a part of the stop"))?;
                 let width_px = ms / longest * f64::from(WIDTH - 80);
-                let label = format!("{} {}", name.replace('_', " "), words::ms(*ms));
+                let label = format!("{} {}", name.replace('_', " "), units::ms(*ms));
                 if width_px > label.len() as f64 * 7.5 {
                     chart
                         .draw_series([Text::new(
@@ -105,10 +105,10 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
                     "{}: {} — {}",
                     id(*run_index),
                     run.label(),
-                    words::ms(*total)
+                    units::ms(*total)
                 )
             } else {
-                format!("stop — {} in all", words::ms(*total))
+                format!("stop — {} in all", units::ms(*total))
             };
             chart
                 .draw_series([Text::new(
@@ -174,7 +174,7 @@ fn stop_key(area: &DrawingArea<SVGBackend<'_>, Shift>, parts: Option<&Vec<f64>>)
         .enumerate()
         .map(|(i, ((_, words_of), colour))| {
             let text = match parts {
-                Some(parts) => format!("{words_of}: {}", words::ms(parts[i])),
+                Some(parts) => format!("{words_of}: {}", units::ms(parts[i])),
                 None => (*words_of).to_owned(),
             };
             (text, colour)
@@ -525,7 +525,7 @@ pub fn rss_over_time(runs: &[&Run]) -> Result<Figure> {
     let shifted: Vec<_> = a
         .entries
         .iter()
-        .map(|e| crate::report::load::EntrySpan {
+        .map(|e| crate::report::read::EntrySpan {
             begin_s: e.begin_s - a_start,
             end_s: e.end_s - a_start,
             ..e.clone()

@@ -7,9 +7,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::bars::{horizontal_bars, key};
 use super::{BLUE, BROWN, Figure, GREEN, GREY, ORANGE, drawing, font, render};
-use crate::report::load::Run;
+use crate::report::read::Run;
 use crate::sample::composition::Composition;
-use crate::words;
+use crate::units;
 
 /// Each part's colour, in `Composition::parts` order: heap, wasm, code, files, stacks.
 const COLOURS: [RGBColor; 5] = [ORANGE, GREEN, BLUE, GREY, BROWN];
@@ -61,7 +61,7 @@ pub fn by_holder(run: &Run) -> Result<Figure> {
             }
             chart
                 .draw_series([Text::new(
-                    format!("{name} — {}", words::bytes(held.rss_kb as f64 * 1024.0)),
+                    format!("{name} — {}", units::bytes(held.rss_kb as f64 * 1024.0)),
                     (0.0, high + 0.03),
                     font(12).pos(Pos::new(HPos::Left, VPos::Bottom)),
                 )])

@@ -19,7 +19,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::load::EntrySpan;
+use super::read::EntrySpan;
 
 /// A plot of the report, or the reason it has none.
 pub struct Figure {

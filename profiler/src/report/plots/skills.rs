@@ -11,8 +11,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::bars::{horizontal_bars, key};
 use super::{BLUE, BROWN, Figure, GREEN, GREY, ORANGE, PURPLE, RED, drawing, font, render};
 use crate::probes::markers;
-use crate::report::load::Run;
-use crate::words;
+use crate::report::read::Run;
+use crate::units;
 
 /// Skills drawn in a colour of their own (the most faulting over the run); the rest share one.
 const COLOURS: [RGBColor; 6] = [BLUE, ORANGE, GREEN, RED, PURPLE, BROWN];
@@ -110,7 +110,7 @@ pub fn faults_by_skill(run: &Run) -> Result<Figure> {
                 .draw_series([Text::new(
                     format!(
                         "#{index} {cmd} — {} fault{}",
-                        words::count(total as f64),
+                        units::count(total as f64),
                         if total == 1 { "" } else { "s" }
                     ),
                     (0.0, high + 0.04),

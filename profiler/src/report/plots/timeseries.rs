@@ -1,6 +1,6 @@
 //! The time series of one run: memory, fault and syscall rates, free memory per zone against
 //! its watermarks, PSI, and kswapd and direct reclaim. x is the sampler's clock for all of
-//! them (see [`crate::report::load`]), so they line up when stacked.
+//! them (see [`crate::report::read`]), so they line up when stacked.
 
 use std::ops::Range;
 
@@ -17,9 +17,9 @@ use super::{
 use crate::band::Band;
 use crate::output::samples_csv::{Column, SampleSeries, ZoneColumn};
 use crate::record::event::Body;
-use crate::report::load::{Run, SYSCALLS};
+use crate::report::read::{Run, SYSCALLS};
 use crate::sample::zoneinfo::ZoneId;
-use crate::words;
+use crate::units;
 
 const X_DESC: &str = "seconds since the sampler started";
 
@@ -282,8 +282,8 @@ fn memory(run: &Run) -> Result<Figure> {
              regions per instance), not memory in use. The line ends where the host exited.",
             run.meta.sampling_interval_ms,
             run.meta.rss_peak.as_deref().unwrap_or("the samples' most"),
-            words::bytes(sampled * 1024.0),
-            words::bytes(highest * 1024.0 * 1024.0)
+            units::bytes(sampled * 1024.0),
+            units::bytes(highest * 1024.0 * 1024.0)
         ),
     ))
 }
@@ -755,8 +755,8 @@ fn psi(run: &Run) -> Result<Figure> {
              machine, not only the host, were stalled waiting for memory: the change of \
              /proc/pressure/memory's total µs between consecutive samples, per µs elapsed. \
              Flat at 0 means no reclaim or refault stalls. Over the run: {} some, {} full.",
-            words::ms(stalled(some_total) / 1000.0),
-            words::ms(stalled(full_total) / 1000.0),
+            units::ms(stalled(some_total) / 1000.0),
+            units::ms(stalled(full_total) / 1000.0),
         ),
     ))
 }
@@ -884,9 +884,9 @@ fn reclaim(run: &Run) -> Result<Figure> {
         (Some(w), Some(c)) => format!(
             "Over the run kswapd woke {} time(s) and the host reclaimed directly {} time(s) \
              ({} in all).",
-            words::count(w),
-            words::count(c),
-            words::ms(total(&direct_reclaim_ms).unwrap_or(0.0))
+            units::count(w),
+            units::count(c),
+            units::ms(total(&direct_reclaim_ms).unwrap_or(0.0))
         ),
         _ => String::new(),
     };

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 
-use super::fork::{self, Child, Helper, Session};
+use crate::system::fork::{self, Child, Helper, Session};
 use crate::{machine, pidfd};
 
 const BALLOON: Helper = Helper {
@@ -623,7 +623,7 @@ mod tests {
     #[test]
     fn gives_and_takes_one_zones_pages_and_counts_its_holes() {
         assert!(
-            crate::pressure::running_as_root(),
+            crate::system::running_as_root(),
             "the balloon reads its page frames from /proc/self/pagemap, which needs root: run \
              the tests as root (sudo scripts/test.sh)"
         );

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 
 use super::aim::{Aims, Basis};
-use super::balloon::{Adjust, Balloon, Killer};
-use super::bands::{self, Bounds};
+use super::bounds::{self, Bounds};
+use super::process::{Adjust, Balloon, Killer};
 use super::safety::Safety;
 use crate::band::{self, Band};
 use crate::record::Row;
@@ -29,7 +29,7 @@ use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
 use crate::sample::reach::{self, Reach};
 use crate::sample::zoneinfo::{Watermarks, ZoneId};
-use crate::words;
+use crate::units;
 
 mod step;
 
@@ -458,7 +458,7 @@ impl HeldBalloon {
         if let Some(reason) = &state.aborted {
             bail!("the balloon stopped holding: {reason}");
         }
-        let bounds = bands::bounds(band, &state.window.watermarks)?;
+        let bounds = bounds::bounds(band, &state.window.watermarks)?;
         state.band = band;
         state.settled = false;
         state.in_band_streak = 0;
@@ -672,7 +672,7 @@ impl LateStep {
                  too slowly to hold a band (a hypervisor backing guest memory on first touch), \
                  so the balloon was killed to give its memory back",
                 late.as_secs(),
-                words::pages(free)
+                units::pages(free)
             ),
         }
     }

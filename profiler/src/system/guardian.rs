@@ -17,7 +17,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use super::fork::{self, Child, Helper, Session};
+use crate::system::fork::{self, Child, Helper, Session};
 
 const GUARDIAN: Helper = Helper {
     name: "guardian",

@@ -3,11 +3,11 @@
 
 use std::fmt::Write as _;
 
+use crate::balloon::aim::Basis;
 use crate::band::Band;
-use crate::pressure::aim::Basis;
 use crate::pressure::experiment::{BandResult, Outcome};
 use crate::pressure::kernel::{Figure, Source};
-use crate::words;
+use crate::units;
 
 /// Columns padded to their widest cell; the first left-aligned, the others right-aligned.
 fn render(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -60,18 +60,18 @@ fn timing_rows(results: &[BandResult]) -> Vec<Vec<String>> {
                 (
                     format!(
                         "{}..{}",
-                        words::pages_in_mib(held.min_free_pages),
-                        words::pages_in_mib(held.max_free_pages)
+                        units::pages_in_mib(held.min_free_pages),
+                        units::pages_in_mib(held.max_free_pages)
                     ),
                     format!("{:.0}%", held.in_band_percent()),
                 )
             };
             let band = format!(
                 "[{}, {})",
-                words::pages_in_mib(held.bounds.lower),
+                units::pages_in_mib(held.bounds.lower),
                 held.bounds
                     .upper
-                    .map_or("inf".to_string(), words::pages_in_mib)
+                    .map_or("inf".to_string(), units::pages_in_mib)
             );
             let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
             vec![
@@ -133,7 +133,7 @@ fn zone_table(results: &[BandResult]) -> Option<String> {
             let mut row = vec![r.band.name().to_string()];
             row.extend(r.held.zones.iter().map(|zone| {
                 match zone.min_usable_pages.zip(zone.lowest_band) {
-                    Some((pages, band)) => format!("{band} ({})", words::pages_in_mib(pages)),
+                    Some((pages, band)) => format!("{band} ({})", units::pages_in_mib(pages)),
                     None => "-".to_string(),
                 }
             }));
@@ -298,8 +298,8 @@ pub fn render_results(results: &[BandResult]) -> String {
                  describe what was held, {}..{} MiB",
                 result.band,
                 held.in_band_percent(),
-                words::pages_in_mib(held.min_free_pages),
-                words::pages_in_mib(held.max_free_pages)
+                units::pages_in_mib(held.min_free_pages),
+                units::pages_in_mib(held.max_free_pages)
             );
         }
         if held.late_steps > 0 {

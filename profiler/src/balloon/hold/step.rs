@@ -4,10 +4,10 @@
 use anyhow::Result;
 
 use super::{Reading, SETTLED_READS, State};
+use crate::balloon::aim::Aims;
+use crate::balloon::process::Adjust;
+use crate::balloon::safety::{self, Safety, Violation};
 use crate::band::Band;
-use crate::pressure::aim::Aims;
-use crate::pressure::balloon::Adjust;
-use crate::pressure::safety::{self, Safety, Violation};
 
 /// What the controller does after a reading.
 #[derive(Debug, PartialEq, Eq)]
@@ -83,8 +83,8 @@ fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pressure::aim::{Aim, Basis};
-    use crate::pressure::hold::BandHeld;
+    use crate::balloon::aim::{Aim, Basis};
+    use crate::balloon::hold::BandHeld;
     use crate::sample::{meminfo, reach};
 
     const CAPTURED: &str = include_str!("../../sample/testdata/zoneinfo");

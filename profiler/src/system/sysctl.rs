@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
 
-use super::guardian::{Guardian, Restore};
+use crate::system::guardian::{Guardian, Restore};
 
 /// What `--scale-factor` sets: the distance between the watermarks, in 1/10000 of memory.
 pub const SCALE_FACTOR: &str = "vm.watermark_scale_factor";

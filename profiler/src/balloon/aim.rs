@@ -10,8 +10,8 @@ use std::ops::Range;
 
 use anyhow::{Result, ensure};
 
-use super::balloon::Adjust;
-use super::bands::{self, Bounds};
+use super::bounds::{self, Bounds};
+use super::process::Adjust;
 use super::safety::Safety;
 use crate::band::{self, Band};
 use crate::sample::reach::{Reach, ZoneReach};
@@ -32,7 +32,7 @@ const EASED: Shares = Shares {
     aim: 0.9,
     comfort: (0.4, 0.98),
 };
-use crate::words;
+use crate::units;
 /// The default iteration block, as a share of the narrowest held range. An iteration that
 /// starts at the aim dips by up to two blocks (the one it writes, and the previous one's pages,
 /// which wait uncounted in the per-CPU free lists until reused) and stays above the comfort
@@ -59,7 +59,7 @@ pub struct Aim {
 
 /// The held range of a band: [max(lower, floor), upper).
 fn held_range(band: Band, marks: &Watermarks, floor: u64) -> Result<Option<(u64, u64)>> {
-    let bounds = bands::bounds(band, marks)?;
+    let bounds = bounds::bounds(band, marks)?;
     let Some(upper) = bounds.upper else {
         return Ok(None);
     };
@@ -69,7 +69,7 @@ fn held_range(band: Band, marks: &Watermarks, floor: u64) -> Result<Option<(u64,
         "the {band} band {} is {} wide here, no wider than the safety margin: widen the bands \
          with --scale-factor, or lower --margin-percent",
         band::interval(band),
-        words::pages(upper - bounds.lower)
+        units::pages(upper - bounds.lower)
     );
     Ok(Some((bottom, upper)))
 }
@@ -77,7 +77,7 @@ fn held_range(band: Band, marks: &Watermarks, floor: u64) -> Result<Option<(u64,
 impl Aim {
     pub fn new(band: Band, marks: &Watermarks, safety: &Safety, eased: bool) -> Result<Aim> {
         let floor = safety.floor(marks, eased);
-        let bounds = bands::bounds(band, marks)?;
+        let bounds = bounds::bounds(band, marks)?;
         let shares = if eased { &EASED } else { &NORMAL };
         Ok(match held_range(band, marks, floor)? {
             None => Aim {
@@ -235,16 +235,16 @@ impl Aims {
                     format!("zone {}", zone.name)
                 });
             let target = held.aim.target.map_or(String::new(), |target| {
-                format!(" (aim {})", words::pages(target))
+                format!(" (aim {})", units::pages(target))
             });
             format!(
                 "{place} {}{target} in [{}, {})",
-                words::pages(held.free_pages),
-                words::pages(held.aim.bounds.lower),
+                units::pages(held.free_pages),
+                units::pages(held.aim.bounds.lower),
                 held.aim
                     .bounds
                     .upper
-                    .map_or("inf".to_string(), words::pages)
+                    .map_or("inf".to_string(), units::pages)
             )
         };
         self.held.iter().map(each).collect::<Vec<_>>().join(", ")
@@ -407,9 +407,9 @@ pub fn check_block(
                 "a block of {} would take free memory out of the {band} band {} ({} wide \
                  here): use a smaller --block-size (the default fits), or widen the bands \
                  with --scale-factor",
-                words::pages(block_pages),
+                units::pages(block_pages),
                 band::interval(band),
-                words::pages(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
+                units::pages(aim.bounds.upper.unwrap_or(aim.bounds.lower) - aim.bounds.lower)
             );
         }
     }

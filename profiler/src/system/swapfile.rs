@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, ensure};
 
-use super::guardian::{Guardian, Restore};
+use crate::system::guardian::{Guardian, Restore};
 use procfs::page_size;
 
 pub struct Swapfile {
@@ -95,7 +95,7 @@ impl Swapfile {
 
 /// A file without holes (swapon refuses sparse files; a page-cache load needs every page
 /// written), `first_page` then zeros, in 1 MiB blocks, synced; `what` names it in errors.
-pub(super) fn write_zeros(path: &Path, bytes: u64, first_page: &[u8], what: &str) -> Result<()> {
+pub fn write_zeros(path: &Path, bytes: u64, first_page: &[u8], what: &str) -> Result<()> {
     let mut file: File = OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -21,7 +21,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::pressure::guardian::{Guardian, Restore};
+use crate::system::guardian::{Guardian, Restore};
 
 /// Where `ip netns` keeps a namespace: a bind mount of its nsfs file.
 const NETNS_DIR: &str = "/run/netns";

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use crate::balloon::{Balloon, BandHeld, HeldBalloon, HoldOptions, NotHeld};
 use crate::band::Band;
 use crate::cmds::{Command, Plan};
-use crate::pressure::{Balloon, BandHeld, HeldBalloon, HoldOptions, NotHeld};
-use crate::pressure::{SCALE_FACTOR, SysctlChange};
+use crate::system::sysctl::{SCALE_FACTOR, SysctlChange};
 
 use super::interrupt::{Abort, Signals};
 use super::progress::Progress;
@@ -34,7 +34,7 @@ pub fn require_root_if_used(
         (None, None, Some(value)) => format!("--scale-factor {value}"),
         (None, None, None) => return Ok(()),
     };
-    if !crate::pressure::running_as_root() {
+    if !crate::system::running_as_root() {
         bail!(
             "{why} holds free memory near the watermarks of the whole machine, which needs \
              root: run as root (e.g. `sudo skillprof run ...`), or drop the pressure"

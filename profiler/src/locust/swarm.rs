@@ -22,8 +22,9 @@ use super::result::{LoadEntry, LoadRow};
 use crate::cmds::Load;
 use crate::hostctl::client::{Http, Reply};
 use crate::hostctl::process::free_port;
-use crate::hostctl::{Cgroup, Dialect, sample_input};
+use crate::hostctl::{Dialect, sample_input};
 use crate::sample::{self, process};
+use crate::system::cgroup::Cgroup;
 
 const LOCUSTFILE: &str = include_str!("locustfile.py");
 

@@ -8,9 +8,10 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use crate::cmds::{Command, Load, Plan};
-use crate::hostctl::{Cgroup, Client, ExitWatch, SampleSkills};
-use crate::load::{LoadEntry, LoadNetwork, NetworkInfo, Swarm, SwarmSetup};
+use crate::hostctl::{Client, ExitWatch, SampleSkills};
+use crate::locust::{LoadEntry, LoadNetwork, NetworkInfo, Swarm, SwarmSetup};
 use crate::record::Outcome;
+use crate::system::cgroup::Cgroup;
 
 use super::args::RunArgs;
 use super::interrupt::{Abort, Interruption, Signals};
@@ -52,7 +53,7 @@ pub fn require_usable(args: &RunArgs, plan: &Plan) -> Result<Option<(PathBuf, u3
              --attach"
         );
     }
-    if !crate::pressure::running_as_root() {
+    if !crate::system::running_as_root() {
         bail!(
             "line {line}: l_execute_all makes network namespaces for Locust's workers, which \
              needs root: run as root (e.g. `sudo skillprof run ...`)"

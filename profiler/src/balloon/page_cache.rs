@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 
-use super::guardian::{Guardian, Restore};
-use super::swapfile::write_zeros;
+use crate::system::guardian::{Guardian, Restore};
+use crate::system::swapfile::write_zeros;
 
 /// How often the file is read again: often enough that reclaim finds its pages referenced.
 pub const REREAD: Duration = Duration::from_secs(2);

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::pressure::guardian::{Guardian, Restore};
 use crate::record::Row;
 use crate::sample::keyed;
+use crate::system::guardian::{Guardian, Restore};
 
 /// Which hierarchy holds the cgroup; their files differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 use crate::sample::meminfo::Meminfo;
 use crate::sample::psi::Psi;
 use crate::sample::zoneinfo::{Watermarks, ZoneId};
-use crate::words;
+use crate::units;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Safety {
@@ -60,8 +60,8 @@ impl Safety {
             });
             return Some(Violation::BelowFloor(format!(
                 "free memory{place} was {}, below the safety floor {} (min + margin)",
-                words::pages(free_pages),
-                words::pages(floor)
+                units::pages(free_pages),
+                units::pages(floor)
             )));
         }
         let full = psi?.full_avg10;
