@@ -32,7 +32,9 @@ const EASED: Shares = Shares {
     aim: 0.9,
     comfort: (0.4, 0.98),
 };
+pub use crate::record::balloon::Basis;
 use crate::units;
+
 /// The default iteration block, as a share of the narrowest held range. An iteration that
 /// starts at the aim dips by up to two blocks (the one it writes, and the previous one's pages,
 /// which wait uncounted in the per-CPU free lists until reused) and stays above the comfort
@@ -121,33 +123,6 @@ impl Aim {
         };
         (next != balloon_pages).then_some(next)
     }
-}
-
-/// What a band is held on.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Basis {
-    /// Every zone that serves user memory, each against its own watermarks: the band is held
-    /// when all of them are in it, the state the kernel's decisions are made on (an
-    /// allocation falls back to the next zone while one is below low; kswapd wakes only when
-    /// every zone is). Growing moves only the zone the allocator is taking from, and the zone
-    /// it drained before stays where the allocator left it, so the balloon also gives back
-    /// and takes pages of one zone alone (docs/findings/2026-11-24-per-zone-bands.md shows the evidence).
-    PerZone,
-    /// The zones' usable free pages against their watermarks, summed: reachable in every
-    /// band, but one zone may be below its low watermark while another keeps kswapd asleep.
-    #[default]
-    Summed,
 }
 
 /// One quantity held in the band: a zone's usable free pages (`zone` names it), or the sum.

@@ -5,12 +5,7 @@ use anyhow::{Result, bail};
 use crate::band::Band;
 use crate::sample::zoneinfo::Watermarks;
 
-/// A band's range of free pages: [lower, upper), `upper` None for baseline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Bounds {
-    pub lower: u64,
-    pub upper: Option<u64>,
-}
+pub use crate::record::balloon::Bounds;
 
 impl Bounds {
     pub fn contains(&self, free_pages: u64) -> bool {

@@ -285,7 +285,7 @@ pub fn scaled(points: &[Point]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::test_record::record;
+    use crate::record::fixture::record;
     use crate::record::{EntryRecord, Step};
 
     fn entry(index: usize, cmd: &str, before_kb: u64, steps: &[u64]) -> EntryRecord {

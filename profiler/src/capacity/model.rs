@@ -706,8 +706,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::explain::test_record::record;
     use crate::record::Step;
+    use crate::record::fixture::record;
 
     fn entry(index: usize, cmd: &str, before_kb: u64, steps: &[u64], peak_kb: u64) -> EntryRecord {
         let mut record = record(cmd, 1000.0);

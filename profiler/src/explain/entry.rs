@@ -557,7 +557,7 @@ mod tests {
     use super::*;
     use crate::balloon::aim::Basis;
     use crate::balloon::{BandHeld, Bounds};
-    use crate::explain::test_record::{probed, record};
+    use crate::record::fixture::{probed, record};
     use crate::sample::{cpu::CpuShare, zoneinfo::Watermarks};
 
     fn ms(ms: f64) -> Duration {

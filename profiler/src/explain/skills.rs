@@ -119,7 +119,7 @@ mod tests {
     use skillprof_common::SkillCounters;
 
     use super::*;
-    use crate::explain::test_record::{probed, record};
+    use crate::record::fixture::{probed, record};
 
     fn row(skill: Option<&str>, phase: Phase, user: u64) -> SkillRow {
         let mut counts = SkillCounters::default();

@@ -79,9 +79,10 @@ mod tests {
     use std::process::ExitStatus;
     use std::time::Duration;
 
-    use crate::explain::{paragraph, test_record::record};
+    use crate::explain::paragraph;
     use crate::hostctl::Stopped;
     use crate::probes::{StopBreakdown, StopPart, TeardownSource};
+    use crate::record::fixture::record;
 
     fn stopped(took_ms: f64) -> Option<Stopped> {
         Some(Stopped {

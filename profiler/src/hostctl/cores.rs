@@ -5,7 +5,7 @@
 //! read their sizes from the environment, so any host built on wasmtime's parallel compilation,
 //! tokio and glibc takes an N-core machine's sizes from it.
 
-use serde::{Deserialize, Serialize};
+pub use crate::record::host::Cores;
 
 /// glibc's default arena limit per core (`NARENAS_FROM_NCORES` on 64-bit).
 const ARENAS_PER_CORE: u32 = 8;
@@ -17,21 +17,6 @@ pub const VARIABLES: [&str; 3] = [
     "TOKIO_WORKER_THREADS",
     "MALLOC_ARENA_MAX",
 ];
-
-/// An N-core machine's parallelism, as given to the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cores {
-    /// The machine emulated.
-    pub cores: u32,
-    /// The machine the host really ran on.
-    pub real_cores: u32,
-    /// RAYON_NUM_THREADS: threads of a parallel compile.
-    pub compile_threads: u32,
-    /// TOKIO_WORKER_THREADS: the async runtime's workers.
-    pub async_workers: u32,
-    /// MALLOC_ARENA_MAX: glibc's limit of malloc arenas.
-    pub arena_max: u32,
-}
 
 impl Cores {
     pub fn new(cores: u32, real_cores: u32) -> Cores {

@@ -1,30 +1,10 @@
 //! The host's own counters, read from its Prometheus `/metrics` at entry boundaries: what the
 //! host says it did (requests answered, compilations, instances), beside what the kernel saw.
 
-use serde::{Deserialize, Serialize};
-
 use super::Client;
 use crate::record::Row;
 
-/// skillhost's counters at one moment, or (from [`HostCounters::since`]) over an entry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostCounters {
-    /// execute_skill requests answered, any status.
-    pub requests: u64,
-    /// Of those, answered with a status outside 2xx.
-    pub failed: u64,
-    /// Components compiled by Cranelift (not loaded from a cache or shared).
-    pub compilations: u64,
-    /// Skill instances created.
-    pub instances: u64,
-    /// Gauges, as they were at the reading (at an entry's end, from `since`): the bytes the
-    /// host's malloc has handed out, and the freed bytes it keeps; `None` when the host does
-    /// not say (another host, or skillhost under another allocator).
-    #[serde(default)]
-    pub heap_in_use_bytes: Option<u64>,
-    #[serde(default)]
-    pub heap_free_bytes: Option<u64>,
-}
+pub use crate::record::host::HostCounters;
 
 impl HostCounters {
     /// Reads the counters from a Prometheus or OpenMetrics text exposition. `None` if it has

@@ -5,51 +5,22 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
 use std::os::fd::{AsRawFd, OwnedFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 use super::client::Client;
-use super::profile::{Dialect, HostProfile, Registry};
+use super::profile::HostProfile;
 use crate::pidfd;
 
-/// How to start a host and speak to it. Any host works that serves a skill API on loopback
-/// its profile describes and registers skills from a directory; `{skills_dir}` and `{port}`
-/// in `args`, `env` values and `files` are replaced by the run's skills directory and port.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostSpec {
-    pub bin: PathBuf,
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    /// The host profile it came from (runs from before profiles: skillhost's).
-    #[serde(default = "skillhost_profile")]
-    pub profile: String,
-    #[serde(default = "skillhost_registry")]
-    pub registry: Registry,
-    #[serde(default = "skillhost_dialect")]
-    pub dialect: Dialect,
-    /// Files for a fresh working directory of the host's own (none: skillprof's).
-    #[serde(default)]
-    pub files: BTreeMap<String, String>,
-}
+pub use crate::record::host::Stopped;
 
-fn skillhost_profile() -> String {
-    HostProfile::skillhost().name
-}
-
-fn skillhost_registry() -> Registry {
-    HostProfile::skillhost().registry
-}
-
-fn skillhost_dialect() -> Dialect {
-    HostProfile::skillhost().dialect
-}
+pub use crate::record::profile::HostSpec;
 
 impl HostSpec {
     /// Our skillhost in its own dialect, with `extra` flags appended.
@@ -157,45 +128,6 @@ impl ExitWatch {
         // An error here means the descriptor is unusable, which only happens if the process
         // is gone: treat it as exited.
         let _ = self.0.readable().await;
-    }
-}
-
-/// How a host ended.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Stopped {
-    /// `None` for a host skillprof attached to: only its parent can reap it and learn how it
-    /// ended.
-    #[serde(with = "wait_status")]
-    pub status: Option<ExitStatus>,
-    /// It ignored SIGTERM for the whole grace period and was SIGKILLed.
-    pub killed: bool,
-    /// From SIGTERM to reaped.
-    pub took: Duration,
-    /// SIGTERM sent and the host reaped, on CLOCK_MONOTONIC: the clock BPF programs
-    /// timestamp with, so kernel events can be placed between the two.
-    pub signalled_ns: u64,
-    pub reaped_ns: u64,
-}
-
-/// An exit status on disk as the raw wait status it was read from, so that it reads back as
-/// the same status (exit code or signal); `null` when unknown.
-mod wait_status {
-    use std::os::unix::process::ExitStatusExt;
-    use std::process::ExitStatus;
-
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(
-        status: &Option<ExitStatus>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        status.map(ExitStatus::into_raw).serialize(serializer)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Option<ExitStatus>, D::Error> {
-        Ok(Option::<i32>::deserialize(deserializer)?.map(ExitStatus::from_raw))
     }
 }
 

@@ -3,16 +3,18 @@
 //! same shape. A profile is data: the client and the process starter read it, nothing else
 //! branches on which host it is.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, Result, bail};
-use hyper::Method;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
+
+pub use crate::record::profile::{
+    Dialect, HostProfile, Registry, Route, Routes, SkillWorld, Start,
+};
 
 /// The profiles that ship, by name.
 const BUILT_IN: [(&str, &str); 2] = [
@@ -22,40 +24,6 @@ const BUILT_IN: [(&str, &str); 2] = [
         include_str!("../../profiles/pharia-kernel-2024.toml"),
     ),
 ];
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HostProfile {
-    pub name: String,
-    pub start: Start,
-    pub registry: Registry,
-    pub dialect: Dialect,
-}
-
-/// How a skill is registered: a file in the skills directory, named after the skill.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Registry {
-    /// The file of skill `{name}`; its modification time is its version to both hosts that
-    /// ship, so files are written aside and renamed into place.
-    pub file: String,
-    /// The skill world the host runs: the runner registers the sample components built
-    /// for it.
-    #[serde(default)]
-    pub world: SkillWorld,
-}
-
-/// A WIT world of skills, as a profile names it. A host refuses components of another.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SkillWorld {
-    /// skillhost's own (skills/wit/skillprof).
-    #[default]
-    #[serde(rename = "skillprof:skill")]
-    Skillprof,
-    /// The Pharia Kernel's of 2024 (skills/wit/pharia), `skill-handler` exported.
-    #[serde(rename = "pharia:skill@0.2")]
-    Pharia,
-}
 
 impl SkillWorld {
     /// The folder under the sample-skills directory that holds this world's components.
@@ -80,60 +48,6 @@ impl Registry {
     pub fn file_of(&self, name: &str) -> String {
         self.file.replace("{name}", name)
     }
-}
-
-/// How to start the host; `{skills_dir}`, `{address}` (where it listens: loopback, or the
-/// load network's host address) and `{port}` are replaced in every string.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Start {
-    /// Arguments (`--host-arg` replaces them all).
-    #[serde(default)]
-    pub args: Vec<String>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Files written into a fresh, otherwise empty working directory of the host's own, so
-    /// that no stray configuration is picked up (name → contents). Without any, the host
-    /// runs in skillprof's working directory.
-    #[serde(default)]
-    pub files: BTreeMap<String, String>,
-}
-
-/// How the host's API names skills, where its routes are and what every request carries.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Dialect {
-    /// Skills are `<namespace>/<name>` in requests and listings (`None`: bare names).
-    #[serde(default)]
-    pub namespace: Option<String>,
-    pub routes: Routes,
-    /// Sent with every request.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Routes {
-    pub health: Route,
-    /// Takes `{"skill": NAME, "input": {...}}`.
-    pub execute: Route,
-    /// Answer: a JSON list of names, in any order.
-    pub skills: Route,
-    pub cached_skills: Route,
-    /// `{name}` is the skill's name, percent-encoded (a namespace's `/` becomes `%2F`).
-    pub drop_cached: Route,
-    /// Asks the host's allocator to give its free memory back (the cmds command `trim`).
-    /// Without one, `trim` needs `skillprof run --trim-by ptrace`.
-    #[serde(default)]
-    pub trim: Option<Route>,
-}
-
-/// `METHOD /path`, as a profile writes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Route {
-    pub method: Method,
-    pub path: String,
 }
 
 /// Everything but what RFC 3986 leaves unreserved.

@@ -24,6 +24,8 @@ use nix::unistd::Pid;
 use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
 use procfs::process::{MMapPath, Process};
 
+pub use crate::record::host::Call;
+
 /// x86_64 system calls a thread can block in while it holds none of malloc's locks: waiting
 /// for I/O, a connection, a child or time. Not futex (a thread may wait there for an arena
 /// lock) and none of the memory calls malloc makes while it holds one.
@@ -48,15 +50,6 @@ const SAFE_SYSCALLS: [(u64, &str); 14] = [
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Below the thread's stack pointer: past the red zone (128 bytes) its code may use.
 const STACK_GAP: u64 = 512;
-
-/// The call made in the host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Call {
-    /// The thread that made it.
-    pub thread: u32,
-    /// `malloc_trim`'s answer: 1 if it gave memory back.
-    pub returned: u64,
-}
 
 /// What one injected call did.
 #[derive(Clone, Copy, Debug)]

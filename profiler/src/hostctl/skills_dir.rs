@@ -10,6 +10,8 @@ use anyhow::{Context, Result};
 
 use super::profile::{Registry, SkillWorld};
 
+pub use crate::record::profile::PythonSample;
+
 pub struct SkillsDir {
     path: PathBuf,
     registry: Registry,
@@ -98,19 +100,6 @@ impl HalfCopied {
 }
 
 /// Which Python sample `add_py` registers.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum PythonSample {
-    /// sample_py_pydantic: validates its input with pydantic, whose core is native code
-    /// compiled to WASI, as the 2024 study's skill did (a 48 MB component).
-    Pydantic,
-    /// sample_py: the same work, its input checked by hand in pure Python (an 18 MB
-    /// component).
-    Pure,
-}
-
 impl PythonSample {
     /// Its component's name in build/skills.
     pub fn component(self) -> &'static str {

@@ -6,23 +6,13 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use serde::{Deserialize, Serialize};
 
-use super::ptrace_trim::{self, Call};
+use super::ptrace_trim::{self};
 use super::{Client, HostProfile};
 
-/// How `trim` reaches the host's allocator.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum TrimBy {
-    /// The host profile's trim route.
-    Route,
-    /// glibc's `malloc_trim(0)`, called in one of the host's threads through ptrace.
-    Ptrace,
-}
+pub use crate::record::host::{TrimBy, Trimmed};
 
+/// How `trim` reaches the host's allocator.
 impl TrimBy {
     /// As the `trim_by` column and meta.json spell it.
     pub fn name(self) -> &'static str {
@@ -31,15 +21,6 @@ impl TrimBy {
             TrimBy::Ptrace => "ptrace",
         }
     }
-}
-
-/// What one `trim` did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trimmed {
-    /// By ptrace, the call made in the host; `None` through the route.
-    pub call: Option<Call>,
-    /// How long the host was held: the route's answer, or the thread stopped and calling.
-    pub held_us: u64,
 }
 
 impl Trimmed {

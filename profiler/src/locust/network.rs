@@ -19,25 +19,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
 
 use crate::system::guardian::{Guardian, Restore};
+
+pub use crate::record::locust::NetworkInfo;
 
 /// Where `ip netns` keeps a namespace: a bind mount of its nsfs file.
 const NETNS_DIR: &str = "/run/netns";
 /// The private range the run's /24 is taken from.
 const PREFIX: [u8; 2] = [10, 213];
-
-/// What the run made, for meta.json and for anyone checking it is gone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetworkInfo {
-    /// The host's side of the link: the run points the host here.
-    pub host_address: Ipv4Addr,
-    /// The veth end in the root namespace.
-    pub link: String,
-    /// The namespaces' names (`ip netns list`): the bridge's, then one per worker.
-    pub namespaces: Vec<String>,
-}
 
 pub struct LoadNetwork {
     info: NetworkInfo,

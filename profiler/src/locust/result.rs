@@ -1,25 +1,9 @@
 //! What one `l_execute_all` entry measured: Locust's merged figures per skill and in total,
 //! and the host's own count of what it served over the same window.
 
-use serde::{Deserialize, Serialize};
-
 use crate::record::Row;
 
-/// Requests to one skill (or, as `total`, to all), as Locust's master merged them from its
-/// workers. Latencies come from Locust's histogram, whose buckets round a time above 100 ms
-/// to two significant digits (9,012 ms reads 9,000).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LoadRow {
-    /// The skill; `Aggregated` for the total, as Locust names it.
-    pub name: String,
-    pub requests: u64,
-    pub failures: u64,
-    pub avg_ms: f64,
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-}
+pub use crate::record::locust::{LoadEntry, LoadRow};
 
 impl LoadRow {
     /// load.csv's cells for this skill.
@@ -33,24 +17,6 @@ impl LoadRow {
             .float("p99_ms", self.p99_ms)
             .float("max_ms", self.max_ms);
     }
-}
-
-/// One swarm: who ran it, how long it was held and what it came to.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LoadEntry {
-    pub users: u32,
-    pub workers: u32,
-    /// From the swarm's start to the last user's stop (users finish the request they are in).
-    pub held_s: f64,
-    pub total: LoadRow,
-    pub skills: Vec<LoadRow>,
-    /// Distinct failures, as Locust words them, with how often each happened.
-    pub errors: Vec<(String, u64)>,
-    /// Executions the host itself counted over the entry (its `/metrics`), if it has them.
-    pub host_served: Option<u64>,
-    /// CPU time of Locust's processes (master and workers) over the entry, in seconds: on
-    /// one machine, they and the host share the cores.
-    pub locust_cpu_s: f64,
 }
 
 impl LoadEntry {

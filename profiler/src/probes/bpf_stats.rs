@@ -11,7 +11,8 @@
 use std::{fs, os::fd::OwnedFd};
 
 use aya::sys::{Stats, enable_stats};
-use serde::{Deserialize, Serialize};
+
+pub use crate::record::probes::StatsSource;
 
 const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
@@ -23,18 +24,6 @@ pub struct StatsGuard {
 enum How {
     Fd(#[allow(dead_code)] OwnedFd),
     Sysctl { previous: String },
-    AlreadyOn,
-}
-
-/// How stats were turned on, for the cost report.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StatsSource {
-    /// BPF_ENABLE_STATS fd: off again when skillprof exits, however it exits.
-    EnableStatsFd,
-    /// kernel.bpf_stats_enabled written, previous value restored on drop.
-    Sysctl,
-    /// kernel.bpf_stats_enabled was already 1; left alone.
     AlreadyOn,
 }
 

@@ -12,27 +12,10 @@ use serde::{Deserialize, Serialize};
 use super::Mechanism;
 use crate::{machine::Machine, units};
 
+pub use crate::record::probes::{Counted, Modelled, Ns, Per, Term};
+
 /// Where `probe_cost` saves the model and runs look for it, unless `--cost-model` says.
 pub const DEFAULT_PATH: &str = "/var/lib/skillprof/probe-cost.json";
-
-/// What one kind of counted event costs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Per {
-    /// One matching syscall, enter and exit (half a measured mmap+munmap pair).
-    Syscall,
-    /// One page fault of the profiled process.
-    Fault,
-}
-
-/// Thread-CPU ns added per event: the median over the benchmark's rounds and its bootstrap
-/// 95% interval.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-pub struct Ns {
-    pub median: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
 
 impl Ns {
     fn times(self, events: u64) -> Ns {
@@ -144,30 +127,6 @@ impl CostModel {
             total_ns: total,
         })
     }
-}
-
-/// Events one probe counted over a session.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Counted {
-    pub probe: String,
-    pub mechanism: Mechanism,
-    pub per: Per,
-    pub events: u64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Term {
-    pub counted: Counted,
-    pub ns: Ns,
-}
-
-/// The estimate: Σ events × ns per event, with the interval carried through.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Modelled {
-    pub measured_at: String,
-    pub rounds: usize,
-    pub terms: Vec<Term>,
-    pub total_ns: Ns,
 }
 
 impl fmt::Display for Per {

@@ -16,7 +16,6 @@ use aya::{
     },
     sys::SyscallError,
 };
-use serde::{Deserialize, Serialize};
 use skillprof_common::{
     Combine as _, Counters, HOST_SKILL, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES,
     SKILL_NAME_LEN, SYSCALL_NAMES, SkillCounters, SkillKey,
@@ -32,6 +31,8 @@ use super::{
     plan::{Mechanism, ProbeStatus},
     session::take,
 };
+
+pub use crate::record::probes::{Phase, SkillRow};
 
 /// The probe's name in the probe table and meta.json.
 pub const PROBE: &str = "markers";
@@ -104,17 +105,6 @@ pub fn status(result: &Result<String, String>) -> ProbeStatus {
     ProbeStatus::single(PROBE, Mechanism::Uprobe, result, &[PROGRAM])
 }
 
-/// What a host thread was doing for a skill when an event happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// No marker covered it: the runtime, the allocator, background threads.
-    Host,
-    Compile,
-    Instantiate,
-    Call,
-}
-
 impl Phase {
     const ALL: [Phase; PHASES] = [Phase::Host, Phase::Compile, Phase::Instantiate, Phase::Call];
 
@@ -159,15 +149,6 @@ pub fn faults_by_skill(rows: &[SkillRow]) -> BTreeMap<Option<&str>, BTreeMap<Pha
             .or_default() += row.faults();
     }
     faults
-}
-
-/// One skill's phase in one entry: what its threads did in it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SkillRow {
-    /// The skill's name; `None` for the unattributed row.
-    pub skill: Option<String>,
-    pub phase: Phase,
-    pub counts: SkillCounters,
 }
 
 /// Whether `rows` hold exactly what `counters` count: every fault and syscall a program adds

@@ -4,15 +4,17 @@
 //!
 //! A probe that did not attach writes empty cells for its columns, never zeros.
 
-use std::{collections::HashMap, sync::OnceLock};
+use std::sync::OnceLock;
 
 use skillprof_common::{
     ADVICE_NAMES, CONTEXTS, CTX_NAMES, Combine as _, Counters, ReclaimCounts, SYSCALL_NAMES,
     SYSCALLS,
 };
 
-use super::{markers::SkillRow, plan::Mechanism};
+use super::plan::Mechanism;
 use crate::record::Row;
+
+pub use crate::record::probes::ProbeMetrics;
 
 /// Combines the per-CPU copies of one entry's counters: sums, and maxima for the `*_max`
 /// counters.
@@ -22,21 +24,6 @@ pub fn combine<'a>(per_cpu: impl IntoIterator<Item = &'a Counters>) -> Counters 
         total.combine(cpu);
     }
     total
-}
-
-/// Everything the probes attributed to one entry.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct ProbeMetrics {
-    pub(super) counters: Counters,
-    /// Per probe name: the mechanism that attached (absent: not attached).
-    pub(super) attached: HashMap<String, Mechanism>,
-    /// Major faults from the perf counter during the entry (`None`: no counter).
-    pub majflt_perf: Option<u64>,
-    /// Whether `--events` streamed (the events_* columns).
-    pub(super) streaming: bool,
-    /// Per skill and phase (skills.csv); `None` when the host had no markers.
-    #[serde(default)]
-    pub skills: Option<Vec<SkillRow>>,
 }
 
 impl ProbeMetrics {

@@ -19,30 +19,13 @@ use aya::{
     Btf, Ebpf,
     programs::{BtfTracePoint, FEntry, FExit, KProbe, Program, TracePoint},
 };
-use serde::{Deserialize, Serialize};
 
 use super::{
     formats,
     tracefs::{self, Tracefs},
 };
 
-/// How a program is attached to the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mechanism {
-    /// fentry/fexit: BPF trampolines on kernel functions (BTF).
-    Fentry,
-    /// kprobe/kretprobe on kernel functions.
-    Kprobe,
-    /// BTF-typed raw tracepoints.
-    TpBtf,
-    /// A classic tracepoint, found through tracefs (`events/<category>/<name>`).
-    Tracepoint,
-    /// A perf software counter (not BPF): the major-fault count.
-    PerfCounter,
-    /// A uprobe on a function of the host (its markers).
-    Uprobe,
-}
+pub use crate::record::probes::{Attempt, Mechanism, Outcome, ProbeStatus};
 
 impl Mechanism {
     pub const ALL: [Mechanism; 6] = [
@@ -155,39 +138,6 @@ pub struct Probe {
     pub what: &'static str,
     /// Mechanisms to try, best first. Never empty.
     pub plan: &'static [Attach],
-}
-
-/// What happened to one mechanism of a probe's plan.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Attached,
-    Failed,
-    /// Not tried: excluded by `--mechanism`/`--force-fallback`, or a better one attached.
-    Skipped,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Attempt {
-    pub mechanism: Mechanism,
-    pub outcome: Outcome,
-    pub detail: String,
-}
-
-/// What happened to one probe in this run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ProbeStatus {
-    pub probe: String,
-    /// The mechanism that attached or, if none did, the last one tried.
-    pub mechanism: Mechanism,
-    pub attached: bool,
-    /// Where it attached, or why not; a mechanism that failed before another one attached is
-    /// listed too, so the cost of the fallback is visible.
-    pub detail: String,
-    /// Every mechanism of the plan, in plan order.
-    pub attempts: Vec<Attempt>,
-    /// The BPF programs that run for it (for the cost table).
-    pub programs: Vec<String>,
 }
 
 impl ProbeStatus {

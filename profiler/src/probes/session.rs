@@ -15,7 +15,6 @@ use aya::{
     programs::TracePoint,
 };
 use aya_log::EbpfLogger;
-use serde::{Deserialize, Serialize};
 use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 
 use super::{
@@ -32,6 +31,8 @@ use super::{
     stop::StopTimeline,
     tracefs::Tracefs,
 };
+
+pub use crate::record::probes::{ProbeCosts, ProgramCost};
 
 // The BPF side uses x86_64 syscall numbers and `__x64_sys_*` function names.
 #[cfg(not(target_arch = "x86_64"))]
@@ -577,29 +578,6 @@ impl ProbeSession {
     }
 }
 
-/// The profiler's own cost.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ProbeCosts {
-    /// How BPF stats were enabled. `None`: not asked for (`--self-cost` off, the default),
-    /// or they could not be (see `stats_error`); `programs` is then empty.
-    pub stats: Option<StatsSource>,
-    pub stats_error: Option<String>,
-    pub programs: Vec<ProgramCost>,
-    pub total_runs: u64,
-    pub total_run_ns: u64,
-    pub events_streamed: bool,
-    /// Events the programs put in the ring, and those that did not fit.
-    pub events_sent: u64,
-    pub events_lost: u64,
-    /// Events written to events.csv so far.
-    pub events_written: Option<u64>,
-    /// What the programs logged (see [`ProbeSession::diagnostics`]).
-    pub diagnostics: Vec<String>,
-    /// Without stats: the estimate from the cost model, or why there is none.
-    pub modelled: Option<Modelled>,
-    pub model_error: Option<String>,
-}
-
 /// How a session's own cost is known.
 pub enum CostMode<'a> {
     /// BPF stats counted every program run and its CPU time.
@@ -627,18 +605,6 @@ impl log::Log for Diagnostics {
     }
 
     fn flush(&self) {}
-}
-
-/// One BPF program's runs. `runs` counts every invocation, including the ones that return
-/// after the tgid compare (e.g. the raw syscall tracepoints run for every syscall).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ProgramCost {
-    pub probe: String,
-    pub program: String,
-    pub mechanism: Mechanism,
-    pub runs: u64,
-    pub run_ns: u64,
-    pub ns_per_run: Option<f64>,
 }
 
 impl ProbeCosts {

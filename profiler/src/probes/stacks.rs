@@ -11,7 +11,6 @@ use aya::{
     maps::{HashMap as BpfHashMap, MapData, StackTraceMap},
 };
 use blazesym::symbolize::{Input, Symbolized, Symbolizer, source::Process, source::Source};
-use serde::{Deserialize, Serialize};
 use skillprof_common::{STACK_FAULT, StackKey};
 
 use crate::record::Row;
@@ -22,14 +21,7 @@ use super::{
     session::take,
 };
 
-/// What an entry's stacks came to: the events whose stack was walked, those whose stack
-/// was lost, and those whose innermost frame has a name.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StackSummary {
-    pub samples: u64,
-    pub lost: u64,
-    pub top_named: u64,
-}
+pub use crate::record::probes::StackSummary;
 
 impl StackSummary {
     /// The stacks_* cells: empty without `--stacks`.

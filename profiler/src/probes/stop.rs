@@ -17,22 +17,14 @@
 //! `observed: false`, and one observed out of order is clamped and marked too; so the
 //! breakdown never invents time, and says where it could not cut.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use skillprof_common::StopState;
 
 use crate::record::Row;
 
-const PAGE: u64 = 4096;
+pub use crate::record::probes::{StopBreakdown, StopPart, TeardownSource};
 
-/// How the teardown was bounded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TeardownSource {
-    /// fentry/fexit (or kprobes) on exit_mmap.
-    ExitMmap,
-    /// The first and last rss_stat change of the host's mm after exit began.
-    RssStat,
-}
+const PAGE: u64 = 4096;
 
 impl TeardownSource {
     pub fn as_str(self) -> &'static str {
@@ -125,19 +117,6 @@ impl StopTimeline {
     }
 }
 
-/// One part of the stop time.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StopPart {
-    pub name: String,
-    /// CLOCK_MONOTONIC ns at which the part starts.
-    pub start_ns: u64,
-    pub duration_ns: u64,
-    /// Whether its end instant was observed in order (false: zero or clamped).
-    pub observed: bool,
-    /// One sentence for the explanation.
-    pub detail: String,
-}
-
 /// The parts of a stop, in order, and what each spans; every breakdown has exactly these.
 pub const PARTS: [(&str, &str); 6] = [
     ("signal", "signal (SIGTERM sent → delivered)"),
@@ -147,17 +126,6 @@ pub const PARTS: [(&str, &str); 6] = [
     ("last_thread", "last thread (→ parent notified)"),
     ("reap", "reap (→ reaped)"),
 ];
-
-/// The stop time cut into parts that sum to it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StopBreakdown {
-    pub total_ns: u64,
-    pub parts: Vec<StopPart>,
-    pub teardown_source: Option<TeardownSource>,
-    pub teardown_pages_freed: Option<u64>,
-    pub drain_munmap_calls: u64,
-    pub drain_munmap_bytes: u64,
-}
 
 impl StopBreakdown {
     pub fn part(&self, name: &str) -> Option<&StopPart> {

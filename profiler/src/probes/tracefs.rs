@@ -3,18 +3,9 @@
 
 use std::{ffi::CStr, fmt, io, path::Path};
 
-use serde::{Deserialize, Serialize};
+pub use crate::record::probes::Tracefs;
 
 const MOUNT_POINT: &CStr = c"/sys/kernel/tracing";
-
-/// How tracefs came to be available.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tracefs {
-    AlreadyMounted,
-    /// Mounted by this run; it stays mounted afterwards, as if mounted by hand.
-    MountedNow,
-}
 
 impl fmt::Display for Tracefs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

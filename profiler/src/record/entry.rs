@@ -3,21 +3,18 @@
 
 use std::time::Duration;
 
-use crate::balloon::BandHeld;
-use crate::hostctl::{HostCounters, Stopped, Trimmed};
-use crate::locust::LoadEntry;
-use crate::probes::{ProbeMetrics, StopBreakdown, stacks::StackSummary};
-use crate::sample::{
-    EntrySampling,
-    composition::EntryComposition,
-    process::{self, ProcessStat},
-    zoneinfo::ZoneId,
-};
-use crate::stats::nearest_rank;
-use crate::system::cgroup::MemcgEntry;
 use skillprof_common::Counters;
 
+use super::balloon::BandHeld;
+use super::composition::EntryComposition;
+use super::host::{HostCounters, Stopped, Trimmed};
+use super::locust::LoadEntry;
+use super::memcg::MemcgEntry;
+use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
+use super::process::{self, ProcessStat};
+use super::sampling::{EntrySampling, ZoneId};
 use super::{Metrics, Row};
+use crate::stats::nearest_rank;
 
 /// Everything measured of one entry.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -343,7 +340,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::explain::test_record::{probed, record};
+    use crate::record::fixture::{probed, record};
 
     /// The report reads entries.jsonl where the run wrote commands.csv: a record that went
     /// through JSON must give the same row, to the byte.

@@ -3,9 +3,20 @@
 //! [`Row`] of named cells, from which `commands.csv` is written, and every column is
 //! documented once, in [`columns`].
 
+pub mod balloon;
+pub mod composition;
 mod entry;
 pub mod event;
+#[cfg(test)]
+pub(crate) mod fixture;
+pub mod host;
+pub mod locust;
+pub mod memcg;
+pub mod probes;
+pub mod process;
+pub mod profile;
 mod run;
+pub mod sampling;
 
 use std::fmt::Write as _;
 

@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hostctl::{HostSpec, PythonSample};
+use super::memcg::Version;
+use super::probes::{ProbeCosts, ProbeStatus, Tracefs};
+use super::profile::{HostSpec, PythonSample};
 use crate::machine::Machine;
-use crate::probes::{ProbeCosts, ProbeStatus, Tracefs};
-use crate::system::cgroup::Version;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -66,11 +66,11 @@ pub struct RunInfo {
     pub rss_peak: Option<String>,
     /// How `trim` lines reached the host's allocator (a workload with `trim` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trim_by: Option<crate::hostctl::TrimBy>,
+    pub trim_by: Option<super::host::TrimBy>,
     /// `--cores N`: the machine whose parallelism the host was given (runs without it, and
     /// from before it: this machine's).
     #[serde(default)]
-    pub cores: Option<crate::hostctl::Cores>,
+    pub cores: Option<super::host::Cores>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -84,7 +84,7 @@ pub struct CgroupInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadInfo {
     #[serde(flatten)]
-    pub network: crate::locust::NetworkInfo,
+    pub network: super::locust::NetworkInfo,
     pub cgroup: String,
     pub locust: String,
 }

@@ -34,9 +34,10 @@ use std::path::Path;
 use std::time::Instant;
 
 use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
-use serde::{Deserialize, Serialize};
 
 use crate::record::Row;
+
+pub use crate::record::composition::{Composition, EntryComposition};
 
 /// glibc's `HEAP_MAX_SIZE` on 64-bit: each heap of a thread arena is reserved as one window
 /// of this size, aligned to it (so that a chunk finds its heap by masking its address).
@@ -52,33 +53,6 @@ const PAGE: u64 = 4096;
 /// glibc's `heap_info` header lies at the start of its window; its arena (`ar_ptr`) follows
 /// right after it in the first heap of an arena, so within this many bytes of the start.
 const HEADER_SPAN: u64 = PAGE;
-
-/// The host's resident memory by holder, in KiB; the parts sum to `rss_kb`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Composition {
-    pub heap_kb: u64,
-    pub wasm_kb: u64,
-    pub code_kb: u64,
-    pub files_kb: u64,
-    pub stacks_kb: u64,
-    /// The sum of every mapping's Rss.
-    pub rss_kb: u64,
-    pub mappings: u64,
-    /// How long reading and classifying smaps took, in microseconds: the profiler's cost.
-    pub read_us: u64,
-    /// malloc's thread arenas (besides the main one, the brk heap), counted from glibc's heap
-    /// headers. `None` where the host's memory could not be read (its heaps were then told by
-    /// their layout alone), and in records from before arenas were counted.
-    #[serde(default)]
-    pub arenas: Option<u64>,
-}
-
-/// The host's memory by holder at an entry's two boundaries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EntryComposition {
-    pub before: Composition,
-    pub after: Composition,
-}
 
 impl EntryComposition {
     /// The `held_*` cells: each part at the entry's end, and what reading smaps cost there.

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+pub use crate::record::sampling::CpuShare;
+
 /// Cumulative time of all CPUs, in clock ticks (USER_HZ), as /proc/stat counts it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTimes {
@@ -15,13 +17,6 @@ pub struct CpuTimes {
     pub idle: u64,
     /// Taken by the hypervisor for other guests while this one wanted to run.
     pub steal: u64,
-}
-
-/// The share of the CPUs busy and stolen between two readings, in percent of all CPU time.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CpuShare {
-    pub busy_pct: f64,
-    pub steal_pct: f64,
 }
 
 impl CpuTimes {

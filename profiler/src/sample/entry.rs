@@ -1,18 +1,11 @@
 //! What one entry's samples add up to: extremes over every sample of the entry, boundary
 //! samples included, and changes between its two boundary samples.
 
-use crate::band::Band;
 use crate::record::{Metrics, Row};
 
-use super::{Sample, cpu::CpuShare, psi::Psi, system::Counters, zoneinfo::ZoneId};
+use super::{Sample, psi::Psi, system::Counters, zoneinfo::ZoneId};
 
-/// How low free pages got: the fewest free pages, and the most severe band. The two can
-/// come from different samples, because watermarks move as zones grow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Lowest {
-    pub free_pages: u64,
-    pub band: Band,
-}
+pub use crate::record::sampling::{EntrySampling, Lowest};
 
 impl Lowest {
     fn with(self, other: Lowest) -> Lowest {
@@ -21,39 +14,6 @@ impl Lowest {
             band: self.band.min(other.band),
         }
     }
-}
-
-/// The sampler's measurements of one entry.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct EntrySampling {
-    /// Samples taken during the entry, both boundary samples included.
-    pub samples: u64,
-    /// The most RSS seen: in the samples and in what the runner adds
-    /// ([`EntrySampling::cover_rss`]): its own readings before and after the entry, and the
-    /// kernel's high-water mark over the entry. `None` if the host was gone in every one.
-    pub rss_peak_kb: Option<u64>,
-    /// Most mappings the host held in any count of the entry (boundaries and every
-    /// [`super::sampler::MAPS_EVERY`]); `None` if never counted.
-    #[serde(default)]
-    pub maps_peak: Option<u64>,
-    /// vm.max_map_count at the end of the entry.
-    #[serde(default)]
-    pub maps_limit: Option<u64>,
-    /// Most threads the host ran in any sample of the entry: a compile's own threads live
-    /// only while it runs, so the count at the end misses them.
-    #[serde(default)]
-    pub threads_peak: Option<u64>,
-    /// Memory stall time between the boundaries; `None` without PSI.
-    pub psi_some_us: Option<u64>,
-    pub psi_full_us: Option<u64>,
-    /// Over the summed free pages and watermarks of the populated zones.
-    pub zones_lowest: Lowest,
-    /// Each zone of the run's zone set; `None` if a sample lacked it.
-    pub zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
-    /// vmstat counter changes between the boundaries, in file order.
-    pub vmstat: Vec<(String, i64)>,
-    /// The machine's CPUs between the boundaries; `None` if no tick passed.
-    pub cpu: Option<CpuShare>,
 }
 
 impl EntrySampling {
@@ -182,6 +142,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::band::Band;
+    use crate::record::sampling::CpuShare;
     use crate::sample::cpu::CpuTimes;
     use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
 

@@ -14,27 +14,13 @@ use anyhow::{Context, Result, bail};
 use super::read_proc_file;
 use crate::band::Band;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct ZoneId {
-    pub node: u32,
-    pub name: String,
-}
+pub use crate::record::sampling::{Watermarks, ZoneId};
 
 impl ZoneId {
     /// `zone_<node>_<name>_<what>`, the column name of one of the zone's values.
     pub fn column(&self, what: &str) -> String {
         format!("zone_{}_{}_{what}", self.node, self.name)
     }
-}
-
-/// In pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Watermarks {
-    pub min: u64,
-    pub low: u64,
-    pub high: u64,
-    /// Absent before kernel 6.3.
-    pub promo: Option<u64>,
 }
 
 impl Watermarks {

@@ -36,6 +36,8 @@ mod step;
 use procfs::page_size;
 use step::Action;
 
+pub use crate::record::balloon::{BandHeld, ZoneHeld};
+
 /// Readings in the band, in a row, before a band counts as reached.
 const SETTLED_READS: u32 = 4;
 /// The time a reading or a shrink should take. Both take milliseconds; a kernel out of memory
@@ -89,57 +91,6 @@ pub struct HoldSample {
     pub balloon_bytes: u64,
     pub psi: Option<Psi>,
     pub meminfo: Meminfo,
-}
-
-/// One populated zone over a window: its own usable free pages against its own watermarks.
-/// `None` while not read, and always for a zone that cannot serve user memory (DMA).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ZoneHeld {
-    pub id: ZoneId,
-    pub min_usable_pages: Option<u64>,
-    pub lowest_band: Option<Band>,
-}
-
-/// The band actually held over a window (since the hold began, the last retarget or the last
-/// `reset_window`), from the readings taken every interval. A window `reset_window` starts
-/// opens with the reading before it, so that an entry shorter than the interval still says
-/// where free memory was.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct BandHeld {
-    /// The band aimed at.
-    pub band: Band,
-    /// What it was held on; `in_band_reads` counts readings with every zone in the band in
-    /// per-zone mode.
-    #[serde(default)]
-    pub basis: Basis,
-    pub reads: u64,
-    /// Readings with free memory inside the band.
-    pub in_band_reads: u64,
-    /// Fewest and most usable free pages read (see `reach`).
-    pub min_free_pages: u64,
-    pub max_free_pages: u64,
-    /// Usable free pages at the last reading.
-    pub free_pages: u64,
-    pub lowest_band: Band,
-    pub highest_band: Band,
-    /// The band and watermarks at the last reading (they grow with managed pages).
-    pub bounds: Bounds,
-    pub watermarks: Watermarks,
-    pub balloon_bytes: u64,
-    pub max_balloon_bytes: u64,
-    /// Times the balloon was resized.
-    pub adjustments: u64,
-    /// Readings below the safety floor (each made the balloon give memory back).
-    pub floor_crossings: u64,
-    /// Controller steps (readings, resizes) that overran their time limit with free memory
-    /// above the high watermark, and the slowest step: the machine was slow to hand out memory.
-    pub late_steps: u64,
-    pub slowest_step_ms: u64,
-    pub zones: Vec<ZoneHeld>,
-    /// Why the aim was eased, if it was (the kernel had little to reclaim).
-    pub eased: Option<String>,
-    /// Why the hold stopped, if a safety rule stopped it.
-    pub aborted: Option<String>,
 }
 
 impl BandHeld {

@@ -1,0 +1,63 @@
+//! Records as the runner fills them, for the tests of every view of the record (explain's
+//! sentences, capacity, the report).
+
+use std::time::Duration;
+
+use skillprof_common::Counters;
+
+use super::probes::ProbeMetrics;
+use super::process::ProcessStat;
+use super::sampling::{EntrySampling, Lowest};
+use super::{EntryMeasure, EntryRecord};
+use crate::band::Band;
+
+/// An entry of `cmd` that took `took_ms`, with the host alive at both ends, no requests,
+/// nothing probed and free memory at baseline.
+pub fn record(cmd: &str, took_ms: f64) -> EntryRecord {
+    EntryRecord {
+        measure: EntryMeasure {
+            index: 0,
+            cmd: cmd.to_owned(),
+            line: Some(1),
+            repeat: 1,
+            started: Duration::ZERO,
+            took: Duration::from_secs_f64(took_ms / 1e3),
+            before: ProcessStat::default(),
+            after: Some(ProcessStat::default()),
+            outcome: Default::default(),
+            stopped: None,
+        },
+        sampling: EntrySampling {
+            samples: 2,
+            rss_peak_kb: None,
+            maps_peak: None,
+            maps_limit: None,
+            threads_peak: None,
+            psi_some_us: None,
+            psi_full_us: None,
+            zones_lowest: Lowest {
+                free_pages: 1 << 20,
+                band: Band::Baseline,
+            },
+            zone_lowest: Vec::new(),
+            vmstat: Vec::new(),
+            cpu: None,
+        },
+        probes: None,
+        stop: None,
+        pressure: None,
+        memcg: None,
+        stacks: None,
+        load: None,
+        host: None,
+        held: None,
+    }
+}
+
+/// Every probe attached, with these counts.
+pub fn probed(mut record: EntryRecord, counts: impl FnOnce(&mut Counters)) -> EntryRecord {
+    let mut counters = Counters::default();
+    counts(&mut counters);
+    record.probes = Some(ProbeMetrics::attached_everywhere(counters));
+    record
+}
