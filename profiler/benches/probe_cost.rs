@@ -35,7 +35,7 @@ use anyhow::{Context, Result, bail, ensure};
 use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_TYPE_TRACEPOINT, perf_event_attr};
 use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel, EventCost, Ns, Per};
-use skillprof::probes::{self, Mechanism, ProbeOptions, ProbeSession};
+use skillprof::probes::{self, Mechanism, Probe, ProbeOptions, ProbeSession};
 use skillprof::stats;
 
 const GETPPID_CALLS: usize = 200_000;
@@ -211,12 +211,12 @@ fn parse_args() -> Result<Args> {
 }
 
 /// Which mechanism the syscall and fault probes attached with.
-fn attached(session: &ProbeSession) -> Vec<(String, Mechanism)> {
+fn attached(session: &ProbeSession) -> Vec<(Probe, Mechanism)> {
     session
         .statuses()
         .iter()
-        .filter(|s| s.attached && matches!(s.probe.as_str(), "syscalls" | "page_faults"))
-        .map(|s| (s.probe.clone(), s.mechanism))
+        .filter(|s| s.attached && matches!(s.probe, Probe::Syscalls | Probe::PageFaults))
+        .map(|s| (s.probe, s.mechanism))
         .collect()
 }
 
@@ -315,7 +315,7 @@ fn median_of(values: impl IntoIterator<Item = f64>) -> f64 {
     stats::median(&values)
 }
 
-fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(String, Mechanism)>]) {
+fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(Probe, Mechanism)>]) {
     let absolute = |pick: fn(&Costs) -> f64| median_of(measured[0].iter().map(pick));
     println!(
         "probe cost: thread CPU ns added per operation, median over {rounds} interleaved rounds \
@@ -367,7 +367,7 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(String, Mec
 fn cost_model(
     rounds: usize,
     measured: &[Vec<Costs>],
-    mechanisms: &[Vec<(String, Mechanism)>],
+    mechanisms: &[Vec<(Probe, Mechanism)>],
 ) -> Result<CostModel> {
     let machine = Machine::read()?;
     let mut costs: Vec<EventCost> = Vec::new();
@@ -377,8 +377,8 @@ fn cost_model(
             continue;
         };
         for (probe, mechanism) in &mechanisms[index] {
-            let (per, ns) = match probe.as_str() {
-                "syscalls" => {
+            let (per, ns) = match probe {
+                Probe::Syscalls => {
                     let pair = added(measured, index, |c| c.mmap_munmap);
                     let half = |ns: f64| ns / 2.0;
                     (
@@ -397,7 +397,7 @@ fn cost_model(
                 .any(|c| c.probe == *probe && c.mechanism == *mechanism)
             {
                 costs.push(EventCost {
-                    probe: probe.clone(),
+                    probe: *probe,
                     mechanism: *mechanism,
                     per,
                     ns,

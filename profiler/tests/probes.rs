@@ -58,16 +58,16 @@ fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
     assert!(report["kernel"].as_str().is_some_and(|k| !k.is_empty()));
     assert_mechanisms(&statuses(&report), Selection::All);
     for expected in PROBES {
-        let status = probe(&report, expected.name);
+        let status = probe(&report, expected.probe.name());
         // Every mechanism of the plan is accounted for, in plan order.
         let attempts = status["attempts"].as_array().unwrap();
         assert_eq!(attempts.len(), expected.plan.len(), "{status:#}");
         if status["attached"] == false {
             // Only the function-probe-only probes may be missing, and they say why.
             assert!(
-                !skillprof::probes::is_required(expected.name),
+                !skillprof::probes::is_required(expected.probe),
                 "required probe {} did not attach: {status:#}",
-                expected.name
+                expected.probe.name()
             );
             assert!(!status["detail"].as_str().unwrap().is_empty());
         }

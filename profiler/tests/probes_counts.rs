@@ -19,8 +19,9 @@ use probes_support::{
 };
 use serde_json::{Value, json};
 use skillprof::{
-    probes::{Mechanism, ProbeOptions, ProbeSession, columns},
+    probes::{Mechanism, Probe, ProbeOptions, ProbeSession},
     record::Row,
+    record::probes::probe_columns,
 };
 
 const KIB: u64 = 1024;
@@ -133,7 +134,7 @@ fn session_json(selection: Selection, session: &ProbeSession, rows: &[Row]) -> V
                 .collect();
             // Faults the kernel counts that this mechanism cannot see: the populate step's,
             // without fexit.
-            let unseen = if *step == "populate" && row.get("faults_gup") == Some("") {
+            let unseen = if *step == "populate" && row.csv("faults_gup").as_deref() == Some("") {
                 POPULATED
             } else {
                 0
@@ -191,10 +192,10 @@ fn expected_syscalls(step: &str) -> BTreeMap<&'static str, u64> {
 }
 
 fn syscall_count_columns() -> impl Iterator<Item = &'static str> {
-    columns()
+    probe_columns()
         .iter()
-        .filter(|c| c.probe == "syscalls" && !c.name.contains("_lat_"))
-        .map(|c| c.name.as_str())
+        .filter(|c| c.probe == Probe::Syscalls && !c.column.name.contains("_lat_"))
+        .map(|c| c.column.name)
 }
 
 fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
@@ -212,9 +213,9 @@ fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
         // Every completed call has a latency, and no call takes longer than the sum.
         for name in ["mmap", "munmap", "madvise", "brk"] {
             let calls = int(row, &format!("{name}_calls"));
-            let total: f64 = row.get(&format!("{name}_lat_us")).unwrap().parse().unwrap();
+            let total: f64 = row.csv(&format!("{name}_lat_us")).unwrap().parse().unwrap();
             let max: f64 = row
-                .get(&format!("{name}_lat_max_us"))
+                .csv(&format!("{name}_lat_max_us"))
                 .unwrap()
                 .parse()
                 .unwrap();
@@ -265,7 +266,7 @@ fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
     let row = &rows[populate];
     let seen = int(row, "faults_user") + int(row, "faults_kernel");
     let kernel = minflt_deltas[populate];
-    let gup = row.get("faults_gup").filter(|cell| !cell.is_empty());
+    let gup = row.csv("faults_gup").filter(|cell| !cell.is_empty());
     println!(
         "{label}: populate step: faults_gup={gup:?}, {seen} others, kernel minflt delta {kernel}"
     );
@@ -389,7 +390,7 @@ fn exact_counts_are_attributed_to_their_entries() {
             cost.ns_per_run.unwrap_or(0.0)
         );
     }
-    for probe in ["syscalls", "page_faults"] {
+    for probe in [Probe::Syscalls, Probe::PageFaults] {
         let programs: Vec<_> = costs.programs.iter().filter(|c| c.probe == probe).collect();
         assert!(
             programs.iter().any(|c| c.runs > 0),
@@ -420,7 +421,7 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
         let status = session
             .statuses()
             .iter()
-            .find(|s| s.probe == probe)
+            .find(|s| s.probe.name() == probe)
             .unwrap();
         assert!(status.attached, "{status:#?}");
         status.mechanism
@@ -464,22 +465,26 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
     for (selection, rows) in Selection::ALL.iter().zip(&rows) {
         check_exact(rows, &kernel.minflt, selection.label());
     }
-    let compared: Vec<&str> = columns()
+    let compared: Vec<&str> = probe_columns()
         .iter()
-        .filter(|c| matches!(c.probe, "syscalls" | "page_faults") && !c.name.contains("_lat_"))
-        .map(|c| c.name.as_str())
+        .filter(|c| {
+            matches!(c.probe, Probe::Syscalls | Probe::PageFaults)
+                && !c.column.name.contains("_lat_")
+                && !c.column.name.starts_with("events_")
+        })
+        .map(|c| c.column.name)
         .collect();
     for (selection, other) in Selection::ALL.iter().zip(&rows).skip(1) {
         for (entry, (a, b)) in rows[0].iter().zip(other).enumerate() {
             for column in &compared {
                 // A column only one mechanism measures (faults_major: fexit only) is empty in
                 // the other; everything both measure must be equal.
-                if a.get(column) == Some("") || b.get(column) == Some("") {
+                if a.csv(column).as_deref() == Some("") || b.csv(column).as_deref() == Some("") {
                     continue;
                 }
                 assert_eq!(
-                    a.get(column),
-                    b.get(column),
+                    a.csv(column),
+                    b.csv(column),
                     "entry {}: {column} differs between the preferred mechanism and {}",
                     entry + 1,
                     selection.label()

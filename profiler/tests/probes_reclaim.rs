@@ -185,7 +185,7 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
             "shrink_node_memcg_calls",
             "shrink_node_host_calls",
         ]
-        .map(|c| format!("{c}={}", read.get(c).unwrap_or("?")))
+        .map(|c| format!("{c}={}", read.csv(c).unwrap_or("?".into())))
         .join(" ")
             + &format!(" ({name})")
     };
@@ -269,7 +269,7 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
         }
         KernelKind::Fallback => {
             assert_eq!(
-                read.get("shrink_node_host_calls"),
+                read.csv("shrink_node_host_calls").as_deref(),
                 Some(""),
                 "{}",
                 show("read")

@@ -181,7 +181,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
     let mut cells = Row::default();
     StopBreakdown::write_cells(Some(&breakdown), &mut cells);
     assert_eq!(
-        cells.get("stop_teardown_by"),
+        cells.csv("stop_teardown_by").as_deref(),
         Some(source.as_str()),
         "{cells:?}"
     );

@@ -12,10 +12,10 @@ use std::sync::OnceLock;
 
 use skillprof::explain;
 use skillprof::machine::Machine;
-use skillprof::output::{commands_csv, entries_jsonl};
-use skillprof::probes::Mechanism;
+use skillprof::output::commands_csv::{self, CsvRow};
+use skillprof::output::entries_jsonl;
 use skillprof::probes::cost_model::{CostModel, EventCost, Ns, Per};
-use skillprof::record::EntryRecord;
+use skillprof::probes::{Mechanism, Probe};
 use skillprof_common::Counters;
 
 mod common;
@@ -85,11 +85,11 @@ fn cost_model() -> PathBuf {
     let mut costs = Vec::new();
     for mechanism in Mechanism::ALL {
         for (probe, per, ns) in [
-            ("syscalls", Per::Syscall, SYSCALL_NS),
-            ("page_faults", Per::Fault, FAULT_NS),
+            (Probe::Syscalls, Per::Syscall, SYSCALL_NS),
+            (Probe::PageFaults, Per::Fault, FAULT_NS),
         ] {
             costs.push(EventCost {
-                probe: probe.to_owned(),
+                probe,
                 mechanism,
                 per,
                 ns,
@@ -366,7 +366,7 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
     // commands.csv is a view of the typed records the report reads: the same cells, to the
     // byte, from records that went through entries.jsonl and back.
     let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE)).unwrap();
-    let viewed: Vec<_> = records.iter().map(EntryRecord::row).collect();
+    let viewed: Vec<_> = records.iter().map(|r| CsvRow::of(&r.row())).collect();
     assert_eq!(
         viewed, rows,
         "entries.jsonl does not read back as commands.csv"
@@ -476,11 +476,13 @@ fn comparing_pooling_with_on_demand_draws_the_entries_side_by_side() {
 fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
     let folder = pooling();
     let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE)).unwrap();
-    let total = |probe: &str, figure: fn(&Counters) -> u64| -> u64 {
+    let total = |probe: Probe, figure: fn(&Counters) -> u64| -> u64 {
         records.iter().filter_map(|r| r.probe(probe, figure)).sum()
     };
-    let syscalls = total("syscalls", |c| c.syscalls.iter().map(|s| s.calls).sum());
-    let faults = total("page_faults", |c| c.faults.user + c.faults.kernel);
+    let syscalls = total(Probe::Syscalls, |c| {
+        c.syscalls.iter().map(|s| s.calls).sum()
+    });
+    let faults = total(Probe::PageFaults, |c| c.faults.user + c.faults.kernel);
     assert!(
         syscalls > 0 && faults > 0,
         "{syscalls} syscalls, {faults} faults"

@@ -96,7 +96,7 @@ async fn markers(samples: &SampleSkills) -> Result<()> {
         let on = round_trip_p50(bench.client()).await?;
         let hits = session
             .entry(0)?
-            .read("markers", |c| c.marks.hits)
+            .read(skillprof::probes::Probe::Markers, |c| c.marks.hits)
             .context("the marker uprobe did not attach")?;
         hits_per_request = hits as f64 / LATENCY_REQUESTS as f64;
         drop(session);

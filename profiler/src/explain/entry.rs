@@ -5,6 +5,7 @@
 //! > and on the wire (compile dominated); 1,920 mmap (9.8 GiB virtual), 81,211 page faults
 //! > (97% write); no reclaim.
 
+use crate::record::probes::Probe;
 use skillprof_common::{
     SYS_MMAP, SYS_MPROTECT, SYS_MREMAP, SYS_MUNMAP, SYSCALL_NAMES, advice_class,
 };
@@ -330,7 +331,7 @@ fn failure_causes(record: &EntryRecord) -> Option<String> {
     }
     let mut causes = Vec::new();
     let enomem: Vec<String> = record
-        .probe("syscalls", |c| c.syscalls)
+        .probe(Probe::Syscalls, |c| c.syscalls)
         .map(|syscalls| {
             SYSCALL_NAMES
                 .iter()
@@ -397,7 +398,7 @@ fn reserved(record: &EntryRecord) -> Option<String> {
 
 /// mmap, munmap, madvise and mprotect, with their bytes: how the address space moved.
 fn address_space(record: &EntryRecord) -> Option<String> {
-    let counters = record.probe("syscalls", |c| *c)?;
+    let counters = record.probe(Probe::Syscalls, |c| *c)?;
     let mut calls = Vec::new();
     for (syscall, name, what) in [
         (SYS_MMAP, "mmap", "virtual"),
@@ -438,7 +439,7 @@ fn address_space(record: &EntryRecord) -> Option<String> {
 /// them, kernel mode on its user addresses and for get_user_pages (zero unless the mechanism
 /// sees them; the run's head says which it does).
 fn faults(record: &EntryRecord) -> Option<String> {
-    let counted = record.probe("page_faults", |c| c.faults)?;
+    let counted = record.probe(Probe::PageFaults, |c| c.faults)?;
     let user = nonzero(Some(counted.user as f64))?;
     let kernel = nonzero(Some(counted.kernel as f64));
     let gup = nonzero(Some(counted.gup as f64));
@@ -470,7 +471,7 @@ fn faults(record: &EntryRecord) -> Option<String> {
 /// probes saw none.
 fn reclaim(record: &EntryRecord) -> String {
     let mut seen = Vec::new();
-    let direct = record.probe("direct_reclaim", |c| c.direct);
+    let direct = record.probe(Probe::DirectReclaim, |c| c.direct);
     if let Some(direct) = direct.filter(|d| d.host != 0) {
         seen.push(format!(
             "direct reclaim {}×, {}, {} pages",
@@ -480,13 +481,13 @@ fn reclaim(record: &EntryRecord) -> String {
         ));
     }
     if let Some(memcg) = record
-        .probe("memcg_reclaim", |c| c.memcg.host)
+        .probe(Probe::MemcgReclaim, |c| c.memcg.host)
         .filter(|n| *n != 0)
     {
         seen.push(format!("memcg reclaim {}×", count(memcg as f64)));
     }
     if let Some(kswapd) = record
-        .probe("kswapd", |c| c.kswapd)
+        .probe(Probe::Kswapd, |c| c.kswapd)
         .filter(|k| k.wakes != 0)
     {
         seen.push(format!(
@@ -496,7 +497,7 @@ fn reclaim(record: &EntryRecord) -> String {
         ));
     }
     let lru = record
-        .probe("lru_shrink", |c| c.lru_total())
+        .probe(Probe::LruShrink, |c| c.lru_total())
         .unwrap_or_default();
     let (scanned, reclaimed) = (lru.scanned as f64, lru.reclaimed as f64);
     if scanned > 0.0 {

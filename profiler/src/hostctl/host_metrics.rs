@@ -2,7 +2,6 @@
 //! host says it did (requests answered, compilations, instances), beside what the kernel saw.
 
 use super::Client;
-use crate::record::Row;
 
 pub use crate::record::host::HostCounters;
 
@@ -57,23 +56,6 @@ impl HostCounters {
             heap_in_use_bytes: self.heap_in_use_bytes,
             heap_free_bytes: self.heap_free_bytes,
         }
-    }
-
-    /// The entry's `counted_*` cells: empty for a host without skillhost's metrics, and for
-    /// `stop` (the host is gone before it can be asked).
-    pub fn write_cells(entry: Option<&HostCounters>, row: &mut Row) {
-        row.int_or_empty("counted_requests", entry.map(|c| c.requests))
-            .int_or_empty("counted_failed", entry.map(|c| c.failed))
-            .int_or_empty("counted_compilations", entry.map(|c| c.compilations))
-            .int_or_empty("counted_instances", entry.map(|c| c.instances))
-            .int_or_empty(
-                "host_heap_in_use_kb",
-                entry.and_then(|c| c.heap_in_use_bytes).map(|b| b / 1024),
-            )
-            .int_or_empty(
-                "host_heap_free_kb",
-                entry.and_then(|c| c.heap_free_bytes).map(|b| b / 1024),
-            );
     }
 
     /// `None` for a host without skillhost's metrics, or that did not answer.

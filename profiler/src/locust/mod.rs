@@ -5,9 +5,9 @@
 //! made on every way it ends.
 
 pub mod network;
-pub mod result;
+
 pub mod swarm;
 
+pub use crate::record::locust::{LoadEntry, LoadRow};
 pub use network::{LoadNetwork, NetworkInfo};
-pub use result::{LoadEntry, LoadRow};
 pub use swarm::{Swarm, SwarmSetup};

@@ -18,11 +18,11 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 
 use super::network::LoadNetwork;
-use super::result::{LoadEntry, LoadRow};
 use crate::cmds::Load;
 use crate::hostctl::client::{Http, Reply};
 use crate::hostctl::process::free_port;
 use crate::hostctl::{Dialect, sample_input};
+use crate::record::locust::{LoadEntry, LoadRow};
 use crate::sample::{self, process};
 use crate::system::cgroup::Cgroup;
 

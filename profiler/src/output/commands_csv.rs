@@ -1,5 +1,5 @@
-//! `commands.csv`: one row per entry, every metric of the result record, in the order the
-//! metric groups write them. Column names carry units; `record::COLUMNS` documents them.
+//! `commands.csv`: one row per entry, every cell of the result record's row, in the field
+//! table's order. Column names carry units; `record::columns` documents them.
 
 use std::fs::File;
 use std::path::Path;
@@ -44,9 +44,32 @@ impl CommandsCsv {
     }
 }
 
-/// Reads a `commands.csv` back into rows, cells in file order: an empty cell stays empty
-/// ("not measured"), never 0.
-pub fn read(path: &Path) -> Result<Vec<Row>> {
+/// A row of a `commands.csv` read back as text: what `compare --extended` shows as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvRow(Vec<(String, String)>);
+
+impl CsvRow {
+    /// A record's row as commands.csv holds it.
+    pub fn of(row: &Row) -> CsvRow {
+        CsvRow(row.names().map(str::to_owned).zip(row.values()).collect())
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The cell `name` as the file holds it (empty: not measured).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// Reads a `commands.csv` back, cells in file order: an empty cell stays empty ("not
+/// measured"), never 0.
+pub fn read(path: &Path) -> Result<Vec<CsvRow>> {
     let mut csv =
         csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
     let header = csv
@@ -64,11 +87,13 @@ pub fn read(path: &Path) -> Result<Vec<Row>> {
             record.len(),
             header.len()
         );
-        let mut row = Row::default();
-        for (name, value) in header.iter().zip(record.iter()) {
-            row.text(name, value);
-        }
-        rows.push(row);
+        rows.push(CsvRow(
+            header
+                .iter()
+                .zip(record.iter())
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .collect(),
+        ));
     }
     Ok(rows)
 }
@@ -76,6 +101,12 @@ pub fn read(path: &Path) -> Result<Vec<Row>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{Column, Unit};
+
+    static INDEX: Column = Column::new("index", Unit::Count, "");
+    static CMD: Column = Column::new("cmd", Unit::Text, "");
+    static TOOK: Column = Column::new("took_ms", Unit::Ms, "");
+    static FAULTS: Column = Column::new("faults_user", Unit::Count, "");
 
     #[test]
     fn reads_back_what_it_wrote_with_empty_cells_kept_empty() {
@@ -83,20 +114,24 @@ mod tests {
         let path = dir.path().join("commands.csv");
         let mut first = Row::default();
         first
-            .int("index", 0)
-            .text("cmd", "add_rs")
-            .float("took_ms", 1.5)
-            .missing("faults_user");
+            .put(&INDEX, 0u64)
+            .put(&CMD, "add_rs")
+            .put(&TOOK, 1.5)
+            .put(&FAULTS, None::<u64>);
         let mut second = Row::default();
         second
-            .int("index", 1)
-            .text("cmd", "stop, \"quoted\"")
-            .float("took_ms", 2.0)
-            .int("faults_user", 0);
+            .put(&INDEX, 1u64)
+            .put(&CMD, "stop, \"quoted\"")
+            .put(&TOOK, 2.0)
+            .put(&FAULTS, 0u64);
         let mut csv = CommandsCsv::create(&path).unwrap();
         csv.write(&first).unwrap();
         csv.write(&second).unwrap();
         drop(csv);
-        assert_eq!(read(&path).unwrap(), [first, second]);
+        let rows = read(&path).unwrap();
+        assert_eq!(rows[0].get("took_ms"), Some("1.500"));
+        assert_eq!(rows[0].get("faults_user"), Some(""));
+        assert_eq!(rows[1].get("cmd"), Some("stop, \"quoted\""));
+        assert_eq!(rows[1].get("faults_user"), Some("0"));
     }
 }

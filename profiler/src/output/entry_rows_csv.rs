@@ -11,7 +11,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::record::Row;
+use crate::record::{Column, Row, Unit};
+
+/// The first columns of skills.csv and load.csv: which entry a row belongs to.
+pub static ENTRY: Column = Column::new(
+    "entry",
+    Unit::Count,
+    "the entry's index, as commands.csv's index",
+);
+pub static CMD: Column = Column::new("cmd", Unit::Text, "the entry, as commands.csv's cmd");
 
 pub const SKILLS: &str = "skills.csv";
 pub const LOAD: &str = "load.csv";
@@ -41,7 +49,7 @@ impl EntryRowsCsv {
     ) -> Result<()> {
         for item in rows {
             let mut row = Row::default();
-            row.int("entry", index as i128).text("cmd", cmd);
+            row.put(&ENTRY, index).put(&CMD, cmd);
             cells(item, &mut row);
             let out = match &mut self.out {
                 Some(out) => out,

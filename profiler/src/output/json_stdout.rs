@@ -32,14 +32,26 @@ impl JsonStdout {
     }
 }
 
-/// A CSV row as a JSON object: numbers as numbers, an empty (unmeasured) cell as null.
+/// A row as a JSON object: integers as integers, other numbers as the CSV rounds them,
+/// text as text, an unmeasured cell as null.
 pub fn row_object(row: &Row) -> Value {
     let cells: serde_json::Map<String, Value> = row
-        .names()
-        .zip(row.values())
-        .map(|(name, value)| (name.to_owned(), cell(value)))
+        .cells()
+        .iter()
+        .map(|cell| (cell.name.to_string(), typed(&cell.value)))
         .collect();
     Value::Object(cells)
+}
+
+fn typed(value: &crate::record::Value) -> Value {
+    use crate::record::Value as Cell;
+    match value {
+        Cell::Absent => Value::Null,
+        Cell::Int(int) => i64::try_from(*int).map_or_else(|_| json!(*int as f64), |i| json!(i)),
+        // Rounded as the CSV writes it; a non-finite float stays text.
+        Cell::Float(_) => cell(&value.to_string()),
+        Cell::Text(text) => json!(text),
+    }
 }
 
 /// One cell: a finite number, null when empty, else the text.
@@ -57,13 +69,19 @@ mod tests {
 
     #[test]
     fn cells_keep_their_type() {
+        use crate::record::{Column, Unit};
+        static BAND: Column = Column::new("band", Unit::Text, "");
+        static SLOWDOWN: Column = Column::new("slowdown", Unit::Percent, "");
+        static READS: Column = Column::new("reads", Unit::Count, "");
+        static PSI: Column = Column::new("psi", Unit::Us, "");
         let mut row = Row::default();
-        row.text("band", "low")
-            .float("slowdown", 1.5)
-            .missing("psi");
+        row.put(&BAND, "low")
+            .put(&SLOWDOWN, 1.23456)
+            .put(&READS, 12u64)
+            .put(&PSI, None::<u64>);
         assert_eq!(
             row_object(&row),
-            json!({"band": "low", "slowdown": 1.5, "psi": null})
+            json!({"band": "low", "slowdown": 1.235, "reads": 12, "psi": null})
         );
         assert_eq!(cell("inf"), json!("inf"));
     }

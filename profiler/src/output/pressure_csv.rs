@@ -62,49 +62,67 @@ impl PressureCsv {
     }
 
     pub fn write(&mut self, sample: &HoldSample) -> Result<()> {
+        use columns::*;
         let kb = |pages: u64| pages * self.page_kb;
         let marks = sample.reach.watermarks;
+        let since = |at: Instant| at.saturating_duration_since(self.started).as_secs_f64();
+        let unix = sample
+            .wall
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            .map(|since| since.as_secs_f64());
         let mut row = Row::default();
-        row.float(
-            "t_s",
-            sample
-                .at
-                .saturating_duration_since(self.started)
-                .as_secs_f64(),
-        )
-        .float_or_empty(
-            "unix_s",
-            sample
-                .wall
-                .duration_since(UNIX_EPOCH)
-                .ok()
-                .map(|since| since.as_secs_f64()),
-        )
-        .text("band", sample.band.name())
-        .int("settled", u8::from(sample.settled))
-        .int("free_kb", kb(sample.reach.free_pages))
-        .int("min_kb", kb(marks.min))
-        .int("low_kb", kb(marks.low))
-        .int("high_kb", kb(marks.high));
-        match marks.promo {
-            Some(promo) => row.int("promo_kb", kb(promo)),
-            None => row.missing("promo_kb"),
-        };
-        row.int("boost_kb", kb(sample.reach.boost_pages))
-            .int("balloon_kb", sample.balloon_bytes / 1024)
-            .int("memfree_kb", sample.meminfo.memfree_kb)
-            .int("memavailable_kb", sample.meminfo.memavailable_kb)
-            .int("swaptotal_kb", sample.meminfo.swaptotal_kb);
-        match &sample.psi {
-            Some(psi) => row
-                .float("psi_some_avg10", psi.some_avg10)
-                .float("psi_full_avg10", psi.full_avg10),
-            None => row.missing("psi_some_avg10").missing("psi_full_avg10"),
-        };
+        row.put(&T_S, since(sample.at))
+            .put(&UNIX_S, unix)
+            .put(&BAND, sample.band.name())
+            .put(&SETTLED, u8::from(sample.settled))
+            .put(&FREE, kb(sample.reach.free_pages))
+            .put(&MIN, kb(marks.min))
+            .put(&LOW, kb(marks.low))
+            .put(&HIGH, kb(marks.high))
+            .put(&PROMO, marks.promo.map(kb))
+            .put(&BOOST, kb(sample.reach.boost_pages))
+            .put(&BALLOON, sample.balloon_bytes / 1024)
+            .put(&MEMFREE, sample.meminfo.memfree_kb)
+            .put(&MEMAVAILABLE, sample.meminfo.memavailable_kb)
+            .put(&SWAPTOTAL, sample.meminfo.swaptotal_kb)
+            .put(&PSI_SOME, sample.psi.as_ref().map(|psi| psi.some_avg10))
+            .put(&PSI_FULL, sample.psi.as_ref().map(|psi| psi.full_avg10));
         for zone in &sample.reach.zones {
-            row.int(zone.id.column("usable_kb"), kb(zone.usable_pages()));
+            row.put_in(&ZONE, zone.id.column("usable_kb"), kb(zone.usable_pages()));
         }
         self.rows.write(&row)
+    }
+}
+
+/// pressure_samples.csv's columns: one row per reading of the balloon's controller.
+pub mod columns {
+    use crate::record::{Column, Unit};
+
+    macro_rules! columns {
+        ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
+            $(pub static $id: Column = Column::new($name, Unit::$unit, $help);)*
+        };
+    }
+
+    columns! {
+        T_S "t_s" Seconds "since the experiment started";
+        UNIX_S "unix_s" Seconds "the reading's wall-clock time";
+        BAND "band" Text "the band aimed at";
+        SETTLED "settled" Count "1 once free memory was in the band";
+        FREE "free_kb" Kib "free memory as user allocations reach it (above each zone's lowmem reserve, summed)";
+        MIN "min_kb" Kib "the min watermark, summed over the same zones";
+        LOW "low_kb" Kib "the low watermark";
+        HIGH "high_kb" Kib "the high watermark";
+        PROMO "promo_kb" Kib "the promo watermark (empty before kernel 6.3)";
+        BOOST "boost_kb" Kib "the kernel's watermark boost";
+        BALLOON "balloon_kb" Kib "what the balloon held";
+        MEMFREE "memfree_kb" Kib "/proc/meminfo MemFree";
+        MEMAVAILABLE "memavailable_kb" Kib "/proc/meminfo MemAvailable";
+        SWAPTOTAL "swaptotal_kb" Kib "/proc/meminfo SwapTotal";
+        PSI_SOME "psi_some_avg10" Percent "memory PSI some, 10 s average";
+        PSI_FULL "psi_full_avg10" Percent "memory PSI full, 10 s average";
+        ZONE "zone_*" Kib "per zone: zone_<node>_<name>_usable_kb, its free memory above its lowmem reserve";
     }
 }
 

@@ -73,33 +73,53 @@ pub struct BandResult {
     pub kernel: KernelMetrics,
 }
 
-/// The columns of pressure.csv (documented in `output::pressure_csv`).
+/// pressure.csv's columns: one row per band (then the balloon's and the kernel's columns).
+pub mod columns {
+    use crate::record::{Column, Unit};
+
+    macro_rules! columns {
+        ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
+            $(pub static $id: Column = Column::new($name, Unit::$unit, $help);)*
+        };
+    }
+
+    columns! {
+        BAND "band" Text "the band held";
+        OUTCOME "outcome" Text "held, or why not";
+        REASON "reason" Text "what stopped the band, in words";
+        SETTLE "settle_s" Seconds "time to get free memory into the band";
+        BLOCK "block_kb" Kib "what each iteration allocates, touches and frees";
+        ITERATIONS "iterations" Count "iterations timed in the band";
+        MEAN "iter_mean_ms" Ms "mean iteration";
+        MEDIAN "iter_median_ms" Ms "median iteration";
+        P99 "iter_p99_ms" Ms "99th percentile iteration (nearest rank)";
+        MIN "iter_min_ms" Ms "fastest iteration";
+        MAX "iter_max_ms" Ms "slowest iteration";
+        VS "vs_baseline_pct" Percent "the median iteration against baseline's";
+        VS_LO "vs_baseline_lo_pct" Percent "its bootstrap 95% interval, low end";
+        VS_HI "vs_baseline_hi_pct" Percent "its bootstrap 95% interval, high end";
+    }
+}
+
 impl Metrics for BandResult {
     fn write(&self, row: &mut Row) {
-        row.text("band", self.band.name())
-            .text("outcome", self.outcome.name())
-            .text("reason", self.outcome.reason())
-            .float("settle_s", self.settle.as_secs_f64())
-            .int("block_kb", self.block_bytes / 1024);
-        type Statistic = fn(&Summary) -> f64;
-        let times: [(&str, Statistic); 5] = [
-            ("iter_mean_ms", |s| s.mean_ms),
-            ("iter_median_ms", |s| s.median_ms),
-            ("iter_p99_ms", |s| s.p99_ms),
-            ("iter_min_ms", |s| s.min_ms),
-            ("iter_max_ms", |s| s.max_ms),
-        ];
-        row.int("iterations", self.times.map_or(0, |t| t.count as u64));
-        for (name, value) in times {
-            match &self.times {
-                Some(summary) => row.float(name, value(summary)),
-                None => row.missing(name),
-            };
-        }
+        use columns::*;
+        let times = self.times.as_ref();
         let slowdown = self.vs_baseline;
-        row.float_or_empty("vs_baseline_pct", slowdown.map(|s| s.median_pct))
-            .float_or_empty("vs_baseline_lo_pct", slowdown.map(|s| s.lo_pct))
-            .float_or_empty("vs_baseline_hi_pct", slowdown.map(|s| s.hi_pct));
+        row.put(&BAND, self.band.name())
+            .put(&OUTCOME, self.outcome.name())
+            .put(&REASON, self.outcome.reason())
+            .put(&SETTLE, self.settle.as_secs_f64())
+            .put(&BLOCK, self.block_bytes / 1024)
+            .put(&ITERATIONS, times.map_or(0, |t| t.count as u64))
+            .put(&MEAN, times.map(|s| s.mean_ms))
+            .put(&MEDIAN, times.map(|s| s.median_ms))
+            .put(&P99, times.map(|s| s.p99_ms))
+            .put(&MIN, times.map(|s| s.min_ms))
+            .put(&MAX, times.map(|s| s.max_ms))
+            .put(&VS, slowdown.map(|s| s.median_pct))
+            .put(&VS_LO, slowdown.map(|s| s.lo_pct))
+            .put(&VS_HI, slowdown.map(|s| s.hi_pct));
         BandHeld::write_cells(Some(&self.held), &[], row);
         self.kernel.write(row);
     }

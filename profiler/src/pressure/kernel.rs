@@ -2,6 +2,7 @@
 //! stalls, major faults and swap. Each figure comes from the probes when they run and from
 //! procfs otherwise, and says which: a figure neither can measure stays empty.
 
+use crate::record::probes::Probe;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -10,7 +11,7 @@ use super::kswapd::Kswapd;
 use skillprof_common::{Counters as ProbeCounters, LruCounts};
 
 use crate::probes::{ProbeMetrics, ProbeSession};
-use crate::record::{Metrics, Row};
+use crate::record::{Column, Metrics, Row, Unit};
 use crate::sample::PROC;
 use crate::sample::psi::{self, Psi};
 use crate::sample::vmstat::{self, Vmstat};
@@ -112,7 +113,7 @@ pub struct KernelMetrics {
 
 impl KernelMetrics {
     /// A figure of `probe`'s counters; `None` without probes or if it did not attach.
-    fn probe(&self, probe: &str, figure: impl Fn(&ProbeCounters) -> f64) -> Option<Figure> {
+    fn probe(&self, probe: Probe, figure: impl Fn(&ProbeCounters) -> f64) -> Option<Figure> {
         let value = self.probes.as_ref()?.read(probe, figure)?;
         Some(Figure {
             value,
@@ -122,7 +123,7 @@ impl KernelMetrics {
 
     /// An LRU figure over every reclaim context.
     fn lru(&self, figure: impl Fn(&LruCounts) -> u64) -> Option<Figure> {
-        self.probe("lru_shrink", |c| figure(&c.lru_total()) as f64)
+        self.probe(Probe::LruShrink, |c| figure(&c.lru_total()) as f64)
     }
 
     /// The sum of the vmstat counters `counted` picks; `None` if it picks none.
@@ -151,17 +152,17 @@ impl KernelMetrics {
     }
 
     pub fn kswapd_wakes(&self) -> Option<Figure> {
-        self.probe("kswapd", |c| c.kswapd.wakes as f64)
+        self.probe(Probe::Kswapd, |c| c.kswapd.wakes as f64)
     }
 
     pub fn kswapd_awake_ms(&self) -> Option<Figure> {
-        self.probe("kswapd", |c| c.kswapd.awake_ns as f64 / 1e6)
+        self.probe(Probe::Kswapd, |c| c.kswapd.awake_ns as f64 / 1e6)
     }
 
     /// Direct reclaims by every process: the probes' count (the iterating process and the
     /// others), else the allocstall counters.
     pub fn direct_reclaims(&self) -> Option<Figure> {
-        self.probe("direct_reclaim", |c| {
+        self.probe(Probe::DirectReclaim, |c| {
             (c.direct.host + c.direct.others) as f64
         })
         .or_else(|| self.vmstat_sum(|name| name.starts_with("allocstall_")))
@@ -169,11 +170,11 @@ impl KernelMetrics {
 
     /// Time the iterating process spent in direct reclaim (probes only).
     pub fn direct_reclaim_ms(&self) -> Option<Figure> {
-        self.probe("direct_reclaim", |c| c.direct.host_ns as f64 / 1e6)
+        self.probe(Probe::DirectReclaim, |c| c.direct.host_ns as f64 / 1e6)
     }
 
     pub fn direct_reclaim_max_ms(&self) -> Option<Figure> {
-        self.probe("direct_reclaim", |c| c.direct.host_max_ns as f64 / 1e6)
+        self.probe(Probe::DirectReclaim, |c| c.direct.host_max_ns as f64 / 1e6)
     }
 
     pub fn lru_scanned(&self) -> Option<Figure> {
@@ -212,18 +213,38 @@ impl KernelMetrics {
     }
 }
 
-/// Every probe column (empty without probes), then the procfs figures.
+static VMSTAT: Column = Column::new(
+    "vmstat_*",
+    Unit::Count,
+    "change of a /proc/vmstat counter over the band's iterations",
+);
+static PSI_SOME: Column = Column::new(
+    "psi_some_us",
+    Unit::Us,
+    "memory stall time over the band in which at least one task stalled",
+);
+static PSI_FULL: Column = Column::new(
+    "psi_full_us",
+    Unit::Us,
+    "memory stall time over the band in which all non-idle tasks stalled at once",
+);
+static KSWAPD_CPU: Column = Column::new("kswapd_cpu_ms", Unit::Ms, "CPU time kswapd used");
+static KSWAPD_PCT: Column = Column::new(
+    "kswapd_cpu_pct",
+    Unit::Percent,
+    "kswapd's CPU time as a share of the band's wall time",
+);
+
+/// Every probe column (absent without probes), then the procfs figures.
 impl Metrics for KernelMetrics {
     fn write(&self, row: &mut Row) {
         ProbeMetrics::write_cells(self.probes.as_ref(), row);
         for (name, change) in &self.vmstat {
-            row.int(format!("vmstat_{name}"), *change);
+            row.put_in(&VMSTAT, format!("vmstat_{name}"), *change);
         }
-        match self.psi_us {
-            Some((some, full)) => row.int("psi_some_us", some).int("psi_full_us", full),
-            None => row.missing("psi_some_us").missing("psi_full_us"),
-        };
-        row.float("kswapd_cpu_ms", self.kswapd_cpu.as_secs_f64() * 1e3)
-            .float("kswapd_cpu_pct", self.kswapd_cpu_percent().value);
+        row.put(&PSI_SOME, self.psi_us.map(|psi| psi.0))
+            .put(&PSI_FULL, self.psi_us.map(|psi| psi.1))
+            .put(&KSWAPD_CPU, self.kswapd_cpu.as_secs_f64() * 1e3)
+            .put(&KSWAPD_PCT, self.kswapd_cpu_percent().value);
     }
 }

@@ -1,6 +1,7 @@
 //! `skillprof probes`: load and attach every probe, show how each attached, and prove the
 //! counting works by reading a live count back.
 
+use crate::record::probes::Probe;
 use std::{path::PathBuf, thread, time::Duration};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -107,7 +108,7 @@ pub fn run(args: ProbesArgs) -> Result<()> {
     thread::sleep(Duration::from_secs(args.seconds));
     let metrics = session.entry(0)?;
     let events_written = session.finish_events()?;
-    let mmap = metrics.read("syscalls", |c| MmapCount {
+    let mmap = metrics.read(Probe::Syscalls, |c| MmapCount {
         calls: c.syscalls[SYS_MMAP].calls,
         bytes: c.syscalls[SYS_MMAP].bytes,
     });
@@ -227,11 +228,11 @@ fn print_table(report: &Report) {
 /// Whether a probe's plan has a mechanism every kernel skillprof supports has (tp_btf or a
 /// classic tracepoint); the others (shrink_node, exit_mmap) are optional, and so are the
 /// markers, which only a host that has them can give.
-pub fn is_required(probe: &str) -> bool {
-    if probe == super::markers::PROBE {
+pub fn is_required(probe: Probe) -> bool {
+    if probe == Probe::Markers {
         return false;
     }
-    PROBES.iter().find(|p| p.name == probe).is_none_or(|p| {
+    PROBES.iter().find(|p| p.probe == probe).is_none_or(|p| {
         p.plan
             .iter()
             .any(|a| matches!(a.mechanism, Mechanism::TpBtf | Mechanism::Tracepoint))
@@ -246,10 +247,10 @@ fn verdict(report: &Report) -> Result<()> {
         .iter()
         .filter(|s| {
             !s.attached
-                && is_required(&s.probe)
+                && is_required(s.probe)
                 && s.attempts.iter().any(|a| a.outcome == Outcome::Failed)
         })
-        .map(|s| s.probe.as_str())
+        .map(|s| s.probe.name())
         .collect();
     if !missing.is_empty() {
         bail!(

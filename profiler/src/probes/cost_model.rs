@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Mechanism;
 use crate::{machine::Machine, units};
 
+use crate::record::probes::Probe;
 pub use crate::record::probes::{Counted, Modelled, Ns, Per, Term};
 
 /// Where `probe_cost` saves the model and runs look for it, unless `--cost-model` says.
@@ -38,7 +39,7 @@ impl Ns {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EventCost {
-    pub probe: String,
+    pub probe: Probe,
     pub mechanism: Mechanism,
     pub per: Per,
     pub ns: Ns,
@@ -91,7 +92,7 @@ impl CostModel {
         Ok(model)
     }
 
-    fn cost(&self, probe: &str, mechanism: Mechanism, per: Per) -> Option<Ns> {
+    fn cost(&self, probe: Probe, mechanism: Mechanism, per: Per) -> Option<Ns> {
         self.costs
             .iter()
             .find(|c| c.probe == probe && c.mechanism == mechanism && c.per == per)
@@ -108,7 +109,7 @@ impl CostModel {
             hi: 0.0,
         };
         for c in counted {
-            let ns = self.cost(&c.probe, c.mechanism, c.per).ok_or_else(|| {
+            let ns = self.cost(c.probe, c.mechanism, c.per).ok_or_else(|| {
                 format!(
                     "the cost model has no figure for {} by {} (measured with other mechanisms)",
                     c.probe, c.mechanism
@@ -181,7 +182,7 @@ mod tests {
             rounds: 15,
             costs: vec![
                 EventCost {
-                    probe: "syscalls".into(),
+                    probe: Probe::Syscalls,
                     mechanism: Mechanism::Tracepoint,
                     per: Per::Syscall,
                     ns: Ns {
@@ -191,7 +192,7 @@ mod tests {
                     },
                 },
                 EventCost {
-                    probe: "page_faults".into(),
+                    probe: Probe::PageFaults,
                     mechanism: Mechanism::TpBtf,
                     per: Per::Fault,
                     ns: Ns {
@@ -204,9 +205,9 @@ mod tests {
         }
     }
 
-    fn counted(probe: &str, mechanism: Mechanism, per: Per, events: u64) -> Counted {
+    fn counted(probe: Probe, mechanism: Mechanism, per: Per, events: u64) -> Counted {
         Counted {
-            probe: probe.into(),
+            probe,
             mechanism,
             per,
             events,
@@ -217,8 +218,8 @@ mod tests {
     fn the_estimate_is_events_times_the_measured_cost_with_its_interval() {
         let modelled = model()
             .apply(&[
-                counted("syscalls", Mechanism::Tracepoint, Per::Syscall, 1_000),
-                counted("page_faults", Mechanism::TpBtf, Per::Fault, 10_000),
+                counted(Probe::Syscalls, Mechanism::Tracepoint, Per::Syscall, 1_000),
+                counted(Probe::PageFaults, Mechanism::TpBtf, Per::Fault, 10_000),
             ])
             .unwrap();
         assert_eq!(modelled.total_ns.median, 500_000.0 + 800_000.0);
@@ -229,7 +230,7 @@ mod tests {
     #[test]
     fn a_mechanism_the_model_did_not_measure_is_refused() {
         let err = model()
-            .apply(&[counted("syscalls", Mechanism::Fentry, Per::Syscall, 1)])
+            .apply(&[counted(Probe::Syscalls, Mechanism::Fentry, Per::Syscall, 1)])
             .unwrap_err();
         assert!(err.contains("syscalls by fentry"), "{err}");
     }

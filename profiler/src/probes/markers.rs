@@ -3,6 +3,7 @@
 //! back as typed [`SkillRow`]s. A host without the marker (another binary, a stripped one)
 //! keeps entry attribution only, and the probe table says so.
 
+use crate::record::probes::Probe;
 use std::{collections::BTreeMap, fs, num::NonZeroU32, path::PathBuf};
 
 use ::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
@@ -18,10 +19,8 @@ use aya::{
 };
 use skillprof_common::{
     Combine as _, Counters, HOST_SKILL, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES,
-    SKILL_NAME_LEN, SYSCALL_NAMES, SkillCounters, SkillKey,
+    SKILL_NAME_LEN, SkillCounters, SkillKey,
 };
-
-use crate::record::Row;
 
 /// bpf(2)'s map update flag: create the element, fail with EEXIST if it is there.
 const BPF_NOEXIST: u64 = 1;
@@ -35,7 +34,6 @@ use super::{
 pub use crate::record::probes::{Phase, SkillRow};
 
 /// The probe's name in the probe table and meta.json.
-pub const PROBE: &str = "markers";
 const PROGRAM: &str = "uprobe_mark";
 
 /// The host's marker: its executable (`/proc/PID/exe`, which names the running binary even if
@@ -102,7 +100,7 @@ pub fn attach(ebpf: &mut Ebpf, tgid: u32, marker: &Marker) -> Result<String> {
 
 /// The status line of the markers: attached by uprobe, or why not.
 pub fn status(result: &Result<String, String>) -> ProbeStatus {
-    ProbeStatus::single(PROBE, Mechanism::Uprobe, result, &[PROGRAM])
+    ProbeStatus::single(Probe::Markers, Mechanism::Uprobe, result, &[PROGRAM])
 }
 
 impl Phase {
@@ -178,25 +176,6 @@ impl SkillRow {
     pub fn faults(&self) -> u64 {
         let f = &self.counts.faults;
         f.user + f.kernel + f.gup
-    }
-
-    /// The row's cells in skills.csv (after the entry's own).
-    pub fn write_cells(&self, row: &mut Row) {
-        let c = &self.counts;
-        row.text("skill", self.name())
-            .text("phase", self.phase.as_str())
-            .int("runs", c.phase.runs)
-            .float("time_ms", c.phase.ns as f64 / 1e6)
-            .int("faults", self.faults())
-            .int("faults_user", c.faults.user)
-            .int("faults_user_write", c.faults.user_write)
-            .int("faults_major", c.faults.major)
-            .int("faults_kernel", c.faults.kernel)
-            .int("faults_gup", c.faults.gup);
-        for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
-            row.int(format!("{name}_calls"), calls.calls)
-                .int(format!("{name}_bytes"), calls.bytes);
-        }
     }
 }
 

@@ -27,9 +27,10 @@ pub mod stop;
 pub mod tables;
 mod tracefs;
 
+pub use crate::record::probes::Probe;
 pub use bpf_stats::StatsSource;
 pub use cli::{ProbesArgs, is_required, run};
-pub use metrics::{Column, ProbeMetrics, columns, documentation as column_documentation};
+pub use metrics::ProbeMetrics;
 pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
 pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};
 pub use session::{CostMode, MechanismArgs, ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};

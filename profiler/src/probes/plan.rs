@@ -25,7 +25,7 @@ use super::{
     tracefs::{self, Tracefs},
 };
 
-pub use crate::record::probes::{Attempt, Mechanism, Outcome, ProbeStatus};
+pub use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus};
 
 impl Mechanism {
     pub const ALL: [Mechanism; 6] = [
@@ -132,8 +132,8 @@ pub struct Attach {
 
 /// A kernel event group skillprof observes, with its attach plan.
 #[derive(Debug)]
-pub struct Probe {
-    pub name: &'static str,
+pub struct ProbePlan {
+    pub probe: Probe,
     /// What it measures, for the table.
     pub what: &'static str,
     /// Mechanisms to try, best first. Never empty.
@@ -144,7 +144,7 @@ impl ProbeStatus {
     /// The status of a probe outside the BPF plan, with one mechanism (the major-fault perf
     /// counter, the host's markers): where it attached, or why not, and its BPF programs.
     pub fn single(
-        probe: &str,
+        probe: Probe,
         mechanism: Mechanism,
         result: &Result<String, String>,
         programs: &[&str],
@@ -154,7 +154,7 @@ impl ProbeStatus {
             Err(why) => (false, why.clone()),
         };
         ProbeStatus {
-            probe: probe.into(),
+            probe,
             mechanism,
             attached,
             detail: detail.clone(),
@@ -239,9 +239,9 @@ macro_rules! kprobe {
     };
 }
 
-pub const PROBES: &[Probe] = &[
-    Probe {
-        name: "syscalls",
+pub const PROBES: &[ProbePlan] = &[
+    ProbePlan {
+        probe: Probe::Syscalls,
         what: "mmap, munmap, mremap, mprotect, madvise, brk (calls, bytes, errors, latency) and exit_group",
         plan: &[
             Attach {
@@ -313,8 +313,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "page_faults",
+    ProbePlan {
+        probe: Probe::PageFaults,
         what: "page faults of the host: user mode (count, writes; majors with fexit) and kernel mode on its user addresses",
         plan: &[
             Attach {
@@ -337,8 +337,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "kswapd",
+    ProbePlan {
+        probe: Probe::Kswapd,
         what: "kswapd wakeups, who woke it, sleeps, time awake (system-wide)",
         plan: &[
             Attach {
@@ -359,8 +359,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "direct_reclaim",
+    ProbePlan {
+        probe: Probe::DirectReclaim,
         what: "direct reclaim: count, latency, pages (host; others counted apart)",
         plan: &[
             Attach {
@@ -387,8 +387,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "memcg_reclaim",
+    ProbePlan {
+        probe: Probe::MemcgReclaim,
         what: "memcg limit reclaim: count, latency, pages (host; others counted apart)",
         plan: &[
             Attach {
@@ -415,8 +415,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "lru_shrink",
+    ProbePlan {
+        probe: Probe::LruShrink,
         what: "LRU list shrinking: calls, pages scanned/reclaimed by kswapd/direct/memcg/other",
         plan: &[
             Attach {
@@ -443,8 +443,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "shrink_node",
+    ProbePlan {
+        probe: Probe::ShrinkNode,
         what: "shrink_node calls and time by kswapd/direct/memcg/other (function probes only; lru_shrink covers pages)",
         plan: &[
             Attach {
@@ -463,8 +463,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "shrink_slab",
+    ProbePlan {
+        probe: Probe::ShrinkSlab,
         what: "slab shrinkers: calls, objects freed, time",
         plan: &[
             Attach {
@@ -483,8 +483,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "throttle",
+    ProbePlan {
+        probe: Probe::Throttle,
         what: "reclaim throttling: count, time delayed",
         plan: &[
             Attach {
@@ -497,8 +497,8 @@ pub const PROBES: &[Probe] = &[
             },
         ],
     },
-    Probe {
-        name: "exit",
+    ProbePlan {
+        probe: Probe::Exit,
         what: "shutdown instants: termination signal delivered, thread exits, parent notified",
         plan: &[
             Attach {
@@ -521,16 +521,16 @@ pub const PROBES: &[Probe] = &[
     },
     // tp_btf would get (mm, member) only: the counter value is computed by the trace event
     // itself, so this one is a classic tracepoint on every kernel.
-    Probe {
-        name: "rss_stat",
+    ProbePlan {
+        probe: Probe::RssStat,
         what: "the host mm's RSS counters at teardown: its bounds and the pages freed",
         plan: &[Attach {
             mechanism: Mechanism::Tracepoint,
             hooks: &[tp!("tp_rss_stat", "kmem", "rss_stat")],
         }],
     },
-    Probe {
-        name: "exit_mmap",
+    ProbePlan {
+        probe: Probe::ExitMmap,
         what: "the address-space teardown, timed exactly (function probes only; rss_stat bounds it otherwise)",
         plan: &[
             Attach {
@@ -566,7 +566,7 @@ impl Attacher {
         self.tracefs.clone().and_then(Result::ok)
     }
 
-    pub fn attach(&mut self, ebpf: &mut Ebpf, probe: &Probe, allowed: &Allowed) -> ProbeStatus {
+    pub fn attach(&mut self, ebpf: &mut Ebpf, probe: &ProbePlan, allowed: &Allowed) -> ProbeStatus {
         let mut attempts = Vec::new();
         let mut attached: Option<(Mechanism, String, Vec<String>)> = None;
         for (index, how) in probe.plan.iter().enumerate() {
@@ -616,7 +616,7 @@ impl Attacher {
             .map(|a| format!("{} failed: {}", a.mechanism, a.detail));
         match attached {
             Some((mechanism, place, programs)) => ProbeStatus {
-                probe: probe.name.into(),
+                probe: probe.probe,
                 mechanism,
                 attached: true,
                 detail: std::iter::once(place)
@@ -640,7 +640,7 @@ impl Attacher {
                     detail.push("every mechanism of its plan was excluded".into());
                 }
                 ProbeStatus {
-                    probe: probe.name.into(),
+                    probe: probe.probe,
                     mechanism: tried,
                     attached: false,
                     detail: detail.join("; "),

@@ -32,6 +32,7 @@ use super::{
     tracefs::Tracefs,
 };
 
+use crate::record::probes::Probe;
 pub use crate::record::probes::{ProbeCosts, ProgramCost};
 
 // The BPF side uses x86_64 syscall numbers and `__x64_sys_*` function names.
@@ -249,7 +250,7 @@ impl ProbeSession {
 
         let majflt = MajorFaults::open(tgid);
         statuses.push(ProbeStatus::single(
-            "major_faults",
+            Probe::MajorFaults,
             Mechanism::PerfCounter,
             &majflt
                 .as_ref()
@@ -422,7 +423,7 @@ impl ProbeSession {
             .statuses
             .iter()
             .filter(|s| s.attached)
-            .map(|s| (s.probe.clone(), s.mechanism))
+            .map(|s| (s.probe, s.mechanism))
             .collect();
         Ok(ProbeMetrics {
             counters,
@@ -475,11 +476,11 @@ impl ProbeSession {
     pub fn stop_timeline(&self) -> Result<StopTimeline> {
         let state = self.stop.get(&0, 0).context("reading the STOP map")?;
         let mut timeline = StopTimeline::from_state(&state);
-        let attached = |name: &str| self.statuses.iter().any(|s| s.probe == name && s.attached);
-        timeline.exit_probes_attached = attached("exit");
-        timeline.syscall_probes_attached = attached("syscalls");
-        timeline.exit_mmap_attached = attached("exit_mmap");
-        timeline.rss_stat_attached = attached("rss_stat");
+        let attached = |probe: Probe| self.statuses.iter().any(|s| s.probe == probe && s.attached);
+        timeline.exit_probes_attached = attached(Probe::Exit);
+        timeline.syscall_probes_attached = attached(Probe::Syscalls);
+        timeline.exit_mmap_attached = attached(Probe::ExitMmap);
+        timeline.rss_stat_attached = attached(Probe::RssStat);
         Ok(timeline)
     }
 
@@ -502,7 +503,7 @@ impl ProbeSession {
                 let runs = info.run_count();
                 let run_ns = info.run_time().as_nanos() as u64;
                 programs.push(ProgramCost {
-                    probe: status.probe.clone(),
+                    probe: status.probe,
                     program: name.clone(),
                     mechanism: status.mechanism,
                     runs,
@@ -548,8 +549,8 @@ impl ProbeSession {
         let calls = total.syscalls.iter().map(|c| c.calls).sum();
         let faults = total.faults.user + total.faults.kernel;
         [
-            ("syscalls", Per::Syscall, calls),
-            ("page_faults", Per::Fault, faults),
+            (Probe::Syscalls, Per::Syscall, calls),
+            (Probe::PageFaults, Per::Fault, faults),
         ]
         .into_iter()
         .filter_map(|(probe, per, events)| {
@@ -558,7 +559,7 @@ impl ProbeSession {
                 .iter()
                 .find(|s| s.probe == probe && s.attached)?;
             Some(Counted {
-                probe: probe.to_owned(),
+                probe,
                 mechanism: status.mechanism,
                 per,
                 events,

@@ -13,8 +13,6 @@ use aya::{
 use blazesym::symbolize::{Input, Symbolized, Symbolizer, source::Process, source::Source};
 use skillprof_common::{STACK_FAULT, StackKey};
 
-use crate::record::Row;
-
 use super::{
     markers::{HOST_ROW, SkillNames},
     object,
@@ -24,14 +22,6 @@ use super::{
 pub use crate::record::probes::StackSummary;
 
 impl StackSummary {
-    /// The stacks_* cells: empty without `--stacks`.
-    pub fn write_cells(summary: Option<&StackSummary>, row: &mut Row) {
-        let cell = |read: fn(&StackSummary) -> u64| summary.map(read);
-        row.int_or_empty("stacks_samples", cell(|s| s.samples))
-            .int_or_empty("stacks_lost", cell(|s| s.lost))
-            .int_or_empty("stacks_top_named", cell(|s| s.top_named));
-    }
-
     /// The share of walked stacks whose innermost frame is named, in percent.
     pub fn named_pct(&self) -> Option<f64> {
         (self.samples > 0).then(|| 100.0 * self.top_named as f64 / self.samples as f64)

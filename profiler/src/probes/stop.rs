@@ -20,8 +20,6 @@
 use serde::Serialize;
 use skillprof_common::StopState;
 
-use crate::record::Row;
-
 pub use crate::record::probes::{StopBreakdown, StopPart, TeardownSource};
 
 const PAGE: u64 = 4096;
@@ -249,36 +247,13 @@ pub fn stop_breakdown(
     }
 }
 
-impl StopBreakdown {
-    /// The `stop_*` cells of an entry: its breakdown's, or empty ones for an entry without
-    /// (every entry but `stop`, or no probes), so that every row has the same columns.
-    pub fn write_cells(stop: Option<&StopBreakdown>, row: &mut Row) {
-        let ms = |ns: u64| ns as f64 / 1e6;
-        row.float_or_empty("stop_total_ms", stop.map(|s| ms(s.total_ns)));
-        for (i, (name, _)) in PARTS.iter().enumerate() {
-            let part = stop.and_then(|s| s.parts.get(i));
-            row.float_or_empty(format!("stop_{name}_ms"), part.map(|p| ms(p.duration_ns)));
-        }
-        row.int_or_empty("stop_drain_munmaps", stop.map(|s| s.drain_munmap_calls))
-            .int_or_empty(
-                "stop_drain_munmap_bytes",
-                stop.map(|s| s.drain_munmap_bytes),
-            )
-            .int_or_empty(
-                "stop_teardown_pages",
-                stop.and_then(|s| s.teardown_pages_freed),
-            )
-            .text_or_empty(
-                "stop_teardown_by",
-                stop.and_then(|s| s.teardown_source).map(|t| t.as_str()),
-            );
-    }
-}
+impl StopBreakdown {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record;
+    use crate::record::Row;
 
     fn timeline() -> StopTimeline {
         StopTimeline {
@@ -330,7 +305,7 @@ mod tests {
         let mut empty = Row::default();
         StopBreakdown::write_cells(None, &mut empty);
         assert!(row.names().eq(empty.names()));
-        assert!(empty.values().all(str::is_empty));
+        assert!(empty.values().all(|v| v.is_empty()));
         for name in row.names() {
             assert!(
                 record::documentation(name).is_some(),

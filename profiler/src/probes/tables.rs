@@ -11,7 +11,7 @@ pub fn statuses(statuses: &[ProbeStatus]) -> String {
     let mut rows = vec![["probe", "mechanism", "attached", "detail"].map(String::from)];
     rows.extend(statuses.iter().map(|s| {
         [
-            s.probe.clone(),
+            s.probe.name().into(),
             s.mechanism.as_str().into(),
             if s.attached { "yes" } else { "no" }.into(),
             s.detail.clone(),
@@ -35,7 +35,7 @@ pub fn costs(costs: &ProbeCosts) -> String {
     let mut rows = vec![["probe", "program", "runs", "ns/run"].map(String::from)];
     rows.extend(costs.programs.iter().map(|p| {
         [
-            p.probe.clone(),
+            p.probe.name().into(),
             p.program.clone(),
             p.runs.to_string(),
             p.ns_per_run.map_or("-".into(), |ns| format!("{ns:.0}")),

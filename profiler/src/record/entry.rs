@@ -5,15 +5,16 @@ use std::time::Duration;
 
 use skillprof_common::Counters;
 
+use super::Metrics;
 use super::balloon::BandHeld;
 use super::composition::EntryComposition;
+use super::field::{Column, Row, Unit};
 use super::host::{HostCounters, Stopped, Trimmed};
 use super::locust::LoadEntry;
 use super::memcg::MemcgEntry;
 use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
 use super::process::{self, ProcessStat};
 use super::sampling::{EntrySampling, ZoneId};
-use super::{Metrics, Row};
 use crate::stats::nearest_rank;
 
 /// Everything measured of one entry.
@@ -76,7 +77,11 @@ impl EntryRecord {
     }
 
     /// A figure of `probe`'s counters; `None` without probes or if that probe did not attach.
-    pub fn probe<T>(&self, probe: &str, figure: impl Fn(&Counters) -> T) -> Option<T> {
+    pub fn probe<T>(
+        &self,
+        probe: super::probes::Probe,
+        figure: impl Fn(&Counters) -> T,
+    ) -> Option<T> {
         self.probes.as_ref()?.read(probe, figure)
     }
 
@@ -183,77 +188,133 @@ impl EntryMeasure {
         let ticks = after.cpu_ticks.saturating_sub(self.before.cpu_ticks);
         Some(process::ticks_to_seconds(ticks) * 1e3)
     }
+}
 
-    fn write_latency(&self, row: &mut Row) {
-        row.int("executions", self.outcome.latencies.len() as u64);
-        match self.latency() {
-            Some(latency) => row
-                .float("execute_p50_ms", latency.p50_ms)
-                .float("execute_p99_ms", latency.p99_ms)
-                .float("execute_max_ms", latency.max_ms),
-            None => row
-                .missing("execute_p50_ms")
-                .missing("execute_p99_ms")
-                .missing("execute_max_ms"),
-        };
-    }
+macro_rules! columns {
+    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
+        $(static $id: Column = Column::new($name, Unit::$unit, $help);)*
+    };
+}
+
+columns! {
+    INDEX "index" Count "entry number, from 0, in file order";
+    CMD "cmd" Text "the entry as the harness names it: its tokens joined by single spaces";
+    LINE "line" Count "line of the cmds file (empty for the implicit stop)";
+    REPEAT "repeat" Count "how often the command ran within the entry";
+    STARTED "started_s" Seconds "start of the entry, in seconds since the host was ready";
+    TOOK "took_ms" Ms "wall time of the entry, as the 2024 harness timed it (delete_skill: without the wait for the host to stop listing the skill, which listing_ms has)";
+    RSS_BEFORE "rss_before_kb" Kib "host resident set size before the entry";
+    RSS_AFTER "rss_after_kb" Kib "host resident set size after the entry (0 after stop)";
+    RSS_DIFF "rss_diff_kb" Kib "rss_after_kb - rss_before_kb";
+    VMS_BEFORE "vms_before_kb" Kib "host virtual memory size before the entry";
+    VMS_AFTER "vms_after_kb" Kib "host virtual memory size after the entry (0 after stop)";
+    VMS_DIFF "vms_diff_kb" Kib "vms_after_kb - vms_before_kb";
+    MINFLT "minflt" Count "minor page faults of the host during the entry (/proc/PID/stat)";
+    MAJFLT "majflt" Count "major page faults of the host during the entry (/proc/PID/stat)";
+    THREADS "threads" Count "host threads at the end of the entry";
+    HOST_CPU "host_cpu_ms" Ms "CPU time the host used during the entry, user + system, all threads (/proc/PID/stat, in 10 ms ticks; empty after stop). Far below took_ms on a CPU-bound entry: the host waited for a CPU";
+    REQUESTS "requests" Count "HTTP requests the entry sent to the host";
+    REQUEST_ERRORS "request_errors" Count "requests that failed: transport errors and non-2xx answers";
+    FIRST_ERROR "first_error" Text "the first failure's message";
+    EXECUTIONS "executions" Count "skill executions among the requests";
+    P50 "execute_p50_ms" Ms "median latency of the skill executions, as the runner saw them";
+    P99 "execute_p99_ms" Ms "99th percentile (nearest rank) of the skill executions' latency";
+    MAX "execute_max_ms" Ms "slowest skill execution";
+    INSTANTIATE "host_instantiate_ms" Ms "time the host spent instantiating skills, summed over the executions (its Server-Timing header; empty if the host sends none)";
+    CALL "host_call_ms" Ms "time the host spent in the skills' run calls, summed (Server-Timing)";
+    LISTING "listing_ms" Ms "time spent waiting for the host to list (or unlist) skills after the skills directory changed; for delete_skill it is not in took_ms, which counts the file's removal only, as the 2024 harness timed it";
+    FILL_FITTED "fill_fitted" Count "fill_py/fill_rs only: skills added and executed before the one that stopped the fill";
+    FILL_STOPPED "fill_stopped" Text "fill_py/fill_rs only, why the fill stopped: limit (the next skill made the host's memory cgroup reach its limit, so the kernel began reclaiming from it), failed (the next skill could not be added or executed), killed (the host was killed, by the OOM killer if memcg_oom_kills says so), max (MAX skills fitted)";
+    TRIM_BY "trim_by" Text "trim only, how the host's allocator was asked to give its free memory back: route (the host profile's trim route, skillhost's POST /admin/trim) or ptrace (glibc's malloc_trim(0) called in one of the host's threads, --trim-by ptrace). The entry's rss_diff_kb is what it had kept";
+    TRIM_HELD "trim_held_ms" Ms "trim only: how long the host was held, the route's answer, or one thread stopped, calling malloc_trim and put back (the profiler's cost)";
+    EXIT_STATUS "exit_status" Text "stop only: how the host ended (exit code or signal)";
+    KILLED "killed" Count "stop only: 1 if the host ignored SIGTERM and was SIGKILLed";
+}
+
+impl EntryMeasure {
+    pub const COLUMNS: [&'static Column; 32] = [
+        &INDEX,
+        &CMD,
+        &LINE,
+        &REPEAT,
+        &STARTED,
+        &TOOK,
+        &RSS_BEFORE,
+        &RSS_AFTER,
+        &RSS_DIFF,
+        &VMS_BEFORE,
+        &VMS_AFTER,
+        &VMS_DIFF,
+        &MINFLT,
+        &MAJFLT,
+        &THREADS,
+        &HOST_CPU,
+        &REQUESTS,
+        &REQUEST_ERRORS,
+        &FIRST_ERROR,
+        &EXECUTIONS,
+        &P50,
+        &P99,
+        &MAX,
+        &INSTANTIATE,
+        &CALL,
+        &LISTING,
+        &FILL_FITTED,
+        &FILL_STOPPED,
+        &TRIM_BY,
+        &TRIM_HELD,
+        &EXIT_STATUS,
+        &KILLED,
+    ];
 }
 
 impl Metrics for EntryMeasure {
     fn write(&self, row: &mut Row) {
-        row.int("index", self.index as u64)
-            .text("cmd", &self.cmd)
-            .int_or_empty("line", self.line.map(|line| line as u64))
-            .int("repeat", self.repeat)
-            .float("started_s", self.started.as_secs_f64())
-            .float("took_ms", self.took_ms())
-            .int("rss_before_kb", self.before.rss_kb)
-            .int("rss_after_kb", self.rss_after_kb())
-            .int("rss_diff_kb", self.rss_diff_kb())
-            .int("vms_before_kb", self.before.vms_kb)
-            .int("vms_after_kb", self.vms_after_kb())
-            .int("vms_diff_kb", self.vms_diff_kb());
-        match (&self.after, self.faults(), self.host_cpu_ms()) {
-            (Some(after), Some((minflt, majflt)), Some(cpu_ms)) => row
-                .int("minflt", minflt)
-                .int("majflt", majflt)
-                .int("threads", after.threads)
-                .float("host_cpu_ms", cpu_ms),
-            _ => row
-                .missing("minflt")
-                .missing("majflt")
-                .missing("threads")
-                .missing("host_cpu_ms"),
-        };
-        row.int("requests", self.outcome.requests)
-            .int("request_errors", self.outcome.errors)
-            .text(
-                "first_error",
-                self.outcome.first_error.clone().unwrap_or_default(),
-            );
-        self.write_latency(row);
-        match self.host_split_ms() {
-            Some((instantiate, call)) => row
-                .float("host_instantiate_ms", instantiate)
-                .float("host_call_ms", call),
-            None => row.missing("host_instantiate_ms").missing("host_call_ms"),
-        };
-        row.float("listing_ms", self.outcome.listing.as_secs_f64() * 1e3);
+        let after = self.after.as_ref();
+        let faults = self.faults();
+        let cpu_ms = self.host_cpu_ms();
+        // The process columns together: all measured, or all absent once the host is gone.
+        let alive = after.is_some() && faults.is_some() && cpu_ms.is_some();
+        let latency = self.latency();
+        let split = self.host_split_ms();
         let fill = self.outcome.fill.as_ref();
-        row.int_or_empty("fill_fitted", fill.map(|fill| fill.fitted))
-            .text_or_empty("fill_stopped", fill.map(|fill| fill.stopped.name()));
         let trim = self.outcome.trim.as_ref();
-        row.text_or_empty("trim_by", trim.map(|trim| trim.by().name()))
-            .float_or_empty("trim_held_ms", trim.map(|trim| trim.held_us as f64 / 1e3));
         let stopped = self.stopped.as_ref();
-        row.text_or_empty(
-            "exit_status",
-            stopped
-                .and_then(|s| s.status)
-                .map(|s| s.to_string())
-                .as_deref(),
-        )
-        .int_or_empty("killed", stopped.map(|s| u8::from(s.killed)));
+        row.put(&INDEX, self.index)
+            .put(&CMD, self.cmd.as_str())
+            .put(&LINE, self.line)
+            .put(&REPEAT, self.repeat)
+            .put(&STARTED, self.started.as_secs_f64())
+            .put(&TOOK, self.took_ms())
+            .put(&RSS_BEFORE, self.before.rss_kb)
+            .put(&RSS_AFTER, self.rss_after_kb())
+            .put(&RSS_DIFF, self.rss_diff_kb())
+            .put(&VMS_BEFORE, self.before.vms_kb)
+            .put(&VMS_AFTER, self.vms_after_kb())
+            .put(&VMS_DIFF, self.vms_diff_kb())
+            .put(&MINFLT, faults.filter(|_| alive).map(|f| f.0))
+            .put(&MAJFLT, faults.filter(|_| alive).map(|f| f.1))
+            .put(&THREADS, after.filter(|_| alive).map(|a| a.threads))
+            .put(&HOST_CPU, cpu_ms.filter(|_| alive))
+            .put(&REQUESTS, self.outcome.requests)
+            .put(&REQUEST_ERRORS, self.outcome.errors)
+            .put(&FIRST_ERROR, self.outcome.first_error.as_deref())
+            .put(&EXECUTIONS, self.outcome.latencies.len())
+            .put(&P50, latency.map(|l| l.p50_ms))
+            .put(&P99, latency.map(|l| l.p99_ms))
+            .put(&MAX, latency.map(|l| l.max_ms))
+            .put(&INSTANTIATE, split.map(|s| s.0))
+            .put(&CALL, split.map(|s| s.1))
+            .put(&LISTING, self.outcome.listing.as_secs_f64() * 1e3)
+            .put(&FILL_FITTED, fill.map(|fill| fill.fitted))
+            .put(&FILL_STOPPED, fill.map(|fill| fill.stopped.name()))
+            .put(&TRIM_BY, trim.map(|trim| trim.by().name()))
+            .put(&TRIM_HELD, trim.map(|trim| trim.held_us as f64 / 1e3))
+            .put(
+                &EXIT_STATUS,
+                stopped.and_then(|s| s.status).map(|s| s.to_string()),
+            )
+            .put(&KILLED, stopped.map(|s| u8::from(s.killed)));
     }
 }
 
@@ -364,7 +425,10 @@ mod tests {
         let json = serde_json::to_string(&stop).unwrap();
         let back: EntryRecord = serde_json::from_str(&json).unwrap();
         assert_eq!(back.row(), stop.row());
-        assert_eq!(back.row().get("exit_status"), Some("signal: 15 (SIGTERM)"));
-        assert_eq!(back.row().get("faults_kernel"), Some("9"));
+        assert_eq!(
+            back.row().csv("exit_status").as_deref(),
+            Some("signal: 15 (SIGTERM)")
+        );
+        assert_eq!(back.row().csv("faults_kernel").as_deref(), Some("9"));
     }
 }

@@ -43,7 +43,7 @@ impl Unit {
     }
 }
 
-/// A column, or a family of columns whose name ends in `*` (one per zone, per syscall kind,
+/// A column, or a family of columns whose name has a `*` (one per zone, per syscall kind,
 /// per vmstat counter): its name, unit and what it means.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Column {
@@ -57,12 +57,20 @@ impl Column {
         Column { name, unit, help }
     }
 
-    /// Whether `name` is this column, or a member of this family.
+    /// Whether `name` is this column, or a member of this family (`*` stands for any text).
     pub fn names(&self, name: &str) -> bool {
-        match self.name.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
+        match self.name.split_once('*') {
+            Some((prefix, suffix)) => {
+                name.len() >= prefix.len() + suffix.len()
+                    && name.starts_with(prefix)
+                    && name.ends_with(suffix)
+            }
             None => name == self.name,
         }
+    }
+
+    pub fn is_family(&self) -> bool {
+        self.name.contains('*')
     }
 }
 
@@ -87,6 +95,15 @@ impl Value {
 
     pub fn is_absent(&self) -> bool {
         matches!(self, Value::Absent)
+    }
+
+    /// The number as commands.csv writes it (three decimals for a float), for views that
+    /// must agree with the CSV to the digit.
+    pub fn number_as_written(&self) -> Option<f64> {
+        match self {
+            Value::Float(_) => self.to_string().parse().ok(),
+            _ => self.number(),
+        }
     }
 }
 
@@ -155,7 +172,7 @@ pub struct Row {
 impl Row {
     /// The cell of `column`.
     pub fn put(&mut self, column: &'static Column, value: impl Into<Value>) -> &mut Self {
-        debug_assert!(!column.name.ends_with('*'), "{} is a family", column.name);
+        debug_assert!(!column.is_family(), "{} is a family", column.name);
         self.cells.push(Cell {
             name: Cow::Borrowed(column.name),
             column,
@@ -194,6 +211,11 @@ impl Row {
         self.cells.iter().map(|cell| cell.value.to_string())
     }
 
+    /// The cell `name` as commands.csv writes it.
+    pub fn csv(&self, name: &str) -> Option<String> {
+        self.get(name).map(ToString::to_string)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.cells
             .iter()
@@ -230,11 +252,11 @@ pub fn markdown(columns: &[&'static Column]) -> String {
 mod tests {
     use super::*;
 
-    const A: Column = Column::new("a_kb", Unit::Kib, "a");
-    const B: Column = Column::new("b_ms", Unit::Ms, "b");
-    const C: Column = Column::new("c", Unit::Text, "c");
-    const D: Column = Column::new("d", Unit::Count, "d");
-    const ZONE: Column = Column::new("zone_*", Unit::Count, "per zone");
+    static A: Column = Column::new("a_kb", Unit::Kib, "a");
+    static B: Column = Column::new("b_ms", Unit::Ms, "b");
+    static C: Column = Column::new("c", Unit::Text, "c");
+    static D: Column = Column::new("d", Unit::Count, "d");
+    static ZONE: Column = Column::new("zone_*", Unit::Count, "per zone");
 
     #[test]
     fn rows_keep_order_types_and_the_csv_format() {

@@ -108,3 +108,64 @@ pub struct Call {
     /// `malloc_trim`'s answer: 1 if it gave memory back.
     pub returned: u64,
 }
+
+use super::field::{Column, Row, Unit};
+
+static COUNTED_REQUESTS: Column = Column::new(
+    "counted_requests",
+    Unit::Count,
+    "the host's own count over the entry, from its Prometheus /metrics (skillhost's; empty for a host without them, and for stop): execute_skill requests it answered",
+);
+static COUNTED_FAILED: Column = Column::new(
+    "counted_failed",
+    Unit::Count,
+    "of those, answered outside 2xx (the host's count)",
+);
+static COUNTED_COMPILATIONS: Column = Column::new(
+    "counted_compilations",
+    Unit::Count,
+    "components Cranelift compiled (the host's count): a second compile of a skill shows here",
+);
+static COUNTED_INSTANCES: Column = Column::new(
+    "counted_instances",
+    Unit::Count,
+    "instances created (the host's count)",
+);
+static HEAP_IN_USE: Column = Column::new(
+    "host_heap_in_use_kb",
+    Unit::Kib,
+    "the host's malloc at the end of the entry, as it reports it on /metrics (skillhost, with glibc's mallinfo2; empty for a host without it): handed out, not yet freed",
+);
+static HEAP_FREE: Column = Column::new(
+    "host_heap_free_kb",
+    Unit::Kib,
+    "the host's malloc: freed, and kept in malloc's arenas instead of being returned (resident where it was touched)",
+);
+
+impl HostCounters {
+    pub const COLUMNS: [&'static Column; 6] = [
+        &COUNTED_REQUESTS,
+        &COUNTED_FAILED,
+        &COUNTED_COMPILATIONS,
+        &COUNTED_INSTANCES,
+        &HEAP_IN_USE,
+        &HEAP_FREE,
+    ];
+
+    /// The entry's `counted_*` and `host_heap_*` cells: absent for a host without
+    /// skillhost's metrics, and for `stop` (the host is gone before it can be asked).
+    pub fn write_cells(entry: Option<&HostCounters>, row: &mut Row) {
+        row.put(&COUNTED_REQUESTS, entry.map(|c| c.requests))
+            .put(&COUNTED_FAILED, entry.map(|c| c.failed))
+            .put(&COUNTED_COMPILATIONS, entry.map(|c| c.compilations))
+            .put(&COUNTED_INSTANCES, entry.map(|c| c.instances))
+            .put(
+                &HEAP_IN_USE,
+                entry.and_then(|c| c.heap_in_use_bytes).map(|b| b / 1024),
+            )
+            .put(
+                &HEAP_FREE,
+                entry.and_then(|c| c.heap_free_bytes).map(|b| b / 1024),
+            );
+    }
+}

@@ -1,9 +1,15 @@
 //! What the probes measured and how they attached: plain data, filled in by `crate::probes`.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
-use skillprof_common::{Counters, SkillCounters};
+use skillprof_common::{
+    ADVICE_NAMES, CONTEXTS, CTX_NAMES, Counters, ReclaimCounts, SYSCALL_NAMES, SYSCALLS,
+    SkillCounters,
+};
+
+use super::field::{Column, Row, Unit, Value};
 
 /// How a program is attached to the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -43,7 +49,7 @@ pub struct Attempt {
 /// What happened to one probe in this run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeStatus {
-    pub probe: String,
+    pub probe: Probe,
     /// The mechanism that attached or, if none did, the last one tried.
     pub mechanism: Mechanism,
     pub attached: bool,
@@ -61,7 +67,7 @@ pub struct ProbeStatus {
 pub struct ProbeMetrics {
     pub(crate) counters: Counters,
     /// Per probe name: the mechanism that attached (absent: not attached).
-    pub(crate) attached: HashMap<String, Mechanism>,
+    pub(crate) attached: HashMap<Probe, Mechanism>,
     /// Major faults from the perf counter during the entry (`None`: no counter).
     pub majflt_perf: Option<u64>,
     /// Whether `--events` streamed (the events_* columns).
@@ -170,7 +176,7 @@ pub struct ProbeCosts {
 /// after the tgid compare (e.g. the raw syscall tracepoints run for every syscall).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProgramCost {
-    pub probe: String,
+    pub probe: Probe,
     pub program: String,
     pub mechanism: Mechanism,
     pub runs: u64,
@@ -227,8 +233,487 @@ pub struct Modelled {
 /// Events one probe counted over a session.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Counted {
-    pub probe: String,
+    pub probe: Probe,
     pub mechanism: Mechanism,
     pub per: Per,
     pub events: u64,
+}
+
+/// A kernel event group skillprof observes (a probe), or a counter beside them: the name
+/// meta.json, the attach table and every record use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    Syscalls,
+    PageFaults,
+    Kswapd,
+    DirectReclaim,
+    MemcgReclaim,
+    LruShrink,
+    ShrinkNode,
+    ShrinkSlab,
+    Throttle,
+    Exit,
+    RssStat,
+    ExitMmap,
+    /// The perf software counter of major faults (not BPF).
+    MajorFaults,
+    /// The uprobe on the host's marker function.
+    Markers,
+}
+
+impl Probe {
+    pub const ALL: [Probe; 14] = [
+        Probe::Syscalls,
+        Probe::PageFaults,
+        Probe::Kswapd,
+        Probe::DirectReclaim,
+        Probe::MemcgReclaim,
+        Probe::LruShrink,
+        Probe::ShrinkNode,
+        Probe::ShrinkSlab,
+        Probe::Throttle,
+        Probe::Exit,
+        Probe::RssStat,
+        Probe::ExitMmap,
+        Probe::MajorFaults,
+        Probe::Markers,
+    ];
+
+    /// As meta.json and the attach table name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Probe::Syscalls => "syscalls",
+            Probe::PageFaults => "page_faults",
+            Probe::Kswapd => "kswapd",
+            Probe::DirectReclaim => "direct_reclaim",
+            Probe::MemcgReclaim => "memcg_reclaim",
+            Probe::LruShrink => "lru_shrink",
+            Probe::ShrinkNode => "shrink_node",
+            Probe::ShrinkSlab => "shrink_slab",
+            Probe::Throttle => "throttle",
+            Probe::Exit => "exit",
+            Probe::RssStat => "rss_stat",
+            Probe::ExitMmap => "exit_mmap",
+            Probe::MajorFaults => "major_faults",
+            Probe::Markers => "markers",
+        }
+    }
+}
+
+impl std::fmt::Display for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl ProbeMetrics {
+    /// A figure of `probe`'s counters; `None` if that probe did not attach.
+    pub fn read<T>(&self, probe: Probe, figure: impl Fn(&Counters) -> T) -> Option<T> {
+        self.attached
+            .contains_key(&probe)
+            .then(|| figure(&self.counters))
+    }
+
+    fn measured(&self, column: &ProbeColumn) -> Value {
+        let mechanism = self.attached.get(&column.probe);
+        let count = |read: &Read| read(&self.counters);
+        match &column.read {
+            Reading::MajfltPerf => self.majflt_perf.into(),
+            Reading::Events(read) => self.streaming.then(|| count(read)).into(),
+            Reading::FexitOnly(read) => (mechanism == Some(&Mechanism::Fentry))
+                .then(|| count(read))
+                .into(),
+            Reading::Count(read) => mechanism.map(|_| count(read)).into(),
+            Reading::Scaled(read, factor) => mechanism.map(|_| count(read) as f64 * factor).into(),
+        }
+    }
+
+    /// The probe columns of an entry: absent without probes (`--no-probes`) or where a probe
+    /// did not attach, so that every row has the same columns.
+    pub fn write_cells(probes: Option<&ProbeMetrics>, row: &mut Row) {
+        for column in probe_columns() {
+            let value = probes.map_or(Value::Absent, |probes| probes.measured(column));
+            row.put(column.column, value);
+        }
+    }
+}
+
+type Read = Box<dyn Fn(&Counters) -> u64 + Send + Sync>;
+
+/// Where a probe column's value comes from.
+enum Reading {
+    /// A count, as it is.
+    Count(Read),
+    /// A time in nanoseconds or microseconds, times the factor to the column's unit.
+    Scaled(Read, f64),
+    /// Only the fexit mechanism of the probe sees it.
+    FexitOnly(Read),
+    /// Only while `--events` streams.
+    Events(Read),
+    /// Not BPF: the perf counter of major faults.
+    MajfltPerf,
+}
+
+/// One probe column: the column, the probe it needs, and where its value comes from.
+pub struct ProbeColumn {
+    pub column: &'static Column,
+    pub probe: Probe,
+    read: Reading,
+}
+
+/// What each syscall kind is, for its columns' help (its `_bytes` differ).
+const SYSCALL_HELP: [(&str, &str); SYSCALLS] = [
+    ("host mmap(2) calls", "requested lengths"),
+    ("host munmap(2) calls", "lengths"),
+    ("host mremap(2) calls", "new lengths"),
+    ("host mprotect(2) calls", "lengths"),
+    ("host madvise(2) calls, all advice", "lengths"),
+    (
+        "host brk(2) calls",
+        "how far the break moved, either way (brk returns no errno: a call whose break did not move as asked is an error, and _enomem, _einval and _eagain stay 0)",
+    ),
+];
+
+/// Every column the probes write, in row order, each with its own line in the reference.
+/// Built once; the generated names and help live for the whole process.
+pub fn probe_columns() -> &'static [ProbeColumn] {
+    static COLUMNS: OnceLock<Vec<ProbeColumn>> = OnceLock::new();
+    COLUMNS.get_or_init(|| {
+        let mut out = Vec::new();
+        let mut col = |name: String, unit: Unit, help: String, probe: Probe, read: Reading| {
+            let column: &'static Column = Box::leak(Box::new(Column {
+                name: Box::leak(name.into_boxed_str()),
+                unit,
+                help: Box::leak(help.into_boxed_str()),
+            }));
+            out.push(ProbeColumn {
+                column,
+                probe,
+                read,
+            });
+        };
+        fn count(read: impl Fn(&Counters) -> u64 + Send + Sync + 'static) -> Reading {
+            Reading::Count(Box::new(read))
+        }
+        fn ns_as(read: impl Fn(&Counters) -> u64 + Send + Sync + 'static, factor: f64) -> Reading {
+            Reading::Scaled(Box::new(read), factor)
+        }
+        let (us, ms) = (1e-3, 1e-6);
+        use Probe::*;
+        use Unit::{Bytes, Count, Ms, Us};
+
+        for (kind, name) in SYSCALL_NAMES.iter().enumerate() {
+            let (what, bytes) = SYSCALL_HELP[kind];
+            let sc = move |c: &Counters| c.syscalls[kind];
+            let errors = |which: &str| format!("{what} that failed with {which}");
+            col(format!("{name}_calls"), Count, format!("{what} (a call counts in the entry current when it entered)"), Syscalls, count(move |c| sc(c).calls));
+            col(format!("{name}_bytes"), Bytes, format!("{what}: their {bytes}"), Syscalls, count(move |c| sc(c).bytes));
+            col(format!("{name}_errors"), Count, format!("{what} that failed"), Syscalls, count(move |c| sc(c).errors));
+            col(format!("{name}_enomem"), Count, errors("ENOMEM (out of memory, or of mappings: vm.max_map_count)"), Syscalls, count(move |c| sc(c).enomem));
+            col(format!("{name}_einval"), Count, errors("EINVAL"), Syscalls, count(move |c| sc(c).einval));
+            col(format!("{name}_eagain"), Count, errors("EAGAIN"), Syscalls, count(move |c| sc(c).eagain));
+            col(format!("{name}_lat_us"), Us, format!("{what}: time from enter to exit, summed over the calls"), Syscalls, ns_as(move |c| sc(c).lat_ns, us));
+            col(format!("{name}_lat_max_us"), Us, format!("{what}: the slowest call, enter to exit"), Syscalls, ns_as(move |c| sc(c).lat_max_ns, us));
+        }
+        for (class, name) in ADVICE_NAMES.iter().enumerate() {
+            col(format!("madv_{name}_calls"), Count, format!("madvise(2) calls with advice {name}"), Syscalls, count(move |c| c.madvise[class].calls));
+            col(format!("madv_{name}_bytes"), Bytes, format!("madvise(2) calls with advice {name}: their lengths"), Syscalls, count(move |c| c.madvise[class].bytes));
+        }
+        col("exec_calls".into(), Count, "code published: the host's mmap and mprotect calls that made memory executable (PROT_EXEC) and succeeded. Any wasmtime host does this for each module it compiles or loads, so a skill compiled a second time shows here".into(), Syscalls, count(|c| c.exec.calls));
+        col("exec_bytes".into(), Bytes, "code published: the lengths of exec_calls".into(), Syscalls, count(|c| c.exec.bytes));
+
+        col("faults_user".into(), Count, "user-mode page faults of the host (exceptions:page_fault_user, or fexit handle_mm_fault without the retried attempts)".into(), PageFaults, count(|c| c.faults.user));
+        col("faults_user_write".into(), Count, "faults_user that were writes".into(), PageFaults, count(|c| c.faults.user_write));
+        col("faults_user_read".into(), Count, "faults_user that were reads or instruction fetches (faults_user - faults_user_write)".into(), PageFaults, count(|c| c.faults.user - c.faults.user_write));
+        col("faults_major".into(), Count, "faults_user that were major; only fexit handle_mm_fault sees this (empty otherwise; see majflt_perf)".into(), PageFaults, Reading::FexitOnly(Box::new(|c| c.faults.major)));
+        col("faults_kernel".into(), Count, "page faults the host took in kernel mode on its own user addresses, e.g. read(2) into a fresh buffer (exceptions:page_fault_kernel, or fexit handle_mm_fault); the kernel counts them in minflt too".into(), PageFaults, count(|c| c.faults.kernel));
+        col("faults_gup".into(), Count, "page faults taken for get_user_pages on the host's behalf (MAP_POPULATE, mlock, MADV_POPULATE_*, O_DIRECT I/O), which the kernel counts in minflt; only fexit handle_mm_fault sees them (empty otherwise)".into(), PageFaults, Reading::FexitOnly(Box::new(|c| c.faults.gup)));
+        col("majflt_perf".into(), Count, "major faults of the host from a perf software counter (PAGE_FAULTS_MAJ, every thread)".into(), MajorFaults, Reading::MajfltPerf);
+
+        col("kswapd_wakes".into(), Count, "kswapd, system-wide: times it woke".into(), Kswapd, count(|c| c.kswapd.wakes));
+        col("kswapd_sleeps".into(), Count, "kswapd, system-wide: times it went to sleep".into(), Kswapd, count(|c| c.kswapd.sleeps));
+        col("kswapd_awake_ms".into(), Ms, "kswapd, system-wide: time awake, counted when it sleeps".into(), Kswapd, ns_as(|c| c.kswapd.awake_ns, ms));
+        col("kswapd_woken_by_host".into(), Count, "allocations of the host that asked kswapd to wake".into(), Kswapd, count(|c| c.kswapd.woken_by_host));
+        col("kswapd_woken_by_others".into(), Count, "allocations of other processes that asked kswapd to wake".into(), Kswapd, count(|c| c.kswapd.woken_by_others));
+
+        type Group = fn(&Counters) -> &ReclaimCounts;
+        let reclaims: [(&str, &str, Probe, Group); 2] = [
+            ("direct_reclaim", "direct reclaim", DirectReclaim, |c| &c.direct),
+            ("memcg_reclaim", "memcg limit reclaim", MemcgReclaim, |c| &c.memcg),
+        ];
+        for (prefix, what, probe, group) in reclaims {
+            col(format!("{prefix}_count"), Count, format!("{what} in the host's context: times it ran"), probe, count(move |c| group(c).host));
+            col(format!("{prefix}_ms"), Ms, format!("{what} in the host's context: time, in total"), probe, ns_as(move |c| group(c).host_ns, ms));
+            col(format!("{prefix}_max_ms"), Ms, format!("{what} in the host's context: the longest"), probe, ns_as(move |c| group(c).host_max_ns, ms));
+            col(format!("{prefix}_pages"), Count, format!("{what} in the host's context: pages reclaimed"), probe, count(move |c| group(c).host_pages));
+            col(format!("{prefix}_others_count"), Count, format!("{what} by other processes: times it ran"), probe, count(move |c| group(c).others));
+            col(format!("{prefix}_others_pages"), Count, format!("{what} by other processes: pages reclaimed"), probe, count(move |c| group(c).others_pages));
+        }
+
+        let lru = "LRU shrinking (mm_vmscan_lru_shrink_inactive/active)";
+        let contexts = CTX_NAMES.iter().enumerate().take(CONTEXTS);
+        for (ctx, name) in contexts.clone() {
+            col(format!("lru_{name}_calls"), Count, format!("{lru} by {name} reclaim, system-wide: calls"), LruShrink, count(move |c| c.lru[ctx].calls));
+            col(format!("lru_{name}_scanned"), Count, format!("{lru} by {name} reclaim, system-wide: pages scanned (inactive) or taken (active)"), LruShrink, count(move |c| c.lru[ctx].scanned));
+            col(format!("lru_{name}_reclaimed"), Count, format!("{lru} by {name} reclaim, system-wide: pages reclaimed"), LruShrink, count(move |c| c.lru[ctx].reclaimed));
+        }
+        col("lru_host_calls".into(), Count, format!("{lru} in the host's own context: calls"), LruShrink, count(|c| c.lru_host.calls));
+        col("lru_host_scanned".into(), Count, format!("{lru} in the host's own context: pages scanned or taken"), LruShrink, count(|c| c.lru_host.scanned));
+        col("lru_host_reclaimed".into(), Count, format!("{lru} in the host's own context: pages reclaimed"), LruShrink, count(|c| c.lru_host.reclaimed));
+
+        let shrink = "shrink_node (fentry/fexit or kprobes only; empty where neither attaches)";
+        for (ctx, name) in contexts {
+            col(format!("shrink_node_{name}_calls"), Count, format!("{shrink} by {name} reclaim: calls"), ShrinkNode, count(move |c| c.shrink_node[ctx].calls));
+            col(format!("shrink_node_{name}_ms"), Ms, format!("{shrink} by {name} reclaim: time"), ShrinkNode, ns_as(move |c| c.shrink_node[ctx].ns, ms));
+        }
+        col("shrink_node_host_calls".into(), Count, format!("{shrink} in the host's context: calls"), ShrinkNode, count(|c| c.shrink_node_host.calls));
+        col("shrink_node_host_ms".into(), Ms, format!("{shrink} in the host's context: time"), ShrinkNode, ns_as(|c| c.shrink_node_host.ns, ms));
+
+        col("slab_shrinks".into(), Count, "slab shrinkers, system-wide: shrinks".into(), ShrinkSlab, count(|c| c.slab.shrinks));
+        col("slab_freed".into(), Count, "slab shrinkers, system-wide: objects freed".into(), ShrinkSlab, count(|c| c.slab.freed));
+        col("slab_ms".into(), Ms, "slab shrinkers, system-wide: time".into(), ShrinkSlab, ns_as(|c| c.slab.ns, ms));
+        col("slab_host_shrinks".into(), Count, "slab shrinkers in the host's context: shrinks".into(), ShrinkSlab, count(|c| c.slab.host_shrinks));
+        col("slab_host_ms".into(), Ms, "slab shrinkers in the host's context: time".into(), ShrinkSlab, ns_as(|c| c.slab.host_ns, ms));
+
+        col("throttle_count".into(), Count, "reclaim throttling (mm_vmscan_throttled), system-wide: tasks delayed".into(), Throttle, count(|c| c.throttle.count));
+        col("throttle_ms".into(), Ms, "reclaim throttling, system-wide: time delayed".into(), Throttle, ns_as(|c| c.throttle.us, 1e-3));
+        col("throttle_host_count".into(), Count, "reclaim throttling of the host: times delayed".into(), Throttle, count(|c| c.throttle.host_count));
+        col("throttle_host_ms".into(), Ms, "reclaim throttling of the host: time delayed".into(), Throttle, ns_as(|c| c.throttle.host_us, 1e-3));
+
+        col("marks_hits".into(), Count, "the host's markers (uprobe; empty for a host without them): marker calls seen".into(), Markers, count(|c| c.marks.hits));
+        col("marks_overflow".into(), Count, "events counted in skills.csv's host row because the skill table was full".into(), Markers, count(|c| c.marks.overflow));
+
+        col("events_sent".into(), Count, "with --events: events sent to the ring buffer during the entry".into(), Syscalls, Reading::Events(Box::new(|c| c.events.sent)));
+        col("events_lost".into(), Count, "with --events: events lost, the ring buffer full".into(), Syscalls, Reading::Events(Box::new(|c| c.events.lost)));
+        out
+    })
+}
+
+/// The parts of a stop, in order, with what each spans (the stop_*_ms columns).
+pub const STOP_PARTS: [(&str, &str); 6] = [
+    ("signal", "signal (SIGTERM sent → delivered)"),
+    ("drain", "drain (graceful shutdown → exit_group)"),
+    ("exit", "exit (→ teardown starts)"),
+    ("teardown", "address-space teardown"),
+    ("last_thread", "last thread (→ parent notified)"),
+    ("reap", "reap (→ reaped)"),
+];
+
+static STOP_TOTAL: Column = Column::new(
+    "stop_total_ms",
+    Unit::Ms,
+    "stop only: from SIGTERM sent to the host reaped; the parts below sum to it",
+);
+static STOP_PART_COLUMNS: [Column; 6] = [
+    Column::new(
+        "stop_signal_ms",
+        Unit::Ms,
+        "stop only: SIGTERM sent → delivered",
+    ),
+    Column::new(
+        "stop_drain_ms",
+        Unit::Ms,
+        "stop only: delivered → exit_group (the host's graceful drain)",
+    ),
+    Column::new(
+        "stop_exit_ms",
+        Unit::Ms,
+        "stop only: exit_group → the address-space teardown starts",
+    ),
+    Column::new(
+        "stop_teardown_ms",
+        Unit::Ms,
+        "stop only: the address-space teardown",
+    ),
+    Column::new(
+        "stop_last_thread_ms",
+        Unit::Ms,
+        "stop only: teardown → the last thread exits and the parent is notified",
+    ),
+    Column::new("stop_reap_ms", Unit::Ms, "stop only: notified → reaped"),
+];
+static STOP_DRAIN_MUNMAPS: Column = Column::new(
+    "stop_drain_munmaps",
+    Unit::Count,
+    "stop only: munmap calls the host made while draining (between SIGTERM and exit_group)",
+);
+static STOP_DRAIN_MUNMAP_BYTES: Column = Column::new(
+    "stop_drain_munmap_bytes",
+    Unit::Bytes,
+    "stop only: what those munmap calls unmapped",
+);
+static STOP_TEARDOWN_PAGES: Column = Column::new(
+    "stop_teardown_pages",
+    Unit::Count,
+    "stop only: pages the teardown freed",
+);
+static STOP_TEARDOWN_BY: Column = Column::new(
+    "stop_teardown_by",
+    Unit::Text,
+    "stop only: how the teardown was timed: exit_mmap (function probes) or rss_stat (the first to the last RSS decrement)",
+);
+
+impl StopBreakdown {
+    /// The stop columns, in row order.
+    pub const COLUMNS: [&'static Column; 11] = [
+        &STOP_TOTAL,
+        &STOP_PART_COLUMNS[0],
+        &STOP_PART_COLUMNS[1],
+        &STOP_PART_COLUMNS[2],
+        &STOP_PART_COLUMNS[3],
+        &STOP_PART_COLUMNS[4],
+        &STOP_PART_COLUMNS[5],
+        &STOP_DRAIN_MUNMAPS,
+        &STOP_DRAIN_MUNMAP_BYTES,
+        &STOP_TEARDOWN_PAGES,
+        &STOP_TEARDOWN_BY,
+    ];
+
+    /// The `stop_*` cells of an entry: its breakdown's, or absent ones for an entry without
+    /// (every entry but `stop`, or no probes), so that every row has the same columns.
+    pub fn write_cells(stop: Option<&StopBreakdown>, row: &mut Row) {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        row.put(&STOP_TOTAL, stop.map(|s| ms(s.total_ns)));
+        for (i, column) in STOP_PART_COLUMNS.iter().enumerate() {
+            let part = stop.and_then(|s| s.parts.get(i));
+            row.put(column, part.map(|p| ms(p.duration_ns)));
+        }
+        row.put(&STOP_DRAIN_MUNMAPS, stop.map(|s| s.drain_munmap_calls))
+            .put(&STOP_DRAIN_MUNMAP_BYTES, stop.map(|s| s.drain_munmap_bytes))
+            .put(
+                &STOP_TEARDOWN_PAGES,
+                stop.and_then(|s| s.teardown_pages_freed),
+            )
+            .put(
+                &STOP_TEARDOWN_BY,
+                stop.and_then(|s| s.teardown_source).map(|t| t.as_str()),
+            );
+    }
+}
+
+static STACKS_SAMPLES: Column = Column::new(
+    "stacks_samples",
+    Unit::Count,
+    "with --stacks: the host's user stacks walked at its page faults and address-space syscalls during the entry (stacks/ENTRY.folded and ENTRY.svg show them)",
+);
+static STACKS_LOST: Column = Column::new(
+    "stacks_lost",
+    Unit::Count,
+    "with --stacks: stacks not kept (the stack map was full, or another stack had the same hash)",
+);
+static STACKS_TOP_NAMED: Column = Column::new(
+    "stacks_top_named",
+    Unit::Count,
+    "with --stacks: stacks whose innermost frame has a name (a native symbol, or a wasm function from wasmtime's perf map)",
+);
+
+impl StackSummary {
+    pub const COLUMNS: [&'static Column; 3] = [&STACKS_SAMPLES, &STACKS_LOST, &STACKS_TOP_NAMED];
+
+    /// The stacks_* cells: absent without `--stacks`.
+    pub fn write_cells(summary: Option<&StackSummary>, row: &mut Row) {
+        row.put(&STACKS_SAMPLES, summary.map(|s| s.samples))
+            .put(&STACKS_LOST, summary.map(|s| s.lost))
+            .put(&STACKS_TOP_NAMED, summary.map(|s| s.top_named));
+    }
+}
+
+/// skills.csv's columns after the entry's own: one row per skill and phase of an entry.
+pub mod skill_columns {
+    use super::{Column, Unit};
+
+    pub static SKILL: Column = Column::new(
+        "skill",
+        Unit::Text,
+        "the skill the host's markers named, or host: what no marker covered (the runtime, the allocator, background threads)",
+    );
+    pub static PHASE: Column =
+        Column::new("phase", Unit::Text, "compile, instantiate, call, or host");
+    pub static RUNS: Column = Column::new(
+        "runs",
+        Unit::Count,
+        "times the phase ran for the skill in the entry",
+    );
+    pub static TIME_MS: Column = Column::new(
+        "time_ms",
+        Unit::Ms,
+        "time inside the phase, summed over its runs (a compile's worker threads included)",
+    );
+    pub static FAULTS: Column = Column::new(
+        "faults",
+        Unit::Count,
+        "page faults of every kind in the phase: user, kernel-mode on user addresses, get_user_pages",
+    );
+    pub static FAULTS_USER: Column =
+        Column::new("faults_user", Unit::Count, "user-mode page faults");
+    pub static FAULTS_USER_WRITE: Column = Column::new(
+        "faults_user_write",
+        Unit::Count,
+        "faults_user that were writes",
+    );
+    pub static FAULTS_MAJOR: Column = Column::new(
+        "faults_major",
+        Unit::Count,
+        "faults_user that were major (fexit handle_mm_fault only; 0 otherwise)",
+    );
+    pub static FAULTS_KERNEL: Column = Column::new(
+        "faults_kernel",
+        Unit::Count,
+        "page faults in kernel mode on the host's user addresses",
+    );
+    pub static FAULTS_GUP: Column = Column::new(
+        "faults_gup",
+        Unit::Count,
+        "page faults taken for get_user_pages (fexit handle_mm_fault only; 0 otherwise)",
+    );
+    pub static SYSCALL_CALLS: Column = Column::new(
+        "*_calls",
+        Unit::Count,
+        "per address-space syscall kind (mmap, munmap, mremap, mprotect, madvise, brk): <kind>_calls, the calls in the phase",
+    );
+    pub static SYSCALL_BYTES: Column = Column::new(
+        "*_bytes",
+        Unit::Bytes,
+        "per address-space syscall kind: <kind>_bytes, the lengths of those calls",
+    );
+
+    /// In row order.
+    pub const ALL: [&Column; 12] = [
+        &SKILL,
+        &PHASE,
+        &RUNS,
+        &TIME_MS,
+        &FAULTS,
+        &FAULTS_USER,
+        &FAULTS_USER_WRITE,
+        &FAULTS_MAJOR,
+        &FAULTS_KERNEL,
+        &FAULTS_GUP,
+        &SYSCALL_CALLS,
+        &SYSCALL_BYTES,
+    ];
+}
+
+impl SkillRow {
+    /// The row's cells in skills.csv (after the entry's own).
+    pub fn write_cells(&self, row: &mut Row) {
+        use skill_columns::*;
+        let c = &self.counts;
+        let f = &c.faults;
+        row.put(&SKILL, self.skill.as_deref().unwrap_or("host"))
+            .put(&PHASE, self.phase.as_str())
+            .put(&RUNS, c.phase.runs)
+            .put(&TIME_MS, c.phase.ns as f64 / 1e6)
+            .put(&FAULTS, f.user + f.kernel + f.gup)
+            .put(&FAULTS_USER, f.user)
+            .put(&FAULTS_USER_WRITE, f.user_write)
+            .put(&FAULTS_MAJOR, f.major)
+            .put(&FAULTS_KERNEL, f.kernel)
+            .put(&FAULTS_GUP, f.gup);
+        for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
+            row.put_in(&SYSCALL_CALLS, format!("{name}_calls"), calls.calls)
+                .put_in(&SYSCALL_BYTES, format!("{name}_bytes"), calls.bytes);
+        }
+    }
 }

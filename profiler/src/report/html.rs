@@ -637,17 +637,18 @@ fn entries_table(run: &Run, prefix: &str) -> Markup {
     let Some(first) = run.rows.first() else {
         return html! { p { "commands.csv has no entries." } };
     };
-    let names: Vec<&str> = first
-        .names()
-        .filter(|n| *n != "index" && *n != "cmd")
+    // Every column but index and cmd, which the entry's own cell shows.
+    let shown: Vec<usize> = (0..first.cells().len())
+        .filter(|&i| !matches!(first.cells()[i].name.as_ref(), "index" | "cmd"))
         .collect();
+    let column = |i: usize| &first.cells()[i];
     // Decided once per column: every cell of every row asks.
-    let quiet: Vec<bool> = names
+    let quiet: Vec<bool> = shown
         .iter()
-        .map(|name| {
+        .map(|&i| {
             run.rows.iter().all(|row| {
-                let value = row.get(name).unwrap_or("");
-                value.is_empty() || value.parse::<f64>().is_ok_and(|v| v == 0.0)
+                let value = &row.cells()[i].value;
+                value.is_absent() || value.number().is_some_and(|v| v == 0.0)
             })
         })
         .collect();
@@ -655,7 +656,7 @@ fn entries_table(run: &Run, prefix: &str) -> Markup {
     html! {
         div class="entries-block" {
             p class="muted" {
-                "All " (names.len() + 2) " columns of commands.csv (hover a name for its meaning, \
+                "All " (shown.len() + 2) " columns of commands.csv (hover a name for its meaning, \
                  click to sort; – is not measured, never 0), each entry with its explanation. "
                 label {
                     input type="checkbox" class="show-quiet" id={ (prefix) "show-quiet" };
@@ -666,14 +667,14 @@ fn entries_table(run: &Run, prefix: &str) -> Markup {
                 table class="sortable entries" id={ (prefix) "entries-table" } {
                     thead {
                         tr {
-                            th class="sticky1" title=(record::documentation("cmd").unwrap_or("")) {
+                            th class="sticky1" title=(record::documentation("cmd").map_or("", |c| c.help)) {
                                 "entry"
                             }
                             th class="sticky2 text" { "explanation" }
-                            @for (name, quiet) in names.iter().zip(&quiet) {
+                            @for (&i, quiet) in shown.iter().zip(&quiet) {
                                 th class=[quiet.then_some("quiet")]
-                                    title=(record::documentation(name).unwrap_or("")) {
-                                    (name)
+                                    title=(column(i).column.help) {
+                                    (column(i).name)
                                 }
                             }
                         }
@@ -688,9 +689,9 @@ fn entries_table(run: &Run, prefix: &str) -> Markup {
                                 td class="sticky2" {
                                     (run.explanations.get(number).map_or("", String::as_str))
                                 }
-                                @for (name, quiet) in names.iter().zip(&quiet) {
+                                @for (&i, quiet) in shown.iter().zip(&quiet) {
                                     (cell_in(
-                                        row.get(name).unwrap_or(""),
+                                        &row.cells()[i].value.to_string(),
                                         if *quiet { "quiet" } else { "" },
                                     ))
                                 }

@@ -10,7 +10,6 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result};
 
 use super::read::Run;
-use crate::record;
 
 /// The OpenMetrics text of `run`; returns it with the number of points.
 pub fn render(run: &Run) -> Result<(String, usize)> {
@@ -57,24 +56,28 @@ pub fn render(run: &Run) -> Result<(String, usize)> {
             (row, labels, (unix_at(span.end_s) * 1e3).round() as i64)
         })
         .collect();
-    let columns = run.rows.first().map(|row| row.names().collect::<Vec<_>>());
-    for column in columns.unwrap_or_default() {
-        if column == "index" {
+    let columns = run.rows.first().map_or(&[][..], |row| row.cells());
+    for (i, cell) in columns.iter().enumerate() {
+        if cell.name == "index" {
             continue;
         }
+        // Every row has the same columns in the same order (commands.csv's rule).
         let values: Vec<_> = entries
             .iter()
             .filter_map(|(row, labels, ms)| {
-                let value: f64 = row.get(column)?.parse().ok()?;
+                let value = row.cells().get(i)?.value.number_as_written()?;
                 Some((labels, value, *ms))
             })
             .collect();
         if values.is_empty() {
             continue;
         }
-        let name = metric_name("entry", column);
-        let help = record::documentation(column).unwrap_or("commands.csv column");
-        family(&mut text, &name, &format!("commands.csv {column}: {help}"));
+        let name = metric_name("entry", &cell.name);
+        family(
+            &mut text,
+            &name,
+            &format!("commands.csv {}: {}", cell.name, cell.column.help),
+        );
         for (labels, value, ms) in values {
             point(&mut text, &name, labels, value, ms);
             points += 1;

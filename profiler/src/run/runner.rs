@@ -2,6 +2,7 @@
 //! order, and the bookkeeping that leaves complete files behind on every way out: the
 //! last entry, Ctrl-C or SIGTERM, a host that dies, or an error of our own.
 
+use crate::record::probes::Probe;
 use std::fs::{self, File};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,7 @@ use crate::output::{
     commands_csv::CommandsCsv, compare, entry_rows_csv, entry_rows_csv::EntryRowsCsv, meta,
     run_json, samples_csv::SamplesCsv,
 };
-use crate::probes::{CostMode, Mechanism, markers, markers::SkillRow, stacks::StackSummary};
+use crate::probes::{CostMode, Mechanism, markers::SkillRow, stacks::StackSummary};
 use crate::record::{
     CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, LoadInfo, Outcome,
     RunInfo, Status, Step, SysctlDuring,
@@ -382,7 +383,7 @@ impl Run {
         if let Some(off) = info
             .statuses
             .iter()
-            .find(|s| s.probe == markers::PROBE && !s.attached)
+            .find(|s| s.probe == Probe::Markers && !s.attached)
         {
             self.progress.note(&format!(
                 "warning: skill attribution OFF, entry windows only: {}",
@@ -1100,7 +1101,7 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         lines.push(format!("probes live: {}", live.join(", ")));
     }
     // The markers depend on the host, not on the kernel: their own line.
-    let markers = probes.statuses.iter().find(|s| s.probe == markers::PROBE);
+    let markers = probes.statuses.iter().find(|s| s.probe == Probe::Markers);
     match markers {
         Some(status) if status.attached => lines.push(
             "skill attribution: by the host's markers; skills.csv splits every entry by skill \
@@ -1116,8 +1117,8 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     let missing: Vec<&str> = probes
         .statuses
         .iter()
-        .filter(|s| !s.attached && s.probe != markers::PROBE)
-        .map(|s| s.probe.as_str())
+        .filter(|s| !s.attached && s.probe != Probe::Markers)
+        .map(|s| s.probe.name())
         .collect();
     if !missing.is_empty() {
         lines.push(format!(
@@ -1128,7 +1129,7 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     if let Some(status) = probes
         .statuses
         .iter()
-        .find(|s| s.probe == "page_faults" && s.attached && s.mechanism != Mechanism::Fentry)
+        .find(|s| s.probe == Probe::PageFaults && s.attached && s.mechanism != Mechanism::Fentry)
     {
         lines.push(format!(
             "page faults not seen by {}: those taken for get_user_pages (MAP_POPULATE, mlock, \

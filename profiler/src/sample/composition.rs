@@ -35,8 +35,6 @@ use std::time::Instant;
 
 use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
 
-use crate::record::Row;
-
 pub use crate::record::composition::{Composition, EntryComposition};
 
 /// glibc's `HEAP_MAX_SIZE` on 64-bit: each heap of a thread arena is reserved as one window
@@ -55,18 +53,6 @@ const PAGE: u64 = 4096;
 const HEADER_SPAN: u64 = PAGE;
 
 impl EntryComposition {
-    /// The `held_*` cells: each part at the entry's end, and what reading smaps cost there.
-    /// Empty without a reading (the host gone, as after stop).
-    pub fn write_cells(entry: Option<&EntryComposition>, row: &mut Row) {
-        let after = entry.map(|e| e.after);
-        for (part, kb) in after.unwrap_or_default().parts() {
-            row.int_or_empty(format!("held_{part}_kb"), after.map(|_| kb));
-        }
-        row.int_or_empty("held_mappings", after.map(|a| a.mappings))
-            .int_or_empty("held_arenas", after.and_then(|a| a.arenas))
-            .float_or_empty("held_read_ms", after.map(|a| a.read_us as f64 / 1e3));
-    }
-
     /// Each part's growth over the entry, in KiB.
     pub fn growth(&self) -> [(&'static str, i64); 5] {
         let (before, after) = (self.before.parts(), self.after.parts());

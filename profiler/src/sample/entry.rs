@@ -1,8 +1,6 @@
 //! What one entry's samples add up to: extremes over every sample of the entry, boundary
 //! samples included, and changes between its two boundary samples.
 
-use crate::record::{Metrics, Row};
-
 use super::{Sample, psi::Psi, system::Counters, zoneinfo::ZoneId};
 
 pub use crate::record::sampling::{EntrySampling, Lowest};
@@ -12,41 +10,6 @@ impl Lowest {
         Lowest {
             free_pages: self.free_pages.min(other.free_pages),
             band: self.band.min(other.band),
-        }
-    }
-}
-
-impl EntrySampling {
-    /// Takes a reading of the host's RSS made outside the sampler into the peak: the host
-    /// can grow and shrink again between the runner's reading and the boundary sample.
-    pub fn cover_rss(&mut self, rss_kb: u64) {
-        self.rss_peak_kb = self.rss_peak_kb.max(Some(rss_kb));
-    }
-}
-
-impl Metrics for EntrySampling {
-    fn write(&self, row: &mut Row) {
-        row.int_or_empty("rss_peak_kb", self.rss_peak_kb)
-            .int_or_empty("maps_peak", self.maps_peak)
-            .int_or_empty("maps_limit", self.maps_limit)
-            .int_or_empty("threads_peak", self.threads_peak)
-            .int("samples", self.samples)
-            .int_or_empty("psi_some_us", self.psi_some_us)
-            .int_or_empty("psi_full_us", self.psi_full_us);
-        match self.cpu {
-            Some(cpu) => row
-                .float("cpu_busy_pct", cpu.busy_pct)
-                .float("cpu_steal_pct", cpu.steal_pct),
-            None => row.missing("cpu_busy_pct").missing("cpu_steal_pct"),
-        };
-        row.int("zones_min_free_pages", self.zones_lowest.free_pages)
-            .text("zones_lowest_band", self.zones_lowest.band.name());
-        for (zone, lowest) in &self.zone_lowest {
-            row.int_or_empty(zone.column("min_free_pages"), lowest.map(|l| l.free_pages))
-                .text_or_empty(zone.column("lowest_band"), lowest.map(|l| l.band.name()));
-        }
-        for (counter, change) in &self.vmstat {
-            row.int(format!("vmstat_{counter}"), *change);
         }
     }
 }
@@ -144,6 +107,7 @@ mod tests {
     use super::*;
     use crate::band::Band;
     use crate::record::sampling::CpuShare;
+    use crate::record::{Metrics, Row};
     use crate::sample::cpu::CpuTimes;
     use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
 
@@ -307,10 +271,13 @@ mod tests {
             "psi_some_us",
             "zone_1_Normal_lowest_band",
         ] {
-            assert_eq!(row.get(empty), Some(""), "{empty}");
+            assert_eq!(row.csv(empty).as_deref(), Some(""), "{empty}");
         }
-        assert_eq!(row.get("zone_0_Normal_lowest_band"), Some("baseline"));
-        assert_eq!(row.get("vmstat_pgfault"), Some("1"));
+        assert_eq!(
+            row.csv("zone_0_Normal_lowest_band").as_deref(),
+            Some("baseline")
+        );
+        assert_eq!(row.csv("vmstat_pgfault").as_deref(), Some("1"));
     }
 
     #[test]

@@ -16,13 +16,6 @@ use crate::band::Band;
 
 pub use crate::record::sampling::{Watermarks, ZoneId};
 
-impl ZoneId {
-    /// `zone_<node>_<name>_<what>`, the column name of one of the zone's values.
-    pub fn column(&self, what: &str) -> String {
-        format!("zone_{}_{}_{what}", self.node, self.name)
-    }
-}
-
 impl Watermarks {
     pub fn band(&self, free_pages: u64) -> Band {
         if free_pages < self.min {

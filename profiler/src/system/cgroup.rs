@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::record::Row;
 use crate::sample::keyed;
 use crate::system::guardian::{Guardian, Restore};
 
@@ -24,26 +23,6 @@ impl std::fmt::Display for Version {
             Version::V1 => "cgroup v1",
             Version::V2 => "cgroup v2",
         })
-    }
-}
-
-impl MemcgEntry {
-    pub fn limit_hits(&self) -> u64 {
-        self.after.limit_hits.saturating_sub(self.before.limit_hits)
-    }
-
-    pub fn oom_kills(&self) -> u64 {
-        self.after.oom_kills.saturating_sub(self.before.oom_kills)
-    }
-
-    /// The `memcg_*` columns, empty for a run without `--memory-max`.
-    pub fn write_cells(entry: Option<&MemcgEntry>, row: &mut Row) {
-        let kb = |bytes: u64| bytes / 1024;
-        row.int_or_empty("memcg_limit_kb", entry.map(|e| kb(e.limit_bytes)))
-            .int_or_empty("memcg_usage_kb", entry.map(|e| kb(e.after.usage_bytes)))
-            .int_or_empty("memcg_peak_kb", entry.map(|e| kb(e.after.peak_bytes)))
-            .int_or_empty("memcg_limit_hits", entry.map(MemcgEntry::limit_hits))
-            .int_or_empty("memcg_oom_kills", entry.map(MemcgEntry::oom_kills));
     }
 }
 

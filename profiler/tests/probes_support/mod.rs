@@ -109,7 +109,7 @@ pub fn row(metrics: &ProbeMetrics) -> Row {
 /// An integer cell; panics if it is missing or empty.
 pub fn int(row: &Row, column: &str) -> u64 {
     let cell = row
-        .get(column)
+        .csv(column)
         .unwrap_or_else(|| panic!("no column {column} in {row:?}"));
     cell.parse()
         .unwrap_or_else(|_| panic!("column {column} is {cell:?}, not an integer"))
@@ -208,7 +208,7 @@ pub fn expected_mechanism(
     }
     let plan = &PROBES
         .iter()
-        .find(|p| p.name == probe)
+        .find(|p| p.probe.name() == probe)
         .unwrap_or_else(|| panic!("no probe {probe} in the plan"))
         .plan;
     // The first mechanism of the plan that the selection allows and the kernel has.
@@ -226,7 +226,9 @@ pub fn expected_mechanism(
 pub fn assert_attached(statuses: &[ProbeStatus], probes: &[&str]) {
     for probe in probes {
         assert!(
-            statuses.iter().any(|s| s.probe == *probe && s.attached),
+            statuses
+                .iter()
+                .any(|s| s.probe.name() == *probe && s.attached),
             "probe {probe} did not attach: {statuses:#?}"
         );
     }
@@ -240,11 +242,11 @@ pub fn assert_mechanisms(statuses: &[ProbeStatus], selection: Selection) {
     let mut wrong = String::new();
     let names: Vec<&str> = PROBES
         .iter()
-        .map(|p| p.name)
+        .map(|p| p.probe.name())
         .chain(["major_faults"])
         .collect();
     for name in names {
-        let Some(status) = statuses.iter().find(|s| s.probe == name) else {
+        let Some(status) = statuses.iter().find(|s| s.probe.name() == name) else {
             let _ = writeln!(wrong, "  {name}: missing from the statuses");
             continue;
         };
@@ -301,7 +303,7 @@ pub fn mechanisms_json(statuses: &[ProbeStatus]) -> Value {
         .iter()
         .map(|s| {
             let mechanism = s.attached.then(|| s.mechanism.as_str());
-            (s.probe.clone(), json!(mechanism))
+            (s.probe.name().to_owned(), json!(mechanism))
         })
         .collect::<serde_json::Map<_, _>>()
         .into()
@@ -340,7 +342,7 @@ pub fn kernel_release() -> String {
 /// An integer cell as JSON: `null` if empty (not measured by this mechanism).
 pub fn cell_json(row: &Row, column: &str) -> Value {
     let cell = row
-        .get(column)
+        .csv(column)
         .unwrap_or_else(|| panic!("no column {column} in {row:?}"));
     if cell.is_empty() {
         Value::Null

@@ -23,7 +23,6 @@ use super::bounds::{self, Bounds};
 use super::process::{Adjust, Balloon, Killer};
 use super::safety::Safety;
 use crate::band::{self, Band};
-use crate::record::Row;
 use crate::sample::PROC;
 use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
@@ -169,52 +168,7 @@ impl BandHeld {
     }
 }
 
-impl BandHeld {
-    /// The per-entry "band actually held" columns (`pressure_*` in `record::columns()`): all
-    /// empty without a balloon, so that commands.csv keeps one set of columns when a workload
-    /// turns pressure on and off. `zones` names the per-zone columns when there is no balloon.
-    pub fn write_cells(held: Option<&BandHeld>, zones: &[ZoneId], row: &mut Row) {
-        let kb = |pages: u64| pages * page_size() / 1024;
-        let read = held.filter(|held| held.reads > 0);
-        row.text_or_empty("pressure_band", held.map(|h| h.band.name()))
-            .int_or_empty("pressure_reads", held.map(|h| h.reads))
-            .float_or_empty("pressure_in_band_pct", read.map(BandHeld::in_band_percent))
-            .int_or_empty("pressure_min_free_kb", read.map(|h| kb(h.min_free_pages)))
-            .int_or_empty("pressure_max_free_kb", read.map(|h| kb(h.max_free_pages)))
-            .text_or_empty("pressure_lowest_band", read.map(|h| h.lowest_band.name()))
-            .text_or_empty("pressure_highest_band", read.map(|h| h.highest_band.name()))
-            .int_or_empty("pressure_band_lower_kb", held.map(|h| kb(h.bounds.lower)))
-            .int_or_empty(
-                "pressure_band_upper_kb",
-                held.and_then(|h| h.bounds.upper).map(kb),
-            )
-            .int_or_empty("pressure_balloon_kb", held.map(|h| h.balloon_bytes / 1024))
-            .int_or_empty(
-                "pressure_balloon_max_kb",
-                held.map(|h| h.max_balloon_bytes / 1024),
-            )
-            .int_or_empty("pressure_adjustments", held.map(|h| h.adjustments))
-            .int_or_empty("pressure_floor_crossings", held.map(|h| h.floor_crossings))
-            .int_or_empty("pressure_late_steps", held.map(|h| h.late_steps))
-            .int_or_empty("pressure_slowest_step_ms", held.map(|h| h.slowest_step_ms));
-        let unread = |id: &ZoneId| ZoneHeld {
-            id: id.clone(),
-            min_usable_pages: None,
-            lowest_band: None,
-        };
-        let zones = match held {
-            Some(held) => held.zones.clone(),
-            None => zones.iter().map(unread).collect(),
-        };
-        for zone in &zones {
-            let column = |what: &str| format!("pressure_{}", zone.id.column(what));
-            row.int_or_empty(column("min_usable_kb"), zone.min_usable_pages.map(kb))
-                .text_or_empty(column("lowest_band"), zone.lowest_band.map(Band::name));
-        }
-        row.text_or_empty("pressure_eased", held.and_then(|h| h.eased.as_deref()))
-            .text_or_empty("pressure_aborted", held.and_then(|h| h.aborted.as_deref()));
-    }
-}
+impl BandHeld {}
 
 /// Why a band was not reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -709,6 +663,7 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
 mod tests {
     use super::*;
     use crate::record;
+    use crate::record::Row;
 
     fn reading(zoneinfo: &str) -> Reach {
         reach::parse(zoneinfo).unwrap()
@@ -815,15 +770,18 @@ mod tests {
         let zones: Vec<ZoneId> = captured.zones.iter().map(|zone| zone.id.clone()).collect();
         let mut none = Row::default();
         BandHeld::write_cells(None, &zones, &mut none);
-        assert!(none.values().all(str::is_empty));
+        assert!(none.values().all(|v| v.is_empty()));
         let mut empty = Row::default();
         BandHeld::write_cells(Some(&window), &[], &mut empty);
         assert_eq!(
             none.names().collect::<Vec<_>>(),
             empty.names().collect::<Vec<_>>()
         );
-        assert_eq!(empty.get("pressure_min_free_kb"), Some(""));
-        assert_eq!(empty.get("pressure_zone_0_Normal_lowest_band"), Some(""));
+        assert_eq!(empty.csv("pressure_min_free_kb").as_deref(), Some(""));
+        assert_eq!(
+            empty.csv("pressure_zone_0_Normal_lowest_band").as_deref(),
+            Some("")
+        );
 
         window.record(&captured, &aims, 4096);
         let at_low = reading(&include_str!("../../sample/testdata/zoneinfo").replacen(
@@ -838,11 +796,20 @@ mod tests {
             empty.names().collect::<Vec<_>>(),
             read.names().collect::<Vec<_>>()
         );
-        assert_eq!(read.get("pressure_reads"), Some("2"));
-        assert_eq!(read.get("pressure_lowest_band"), Some("baseline"));
-        assert_eq!(read.get("pressure_zone_0_Normal_lowest_band"), Some("low"));
-        assert_eq!(read.get("pressure_zone_0_DMA_lowest_band"), Some(""));
-        assert_eq!(read.get("pressure_balloon_max_kb"), Some("8"));
+        assert_eq!(read.csv("pressure_reads").as_deref(), Some("2"));
+        assert_eq!(
+            read.csv("pressure_lowest_band").as_deref(),
+            Some("baseline")
+        );
+        assert_eq!(
+            read.csv("pressure_zone_0_Normal_lowest_band").as_deref(),
+            Some("low")
+        );
+        assert_eq!(
+            read.csv("pressure_zone_0_DMA_lowest_band").as_deref(),
+            Some("")
+        );
+        assert_eq!(read.csv("pressure_balloon_max_kb").as_deref(), Some("8"));
         for name in read.names() {
             assert!(
                 record::documentation(name).is_some(),

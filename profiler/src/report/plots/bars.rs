@@ -1,6 +1,7 @@
 //! Bars: the stop breakdown (one stacked bar per run) and, for two or more runs of one
 //! workload, each entry's metric side by side with its ratio to run a.
 
+use crate::record::probes::Probe;
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::ValueFormatter;
@@ -256,7 +257,7 @@ pub const METRICS: [Metric; 5] = [
         title: "Memory syscalls per entry",
         unit: "calls",
         value: |run, i| {
-            run.record(i)?.probe("syscalls", |c| {
+            run.record(i)?.probe(Probe::Syscalls, |c| {
                 c.syscalls.iter().map(|kind| kind.calls).sum::<u64>() as f64
             })
         },

@@ -2,6 +2,7 @@
 //! its watermarks, PSI, and kswapd and direct reclaim. x is the sampler's clock for all of
 //! them (see [`crate::report::read`]), so they line up when stacked.
 
+use crate::record::probes::Probe;
 use std::ops::Range;
 
 use anyhow::Result;
@@ -467,8 +468,10 @@ fn syscall_steps(run: &Run) -> Syscalls {
             "not measured: probes were off for this run (--no-probes)".to_owned(),
         );
     }
-    let calls =
-        |i: usize, kind: usize| run.record(i)?.probe("syscalls", |c| c.syscalls[kind].calls);
+    let calls = |i: usize, kind: usize| {
+        run.record(i)?
+            .probe(Probe::Syscalls, |c| c.syscalls[kind].calls)
+    };
     if !(0..run.records.len()).any(|i| calls(i, 0).is_some()) {
         return Syscalls::Absent("not measured: the syscalls probe did not attach".to_owned());
     }
@@ -773,10 +776,13 @@ fn reclaim(run: &Run) -> Result<Figure> {
     }
     let x = x_range(run);
     let ms = |ns: u64| ns as f64 / 1e6;
-    let kswapd_awake_ms = |i: usize| run.record(i)?.probe("kswapd", |c| ms(c.kswapd.awake_ns));
+    let kswapd_awake_ms = |i: usize| {
+        run.record(i)?
+            .probe(Probe::Kswapd, |c| ms(c.kswapd.awake_ns))
+    };
     let direct_reclaim_ms = |i: usize| {
         run.record(i)?
-            .probe("direct_reclaim", |c| ms(c.direct.host_ns))
+            .probe(Probe::DirectReclaim, |c| ms(c.direct.host_ns))
     };
     let total = |value: &dyn Fn(usize) -> Option<f64>| -> Option<f64> {
         let values: Vec<f64> = (0..run.records.len()).filter_map(value).collect();
@@ -875,10 +881,13 @@ fn reclaim(run: &Run) -> Result<Figure> {
         }
         Ok(())
     })?;
-    let wakes = total(&|i| run.record(i)?.probe("kswapd", |c| c.kswapd.wakes as f64));
+    let wakes = total(&|i| {
+        run.record(i)?
+            .probe(Probe::Kswapd, |c| c.kswapd.wakes as f64)
+    });
     let count = total(&|i| {
         run.record(i)?
-            .probe("direct_reclaim", |c| c.direct.host as f64)
+            .probe(Probe::DirectReclaim, |c| c.direct.host as f64)
     });
     let summary = match (wakes, count) {
         (Some(w), Some(c)) => format!(
