@@ -194,7 +194,12 @@ fn expected_syscalls(step: &str) -> BTreeMap<&'static str, u64> {
 fn syscall_count_columns() -> impl Iterator<Item = &'static str> {
     probe_columns()
         .iter()
-        .filter(|c| c.probe == Probe::Syscalls && !c.column.name.contains("_lat_"))
+        // The ring buffer's own counts (events_*) sit with the syscalls but are not calls.
+        .filter(|c| {
+            c.probe == Probe::Syscalls
+                && !c.column.name.contains("_lat_")
+                && !c.column.name.starts_with("events_")
+        })
         .map(|c| c.column.name)
 }
 
