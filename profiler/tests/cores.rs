@@ -71,6 +71,7 @@ fn the_host_runs_with_an_n_core_machines_parallelism_through_any_profile() {
             ("RAYON_NUM_THREADS", "6"),
             ("TOKIO_WORKER_THREADS", "6"),
             ("MALLOC_ARENA_MAX", "48"),
+            ("MALLOC_CONF", "narenas:24"),
         ] {
             assert_eq!(host_env(pid, name).as_deref(), Some(value), "{name}");
         }

@@ -459,7 +459,7 @@ fn mappings(
     first_record: &EntryRecord,
 ) -> Option<Mappings> {
     let limit = first_record.sampling.maps_limit?;
-    let first = first_record.sampling.maps_peak? as f64;
+    let first = first_record.sampling.handles.maps_peak? as f64;
     let (mut per_skill, mut per_skill_from) = (Vec::new(), Vec::new());
     let first_skills = first_record.measure.outcome.steps.len() as f64;
     let mut skills = first_skills;
@@ -467,7 +467,9 @@ fn mappings(
         let Some(command) = command(record) else {
             continue;
         };
-        if let (Some(per_step), Some(peak)) = (adds(&command, kind), record.sampling.maps_peak) {
+        if let (Some(per_step), Some(peak)) =
+            (adds(&command, kind), record.sampling.handles.maps_peak)
+        {
             skills += f64::from(per_step) * record.measure.outcome.steps.len() as f64;
             per_skill.push((peak as f64 - first) / (skills - first_skills));
             per_skill_from.push(source(first_run, record));
@@ -482,8 +484,8 @@ fn mappings(
             if let (true, true, Some(peak), Some(base)) = (
                 concurrent,
                 in_flight >= MIN_IN_FLIGHT,
-                record.sampling.maps_peak,
-                before.sampling.maps_peak,
+                record.sampling.handles.maps_peak,
+                before.sampling.handles.maps_peak,
             ) {
                 per_request.push(peak.saturating_sub(base) as f64 / in_flight as f64);
                 per_request_from.push(source(run, record));
@@ -869,7 +871,7 @@ mod tests {
         // a limit of 400: 101 skills by mappings, 88 by memory; beside 10 skills, the 50 in
         // flight of the run are 7 each: (400 - 127) / 7 = 39 requests, not memory's 400.
         for (record, maps) in run.records.iter_mut().zip([100, 112, 462]) {
-            record.sampling.maps_peak = Some(maps);
+            record.sampling.handles.maps_peak = Some(maps);
             record.sampling.maps_limit = Some(400);
         }
         let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();

@@ -347,7 +347,11 @@ fn failure_causes(record: &EntryRecord) -> Option<String> {
             enomem.join(" and ")
         ));
     }
-    let maps = record.sampling.maps_peak.zip(record.sampling.maps_limit);
+    let maps = record
+        .sampling
+        .handles
+        .maps_peak
+        .zip(record.sampling.maps_limit);
     match maps {
         Some((peak, limit)) if peak as f64 >= limit as f64 * MAPS_AT_LIMIT => causes.push(format!(
             "the host held {} memory mappings at its peak, at vm.max_map_count ({}): each live \
@@ -688,7 +692,7 @@ mod tests {
         outcome.errors = 600;
         outcome.statuses.insert(500, 589);
         outcome.statuses.insert(504, 11);
-        saturated.sampling.maps_peak = Some(65_501);
+        saturated.sampling.handles.maps_peak = Some(65_501);
         saturated.sampling.maps_limit = Some(65_530);
         let text = paragraph(&saturated, &[]);
         for said in [
@@ -699,7 +703,7 @@ mod tests {
         ] {
             assert!(text.contains(said), "{said:?} in {text}");
         }
-        saturated.sampling.maps_peak = Some(4_000);
+        saturated.sampling.handles.maps_peak = Some(4_000);
         let text = paragraph(&saturated, &[]);
         assert!(text.contains("the ENOMEM was memory itself"), "{text}");
     }

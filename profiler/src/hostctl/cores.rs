@@ -1,21 +1,25 @@
 //! `--cores N`: a host run as it would run on an N-core machine, on this one. What a compile
 //! leaves behind depends on the machine's parallelism, not on its speed: Cranelift compiles a
 //! component's functions on a rayon pool of one thread per core, tokio runs one worker per
-//! core, and glibc gives each new thread an arena of its own, up to eight per core. Those three
-//! read their sizes from the environment, so any host built on wasmtime's parallel compilation,
-//! tokio and glibc takes an N-core machine's sizes from it.
+//! core, and glibc gives each new thread an arena of its own, up to eight per core (jemalloc
+//! makes four per core). Those read their sizes from the environment, so any host built on
+//! wasmtime's parallel compilation, tokio and glibc or jemalloc takes an N-core machine's
+//! sizes from it.
 
 pub use crate::record::host::Cores;
 
 /// glibc's default arena limit per core (`NARENAS_FROM_NCORES` on 64-bit).
 const ARENAS_PER_CORE: u32 = 8;
+/// jemalloc's default arenas per core (`opt_narenas`, on a machine of more than one CPU).
+const JEMALLOC_ARENAS_PER_CORE: u32 = 4;
 
 /// The environment variables the emulation sets, in order: rayon's pool, tokio's workers,
-/// glibc's arena limit.
-pub const VARIABLES: [&str; 3] = [
+/// glibc's arena limit, jemalloc's options (its arenas; glibc ignores it).
+pub const VARIABLES: [&str; 4] = [
     "RAYON_NUM_THREADS",
     "TOKIO_WORKER_THREADS",
     "MALLOC_ARENA_MAX",
+    "MALLOC_CONF",
 ];
 
 impl Cores {
@@ -26,16 +30,25 @@ impl Cores {
             compile_threads: cores,
             async_workers: cores,
             arena_max: cores.saturating_mul(ARENAS_PER_CORE),
+            jemalloc_arenas: Some(cores.saturating_mul(JEMALLOC_ARENAS_PER_CORE)),
         }
     }
 
     /// The host's environment for it.
     pub fn env(&self) -> Vec<(String, String)> {
-        let values = [self.compile_threads, self.async_workers, self.arena_max];
+        let mut values = vec![
+            self.compile_threads.to_string(),
+            self.async_workers.to_string(),
+            self.arena_max.to_string(),
+        ];
+        values.extend(
+            self.jemalloc_arenas
+                .map(|arenas| format!("narenas:{arenas}")),
+        );
         VARIABLES
             .iter()
             .zip(values)
-            .map(|(name, value)| ((*name).to_owned(), value.to_string()))
+            .map(|(name, value)| ((*name).to_owned(), value))
             .collect()
     }
 
@@ -44,7 +57,7 @@ impl Cores {
         format!(
             "emulated a {}-core machine's parallelism on this {}-core one (--cores {}): {} \
              compile threads (RAYON_NUM_THREADS), {} async workers (TOKIO_WORKER_THREADS), \
-             malloc's arena limit {} (MALLOC_ARENA_MAX). Not emulated: memory bandwidth and \
+             malloc's arena limit {} (MALLOC_ARENA_MAX){}. Not emulated: memory bandwidth and \
              caches, and parallel wall time ({} threads share {} cores, so times are this \
              machine's, and a host that sizes other pools by the cores it sees sizes them for \
              {})",
@@ -54,6 +67,11 @@ impl Cores {
             self.compile_threads,
             self.async_workers,
             self.arena_max,
+            match self.jemalloc_arenas {
+                Some(arenas) =>
+                    format!(", {arenas} jemalloc arenas for a host on jemalloc (MALLOC_CONF)"),
+                None => String::new(),
+            },
             self.compile_threads,
             self.real_cores,
             self.real_cores
@@ -89,6 +107,7 @@ mod tests {
                 ("RAYON_NUM_THREADS".to_owned(), "16".to_owned()),
                 ("TOKIO_WORKER_THREADS".to_owned(), "16".to_owned()),
                 ("MALLOC_ARENA_MAX".to_owned(), "128".to_owned()),
+                ("MALLOC_CONF".to_owned(), "narenas:64".to_owned()),
             ]
         );
         assert!(

@@ -390,7 +390,9 @@ mod tests {
                 threads: 4,
                 cpu_ticks: 0,
             }),
-            maps: Some(120),
+            handles: Some(crate::record::sampling::Handles {
+                maps_peak: Some(120),
+            }),
             system: captured_system(),
         };
         let mut system = captured_system();
@@ -400,7 +402,7 @@ mod tests {
             at: UNIX_EPOCH + Duration::from_millis(1_795_000_000_316),
             entry: None,
             process: None,
-            maps: None,
+            handles: None,
             system,
         };
         csv.write(&measured).unwrap();

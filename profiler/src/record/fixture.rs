@@ -30,7 +30,7 @@ pub fn record(cmd: &str, took_ms: f64) -> EntryRecord {
         sampling: EntrySampling {
             samples: 2,
             rss_peak_kb: None,
-            maps_peak: None,
+            handles: Default::default(),
             maps_limit: None,
             threads_peak: None,
             psi_some_us: None,

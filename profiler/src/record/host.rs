@@ -76,6 +76,10 @@ pub struct Cores {
     pub async_workers: u32,
     /// MALLOC_ARENA_MAX: glibc's limit of malloc arenas.
     pub arena_max: u32,
+    /// MALLOC_CONF=narenas: jemalloc's arenas, for a host that runs on it (runs from before
+    /// it: none set).
+    #[serde(default)]
+    pub jemalloc_arenas: Option<u32>,
 }
 
 /// An exit status on disk as the raw wait status it was read from, so that it reads back as

@@ -1,6 +1,8 @@
 //! The sampler's figures of an entry: extremes over its samples, changes between its two
 //! boundaries, per zone against the zone's watermarks.
 
+use serde::{Deserialize, Serialize};
+
 use crate::band::Band;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -36,10 +38,9 @@ pub struct EntrySampling {
     /// ([`EntrySampling::cover_rss`]): its own readings before and after the entry, and the
     /// kernel's high-water mark over the entry. `None` if the host was gone in every one.
     pub rss_peak_kb: Option<u64>,
-    /// Most mappings the host held in any count of the entry (boundaries and every
-    /// [`super::sampler::MAPS_EVERY`]); `None` if never counted.
-    #[serde(default)]
-    pub maps_peak: Option<u64>,
+    /// What the sampler counts of the host at its slower pace, at their most over the entry.
+    #[serde(flatten)]
+    pub handles: Handles,
     /// vm.max_map_count at the end of the entry.
     #[serde(default)]
     pub maps_limit: Option<u64>,
@@ -58,6 +59,27 @@ pub struct EntrySampling {
     pub vmstat: Vec<(String, i64)>,
     /// The machine's CPUs between the boundaries; `None` if no tick passed.
     pub cpu: Option<CpuShare>,
+}
+
+/// What the sampler counts of the host at its slower pace (at entry boundaries, and at most
+/// once a second between: each count walks a /proc list as long as the count), each the most
+/// seen; one reading is its own most. A new count is one field here, its reading in
+/// `sample::process::handles`, and its column below.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handles {
+    /// Memory mappings (VMAs, /proc/PID/maps), which vm.max_map_count limits; `None` if never
+    /// counted.
+    #[serde(default)]
+    pub maps_peak: Option<u64>,
+}
+
+impl Handles {
+    /// The most of each count, over two readings.
+    pub fn max(self, other: Handles) -> Handles {
+        Handles {
+            maps_peak: self.maps_peak.max(other.maps_peak),
+        }
+    }
 }
 
 /// The share of the CPUs busy and stolen between two readings, in percent of all CPU time.
@@ -119,7 +141,7 @@ impl EntrySampling {
 impl Metrics for EntrySampling {
     fn write(&self, row: &mut Row) {
         row.put(&RSS_PEAK, self.rss_peak_kb)
-            .put(&MAPS_PEAK, self.maps_peak)
+            .put(&MAPS_PEAK, self.handles.maps_peak)
             .put(&MAPS_LIMIT, self.maps_limit)
             .put(&THREADS_PEAK, self.threads_peak)
             .put(&SAMPLES, self.samples)

@@ -135,9 +135,10 @@ pub struct RunArgs {
     pub stop_attached: bool,
 
     /// Run the host as it would run on an N-core machine: N compile threads
-    /// (RAYON_NUM_THREADS), N async workers (TOKIO_WORKER_THREADS) and glibc's arena limit of
-    /// an N-core machine, 8 × N (MALLOC_ARENA_MAX), for skillhost and any host built on
-    /// wasmtime's parallel compilation, tokio and glibc. What a compile leaves in malloc's
+    /// (RAYON_NUM_THREADS), N async workers (TOKIO_WORKER_THREADS), glibc's arena limit of
+    /// an N-core machine, 8 × N (MALLOC_ARENA_MAX), and jemalloc's 4 × N arenas
+    /// (MALLOC_CONF=narenas), for skillhost and any host built on wasmtime's parallel
+    /// compilation, tokio and glibc or jemalloc. What a compile leaves in malloc's
     /// arenas grows with them, so memory answers for a 16-core server need --cores 16.
     /// meta.json and explain.md say what was emulated and what cannot be (memory bandwidth,
     /// parallel wall time). Not with --attach: a running host's threads and arenas are made.

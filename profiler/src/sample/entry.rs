@@ -3,7 +3,7 @@
 
 use super::{Sample, psi::Psi, system::Counters, zoneinfo::ZoneId};
 
-pub use crate::record::sampling::{EntrySampling, Lowest};
+pub use crate::record::sampling::{EntrySampling, Handles, Lowest};
 
 impl Lowest {
     fn with(self, other: Lowest) -> Lowest {
@@ -21,7 +21,7 @@ pub(super) struct Window {
     begin: Counters,
     samples: u64,
     rss_peak_kb: Option<u64>,
-    maps_peak: Option<u64>,
+    handles: Handles,
     threads_peak: Option<u64>,
     zones_lowest: Lowest,
     zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
@@ -37,7 +37,7 @@ impl Window {
             begin,
             samples: 0,
             rss_peak_kb: None,
-            maps_peak: None,
+            handles: Handles::default(),
             threads_peak: None,
             zones_lowest: summed_lowest(first),
             zone_lowest: zones.iter().map(|zone| (zone.clone(), None)).collect(),
@@ -52,8 +52,8 @@ impl Window {
             self.rss_peak_kb = self.rss_peak_kb.max(Some(process.rss_kb));
             self.threads_peak = self.threads_peak.max(Some(process.threads));
         }
-        if sample.maps.is_some() {
-            self.maps_peak = self.maps_peak.max(sample.maps);
+        if let Some(handles) = sample.handles {
+            self.handles = self.handles.max(handles);
         }
         self.zones_lowest = self.zones_lowest.with(summed_lowest(sample));
         for (id, lowest) in &mut self.zone_lowest {
@@ -75,7 +75,7 @@ impl Window {
         EntrySampling {
             samples: self.samples,
             rss_peak_kb: self.rss_peak_kb,
-            maps_peak: self.maps_peak,
+            handles: self.handles,
             maps_limit: None,
             threads_peak: self.threads_peak,
             psi_some_us: stall
@@ -125,7 +125,9 @@ mod tests {
                 threads: 1,
                 cpu_ticks: 0,
             }),
-            maps: rss_kb.map(|_| 40),
+            handles: rss_kb.map(|_| Handles {
+                maps_peak: Some(40),
+            }),
             system: System {
                 psi: Some(psi::Psi {
                     some_total_us: psi_total_us,

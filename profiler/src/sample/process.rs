@@ -7,6 +7,7 @@ use std::{
 };
 
 pub use crate::record::process::{ProcessStat, ticks_to_seconds};
+use crate::record::sampling::Handles;
 
 #[derive(Debug)]
 pub enum ProcessError {
@@ -51,11 +52,18 @@ impl std::error::Error for ProcessError {
     }
 }
 
-/// The process's memory mappings (VMAs, one line each of /proc/PID/maps), which
-/// vm.max_map_count limits; `None` if it cannot be read (gone, or not ours to read).
-pub fn map_count(proc_root: &Path, pid: u32) -> Option<u64> {
-    let maps = fs::read(proc_root.join(pid.to_string()).join("maps")).ok()?;
-    Some(maps.iter().filter(|&&byte| byte == b'\n').count() as u64)
+/// The process's counts that walk a /proc list; each `None` if it cannot be read (gone, or
+/// not ours to read).
+pub fn handles(proc_root: &Path, pid: u32) -> Handles {
+    let dir = proc_root.join(pid.to_string());
+    // Memory mappings (VMAs), one line each of /proc/PID/maps.
+    let lines = |file: &str| -> Option<u64> {
+        let text = fs::read(dir.join(file)).ok()?;
+        Some(text.iter().filter(|&&byte| byte == b'\n').count() as u64)
+    };
+    Handles {
+        maps_peak: lines("maps"),
+    }
 }
 
 /// Resets the process's RSS high-water mark (VmHWM) to its current RSS: `5` to

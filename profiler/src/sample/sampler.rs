@@ -18,7 +18,7 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use super::{
     PROC,
-    entry::{EntrySampling, Window},
+    entry::{EntrySampling, Handles, Window},
     process::{self, ProcessError, ProcessStat},
     system::{Counters, System, SystemReader},
     zoneinfo::{self, ZoneId},
@@ -36,15 +36,16 @@ pub struct Sample {
     pub entry: Option<usize>,
     /// `None` once the host has exited.
     pub process: Option<ProcessStat>,
-    /// The host's memory mappings (VMAs), read at entry boundaries and at most once per
-    /// [`MAPS_EVERY`] between them: /proc/PID/maps formats every mapping, which costs
-    /// milliseconds for a host with tens of thousands. `None` when not read.
-    pub maps: Option<u64>,
+    /// The host's counts that cost a walk of a /proc list (its mappings, ...), read at entry
+    /// boundaries and at most once per [`HANDLES_EVERY`] between them: /proc/PID/maps
+    /// formats every mapping, which costs milliseconds for a host with tens of thousands.
+    /// `None` when not read.
+    pub handles: Option<Handles>,
     pub system: System,
 }
 
-/// How often the host's mappings are counted between entry boundaries.
-pub const MAPS_EVERY: Duration = Duration::from_secs(1);
+/// How often the host's handles are counted between entry boundaries.
+pub const HANDLES_EVERY: Duration = Duration::from_secs(1);
 
 /// Where the sampler hands every sample it takes, on its own thread: what a sample becomes
 /// (a row of samples.csv, for a run) is the caller's business, not the measurement's.
@@ -161,7 +162,7 @@ struct Worker {
     /// give it to another process.
     host_gone: bool,
     /// When the host's mappings were last counted.
-    maps_counted: Option<Instant>,
+    handles_counted: Option<Instant>,
     reader: SystemReader,
     sink: Box<dyn SampleSink>,
     started: Instant,
@@ -179,7 +180,7 @@ impl Worker {
         let mut worker = Worker {
             pid,
             host_gone: false,
-            maps_counted: None,
+            handles_counted: None,
             reader: SystemReader::new(Path::new(PROC))?,
             sink,
             started: Instant::now(),
@@ -295,12 +296,12 @@ impl Worker {
         let t = self.started.elapsed();
         let process = self.read_process()?;
         let due = self
-            .maps_counted
-            .is_none_or(|counted| counted.elapsed() >= MAPS_EVERY);
-        let maps = match (process.is_some() && (boundary || due), self.host_gone) {
+            .handles_counted
+            .is_none_or(|counted| counted.elapsed() >= HANDLES_EVERY);
+        let handles = match (process.is_some() && (boundary || due), self.host_gone) {
             (true, false) => {
-                self.maps_counted = Some(Instant::now());
-                process::map_count(Path::new(PROC), self.pid)
+                self.handles_counted = Some(Instant::now());
+                Some(process::handles(Path::new(PROC), self.pid))
             }
             _ => None,
         };
@@ -310,7 +311,7 @@ impl Worker {
             at: SystemTime::now(),
             entry,
             process,
-            maps,
+            handles,
             system,
         })
     }
