@@ -392,6 +392,7 @@ mod tests {
             }),
             handles: Some(crate::record::sampling::Handles {
                 maps_peak: Some(120),
+                ..Default::default()
             }),
             system: captured_system(),
         };

@@ -114,6 +114,11 @@ columns! {
     VMSTAT "vmstat_*" Count "change of a /proc/vmstat counter over the entry (pgfault, pgmajfault, pgscan_*, pgsteal_*, allocstall_*, pgrefill, workingset_*, pswpin, pswpout; workingset_nodes is a gauge and can fall)";
 }
 
+impl Handles {
+    /// Its columns, each the most seen over the entry.
+    pub const COLUMNS: [&'static Column; 1] = [&MAPS_PEAK];
+}
+
 impl EntrySampling {
     pub const COLUMNS: [&'static Column; 13] = [
         &RSS_PEAK,
