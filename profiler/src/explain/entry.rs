@@ -317,9 +317,9 @@ fn requests_failed(record: &EntryRecord) -> Option<String> {
     ))
 }
 
-/// Share of vm.max_map_count at which the limit counts as reached: mappings are counted once
-/// a second, and the count between two reads can be higher still.
-const MAPS_AT_LIMIT: f64 = 0.95;
+/// Share of a limit (vm.max_map_count, RLIMIT_NOFILE) at which it counts as reached: mappings
+/// and descriptors are counted once a second, and the count between two reads can be higher.
+const AT_LIMIT: f64 = 0.95;
 
 /// Why requests failed, from the evidence: errnos the probes counted, the host's mappings
 /// against vm.max_map_count, the statuses that name a cause (503: no free slot, 504: the
@@ -353,7 +353,7 @@ fn failure_causes(record: &EntryRecord) -> Option<String> {
         .maps_peak
         .zip(record.sampling.maps_limit);
     match maps {
-        Some((peak, limit)) if peak as f64 >= limit as f64 * MAPS_AT_LIMIT => causes.push(format!(
+        Some((peak, limit)) if peak as f64 >= limit as f64 * AT_LIMIT => causes.push(format!(
             "the host held {} memory mappings at its peak, at vm.max_map_count ({}): each live \
              instance holds several, and past the limit mmap and mprotect fail with ENOMEM. \
              The pooling allocator (`-- --allocator pooling`: one reservation for every \
@@ -369,6 +369,19 @@ fn failure_causes(record: &EntryRecord) -> Option<String> {
             count(limit as f64)
         )),
         _ => {}
+    }
+    let handles = record.sampling.handles;
+    if let Some((peak, limit)) = handles.fds_peak.zip(handles.fds_limit)
+        && peak as f64 >= limit as f64 * AT_LIMIT
+    {
+        causes.push(format!(
+            "the host held {} open file descriptors at its peak, at its RLIMIT_NOFILE ({}): \
+             every connection in flight holds one, and past the limit accept, open and socket \
+             fail with EMFILE. A higher limit (`ulimit -n N` before skillprof starts the host, \
+             or LimitNOFILE= in its service) or fewer requests in flight lift it",
+            count(peak as f64),
+            count(limit as f64)
+        ));
     }
     for (status, why) in [
         (
@@ -706,6 +719,15 @@ mod tests {
         saturated.sampling.handles.maps_peak = Some(4_000);
         let text = paragraph(&saturated, &[]);
         assert!(text.contains("the ENOMEM was memory itself"), "{text}");
+        assert!(!text.contains("file descriptors"), "{text}");
+
+        saturated.sampling.handles.fds_peak = Some(1_020);
+        saturated.sampling.handles.fds_limit = Some(1_024);
+        let text = paragraph(&saturated, &[]);
+        assert!(
+            text.contains("1,020 open file descriptors at its peak, at its RLIMIT_NOFILE (1,024)"),
+            "{text}"
+        );
     }
 
     #[test]

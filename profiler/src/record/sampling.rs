@@ -71,13 +71,23 @@ pub struct Handles {
     /// counted.
     #[serde(default)]
     pub maps_peak: Option<u64>,
+    /// Open file descriptors (/proc/PID/fd): every connection in flight holds one, so 10,000
+    /// requests at once need more than 10,000.
+    #[serde(default)]
+    pub fds_peak: Option<u64>,
+    /// The host's soft RLIMIT_NOFILE (/proc/PID/limits) at the latest reading: past it,
+    /// accept, open and socket fail with EMFILE. `None` if unlimited or never read.
+    #[serde(default)]
+    pub fds_limit: Option<u64>,
 }
 
 impl Handles {
-    /// The most of each count, over two readings.
+    /// The most of each count over two readings, `other` the later; a limit is the later's.
     pub fn max(self, other: Handles) -> Handles {
         Handles {
             maps_peak: self.maps_peak.max(other.maps_peak),
+            fds_peak: self.fds_peak.max(other.fds_peak),
+            fds_limit: other.fds_limit.or(self.fds_limit),
         }
     }
 }
@@ -102,6 +112,8 @@ columns! {
     RSS_PEAK "rss_peak_kb" Kib "largest host RSS during the entry: the kernel's high-water mark (VmHWM), reset at the entry's start through /proc/PID/clear_refs, so a peak between samples counts; where the reset is refused, the most of the samples and both ends (meta.json's rss_peak says which)";
     MAPS_PEAK "maps_peak" Count "most memory mappings (VMAs) the host held in any count of the entry (/proc/PID/maps, at both ends and once a second between), against maps_limit: past it, mmap and mprotect fail with ENOMEM";
     MAPS_LIMIT "maps_limit" Count "vm.max_map_count at the end of the entry: the mappings one process may hold";
+    FDS_PEAK "fds_peak" Count "most open file descriptors the host held in any count of the entry (/proc/PID/fd, at both ends and once a second between), against fds_limit: every connection in flight holds one";
+    FDS_LIMIT "fds_limit" Count "the host's soft RLIMIT_NOFILE (/proc/PID/limits) at the entry's last count: past it, accept, open and socket fail with EMFILE; empty when unlimited";
     THREADS_PEAK "threads_peak" Count "most threads the host ran in any sample of the entry (/proc/PID/stat): a compile's own threads (skillhost: one per CPU) are gone by its end";
     SAMPLES "samples" Count "samples the sampler took during the entry, both boundary samples included";
     PSI_SOME "psi_some_us" Us "memory stall time during the entry in which at least one task stalled (/proc/pressure/memory; empty without PSI)";
@@ -116,14 +128,16 @@ columns! {
 
 impl Handles {
     /// Its columns, each the most seen over the entry.
-    pub const COLUMNS: [&'static Column; 1] = [&MAPS_PEAK];
+    pub const COLUMNS: [&'static Column; 3] = [&MAPS_PEAK, &FDS_PEAK, &FDS_LIMIT];
 }
 
 impl EntrySampling {
-    pub const COLUMNS: [&'static Column; 13] = [
+    pub const COLUMNS: [&'static Column; 15] = [
         &RSS_PEAK,
         &MAPS_PEAK,
         &MAPS_LIMIT,
+        &FDS_PEAK,
+        &FDS_LIMIT,
         &THREADS_PEAK,
         &SAMPLES,
         &PSI_SOME,
@@ -148,6 +162,8 @@ impl Metrics for EntrySampling {
         row.put(&RSS_PEAK, self.rss_peak_kb)
             .put(&MAPS_PEAK, self.handles.maps_peak)
             .put(&MAPS_LIMIT, self.maps_limit)
+            .put(&FDS_PEAK, self.handles.fds_peak)
+            .put(&FDS_LIMIT, self.handles.fds_limit)
             .put(&THREADS_PEAK, self.threads_peak)
             .put(&SAMPLES, self.samples)
             .put(&PSI_SOME, self.psi_some_us)

@@ -52,8 +52,8 @@ impl std::error::Error for ProcessError {
     }
 }
 
-/// The process's counts that walk a /proc list; each `None` if it cannot be read (gone, or
-/// not ours to read).
+/// The process's counts that walk a /proc list, and the limits they meet; each `None` if it
+/// cannot be read (gone, or not ours to read).
 pub fn handles(proc_root: &Path, pid: u32) -> Handles {
     let dir = proc_root.join(pid.to_string());
     // Memory mappings (VMAs), one line each of /proc/PID/maps.
@@ -61,8 +61,20 @@ pub fn handles(proc_root: &Path, pid: u32) -> Handles {
         let text = fs::read(dir.join(file)).ok()?;
         Some(text.iter().filter(|&&byte| byte == b'\n').count() as u64)
     };
+    let process = procfs::process::Process::new_with_root(dir.clone()).ok();
+    let fds_limit = process.as_ref().and_then(|process| {
+        match process.limits().ok()?.max_open_files.soft_limit {
+            procfs::process::LimitValue::Value(limit) => Some(limit),
+            procfs::process::LimitValue::Unlimited => None,
+        }
+    });
     Handles {
         maps_peak: lines("maps"),
+        // One stat of /proc/PID/fd on Linux 6.2 and later, a walk of it before.
+        fds_peak: process
+            .and_then(|process| process.fd_count().ok())
+            .map(|n| n as u64),
+        fds_limit,
     }
 }
 
