@@ -11,8 +11,9 @@ use serde_json::Value;
 mod common;
 use common::cli::{
     alive, describe, host_pid, long_workload, meta, run, run_folder, run_ok, skillprof,
-    start_long_run,
+    start_long_run, write_cmds,
 };
+use common::require_root;
 
 /// One test at a time: the map-count test lowers a limit every process on the machine lives
 /// under, and the fills measure memory that a neighbour's host would share the machine with.
@@ -24,19 +25,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn require_root() {
-    assert!(
-        skillprof::system::running_as_root(),
-        "the capacity tests run the host in a memory cgroup of its own, which needs root: run \
-         them as root (sudo scripts/test.sh)"
-    );
-}
-
-fn cmds(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    fs::write(&path, text).unwrap();
-    path
-}
+/// What these tests do that needs root.
+const ROOT: &str = "the capacity tests run the host in a memory cgroup of its own";
 
 /// The host lists new skills within 50 ms instead of a second: fills add a hundred.
 const FAST_LISTING: [&str; 2] = ["--", "--scan-interval-ms=50"];
@@ -107,14 +97,14 @@ fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
 
 #[test]
 fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests() {
-    require_root();
+    require_root(ROOT);
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     // The source: the first skill, a hundred more, requests in flight; under a limit it never
     // reaches, so that memory is what the kernel charges (what a limit limits). malloc grows
     // in chunks a few skills wide, so sixty further skills put the slope anywhere from 462
     // to 574 KiB, and the prediction from 95 to 119; a hundred hold it within a few skills.
-    let source = cmds(
+    let source = write_cmds(
         dir.path(),
         "source.cmds",
         "add_rs\n100 add_rs\np_execute_all JohnDoe 42 3000 10\n",
@@ -132,7 +122,7 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
     assert!(explain.contains("## Capacity"), "{explain}");
 
     // The fill: as many as the cgroup holds.
-    let fill = cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
+    let fill = write_cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
     let out = dir.path().join("fill");
     let output = run(&fill, &out, &args(&["--no-probes", "--memory-max", LIMIT]));
     let folder = run_folder(&out);
@@ -170,7 +160,7 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
         (requests * 0.85 / 10.0).floor(),
         (requests * 1.15 / 10.0).ceil(),
     );
-    let bracket = cmds(
+    let bracket = write_cmds(
         dir.path(),
         "requests.cmds",
         &format!(
@@ -216,11 +206,11 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
 /// not cover is refused with the runs to make.
 #[test]
 fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
-    require_root();
+    require_root(ROOT);
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let source = cmds(dir.path(), "source.cmds", "add_rs\n100 add_rs\n");
-    let fill = cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
+    let source = write_cmds(dir.path(), "source.cmds", "add_rs\n100 add_rs\n");
+    let fill = write_cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
     const LIMIT: &str = "64M";
     let mut sources = Vec::new();
     for cores in ["1", "8"] {
@@ -295,11 +285,11 @@ fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
 
 #[test]
 fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_written() {
-    require_root();
+    require_root(ROOT);
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     // 200 MB in one request, in a 64 MiB cgroup without swap: the OOM killer takes the host.
-    let workload = cmds(
+    let workload = write_cmds(
         dir.path(),
         "oom.cmds",
         "add_rs\nexecute_skill sample_rs1 Greedy 200000 0\nskills\n",
@@ -342,7 +332,7 @@ fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_writt
 
 #[test]
 fn the_cgroup_is_removed_after_ctrl_c() {
-    require_root();
+    require_root(ROOT);
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (child, folder) = start_long_run(
@@ -366,7 +356,7 @@ fn the_cgroup_is_removed_after_ctrl_c() {
 
 #[test]
 fn the_cgroup_and_the_host_in_it_are_removed_after_a_sigkill() {
-    require_root();
+    require_root(ROOT);
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (mut child, folder) = start_long_run(
@@ -388,12 +378,12 @@ fn the_cgroup_and_the_host_in_it_are_removed_after_a_sigkill() {
 
 #[test]
 fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
-    require_root();
+    require_root(ROOT);
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     // Each sleeping on-demand instance holds several mappings: 300 of them need about 2,000,
     // twice the limit the run sets (and restores).
-    let workload = cmds(
+    let workload = write_cmds(
         dir.path(),
         "maps.cmds",
         "p_add_rs 2\np_execute_all JohnDoe 0 2000 150\n",

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use skillprof::sample::composition::Composition;
 
-mod probes_support;
-use probes_support::Exercise;
+mod common;
+use common::exercise::Exercise;
 
 /// `key=value` of an exercise answer, as bytes.
 fn figure(answer: &str, key: &str) -> u64 {

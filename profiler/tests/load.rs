@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::cli::{
     alive, csv_rows, describe, eventually, host_pid, meta, run, run_ok, skillprof, start_long_run,
+    write_cmds,
 };
+use common::require_root;
 
 /// One swarm at a time: the machine has two cores.
 static MACHINE: Mutex<()> = Mutex::new(());
@@ -26,22 +28,15 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn require_root() {
-    assert!(
-        skillprof::system::running_as_root(),
-        "the load tests make network namespaces, veth links and a cgroup: run them as root \
-         (sudo scripts/test.sh)"
-    );
-}
+/// What these tests do that needs root.
+const ROOT: &str = "the load tests make network namespaces, veth links and a cgroup";
 
 fn cmds(dir: &Path, duration_s: u32) -> PathBuf {
-    let path = dir.join("load.cmds");
-    fs::write(
-        &path,
-        format!("p_add_rs 2\nl_execute_all World 0 200 20 2 {duration_s}\n"),
+    write_cmds(
+        dir,
+        "load.cmds",
+        &format!("p_add_rs 2\nl_execute_all World 0 200 20 2 {duration_s}\n"),
     )
-    .unwrap();
-    path
 }
 
 fn number(row: &BTreeMap<String, String>, column: &str) -> f64 {
@@ -102,7 +97,7 @@ fn processes_running(needle: &str) -> Vec<u32> {
 
 #[test]
 fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() {
-    require_root();
+    require_root(ROOT);
     let _machine = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (output, folder) = run_ok(&cmds(dir.path(), 15), &dir.path().join("runs"), &[]);
@@ -180,7 +175,7 @@ fn start_swarm(dir: &Path) -> (std::process::Child, PathBuf) {
 
 #[test]
 fn ctrl_c_mid_swarm_ends_the_run_and_removes_everything() {
-    require_root();
+    require_root(ROOT);
     let _machine = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (child, folder) = start_swarm(dir.path());
@@ -198,7 +193,7 @@ fn ctrl_c_mid_swarm_ends_the_run_and_removes_everything() {
 
 #[test]
 fn sigkill_of_skillprof_leaves_the_guardians_to_remove_everything() {
-    require_root();
+    require_root(ROOT);
     let _machine = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (mut child, folder) = start_swarm(dir.path());
@@ -218,7 +213,7 @@ fn sigkill_of_skillprof_leaves_the_guardians_to_remove_everything() {
 /// next entry, and the swarm's processes are gone.
 #[test]
 fn workers_that_do_not_connect_in_time_fail_the_entry_and_the_run_goes_on() {
-    require_root();
+    require_root(ROOT);
     let _machine = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("timeout.cmds");

@@ -11,15 +11,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 mod common;
-use common::cli::{describe, meta, run, run_folder};
+use common::cli::{describe, meta, run, run_folder, write_cmds};
+use common::require_root;
 
-fn require_root() {
-    assert!(
-        skillprof::system::running_as_root(),
-        "the memory cgroup tests make cgroups, which needs root: run them as root (sudo \
-         scripts/test.sh)"
-    );
-}
+/// What these tests do that needs root.
+const ROOT: &str = "the memory cgroup tests make cgroups";
 
 /// The hierarchy the run must use: the kernel matrix's guest names it; elsewhere, the one
 /// this machine holds the memory controller in (v2 if its root offers it).
@@ -39,21 +35,16 @@ fn entries(folder: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn workload(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("w.cmds");
-    fs::write(&path, text).unwrap();
-    path
-}
-
 #[test]
 fn a_limit_holds_and_the_oom_killer_is_seen_on_the_memory_controllers_hierarchy() {
-    require_root();
+    require_root(ROOT);
     let version = expected_version();
     let dir = tempfile::tempdir().unwrap();
 
     // 20 MB touched in one request, under 96 MiB: it fits, and the kernel's account holds it.
-    let fits = workload(
+    let fits = write_cmds(
         dir.path(),
+        "fits.cmds",
         "add_rs\nexecute_skill sample_rs1 Fits 20000 0\n",
     );
     let out = dir.path().join("fits");
@@ -75,8 +66,9 @@ fn a_limit_holds_and_the_oom_killer_is_seen_on_the_memory_controllers_hierarchy(
     assert!(!dir_of(cgroup).exists(), "the cgroup is removed");
 
     // 200 MB in one request: the OOM killer takes the host, and the run says so.
-    let greedy = workload(
+    let greedy = write_cmds(
         dir.path(),
+        "greedy.cmds",
         "add_rs\nexecute_skill sample_rs1 Greedy 200000 0\n",
     );
     let out = dir.path().join("oom");

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::cli::{alive, csv_rows, eventually, meta, run_folder, run_ok, skillprof};
+use common::require_root;
 use serde_json::Value;
 
 /// One experiment at a time.
@@ -34,13 +35,8 @@ const SCALE_FACTOR: &str = "/proc/sys/vm/watermark_scale_factor";
 /// processes come and go on a CI machine too.
 const MEMORY_TOLERANCE_KB: u64 = 1 << 20;
 
-fn require_root() {
-    assert!(
-        skillprof::system::running_as_root(),
-        "the pressure tests change vm.watermark_scale_factor and enable swap: run them as root \
-         (sudo scripts/test.sh)"
-    );
-}
+/// What these tests do that needs root.
+const ROOT: &str = "the pressure tests change vm.watermark_scale_factor and enable swap";
 
 fn mem_available_kb() -> u64 {
     skillprof::sample::meminfo::read(Path::new("/proc"))
@@ -165,7 +161,7 @@ fn refuses_to_run_without_root() {
 /// a time, and checks that the machine was restored; the run folder lives as long as the
 /// returned directory.
 fn quick_experiment(args: &[&str]) -> (std::process::Output, PathBuf, tempfile::TempDir) {
-    require_root();
+    require_root(ROOT);
     let _machine = one_at_a_time();
     let before = before();
     let out = tempfile::tempdir().unwrap();
@@ -423,7 +419,7 @@ fn balloon_of(parent: u32) -> i32 {
 /// balloon so, with 6 GiB free, and the watchdog used to kill it.)
 #[test]
 fn a_balloon_stalled_with_memory_free_is_waited_for() {
-    require_root();
+    require_root(ROOT);
     let _machine = one_at_a_time();
     let before = before();
     let out = tempfile::tempdir().unwrap();
@@ -466,7 +462,7 @@ fn a_balloon_stalled_with_memory_free_is_waited_for() {
 }
 
 fn stop_mid_band(signal: libc::c_int) -> (ExitStatus, PathBuf, Before, tempfile::TempDir) {
-    require_root();
+    require_root(ROOT);
     let before = before();
     let out = tempfile::tempdir().unwrap();
     let (mut child, _lines) = start_holding_promo(out.path());
@@ -536,7 +532,7 @@ fn after_sigkill_mid_band_the_guardians_remove_swap_and_page_cache_and_restore_t
 /// nothing is left once the run ends: no balloon, and `--scale-factor` restored.
 #[test]
 fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
-    require_root();
+    require_root(ROOT);
     let _machine = one_at_a_time();
     let before = before();
     let dir = tempfile::tempdir().unwrap();

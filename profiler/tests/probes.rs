@@ -9,11 +9,12 @@
 //! These tests load BPF programs, so they need root (CI runs them as root). Without root they
 //! fail loudly: a skipped probe test would pass while proving nothing.
 
-mod probes_support;
+mod common;
 
 use std::{os::unix::process::CommandExt as _, process::Command};
 
-use probes_support::{Selection, assert_mechanisms, require_root, save_result};
+use common::exercise::{Selection, assert_mechanisms, save_result};
+use common::require_root;
 use serde_json::Value;
 use skillprof::probes::{PROBES, ProbeStatus};
 
@@ -50,9 +51,11 @@ fn probe<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name} probe in {report:#}"))
 }
 
+/// What these tests do that needs root.
+const ROOT: &str = "the probe tests load BPF programs";
 #[test]
 fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
-    require_root();
+    require_root(ROOT);
     let report = report(&["--self-cost"]);
     save_result("probes", report.clone());
     assert!(report["kernel"].as_str().is_some_and(|k| !k.is_empty()));
@@ -96,7 +99,7 @@ fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
 
 #[test]
 fn forcing_the_fallback_attaches_each_plans_last_mechanism() {
-    require_root();
+    require_root(ROOT);
     let report = report(&["--force-fallback"]);
     save_result("probes-forced-fallback", report.clone());
     assert_eq!(report["force_fallback"], true);
@@ -123,7 +126,7 @@ fn forcing_the_fallback_attaches_each_plans_last_mechanism() {
 
 #[test]
 fn a_mechanism_can_be_selected() {
-    require_root();
+    require_root(ROOT);
     let report = report(&["--mechanism", "tp_btf,tracepoint"]);
     let syscalls = probe(&report, "syscalls");
     let attempts = syscalls["attempts"].as_array().unwrap();
@@ -133,7 +136,7 @@ fn a_mechanism_can_be_selected() {
 
 #[test]
 fn without_fentry_kprobes_attach_where_the_kernel_has_them() {
-    require_root();
+    require_root(ROOT);
     // On a kernel with kprobes, syscalls, shrink_node and exit_mmap attach kprobes, and the
     // self-check (at least skillprof's own mmaps counted) runs through them; on this
     // machine's kernel the kprobe attempts fail and the classic syscall tracepoints count instead.
@@ -164,7 +167,7 @@ fn assert_refuses(mut command: Command, how: &str) {
 
 #[test]
 fn without_privileges_it_says_root_is_needed() {
-    require_root();
+    require_root(ROOT);
     // `nobody`: switching away from uid 0 clears the effective capabilities.
     let mut command = skillprof_probes();
     command.uid(65534).gid(65534);
@@ -173,7 +176,7 @@ fn without_privileges_it_says_root_is_needed() {
 
 #[test]
 fn as_root_without_capabilities_it_says_so_too() {
-    require_root();
+    require_root(ROOT);
     // uid 0, but no capabilities at all (bounding set emptied before exec).
     let mut command = Command::new("setpriv");
     command

@@ -9,14 +9,15 @@
 //!
 //! Root only (CI runs these as root); without root they fail loudly.
 
-mod probes_support;
+mod common;
 
 use std::collections::BTreeMap;
 
-use probes_support::{
+use common::exercise::{
     Exercise, Selection, assert_attached, assert_mechanisms, cell_json, int, kernel_stat,
-    mechanisms_json, require_root, row, save_result,
+    mechanisms_json, row, save_result,
 };
+use common::require_root;
 use serde_json::{Value, json};
 use skillprof::{
     probes::{Mechanism, Probe, ProbeOptions, ProbeSession},
@@ -24,6 +25,8 @@ use skillprof::{
     record::probes::probe_columns,
 };
 
+/// What these tests do that needs root.
+const ROOT: &str = "the probe tests load BPF programs";
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
 
@@ -354,7 +357,7 @@ fn assert_near_minflt(label: &str, counted: u64, kernel: u64) {
 
 #[test]
 fn exact_counts_are_attributed_to_their_entries() {
-    require_root();
+    require_root(ROOT);
     let mut exercise = Exercise::start();
     // With the probes' own cost measured, which the end of this test checks.
     let measured = ProbeOptions {
@@ -412,7 +415,7 @@ fn exact_counts_are_attributed_to_their_entries() {
 
 #[test]
 fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
-    require_root();
+    require_root(ROOT);
     let mut exercise = Exercise::start();
     // All at once on the same process: the same events, counted by every mechanism the
     // kernel allows. The preferred ones (fentry/fexit where allowed), fentry excluded
@@ -501,7 +504,7 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
 
 #[test]
 fn events_stream_what_the_aggregates_count() {
-    require_root();
+    require_root(ROOT);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.csv");
     let mut exercise = Exercise::start();

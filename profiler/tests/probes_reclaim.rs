@@ -6,7 +6,7 @@
 //!
 //! Root only (CI runs it as root); without root it fails loudly.
 
-mod probes_support;
+mod common;
 
 use std::{
     fs,
@@ -15,107 +15,22 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use probes_support::{
+use common::exercise::{
     Exercise, KernelKind, Selection, assert_attached, assert_mechanisms, cell_json, int,
-    kernel_kind, mechanisms_json, require_root, row, save_result,
+    kernel_kind, mechanisms_json, row, save_result,
 };
+use common::require_root;
 use serde_json::json;
-use skillprof::probes::{ProbeOptions, ProbeSession};
+use skillprof::{
+    probes::{ProbeOptions, ProbeSession},
+    system::cgroup::MemoryCgroup,
+};
 
+/// What these tests do that needs root.
+const ROOT: &str = "the probe tests load BPF programs";
 const MIB: u64 = 1 << 20;
 const LIMIT: u64 = 32 * MIB;
 const FILE: u64 = 160 * MIB;
-
-/// A memory cgroup with a limit, removed on drop (after its processes are gone).
-struct MemoryCgroup {
-    dir: PathBuf,
-    version: u8,
-}
-
-impl MemoryCgroup {
-    /// Uses whatever memory-controller hierarchy is mounted: cgroup v1's `memory`
-    /// hierarchy, or a cgroup v2 mount whose root lists the memory controller.
-    fn create(limit: u64) -> MemoryCgroup {
-        let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
-        let v1 = mounts.lines().find_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            (fields[2] == "cgroup" && fields[3].split(',').any(|o| o == "memory"))
-                .then(|| PathBuf::from(fields[1]))
-        });
-        let v2 = mounts.lines().find_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let path = PathBuf::from(fields[1]);
-            (fields[2] == "cgroup2"
-                && fs::read_to_string(path.join("cgroup.controllers"))
-                    .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory")))
-            .then_some(path)
-        });
-        let name = format!("skillprof-test-{}", std::process::id());
-        let (dir, version) = match (v1, v2) {
-            (Some(root), _) => (root.join(name), 1),
-            (None, Some(root)) => {
-                // cgroup v2: children get memory.max only if the parent delegates the
-                // controller (a no-op when it already does, as under systemd).
-                let subtree = root.join("cgroup.subtree_control");
-                let enabled = fs::read_to_string(&subtree).unwrap_or_default();
-                if !enabled.split_whitespace().any(|c| c == "memory") {
-                    fs::write(&subtree, "+memory").unwrap_or_else(|e| {
-                        panic!(
-                            "enabling the memory controller in {}: {e}",
-                            subtree.display()
-                        )
-                    });
-                }
-                (root.join(name), 2)
-            }
-            (None, None) => panic!(
-                "no memory cgroup hierarchy is mounted (neither cgroup v1 `memory` nor cgroup2 \
-                 with the memory controller); mounts:\n{mounts}"
-            ),
-        };
-        fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-        let cgroup = MemoryCgroup { dir, version };
-        let limit_file = if version == 1 {
-            "memory.limit_in_bytes"
-        } else {
-            "memory.max"
-        };
-        fs::write(cgroup.dir.join(limit_file), limit.to_string()).unwrap();
-        if version == 1 {
-            // No swap here, but make sure anonymous memory is never pushed out either.
-            let _ = fs::write(cgroup.dir.join("memory.swappiness"), "0");
-        }
-        println!("memory cgroup v{version} at {}", cgroup.dir.display());
-        cgroup
-    }
-
-    fn add(&self, pid: u32) {
-        fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-
-    fn stat(&self, key: &str) -> Option<u64> {
-        let file = if self.version == 1 {
-            "memory.failcnt"
-        } else {
-            "memory.events"
-        };
-        let text = fs::read_to_string(self.dir.join(file)).ok()?;
-        if self.version == 1 {
-            text.trim().parse().ok()
-        } else {
-            text.lines()
-                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-        }
-    }
-}
-
-impl Drop for MemoryCgroup {
-    fn drop(&mut self) {
-        if let Err(e) = fs::remove_dir(&self.dir) {
-            eprintln!("warning: removing {}: {e}", self.dir.display());
-        }
-    }
-}
 
 /// A file of `len` bytes on a disk-backed filesystem, written, synced and dropped from the
 /// page cache, so reading it charges every page to the reader's cgroup.
@@ -135,7 +50,7 @@ fn cold_file(dir: &Path, len: u64) -> PathBuf {
 
 #[test]
 fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
-    require_root();
+    require_root(ROOT);
     // Not tmpfs: shmem pages could not be reclaimed without swap.
     // SKILLPROF_TEST_SCRATCH: a writable disk-backed folder where the target dir is not
     // writable (a VM guest sharing the host's files read-only).
@@ -144,9 +59,18 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
     let dir = tempfile::tempdir_in(&scratch).unwrap();
     let file = cold_file(dir.path(), FILE);
 
-    let cgroup = MemoryCgroup::create(LIMIT);
+    // skillprof's own cgroup code, as `--memory-max` uses it: on v1 or v2, whichever holds
+    // the memory controller here, and removed by its guardian on every exit path.
+    let cgroup =
+        MemoryCgroup::create(&format!("skillprof-test-{}", std::process::id()), LIMIT).unwrap();
+    println!(
+        "memory cgroup {} at {}",
+        cgroup.cgroup().version(),
+        cgroup.cgroup().dir().display()
+    );
     let mut exercise = Exercise::start();
-    cgroup.add(exercise.pid());
+    write!(cgroup.cgroup().procs().unwrap(), "{}", exercise.pid()).unwrap();
+    let limit_hits = || cgroup.read().unwrap().limit_hits;
     let session = ProbeSession::start(
         exercise.pid(),
         &ProbeOptions {
@@ -158,13 +82,13 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
     assert_attached(session.statuses(), &["memcg_reclaim", "lru_shrink"]);
     assert_mechanisms(session.statuses(), Selection::All);
 
-    let failcnt_before = cgroup.stat("max").unwrap_or(0);
+    let failcnt_before = limit_hits();
     session.begin_entry(1).unwrap();
     let answer = exercise.cmd(&format!("readfile {}", file.display()));
     assert_eq!(answer, format!("ok read={FILE}"));
     session.begin_entry(2).unwrap();
     exercise.cmd("faults");
-    let failcnt = cgroup.stat("max").unwrap_or(0) - failcnt_before;
+    let failcnt = limit_hits() - failcnt_before;
 
     let idle = row(&session.entry(0).unwrap());
     let read = row(&session.entry(1).unwrap());
@@ -280,4 +204,5 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
     drop(session);
     exercise.send("exit");
     let _ = exercise.child.wait();
+    cgroup.remove().unwrap();
 }

@@ -9,12 +9,13 @@
 //!
 //! Root only (CI runs it as root); without root it fails loudly.
 
-mod probes_support;
+mod common;
 
-use probes_support::{
-    Exercise, KernelKind, Selection, assert_attached, assert_mechanisms, int, kernel_kind,
-    require_root, row, save_result,
+use common::exercise::{
+    Exercise, KernelKind, Selection, assert_attached, assert_mechanisms, int, kernel_kind, row,
+    save_result,
 };
+use common::require_root;
 use serde_json::json;
 use skillprof::hostctl::process::monotonic_ns;
 use skillprof::probes::{
@@ -22,6 +23,8 @@ use skillprof::probes::{
 };
 use skillprof::record::Row;
 
+/// What these tests do that needs root.
+const ROOT: &str = "the probe tests load BPF programs";
 const HOLD_MIB: u64 = 1280;
 const DRAIN_MIB: u64 = 128;
 
@@ -41,7 +44,7 @@ const TEARDOWN_TOLERANCE: f64 = 0.03;
 
 #[test]
 fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
-    require_root();
+    require_root(ROOT);
     let mut exercise = Exercise::start();
     let pid = exercise.pid();
     let mut session = ProbeSession::start(

@@ -6,30 +6,20 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::cli::{csv_rows, describe, meta, run_ok};
+use common::cli::{csv_rows, describe, meta, run_ok, write_cmds};
+use common::require_root;
 
 const PAGE_KB: u64 = 4;
 const TIMES: u64 = 3;
 const A_KB: u64 = 8192;
 const B_KB: u64 = 2048;
 
-fn require_root() {
-    assert!(
-        skillprof::system::running_as_root(),
-        "the skill attribution tests load BPF programs and a uprobe, which needs root: run \
-         them as root (sudo scripts/test.sh)"
-    );
-}
-
-fn cmds(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("skills.cmds");
-    fs::write(&path, text).unwrap();
-    path
-}
+/// What these tests do that needs root.
+const ROOT: &str = "the skill attribution tests load BPF programs and a uprobe";
 
 fn int(row: &BTreeMap<String, String>, column: &str) -> u64 {
     row.get(column)
@@ -40,10 +30,11 @@ fn int(row: &BTreeMap<String, String>, column: &str) -> u64 {
 
 #[test]
 fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
-    require_root();
+    require_root(ROOT);
     let dir = tempfile::tempdir().unwrap();
-    let workload = cmds(
+    let workload = write_cmds(
         dir.path(),
+        "skills.cmds",
         &format!(
             "p_add_rs 2\n\
              p_execute {TIMES} sample_rs1:0 sample_rs2:0\n\
@@ -162,7 +153,7 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
 
 #[test]
 fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
-    require_root();
+    require_root(ROOT);
     let dir = tempfile::tempdir().unwrap();
     // skillhost without its symbol table: another host, as far as markers go.
     let built = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
@@ -174,7 +165,11 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
         .output()
         .expect("running strip (binutils)");
     assert!(strip.status.success(), "{}", describe(&strip));
-    let workload = cmds(dir.path(), "add_rs\np_execute 2 sample_rs1:1024\n");
+    let workload = write_cmds(
+        dir.path(),
+        "skills.cmds",
+        "add_rs\np_execute 2 sample_rs1:1024\n",
+    );
     let out = dir.path().join("runs");
     let (output, folder) = run_ok(&workload, &out, &["--host-bin", stripped.to_str().unwrap()]);
     let said = describe(&output);
@@ -202,11 +197,12 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
 
 #[test]
 fn stacks_name_the_wasm_function_that_touched_the_pages() {
-    require_root();
+    require_root(ROOT);
     let dir = tempfile::tempdir().unwrap();
     let kb = 4096;
-    let workload = cmds(
+    let workload = write_cmds(
         dir.path(),
+        "skills.cmds",
         &format!("add_rs\np_execute 2 sample_rs1:{kb}\n"),
     );
     let out = dir.path().join("runs");

@@ -36,6 +36,13 @@ pub fn repo_cmds(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Writes a workload of the 2024 command language to `dir/name`, for `run`.
+pub fn write_cmds(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    fs::write(&path, text).unwrap();
+    path
+}
+
 /// `skillprof run CMDS --out OUT EXTRA..`, however it ends.
 pub fn run(cmds: &Path, out: &Path, extra: &[&str]) -> Output {
     skillprof()

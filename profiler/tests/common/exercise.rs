@@ -1,10 +1,7 @@
-//! What the probe tests share: the root check, the deterministic workload
-//! (`skillprof-exercise`), procfs readings to compare the probes with, and the kernel
+//! What the probe tests share: the deterministic workload (`skillprof-exercise`), procfs readings to compare the probes with, and the kernel
 //! matrix's side (`scripts/kernel-matrix.sh`): which mechanisms the kernel under test must
 //! attach (`SKILLPROF_EXPECT_MECHANISMS`), and where to save results for the cross-kernel
 //! comparison (`SKILLPROF_MATRIX_OUT`).
-
-#![allow(dead_code)] // each test file uses its own subset
 
 use std::{
     env::VarError,
@@ -20,17 +17,6 @@ use skillprof::{
     record::Row,
     sample::process::{self, ProcessStat},
 };
-
-/// The probe tests load BPF programs: they need root, and fail loudly without it (a skipped
-/// probe test would pass while proving nothing).
-pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test needs root: run as root / via sudo (e.g. `sudo -E cargo test -p skillprof --test probes_counts`)"
-    );
-}
 
 /// The workload process, driven line by line.
 pub struct Exercise {
