@@ -330,9 +330,48 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
     assert_eq!(png_size(&shot), (1400, 5000));
     println!("screenshot: {}", shot.display());
 
-    for section in ["header", "entries", "held", "skills", "timeseries", "stop"] {
+    for section in [
+        "answers",
+        "header",
+        "entries",
+        "held",
+        "skills",
+        "timeseries",
+        "stop",
+    ] {
         assert_section(dom, section);
     }
+    // The page opens on the run's answers, each drawn from this run's records; the table of
+    // every column waits behind a click.
+    let first_section = dom.find("<section").unwrap();
+    assert!(
+        dom[first_section..].starts_with("<section id=\"answers\""),
+        "the report does not open on its answers: {:.200}",
+        &dom[first_section..]
+    );
+    let answers =
+        &dom[first_section..dom[first_section..].find("</section>").unwrap() + first_section];
+    for said in [
+        "<dt>memory</dt>",
+        "The host's RSS went from",
+        "<dt>where it went</dt>",
+        "malloc",
+        "<dt>failures</dt>",
+        "Every request was answered.",
+        "<dt>capacity</dt>",
+        "Rust skills",
+        "<dt>profiler's cost</dt>",
+        "BPF programs",
+    ] {
+        assert!(
+            answers.contains(said),
+            "the answers lack {said:?}: {answers}"
+        );
+    }
+    assert!(
+        dom.contains("<details class=\"entries\">"),
+        "the full table is not behind a click"
+    );
     for fact in [
         "machine",
         "kernel",

@@ -44,6 +44,15 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     format!("{cmd}: {}.", parts.join("; "))
 }
 
+/// What failed in the entry and why, from the evidence; `None` if every request answered.
+pub fn failures(record: &EntryRecord) -> Option<String> {
+    let failed = requests_failed(record)?;
+    Some(match failure_causes(record) {
+        Some(why) => format!("{failed}; {why}"),
+        None => failed,
+    })
+}
+
 /// A measured number that is not zero: what a sentence is worth saying of.
 fn nonzero(value: Option<f64>) -> Option<f64> {
     value.filter(|value| *value != 0.0)

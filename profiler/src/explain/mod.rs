@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use crate::record::EntryRecord;
 
-pub use entry::paragraph;
+pub use entry::{failures, paragraph};
 
 /// explain.md: a header about how the run was measured, then one paragraph per entry.
 pub fn document(title: &str, measurement: &[String], records: &[EntryRecord]) -> String {

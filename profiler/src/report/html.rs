@@ -9,6 +9,7 @@
 use anyhow::Result;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
+use super::answers;
 use super::plots::{self, Body, Figure, bars};
 use super::read::Run;
 use crate::probes::CostMode;
@@ -64,6 +65,8 @@ table.entries .quiet { display: none; }
 table.compare td.ratio { color: var(--muted); }
 details.run { margin: 18px 0; border: 1px solid var(--line); border-radius: 4px; padding: 6px 14px; }
 details.run > summary { cursor: pointer; font-weight: 600; }
+details.entries > summary { cursor: pointer; color: var(--accent); }
+dl.answers dd { font-size: 16px; }
 "##,
 );
 
@@ -176,13 +179,21 @@ pub fn single(run: &Run) -> Result<Page> {
     let stop = bars::stop(&[run])?;
     let skills = plots::skills::faults_by_skill(run)?;
     let held = plots::held::by_holder(run)?;
+    // The answers first, the plots that show them next, the facts of the run and every
+    // column last, for whoever checks.
     let body = html! {
-        (section("header", "The run", header(run)))
-        (section("entries", "Per entry", entries_table(run, "")))
+        (section("answers", "The answers", answers::answers(run, overhead(run))))
         (section("held", "What holds the memory", figure(&held, "")))
         (section("skills", "By skill", html! { (figure(&skills, "")) (flamegraphs(run)) }))
         (section("timeseries", "Over time", timeseries(run, &series, "")))
         (section("stop", "Shutdown", figure(&stop, "")))
+        (section("header", "The run", header(run)))
+        (section("entries", "Per entry", html! {
+            details class="entries" {
+                summary { "every column of commands.csv, each entry with its explanation" }
+                (entries_table(run, ""))
+            }
+        }))
     };
     let cmds = &run.meta.cmds.file;
     let title = format!("skillprof report: {cmds} ({})", run.name);
@@ -194,12 +205,13 @@ pub fn single(run: &Run) -> Result<Page> {
         &title,
         subtitle,
         &[
-            ("header", "The run"),
-            ("entries", "Per entry"),
+            ("answers", "The answers"),
             ("held", "What holds the memory"),
             ("skills", "By skill"),
             ("timeseries", "Over time"),
             ("stop", "Shutdown"),
+            ("header", "The run"),
+            ("entries", "Per entry"),
         ],
         body,
     );

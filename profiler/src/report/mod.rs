@@ -5,6 +5,7 @@ pub mod watermarks;
 
 // `skillprof report` and `skillprof export`: report.html, plots, the Perfetto trace,
 // OpenMetrics and typed events.
+pub mod answers;
 pub mod cli;
 pub mod events_by_kind;
 pub mod html;
