@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cmds;
 pub mod explain;
 pub mod hostctl;
+pub(crate) mod keyed;
 pub mod locust;
 pub mod machine;
 pub mod output;

@@ -6,7 +6,7 @@
 //! memory, and a controller thread (`hold`) resizes it to keep free memory in a band, under
 //! the safety rules (`safety`, `aim`). Guardian processes (`crate::system`) undo every change to
 //! the machine (sysctls, the swap file) on every exit path. The experiment (`experiment`) holds
-//! the bands one by one; `skillprof pressure` (`crate::experiment`) sets it up and reports it.
+//! the bands one by one; `skillprof pressure` (`crate::pressure`) sets it up and reports it.
 //!
 //! The runner's view (`pressure BAND` in a cmds file, `skillprof run --pressure BAND`):
 //! [`Balloon::hold`] starts the balloon and its controller and returns at once;

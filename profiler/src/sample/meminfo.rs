@@ -5,7 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::{keyed, read_proc_file};
+use super::read_proc_file;
+use crate::keyed;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Meminfo {

@@ -5,7 +5,6 @@
 pub mod composition;
 pub mod cpu;
 mod entry;
-pub(crate) mod keyed;
 pub mod meminfo;
 pub mod process;
 pub mod psi;

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{keyed, read_proc_file};
+use super::read_proc_file;
+use crate::keyed;
 
 /// Which lines are kept: a name ending in `_` is a prefix, any other an exact name.
 const KEPT: &[&str] = &[

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::sample::keyed;
+use crate::keyed;
 use crate::system::guardian::{Guardian, Restore};
 
 pub use crate::record::memcg::{MemcgEntry, MemcgStat, Version};
