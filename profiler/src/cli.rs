@@ -20,8 +20,8 @@ pub struct Cli {
 pub enum Command {
     // Help comes from ProbesArgs (a doc comment here would override it).
     Probes(crate::probes::ProbesArgs),
-    // About and help come from the Args struct, which a doc comment here would override.
-    Compare(crate::output::compare::Args),
+    // About and help come from CompareArgs, which a doc comment here would override.
+    Compare(crate::output::compare::CompareArgs),
     // About and help come from RunArgs (boxed: it is by far the largest).
     Run(Box<crate::run::RunArgs>),
     // About and help come from PressureArgs.

@@ -34,7 +34,7 @@ pub const MAX_LOGS: usize = 26;
 
 #[derive(clap::Args, Debug)]
 #[command(about = ABOUT, long_about = LONG_ABOUT)]
-pub struct Args {
+pub struct CompareArgs {
     /// Run logs (YYMMDD_HHMMSS.mmm_run.log), or run folders holding exactly one. The first
     /// is a: the baseline of the vs a(%) columns.
     #[arg(required = true, value_name = "LOG")]
@@ -64,7 +64,7 @@ pub struct Args {
 /// The --extended columns when none are named.
 const DEFAULT_EXTENDED: &str = "rss_peak_kb,minflt,majflt,request_errors";
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     ensure!(
         args.logs.len() <= MAX_LOGS,
         "compare takes at most {MAX_LOGS} logs (ids a to z), got {}",
