@@ -102,6 +102,7 @@ fn run_workload(
 
 fn options() -> ProbeOptions {
     ProbeOptions {
+        trace_syscalls: true,
         max_entries: STEPS.len() as u32 + 2,
         ..ProbeOptions::default()
     }
@@ -361,6 +362,7 @@ fn exact_counts_are_attributed_to_their_entries() {
     let mut exercise = Exercise::start();
     // With the probes' own cost measured, which the end of this test checks.
     let measured = ProbeOptions {
+        trace_syscalls: true,
         self_cost: true,
         ..options()
     };
@@ -511,6 +513,7 @@ fn events_stream_what_the_aggregates_count() {
     let session = ProbeSession::start(
         exercise.pid(),
         &ProbeOptions {
+            trace_syscalls: true,
             events: Some(path.clone()),
             ..options()
         },

@@ -74,6 +74,7 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
     let session = ProbeSession::start(
         exercise.pid(),
         &ProbeOptions {
+            trace_syscalls: true,
             max_entries: 3,
             ..ProbeOptions::default()
         },

@@ -50,6 +50,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
     let mut session = ProbeSession::start(
         pid,
         &ProbeOptions {
+            trace_syscalls: true,
             max_entries: 3,
             ..ProbeOptions::default()
         },

@@ -37,8 +37,9 @@ fn run(name: &str, cmds: &Path, args: &[&str]) -> PathBuf {
     run_ok(cmds, &scratch().join(name), args).1
 }
 
-/// cmds/smoke.cmds on the default (on-demand) allocator, made once per process. No cost
-/// model: the probes' cost is neither measured nor modelled.
+/// cmds/smoke.cmds on the default (on-demand) allocator, made once per process, in exact mode
+/// (every view has something to draw). No cost model: the probes' cost is neither measured
+/// nor modelled.
 fn on_demand() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
     RUN.get_or_init(|| {
@@ -46,17 +47,19 @@ fn on_demand() -> &'static Path {
         run(
             "on-demand",
             &smoke_cmds(),
-            &["--cost-model", absent.to_str().unwrap()],
+            &["--trace-syscalls", "--cost-model", absent.to_str().unwrap()],
         )
     })
 }
 
-/// The same workload on the pooling allocator, with the cost model of [`cost_model`].
+/// The same workload on the pooling allocator, exact mode too, with the cost model of
+/// [`cost_model`].
 fn pooling() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
     RUN.get_or_init(|| {
         let model = cost_model();
         let args = [
+            "--trace-syscalls",
             "--cost-model",
             model.to_str().unwrap(),
             "--",

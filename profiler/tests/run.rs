@@ -95,15 +95,33 @@ fn smoke_run_leaves_four_consistent_files() {
     }
 
     // Kernel evidence, attributed to the right entry: the skill touches every page of the
-    // 1,000 KB it allocates, so that entry saw at least 250 user page faults.
-    let [executions, instantiate, faults] =
-        ["executions", "host_instantiate_ms", "faults_user"].map(|c| column(&header, c));
+    // 1,000 KB it allocates, so that entry saw at least 250 page faults, which the default
+    // mode takes from the kernel's own count; the per-fault programs stay out of it.
+    let [executions, instantiate, minflt, faults_user] =
+        ["executions", "host_instantiate_ms", "minflt", "faults_user"].map(|c| column(&header, c));
     let execute_skill = rows
         .iter()
         .find(|r| r[1].starts_with("execute_skill"))
         .unwrap();
     assert_eq!(int(execute_skill, executions), 1);
-    assert!(int(execute_skill, faults) >= 250, "{execute_skill:?}");
+    assert!(int(execute_skill, minflt) >= 250, "{execute_skill:?}");
+    assert_eq!(
+        execute_skill[faults_user], "",
+        "the default mode ran a per-fault program: {execute_skill:?}"
+    );
+    // The host's descriptors against its limit, which it inherits from skillprof.
+    let [fds_peak, fds_limit] = ["fds_peak", "fds_limit"].map(|c| column(&header, c));
+    // SAFETY: getrlimit writes into the struct it is given.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    assert!(int(execute_skill, fds_peak) > 3, "{execute_skill:?}");
+    assert_eq!(int(execute_skill, fds_limit) as u64, limit.rlim_cur);
     for row in rows.iter().filter(|r| int(r, executions) > 0) {
         assert!(
             !row[instantiate].is_empty(),
@@ -204,10 +222,18 @@ fn smoke_run_leaves_four_consistent_files() {
     );
     assert_eq!(meta["probes"]["enabled"], true);
     let statuses = meta["probes"]["statuses"].as_array().unwrap();
+    for taxing in ["syscalls", "page_faults"] {
+        assert!(
+            statuses.iter().any(|s| s["probe"] == taxing
+                && s["attached"] == false
+                && s["attempts"][0]["outcome"] == "exact_only"),
+            "{taxing} is not left out of the default mode: {statuses:?}"
+        );
+    }
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
     assert!(
-        statuses
-            .iter()
-            .any(|s| s["probe"] == "syscalls" && s["attached"] == true)
+        explain.contains("probe mode: default, only the host pays"),
+        "{explain}"
     );
     assert!(
         meta["probes"]["costs"]["total_runs"].as_u64().unwrap() > 0,
@@ -508,6 +534,8 @@ fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
 fn the_pharia_2024_host_runs_bench_and_p_execute_all_with_its_own_skills_without_errors() {
     let dir = tempfile::tempdir().unwrap();
     let host = [
+        // The probes' per-fault and per-call counts of the host, below: exact mode.
+        "--trace-syscalls",
         "--host-profile",
         "pharia-kernel-2024",
         "--",
@@ -717,6 +745,7 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
         &cmds_file,
         &out,
         &[
+            "--trace-syscalls",
             "--attach",
             &pid_text,
             "--host-url",

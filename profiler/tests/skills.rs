@@ -42,7 +42,8 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
         ),
     );
     let out = dir.path().join("runs");
-    let (output, folder) = run_ok(&workload, &out, &[]);
+    // Faults and calls per skill come from the per-event programs: exact mode.
+    let (output, folder) = run_ok(&workload, &out, &["--trace-syscalls"]);
     let skills = csv_rows(&folder.join("skills.csv"));
     let commands = csv_rows(&folder.join("commands.csv"));
 
@@ -171,7 +172,11 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
         "add_rs\np_execute 2 sample_rs1:1024\n",
     );
     let out = dir.path().join("runs");
-    let (output, folder) = run_ok(&workload, &out, &["--host-bin", stripped.to_str().unwrap()]);
+    let (output, folder) = run_ok(
+        &workload,
+        &out,
+        &["--trace-syscalls", "--host-bin", stripped.to_str().unwrap()],
+    );
     let said = describe(&output);
     assert!(
         said.contains("warning: skill attribution OFF, entry windows only")

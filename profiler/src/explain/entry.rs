@@ -465,7 +465,9 @@ fn address_space(record: &EntryRecord) -> Option<String> {
 /// them, kernel mode on its user addresses and for get_user_pages (zero unless the mechanism
 /// sees them; the run's head says which it does).
 fn faults(record: &EntryRecord) -> Option<String> {
-    let counted = record.probe(Probe::PageFaults, |c| c.faults)?;
+    let Some(counted) = record.probe(Probe::PageFaults, |c| c.faults) else {
+        return kernel_faults(record);
+    };
     let user = nonzero(Some(counted.user as f64))?;
     let kernel = nonzero(Some(counted.kernel as f64));
     let gup = nonzero(Some(counted.gup as f64));
@@ -483,6 +485,23 @@ fn faults(record: &EntryRecord) -> Option<String> {
     }
     let major = record.probes.as_ref().and_then(|p| p.majflt_perf);
     if let Some(major) = nonzero(major.map(|m| m as f64)) {
+        text.push_str(&format!(", {} major", count(major)));
+    }
+    text.push(')');
+    let executions = record.measure.outcome.latencies.len() as f64;
+    if let Some(executions) = nonzero(Some(executions)) {
+        text.push_str(&format!(", {} per execution", count(faults / executions)));
+    }
+    Some(text)
+}
+
+/// Without the fault programs (the default mode, or no probes): the kernel's own count of the
+/// host's faults, which has no read/write or user/kernel split.
+fn kernel_faults(record: &EntryRecord) -> Option<String> {
+    let (minor, major) = record.measure.faults()?;
+    let faults = nonzero(Some((minor + major) as f64))?;
+    let mut text = format!("{} page faults (the kernel's count", many(faults));
+    if let Some(major) = nonzero(Some(major as f64)) {
         text.push_str(&format!(", {} major", count(major)));
     }
     text.push(')');

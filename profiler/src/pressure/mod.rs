@@ -510,8 +510,11 @@ fn choose_block(args: &PressureArgs, safety: &Safety, levels: &[Band]) -> Result
 /// The probes on this process, two entries per band (its settling, its iterations); without
 /// them the kernel figures come from /proc, and the run says so.
 fn start_probes(bands: usize, info: &mut ProbesInfo) -> Option<ProbeSession> {
+    // The balloon is skillprof's own process, and the experiment times its every fault:
+    // exact mode, as an experiment on this machine rather than a production host.
     let options = ProbeOptions {
         max_entries: 2 * bands as u32,
+        trace_syscalls: true,
         ..ProbeOptions::default()
     };
     match ProbeSession::start(std::process::id(), &options) {

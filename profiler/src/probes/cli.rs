@@ -97,7 +97,9 @@ pub fn run(args: ProbesArgs) -> Result<()> {
         Some(pid) => tgid_of(pid)?,
         None => me,
     };
-    let options = args.selection.options(args.events.clone(), 1)?;
+    // A check of what this kernel attaches: every probe, the exact mode's too.
+    let mut options = args.selection.options(args.events.clone(), 1)?;
+    options.trace_syscalls = true;
     let (force_fallback, mechanisms) = (options.force_fallback, options.mechanisms.clone());
     let session = ProbeSession::start(pid, &options)?;
     let mut self_mmaps = 0;

@@ -141,6 +141,28 @@ pub struct ProbePlan {
 }
 
 impl ProbeStatus {
+    /// A probe left out of the default mode: every mechanism of its plan skipped, and why.
+    pub fn exact_mode_only(probe: &ProbePlan) -> Self {
+        let why = "exact mode only (--trace-syscalls): its programs run for every process on \
+                   the machine, not only the host";
+        ProbeStatus {
+            probe: probe.probe,
+            mechanism: probe.plan[0].mechanism,
+            attached: false,
+            detail: why.to_owned(),
+            attempts: probe
+                .plan
+                .iter()
+                .map(|how| Attempt {
+                    mechanism: how.mechanism,
+                    outcome: Outcome::ExactOnly,
+                    detail: why.to_owned(),
+                })
+                .collect(),
+            programs: Vec::new(),
+        }
+    }
+
     /// The status of a probe outside the BPF plan, with one mechanism (the major-fault perf
     /// counter, the host's markers): where it attached, or why not, and its BPF programs.
     pub fn single(

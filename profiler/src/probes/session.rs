@@ -66,6 +66,9 @@ pub struct ProbeOptions {
     pub stacks: bool,
     /// Without `self_cost`: estimate the cost from this cost model (`probe_cost`'s figures).
     pub cost_model: Option<PathBuf>,
+    /// Exact mode (`--trace-syscalls`): also the programs that every process's syscalls and
+    /// page faults run through. Implied by `stacks` and `events`.
+    pub trace_syscalls: bool,
 }
 
 /// Which attach mechanisms a session may use: the same flags for `skillprof probes` and
@@ -90,6 +93,15 @@ pub struct MechanismArgs {
     /// run, on every process the programs see: more than most of the programs cost.
     #[arg(long, env = "SKILLPROF_SELF_COST")]
     pub self_cost: bool,
+    /// Exact mode: also trace every syscall and page fault, for per-call counts, bytes,
+    /// errnos and latencies, per-fault splits (read/write, user/kernel) and stacks. Off by
+    /// default because no kernel can trace one process's syscalls alone: a syscall
+    /// tracepoint makes every syscall of every process on the machine take the slow path
+    /// (about +100 ns each here), and the fault programs run on every process's faults. The
+    /// default mode reads the host's own counters at entry boundaries and in its markers
+    /// instead. --stacks and --events imply it.
+    #[arg(long, env = "SKILLPROF_TRACE_SYSCALLS")]
+    pub trace_syscalls: bool,
     /// Without --self-cost, estimate the probes' cost as the events they counted times the
     /// per-event cost `cargo bench -p skillprof --bench probe_cost` measured on this machine
     /// and saved here.
@@ -121,11 +133,17 @@ impl MechanismArgs {
             mechanisms,
             self_cost: self.self_cost,
             cost_model: (!self.self_cost).then(|| self.cost_model.clone()),
+            trace_syscalls: self.trace_syscalls,
         })
     }
 }
 
 impl ProbeOptions {
+    /// Exact mode: asked for, or needed by the per-call events or the stacks.
+    pub fn exact(&self) -> bool {
+        self.trace_syscalls || self.stacks || self.events.is_some()
+    }
+
     fn allowed(&self) -> Allowed {
         if self.force_fallback {
             Allowed::FallbackOnly
@@ -229,9 +247,16 @@ impl ProbeSession {
 
         let mut attacher = Attacher::default();
         let allowed = options.allowed();
+        let exact = options.exact();
         let mut statuses: Vec<ProbeStatus> = PROBES
             .iter()
-            .map(|probe| attacher.attach(&mut ebpf, probe, &allowed))
+            .map(|probe| {
+                if probe.probe.taxes_every_process() && !exact {
+                    ProbeStatus::exact_mode_only(probe)
+                } else {
+                    attacher.attach(&mut ebpf, probe, &allowed)
+                }
+            })
             .collect();
         let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
         let marker = marker.and_then(|marker| {

@@ -37,6 +37,9 @@ pub enum Outcome {
     Failed,
     /// Not tried: excluded by `--mechanism`/`--force-fallback`, or a better one attached.
     Skipped,
+    /// Not tried: the probe taxes every process, and the run was not in exact mode
+    /// (`--trace-syscalls`).
+    ExactOnly,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -60,6 +63,18 @@ pub struct ProbeStatus {
     pub attempts: Vec<Attempt>,
     /// The BPF programs that run for it (for the cost table).
     pub programs: Vec<String>,
+}
+
+impl ProbeStatus {
+    /// Left out by the default mode rather than refused by the kernel.
+    pub fn exact_only(&self) -> bool {
+        !self.attached
+            && !self.attempts.is_empty()
+            && self
+                .attempts
+                .iter()
+                .all(|a| a.outcome == Outcome::ExactOnly)
+    }
 }
 
 /// Everything the probes attributed to one entry.
@@ -263,6 +278,13 @@ pub enum Probe {
 }
 
 impl Probe {
+    /// Whether its programs run for every process's events, not only the host's: a syscall
+    /// tracepoint slows every syscall on the machine, and the fault programs run on every
+    /// fault. Those attach in exact mode only (`--trace-syscalls`).
+    pub fn taxes_every_process(self) -> bool {
+        matches!(self, Probe::Syscalls | Probe::PageFaults)
+    }
+
     pub const ALL: [Probe; 14] = [
         Probe::Syscalls,
         Probe::PageFaults,

@@ -452,7 +452,12 @@ fn probes_live(run: &Run) -> Markup {
             "; every probe column is empty, never 0"
         };
     }
-    let (live, missing): (Vec<_>, Vec<_>) = probes.statuses.iter().partition(|s| s.attached);
+    let (live, missing): (Vec<_>, Vec<_>) = probes
+        .statuses
+        .iter()
+        .filter(|s| !s.exact_only())
+        .partition(|s| s.attached);
+    let exact_only: Vec<_> = probes.statuses.iter().filter(|s| s.exact_only()).collect();
     html! {
         (joined(live, ", ", |s| html! {
             (s.probe) " " span class="muted" { "(" (s.mechanism) ")" }
@@ -461,6 +466,11 @@ fn probes_live(run: &Run) -> Markup {
             "; not attached on this kernel: "
             (joined(missing, ", ", |s| html! { span title=(s.detail) { (s.probe) } }))
             " (hover for why; others cover their ground)"
+        }
+        @if !exact_only.is_empty() {
+            "; left out by the default mode, which taxes no other process: "
+            (joined(exact_only, ", ", |s| html! { (s.probe) }))
+            " (" code { "--trace-syscalls" } " attaches them)"
         }
     }
 }

@@ -1114,10 +1114,31 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         )),
         None => {}
     }
+    let exact_only: Vec<&str> = probes
+        .statuses
+        .iter()
+        .filter(|s| s.exact_only())
+        .map(|s| s.probe.name())
+        .collect();
+    if exact_only.is_empty() {
+        lines.push(
+            "probe mode: exact (--trace-syscalls, or implied by --stacks or --events): every \
+             syscall and page fault of every process on the machine ran through the probes \
+             (about +100 ns per syscall and +80 ns per fault here, docs/probes.md)"
+                .to_owned(),
+        );
+    } else {
+        lines.push(format!(
+            "probe mode: default, only the host pays: {} left out (their programs run for \
+             every process); faults per entry are the kernel's own counts (minflt, majflt); \
+             --trace-syscalls for per-call counts, bytes, errnos and per-fault splits",
+            exact_only.join(", ")
+        ));
+    }
     let missing: Vec<&str> = probes
         .statuses
         .iter()
-        .filter(|s| !s.attached && s.probe != Probe::Markers)
+        .filter(|s| !s.attached && !s.exact_only() && s.probe != Probe::Markers)
         .map(|s| s.probe.name())
         .collect();
     if !missing.is_empty() {

@@ -1,0 +1,141 @@
+//! Only the host pays: in the default mode no program that runs for every process's syscalls
+//! or page faults is in the kernel, read back from the kernel's own list of loaded BPF
+//! programs; in exact mode (`--trace-syscalls`) they are, which shows the check can fail. The
+//! default mode's fault count is the kernel's count of the process's faults.
+//!
+//! One test in its own binary: the other probe tests load the same programs in parallel, and
+//! the kernel's list is machine-wide. Root only (CI runs it as root); without root it fails
+//! loudly.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::exercise::Exercise;
+use common::require_root;
+use skillprof::probes::{PROBES, ProbeOptions, ProbeSession};
+use skillprof::record::probes::Probe;
+use skillprof::sample::process;
+
+const ROOT: &str = "the probe mode test loads BPF programs";
+
+/// The kernel keeps a program's name to 15 bytes.
+const NAME_LEN: usize = 15;
+
+/// The programs of the probes that run for every process, as the kernel names them.
+fn taxing_programs() -> BTreeSet<String> {
+    PROBES
+        .iter()
+        .filter(|plan| plan.probe.taxes_every_process())
+        .flat_map(|plan| plan.plan.iter())
+        .flat_map(|how| how.hooks.iter())
+        .map(|hook| hook.program().chars().take(NAME_LEN).collect())
+        .collect()
+}
+
+/// Names of the programs loaded in the kernel now that were not loaded before (by id).
+fn loaded_since(before: &BTreeSet<u32>) -> BTreeSet<String> {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter(|program| !before.contains(&program.id()))
+        .filter_map(|program| program.name_as_str().map(str::to_owned))
+        .collect()
+}
+
+fn loaded_ids() -> BTreeSet<u32> {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .map(|program| program.id())
+        .collect()
+}
+
+#[test]
+fn the_default_mode_loads_no_program_that_taxes_other_processes() {
+    require_root(ROOT);
+    let taxing = taxing_programs();
+    assert!(
+        taxing.len() >= 4,
+        "the syscall and fault plans name too few programs: {taxing:?}"
+    );
+    let mut exercise = Exercise::start();
+    let pid = exercise.pid();
+
+    let before = loaded_ids();
+    let default = ProbeSession::start(
+        pid,
+        &ProbeOptions {
+            max_entries: 2,
+            ..ProbeOptions::default()
+        },
+    )
+    .unwrap();
+    let ours = loaded_since(&before);
+    println!("default mode loaded: {ours:?}");
+    assert!(
+        !ours.is_empty(),
+        "the default mode loaded no program at all"
+    );
+    let taxing_loaded: Vec<&String> = ours.intersection(&taxing).collect();
+    assert!(
+        taxing_loaded.is_empty(),
+        "the default mode loaded programs that run for every process: {taxing_loaded:?}"
+    );
+    for probe in [Probe::Syscalls, Probe::PageFaults] {
+        let status = default
+            .statuses()
+            .iter()
+            .find(|status| status.probe == probe)
+            .unwrap();
+        assert!(status.exact_only(), "{probe}: {status:?}");
+        assert!(
+            status.detail.contains("--trace-syscalls"),
+            "{probe} does not say how to get it: {}",
+            status.detail
+        );
+    }
+
+    // Its fault count is the kernel's: the probes count none, the process's own counter
+    // moves by what the workload touched.
+    exercise.cmd("mmap 1 4194304");
+    let minflt_before = process::read(std::path::Path::new("/proc"), pid)
+        .unwrap()
+        .minflt;
+    default.begin_entry(1).unwrap();
+    exercise.cmd("touch 1024");
+    let minflt_after = process::read(std::path::Path::new("/proc"), pid)
+        .unwrap()
+        .minflt;
+    let metrics = default.entry(1).unwrap();
+    assert_eq!(
+        metrics.read(Probe::PageFaults, |c| c.faults.user),
+        None,
+        "the default mode counted faults with a program"
+    );
+    assert!(
+        minflt_after - minflt_before >= 1024,
+        "the kernel counted {} faults for 1,024 pages touched",
+        minflt_after - minflt_before
+    );
+    drop(default);
+
+    // Exact mode: the same programs are in the kernel while it runs.
+    let before = loaded_ids();
+    let exact = ProbeSession::start(
+        pid,
+        &ProbeOptions {
+            max_entries: 2,
+            trace_syscalls: true,
+            ..ProbeOptions::default()
+        },
+    )
+    .unwrap();
+    let ours = loaded_since(&before);
+    println!("exact mode loaded: {ours:?}");
+    assert!(
+        ours.intersection(&taxing).next().is_some(),
+        "exact mode loaded none of the syscall and fault programs {taxing:?}: {ours:?}"
+    );
+    drop(exact);
+    exercise.send("exit");
+    let _ = exercise.child.wait();
+}
