@@ -6,18 +6,23 @@
 //!
 //! The uprobe fires per poll of a request's future and per phase, never per page: a hit
 //! costs about a microsecond, a page fault a fraction of that.
+//!
+//! At each mark it also reads the thread's own counters (faults and CPU time, from its
+//! task_struct at offsets userspace takes from the kernel's BTF) and adds their change since
+//! the thread's previous mark to the skill and phase of the stretch that ends: faults and
+//! CPU per skill without any program that runs per fault, so in every mode.
 
 use aya_ebpf::{
     Global,
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
-    helpers::bpf_probe_read_user_str_bytes,
+    helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_user_str_bytes},
     macros::{map, uprobe},
     maps::{HashMap, LruHashMap, PerCpuHashMap},
     programs::ProbeContext,
 };
 use skillprof_common::{
     HOST_SKILL, Mark, MarkEvent, PHASE_FIRST, PHASE_HELPER, PHASE_IDLE, SKILL_NAME_LEN,
-    SkillCounters, SkillKey,
+    SkillCounters, SkillKey, TaskCounts,
 };
 
 use crate::{add, counters, current_entry, emit, ids, is_host, now};
@@ -26,6 +31,36 @@ use crate::{add, counters, current_entry, emit, ids, is_host, now};
 /// verifier removes the attribution code from the fault and syscall programs.
 #[unsafe(no_mangle)]
 static ATTRIBUTE_SKILLS: Global<u32> = Global::new(0);
+
+/// Byte offsets in `struct task_struct` of `min_flt`, `maj_flt` and
+/// `se.sum_exec_runtime`, set at load time from the kernel's BTF; 0 where BTF did not say.
+#[unsafe(no_mangle)]
+static TASK_MIN_FLT: Global<u32> = Global::new(0);
+#[unsafe(no_mangle)]
+static TASK_MAJ_FLT: Global<u32> = Global::new(0);
+#[unsafe(no_mangle)]
+static TASK_CPU_NS: Global<u32> = Global::new(0);
+
+/// The current thread's own counters now; `None` where they cannot be read.
+#[inline(always)]
+fn task_now() -> Option<TaskCounts> {
+    let offsets = [TASK_MIN_FLT.load(), TASK_MAJ_FLT.load(), TASK_CPU_NS.load()];
+    if offsets.contains(&0) {
+        return None;
+    }
+    // SAFETY: the helper returns the current task's address; every read below goes through
+    // bpf_probe_read_kernel, which checks it.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    let read = |offset: u32| -> Option<u64> {
+        // SAFETY: a checked read of a u64 inside the current task_struct.
+        unsafe { bpf_probe_read_kernel(task.wrapping_add(offset as usize) as *const u64) }.ok()
+    };
+    Some(TaskCounts {
+        minflt: read(offsets[0])?,
+        majflt: read(offsets[1])?,
+        cpu_ns: read(offsets[2])?,
+    })
+}
 
 /// Per host thread (key: tid): what it works on. Written in place at every mark, so a mark
 /// costs a lookup, not an insert and a delete; LRU, so exited threads age out.
@@ -107,6 +142,7 @@ pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
     let phase = marked & !(PHASE_FIRST | PHASE_HELPER);
     let entry = current_entry();
     let ts = now();
+    let task = task_now();
     if let Some(counters) = counters(entry) {
         add(&mut counters.marks.hits, 1);
     }
@@ -115,6 +151,10 @@ pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
         since_ns: if marked & PHASE_HELPER != 0 { 0 } else { ts },
         skill,
         phase,
+        minflt: task.map_or(0, |t| t.minflt),
+        majflt: task.map_or(0, |t| t.majflt),
+        cpu_ns: task.map_or(0, |t| t.cpu_ns),
+        counted: u64::from(task.is_some()),
     };
     match MARKS.get_ptr_mut(&tid) {
         Some(slot) => {
@@ -122,10 +162,19 @@ pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
             let previous = unsafe { *slot };
             // The stretch that ends now is counted in the entry current at its end.
             if previous.phase != PHASE_IDLE
-                && previous.since_ns != 0
                 && let Some(row) = row(entry, previous.skill, previous.phase)
             {
-                add(&mut row.phase.ns, ts.saturating_sub(previous.since_ns));
+                if previous.since_ns != 0 {
+                    add(&mut row.phase.ns, ts.saturating_sub(previous.since_ns));
+                }
+                // A helper's stretch too: a compile's faults are in its helper threads.
+                if previous.counted != 0
+                    && let Some(task) = task
+                {
+                    add(&mut row.task.minflt, task.minflt.saturating_sub(previous.minflt));
+                    add(&mut row.task.majflt, task.majflt.saturating_sub(previous.majflt));
+                    add(&mut row.task.cpu_ns, task.cpu_ns.saturating_sub(previous.cpu_ns));
+                }
             }
             unsafe { *slot = next };
         }

@@ -1,10 +1,11 @@
 //! What a run costs the host it profiles: a short workload run again and again with the
-//! probes on (as `skillprof run` has them by default) and off (`--no-probes`), and a second
-//! probes-off run as the control. Each round runs the three in a random order, so that drift
-//! on a noisy machine hits all alike. Two metrics per run, from the run's own typed records
+//! probes in their default mode (as `skillprof run` has them), in exact mode
+//! (`--trace-syscalls`), and off (`--no-probes`), and a second probes-off run as the control.
+//! Each round runs the four in a random order, so that drift on a noisy machine hits all
+//! alike. Two metrics per run, from the run's own typed records
 //! (entries.jsonl): the host's CPU time (utime + stime of every host thread, summed over the
-//! entries) and the workload's wall time (took_ms summed). Per round, on/off and off-again/off
-//! are ratios; the figure is the median ratio with a bootstrap 95% interval, and the control's
+//! entries) and the workload's wall time (took_ms summed). Per round, default/off, exact/off and
+//! off-again/off are ratios; the figure is the median ratio with a bootstrap 95% interval, and the control's
 //! interval shows how small an effect the machine's noise lets the benchmark see. Figures
 //! only, no pass/fail; the target is an upper host-CPU bound of at most +1%.
 //!
@@ -33,7 +34,8 @@ struct Options {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Condition {
-    On,
+    Default,
+    Exact,
     Off,
     OffAgain,
 }
@@ -54,11 +56,16 @@ fn main() -> Result<()> {
     let skillprof = skillprof_binary()?;
     let out = tempfile::tempdir()?;
     let mut rng = fastrand::Rng::with_seed(0x0ae7_4ead);
-    let mut rounds: Vec<[Measured; 3]> = Vec::new();
+    let mut rounds: Vec<[Measured; 4]> = Vec::new();
     for round in 1..=options.rounds {
-        let mut order = [Condition::On, Condition::Off, Condition::OffAgain];
+        let mut order = [
+            Condition::Default,
+            Condition::Exact,
+            Condition::Off,
+            Condition::OffAgain,
+        ];
         rng.shuffle(&mut order);
-        let mut measured = [Measured::default(); 3];
+        let mut measured = [Measured::default(); 4];
         for condition in order {
             let figures = run(&skillprof, &options, condition, out.path())?;
             eprintln!(
@@ -104,8 +111,14 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
     let before = folders(out)?;
     let mut command = Command::new(skillprof);
     command.arg("run").arg(&options.cmds).arg("--out").arg(out);
-    if condition != Condition::On {
-        command.arg("--no-probes");
+    match condition {
+        Condition::Default => {}
+        Condition::Exact => {
+            command.arg("--trace-syscalls");
+        }
+        Condition::Off | Condition::OffAgain => {
+            command.arg("--no-probes");
+        }
     }
     if !options.host_flags.is_empty() {
         command.arg("--").args(&options.host_flags);
@@ -141,7 +154,7 @@ fn folders(out: &Path) -> Result<Vec<PathBuf>> {
         .collect::<Result<_, _>>()?)
 }
 
-fn report(options: &Options, rounds: &[[Measured; 3]]) {
+fn report(options: &Options, rounds: &[[Measured; 4]]) {
     let ratios = |condition: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
         rounds
             .iter()
@@ -161,7 +174,7 @@ fn report(options: &Options, rounds: &[[Measured; 3]]) {
         stats::median(&values)
     };
     println!(
-        "\nprobe overhead on {}, {} rounds of on / off / off again in random order",
+        "\nprobe overhead on {}, {} rounds of default / exact / off / off again in random order",
         options.cmds.display(),
         rounds.len()
     );
@@ -171,13 +184,18 @@ fn report(options: &Options, rounds: &[[Measured; 3]]) {
         median_of(Condition::Off, wall)
     );
     println!(
-        "overhead: {} (host CPU), {} (wall)",
-        change(&ratios(Condition::On, cpu), 1),
-        change(&ratios(Condition::On, wall), 2)
+        "default mode / off: {} (host CPU), {} (wall)",
+        change(&ratios(Condition::Default, cpu), 1),
+        change(&ratios(Condition::Default, wall), 2)
+    );
+    println!(
+        "exact mode / off: {} (host CPU), {} (wall)",
+        change(&ratios(Condition::Exact, cpu), 3),
+        change(&ratios(Condition::Exact, wall), 4)
     );
     println!(
         "control, off again / off: {} (host CPU), {} (wall)",
-        change(&ratios(Condition::OffAgain, cpu), 3),
-        change(&ratios(Condition::OffAgain, wall), 4)
+        change(&ratios(Condition::OffAgain, cpu), 5),
+        change(&ratios(Condition::OffAgain, wall), 6)
     );
 }

@@ -3,9 +3,10 @@
 //!   process on the machine pays while a run lasts;
 //! - a matching mmap+munmap pair, and a page fault, while a session profiles this process.
 //!
-//! Each attach selection the kernel allows (the preferred mechanisms; the same with
-//! `--self-cost`, BPF stats on; and the forced fallback, each plan's last mechanism) is one
-//! condition, next to two conditions without probes: "off" is
+//! Each attach selection the kernel allows (the default mode, which leaves out every program
+//! that runs for other processes' syscalls and faults; exact mode, `--trace-syscalls`, with
+//! the preferred mechanisms; the same with `--self-cost`, BPF stats on; and the forced
+//! fallback, each plan's last mechanism) is one condition, next to two conditions without probes: "off" is
 //! the baseline of every round, "off again" the control that shows the detection floor.
 //! One more condition turns on a syscall tracepoint with no program at all (a perf counter
 //! on `syscalls:sys_{enter,exit}_acct`, a syscall nothing here makes): the kernel then takes
@@ -49,6 +50,9 @@ const REPEATS: usize = 7;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Attach {
+    /// What `skillprof run` attaches unless told otherwise.
+    Default,
+    /// Exact mode (`--trace-syscalls`), the preferred mechanisms.
     Preferred,
     /// The preferred mechanisms with BPF stats on (`--self-cost`).
     SelfCost,
@@ -77,7 +81,7 @@ struct Condition {
     setup: Setup,
 }
 
-const CONDITIONS: [Condition; 9] = [
+const CONDITIONS: [Condition; 11] = [
     Condition {
         label: "off (baseline)",
         setup: Setup::Off,
@@ -91,27 +95,35 @@ const CONDITIONS: [Condition; 9] = [
         setup: Setup::SyscallTracing,
     },
     Condition {
-        label: "preferred, another process",
+        label: "default mode, another process",
+        setup: Setup::Probes(Attach::Default, Target::Other),
+    },
+    Condition {
+        label: "default mode, this process",
+        setup: Setup::Probes(Attach::Default, Target::Itself),
+    },
+    Condition {
+        label: "exact, another process",
         setup: Setup::Probes(Attach::Preferred, Target::Other),
     },
     Condition {
-        label: "preferred, this process",
+        label: "exact, this process",
         setup: Setup::Probes(Attach::Preferred, Target::Itself),
     },
     Condition {
-        label: "self-cost, another process",
+        label: "exact, self-cost, another process",
         setup: Setup::Probes(Attach::SelfCost, Target::Other),
     },
     Condition {
-        label: "self-cost, this process",
+        label: "exact, self-cost, this process",
         setup: Setup::Probes(Attach::SelfCost, Target::Itself),
     },
     Condition {
-        label: "fallback, another process",
+        label: "exact, fallback, another process",
         setup: Setup::Probes(Attach::Fallback, Target::Other),
     },
     Condition {
-        label: "fallback, this process",
+        label: "exact, fallback, this process",
         setup: Setup::Probes(Attach::Fallback, Target::Itself),
     },
 ];
@@ -158,6 +170,7 @@ fn main() -> Result<()> {
                     let options = ProbeOptions {
                         force_fallback: attach == Attach::Fallback,
                         self_cost: attach == Attach::SelfCost,
+                        trace_syscalls: attach != Attach::Default,
                         max_entries: 2,
                         ..ProbeOptions::default()
                     };

@@ -152,6 +152,69 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
     assert_eq!(markers["mechanism"], "uprobe");
 }
 
+/// The default mode runs no program per fault: each skill's faults and CPU come from its
+/// threads' own counters, read by the marker's uprobe. They must find what each skill
+/// touched, and add up to no more than the kernel's count for the entry.
+#[test]
+fn in_the_default_mode_each_skill_s_faults_come_from_its_threads_own_counters() {
+    require_root(ROOT);
+    let dir = tempfile::tempdir().unwrap();
+    let workload = write_cmds(
+        dir.path(),
+        "skills.cmds",
+        &format!(
+            "p_add_rs 2\n\
+             p_execute {TIMES} sample_rs1:0 sample_rs2:0\n\
+             p_execute {TIMES} sample_rs1:{A_KB} sample_rs2:{B_KB}\n"
+        ),
+    );
+    let (_, folder) = run_ok(&workload, &dir.path().join("runs"), &[]);
+    let skills = csv_rows(&folder.join("skills.csv"));
+    let commands = csv_rows(&folder.join("commands.csv"));
+    let phase = |entry: u64, skill: &str, phase: &str| -> &BTreeMap<String, String> {
+        skills
+            .iter()
+            .find(|row| {
+                int(row, "entry") == entry && row["skill"] == skill && row["phase"] == phase
+            })
+            .unwrap_or_else(|| panic!("no {phase} row of {skill} in entry {entry}"))
+    };
+    for (index, entry) in commands.iter().enumerate().take(3) {
+        let rows = skills
+            .iter()
+            .filter(|row| int(row, "entry") == index as u64);
+        let sum: u64 = rows.map(|row| int(row, "task_minflt")).sum();
+        assert!(
+            sum <= int(entry, "minflt"),
+            "entry {index}: the skills' threads took {sum} faults, the kernel counted {} for \
+             the whole host",
+            entry["minflt"]
+        );
+        // Nothing here ran a per-fault program.
+        assert_eq!(entry["faults_user"], "", "{entry:?}");
+    }
+    for skill in ["sample_rs1", "sample_rs2"] {
+        let compile = phase(0, skill, "compile");
+        assert!(int(compile, "task_minflt") > 100, "{compile:?}");
+        assert!(
+            compile["task_cpu_ms"].parse::<f64>().unwrap() > 1.0,
+            "{compile:?}"
+        );
+        assert_eq!(compile["faults"], "", "no fault program ran: {compile:?}");
+    }
+    for (skill, kb) in [("sample_rs1", A_KB), ("sample_rs2", B_KB)] {
+        let touched = int(phase(2, skill, "call"), "task_minflt")
+            - int(phase(1, skill, "call"), "task_minflt");
+        let pages = TIMES * kb / PAGE_KB;
+        let chunks = TIMES * kb.div_ceil(100);
+        assert!(
+            (pages..=pages + chunks + 16 * TIMES).contains(&touched),
+            "{skill} touched {pages} pages ({TIMES} × {kb} KiB) above its baseline; its \
+             threads' counters say {touched}"
+        );
+    }
+}
+
 #[test]
 fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
     require_root(ROOT);

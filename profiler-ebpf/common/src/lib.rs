@@ -456,6 +456,12 @@ pub struct Mark {
     pub skill: u32,
     /// A `PHASE_*` number without [`PHASE_FIRST`] or [`PHASE_HELPER`].
     pub phase: u32,
+    /// The thread's own counters when the stretch began (its task_struct's min_flt, maj_flt
+    /// and se.sum_exec_runtime), if `counted` is 1; a new thread's are all 0.
+    pub minflt: u64,
+    pub majflt: u64,
+    pub cpu_ns: u64,
+    pub counted: u64,
 }
 
 /// Key of the per-skill counters: an entry, a skill, a phase.
@@ -479,20 +485,39 @@ counters! {
     }
 }
 
+counters! {
+    /// What the kernel counted for the threads while they worked on one skill's phase: the
+    /// change of each thread's own counters from one of its marks to the next. Read by the
+    /// marker's uprobe, so no program runs per fault.
+    pub struct TaskCounts {
+        /// Minor faults (task_struct min_flt).
+        minflt: sum,
+        /// Major faults (maj_flt).
+        majflt: sum,
+        /// CPU time on the threads (se.sum_exec_runtime).
+        cpu_ns: sum,
+    }
+}
+
 /// What one skill's phase did in one entry, on one CPU: the value of the `SKILLS` map. Every
 /// event the entry's [`Counters`] count in `faults` and `syscalls` is counted in exactly one
 /// of these (the [`HOST_SKILL`] row takes the unmarked ones), so they sum to the entry.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+// Records from before `task` read it as 0.
+#[cfg_attr(feature = "user", serde(default))]
 pub struct SkillCounters {
     pub phase: PhaseCounts,
     pub faults: FaultCounts,
     pub syscalls: [CallCounts; SYSCALLS],
+    /// From the threads' own counters, in every mode.
+    pub task: TaskCounts,
 }
 
 impl Combine for SkillCounters {
     fn combine(&mut self, other: &Self) {
+        self.task.combine(&other.task);
         self.phase.combine(&other.phase);
         self.faults.combine(&other.faults);
         self.syscalls.combine(&other.syscalls);

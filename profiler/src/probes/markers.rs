@@ -172,10 +172,15 @@ impl SkillRow {
         self.skill.as_deref().unwrap_or(HOST_ROW)
     }
 
-    /// Page faults of every kind (user, kernel-mode on user addresses, get_user_pages).
+    /// Page faults of every kind (user, kernel-mode on user addresses, get_user_pages), as
+    /// the fault programs counted them in exact mode; otherwise as the threads' own counters
+    /// did between their marks.
     pub fn faults(&self) -> u64 {
         let f = &self.counts.faults;
-        f.user + f.kernel + f.gup
+        match f.user + f.kernel + f.gup {
+            0 => self.counts.task.minflt + self.counts.task.majflt,
+            counted => counted,
+        }
     }
 }
 

@@ -25,6 +25,7 @@ mod session;
 pub mod stacks;
 pub mod stop;
 pub mod tables;
+pub mod task_offsets;
 mod tracefs;
 
 pub use crate::record::probes::Probe;

@@ -4,6 +4,8 @@
 use anyhow::{Context as _, Result};
 use aya::{Ebpf, EbpfLoader};
 
+use super::task_offsets::TaskOffsets;
+
 #[cfg(not(skillprof_no_bpf_object))]
 fn object() -> Result<&'static [u8]> {
     static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("SKILLPROF_BPF_OBJECT"));
@@ -24,6 +26,9 @@ const TARGET_TGID: &str = "TARGET_TGID";
 const STREAM_EVENTS: &str = "STREAM_EVENTS";
 const ATTRIBUTE_SKILLS: &str = "ATTRIBUTE_SKILLS";
 const STACKS: &str = "STACKS";
+const TASK_MIN_FLT: &str = "TASK_MIN_FLT";
+const TASK_MAJ_FLT: &str = "TASK_MAJ_FLT";
+const TASK_CPU_NS: &str = "TASK_CPU_NS";
 /// Maps in the object.
 pub const ENTRY: &str = "ENTRY";
 pub const COUNTERS: &str = "COUNTERS";
@@ -48,7 +53,8 @@ const RING_BYTES_IDLE: u32 = 4096;
 
 /// Loads the object into the kernel (maps created, no program loaded yet) with its filter set
 /// to `tgid`, room for `max_entries` entries, and the ring buffer, skill attribution (when the
-/// host has markers) and stack walks on or off.
+/// host has markers) and stack walks on or off; `task`: where the marker finds a thread's own
+/// counters (`None`: it counts none).
 ///
 /// BPF memory is charged to the memory cgroup (kernel >= 5.11); RLIMIT_MEMLOCK is not raised
 /// (it cannot be on the machines skillprof runs on).
@@ -58,8 +64,10 @@ pub fn load(
     stream_events: bool,
     skills: bool,
     stacks: bool,
+    task: Option<TaskOffsets>,
 ) -> Result<Ebpf> {
     let object = object()?;
+    let task = task.map_or([0; 3], |t| [t.min_flt, t.maj_flt, t.cpu_ns]);
     let stream = u32::from(stream_events);
     let (skills, walk) = (u32::from(skills), u32::from(stacks));
     EbpfLoader::new()
@@ -67,6 +75,9 @@ pub fn load(
         .override_global(STREAM_EVENTS, &stream, true)
         .override_global(ATTRIBUTE_SKILLS, &skills, true)
         .override_global(STACKS, &walk, true)
+        .override_global(TASK_MIN_FLT, &task[0], true)
+        .override_global(TASK_MAJ_FLT, &task[1], true)
+        .override_global(TASK_CPU_NS, &task[2], true)
         .map_max_entries(STACK_TRACES, if stacks { STACK_TRACES_STACKS } else { 1 })
         .map_max_entries(COUNTERS, max_entries.max(1))
         .map_max_entries(

@@ -29,6 +29,7 @@ use super::{
     privileges,
     stacks::{EntryStacks, Stacks},
     stop::StopTimeline,
+    task_offsets::TaskOffsets,
     tracefs::Tracefs,
 };
 
@@ -232,12 +233,14 @@ impl ProbeSession {
         // Before loading: whether the fault and syscall programs attribute to skills is a
         // load-time constant.
         let marker = markers::locate(tgid);
+        let task = TaskOffsets::read();
         let mut ebpf = object::load(
             tgid,
             max_entries,
             options.events.is_some(),
             marker.is_ok(),
             options.stacks,
+            task.as_ref().ok().copied(),
         )?;
         seed_kswapd(&mut ebpf)?;
         seed_brk(&mut ebpf, tgid)?;
@@ -259,8 +262,16 @@ impl ProbeSession {
             })
             .collect();
         let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
+        // The marker's status says whether it also counts each thread's faults and CPU.
         let marker = marker.and_then(|marker| {
             markers::attach(&mut ebpf, tgid, &marker).map_err(|e| format!("{e:#}"))
+        });
+        let marker = marker.map(|place| match &task {
+            Ok(_) => format!("{place}; faults and CPU per skill from each thread's counters"),
+            Err(why) => format!(
+                "{place}; without each thread's counters ({why:#}): faults per skill in exact \
+                 mode only"
+            ),
         });
         statuses.push(markers::status(&marker));
         let markers = match marker {

@@ -53,9 +53,14 @@ pub fn documentation(name: &str) -> Option<&'static Column> {
     columns().into_iter().find(|column| column.names(name))
 }
 
-/// docs/columns.md's table of `commands.csv` columns, generated from [`columns`].
+/// docs/columns.md's tables, generated from [`columns`] and skills.csv's columns.
 pub fn columns_markdown() -> String {
-    field::markdown(&columns())
+    format!(
+        "{}\n## skills.csv\n\nAfter the entry's `entry` and `cmd`, one row per skill and phase \
+         of the entry (the host's markers name them):\n\n{}",
+        field::markdown(&columns()),
+        field::markdown(&probes::skill_columns::ALL)
+    )
 }
 
 #[cfg(test)]

@@ -700,12 +700,31 @@ pub mod skill_columns {
         "per address-space syscall kind: <kind>_bytes, the lengths of those calls",
     );
 
+    pub static TASK_MINFLT: Column = Column::new(
+        "task_minflt",
+        Unit::Count,
+        "minor page faults of the threads while they worked on the phase: each thread's own counter (task_struct min_flt) from one of its marks to the next, read by the marker's uprobe, in every mode; the host row has none (the entry's minflt less the skills' is what no mark covered)",
+    );
+    pub static TASK_MAJFLT: Column = Column::new(
+        "task_majflt",
+        Unit::Count,
+        "major page faults, the same way (maj_flt)",
+    );
+    pub static TASK_CPU_MS: Column = Column::new(
+        "task_cpu_ms",
+        Unit::Ms,
+        "CPU time the threads ran for the phase, the same way (se.sum_exec_runtime)",
+    );
+
     /// In row order.
-    pub const ALL: [&Column; 12] = [
+    pub const ALL: [&Column; 15] = [
         &SKILL,
         &PHASE,
         &RUNS,
         &TIME_MS,
+        &TASK_MINFLT,
+        &TASK_MAJFLT,
+        &TASK_CPU_MS,
         &FAULTS,
         &FAULTS_USER,
         &FAULTS_USER_WRITE,
@@ -717,25 +736,55 @@ pub mod skill_columns {
     ];
 }
 
+/// Which of a skill row's figures the entry's programs counted: the per-fault and per-call
+/// ones only in exact mode. What was not counted is left empty, never 0.
+#[derive(Clone, Copy, Debug)]
+pub struct SkillCounted {
+    pub faults: bool,
+    pub syscalls: bool,
+}
+
+impl ProbeMetrics {
+    pub fn skill_counted(&self) -> SkillCounted {
+        SkillCounted {
+            faults: self.attached.contains_key(&Probe::PageFaults),
+            syscalls: self.attached.contains_key(&Probe::Syscalls),
+        }
+    }
+}
+
 impl SkillRow {
     /// The row's cells in skills.csv (after the entry's own).
-    pub fn write_cells(&self, row: &mut Row) {
+    pub fn write_cells(&self, row: &mut Row, counted: SkillCounted) {
         use skill_columns::*;
         let c = &self.counts;
         let f = &c.faults;
+        let faults = |n: u64| counted.faults.then_some(n);
         row.put(&SKILL, self.skill.as_deref().unwrap_or("host"))
             .put(&PHASE, self.phase.as_str())
             .put(&RUNS, c.phase.runs)
             .put(&TIME_MS, c.phase.ns as f64 / 1e6)
-            .put(&FAULTS, f.user + f.kernel + f.gup)
-            .put(&FAULTS_USER, f.user)
-            .put(&FAULTS_USER_WRITE, f.user_write)
-            .put(&FAULTS_MAJOR, f.major)
-            .put(&FAULTS_KERNEL, f.kernel)
-            .put(&FAULTS_GUP, f.gup);
+            .put(&TASK_MINFLT, c.task.minflt)
+            .put(&TASK_MAJFLT, c.task.majflt)
+            .put(&TASK_CPU_MS, c.task.cpu_ns as f64 / 1e6)
+            .put(&FAULTS, faults(f.user + f.kernel + f.gup))
+            .put(&FAULTS_USER, faults(f.user))
+            .put(&FAULTS_USER_WRITE, faults(f.user_write))
+            .put(&FAULTS_MAJOR, faults(f.major))
+            .put(&FAULTS_KERNEL, faults(f.kernel))
+            .put(&FAULTS_GUP, faults(f.gup));
         for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
-            row.put_in(&SYSCALL_CALLS, format!("{name}_calls"), calls.calls)
-                .put_in(&SYSCALL_BYTES, format!("{name}_bytes"), calls.bytes);
+            let (n, bytes) = (calls.calls, calls.bytes);
+            row.put_in(
+                &SYSCALL_CALLS,
+                format!("{name}_calls"),
+                counted.syscalls.then_some(n),
+            )
+            .put_in(
+                &SYSCALL_BYTES,
+                format!("{name}_bytes"),
+                counted.syscalls.then_some(bytes),
+            );
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::output::{
     commands_csv::CommandsCsv, compare, entry_rows_csv, entry_rows_csv::EntryRowsCsv, meta,
     run_json, samples_csv::SamplesCsv,
 };
-use crate::probes::{CostMode, Mechanism, markers::SkillRow, stacks::StackSummary};
+use crate::probes::{CostMode, Mechanism, stacks::StackSummary};
 use crate::record::{
     CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, Fill, FillStop, HostInfo, LoadInfo, Outcome,
     RunInfo, Status, Step, SysctlDuring,
@@ -649,9 +649,14 @@ impl Run {
         self.log.write_entry(&logged)?;
         self.commands.write(&record.row())?;
         self.entries.write(&record)?;
-        if let Some(rows) = record.probes.as_ref().and_then(|p| p.skills.as_ref()) {
+        if let Some(probes) = &record.probes
+            && let Some(rows) = &probes.skills
+        {
+            let counted = probes.skill_counted();
             self.skills
-                .write(measure.index, &measure.cmd, rows, SkillRow::write_cells)?;
+                .write(measure.index, &measure.cmd, rows, |row, cells| {
+                    row.write_cells(cells, counted)
+                })?;
         }
         if let Some(load) = &record.load {
             let rows: Vec<&LoadRow> = load.skills.iter().chain([&load.total]).collect();
