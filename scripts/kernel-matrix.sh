@@ -37,7 +37,7 @@ VIRTME_NG=1.42                  # virtme-ng: boots a kernel on a snapshot of the
 GUEST_MEMORY=2G                 # the stop test holds 1.25 GiB
 GUEST_CPUS=2
 GUEST_TIMEOUT=1500              # seconds; one guest run takes about 2 minutes
-TESTS=(probes probes_counts probes_reclaim probes_stop memory_cgroup)
+TESTS=(probes probes_mode probes_counts probes_reclaim probes_stop memory_cgroup)
 
 PREFIX=kernel-matrix
 source "$ROOT/scripts/common.sh"
