@@ -13,6 +13,10 @@ if ! command -v chromium >/dev/null 2>&1; then
     step "chromium (Debian's, for the report test)"
     apt_install chromium
 fi
+if ! command -v strace >/dev/null 2>&1; then
+    step "strace (Debian's: the independent count of the host's process_madvise calls)"
+    apt_install strace
+fi
 # The host benchmark (cargo bench -p skillhost) drives the host with hey.
 if [ ! -x "$BUILD/bin/hey" ]; then
     need go "hey, the host benchmark's load generator, is built with Go (as root: apt-get install golang-go)"

@@ -29,6 +29,7 @@
 
 mod exit;
 mod faults;
+mod libc_calls;
 mod marks;
 mod stacks;
 mod syscalls;

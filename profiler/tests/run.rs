@@ -12,7 +12,7 @@ use skillprof::output::harness_log::RunLog;
 mod common;
 use common::cli::{
     alive, describe, host_pid, long_workload, meta, repo_cmds, run, run_folder, run_ok, skillprof,
-    smoke_cmds, start_long_run,
+    smoke_cmds, start_long_run, write_cmds,
 };
 
 fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
@@ -655,6 +655,11 @@ struct OutsideHost {
 
 impl OutsideHost {
     fn start(dir: &Path) -> OutsideHost {
+        Self::start_with(dir, &[])
+    }
+
+    /// With skillhost flags of its own (`args`).
+    fn start_with(dir: &Path, args: &[&str]) -> OutsideHost {
         let skills = dir.join("their-skills");
         fs::create_dir_all(&skills).unwrap();
         let samples = skillprof::hostctl::SampleSkills::beside_executable(
@@ -675,6 +680,7 @@ impl OutsideHost {
         let child = Command::new(bin)
             .args(["--skills-dir", skills.to_str().unwrap()])
             .args(["--port", &port.to_string(), "--scan-interval-ms", "50"])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -725,6 +731,83 @@ impl Drop for OutsideHost {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A pooled host that decommits freed slots in batches (wasmtime's decommit_batch_size above
+/// 1) gives memory back with process_madvise(2) through glibc's syscall(): the default mode
+/// counts each call, its ranges and its bytes, as strace counts them from outside.
+#[test]
+fn a_pooled_hosts_batched_decommits_are_counted_as_strace_counts_them() {
+    common::require_root("attaching probes and strace to a host");
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start_with(
+        dir.path(),
+        &["--allocator", "pooling", "--pool-decommit-batch-size", "8"],
+    );
+    let pid = host.child.id().to_string();
+    let traced = dir.path().join("strace.txt");
+    let mut strace = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=process_madvise", "-o"])
+        .arg(&traced)
+        .args(["-p", &pid])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("strace (scripts/test.sh installs it)");
+    // strace prints nothing until a call; give it time to seize every thread.
+    std::thread::sleep(Duration::from_secs(1));
+    let cmds_file = write_cmds(
+        dir.path(),
+        "pooled.cmds",
+        "add_rs\n20 execute_all Pooled 100 0\n5 p_execute_all Pooled 100 0 4\n",
+    );
+    let (_, folder) = run_ok(
+        &cmds_file,
+        &dir.path().join("runs"),
+        &[
+            "--attach",
+            &pid,
+            "--host-url",
+            &host.url(),
+            "--skills-dir",
+            host.skills.to_str().unwrap(),
+        ],
+    );
+    // SAFETY: a signal to our own child; SIGINT makes strace detach and flush.
+    unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
+    strace.wait().unwrap();
+
+    // Each call's return: `TID process_madvise(PIDFD, [...], VLEN, MADV_DONTNEED, 0) = BYTES`,
+    // or, where two threads' calls interleave, `TID <... process_madvise resumed>) = BYTES`.
+    let text = fs::read_to_string(&traced).unwrap();
+    let returns: Vec<i64> = text
+        .lines()
+        .filter(|line| {
+            (line.contains("process_madvise(") || line.contains("<... process_madvise resumed>"))
+                && line.contains(" = ")
+        })
+        .map(|line| {
+            let value = line.rsplit(" = ").next().unwrap();
+            value.split_whitespace().next().unwrap().parse().unwrap()
+        })
+        .collect();
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let sum = |name: &str| -> i64 {
+        let at = column(&header, name);
+        rows.iter().map(|row| int(row, at)).sum()
+    };
+    assert!(
+        !returns.is_empty(),
+        "the pooled host made no process_madvise call under strace:\n{text}"
+    );
+    assert_eq!(sum("process_madvise_calls"), returns.len() as i64, "{text}");
+    assert_eq!(
+        sum("process_madvise_bytes"),
+        returns.iter().filter(|r| **r >= 0).sum::<i64>(),
+        "{text}"
+    );
+    assert!(sum("process_madvise_ranges") >= 2 * returns.len() as i64);
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(explain.contains(" process_madvise ("), "{explain}");
 }
 
 #[test]

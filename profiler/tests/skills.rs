@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
@@ -28,19 +28,24 @@ fn int(row: &BTreeMap<String, String>, column: &str) -> u64 {
         .unwrap_or_else(|e| panic!("{column} = {:?}: {e}", row[column]))
 }
 
-#[test]
-fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
-    require_root(ROOT);
-    let dir = tempfile::tempdir().unwrap();
-    let workload = write_cmds(
-        dir.path(),
+/// Both sample skills, then the same requests of each without and with memory to touch.
+fn two_skills(dir: &Path) -> PathBuf {
+    write_cmds(
+        dir,
         "skills.cmds",
         &format!(
             "p_add_rs 2\n\
              p_execute {TIMES} sample_rs1:0 sample_rs2:0\n\
              p_execute {TIMES} sample_rs1:{A_KB} sample_rs2:{B_KB}\n"
         ),
-    );
+    )
+}
+
+#[test]
+fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
+    require_root(ROOT);
+    let dir = tempfile::tempdir().unwrap();
+    let workload = two_skills(dir.path());
     let out = dir.path().join("runs");
     // Faults and calls per skill come from the per-event programs: exact mode.
     let (output, folder) = run_ok(&workload, &out, &["--trace-syscalls"]);
@@ -159,15 +164,7 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
 fn in_the_default_mode_each_skill_s_faults_come_from_its_threads_own_counters() {
     require_root(ROOT);
     let dir = tempfile::tempdir().unwrap();
-    let workload = write_cmds(
-        dir.path(),
-        "skills.cmds",
-        &format!(
-            "p_add_rs 2\n\
-             p_execute {TIMES} sample_rs1:0 sample_rs2:0\n\
-             p_execute {TIMES} sample_rs1:{A_KB} sample_rs2:{B_KB}\n"
-        ),
-    );
+    let workload = two_skills(dir.path());
     let (_, folder) = run_ok(&workload, &dir.path().join("runs"), &[]);
     let skills = csv_rows(&folder.join("skills.csv"));
     let commands = csv_rows(&folder.join("commands.csv"));

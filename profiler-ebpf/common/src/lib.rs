@@ -293,6 +293,21 @@ counters! {
 }
 
 counters! {
+    /// process_madvise(2) calls of the host, made through glibc's `syscall()` (wasmtime
+    /// decommits a batch of freed pool slots in one): seen by a uprobe in the host only.
+    pub struct ProcessMadviseCounts {
+        /// Calls that returned.
+        calls: sum,
+        /// Address ranges they named (the iovec count, `vlen`).
+        ranges: sum,
+        /// Bytes the kernel advised: each call's return value.
+        bytes: sum,
+        /// Calls that failed.
+        errors: sum,
+    }
+}
+
+counters! {
     /// The host's markers (skill attribution).
     pub struct MarkCounts {
         /// Marker calls the uprobe saw.
@@ -348,6 +363,7 @@ pub struct Counters {
     pub marks: MarkCounts,
     pub stacks: StackCounts,
     pub events: EventCounts,
+    pub process_madvise: ProcessMadviseCounts,
 }
 
 impl Counters {
@@ -379,6 +395,7 @@ impl Combine for Counters {
         self.marks.combine(&other.marks);
         self.stacks.combine(&other.stacks);
         self.events.combine(&other.events);
+        self.process_madvise.combine(&other.process_madvise);
     }
 }
 
@@ -431,10 +448,27 @@ pub const HOST_SKILL: u32 = u32::MAX;
 /// Bytes of a skill name kept (the host's names are at most 64).
 pub const SKILL_NAME_LEN: usize = 64;
 
-/// The marker. Never inlined and kept by name, so that a uprobe finds it in the symbol table;
-/// `black_box` keeps the calls from being optimised away. With nothing attached, a mark is a
-/// plain call.
-#[cfg(feature = "marker")]
+/// The marker: kept by name, so that a uprobe finds it in the symbol table, and a call the
+/// compiler cannot see into. With nothing attached, a mark is a call and a return.
+///
+/// On x86_64 it begins with a 5-byte nop: Linux 6.18 and later turn a uprobe on such a nop
+/// into a call to a trampoline (`arch_uprobe_optimize`) instead of a breakpoint trap, which
+/// is most of what a mark costs the host.
+#[cfg(all(feature = "marker", target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub extern "C" fn skillhost_mark(
+    _request: u64,
+    _skill: u32,
+    _phase: u32,
+    _name: *const core::ffi::c_char,
+) {
+    // nopl 0x0(%rax,%rax,1), then return: the arguments stay in their registers for the probe.
+    core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
+}
+
+/// The marker elsewhere: never inlined, its arguments kept alive.
+#[cfg(all(feature = "marker", not(target_arch = "x86_64")))]
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn skillhost_mark(

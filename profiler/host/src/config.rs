@@ -187,6 +187,22 @@ pub struct PoolConfig {
     /// Elements of one table (CPython's function table is large).
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub pool_table_elements: usize,
+
+    /// Slots to decommit together: above 1, wasmtime gives back a batch of freed slots in one
+    /// process_madvise(2) call (Linux 5.10+) instead of one madvise per range. wasmtime's
+    /// default is 1.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub pool_decommit_batch_size: usize,
+
+    /// Bytes at the bottom of each linear memory a freed slot keeps resident, reset in place
+    /// instead of decommitted (wasmtime's linear_memory_keep_resident; default 0).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub pool_keep_resident: usize,
+
+    /// Find what to reset in a kept-resident memory with the PAGEMAP_SCAN ioctl (Linux 6.7+)
+    /// instead of resetting all of it: wasmtime's pagemap_scan, off by default.
+    #[arg(long)]
+    pub pool_pagemap_scan: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -7,7 +7,7 @@ use std::thread;
 
 use anyhow::{Context, Result};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
 };
 
 use crate::config::{Allocator, EngineConfig};
@@ -46,7 +46,15 @@ fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
         // One async fiber stack per in-flight request.
         .total_stacks(instances)
         // A slot never needs more than one instance may use in total.
-        .max_memory_size(config.memory_limit_bytes().min(1 << 32));
+        .max_memory_size(config.memory_limit_bytes().min(1 << 32))
+        // How freed slots go back to the kernel: what skillprof counts as given back.
+        .decommit_batch_size(pool.pool_decommit_batch_size)
+        .linear_memory_keep_resident(pool.pool_keep_resident)
+        .pagemap_scan(if pool.pool_pagemap_scan {
+            Enabled::Yes
+        } else {
+            Enabled::No
+        });
     pooling
 }
 

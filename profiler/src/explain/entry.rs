@@ -36,6 +36,7 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     parts.extend(failure_causes(record));
     parts.extend(reserved(record));
     parts.extend(address_space(record));
+    parts.extend(batched_decommit(record));
     parts.extend(faults(record));
     parts.extend(super::skills::sentence(record));
     parts.extend(super::skills::compiled_again(record, earlier));
@@ -422,6 +423,23 @@ fn reserved(record: &EntryRecord) -> Option<String> {
     })
 }
 
+/// process_madvise: the pooling allocator giving a batch of freed slots back in one call.
+fn batched_decommit(record: &EntryRecord) -> Option<String> {
+    let calls = record.probe(Probe::LibcCalls, |c| c.process_madvise)?;
+    nonzero(Some(calls.calls as f64))?;
+    let mut text = format!(
+        "{} process_madvise ({} ranges, {} given back",
+        count(calls.calls as f64),
+        count(calls.ranges as f64),
+        bytes(calls.bytes as f64)
+    );
+    if calls.errors != 0 {
+        text.push_str(&format!(", {} failed", count(calls.errors as f64)));
+    }
+    text.push(')');
+    Some(text)
+}
+
 /// mmap, munmap, madvise and mprotect, with their bytes: how the address space moved.
 fn address_space(record: &EntryRecord) -> Option<String> {
     let counters = record.probe(Probe::Syscalls, |c| *c)?;
@@ -484,6 +502,25 @@ fn faults(record: &EntryRecord) -> Option<String> {
         text.push_str(&format!(", {} for get_user_pages", count(gup)));
     }
     let major = record.probes.as_ref().and_then(|p| p.majflt_perf);
+    Some(faults_ending(record, text, faults, major))
+}
+
+/// Without the fault programs (the default mode, or no probes): the kernel's own count of the
+/// host's faults, which has no read/write or user/kernel split.
+fn kernel_faults(record: &EntryRecord) -> Option<String> {
+    let (minor, major) = record.measure.faults()?;
+    let faults = nonzero(Some((minor + major) as f64))?;
+    let text = format!("{} page faults (the kernel's count", many(faults));
+    Some(faults_ending(record, text, faults, Some(major)))
+}
+
+/// A faults sentence's end: its major faults, and the faults per execution.
+fn faults_ending(
+    record: &EntryRecord,
+    mut text: String,
+    faults: f64,
+    major: Option<u64>,
+) -> String {
     if let Some(major) = nonzero(major.map(|m| m as f64)) {
         text.push_str(&format!(", {} major", count(major)));
     }
@@ -492,24 +529,7 @@ fn faults(record: &EntryRecord) -> Option<String> {
     if let Some(executions) = nonzero(Some(executions)) {
         text.push_str(&format!(", {} per execution", count(faults / executions)));
     }
-    Some(text)
-}
-
-/// Without the fault programs (the default mode, or no probes): the kernel's own count of the
-/// host's faults, which has no read/write or user/kernel split.
-fn kernel_faults(record: &EntryRecord) -> Option<String> {
-    let (minor, major) = record.measure.faults()?;
-    let faults = nonzero(Some((minor + major) as f64))?;
-    let mut text = format!("{} page faults (the kernel's count", many(faults));
-    if let Some(major) = nonzero(Some(major as f64)) {
-        text.push_str(&format!(", {} major", count(major)));
-    }
-    text.push(')');
-    let executions = record.measure.outcome.latencies.len() as f64;
-    if let Some(executions) = nonzero(Some(executions)) {
-        text.push_str(&format!(", {} per execution", count(faults / executions)));
-    }
-    Some(text)
+    text
 }
 
 /// Reclaim, stalls and how close free memory came to the watermarks; "no reclaim" when the

@@ -15,6 +15,7 @@ mod cli;
 pub mod cost_model;
 mod events;
 mod formats;
+mod libc_calls;
 mod majflt;
 pub mod markers;
 mod metrics;

@@ -21,6 +21,7 @@ use super::{
     bpf_stats::{StatsGuard, StatsSource},
     cost_model::{CostModel, Counted, Modelled, Per},
     events::EventStream,
+    libc_calls,
     majflt::MajorFaults,
     markers::{self, Markers, SkillNames},
     metrics::{ProbeMetrics, combine},
@@ -274,6 +275,9 @@ impl ProbeSession {
             ),
         });
         statuses.push(markers::status(&marker));
+        statuses.push(libc_calls::status(
+            &libc_calls::attach(&mut ebpf, tgid).map_err(|e| format!("{e:#}")),
+        ));
         let markers = match marker {
             Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),
             Err(_) => None,

@@ -275,6 +275,8 @@ pub enum Probe {
     MajorFaults,
     /// The uprobe on the host's marker function.
     Markers,
+    /// The uprobe and uretprobe on glibc's `syscall()` in the host (process_madvise).
+    LibcCalls,
 }
 
 impl Probe {
@@ -285,7 +287,7 @@ impl Probe {
         matches!(self, Probe::Syscalls | Probe::PageFaults)
     }
 
-    pub const ALL: [Probe; 14] = [
+    pub const ALL: [Probe; 15] = [
         Probe::Syscalls,
         Probe::PageFaults,
         Probe::Kswapd,
@@ -300,6 +302,7 @@ impl Probe {
         Probe::ExitMmap,
         Probe::MajorFaults,
         Probe::Markers,
+        Probe::LibcCalls,
     ];
 
     /// As meta.json and the attach table name it.
@@ -319,6 +322,7 @@ impl Probe {
             Probe::ExitMmap => "exit_mmap",
             Probe::MajorFaults => "major_faults",
             Probe::Markers => "markers",
+            Probe::LibcCalls => "libc_calls",
         }
     }
 }
@@ -505,6 +509,12 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
 
         col("marks_hits".into(), Count, "the host's markers (uprobe; empty for a host without them): marker calls seen".into(), Markers, count(|c| c.marks.hits));
         col("marks_overflow".into(), Count, "events counted in skills.csv's host row because the skill table was full".into(), Markers, count(|c| c.marks.overflow));
+
+        let batched = "the host's process_madvise(2) calls, made through glibc's syscall() (wasmtime's pooling allocator decommits a batch of freed slots in one when its decommit batch size is above 1); in every mode";
+        col("process_madvise_calls".into(), Count, format!("{batched}: calls"), LibcCalls, count(|c| c.process_madvise.calls));
+        col("process_madvise_ranges".into(), Count, format!("{batched}: address ranges they named"), LibcCalls, count(|c| c.process_madvise.ranges));
+        col("process_madvise_bytes".into(), Bytes, format!("{batched}: bytes the kernel advised (given back, with MADV_DONTNEED)"), LibcCalls, count(|c| c.process_madvise.bytes));
+        col("process_madvise_errors".into(), Count, format!("{batched}: calls that failed"), LibcCalls, count(|c| c.process_madvise.errors));
 
         col("events_sent".into(), Count, "with --events: events sent to the ring buffer during the entry".into(), Syscalls, Reading::Events(Box::new(|c| c.events.sent)));
         col("events_lost".into(), Count, "with --events: events lost, the ring buffer full".into(), Syscalls, Reading::Events(Box::new(|c| c.events.lost)));
