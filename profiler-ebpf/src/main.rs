@@ -28,8 +28,8 @@
 #![allow(internal_features)]
 
 mod exit;
+mod decommits;
 mod faults;
-mod libc_calls;
 mod marks;
 mod stacks;
 mod syscalls;

@@ -53,6 +53,7 @@ fn probe<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 /// What these tests do that needs root.
 const ROOT: &str = "the probe tests load BPF programs";
+
 #[test]
 fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
     require_root(ROOT);

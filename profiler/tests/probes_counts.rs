@@ -27,6 +27,7 @@ use skillprof::{
 
 /// What these tests do that needs root.
 const ROOT: &str = "the probe tests load BPF programs";
+
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
 

@@ -28,6 +28,7 @@ use skillprof::{
 
 /// What these tests do that needs root.
 const ROOT: &str = "the probe tests load BPF programs";
+
 const MIB: u64 = 1 << 20;
 const LIMIT: u64 = 32 * MIB;
 const FILE: u64 = 160 * MIB;

@@ -25,6 +25,7 @@ use skillprof::record::Row;
 
 /// What these tests do that needs root.
 const ROOT: &str = "the probe tests load BPF programs";
+
 const HOLD_MIB: u64 = 1280;
 const DRAIN_MIB: u64 = 128;
 

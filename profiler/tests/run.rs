@@ -734,8 +734,9 @@ impl Drop for OutsideHost {
 }
 
 /// A pooled host that decommits freed slots in batches (wasmtime's decommit_batch_size above
-/// 1) gives memory back with process_madvise(2) through glibc's syscall(): the default mode
-/// counts each call, its ranges and its bytes, as strace counts them from outside.
+/// 1) gives memory back with one process_madvise(2) per batch: the default mode counts each
+/// call, its ranges and its bytes (from a uprobe on wasmtime's decommit_pages), as strace
+/// counts them from outside.
 #[test]
 fn a_pooled_hosts_batched_decommits_are_counted_as_strace_counts_them() {
     common::require_root("attaching probes and strace to a host");

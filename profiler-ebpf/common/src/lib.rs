@@ -293,17 +293,17 @@ counters! {
 }
 
 counters! {
-    /// process_madvise(2) calls of the host, made through glibc's `syscall()` (wasmtime
-    /// decommits a batch of freed pool slots in one): seen by a uprobe in the host only.
+    /// The pooling allocator's batched decommits: wasmtime's `decommit_pages` with more than
+    /// one range, which it gives back with one process_madvise(2) call.
     pub struct ProcessMadviseCounts {
-        /// Calls that returned.
+        /// Batches.
         calls: sum,
-        /// Address ranges they named (the iovec count, `vlen`).
+        /// Address ranges they named (process_madvise's `vlen`).
         ranges: sum,
-        /// Bytes the kernel advised: each call's return value.
+        /// Bytes they named, the sum of the ranges' lengths.
         bytes: sum,
-        /// Calls that failed.
-        errors: sum,
+        /// Ranges beyond the first 128 of a batch, whose lengths were not read.
+        unread: sum,
     }
 }
 

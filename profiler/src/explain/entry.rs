@@ -425,19 +425,19 @@ fn reserved(record: &EntryRecord) -> Option<String> {
 
 /// process_madvise: the pooling allocator giving a batch of freed slots back in one call.
 fn batched_decommit(record: &EntryRecord) -> Option<String> {
-    let calls = record.probe(Probe::LibcCalls, |c| c.process_madvise)?;
-    nonzero(Some(calls.calls as f64))?;
-    let mut text = format!(
-        "{} process_madvise ({} ranges, {} given back",
-        count(calls.calls as f64),
-        count(calls.ranges as f64),
-        bytes(calls.bytes as f64)
-    );
-    if calls.errors != 0 {
-        text.push_str(&format!(", {} failed", count(calls.errors as f64)));
-    }
-    text.push(')');
-    Some(text)
+    let batches = record.probe(Probe::Decommits, |c| c.process_madvise)?;
+    nonzero(Some(batches.calls as f64))?;
+    Some(format!(
+        "{} process_madvise ({} ranges, {} given back{})",
+        count(batches.calls as f64),
+        count(batches.ranges as f64),
+        bytes(batches.bytes as f64),
+        if batches.unread > 0 {
+            format!(", and {} ranges unread", count(batches.unread as f64))
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// mmap, munmap, madvise and mprotect, with their bytes: how the address space moved.

@@ -4,9 +4,8 @@
 //! keeps entry attribution only, and the probe table says so.
 
 use crate::record::probes::Probe;
-use std::{collections::BTreeMap, fs, num::NonZeroU32, path::PathBuf};
+use std::{collections::BTreeMap, num::NonZeroU32};
 
-use ::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 use anyhow::{Context as _, Result};
 use aya::{
     Ebpf,
@@ -26,6 +25,7 @@ use skillprof_common::{
 const BPF_NOEXIST: u64 = 1;
 
 use super::{
+    host_symbol::{self, HostSymbol},
     object,
     plan::{Mechanism, ProbeStatus},
     session::take,
@@ -36,47 +36,14 @@ pub use crate::record::probes::{Phase, SkillRow};
 /// The probe's name in the probe table and meta.json.
 const PROGRAM: &str = "uprobe_mark";
 
-/// The host's marker: its executable (`/proc/PID/exe`, which names the running binary even if
-/// the file on disk has been replaced since) and the marker's offset in that file.
-pub struct Marker {
-    exe: PathBuf,
-    offset: u64,
-}
+/// The host's marker function.
+pub type Marker = HostSymbol;
 
-/// Finds the marker in the host's symbol table, or says why there is none. Only the ELF
-/// headers and the symbol table are read, not the whole binary (skillhost is over 100 MiB),
-/// and the uprobe is then attached by file offset, so it is not read again.
+/// Finds the marker in the host's symbol table, or says why there is none.
 pub fn locate(tgid: u32) -> Result<Marker, String> {
-    let exe = PathBuf::from(format!("/proc/{tgid}/exe"));
-    let file = fs::File::open(&exe).map_err(|e| format!("cannot open {}: {e}", exe.display()))?;
-    let cache = ::object::ReadCache::new(file);
-    let elf = ::object::File::parse(&cache)
-        .map_err(|e| format!("{} is not an ELF executable: {e}", exe.display()))?;
-    let offset = elf
-        .symbols()
-        .find(|s| s.name() == Ok(MARKER_SYMBOL))
-        .and_then(|symbol| {
-            let section = elf.section_by_index(symbol.section_index()?).ok()?;
-            let (section_offset, _) = section.file_range()?;
-            match UProbeAttachLocation::from_virtual_address(
-                symbol.address(),
-                section.address(),
-                section_offset,
-            ) {
-                Ok(UProbeAttachLocation::AbsoluteOffset(offset)) => Some(offset),
-                _ => None,
-            }
-        });
-    match offset {
-        Some(offset) => Ok(Marker { exe, offset }),
-        None => {
-            let binary = fs::read_link(&exe).unwrap_or(exe);
-            Err(format!(
-                "{} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped)",
-                binary.display()
-            ))
-        }
-    }
+    host_symbol::find(tgid, |name| name == MARKER_SYMBOL).map_err(|binary| {
+        format!("{binary} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped)")
+    })
 }
 
 /// Attaches the marker's uprobe to process `tgid`.

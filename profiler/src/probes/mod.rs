@@ -13,9 +13,10 @@
 mod bpf_stats;
 mod cli;
 pub mod cost_model;
+mod decommits;
 mod events;
 mod formats;
-mod libc_calls;
+mod host_symbol;
 mod majflt;
 pub mod markers;
 mod metrics;

@@ -20,8 +20,8 @@ use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 use super::{
     bpf_stats::{StatsGuard, StatsSource},
     cost_model::{CostModel, Counted, Modelled, Per},
+    decommits,
     events::EventStream,
-    libc_calls,
     majflt::MajorFaults,
     markers::{self, Markers, SkillNames},
     metrics::{ProbeMetrics, combine},
@@ -275,8 +275,8 @@ impl ProbeSession {
             ),
         });
         statuses.push(markers::status(&marker));
-        statuses.push(libc_calls::status(
-            &libc_calls::attach(&mut ebpf, tgid).map_err(|e| format!("{e:#}")),
+        statuses.push(decommits::status(
+            &decommits::attach(&mut ebpf, tgid).map_err(|e| format!("{e:#}")),
         ));
         let markers = match marker {
             Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),

@@ -275,8 +275,8 @@ pub enum Probe {
     MajorFaults,
     /// The uprobe on the host's marker function.
     Markers,
-    /// The uprobe and uretprobe on glibc's `syscall()` in the host (process_madvise).
-    LibcCalls,
+    /// The uprobe on wasmtime's `decommit_pages` in the host (batched, process_madvise).
+    Decommits,
 }
 
 impl Probe {
@@ -302,7 +302,7 @@ impl Probe {
         Probe::ExitMmap,
         Probe::MajorFaults,
         Probe::Markers,
-        Probe::LibcCalls,
+        Probe::Decommits,
     ];
 
     /// As meta.json and the attach table name it.
@@ -322,7 +322,7 @@ impl Probe {
             Probe::ExitMmap => "exit_mmap",
             Probe::MajorFaults => "major_faults",
             Probe::Markers => "markers",
-            Probe::LibcCalls => "libc_calls",
+            Probe::Decommits => "decommits",
         }
     }
 }
@@ -510,11 +510,11 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
         col("marks_hits".into(), Count, "the host's markers (uprobe; empty for a host without them): marker calls seen".into(), Markers, count(|c| c.marks.hits));
         col("marks_overflow".into(), Count, "events counted in skills.csv's host row because the skill table was full".into(), Markers, count(|c| c.marks.overflow));
 
-        let batched = "the host's process_madvise(2) calls, made through glibc's syscall() (wasmtime's pooling allocator decommits a batch of freed slots in one when its decommit batch size is above 1); in every mode";
-        col("process_madvise_calls".into(), Count, format!("{batched}: calls"), LibcCalls, count(|c| c.process_madvise.calls));
-        col("process_madvise_ranges".into(), Count, format!("{batched}: address ranges they named"), LibcCalls, count(|c| c.process_madvise.ranges));
-        col("process_madvise_bytes".into(), Bytes, format!("{batched}: bytes the kernel advised (given back, with MADV_DONTNEED)"), LibcCalls, count(|c| c.process_madvise.bytes));
-        col("process_madvise_errors".into(), Count, format!("{batched}: calls that failed"), LibcCalls, count(|c| c.process_madvise.errors));
+        let batched = "the pooling allocator's batched decommits: wasmtime's decommit_pages with more than one range (its decommit batch size above 1), given back with one process_madvise(2) call (where the kernel refuses it, wasmtime falls back to one madvise per range); in every mode";
+        col("process_madvise_calls".into(), Count, format!("{batched}: batches"), Decommits, count(|c| c.process_madvise.calls));
+        col("process_madvise_ranges".into(), Count, format!("{batched}: address ranges they named"), Decommits, count(|c| c.process_madvise.ranges));
+        col("process_madvise_bytes".into(), Bytes, format!("{batched}: bytes they gave back (MADV_DONTNEED)"), Decommits, count(|c| c.process_madvise.bytes));
+        col("process_madvise_unread".into(), Count, format!("{batched}: ranges beyond a batch's first 128, whose bytes are not in process_madvise_bytes"), Decommits, count(|c| c.process_madvise.unread));
 
         col("events_sent".into(), Count, "with --events: events sent to the ring buffer during the entry".into(), Syscalls, Reading::Events(Box::new(|c| c.events.sent)));
         col("events_lost".into(), Count, "with --events: events lost, the ring buffer full".into(), Syscalls, Reading::Events(Box::new(|c| c.events.lost)));
