@@ -231,7 +231,9 @@ fn print_table(report: &Report) {
 /// classic tracepoint); the others (shrink_node, exit_mmap) are optional, and so are the
 /// markers, which only a host that has them can give.
 pub fn is_required(probe: Probe) -> bool {
-    if probe == Probe::Markers {
+    // A host without the function such a probe follows (skillprof itself, here) is no
+    // failure of the kernel.
+    if probe.follows_the_host() {
         return false;
     }
     PROBES.iter().find(|p| p.probe == probe).is_none_or(|p| {

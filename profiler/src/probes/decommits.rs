@@ -29,8 +29,20 @@ fn is_decommit_pages(name: &str) -> bool {
     name.contains("8wasmtime") && name.contains("14decommit_pages")
 }
 
+/// The flag of wasmtime's batched decommit, which only wasmtimes whose `decommit_pages`
+/// takes a slice of ranges have (older ones take one range: other arguments entirely).
+fn is_batching_flag(name: &str) -> bool {
+    name.contains("8wasmtime") && name.contains("15process_madvise") && name.contains("SUPPORTED")
+}
+
 /// Attaches the uprobe to `decommit_pages` in the host `tgid`.
 pub fn attach(ebpf: &mut Ebpf, tgid: u32) -> Result<String> {
+    host_symbol::find(tgid, is_batching_flag).map_err(|binary| {
+        anyhow::anyhow!(
+            "{binary} has no wasmtime with batched decommits (older wasmtimes decommit one \
+             range at a time, with madvise, which the exact mode counts; or stripped)"
+        )
+    })?;
     let function = host_symbol::find(tgid, is_decommit_pages).map_err(|binary| {
         anyhow::anyhow!(
             "{binary} has no wasmtime decommit_pages (not built with wasmtime's pooling \

@@ -287,6 +287,12 @@ impl Probe {
         matches!(self, Probe::Syscalls | Probe::PageFaults)
     }
 
+    /// Whether it follows a function of the host's binary rather than the kernel: a host
+    /// without that function leaves it off, on any kernel.
+    pub fn follows_the_host(self) -> bool {
+        matches!(self, Probe::Markers | Probe::Decommits)
+    }
+
     pub const ALL: [Probe; 15] = [
         Probe::Syscalls,
         Probe::PageFaults,

@@ -1119,6 +1119,16 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         )),
         None => {}
     }
+    if let Some(status) = probes
+        .statuses
+        .iter()
+        .find(|s| s.probe == Probe::Decommits && !s.attached)
+    {
+        lines.push(format!(
+            "batched decommits (process_madvise): not counted: {}",
+            status.detail
+        ));
+    }
     let exact_only: Vec<&str> = probes
         .statuses
         .iter()
@@ -1143,7 +1153,7 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     let missing: Vec<&str> = probes
         .statuses
         .iter()
-        .filter(|s| !s.attached && !s.exact_only() && s.probe != Probe::Markers)
+        .filter(|s| !s.attached && !s.exact_only() && !s.probe.follows_the_host())
         .map(|s| s.probe.name())
         .collect();
     if !missing.is_empty() {
