@@ -10,7 +10,7 @@ use serde_json::Value;
 
 mod common;
 use common::cli::{
-    alive, describe, host_pid, long_workload, meta, run, run_folder, run_ok, skillprof,
+    alive, describe, entries, host_pid, long_workload, meta, run, run_folder, run_ok, skillprof,
     start_long_run, write_cmds,
 };
 use common::require_root;
@@ -65,14 +65,6 @@ fn predict(source: &Path, limit: &str, extra: &[&str], out: &Path) -> Value {
         serde_json::from_slice(&output.stdout).expect("stdout is one JSON document");
     assert_eq!(printed, capacity);
     capacity["kinds"][0].clone()
-}
-
-fn entries(folder: &Path) -> Vec<Value> {
-    fs::read_to_string(folder.join("entries.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 fn cgroup_dir(folder: &Path) -> PathBuf {

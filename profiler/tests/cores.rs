@@ -11,7 +11,7 @@ use serde_json::Value;
 
 mod common;
 use common::cli::{
-    alive, describe, eventually, host_pid, long_workload, meta, run, run_ok, skillprof,
+    alive, describe, entries, eventually, host_pid, long_workload, meta, run, run_ok, skillprof,
     start_long_run,
 };
 
@@ -145,14 +145,7 @@ fn with_a_16_core_machines_arenas_malloc_memory_is_heap_and_no_wasm_is_held() {
         &dir.path().join("runs"),
         &["--no-probes", "--cores", "16"],
     );
-    let first: Value = serde_json::from_str(
-        fs::read_to_string(folder.join("entries.jsonl"))
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let first = entries(&folder).remove(0);
     let held = &first["held"]["after"];
     let host = &first["host"];
     let number = |value: &Value| value.as_u64().unwrap_or_else(|| panic!("{first}"));

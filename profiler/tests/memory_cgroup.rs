@@ -6,12 +6,12 @@
 //! gone afterwards. Root is needed: without it these fail loudly, never skip.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
 mod common;
-use common::cli::{describe, meta, run, run_folder, write_cmds};
+use common::cli::{describe, entries, meta, run, run_folder, write_cmds};
 use common::require_root;
 
 /// What these tests do that needs root.
@@ -25,14 +25,6 @@ fn expected_version() -> String {
             .is_ok_and(|text| text.split_whitespace().any(|c| c == "memory"));
         if v2 { "v2" } else { "v1" }.to_owned()
     })
-}
-
-fn entries(folder: &Path) -> Vec<Value> {
-    fs::read_to_string(folder.join("entries.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 #[test]

@@ -156,6 +156,15 @@ pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> Option
     }
 }
 
+/// A run folder's entries.jsonl, one JSON value per entry, as a user's script reads it.
+pub fn entries(folder: &Path) -> Vec<Value> {
+    fs::read_to_string(folder.join("entries.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 /// A CSV file as rows of named cells.
 pub fn csv_rows(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
     let mut reader =
