@@ -32,8 +32,7 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     parts.extend(untimed(record));
     parts.extend(cpu(record));
     parts.extend(load(record));
-    parts.extend(requests_failed(record));
-    parts.extend(failure_causes(record));
+    parts.extend(failures(record));
     parts.extend(reserved(record));
     parts.extend(address_space(record));
     parts.extend(batched_decommit(record));

@@ -9,7 +9,7 @@
 
 use std::num::NonZeroU32;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf,
     programs::{
@@ -37,18 +37,23 @@ fn is_batching_flag(name: &str) -> bool {
 
 /// Attaches the uprobe to `decommit_pages` in the host `tgid`.
 pub fn attach(ebpf: &mut Ebpf, tgid: u32) -> Result<String> {
-    host_symbol::find(tgid, is_batching_flag).map_err(|binary| {
-        anyhow::anyhow!(
-            "{binary} has no wasmtime with batched decommits (older wasmtimes decommit one \
-             range at a time, with madvise, which the exact mode counts; or stripped)"
-        )
-    })?;
-    let function = host_symbol::find(tgid, is_decommit_pages).map_err(|binary| {
-        anyhow::anyhow!(
-            "{binary} has no wasmtime decommit_pages (not built with wasmtime's pooling \
-             allocator, or stripped): batched decommits are not counted"
-        )
-    })?;
+    let [flag, function] = host_symbol::find_each(tgid, [&is_batching_flag, &is_decommit_pages])
+        .map_err(|why| anyhow::anyhow!(why))?;
+    let binary = || host_symbol::binary(tgid);
+    if flag.is_none() {
+        bail!(
+            "{} has no wasmtime with batched decommits (older wasmtimes decommit one range at \
+             a time, with madvise, which the exact mode counts; or stripped)",
+            binary()
+        );
+    }
+    let Some(function) = function else {
+        bail!(
+            "{} has no wasmtime decommit_pages (not built with wasmtime's pooling allocator, \
+             or stripped): batched decommits are not counted",
+            binary()
+        );
+    };
     let program: &mut UProbe = ebpf
         .program_mut(PROGRAM)
         .with_context(|| format!("the BPF object has no {PROGRAM}"))?

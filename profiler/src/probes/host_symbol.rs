@@ -14,30 +14,56 @@ pub struct HostSymbol {
     pub offset: u64,
 }
 
-/// The first symbol of the host `tgid` whose name `matches`; `Err` says why there is none.
+/// The first symbol of the host `tgid` whose name `matches`; `Err` says why there is none
+/// (the binary cannot be read, or it is named: the symbol is not in it).
 pub fn find(tgid: u32, matches: impl Fn(&str) -> bool) -> Result<HostSymbol, String> {
+    let [found] = find_each(tgid, [&matches])?;
+    found.ok_or_else(|| binary(tgid))
+}
+
+/// For each of `wanted`, the first symbol of the host `tgid` whose name it matches, in one
+/// pass over the symbol table (a large host's takes a good part of a second to read).
+pub fn find_each<const N: usize>(
+    tgid: u32,
+    wanted: [&dyn Fn(&str) -> bool; N],
+) -> Result<[Option<HostSymbol>; N], String> {
     let exe = PathBuf::from(format!("/proc/{tgid}/exe"));
     let file = fs::File::open(&exe).map_err(|e| format!("cannot open {}: {e}", exe.display()))?;
     let cache = ::object::ReadCache::new(file);
     let elf = ::object::File::parse(&cache)
         .map_err(|e| format!("{} is not an ELF executable: {e}", exe.display()))?;
-    let offset = elf
-        .symbols()
-        .find(|s| s.name().is_ok_and(&matches))
-        .and_then(|symbol| {
-            let section = elf.section_by_index(symbol.section_index()?).ok()?;
-            let (section_offset, _) = section.file_range()?;
-            match UProbeAttachLocation::from_virtual_address(
-                symbol.address(),
-                section.address(),
-                section_offset,
-            ) {
-                Ok(UProbeAttachLocation::AbsoluteOffset(offset)) => Some(offset),
-                _ => None,
+    let offset = |symbol: &::object::Symbol<'_, '_, _>| {
+        let section = elf.section_by_index(symbol.section_index()?).ok()?;
+        let (section_offset, _) = section.file_range()?;
+        match UProbeAttachLocation::from_virtual_address(
+            symbol.address(),
+            section.address(),
+            section_offset,
+        ) {
+            Ok(UProbeAttachLocation::AbsoluteOffset(offset)) => Some(offset),
+            _ => None,
+        }
+    };
+    let mut found: [Option<HostSymbol>; N] = std::array::from_fn(|_| None);
+    for symbol in elf.symbols() {
+        let Ok(name) = symbol.name() else { continue };
+        for (slot, matches) in found.iter_mut().zip(wanted) {
+            if slot.is_none() && matches(name) {
+                *slot = offset(&symbol).map(|offset| HostSymbol {
+                    exe: exe.clone(),
+                    offset,
+                });
             }
-        });
-    match offset {
-        Some(offset) => Ok(HostSymbol { exe, offset }),
-        None => Err(fs::read_link(&exe).unwrap_or(exe).display().to_string()),
+        }
+        if found.iter().all(Option::is_some) {
+            break;
+        }
     }
+    Ok(found)
+}
+
+/// The host's binary as its link names it, for messages.
+pub fn binary(tgid: u32) -> String {
+    let exe = PathBuf::from(format!("/proc/{tgid}/exe"));
+    fs::read_link(&exe).unwrap_or(exe).display().to_string()
 }
