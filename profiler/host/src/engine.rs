@@ -24,6 +24,15 @@ pub fn build(config: &EngineConfig) -> Result<Engine> {
     }
     if config.allocator == Allocator::Pooling {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(config)));
+    } else {
+        let pool = &config.pool;
+        anyhow::ensure!(
+            pool.pool_decommit_batch_size == 1
+                && pool.pool_keep_resident == 0
+                && !pool.pool_pagemap_scan,
+            "--pool-decommit-batch-size, --pool-keep-resident and --pool-pagemap-scan shape how \
+             the pooling allocator gives memory back: add --allocator pooling"
+        );
     }
     Engine::new(&wasm)
         .map_err(anyhow::Error::from)

@@ -95,15 +95,6 @@ pub struct MechanismArgs {
     /// run, on every process the programs see: more than most of the programs cost.
     #[arg(long, env = "SKILLPROF_SELF_COST")]
     pub self_cost: bool,
-    /// Exact mode: also trace every syscall and page fault, for per-call counts, bytes,
-    /// errnos and latencies, per-fault splits (read/write, user/kernel) and stacks. Off by
-    /// default because no kernel can trace one process's syscalls alone: a syscall
-    /// tracepoint makes every syscall of every process on the machine take the slow path
-    /// (about +100 ns each here), and the fault programs run on every process's faults. The
-    /// default mode reads the host's own counters at entry boundaries and in its markers
-    /// instead. --stacks and --events imply it.
-    #[arg(long, env = "SKILLPROF_TRACE_SYSCALLS")]
-    pub trace_syscalls: bool,
     /// Without --self-cost, estimate the probes' cost as the events they counted times the
     /// per-event cost `cargo bench -p skillprof --bench probe_cost` measured on this machine
     /// and saved here.
@@ -135,7 +126,7 @@ impl MechanismArgs {
             mechanisms,
             self_cost: self.self_cost,
             cost_model: (!self.self_cost).then(|| self.cost_model.clone()),
-            trace_syscalls: self.trace_syscalls,
+            trace_syscalls: false,
         })
     }
 }

@@ -214,6 +214,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_probes: bool,
 
+    /// Exact mode: also trace every syscall and page fault, for per-call counts, bytes,
+    /// errnos and latencies, per-fault splits (read/write, user/kernel) and stacks. Off by
+    /// default because no kernel can trace one process's syscalls alone: a syscall
+    /// tracepoint makes every syscall of every process on the machine take the slow path,
+    /// and the fault programs run on every process's faults. The default mode reads the
+    /// host's own counters at entry boundaries and in its markers instead. --stacks and
+    /// --events imply it.
+    #[arg(long, conflicts_with = "no_probes")]
+    pub trace_syscalls: bool,
+
     /// Also stream every kernel event to events.csv (time, entry, thread, kind, fields),
     /// and report events lost when the ring buffer was full.
     #[arg(long, conflicts_with = "no_probes")]

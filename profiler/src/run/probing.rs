@@ -28,6 +28,7 @@ impl Probing {
         let events = args.events.then(|| folder.join("events.csv"));
         let mut options = args.mechanisms.options(events, entries as u32 + 1)?;
         options.stacks = args.stacks;
+        options.trace_syscalls = args.trace_syscalls;
         Ok(Probing::Live(Box::new(ProbeSession::start(pid, &options)?)))
     }
 
