@@ -31,6 +31,7 @@ mod exit;
 mod decommits;
 mod faults;
 mod marks;
+mod pagemap_scan;
 mod stacks;
 mod syscalls;
 mod vmscan;

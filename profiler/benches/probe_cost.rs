@@ -1,7 +1,10 @@
 //! What the probes add per operation, measured as thread CPU time in this process:
 //! - an unrelated syscall (getppid) while a session profiles another process: the tax every
 //!   process on the machine pays while a run lasts;
-//! - a matching mmap+munmap pair, and a page fault, while a session profiles this process.
+//! - a matching mmap+munmap pair, and a page fault, while a session profiles this process;
+//! - a mark (`skillhost_mark`, the call a host makes around its work for a skill), while a
+//!   session profiles this process: the marker's uprobe and its program, which runs in every
+//!   mode, so it is what the default mode costs the host per mark.
 //!
 //! Each attach selection the kernel allows (the default mode, which leaves out every program
 //! that runs for other processes' syscalls and faults; exact mode, `--trace-syscalls`, with
@@ -38,10 +41,14 @@ use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel, EventCost, Ns, Per};
 use skillprof::probes::{self, Mechanism, Probe, ProbeOptions, ProbeSession};
 use skillprof::stats;
+use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, skillhost_mark};
 
 const GETPPID_CALLS: usize = 200_000;
 const MMAP_PAIRS: usize = 20_000;
 const FAULT_PAGES: usize = 16_384;
+/// Marks per measurement, in pairs: a stretch of work for a skill, then idle, as a host's
+/// threads mark each poll of a request.
+const MARK_PAIRS: usize = 20_000;
 const PAGE: usize = 4096;
 const RESAMPLES: usize = 5_000;
 /// Each condition measures its workloads this many times and keeps the median: a fault's
@@ -134,6 +141,7 @@ struct Costs {
     getppid: f64,
     mmap_munmap: f64,
     fault: f64,
+    mark: f64,
 }
 
 fn main() -> Result<()> {
@@ -223,12 +231,18 @@ fn parse_args() -> Result<Args> {
     Ok(parsed)
 }
 
-/// Which mechanism the syscall and fault probes attached with.
+/// Which mechanism the probes the model has figures for attached with.
 fn attached(session: &ProbeSession) -> Vec<(Probe, Mechanism)> {
     session
         .statuses()
         .iter()
-        .filter(|s| s.attached && matches!(s.probe, Probe::Syscalls | Probe::PageFaults))
+        .filter(|s| {
+            s.attached
+                && matches!(
+                    s.probe,
+                    Probe::Syscalls | Probe::PageFaults | Probe::Markers
+                )
+        })
         .map(|s| (s.probe, s.mechanism))
         .collect()
 }
@@ -273,6 +287,7 @@ fn measure() -> Costs {
         getppid: median(|c| c.getppid),
         mmap_munmap: median(|c| c.mmap_munmap),
         fault: median(|c| c.fault),
+        mark: median(|c| c.mark),
     }
 }
 
@@ -299,10 +314,17 @@ fn measure_once() -> Costs {
     });
     // SAFETY: the region mapped above.
     unsafe { libc::munmap(region.cast(), FAULT_PAGES * PAGE) };
+    let mark = per_operation(2 * MARK_PAIRS, || {
+        for request in 0..MARK_PAIRS as u64 {
+            skillhost_mark(request, 7, PHASE_CALL | PHASE_FIRST, c"probe_cost".as_ptr());
+            skillhost_mark(request, 7, PHASE_IDLE, c"probe_cost".as_ptr());
+        }
+    });
     Costs {
         getppid,
         mmap_munmap,
         fault,
+        mark,
     }
 }
 
@@ -335,14 +357,15 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(Probe, Mech
          [bootstrap 95% CI]; BPF stats off but in the self-cost rows, as runs have them"
     );
     println!(
-        "without probes: getppid {:.0} ns, mmap+munmap {:.0} ns, fault {:.0} ns\n",
+        "without probes: getppid {:.0} ns, mmap+munmap {:.0} ns, fault {:.0} ns, mark {:.0} ns\n",
         absolute(|c| c.getppid),
         absolute(|c| c.mmap_munmap),
-        absolute(|c| c.fault)
+        absolute(|c| c.fault),
+        absolute(|c| c.mark)
     );
     println!(
-        "{:30} {:>24} {:>24} {:>24}  attached",
-        "condition", "getppid", "mmap+munmap pair", "page fault"
+        "{:30} {:>24} {:>24} {:>24} {:>24}  attached",
+        "condition", "getppid", "mmap+munmap pair", "page fault", "mark"
     );
     for (index, condition) in CONDITIONS.iter().enumerate().skip(1) {
         let cell = |pick: fn(&Costs) -> f64| {
@@ -354,11 +377,12 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(Probe, Mech
             .map(|(probe, mechanism)| format!("{probe} {mechanism}"))
             .collect();
         println!(
-            "{:30} {:>24} {:>24} {:>24}  {}",
+            "{:30} {:>24} {:>24} {:>24} {:>24}  {}",
             condition.label,
             cell(|c| c.getppid),
             cell(|c| c.mmap_munmap),
             cell(|c| c.fault),
+            cell(|c| c.mark),
             match condition.setup {
                 Setup::SyscallTracing => "perf counter on syscalls:sys_{enter,exit}_acct".into(),
                 _ if attached.is_empty() => "-".into(),
@@ -375,8 +399,8 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(Probe, Mech
 }
 
 /// The machine's cost model: per mechanism, what a counted syscall (half an mmap+munmap
-/// pair) and a counted fault of the profiled process added, as runs have the probes (stats
-/// off). The first condition that measured a mechanism gives its figure.
+/// pair), a counted fault and a mark of the profiled process added, as runs have the probes
+/// (stats off). The first condition that measured a mechanism gives its figure.
 fn cost_model(
     rounds: usize,
     measured: &[Vec<Costs>],
@@ -385,7 +409,8 @@ fn cost_model(
     let machine = Machine::read()?;
     let mut costs: Vec<EventCost> = Vec::new();
     for (index, condition) in CONDITIONS.iter().enumerate() {
-        let Setup::Probes(Attach::Preferred | Attach::Fallback, Target::Itself) = condition.setup
+        let Setup::Probes(Attach::Default | Attach::Preferred | Attach::Fallback, Target::Itself) =
+            condition.setup
         else {
             continue;
         };
@@ -403,6 +428,7 @@ fn cost_model(
                         },
                     )
                 }
+                Probe::Markers => (Per::Mark, added(measured, index, |c| c.mark)),
                 _ => (Per::Fault, added(measured, index, |c| c.fault)),
             };
             if !costs

@@ -733,22 +733,33 @@ impl Drop for OutsideHost {
     }
 }
 
-/// A pooled host that decommits freed slots in batches (wasmtime's decommit_batch_size above
-/// 1) gives memory back with one process_madvise(2) per batch: the default mode counts each
-/// call, its ranges and its bytes (from a uprobe on wasmtime's decommit_pages), as strace
+/// A pooled host that decommits freed slots in batches (a decommit_batch_size of 8) gives
+/// memory back with one process_madvise(2) per batch, and with pages kept resident and its
+/// pagemap scan on, finds what to reset with ioctl(PAGEMAP_SCAN): the default mode
+/// counts each call (uprobes on wasmtime's decommit_pages and rustix's _ioctl), as strace
 /// counts them from outside.
 #[test]
-fn a_pooled_hosts_batched_decommits_are_counted_as_strace_counts_them() {
+fn a_pooled_hosts_batched_decommits_and_pagemap_scans_are_counted_as_strace_counts_them() {
     common::require_root("attaching probes and strace to a host");
     let dir = tempfile::tempdir().unwrap();
+    // Pages kept resident: wasmtime resets them in place, found by PAGEMAP_SCAN, and
+    // decommits the rest in batches of 8.
     let host = OutsideHost::start_with(
         dir.path(),
-        &["--allocator", "pooling", "--pool-decommit-batch-size", "8"],
+        &[
+            "--allocator",
+            "pooling",
+            "--pool-decommit-batch-size",
+            "8",
+            "--pool-keep-resident",
+            "65536",
+            "--pool-pagemap-scan",
+        ],
     );
     let pid = host.child.id().to_string();
     let traced = dir.path().join("strace.txt");
     let mut strace = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=process_madvise", "-o"])
+        .args(["-f", "-qq", "-e", "trace=process_madvise,ioctl", "-o"])
         .arg(&traced)
         .args(["-p", &pid])
         .stderr(Stdio::null())
@@ -777,38 +788,89 @@ fn a_pooled_hosts_batched_decommits_are_counted_as_strace_counts_them() {
     unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
     strace.wait().unwrap();
 
-    // Each call's return: `TID process_madvise(PIDFD, [...], VLEN, MADV_DONTNEED, 0) = BYTES`,
-    // or, where two threads' calls interleave, `TID <... process_madvise resumed>) = BYTES`.
     let text = fs::read_to_string(&traced).unwrap();
-    let returns: Vec<i64> = text
-        .lines()
-        .filter(|line| {
-            (line.contains("process_madvise(") || line.contains("<... process_madvise resumed>"))
-                && line.contains(" = ")
-        })
-        .map(|line| {
-            let value = line.rsplit(" = ").next().unwrap();
-            value.split_whitespace().next().unwrap().parse().unwrap()
-        })
+    let calls = strace_calls(&text);
+    let madvised: Vec<i64> = calls
+        .iter()
+        .filter(|(name, _, _)| name == "process_madvise")
+        .map(|(_, _, value)| *value)
         .collect();
+    // strace 6.1 does not name PAGEMAP_SCAN: _IOWR('f', 16, 96 bytes).
+    let scans = calls
+        .iter()
+        .filter(|(name, args, _)| {
+            name == "ioctl" && (args.contains("PAGEMAP_SCAN") || args.contains("0x66, 0x10, 0x60"))
+        })
+        .count();
     let (header, rows) = read_csv(&folder.join("commands.csv"));
     let sum = |name: &str| -> i64 {
         let at = column(&header, name);
         rows.iter().map(|row| int(row, at)).sum()
     };
     assert!(
-        !returns.is_empty(),
+        !madvised.is_empty(),
         "the pooled host made no process_madvise call under strace:\n{text}"
     );
-    assert_eq!(sum("process_madvise_calls"), returns.len() as i64, "{text}");
     assert_eq!(
-        sum("process_madvise_bytes"),
-        returns.iter().filter(|r| **r >= 0).sum::<i64>(),
+        sum("process_madvise_calls"),
+        madvised.len() as i64,
         "{text}"
     );
-    assert!(sum("process_madvise_ranges") >= 2 * returns.len() as i64);
+    assert_eq!(
+        sum("process_madvise_bytes"),
+        madvised.iter().filter(|r| **r >= 0).sum::<i64>(),
+        "{text}"
+    );
+    assert!(sum("process_madvise_ranges") >= 2 * madvised.len() as i64);
+    assert!(
+        scans > 0,
+        "the pooled host made no PAGEMAP_SCAN ioctl under strace:\n{text}"
+    );
+    assert_eq!(sum("pagemap_scan_calls"), scans as i64, "{text}");
+    // Each scan walks at most a memory of the pool (4 GiB by default) and at least a page.
+    let walked = sum("pagemap_scan_bytes");
+    assert!(
+        walked >= 4096 * scans as i64 && walked <= (4i64 << 30) * scans as i64,
+        "{walked} bytes in {scans} scans"
+    );
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
     assert!(explain.contains(" process_madvise ("), "{explain}");
+    assert!(explain.contains(" PAGEMAP_SCAN ("), "{explain}");
+}
+
+/// strace's lines as (syscall, arguments, return value), with a call another thread
+/// interrupted (`TID name(args <unfinished ...>` then `TID <... name resumed>rest) = R`)
+/// joined into one.
+fn strace_calls(text: &str) -> Vec<(String, String, i64)> {
+    let mut unfinished: std::collections::HashMap<&str, &str> = Default::default();
+    let mut calls = Vec::new();
+    for line in text.lines() {
+        let Some((tid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let whole = if let Some(start) = rest.strip_suffix(" <unfinished ...>") {
+            unfinished.insert(tid, start);
+            continue;
+        } else if rest.starts_with("<... ") {
+            let Some(start) = unfinished.remove(tid) else {
+                continue;
+            };
+            let tail = rest.split_once(" resumed>").map_or("", |(_, tail)| tail);
+            format!("{start}{tail}")
+        } else {
+            rest.to_owned()
+        };
+        let (Some((name, args)), Some((_, value))) =
+            (whole.split_once('('), whole.rsplit_once(" = "))
+        else {
+            continue;
+        };
+        let Some(Ok(value)) = value.split_whitespace().next().map(str::parse) else {
+            continue;
+        };
+        calls.push((name.to_owned(), args.to_owned(), value));
+    }
+    calls
 }
 
 #[test]

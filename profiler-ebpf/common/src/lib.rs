@@ -308,6 +308,24 @@ counters! {
 }
 
 counters! {
+    /// The pooling allocator's scans of its memories before reusing them in place: wasmtime's
+    /// ioctl(PAGEMAP_SCAN) on /proc/self/pagemap, which finds the pages the last instance
+    /// wrote (its `pagemap_scan` setting, with pages kept resident).
+    pub struct PagemapScanCounts {
+        /// ioctl(PAGEMAP_SCAN) calls.
+        calls: sum,
+        /// Bytes of address space they were asked to walk (`end - start`).
+        bytes: sum,
+    }
+}
+
+/// `PAGEMAP_SCAN`: `_IOWR('f', 16, struct pm_scan_arg)`, the struct being 96 bytes.
+pub const PAGEMAP_SCAN: u32 = 0xc060_6610;
+/// Byte offsets of `start` and `end` in `struct pm_scan_arg` (after `size` and `flags`).
+pub const PM_SCAN_ARG_START: u64 = 16;
+pub const PM_SCAN_ARG_END: u64 = 24;
+
+counters! {
     /// The host's markers (skill attribution).
     pub struct MarkCounts {
         /// Marker calls the uprobe saw.
@@ -364,6 +382,7 @@ pub struct Counters {
     pub stacks: StackCounts,
     pub events: EventCounts,
     pub process_madvise: ProcessMadviseCounts,
+    pub pagemap_scan: PagemapScanCounts,
 }
 
 impl Counters {
@@ -396,6 +415,7 @@ impl Combine for Counters {
         self.stacks.combine(&other.stacks);
         self.events.combine(&other.events);
         self.process_madvise.combine(&other.process_madvise);
+        self.pagemap_scan.combine(&other.pagemap_scan);
     }
 }
 

@@ -36,6 +36,7 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     parts.extend(reserved(record));
     parts.extend(address_space(record));
     parts.extend(batched_decommit(record));
+    parts.extend(pagemap_scans(record));
     parts.extend(faults(record));
     parts.extend(super::skills::sentence(record));
     parts.extend(super::skills::compiled_again(record, earlier));
@@ -436,6 +437,18 @@ fn batched_decommit(record: &EntryRecord) -> Option<String> {
         } else {
             String::new()
         }
+    ))
+}
+
+/// PAGEMAP_SCAN: the pooling allocator finding what the last instance wrote in a memory it
+/// keeps resident, to reset only that.
+fn pagemap_scans(record: &EntryRecord) -> Option<String> {
+    let scans = record.probe(Probe::PagemapScan, |c| c.pagemap_scan)?;
+    nonzero(Some(scans.calls as f64))?;
+    Some(format!(
+        "{} PAGEMAP_SCAN ({} of memories scanned for pages to reset in place)",
+        count(scans.calls as f64),
+        bytes(scans.bytes as f64)
     ))
 }
 

@@ -1,8 +1,8 @@
 //! The probes' cost as a model, for runs without BPF stats (the default: the stats would
 //! cost more than most programs do). `cargo bench --bench probe_cost` measures what each
-//! mechanism adds per matching syscall and per fault on this machine and saves it here; a run
-//! multiplies the events its probes counted by those figures. An estimate, with the
-//! benchmark's confidence interval carried through, never a figure of our own.
+//! mechanism adds per matching syscall, per fault and per mark on this machine and saves it
+//! here; a run multiplies the events its probes counted by those figures. An estimate, with
+//! the benchmark's confidence interval carried through, never a figure of our own.
 
 use std::{fmt, fs, io, path::Path};
 
@@ -135,6 +135,7 @@ impl fmt::Display for Per {
         f.write_str(match self {
             Per::Syscall => "syscalls",
             Per::Fault => "faults",
+            Per::Mark => "marks",
         })
     }
 }

@@ -2,10 +2,17 @@
 //! the host. Only the ELF headers and the symbol table are read, not the whole binary
 //! (skillhost is over 100 MiB), and the uprobe is then attached by file offset.
 
-use std::{fs, path::PathBuf};
+use std::{fs, num::NonZeroU32, path::PathBuf};
 
 use ::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
-use aya::programs::uprobe::UProbeAttachLocation;
+use anyhow::{Context as _, Result};
+use aya::{
+    Ebpf,
+    programs::{
+        UProbe,
+        uprobe::{UProbeAttachLocation, UProbeScope},
+    },
+};
 
 /// The host's executable (`/proc/PID/exe`, which names the running binary even if the file
 /// on disk has been replaced since) and the function's offset in that file.
@@ -14,11 +21,26 @@ pub struct HostSymbol {
     pub offset: u64,
 }
 
-/// The first symbol of the host `tgid` whose name `matches`; `Err` says why there is none
-/// (the binary cannot be read, or it is named: the symbol is not in it).
-pub fn find(tgid: u32, matches: impl Fn(&str) -> bool) -> Result<HostSymbol, String> {
-    let [found] = find_each(tgid, [&matches])?;
-    found.ok_or_else(|| binary(tgid))
+impl HostSymbol {
+    /// Loads `program` and attaches it as a uprobe on this function, in the host `tgid` only.
+    pub fn attach(&self, ebpf: &mut Ebpf, program: &str, tgid: u32) -> Result<()> {
+        let uprobe: &mut UProbe = ebpf
+            .program_mut(program)
+            .with_context(|| format!("the BPF object has no {program}"))?
+            .try_into()?;
+        uprobe
+            .load()
+            .with_context(|| format!("loading {program}"))?;
+        let pid = NonZeroU32::new(tgid).context("pid 0")?;
+        uprobe
+            .attach(
+                [UProbeAttachLocation::AbsoluteOffset(self.offset)],
+                &self.exe,
+                UProbeScope::OneProcess(pid),
+            )
+            .with_context(|| format!("attaching {program}"))?;
+        Ok(())
+    }
 }
 
 /// For each of `wanted`, the first symbol of the host `tgid` whose name it matches, in one

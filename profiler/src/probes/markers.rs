@@ -4,16 +4,12 @@
 //! keeps entry attribution only, and the probe table says so.
 
 use crate::record::probes::Probe;
-use std::{collections::BTreeMap, num::NonZeroU32};
+use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result};
 use aya::{
     Ebpf,
     maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap, PerCpuValues},
-    programs::{
-        UProbe,
-        uprobe::{UProbeAttachLocation, UProbeScope},
-    },
     sys::SyscallError,
 };
 use skillprof_common::{
@@ -25,7 +21,7 @@ use skillprof_common::{
 const BPF_NOEXIST: u64 = 1;
 
 use super::{
-    host_symbol::{self, HostSymbol},
+    host_symbol::HostSymbol,
     object,
     plan::{Mechanism, ProbeStatus},
     session::take,
@@ -39,30 +35,25 @@ const PROGRAM: &str = "uprobe_mark";
 /// The host's marker function.
 pub type Marker = HostSymbol;
 
-/// Finds the marker in the host's symbol table, or says why there is none.
-pub fn locate(tgid: u32) -> Result<Marker, String> {
-    host_symbol::find(tgid, |name| name == MARKER_SYMBOL).map_err(|binary| {
-        format!("{binary} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped)")
-    })
+/// The marker's name in the host's symbol table.
+pub fn is_marker(name: &str) -> bool {
+    name == MARKER_SYMBOL
+}
+
+/// Why a host binary has no marker, for the probe table.
+pub fn missing(binary: &str) -> String {
+    format!("{binary} has no `{MARKER_SYMBOL}` marker (not skillhost, or stripped)")
 }
 
 /// Attaches the marker's uprobe to process `tgid`.
 pub fn attach(ebpf: &mut Ebpf, tgid: u32, marker: &Marker) -> Result<String> {
-    let program: &mut UProbe = ebpf
-        .program_mut(PROGRAM)
-        .context("the BPF object has no marker program")?
-        .try_into()?;
-    program.load().context("loading the marker uprobe")?;
-    let pid = NonZeroU32::new(tgid).context("pid 0")?;
-    let exe = &marker.exe;
-    program
-        .attach(
-            [UProbeAttachLocation::AbsoluteOffset(marker.offset)],
-            exe,
-            UProbeScope::OneProcess(pid),
-        )
-        .with_context(|| format!("attaching a uprobe to {MARKER_SYMBOL} in {}", exe.display()))?;
-    Ok(format!("uprobe on {MARKER_SYMBOL} in {}", exe.display()))
+    marker
+        .attach(ebpf, PROGRAM, tgid)
+        .with_context(|| format!("the uprobe on {MARKER_SYMBOL}"))?;
+    Ok(format!(
+        "uprobe on {MARKER_SYMBOL} in {}",
+        marker.exe.display()
+    ))
 }
 
 /// The status line of the markers: attached by uprobe, or why not.

@@ -13,7 +13,6 @@
 mod bpf_stats;
 mod cli;
 pub mod cost_model;
-mod decommits;
 mod events;
 mod formats;
 mod host_symbol;
@@ -22,6 +21,7 @@ pub mod markers;
 mod metrics;
 mod object;
 mod plan;
+mod pool;
 mod privileges;
 mod session;
 pub mod stacks;

@@ -20,13 +20,14 @@ use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 use super::{
     bpf_stats::{StatsGuard, StatsSource},
     cost_model::{CostModel, Counted, Modelled, Per},
-    decommits,
     events::EventStream,
+    host_symbol,
     majflt::MajorFaults,
     markers::{self, Markers, SkillNames},
     metrics::{ProbeMetrics, combine},
     object,
     plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
+    pool::{self, PoolFunctions},
     privileges,
     stacks::{EntryStacks, Stacks},
     stop::StopTimeline,
@@ -224,7 +225,27 @@ impl ProbeSession {
         };
         // Before loading: whether the fault and syscall programs attribute to skills is a
         // load-time constant.
-        let marker = markers::locate(tgid);
+        // One pass over the host's symbol table for every function a probe follows.
+        let binary = host_symbol::binary(tgid);
+        let (marker, pool) = match host_symbol::find_each(
+            tgid,
+            [
+                &markers::is_marker,
+                &pool::is_batching_flag,
+                &pool::is_decommit_pages,
+                &pool::is_rustix_ioctl,
+            ],
+        ) {
+            Ok([marker, flag, decommit, ioctl]) => (
+                marker.ok_or_else(|| markers::missing(&binary)),
+                Ok([flag, decommit, ioctl]),
+            ),
+            Err(why) => (Err(why.clone()), Err(why)),
+        };
+        let pool = PoolFunctions {
+            found: pool,
+            binary,
+        };
         let task = TaskOffsets::read();
         let mut ebpf = object::load(
             tgid,
@@ -266,9 +287,8 @@ impl ProbeSession {
             ),
         });
         statuses.push(markers::status(&marker));
-        statuses.push(decommits::status(
-            &decommits::attach(&mut ebpf, tgid).map_err(|e| format!("{e:#}")),
-        ));
+        statuses.push(pool.attach_decommits(&mut ebpf, tgid));
+        statuses.push(pool.attach_pagemap_scan(&mut ebpf, tgid));
         let markers = match marker {
             Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),
             Err(_) => None,
@@ -582,6 +602,7 @@ impl ProbeSession {
         [
             (Probe::Syscalls, Per::Syscall, calls),
             (Probe::PageFaults, Per::Fault, faults),
+            (Probe::Markers, Per::Mark, total.marks.hits),
         ]
         .into_iter()
         .filter_map(|(probe, per, events)| {

@@ -219,6 +219,8 @@ pub enum Per {
     Syscall,
     /// One page fault of the profiled process.
     Fault,
+    /// One call of the host's marker (`skillhost_mark`): the uprobe and its program.
+    Mark,
 }
 
 /// Thread-CPU ns added per event: the median over the benchmark's rounds and its bootstrap
@@ -277,6 +279,8 @@ pub enum Probe {
     Markers,
     /// The uprobe on wasmtime's `decommit_pages` in the host (batched, process_madvise).
     Decommits,
+    /// The uprobe on rustix's `_ioctl` in the host (wasmtime's PAGEMAP_SCAN).
+    PagemapScan,
 }
 
 impl Probe {
@@ -290,10 +294,10 @@ impl Probe {
     /// Whether it follows a function of the host's binary rather than the kernel: a host
     /// without that function leaves it off, on any kernel.
     pub fn follows_the_host(self) -> bool {
-        matches!(self, Probe::Markers | Probe::Decommits)
+        matches!(self, Probe::Markers | Probe::Decommits | Probe::PagemapScan)
     }
 
-    pub const ALL: [Probe; 15] = [
+    pub const ALL: [Probe; 16] = [
         Probe::Syscalls,
         Probe::PageFaults,
         Probe::Kswapd,
@@ -309,6 +313,7 @@ impl Probe {
         Probe::MajorFaults,
         Probe::Markers,
         Probe::Decommits,
+        Probe::PagemapScan,
     ];
 
     /// As meta.json and the attach table name it.
@@ -329,6 +334,7 @@ impl Probe {
             Probe::MajorFaults => "major_faults",
             Probe::Markers => "markers",
             Probe::Decommits => "decommits",
+            Probe::PagemapScan => "pagemap_scan",
         }
     }
 }
@@ -521,6 +527,9 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
         col("process_madvise_ranges".into(), Count, format!("{batched}: address ranges they named"), Decommits, count(|c| c.process_madvise.ranges));
         col("process_madvise_bytes".into(), Bytes, format!("{batched}: bytes they gave back (MADV_DONTNEED)"), Decommits, count(|c| c.process_madvise.bytes));
         col("process_madvise_unread".into(), Count, format!("{batched}: ranges beyond a batch's first 128, whose bytes are not in process_madvise_bytes"), Decommits, count(|c| c.process_madvise.unread));
+        let scans = "the pooling allocator's scans before reusing a memory in place: wasmtime's ioctl(PAGEMAP_SCAN) (its pagemap_scan setting, with pages kept resident), seen at rustix's _ioctl; in every mode";
+        col("pagemap_scan_calls".into(), Count, format!("{scans}: ioctls"), PagemapScan, count(|c| c.pagemap_scan.calls));
+        col("pagemap_scan_bytes".into(), Bytes, format!("{scans}: bytes of address space they walked (end - start as asked)"), PagemapScan, count(|c| c.pagemap_scan.bytes));
 
         col("events_sent".into(), Count, "with --events: events sent to the ring buffer during the entry".into(), Syscalls, Reading::Events(Box::new(|c| c.events.sent)));
         col("events_lost".into(), Count, "with --events: events lost, the ring buffer full".into(), Syscalls, Reading::Events(Box::new(|c| c.events.lost)));

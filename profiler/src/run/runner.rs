@@ -1119,15 +1119,17 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         )),
         None => {}
     }
-    if let Some(status) = probes
-        .statuses
-        .iter()
-        .find(|s| s.probe == Probe::Decommits && !s.attached)
-    {
-        lines.push(format!(
-            "batched decommits (process_madvise): not counted: {}",
-            status.detail
-        ));
+    for (probe, what) in [
+        (Probe::Decommits, "batched decommits (process_madvise)"),
+        (Probe::PagemapScan, "scans before reuse (PAGEMAP_SCAN)"),
+    ] {
+        if let Some(status) = probes
+            .statuses
+            .iter()
+            .find(|s| s.probe == probe && !s.attached)
+        {
+            lines.push(format!("{what}: not counted: {}", status.detail));
+        }
     }
     let exact_only: Vec<&str> = probes
         .statuses

@@ -1,0 +1,111 @@
+//! The pooling allocator giving memory back, seen from the host's own binary, where only the
+//! host pays: two uprobes scoped to the host's process, on in every mode.
+//! - Batched decommits: wasmtime's `decommit_pages`, which, given more than one range, hands
+//!   them to the kernel in one process_madvise(2) call. Hit once per batch. (A probe on
+//!   glibc's `syscall()`, which wasmtime calls for it, would also trap on every futex.)
+//! - Scans before reuse: wasmtime's ioctl(PAGEMAP_SCAN), issued through rustix's `_ioctl`
+//!   (a kept function; the syscall itself is inline). The program counts only that request.
+//!
+//! The session finds their functions in the same pass over the host's symbol table as the
+//! marker's: a large host's table takes a good part of a second to read.
+
+use anyhow::{Result, bail};
+use aya::Ebpf;
+
+use super::host_symbol::HostSymbol;
+use super::plan::{Mechanism, ProbeStatus};
+use crate::record::probes::Probe;
+
+const DECOMMIT_PROGRAM: &str = "uprobe_decommit";
+const SCAN_PROGRAM: &str = "uprobe_pagemap_scan";
+
+/// wasmtime's function, by the parts of its mangled name (legacy and v0 mangling).
+pub fn is_decommit_pages(name: &str) -> bool {
+    name.contains("8wasmtime") && name.contains("14decommit_pages")
+}
+
+/// The flag of wasmtime's batched decommit, which only wasmtimes whose `decommit_pages`
+/// takes a slice of ranges have (older ones take one range: other arguments entirely).
+pub fn is_batching_flag(name: &str) -> bool {
+    name.contains("8wasmtime") && name.contains("15process_madvise") && name.contains("SUPPORTED")
+}
+
+/// rustix's `_ioctl(fd, request, arg)`: `6__ioctl` in v0 mangling (an identifier that starts
+/// with `_` takes a separator), `6_ioctl17h…` in legacy mangling.
+pub fn is_rustix_ioctl(name: &str) -> bool {
+    name.contains("6rustix5ioctl") && (name.ends_with("6__ioctl") || name.contains("6_ioctl17h"))
+}
+
+/// The host's functions the two probes follow ([`is_batching_flag`], [`is_decommit_pages`],
+/// [`is_rustix_ioctl`], in that order), or why the binary could not be read.
+pub struct PoolFunctions {
+    pub found: Result<[Option<HostSymbol>; 3], String>,
+    /// The host's binary, for messages.
+    pub binary: String,
+}
+
+impl PoolFunctions {
+    /// The batched-decommit probe's line in the probe table: attached, or why not.
+    pub fn attach_decommits(&self, ebpf: &mut Ebpf, tgid: u32) -> ProbeStatus {
+        let attached = (|| {
+            let [flag, function, _] = self
+                .found
+                .as_ref()
+                .map_err(|why| anyhow::anyhow!("{why}"))?;
+            if flag.is_none() {
+                bail!(
+                    "{} has no wasmtime with batched decommits (older wasmtimes decommit one \
+                     range at a time, with madvise, which the exact mode counts; or stripped)",
+                    self.binary
+                );
+            }
+            let Some(function) = function else {
+                bail!(
+                    "{} has no wasmtime decommit_pages (not built with wasmtime's pooling \
+                     allocator, or stripped): batched decommits are not counted",
+                    self.binary
+                );
+            };
+            function.attach(ebpf, DECOMMIT_PROGRAM, tgid)?;
+            Ok(format!(
+                "uprobe on wasmtime's decommit_pages in {} (process_madvise)",
+                function.exe.display()
+            ))
+        })();
+        ProbeStatus::single(
+            Probe::Decommits,
+            Mechanism::Uprobe,
+            &attached.map_err(|e| format!("{e:#}")),
+            &[DECOMMIT_PROGRAM],
+        )
+    }
+
+    /// The PAGEMAP_SCAN probe's line in the probe table: attached, or why not.
+    pub fn attach_pagemap_scan(&self, ebpf: &mut Ebpf, tgid: u32) -> ProbeStatus {
+        let attached = (|| {
+            let [_, _, ioctl] = self
+                .found
+                .as_ref()
+                .map_err(|why| anyhow::anyhow!("{why}"))?;
+            let Some(ioctl) = ioctl else {
+                bail!(
+                    "{} has no rustix _ioctl (not built with rustix, inlined by LTO, or \
+                     stripped): wasmtime's PAGEMAP_SCAN ioctls are not counted; the exact mode \
+                     counts every ioctl of the host",
+                    self.binary
+                );
+            };
+            ioctl.attach(ebpf, SCAN_PROGRAM, tgid)?;
+            Ok(format!(
+                "uprobe on rustix's _ioctl in {} (PAGEMAP_SCAN requests)",
+                ioctl.exe.display()
+            ))
+        })();
+        ProbeStatus::single(
+            Probe::PagemapScan,
+            Mechanism::Uprobe,
+            &attached.map_err(|e| format!("{e:#}")),
+            &[SCAN_PROGRAM],
+        )
+    }
+}
