@@ -19,17 +19,14 @@
 //! libjemalloc2 (scripts/setup.sh installs it). Needs root (the probes) and a release
 //! build of skillprof and skillhost.
 
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use anyhow::{Context, Result, bail, ensure};
-use skillprof::output::entries_jsonl;
+use anyhow::{Context, Result, ensure};
 use skillprof::record::EntryRecord;
 use skillprof::stats;
 
 mod common;
-use common::{change, skillprof_binary};
+use common::{change, run_records, skillprof_binary};
 
 /// A host configuration: its name in the table and skillhost's flags.
 struct Condition {
@@ -186,31 +183,19 @@ fn run(
     cores: Option<u32>,
     out: &Path,
 ) -> Result<Vec<EntryRecord>> {
-    let folder: PathBuf = out.join("run");
-    let mut command = Command::new(skillprof);
-    command
-        .arg("run")
-        .arg(repo.join("cmds").join(workload))
-        .arg("--run-dir")
-        .arg(&folder);
-    if let Some(cores) = cores {
-        command.arg("--cores").arg(cores.to_string());
-    }
-    let output = command
-        .arg("--")
-        .args(condition.host_flags)
-        .output()
-        .context("running skillprof")?;
-    if !output.status.success() {
-        bail!(
-            "skillprof run {workload} ({}) failed: {}",
-            condition.name,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
-    fs::remove_dir_all(&folder)?;
-    Ok(records)
+    let cores = cores.map(|cores| cores.to_string());
+    let args: Vec<&str> = match &cores {
+        Some(cores) => vec!["--cores", cores],
+        None => Vec::new(),
+    };
+    run_records(
+        skillprof,
+        &repo.join("cmds").join(workload),
+        &args,
+        condition.host_flags,
+        out,
+        condition.name,
+    )
 }
 
 fn figures_of(bench: &[EntryRecord], parallel: &[EntryRecord]) -> Result<[f64; FIGURES.len()]> {

@@ -6,8 +6,10 @@
 //! (entries.jsonl): the host's CPU time (utime + stime of every host thread, summed over the
 //! entries) and the workload's wall time (took_ms summed). Per round, default/off, exact/off and
 //! off-again/off are ratios; the figure is the median ratio with a bootstrap 95% interval, and the control's
-//! interval shows how small an effect the machine's noise lets the benchmark see. Figures
-//! only, no pass/fail; the target is an upper host-CPU bound of at most +1%.
+//! interval shows how small an effect the machine's noise lets the benchmark see. Beside the
+//! direct comparison, the default mode's cost by the machine's cost model (probe_cost's
+//! figure per mark times the runs' marks). Figures only, no pass/fail; the target is an
+//! upper host-CPU bound of at most +1%.
 //!
 //!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE [-- HOST_FLAGS]]
 //!
@@ -15,16 +17,17 @@
 //! rounds, about 20 minutes). Needs root (the probes) and a release build of skillprof and
 //! skillhost.
 
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use anyhow::{Context, Result, bail, ensure};
-use skillprof::output::entries_jsonl;
+use anyhow::{Context, Result, ensure};
+use skillprof::machine::Machine;
+use skillprof::probes::Mechanism;
+use skillprof::probes::cost_model::{self, CostModel, Counted, Per};
+use skillprof::record::probes::Probe;
 use skillprof::stats;
 
 mod common;
-use common::{change, skillprof_binary};
+use common::{change, run_records, skillprof_binary};
 
 struct Options {
     rounds: usize,
@@ -45,6 +48,8 @@ enum Condition {
 struct Measured {
     host_cpu_ms: f64,
     wall_ms: f64,
+    /// Marker calls the uprobe counted (0 with probes off).
+    marks: u64,
 }
 
 fn main() -> Result<()> {
@@ -108,50 +113,30 @@ fn parse_options() -> Result<Options> {
 }
 
 fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) -> Result<Measured> {
-    let before = folders(out)?;
-    let mut command = Command::new(skillprof);
-    command.arg("run").arg(&options.cmds).arg("--out").arg(out);
-    match condition {
-        Condition::Default => {}
-        Condition::Exact => {
-            command.arg("--trace-syscalls");
-        }
-        Condition::Off | Condition::OffAgain => {
-            command.arg("--no-probes");
-        }
-    }
-    if !options.host_flags.is_empty() {
-        command.arg("--").args(&options.host_flags);
-    }
-    let output = command.output().context("running skillprof")?;
-    if !output.status.success() {
-        bail!(
-            "skillprof run failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let folder = folders(out)?
-        .into_iter()
-        .find(|f| !before.contains(f))
-        .context("the run left no folder")?;
-    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
+    let args: &[&str] = match condition {
+        Condition::Default => &[],
+        Condition::Exact => &["--trace-syscalls"],
+        Condition::Off | Condition::OffAgain => &["--no-probes"],
+    };
+    let host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
+    let records = run_records(
+        skillprof,
+        &options.cmds,
+        args,
+        &host_flags,
+        out,
+        &format!("{condition:?}"),
+    )?;
     // Host start-up and the profiler's set-up are not what the probes slow down, and after
     // `stop` the host's CPU time is no longer readable: the workload's entries only.
-    let measured = records
+    Ok(records
         .iter()
         .filter(|record| record.measure.cmd != "stop")
         .fold(Measured::default(), |sum, record| Measured {
             host_cpu_ms: sum.host_cpu_ms + record.measure.host_cpu_ms().unwrap_or(0.0),
             wall_ms: sum.wall_ms + record.measure.took_ms(),
-        });
-    fs::remove_dir_all(&folder)?;
-    Ok(measured)
-}
-
-fn folders(out: &Path) -> Result<Vec<PathBuf>> {
-    Ok(fs::read_dir(out)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?)
+            marks: sum.marks + record.probe(Probe::Markers, |c| c.marks.hits).unwrap_or(0),
+        }))
 }
 
 fn report(options: &Options, rounds: &[[Measured; 4]]) {
@@ -198,4 +183,44 @@ fn report(options: &Options, rounds: &[[Measured; 4]]) {
         change(&ratios(Condition::OffAgain, cpu), 5),
         change(&ratios(Condition::OffAgain, wall), 6)
     );
+    modelled(rounds);
+}
+
+/// What the default mode adds by the machine's cost model: the only program it runs for the
+/// host's ordinary work is the marker's uprobe, so its cost is the runs' marks times
+/// probe_cost's figure per mark, against the host CPU of the same runs. An interval far
+/// narrower than the direct comparison's, which this machine's run-to-run noise widens.
+fn modelled(rounds: &[[Measured; 4]]) {
+    let machine = match Machine::read() {
+        Ok(machine) => machine,
+        Err(e) => return println!("default mode, modelled: NOT COMPUTED ({e:#})"),
+    };
+    let model = match CostModel::load(Path::new(cost_model::DEFAULT_PATH), &machine) {
+        Ok(model) => model,
+        Err(why) => return println!("default mode, modelled: NOT COMPUTED ({why})"),
+    };
+    let default = |m: &[Measured; 4]| m[Condition::Default as usize];
+    let mut marks: Vec<f64> = rounds.iter().map(|r| default(r).marks as f64).collect();
+    let mut cpu: Vec<f64> = rounds.iter().map(|r| default(r).host_cpu_ms).collect();
+    marks.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    let (marks, cpu_ms) = (stats::median(&marks), stats::median(&cpu));
+    let counted = [Counted {
+        probe: Probe::Markers,
+        mechanism: Mechanism::Uprobe,
+        per: Per::Mark,
+        events: marks as u64,
+    }];
+    match model.apply(&counted) {
+        Ok(modelled) => {
+            let percent = |ns: f64| format!("{:+.2}%", 100.0 * ns / (cpu_ms * 1e6));
+            println!(
+                "default mode, modelled: {modelled}; {} [{}, {}] of the host's median CPU",
+                percent(modelled.total_ns.median),
+                percent(modelled.total_ns.lo),
+                percent(modelled.total_ns.hi)
+            );
+        }
+        Err(why) => println!("default mode, modelled: NOT COMPUTED ({why})"),
+    }
 }

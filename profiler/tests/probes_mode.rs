@@ -80,7 +80,7 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
         taxing_loaded.is_empty(),
         "the default mode loaded programs that run for every process: {taxing_loaded:?}"
     );
-    for probe in [Probe::Syscalls, Probe::PageFaults] {
+    for probe in [Probe::Syscalls, Probe::PageFaults, Probe::MajorFaults] {
         let status = default
             .statuses()
             .iter()

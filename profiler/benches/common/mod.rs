@@ -1,9 +1,13 @@
-//! What the run-driving benchmarks share: the skillprof binary beside them, and a ratio's
-//! median change with its bootstrap interval.
+//! What the run-driving benchmarks share: the skillprof binary beside them, one run's typed
+//! records, and a ratio's median change with its bootstrap interval.
 
+use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
+use skillprof::output::entries_jsonl;
+use skillprof::record::EntryRecord;
 use skillprof::stats;
 
 const RESAMPLES: usize = 10_000;
@@ -22,6 +26,36 @@ pub fn skillprof_binary() -> Result<PathBuf> {
         binary.display()
     );
     Ok(binary)
+}
+
+/// One `skillprof run CMDS ARGS -- HOST_FLAGS` into a folder under `out`, which is removed
+/// after: the run's records (entries.jsonl). `label` names the run in an error.
+pub fn run_records(
+    skillprof: &Path,
+    cmds: &Path,
+    args: &[&str],
+    host_flags: &[&str],
+    out: &Path,
+    label: &str,
+) -> Result<Vec<EntryRecord>> {
+    let folder = out.join("run");
+    let mut command = Command::new(skillprof);
+    command.arg("run").arg(cmds).arg("--run-dir").arg(&folder);
+    command.args(args);
+    if !host_flags.is_empty() {
+        command.arg("--").args(host_flags);
+    }
+    let output = command.output().context("running skillprof")?;
+    if !output.status.success() {
+        bail!(
+            "skillprof run {} ({label}) failed: {}",
+            cmds.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
+    fs::remove_dir_all(&folder)?;
+    Ok(records)
 }
 
 /// `+X.X% [lo, hi]`: the median of the per-round ratios as a change, with its interval.

@@ -145,16 +145,21 @@ impl ProbeStatus {
     pub fn exact_mode_only(probe: &ProbePlan) -> Self {
         let why = "exact mode only (--trace-syscalls): its programs run for every process on \
                    the machine, not only the host";
+        let mechanisms: Vec<Mechanism> = probe.plan.iter().map(|how| how.mechanism).collect();
+        Self::left_to_exact_mode(probe.probe, &mechanisms, why)
+    }
+
+    /// A probe the default mode leaves out, and `why`, for each of its `mechanisms`.
+    pub fn left_to_exact_mode(probe: Probe, mechanisms: &[Mechanism], why: &str) -> Self {
         ProbeStatus {
-            probe: probe.probe,
-            mechanism: probe.plan[0].mechanism,
+            probe,
+            mechanism: mechanisms[0],
             attached: false,
             detail: why.to_owned(),
-            attempts: probe
-                .plan
+            attempts: mechanisms
                 .iter()
-                .map(|how| Attempt {
-                    mechanism: how.mechanism,
+                .map(|&mechanism| Attempt {
+                    mechanism,
                     outcome: Outcome::ExactOnly,
                     detail: why.to_owned(),
                 })

@@ -299,21 +299,32 @@ impl ProbeSession {
             None
         };
 
-        let majflt = MajorFaults::open(tgid);
-        statuses.push(ProbeStatus::single(
-            Probe::MajorFaults,
-            Mechanism::PerfCounter,
-            &majflt
-                .as_ref()
-                .map(|m| {
-                    format!(
-                        "PERF_COUNT_SW_PAGE_FAULTS_MAJ on {} threads of {tgid} (inherited)",
-                        m.threads()
-                    )
-                })
-                .map_err(|e| format!("{e:#}")),
-            &[],
-        ));
+        // The kernel's own majflt, read at the boundaries, says the same in the default mode;
+        // a perf counter on every host thread adds to each of their context switches.
+        let majflt = exact.then(|| MajorFaults::open(tgid));
+        statuses.push(match &majflt {
+            Some(opened) => ProbeStatus::single(
+                Probe::MajorFaults,
+                Mechanism::PerfCounter,
+                &opened
+                    .as_ref()
+                    .map(|m| {
+                        format!(
+                            "PERF_COUNT_SW_PAGE_FAULTS_MAJ on {} threads of {tgid} (inherited)",
+                            m.threads()
+                        )
+                    })
+                    .map_err(|e| format!("{e:#}")),
+                &[],
+            ),
+            None => ProbeStatus::left_to_exact_mode(
+                Probe::MajorFaults,
+                &[Mechanism::PerfCounter],
+                "exact mode only (--trace-syscalls): the default mode reads the kernel's own \
+                 count of the host's major faults (majflt) at each boundary, and a perf \
+                 counter on every host thread would add to each of their context switches",
+            ),
+        });
 
         let entry_map = Array::try_from(take(&mut ebpf, object::ENTRY)?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, object::COUNTERS)?)?;
@@ -331,7 +342,7 @@ impl ProbeSession {
             counters,
             stop,
             ebpf,
-            majflt: majflt.ok().map(Mutex::new),
+            majflt: majflt.and_then(Result::ok).map(Mutex::new),
             majflt_marks: Mutex::new(HashMap::new()),
             stats,
             stats_error,
