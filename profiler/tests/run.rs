@@ -532,12 +532,30 @@ fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
 /// the 2024 harness: bench.cmds and p_execute_all.cmds.
 #[test]
 fn the_pharia_2024_host_runs_bench_and_p_execute_all_with_its_own_skills_without_errors() {
+    runs_through_its_profile(
+        "pharia-kernel-2024",
+        "pharia-2024",
+        &["bench.cmds", "p_execute_all.cmds"],
+    );
+}
+
+/// The 2025 engine's dialect end to end (`--api pharia-2025`) through the
+/// `pharia-engine-2025` profile: the skill named in the path, the input as the body, the
+/// two-segment drop route, statuses of success per route.
+#[test]
+fn the_pharia_2025_host_runs_bench_with_its_own_skills_without_errors() {
+    runs_through_its_profile("pharia-engine-2025", "pharia-2025", &["bench.cmds"]);
+}
+
+/// skillhost speaking `api` through the host profile `profile`, over `workloads`: no request
+/// fails, the host counts every execution, the exact mode's probes attribute its faults.
+fn runs_through_its_profile(profile: &str, api: &str, workloads: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let host = [
         // The probes' per-fault and per-call counts of the host, below: exact mode.
         "--trace-syscalls",
         "--host-profile",
-        "pharia-kernel-2024",
+        profile,
         "--",
         "--skills-dir",
         "{skills_dir}",
@@ -546,25 +564,24 @@ fn the_pharia_2024_host_runs_bench_and_p_execute_all_with_its_own_skills_without
         "--scan-interval-ms",
         "50",
         "--api",
-        "pharia-2024",
+        api,
     ];
-    for workload in ["bench.cmds", "p_execute_all.cmds"] {
+    for &workload in workloads {
         let out = dir.path().join(workload);
         let (output, folder) = run_ok(&repo_cmds(workload), &out, &host);
         let meta = meta(&folder);
         assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
         assert_eq!(meta["status"], "complete");
-        assert_eq!(meta["host"]["profile"], "pharia-kernel-2024");
+        assert_eq!(meta["host"]["profile"], profile);
         assert_eq!(meta["host"]["registry"]["world"], "pharia:skill@0.2");
         assert_eq!(meta["host"]["dialect"]["namespace"], "dev");
-        assert_eq!(meta["host"]["config"]["api"], "pharia-2024");
+        assert_eq!(meta["host"]["config"]["api"], api);
         let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
         assert!(
-            explanation.contains("(pharia-kernel-2024 profile)")
+            explanation.contains(&format!("({profile} profile)"))
                 && explanation.contains("built for pharia:skill@0.2"),
             "{explanation}"
         );
-
         // Every entry ran its requests, and the host counted them; the probes attributed
         // the host's faults and syscalls.
         let (header, rows) = read_csv(&folder.join("commands.csv"));

@@ -17,6 +17,7 @@ use tokio::sync::Semaphore;
 use wasmtime::Engine;
 
 use crate::config::{Api, HostConfig};
+use crate::dialect::Listing;
 use crate::heap;
 
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
@@ -34,14 +35,23 @@ pub struct App {
     pub admission: Semaphore,
 }
 
+/// The dialect's skill API, and skillhost's own routes beside it in every dialect: metrics,
+/// configuration, trim.
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/execute_skill", post(execute_skill))
-        .route("/skills", get(skills))
-        .route("/skills/{name}", get(skill_status))
-        .route("/cached_skills", get(cached_skills))
-        .route("/cached_skills/{name}", delete(evict))
-        .route("/healthcheck", get(|| async { "ok" }))
+    let api = match app.config.api {
+        Api::Skillhost | Api::Pharia2024 => Router::new()
+            .route("/execute_skill", post(execute_skill))
+            .route("/skills", get(skills))
+            .route("/skills/{name}", get(skill_status))
+            .route("/cached_skills/{name}", delete(evict))
+            .route("/healthcheck", get(|| async { "ok" })),
+        Api::Pharia2025 => Router::new()
+            .route("/v1/skills/{namespace}/{name}/run", post(run_skill))
+            .route("/v1/skills", get(skills))
+            .route("/cached_skills/{namespace}/{name}", delete(evict_2025))
+            .route("/health", get(|| async { "ok" })),
+    };
+    api.route("/cached_skills", get(cached_skills))
         .route("/metrics", get(metrics))
         .route("/metrics.json", get(metrics_json))
         .route("/config", get(config))
@@ -60,32 +70,69 @@ fn empty_object() -> Value {
     json!({})
 }
 
+/// `{"skill": NAME, "input": {...}}`: skillhost's and the 2024 host's execute.
 async fn execute_skill(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    counted(&app, async {
+        if let Some(refusal) = app.config.api.refused(&headers) {
+            return refusal;
+        }
+        match serde_json::from_slice::<ExecuteRequest>(&body) {
+            Ok(request) => execute(&app, &request.skill, &request.input).await,
+            Err(e) => app.config.api.error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    r#"invalid request body ({e}); expected {{"skill": NAME, "input": {{...}}}}"#
+                ),
+            ),
+        }
+    })
+    .await
+}
+
+/// `POST /v1/skills/{namespace}/{name}/run` with the input as the body: the 2025 engine's.
+async fn run_skill(
+    State(app): State<Arc<App>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    counted(&app, async {
+        let api = app.config.api;
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("application/json"));
+        if !json {
+            return api.error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Expected request with `Content-Type: application/json`",
+            );
+        }
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(input) => execute(&app, &format!("{namespace}/{name}"), &input).await,
+            Err(e) => api.error(
+                StatusCode::BAD_REQUEST,
+                format!("Failed to parse the request body as JSON: {e}"),
+            ),
+        }
+    })
+    .await
+}
+
+/// One execute request, counted in the host's request metrics by its status.
+async fn counted(app: &App, answer: impl Future<Output = Response>) -> Response {
     let _in_flight = app.metrics.request_started();
     let arrived = std::time::Instant::now();
-    let response = match app.config.api.refused(&headers) {
-        Some(refusal) => refusal,
-        None => execute(&app, &body).await,
-    };
+    let response = answer.await;
     app.metrics
         .request_finished(response.status().as_u16(), arrived.elapsed());
     response
 }
 
-async fn execute(app: &App, body: &[u8]) -> Response {
+/// Executes the skill `requested` (as the dialect names it) with `input`.
+async fn execute(app: &App, requested: &str, input: &Value) -> Response {
     let api = app.config.api;
-    let request: ExecuteRequest = match serde_json::from_slice(body) {
-        Ok(request) => request,
-        Err(e) => {
-            return api.error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    r#"invalid request body ({e}); expected {{"skill": NAME, "input": {{...}}}}"#
-                ),
-            );
-        }
-    };
-    let slot = match registered(app, &request.skill) {
+    let slot = match registered(app, requested) {
         Ok(slot) => slot,
         Err(lookup) => return lookup.into_response(app, StatusCode::BAD_REQUEST),
     };
@@ -96,13 +143,10 @@ async fn execute(app: &App, body: &[u8]) -> Response {
     let compiled = match app.registry.compiled(&slot, &work).await {
         Ok(compiled) => compiled,
         Err(reason) => {
-            return api.error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("skill '{}' {reason}", slot.name),
-            );
+            return api.error(api.unloadable(), format!("skill '{}' {reason}", slot.name));
         }
     };
-    let input = serde_json::to_vec(&request.input).expect("a JSON value serialises");
+    let input = serde_json::to_vec(input).expect("a JSON value serialises");
     let invocation = Invocation {
         skill: &slot.name,
         work: &work,
@@ -129,7 +173,7 @@ async fn execute(app: &App, body: &[u8]) -> Response {
             api.rejected_input(),
             format!("skill '{}' rejected its input: {message}", slot.name),
         ),
-        Err(Failure::Skill(message)) => api.error(StatusCode::INTERNAL_SERVER_ERROR, message),
+        Err(Failure::Skill(fault, message)) => api.error(api.skill_failed(fault), message),
         Err(Failure::Deadline) => api.error(
             StatusCode::GATEWAY_TIMEOUT,
             format!(
@@ -175,11 +219,19 @@ fn registered(app: &App, requested: &str) -> Result<Arc<Slot>, Lookup> {
 }
 
 async fn skills(State(app): State<Arc<App>>) -> Json<Vec<String>> {
-    Json(app.config.api.listing(app.registry.names()))
+    Json(
+        app.config
+            .api
+            .listing(app.registry.names(), Listing::Registered),
+    )
 }
 
 async fn cached_skills(State(app): State<Arc<App>>) -> Json<Vec<String>> {
-    Json(app.config.api.listing(app.registry.cached_names()))
+    Json(
+        app.config
+            .api
+            .listing(app.registry.cached_names(), Listing::Compiled),
+    )
 }
 
 async fn skill_status(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
@@ -198,7 +250,7 @@ async fn evict(State(app): State<Arc<App>>, Path(name): Path<String>) -> Respons
         }
         (Api::Skillhost, Err(lookup)) => lookup.into_response(&app, StatusCode::NOT_FOUND),
         // 2024: a message, 200 whether or not there was a compiled copy to drop.
-        (Api::Pharia2024, found) => {
+        (_, found) => {
             let evicted = found.is_ok_and(|slot| app.registry.evict(&slot));
             let message = if evicted {
                 format!("Skill {name} was removed from cache")
@@ -208,6 +260,22 @@ async fn evict(State(app): State<Arc<App>>, Path(name): Path<String>) -> Respons
             Json(json!(message)).into_response()
         }
     }
+}
+
+/// `DELETE /cached_skills/{namespace}/{name}`, the 2025 engine's: 200 with a message
+/// whether or not there was a compiled copy to drop.
+async fn evict_2025(
+    State(app): State<Arc<App>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let evicted = registered(&app, &format!("{namespace}/{name}"))
+        .is_ok_and(|slot| app.registry.evict(&slot));
+    Json(json!(if evicted {
+        "Skill removed from cache"
+    } else {
+        "Skill was not present in cache"
+    }))
+    .into_response()
 }
 
 /// The effective configuration, defaults included, so a profile records what really ran.

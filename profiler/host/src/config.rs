@@ -68,6 +68,12 @@ pub struct HostConfig {
     /// needs an `Authorization: Bearer` header, errors are JSON strings, input a skill
     /// rejects is a 500, listings are in no particular order, and dropping a compiled skill
     /// (`DELETE /cached_skills/dev%2F<name>`) answers 200 with a message either way.
+    /// `pharia-2025`: the Pharia Engine's of November 2025 (0.15): `POST
+    /// /v1/skills/dev/<name>/run` with the input as the body and the output as the answer,
+    /// `GET /v1/skills` (sorted), `GET /cached_skills` (in no order), `DELETE
+    /// /cached_skills/dev/<name>`, `GET /health`; no header needed; errors are plain text;
+    /// input the skill rejects and its own errors are 400, traps and components that do not
+    /// load 503.
     #[arg(long, value_enum, default_value_t = Api::Skillhost)]
     pub api: Api,
 
@@ -122,6 +128,9 @@ pub enum Api {
     #[value(name = "pharia-2024")]
     #[serde(rename = "pharia-2024")]
     Pharia2024,
+    #[value(name = "pharia-2025")]
+    #[serde(rename = "pharia-2025")]
+    Pharia2025,
 }
 
 /// The wasmtime engine's configuration. Changing any of these changes how skills are

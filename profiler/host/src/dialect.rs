@@ -1,7 +1,7 @@
 //! What differs between the API dialects skillhost speaks (`--api`): how skills are named in
-//! requests and listings, what an error body looks like, which status input a skill rejects
-//! gets, and what a request must carry. The handlers in `api.rs` ask; they never match on
-//! the dialect themselves.
+//! requests and listings, what an error body looks like, which status each failure gets,
+//! and what a request must carry. The handlers in `api.rs` ask; they never match on the
+//! dialect themselves (the routes each dialect serves are in `api::router`).
 
 use axum::Json;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -10,9 +10,17 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::config::Api;
+use crate::invoke::Fault;
 
-/// The 2024 host's one namespace here, watching the skills directory.
-const NAMESPACE: &str = "dev";
+/// The Pharia hosts' one namespace here, watching the skills directory.
+pub const NAMESPACE: &str = "dev";
+
+/// Which of the two listings.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    Registered,
+    Compiled,
+}
 
 impl Api {
     /// The registry's name for `requested`; `None` if it names no skill of ours (the 2024
@@ -20,26 +28,29 @@ impl Api {
     pub fn local_name(self, requested: &str) -> Option<&str> {
         match self {
             Api::Skillhost => Some(requested),
-            Api::Pharia2024 => requested
+            Api::Pharia2024 | Api::Pharia2025 => requested
                 .strip_prefix(NAMESPACE)
                 .and_then(|rest| rest.strip_prefix('/')),
         }
     }
 
     /// A listing of registry names (sorted), as this dialect answers it. The 2024 host
-    /// listed in no particular order; here the order is a hash of each name, so that a
-    /// client relying on sorted listings fails every time, not now and then.
-    pub fn listing(self, mut names: Vec<String>) -> Vec<String> {
-        match self {
-            Api::Skillhost => names,
-            Api::Pharia2024 => {
-                names.sort_by_cached_key(|name| Sha256::digest(name.as_bytes()));
-                names
-                    .into_iter()
-                    .map(|name| format!("{NAMESPACE}/{name}"))
-                    .collect()
-            }
+    /// listed in no particular order, and the 2025 engine its compiled skills; here that
+    /// order is a hash of each name, so that a client relying on sorted listings fails every
+    /// time, not now and then. The 2025 engine sorts its registered skills.
+    pub fn listing(self, mut names: Vec<String>, listing: Listing) -> Vec<String> {
+        let unordered = match self {
+            Api::Skillhost => return names,
+            Api::Pharia2024 => true,
+            Api::Pharia2025 => listing == Listing::Compiled,
+        };
+        if unordered {
+            names.sort_by_cached_key(|name| Sha256::digest(name.as_bytes()));
         }
+        names
+            .into_iter()
+            .map(|name| format!("{NAMESPACE}/{name}"))
+            .collect()
     }
 
     pub fn error(self, status: StatusCode, message: impl Into<String>) -> Response {
@@ -47,21 +58,42 @@ impl Api {
         match self {
             Api::Skillhost => (status, Json(json!({ "error": message }))).into_response(),
             Api::Pharia2024 => (status, Json(json!(message))).into_response(),
+            Api::Pharia2025 => (status, message).into_response(),
         }
     }
 
-    /// Input the skill rejected: the client's fault here, a 500 in 2024.
+    /// Input the skill rejected: the client's fault here and in 2025, a 500 in 2024.
     pub fn rejected_input(self) -> StatusCode {
         match self {
-            Api::Skillhost => StatusCode::BAD_REQUEST,
+            Api::Skillhost | Api::Pharia2025 => StatusCode::BAD_REQUEST,
             Api::Pharia2024 => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// What the skill did wrong. The 2025 engine answers the skill's own error as the
+    /// client's (400, "the skill you called responded with an error") and a trap as its
+    /// runtime's (503).
+    pub fn skill_failed(self, fault: Fault) -> StatusCode {
+        match (self, fault) {
+            (Api::Pharia2025, Fault::Reported) => StatusCode::BAD_REQUEST,
+            (Api::Pharia2025, Fault::Trapped) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A component that does not compile or link: 503 from the 2025 engine ("Error
+    /// loading skill"), 500 elsewhere.
+    pub fn unloadable(self) -> StatusCode {
+        match self {
+            Api::Pharia2025 => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     /// Why an execute request may not run, if the dialect wants more than its body: the
     /// 2024 host required a bearer token (and never checked it).
     pub fn refused(self, headers: &HeaderMap) -> Option<Response> {
-        if self == Api::Skillhost {
+        if self != Api::Pharia2024 {
             return None;
         }
         let bearer = headers
@@ -93,13 +125,26 @@ mod tests {
     }
 
     #[test]
-    fn the_2024_listing_is_namespaced_and_not_sorted() {
+    fn the_pharia_listings_are_namespaced_and_sorted_only_where_the_host_sorts() {
         let names: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
-        let listed = Api::Pharia2024.listing(names.clone());
-        assert!(listed.iter().all(|n| n.starts_with("dev/")));
-        let mut sorted = listed.clone();
-        sorted.sort();
-        assert_ne!(listed, sorted);
-        assert_eq!(Api::Skillhost.listing(names.clone()), names);
+        let sorted = |listed: &Vec<String>| {
+            let mut sorted = listed.clone();
+            sorted.sort();
+            *listed == sorted
+        };
+        for (api, listing, in_order) in [
+            (Api::Pharia2024, Listing::Registered, false),
+            (Api::Pharia2024, Listing::Compiled, false),
+            (Api::Pharia2025, Listing::Registered, true),
+            (Api::Pharia2025, Listing::Compiled, false),
+        ] {
+            let listed = api.listing(names.clone(), listing);
+            assert!(listed.iter().all(|n| n.starts_with("dev/")));
+            assert_eq!(sorted(&listed), in_order);
+        }
+        assert_eq!(
+            Api::Skillhost.listing(names.clone(), Listing::Registered),
+            names
+        );
     }
 }

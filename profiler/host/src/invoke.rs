@@ -44,11 +44,22 @@ pub enum Failure {
     /// The skill rejected its input (`error::invalid-input`).
     InvalidInput(String),
     /// The skill reported an error, trapped, or answered something that is not JSON.
-    Skill(String),
+    Skill(Fault, String),
     /// The request ran past its deadline.
     Deadline,
     /// The pooling allocator had no free slot.
     PoolExhausted(String),
+}
+
+/// What a skill did wrong: dialects answer each with their own status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Its own `error::internal`.
+    Reported,
+    /// A trap (the guest's panic, an out-of-bounds access, refused memory growth).
+    Trapped,
+    /// An answer that is not JSON.
+    BadOutput,
 }
 
 pub struct Invocation<'a> {
@@ -100,7 +111,7 @@ impl Invocation<'_> {
             Err(_elapsed) => return Err(Failure::Deadline),
             Ok(outcome) => outcome,
         };
-        let problem = match outcome {
+        let (fault, problem) = match outcome {
             Ok(Ok(output)) => match serde_json::from_slice::<serde::de::IgnoredAny>(&output) {
                 Ok(_) => {
                     let instantiate = instantiated.unwrap_or_default();
@@ -111,27 +122,31 @@ impl Invocation<'_> {
                         call,
                     });
                 }
-                Err(e) => format!("answered with invalid JSON: {e}"),
+                Err(e) => (Fault::BadOutput, format!("answered with invalid JSON: {e}")),
             },
             Ok(Err(SkillError::InvalidInput(message))) => {
                 return Err(Failure::InvalidInput(message));
             }
-            Ok(Err(SkillError::Internal(message))) => {
-                format!("reported an internal error: {message}")
-            }
+            Ok(Err(SkillError::Internal(message))) => (
+                Fault::Reported,
+                format!("reported an internal error: {message}"),
+            ),
             Err(error) => match host_side(&error) {
                 Some(failure) => return Err(failure),
-                None => describe_trap(&error),
+                None => (Fault::Trapped, describe_trap(&error)),
             },
         };
         let skill = self.skill;
         // Guests turn refused memory growth into all kinds of errors; name the real cause.
-        Err(Failure::Skill(match store.data().limiter.refusal() {
-            Some(refusal) => {
-                format!("skill '{skill}' {problem} (the host refused memory growth: {refusal})")
-            }
-            None => format!("skill '{skill}' {problem}"),
-        }))
+        Err(Failure::Skill(
+            fault,
+            match store.data().limiter.refusal() {
+                Some(refusal) => {
+                    format!("skill '{skill}' {problem} (the host refused memory growth: {refusal})")
+                }
+                None => format!("skill '{skill}' {problem}"),
+            },
+        ))
     }
 }
 

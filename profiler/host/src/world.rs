@@ -76,7 +76,7 @@ impl Linkers {
                     .map_err(anyhow::Error::from)
                     .context("cannot be linked")?,
             )?)),
-            Api::Pharia2024 => {
+            Api::Pharia2024 | Api::Pharia2025 => {
                 let exports: Vec<String> = component
                     .component_type()
                     .exports(engine)

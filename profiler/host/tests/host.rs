@@ -709,3 +709,156 @@ async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort(
     assert!(refused.contains("isn't using Pharia Skill"), "{refused}");
     assert_healthy(&host).await;
 }
+
+/// `--api pharia-2025`: the Pharia Engine's dialect of November 2025 (0.15), as its profile
+/// describes it, route by route: the skill in the path, the input as the body and the output
+/// as the answer, the registered skills sorted and the compiled ones not, plain-text errors
+/// with the engine's statuses, the two-segment drop route, and the 2024 routes gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pharia_2025_dialect_runs_skills_by_path_and_answers_with_the_engines_statuses() {
+    let host = TestHost::start_in("pharia-engine-2025", &["--api", "pharia-2025"]).await;
+    assert_eq!(host.world, SkillWorld::Pharia);
+    for (name, sample) in [
+        ("sample_rs2", "sample_rs"),
+        ("sample_rs1", "sample_rs"),
+        ("hello", "hello"),
+        ("trap", "trap"),
+    ] {
+        host.add(name, sample).await;
+    }
+    let client = host.client();
+    assert!(client.healthy().await);
+    assert_eq!(
+        client.skills().await.unwrap(),
+        ["hello", "sample_rs1", "sample_rs2", "trap"]
+    );
+    // The engine sorts its registered skills.
+    let listed: Vec<String> = client.get_json("/v1/skills").await.unwrap();
+    assert_eq!(
+        listed,
+        ["dev/hello", "dev/sample_rs1", "dev/sample_rs2", "dev/trap"]
+    );
+
+    // The input is the body; the answer is the skill's output itself.
+    let answer = run_ok(&host, "sample_rs1", &input("Alice", 100, 0)).await;
+    assert!(answer["greeting"].as_str().unwrap().contains("Alice"));
+    let raw = client
+        .send(
+            Method::POST,
+            "/v1/skills/dev/hello/run",
+            Some(br#"{"topic": "by path"}"#.to_vec()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(raw.json::<Value>().unwrap()["greeting"], "Hello, by path!");
+
+    // Errors are plain text, with the engine's statuses.
+    let plain = |reply: &skillprof::hostctl::Reply| {
+        assert!(
+            reply.json::<Value>().is_err(),
+            "not plain text: {}",
+            reply.text()
+        );
+        reply.text()
+    };
+    for (skill, input, status, says) in [
+        (
+            "trap",
+            json!({"mode": "invalid"}),
+            StatusCode::BAD_REQUEST,
+            "rejected its input",
+        ),
+        (
+            "trap",
+            json!({"mode": "error"}),
+            StatusCode::BAD_REQUEST,
+            "internal error",
+        ),
+        (
+            "trap",
+            json!({}),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unreachable",
+        ),
+        (
+            "nobody",
+            json!({}),
+            StatusCode::BAD_REQUEST,
+            "unknown skill",
+        ),
+    ] {
+        let reply = client.execute(skill, &input).await.unwrap();
+        assert_eq!(reply.status, status, "{skill} {input}: {}", reply.text());
+        assert!(plain(&reply).contains(says), "{}", reply.text());
+    }
+    let other_namespace = client
+        .send(
+            Method::POST,
+            "/v1/skills/prod/hello/run",
+            Some(b"{}".to_vec()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(other_namespace.status, StatusCode::BAD_REQUEST);
+    let not_json = client
+        .send(
+            Method::POST,
+            "/v1/skills/dev/hello/run",
+            Some(b"{".to_vec()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(not_json.status, StatusCode::BAD_REQUEST);
+    let http = skillprof::hostctl::client::Http::new(client.base());
+    let no_type = http
+        .send(
+            Method::POST,
+            "/v1/skills/dev/hello/run",
+            [],
+            Some(("text/plain", b"{}".to_vec())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(no_type.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    // Drop: two path segments, 200 with a message whether or not it was compiled.
+    for expected in ["Skill removed from cache", "Skill was not present in cache"] {
+        let dropped = client.drop_cached("sample_rs1").await.unwrap();
+        assert_eq!(dropped.status, StatusCode::OK);
+        assert_eq!(dropped.json::<Value>().unwrap(), expected);
+    }
+    assert!(
+        !client
+            .cached_skills()
+            .await
+            .unwrap()
+            .contains(&"sample_rs1".to_owned())
+    );
+    let one_segment = client
+        .send(Method::DELETE, "/cached_skills/dev%2Fhello", None)
+        .await
+        .unwrap();
+    assert_eq!(one_segment.status, StatusCode::NOT_FOUND);
+
+    // The 2024 routes are gone.
+    for (method, path) in [
+        (Method::POST, "/execute_skill"),
+        (Method::GET, "/skills"),
+        (Method::GET, "/healthcheck"),
+    ] {
+        let gone = client.send(method, path, None).await.unwrap();
+        assert_eq!(gone.status, StatusCode::NOT_FOUND, "{path}");
+    }
+
+    // A component of another world does not load: 503, as the engine answers.
+    host.skills
+        .add("theirs", &common::skill_of(SkillWorld::Skillprof, "hello"))
+        .unwrap();
+    client
+        .wait_until_listed(&["theirs".to_owned()], Duration::from_secs(10))
+        .await
+        .unwrap();
+    let refused = run_failing(&host, "theirs", &json!({}), StatusCode::SERVICE_UNAVAILABLE).await;
+    assert!(refused.contains("isn't using Pharia Skill"), "{refused}");
+    assert_healthy(&host).await;
+}

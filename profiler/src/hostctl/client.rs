@@ -82,6 +82,7 @@ impl Http {
             .with_context(|| format!("reading the answer to {method} {uri}"))?
             .to_bytes();
         Ok(Reply {
+            ok: status.is_success(),
             status,
             headers,
             body,
@@ -95,11 +96,13 @@ pub struct Reply {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Whether the status means success: any 2xx, or what the route says it answers.
+    ok: bool,
 }
 
 impl Reply {
     pub fn is_ok(&self) -> bool {
-        self.status.is_success()
+        self.ok
     }
 
     /// The body as text, for messages.
@@ -159,12 +162,22 @@ impl Client {
         &self.dialect
     }
 
-    /// One request to a route of the dialect, without a body.
+    /// One request to a route of the dialect that names no skill, without a body.
     pub async fn call(&self, route: &Route) -> Result<Reply> {
-        self.send(route.method.clone(), &route.path, None).await
+        self.on_route(route, &route.path, None).await
     }
 
-    /// Sends one request with the dialect's headers and a JSON body, if any.
+    /// One request on `route` to `path` (the route's, placeholders filled in); the reply is
+    /// a success if its status is one the route answers on success.
+    async fn on_route(&self, route: &Route, path: &str, body: Option<Vec<u8>>) -> Result<Reply> {
+        let mut reply = self.send(route.method.clone(), path, body).await?;
+        reply.ok = route.succeeded(reply.status.as_u16());
+        Ok(reply)
+    }
+
+    /// Sends one request outside the dialect's routes (skillhost's `/metrics`, a test's
+    /// malformed request) with the dialect's headers and a JSON body, if any; any 2xx is a
+    /// success.
     pub async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<Reply> {
         let body = body.map(|body| ("application/json", body));
         self.http
@@ -172,9 +185,14 @@ impl Client {
             .await
     }
 
+    /// GET of a path outside the dialect's routes.
+    pub async fn get(&self, path: &str) -> Result<Reply> {
+        self.send(Method::GET, path, None).await
+    }
+
     /// GET of a JSON document that must succeed.
     pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        let reply = self.send(Method::GET, path, None).await?;
+        let reply = self.get(path).await?;
         if !reply.is_ok() {
             bail!("GET {path}: {} {}", reply.status, reply.error_message());
         }
@@ -196,15 +214,17 @@ impl Client {
         if !reply.is_ok() {
             bail!("{route}: {} {}", reply.status, reply.error_message());
         }
-        Ok(self.dialect.local_names(reply.json()?))
+        self.dialect
+            .listed(reply.json()?)
+            .with_context(|| format!("{route}"))
     }
 
     /// Executes skill `skill` (our name) once.
     pub async fn execute(&self, skill: &str, input: &Value) -> Result<Reply> {
         let route = &self.dialect.routes.execute;
-        self.send(
-            route.method.clone(),
-            &route.path,
+        self.on_route(
+            route,
+            &self.dialect.path(route, skill),
             Some(self.dialect.execute_body(skill, input).into_bytes()),
         )
         .await
@@ -213,7 +233,7 @@ impl Client {
     /// Drops skill `skill`'s compiled copy.
     pub async fn drop_cached(&self, skill: &str) -> Result<Reply> {
         let route = &self.dialect.routes.drop_cached;
-        self.send(route.method.clone(), &self.dialect.drop_path(skill), None)
+        self.on_route(route, &self.dialect.path(route, skill), None)
             .await
     }
 

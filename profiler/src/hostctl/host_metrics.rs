@@ -60,10 +60,7 @@ impl HostCounters {
 
     /// `None` for a host without skillhost's metrics, or that did not answer.
     pub async fn read(client: &Client) -> Option<HostCounters> {
-        let reply = client
-            .send(hyper::Method::GET, "/metrics", None)
-            .await
-            .ok()?;
+        let reply = client.get("/metrics").await.ok()?;
         reply.is_ok().then(|| HostCounters::parse(&reply.text()))?
     }
 }

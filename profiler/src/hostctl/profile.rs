@@ -13,15 +13,19 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
 pub use crate::record::profile::{
-    Dialect, HostProfile, Registry, Route, Routes, SkillWorld, Start,
+    Dialect, ExecuteBody, HostProfile, Listing, Registry, Route, Routes, SkillWorld, Start,
 };
 
 /// The profiles that ship, by name.
-const BUILT_IN: [(&str, &str); 2] = [
+const BUILT_IN: [(&str, &str); 3] = [
     ("skillhost", include_str!("../../profiles/skillhost.toml")),
     (
         "pharia-kernel-2024",
         include_str!("../../profiles/pharia-kernel-2024.toml"),
+    ),
+    (
+        "pharia-engine-2025",
+        include_str!("../../profiles/pharia-engine-2025.toml"),
     ),
 ];
 
@@ -61,7 +65,7 @@ impl HostProfile {
     /// A built-in profile by name, or a TOML file.
     pub fn load(name_or_file: &str) -> Result<HostProfile> {
         if let Some((_, text)) = BUILT_IN.iter().find(|(name, _)| *name == name_or_file) {
-            return toml::from_str(text)
+            return Self::parse(text)
                 .with_context(|| format!("the built-in host profile {name_or_file}"));
         }
         let path = Path::new(name_or_file);
@@ -74,11 +78,120 @@ impl HostProfile {
         }
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("{} is not a host profile", path.display()))
+        Self::parse(&text).with_context(|| format!("{} is not a host profile", path.display()))
+    }
+
+    /// A profile from its TOML: unknown keys are refused by the parser (which names the line),
+    /// routes whose placeholders do not fit their use by [`HostProfile::check`].
+    pub fn parse(text: &str) -> Result<HostProfile> {
+        let profile: HostProfile = toml::from_str(text)?;
+        profile.check().map_err(|(route, why)| {
+            let line = text
+                .lines()
+                .position(|line| {
+                    line.trim_start()
+                        .strip_prefix(route)
+                        .is_some_and(|rest| rest.trim_start().starts_with('='))
+                })
+                .map_or_else(String::new, |index| format!("line {}: ", index + 1));
+            anyhow::anyhow!("{line}route {route}: {why}")
+        })?;
+        Ok(profile)
+    }
+
+    /// Each route's placeholders against what it is for: `Err((route, why))`.
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        let dialect = &self.dialect;
+        let routes = &dialect.routes;
+        let mut about_no_skill = vec![
+            ("health", &routes.health),
+            ("skills", &routes.skills),
+            ("cached_skills", &routes.cached_skills),
+        ];
+        if let Some(trim) = &routes.trim {
+            about_no_skill.push(("trim", trim));
+        }
+        for (name, route) in about_no_skill {
+            if let Some(placeholder) = route.placeholders().first() {
+                return Err((
+                    name,
+                    format!("{{{placeholder}}} in a route about no one skill"),
+                ));
+            }
+        }
+        for (name, route) in [
+            ("execute", &routes.execute),
+            ("drop_cached", &routes.drop_cached),
+        ] {
+            let placeholders = route.placeholders();
+            for placeholder in &placeholders {
+                if !PLACEHOLDERS.contains(placeholder) {
+                    return Err((
+                        name,
+                        format!(
+                            "unknown placeholder {{{placeholder}}} (a path knows {})",
+                            PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(", ")
+                        ),
+                    ));
+                }
+            }
+            let has = |p: &str| placeholders.contains(&p);
+            if has("namespace") && dialect.namespace.is_none() {
+                return Err((
+                    name,
+                    "{namespace} in a dialect without one: set [dialect] namespace".into(),
+                ));
+            }
+            if has("namespace") && !has("name") {
+                return Err((name, "{namespace} without {name}: no skill is named".into()));
+            }
+            let names_skill = has("name") || has("skill");
+            let needs_skill = name == "drop_cached" || dialect.execute_body == ExecuteBody::Input;
+            if needs_skill && !names_skill {
+                return Err((
+                    name,
+                    format!(
+                        "{} names no skill: add {{name}} (and {{namespace}}) or {{skill}} to \
+                         its path",
+                        route.path
+                    ),
+                ));
+            }
+            if name == "execute" && dialect.execute_body == ExecuteBody::Envelope && names_skill {
+                return Err((
+                    name,
+                    "the skill is in the path: set [dialect] execute_body = \"input\"".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn skillhost() -> HostProfile {
         HostProfile::load("skillhost").expect("the built-in profiles parse (a unit test checks)")
+    }
+}
+
+/// What a route's path may name: see [`Routes`].
+const PLACEHOLDERS: [&str; 3] = ["namespace", "name", "skill"];
+
+impl Route {
+    /// The `{…}` placeholders of its path, in order.
+    fn placeholders(&self) -> Vec<&str> {
+        self.path
+            .split('{')
+            .skip(1)
+            .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
+            .collect()
+    }
+
+    /// Whether `status` answers it successfully.
+    pub fn succeeded(&self, status: u16) -> bool {
+        if self.success.is_empty() {
+            (200..300).contains(&status)
+        } else {
+            self.success.contains(&status)
+        }
     }
 }
 
@@ -91,13 +204,57 @@ impl Dialect {
         }
     }
 
-    /// The JSON body that executes skill `name` (our name) with `input`.
-    pub fn execute_body(&self, name: &str, input: &serde_json::Value) -> String {
-        serde_json::json!({ "skill": self.qualify(name), "input": input }).to_string()
+    /// `route`'s path for skill `name` (our name): its placeholders filled in.
+    pub fn path(&self, route: &Route, name: &str) -> String {
+        let encode = |text: &str| utf8_percent_encode(text, NAME_ENCODE).to_string();
+        route
+            .path
+            .replace("{skill}", &encode(&self.qualify(name)))
+            .replace(
+                "{namespace}",
+                &encode(self.namespace.as_deref().unwrap_or_default()),
+            )
+            .replace("{name}", &encode(name))
     }
 
-    /// Our names of the skills a listing holds: those of our namespace, sorted.
-    pub fn local_names(&self, listed: Vec<String>) -> Vec<String> {
+    /// The body that executes skill `name` (our name) with `input`.
+    pub fn execute_body(&self, name: &str, input: &serde_json::Value) -> String {
+        match self.execute_body {
+            ExecuteBody::Envelope => {
+                serde_json::json!({ "skill": self.qualify(name), "input": input }).to_string()
+            }
+            ExecuteBody::Input => input.to_string(),
+        }
+    }
+
+    /// Our names of the skills a listing's JSON answer holds: those of our namespace,
+    /// sorted.
+    pub fn listed(&self, answer: serde_json::Value) -> Result<Vec<String>> {
+        let items = match answer {
+            serde_json::Value::Array(items) => items,
+            other => bail!("a listing is a JSON list, not {other}"),
+        };
+        let listed = items
+            .into_iter()
+            .map(|item| {
+                let name = match &self.listing {
+                    Listing::Names => item.as_str(),
+                    Listing::Objects(field) => item.get(field).and_then(|v| v.as_str()),
+                };
+                name.map(str::to_owned)
+                    .with_context(|| match &self.listing {
+                        Listing::Names => format!("a listing holds {item}, not a name"),
+                        Listing::Objects(field) => {
+                            format!("a listing holds {item}, which has no string field {field:?}")
+                        }
+                    })
+            })
+            .collect::<Result<Vec<String>>>()?;
+        Ok(self.local_names(listed))
+    }
+
+    /// Our names of `listed`: those of our namespace, sorted.
+    fn local_names(&self, listed: Vec<String>) -> Vec<String> {
         let mut names: Vec<String> = match &self.namespace {
             Some(namespace) => {
                 let prefix = format!("{namespace}/");
@@ -111,17 +268,16 @@ impl Dialect {
         names.sort();
         names
     }
-
-    /// The drop route's path for skill `name`.
-    pub fn drop_path(&self, name: &str) -> String {
-        let encoded = utf8_percent_encode(&self.qualify(name), NAME_ENCODE).to_string();
-        self.routes.drop_cached.path.replace("{name}", &encoded)
-    }
 }
 
 impl fmt::Display for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.method, self.path)
+        write!(f, "{} {}", self.method, self.path)?;
+        if !self.success.is_empty() {
+            let statuses: Vec<String> = self.success.iter().map(u16::to_string).collect();
+            write!(f, " -> {}", statuses.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -129,17 +285,38 @@ impl FromStr for Route {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let (method, path) = text
+        let (route, statuses) = match text.split_once("->") {
+            Some((route, statuses)) => (route.trim(), Some(statuses)),
+            None => (text.trim(), None),
+        };
+        let (method, path) = route
             .split_once(' ')
             .ok_or_else(|| format!("route {text:?}: expected \"METHOD /path\""))?;
         if !path.starts_with('/') {
             return Err(format!("route {text:?}: the path must start with /"));
         }
+        let success = match statuses {
+            None => Vec::new(),
+            Some(statuses) => statuses
+                .split(',')
+                .map(|status| {
+                    status
+                        .trim()
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|status| (100..600).contains(status))
+                        .ok_or_else(|| {
+                            format!("route {text:?}: {:?} is not an HTTP status", status.trim())
+                        })
+                })
+                .collect::<Result<_, _>>()?,
+        };
         Ok(Route {
             method: method
                 .parse()
                 .map_err(|_| format!("route {text:?}: {method} is not an HTTP method"))?,
             path: path.to_owned(),
+            success,
         })
     }
 }
@@ -179,14 +356,143 @@ mod tests {
         let dialect = HostProfile::load("pharia-kernel-2024").unwrap().dialect;
         assert_eq!(dialect.qualify("sample_py1"), "dev/sample_py1");
         assert_eq!(
-            dialect.drop_path("sample_py1"),
+            dialect.path(&dialect.routes.drop_cached, "sample_py1"),
             "/cached_skills/dev%2Fsample_py1"
         );
         assert_eq!(
-            dialect.local_names(vec!["dev/b".into(), "other/x".into(), "dev/a".into()]),
+            dialect
+                .listed(serde_json::json!(["dev/b", "other/x", "dev/a"]))
+                .unwrap(),
             ["a", "b"]
         );
+        assert_eq!(
+            dialect.execute_body("a", &serde_json::json!({"x": 1})),
+            r#"{"input":{"x":1},"skill":"dev/a"}"#
+        );
         assert!(dialect.headers["Authorization"].starts_with("Bearer "));
+    }
+
+    #[test]
+    fn the_2025_dialect_names_the_skill_in_the_path_and_posts_the_input_alone() {
+        let dialect = HostProfile::load("pharia-engine-2025").unwrap().dialect;
+        let routes = &dialect.routes;
+        assert_eq!(
+            dialect.path(&routes.execute, "sample py"),
+            "/v1/skills/dev/sample%20py/run"
+        );
+        assert_eq!(
+            dialect.path(&routes.drop_cached, "hello"),
+            "/cached_skills/dev/hello"
+        );
+        assert_eq!(
+            dialect.execute_body("hello", &serde_json::json!({"x": 1})),
+            r#"{"x":1}"#
+        );
+        assert!(routes.execute.succeeded(200));
+        assert!(!routes.execute.succeeded(201));
+        assert!(routes.health.succeeded(204));
+        assert_eq!(
+            routes.execute.to_string(),
+            "POST /v1/skills/{namespace}/{name}/run -> 200"
+        );
+    }
+
+    #[test]
+    fn a_listing_of_objects_names_skills_by_its_field() {
+        let dialect: Dialect = toml::from_str(
+            r#"
+            namespace = "dev"
+            listing = { objects = "id" }
+            [routes]
+            health = "GET /h"
+            execute = "POST /x"
+            skills = "GET /s"
+            cached_skills = "GET /c"
+            drop_cached = "DELETE /c/{skill}"
+            "#,
+        )
+        .unwrap();
+        let answer = serde_json::json!([{"id": "dev/b", "n": 1}, {"id": "dev/a"}]);
+        assert_eq!(dialect.listed(answer).unwrap(), ["a", "b"]);
+        let wrong = dialect.listed(serde_json::json!([{"name": "dev/a"}]));
+        assert!(format!("{:#}", wrong.unwrap_err()).contains("no string field \"id\""));
+    }
+
+    /// A profile of the 2025 engine with one line replaced.
+    fn with_line(from: &str, to: &str) -> String {
+        let text = BUILT_IN[2].1;
+        assert!(text.contains(from), "{from}");
+        text.replace(from, to)
+    }
+
+    #[test]
+    fn a_route_without_its_parameters_or_with_unknown_ones_is_refused_with_its_line() {
+        for (from, to, says) in [
+            (
+                r#"execute = "POST /v1/skills/{namespace}/{name}/run -> 200""#,
+                r#"execute = "POST /v1/skills/run""#,
+                "names no skill",
+            ),
+            (
+                r#"execute = "POST /v1/skills/{namespace}/{name}/run -> 200""#,
+                r#"execute = "POST /v1/skills/{namespace}/run""#,
+                "{namespace} without {name}",
+            ),
+            (
+                r#"drop_cached = "DELETE /cached_skills/{namespace}/{name} -> 200""#,
+                r#"drop_cached = "DELETE /cached_skills/{namespace}/{skil}""#,
+                "unknown placeholder {skil}",
+            ),
+            (
+                r#"skills = "GET /v1/skills""#,
+                r#"skills = "GET /v1/skills/{name}""#,
+                "about no one skill",
+            ),
+            (r#"namespace = "dev""#, "", "set [dialect] namespace"),
+            (r#"execute_body = "input""#, "", "execute_body = \"input\""),
+        ] {
+            let text = with_line(from, to);
+            let err = format!("{:#}", HostProfile::parse(&text).unwrap_err());
+            assert!(err.contains(says), "{to:?}: {err}");
+            assert!(err.starts_with("line "), "{to:?}: {err}");
+            let line: usize = err["line ".len()..]
+                .split(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let route = err
+                .split("route ")
+                .nth(1)
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap();
+            assert!(
+                text.lines()
+                    .nth(line - 1)
+                    .unwrap()
+                    .trim_start()
+                    .starts_with(route),
+                "line {line} is not {route}'s: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_or_status_is_refused_with_its_line() {
+        let text = with_line(
+            r#"execute_body = "input""#,
+            "execute_body = \"input\"\nbody = 1",
+        );
+        let err = format!("{:#}", HostProfile::parse(&text).unwrap_err());
+        assert!(
+            err.contains("unknown field `body`") && err.contains("line "),
+            "{err}"
+        );
+        let text = with_line("/run -> 200", "/run -> 2000");
+        let err = format!("{:#}", HostProfile::parse(&text).unwrap_err());
+        assert!(err.contains("\"2000\" is not an HTTP status"), "{err}");
     }
 
     #[test]
@@ -217,7 +523,10 @@ mod tests {
     fn skillhosts_dialect_is_bare_names() {
         let dialect = HostProfile::skillhost().dialect;
         assert_eq!(dialect.qualify("hello"), "hello");
-        assert_eq!(dialect.drop_path("hello"), "/cached_skills/hello");
+        assert_eq!(
+            dialect.path(&dialect.routes.drop_cached, "hello"),
+            "/cached_skills/hello"
+        );
         assert!(dialect.headers.is_empty());
     }
 

@@ -100,7 +100,8 @@ impl Swarm {
                 json!({
                     "skill": skill,
                     "method": route.method.as_str(),
-                    "path": route.path,
+                    "path": setup.dialect.path(route, skill),
+                    "success": route.success,
                     "headers": headers,
                     "body": setup.dialect.execute_body(skill, &input),
                 })

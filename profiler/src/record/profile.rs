@@ -58,7 +58,8 @@ pub struct Start {
     pub files: BTreeMap<String, String>,
 }
 
-/// How the host's API names skills, where its routes are and what every request carries.
+/// How the host's API names skills, where its routes are, what a request carries and what
+/// its answers look like.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dialect {
@@ -69,18 +70,52 @@ pub struct Dialect {
     /// Sent with every request.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// What an execute request's body holds.
+    #[serde(default)]
+    pub execute_body: ExecuteBody,
+    /// What the listing routes (`skills`, `cached_skills`) answer.
+    #[serde(default)]
+    pub listing: Listing,
 }
 
+/// The body of an execute request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecuteBody {
+    /// `{"skill": "<namespace>/<name>", "input": {...}}`, to a route that names no skill.
+    #[default]
+    Envelope,
+    /// The input alone; the route's path names the skill (`{name}` or `{skill}`).
+    Input,
+}
+
+/// A listing's JSON answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Listing {
+    /// A list of names (`"dev/hello"`, or `"hello"` without a namespace).
+    #[default]
+    Names,
+    /// A list of objects, each naming its skill in this field (`{ objects = "name" }`).
+    Objects(String),
+}
+
+/// The routes. In a path, `{name}` is the skill's bare name, `{namespace}` the dialect's
+/// namespace, `{skill}` both as the host names the skill (`dev/hello`) in one path segment
+/// (its `/` percent-encoded); each is percent-encoded. Only `execute` and `drop_cached` take
+/// them. A route may end with the statuses that mean success (`-> 200, 204`; default: any
+/// 2xx).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Routes {
     pub health: Route,
-    /// Takes `{"skill": NAME, "input": {...}}`.
+    /// Executes a skill with its input (see [`ExecuteBody`]).
     pub execute: Route,
-    /// Answer: a JSON list of names, in any order.
+    /// Answer: the registered skills (see [`Listing`]), in any order.
     pub skills: Route,
+    /// Answer: the compiled skills, as `skills`.
     pub cached_skills: Route,
-    /// `{name}` is the skill's name, percent-encoded (a namespace's `/` becomes `%2F`).
+    /// Drops a skill's compiled copy.
     pub drop_cached: Route,
     /// Asks the host's allocator to give its free memory back (the cmds command `trim`).
     /// Without one, `trim` needs `skillprof run --trim-by ptrace`.
@@ -88,11 +123,13 @@ pub struct Routes {
     pub trim: Option<Route>,
 }
 
-/// `METHOD /path`, as a profile writes it.
+/// `METHOD /path` or `METHOD /path -> STATUS, ...`, as a profile writes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     pub method: Method,
     pub path: String,
+    /// The statuses that mean success; empty: any 2xx.
+    pub success: Vec<u16>,
 }
 
 /// How to start a host and speak to it. Any host works that serves a skill API on loopback

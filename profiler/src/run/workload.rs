@@ -314,9 +314,11 @@ impl Workload {
         let Some(reply) = outcome.count(&route.to_string(), reply) else {
             return Vec::new();
         };
-        match reply.json::<Vec<String>>() {
-            Ok(names) => {
-                let mut names = self.client.dialect().local_names(names);
+        match reply
+            .json()
+            .and_then(|answer| self.client.dialect().listed(answer))
+        {
+            Ok(mut names) => {
                 names.retain(|name| self.ours.contains(name));
                 names
             }
