@@ -44,21 +44,32 @@ static TASK_CPU_NS: Global<u32> = Global::new(0);
 /// The current thread's own counters now; `None` where they cannot be read.
 #[inline(always)]
 fn task_now() -> Option<TaskCounts> {
-    let offsets = [TASK_MIN_FLT.load(), TASK_MAJ_FLT.load(), TASK_CPU_NS.load()];
-    if offsets.contains(&0) {
+    let (min_flt, maj_flt, cpu_ns) = (TASK_MIN_FLT.load(), TASK_MAJ_FLT.load(), TASK_CPU_NS.load());
+    if min_flt == 0 || maj_flt == 0 || cpu_ns == 0 {
         return None;
     }
     // SAFETY: the helper returns the current task's address; every read below goes through
     // bpf_probe_read_kernel, which checks it.
     let task = unsafe { bpf_get_current_task() } as *const u8;
-    let read = |offset: u32| -> Option<u64> {
-        // SAFETY: a checked read of a u64 inside the current task_struct.
-        unsafe { bpf_probe_read_kernel(task.wrapping_add(offset as usize) as *const u64) }.ok()
+    let at = |offset: u32| task.wrapping_add(offset as usize);
+    // min_flt and maj_flt sit side by side in task_struct: one read for both where they do.
+    let [minflt, majflt] = if maj_flt == min_flt + 8 {
+        // SAFETY: a checked read of two u64 inside the current task_struct.
+        unsafe { bpf_probe_read_kernel(at(min_flt) as *const [u64; 2]) }.ok()?
+    } else {
+        // SAFETY: checked reads of a u64 each inside the current task_struct.
+        unsafe {
+            [
+                bpf_probe_read_kernel(at(min_flt) as *const u64).ok()?,
+                bpf_probe_read_kernel(at(maj_flt) as *const u64).ok()?,
+            ]
+        }
     };
     Some(TaskCounts {
-        minflt: read(offsets[0])?,
-        majflt: read(offsets[1])?,
-        cpu_ns: read(offsets[2])?,
+        minflt,
+        majflt,
+        // SAFETY: a checked read of a u64 inside the current task_struct.
+        cpu_ns: unsafe { bpf_probe_read_kernel(at(cpu_ns) as *const u64) }.ok()?,
     })
 }
 
@@ -128,7 +139,26 @@ pub fn current(tid: u32) -> (u32, u32) {
     }
 }
 
+/// Copies skill `skill`'s name from the host (`name`, NUL-terminated) unless it is known.
+#[inline(always)]
+fn name_skill(skill: u32, name: u64) {
+    // SAFETY: a plain lookup.
+    if name == 0 || unsafe { SKILL_NAMES.get(&skill) }.is_some() {
+        return;
+    }
+    let mut copy = [0u8; SKILL_NAME_LEN];
+    // SAFETY: the helper checks the user address; a failed read leaves the name out.
+    if unsafe { bpf_probe_read_user_str_bytes(name as *const u8, &mut copy) }.is_ok() {
+        let _ = SKILL_NAMES.insert(&skill, &copy, 0);
+    }
+}
+
 /// `skillhost_mark(request: u64, skill: u32, phase: u32, name: *const c_char)`.
+///
+/// Its cost is the host's: one map lookup per mark (the thread's own slot) and one more when
+/// a stretch of work ends (its skill and phase's row), where the counts of the stretch that
+/// ends all go, its phase instance included; the skill's name is looked up once per row and
+/// CPU, not per mark.
 #[uprobe]
 pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
     let (tid, tgid) = ids();
@@ -138,7 +168,7 @@ pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
     let request: u64 = ctx.arg(0).unwrap_or(0);
     let skill = ctx.arg::<u64>(1).unwrap_or(0) as u32;
     let marked = ctx.arg::<u64>(2).unwrap_or(0) as u32;
-    let name: *const u8 = ctx.arg::<u64>(3).unwrap_or(0) as *const u8;
+    let name: u64 = ctx.arg(3).unwrap_or(0);
     let phase = marked & !(PHASE_FIRST | PHASE_HELPER);
     let entry = current_entry();
     let ts = now();
@@ -154,7 +184,9 @@ pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
         minflt: task.map_or(0, |t| t.minflt),
         majflt: task.map_or(0, |t| t.majflt),
         cpu_ns: task.map_or(0, |t| t.cpu_ns),
-        counted: u64::from(task.is_some()),
+        counted: u32::from(task.is_some()),
+        first: u32::from(phase != PHASE_IDLE && marked & PHASE_FIRST != 0),
+        name,
     };
     match MARKS.get_ptr_mut(&tid) {
         Some(slot) => {
@@ -164,6 +196,9 @@ pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
             if previous.phase != PHASE_IDLE
                 && let Some(row) = row(entry, previous.skill, previous.phase)
             {
+                if previous.first != 0 {
+                    add(&mut row.phase.runs, 1);
+                }
                 if previous.since_ns != 0 {
                     add(&mut row.phase.ns, ts.saturating_sub(previous.since_ns));
                 }
@@ -175,24 +210,15 @@ pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
                     add(&mut row.task.majflt, task.majflt.saturating_sub(previous.majflt));
                     add(&mut row.task.cpu_ns, task.cpu_ns.saturating_sub(previous.cpu_ns));
                 }
+                if row.named == 0 {
+                    row.named = 1;
+                    name_skill(previous.skill, previous.name);
+                }
             }
             unsafe { *slot = next };
         }
         None => {
             let _ = MARKS.insert(&tid, &next, 0);
-        }
-    }
-    if phase != PHASE_IDLE && marked & PHASE_FIRST != 0 {
-        if let Some(row) = row(entry, skill, phase) {
-            add(&mut row.phase.runs, 1);
-        }
-        // SAFETY: a plain lookup.
-        if unsafe { SKILL_NAMES.get(&skill) }.is_none() && !name.is_null() {
-            let mut copy = [0u8; SKILL_NAME_LEN];
-            // SAFETY: the helper checks the user address; a failed read leaves the name out.
-            if unsafe { bpf_probe_read_user_str_bytes(name, &mut copy) }.is_ok() {
-                let _ = SKILL_NAMES.insert(&skill, &copy, 0);
-            }
         }
     }
     emit(

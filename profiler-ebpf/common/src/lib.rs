@@ -515,7 +515,13 @@ pub struct Mark {
     pub minflt: u64,
     pub majflt: u64,
     pub cpu_ns: u64,
-    pub counted: u64,
+    /// 1 if the counters above were read.
+    pub counted: u32,
+    /// 1 if this stretch is a phase instance's first ([`PHASE_FIRST`]): its end counts the
+    /// instance.
+    pub first: u32,
+    /// The skill's name in the host (NUL-terminated), copied once per row and CPU.
+    pub name: u64,
 }
 
 /// Key of the per-skill counters: an entry, a skill, a phase.
@@ -567,10 +573,14 @@ pub struct SkillCounters {
     pub syscalls: [CallCounts; SYSCALLS],
     /// From the threads' own counters, in every mode.
     pub task: TaskCounts,
+    /// Not a count: 1 once the marker has made sure of the skill's name from this CPU's copy
+    /// of the row, so that it looks the name up once per row and CPU, not at every mark.
+    pub named: u64,
 }
 
 impl Combine for SkillCounters {
     fn combine(&mut self, other: &Self) {
+        self.named |= other.named;
         self.task.combine(&other.task);
         self.phase.combine(&other.phase);
         self.faults.combine(&other.faults);

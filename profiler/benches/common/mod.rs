@@ -1,5 +1,7 @@
 //! What the run-driving benchmarks share: the skillprof binary beside them, one run's typed
 //! records, and a ratio's median change with its bootstrap interval.
+// Each benchmark is its own crate and uses part of this.
+#![allow(dead_code)]
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,187 @@
+//! The real Pharia hosts against skillhost's emulation of their dialects: each workload
+//! (cmds/bench.cmds, p_execute_all.cmds, saturate.cmds) on the real binary through its
+//! profile, then on skillhost speaking the same dialect (`--api`) through the same profile,
+//! and `skillprof compare` side by side. Where they differ (statuses, registration, listing
+//! order, what a drop does), the emulation or the profile is wrong. Figures only, no
+//! pass/fail; a run with failed requests says so, with the host's first error.
+//!
+//!     cargo bench -p skillprof --bench real_hosts [-- --only 2024|2025 --cmds bench.cmds,...]
+//!
+//! The binaries come from `scripts/build-real-hosts.sh --source DIR` (build/real-hosts/:
+//! pharia-kernel-2024, pharia-engine-0.15); a missing one is named with the command that
+//! builds it. bench.cmds takes about a minute per host on a 2-core machine (its Python
+//! compiles), p_execute_all.cmds about three, saturate.cmds about two. Needs root (the probes)
+//! and a release build of skillprof and skillhost.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail, ensure};
+use skillprof::output::entries_jsonl;
+
+mod common;
+use common::skillprof_binary;
+
+/// A real host and the dialect skillhost emulates it with.
+struct Real {
+    name: &'static str,
+    profile: &'static str,
+    binary: &'static str,
+    api: &'static str,
+}
+
+const REAL: [Real; 2] = [
+    Real {
+        name: "2024",
+        profile: "pharia-kernel-2024",
+        binary: "pharia-kernel-2024",
+        api: "pharia-2024",
+    },
+    Real {
+        name: "2025",
+        profile: "pharia-engine-2025",
+        binary: "pharia-engine-0.15",
+        api: "pharia-2025",
+    },
+];
+
+const WORKLOADS: [&str; 3] = ["bench.cmds", "p_execute_all.cmds", "saturate.cmds"];
+
+fn main() -> Result<()> {
+    let (hosts, workloads) = parse_options()?;
+    ensure!(
+        rustix::process::geteuid().is_root(),
+        "the real_hosts benchmark loads BPF probes: run it as root"
+    );
+    let skillprof = skillprof_binary()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
+    let out = tempfile::tempdir()?;
+    for real in hosts {
+        let binary = repo.join("build/real-hosts").join(real.binary);
+        ensure!(
+            binary.is_file(),
+            "{} is missing: scripts/build-real-hosts.sh --source DIR --only {} builds it \
+             (DIR: a clone of github.com/Aleph-Alpha/pharia-engine)",
+            binary.display(),
+            real.name
+        );
+        for workload in &workloads {
+            let cmds = repo.join("cmds").join(workload);
+            let host_bin = binary.to_str().context("a UTF-8 path")?;
+            let real_run = out.path().join(format!("{}-{workload}-real", real.name));
+            run(
+                &skillprof,
+                &cmds,
+                &real_run,
+                &["--host-profile", real.profile, "--host-bin", host_bin],
+            )?;
+            let emulated = out.path().join(format!("{}-{workload}-skillhost", real.name));
+            run(
+                &skillprof,
+                &cmds,
+                &emulated,
+                &[
+                    "--host-profile",
+                    real.profile,
+                    "--",
+                    "--skills-dir",
+                    "{skills_dir}",
+                    "--port",
+                    "{port}",
+                    "--scan-interval-ms",
+                    "50",
+                    "--api",
+                    real.api,
+                ],
+            )?;
+            println!(
+                "\n{workload}: a = the real {} ({}), b = skillhost --api {}",
+                real.profile, real.binary, real.api
+            );
+            for (label, folder) in [("real", &real_run), ("skillhost", &emulated)] {
+                println!("  {label}: {}", errors(folder)?);
+            }
+            let compared = Command::new(&skillprof)
+                .arg("compare")
+                .arg(&real_run)
+                .arg(&emulated)
+                .output()?;
+            println!("{}", String::from_utf8_lossy(&compared.stdout));
+            if !compared.status.success() {
+                println!("{}", String::from_utf8_lossy(&compared.stderr));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_options() -> Result<(Vec<&'static Real>, Vec<String>)> {
+    let mut hosts: Vec<&Real> = REAL.iter().collect();
+    let mut workloads: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
+    // cargo bench passes `--bench`; skip what is not ours.
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--only" => {
+                let name = args.next().context("--only 2024|2025")?;
+                hosts = REAL.iter().filter(|real| real.name == name).collect();
+                ensure!(!hosts.is_empty(), "--only {name}: expected 2024 or 2025");
+            }
+            "--cmds" => {
+                workloads = args
+                    .next()
+                    .context("--cmds FILE,...")?
+                    .split(',')
+                    .map(str::to_owned)
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    Ok((hosts, workloads))
+}
+
+/// One `skillprof run CMDS --run-dir FOLDER ARGS`; a run that fails is an error with its
+/// output.
+fn run(skillprof: &Path, cmds: &Path, folder: &PathBuf, args: &[&str]) -> Result<()> {
+    eprintln!("skillprof run {} {}", cmds.display(), args.join(" "));
+    let output = Command::new(skillprof)
+        .arg("run")
+        .arg(cmds)
+        .arg("--run-dir")
+        .arg(folder)
+        .args(args)
+        .output()
+        .context("running skillprof")?;
+    if !output.status.success() {
+        bail!(
+            "skillprof run {} {} failed:\n{}",
+            cmds.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// The run's failed requests, in words.
+fn errors(folder: &Path) -> Result<String> {
+    let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
+    let failed: Vec<String> = records
+        .iter()
+        .filter(|r| r.measure.outcome.errors > 0)
+        .map(|r| {
+            format!(
+                "{}: {} failed ({})",
+                r.measure.cmd,
+                r.measure.outcome.errors,
+                r.measure.outcome.first_error.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    Ok(if failed.is_empty() {
+        format!("no request failed ({} entries)", records.len())
+    } else {
+        failed.join("; ")
+    })
+}
