@@ -1,6 +1,7 @@
 //! What a run costs the host it profiles: a short workload run again and again with the
-//! probes in their default mode (as `skillprof run` has them), in exact mode
-//! (`--trace-syscalls`), and off (`--no-probes`), and a second probes-off run as the control.
+//! probes in their default mode (as `skillprof run` has them), the same without markers
+//! (`--no-markers`), in exact mode (`--trace-syscalls`), and off (`--no-probes`), and a
+//! second probes-off run as the control.
 //! Each round runs the four in a random order, so that drift on a noisy machine hits all
 //! alike. Two metrics per run, from the run's own typed records
 //! (entries.jsonl): the host's CPU time (utime + stime of every host thread, summed over the
@@ -41,6 +42,8 @@ enum Condition {
     Exact,
     Off,
     OffAgain,
+    /// The default mode with `--no-markers`: what the markers cost, in the host, by difference.
+    NoMarkers,
 }
 
 /// One run's figures.
@@ -61,16 +64,17 @@ fn main() -> Result<()> {
     let skillprof = skillprof_binary()?;
     let out = tempfile::tempdir()?;
     let mut rng = fastrand::Rng::with_seed(0x0ae7_4ead);
-    let mut rounds: Vec<[Measured; 4]> = Vec::new();
+    let mut rounds: Vec<[Measured; 5]> = Vec::new();
     for round in 1..=options.rounds {
         let mut order = [
             Condition::Default,
             Condition::Exact,
             Condition::Off,
             Condition::OffAgain,
+            Condition::NoMarkers,
         ];
         rng.shuffle(&mut order);
-        let mut measured = [Measured::default(); 4];
+        let mut measured = [Measured::default(); 5];
         for condition in order {
             let figures = run(&skillprof, &options, condition, out.path())?;
             eprintln!(
@@ -117,6 +121,7 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         Condition::Default => &[],
         Condition::Exact => &["--trace-syscalls"],
         Condition::Off | Condition::OffAgain => &["--no-probes"],
+        Condition::NoMarkers => &["--no-markers"],
     };
     let host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
     let records = run_records(
@@ -139,7 +144,7 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         }))
 }
 
-fn report(options: &Options, rounds: &[[Measured; 4]]) {
+fn report(options: &Options, rounds: &[[Measured; 5]]) {
     let ratios = |condition: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
         rounds
             .iter()
@@ -183,6 +188,29 @@ fn report(options: &Options, rounds: &[[Measured; 4]]) {
         change(&ratios(Condition::OffAgain, cpu), 5),
         change(&ratios(Condition::OffAgain, wall), 6)
     );
+    println!(
+        "default mode without markers (--no-markers) / off: {} (host CPU), {} (wall)",
+        change(&ratios(Condition::NoMarkers, cpu), 7),
+        change(&ratios(Condition::NoMarkers, wall), 8)
+    );
+    // The markers in the host: the default mode's CPU above the same mode without them, per
+    // mark, round by round.
+    let per_mark: Vec<f64> = rounds
+        .iter()
+        .map(|round| {
+            let with = round[Condition::Default as usize];
+            let without = round[Condition::NoMarkers as usize];
+            (with.host_cpu_ms - without.host_cpu_ms) * 1e6 / with.marks.max(1) as f64
+        })
+        .collect();
+    let mut sorted = per_mark.clone();
+    sorted.sort_by(f64::total_cmp);
+    let (lo, hi) = stats::median_ci(&per_mark, 10_000, 9);
+    println!(
+        "a mark in the host: {:+.0} ns [{lo:+.0}, {hi:+.0}] of host CPU (default minus \
+         --no-markers, per mark, median of rounds)",
+        stats::median(&sorted)
+    );
     modelled(rounds);
 }
 
@@ -190,7 +218,7 @@ fn report(options: &Options, rounds: &[[Measured; 4]]) {
 /// host's ordinary work is the marker's uprobe, so its cost is the runs' marks times
 /// probe_cost's figure per mark, against the host CPU of the same runs. An interval far
 /// narrower than the direct comparison's, which this machine's run-to-run noise widens.
-fn modelled(rounds: &[[Measured; 4]]) {
+fn modelled(rounds: &[[Measured; 5]]) {
     let machine = match Machine::read() {
         Ok(machine) => machine,
         Err(e) => return println!("default mode, modelled: NOT COMPUTED ({e:#})"),
@@ -199,7 +227,7 @@ fn modelled(rounds: &[[Measured; 4]]) {
         Ok(model) => model,
         Err(why) => return println!("default mode, modelled: NOT COMPUTED ({why})"),
     };
-    let default = |m: &[Measured; 4]| m[Condition::Default as usize];
+    let default = |m: &[Measured; 5]| m[Condition::Default as usize];
     let mut marks: Vec<f64> = rounds.iter().map(|r| default(r).marks as f64).collect();
     let mut cpu: Vec<f64> = rounds.iter().map(|r| default(r).host_cpu_ms).collect();
     marks.sort_by(f64::total_cmp);

@@ -72,6 +72,8 @@ pub struct ProbeOptions {
     /// Exact mode (`--trace-syscalls`): also the programs that every process's syscalls and
     /// page faults run through. Implied by `stacks` and `events`.
     pub trace_syscalls: bool,
+    /// Leave the host's markers unprobed (`--no-markers`): entries only.
+    pub no_markers: bool,
 }
 
 /// Which attach mechanisms a session may use: the same flags for `skillprof probes` and
@@ -128,6 +130,7 @@ impl MechanismArgs {
             self_cost: self.self_cost,
             cost_model: (!self.self_cost).then(|| self.cost_model.clone()),
             trace_syscalls: false,
+            no_markers: false,
         })
     }
 }
@@ -236,6 +239,10 @@ impl ProbeSession {
                 &pool::is_rustix_ioctl,
             ],
         ) {
+            Ok([_, flag, decommit, ioctl]) if options.no_markers => (
+                Err("off (--no-markers): entries only, no per-skill rows".to_owned()),
+                Ok([flag, decommit, ioctl]),
+            ),
             Ok([marker, flag, decommit, ioctl]) => (
                 marker.ok_or_else(|| markers::missing(&binary)),
                 Ok([flag, decommit, ioctl]),

@@ -29,6 +29,7 @@ impl Probing {
         let mut options = args.mechanisms.options(events, entries as u32 + 1)?;
         options.stacks = args.stacks;
         options.trace_syscalls = args.trace_syscalls;
+        options.no_markers = args.no_markers;
         Ok(Probing::Live(Box::new(ProbeSession::start(pid, &options)?)))
     }
 
