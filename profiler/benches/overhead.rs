@@ -164,7 +164,7 @@ fn report(options: &Options, rounds: &[[Measured; 5]]) {
         stats::median(&values)
     };
     println!(
-        "\nprobe overhead on {}, {} rounds of default / exact / off / off again in random order",
+        "\nprobe overhead on {}, {} rounds of default / --no-markers / exact / off / off again in random order",
         options.cmds.display(),
         rounds.len()
     );

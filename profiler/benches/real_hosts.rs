@@ -54,7 +54,9 @@ fn main() -> Result<()> {
         "the real_hosts benchmark loads BPF probes: run it as root"
     );
     let skillprof = skillprof_binary()?;
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()?;
     let out = tempfile::tempdir()?;
     for real in hosts {
         let binary = repo.join("build/real-hosts").join(real.binary);
@@ -75,7 +77,9 @@ fn main() -> Result<()> {
                 &real_run,
                 &["--host-profile", real.profile, "--host-bin", host_bin],
             )?;
-            let emulated = out.path().join(format!("{}-{workload}-skillhost", real.name));
+            let emulated = out
+                .path()
+                .join(format!("{}-{workload}-skillhost", real.name));
             run(
                 &skillprof,
                 &cmds,

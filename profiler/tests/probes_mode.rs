@@ -1,7 +1,8 @@
 //! Only the host pays: in the default mode no program that runs for every process's syscalls
 //! or page faults is in the kernel, read back from the kernel's own list of loaded BPF
 //! programs; in exact mode (`--trace-syscalls`) they are, which shows the check can fail. The
-//! default mode's fault count is the kernel's count of the process's faults.
+//! default mode's fault count is the kernel's count of the process's faults; with
+//! `--no-markers` not even the marker's uprobe is loaded.
 //!
 //! One test in its own binary: the other probe tests load the same programs in parallel, and
 //! the kernel's list is machine-wide. Root only (CI runs it as root); without root it fails
@@ -72,8 +73,8 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
     let ours = loaded_since(&before);
     println!("default mode loaded: {ours:?}");
     assert!(
-        !ours.is_empty(),
-        "the default mode loaded no program at all"
+        ours.contains("uprobe_mark"),
+        "the default mode did not follow the exercise's marker: {ours:?}"
     );
     let taxing_loaded: Vec<&String> = ours.intersection(&taxing).collect();
     assert!(
@@ -136,6 +137,30 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
         "exact mode loaded none of the syscall and fault programs {taxing:?}: {ours:?}"
     );
     drop(exact);
+
+    // --no-markers: not even the marker's uprobe, and the probe table says why.
+    let before = loaded_ids();
+    let unmarked = ProbeSession::start(
+        pid,
+        &ProbeOptions {
+            max_entries: 2,
+            no_markers: true,
+            ..ProbeOptions::default()
+        },
+    )
+    .unwrap();
+    let ours = loaded_since(&before);
+    assert!(!ours.contains("uprobe_mark"), "{ours:?}");
+    let markers = unmarked
+        .statuses()
+        .iter()
+        .find(|status| status.probe == Probe::Markers)
+        .unwrap();
+    assert!(
+        !markers.attached && markers.detail.contains("--no-markers"),
+        "{markers:?}"
+    );
+    drop(unmarked);
     exercise.send("exit");
     let _ = exercise.child.wait();
 }
