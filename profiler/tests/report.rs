@@ -70,8 +70,8 @@ fn pooling() -> &'static Path {
     })
 }
 
-/// Per-event costs for this machine, as `probe_cost` saves them: a syscall 500 ns [400, 700]
-/// and a fault 100 ns [-50, 250], whatever the mechanism.
+/// Per-event costs for this machine, as `probe_cost` saves them: a syscall 500 ns [400, 700],
+/// a fault 100 ns [-50, 250] and a mark 300 ns [250, 400], whatever the mechanism.
 const SYSCALL_NS: Ns = Ns {
     median: 500.0,
     lo: 400.0,
@@ -82,6 +82,11 @@ const FAULT_NS: Ns = Ns {
     lo: -50.0,
     hi: 250.0,
 };
+const MARK_NS: Ns = Ns {
+    median: 300.0,
+    lo: 250.0,
+    hi: 400.0,
+};
 
 fn cost_model() -> PathBuf {
     let machine = Machine::read().unwrap();
@@ -90,6 +95,7 @@ fn cost_model() -> PathBuf {
         for (probe, per, ns) in [
             (Probe::Syscalls, Per::Syscall, SYSCALL_NS),
             (Probe::PageFaults, Per::Fault, FAULT_NS),
+            (Probe::Markers, Per::Mark, MARK_NS),
         ] {
             costs.push(EventCost {
                 probe,
@@ -525,9 +531,10 @@ fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
         c.syscalls.iter().map(|s| s.calls).sum()
     });
     let faults = total(Probe::PageFaults, |c| c.faults.user + c.faults.kernel);
+    let marks = total(Probe::Markers, |c| c.marks.hits);
     assert!(
-        syscalls > 0 && faults > 0,
-        "{syscalls} syscalls, {faults} faults"
+        syscalls > 0 && faults > 0 && marks > 0,
+        "{syscalls} syscalls, {faults} faults, {marks} marks"
     );
     let meta: serde_json::Value =
         serde_json::from_slice(&fs::read(folder.join("meta.json")).unwrap()).unwrap();
@@ -549,27 +556,33 @@ fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
         let number = before.rsplit([' ', ':']).next().unwrap();
         number.replace(',', "").parse().unwrap()
     };
-    let (syscalls_counted, faults_counted) = (counted("syscalls"), counted("faults"));
+    let (syscalls_counted, faults_counted, marks_counted) =
+        (counted("syscalls"), counted("faults"), counted("marks"));
     assert!(
         (syscalls..=syscalls + 10).contains(&syscalls_counted)
-            && (faults..=faults + 50).contains(&faults_counted),
-        "the entries hold {syscalls} syscalls and {faults} faults: {head}"
+            && (faults..=faults + 50).contains(&faults_counted)
+            && (marks..=marks + 10).contains(&marks_counted),
+        "the entries hold {syscalls} syscalls, {faults} faults and {marks} marks: {head}"
     );
-    let (syscalls, faults) = (syscalls_counted, faults_counted);
+    let (syscalls, faults, marks) = (syscalls_counted, faults_counted, marks_counted);
     // Events counted × the model's figure, the interval carried through.
-    let ms = |syscall: f64, fault: f64| {
-        skillprof::units::ms((syscalls as f64 * syscall + faults as f64 * fault) / 1e6)
+    let ms = |syscall: f64, fault: f64, mark: f64| {
+        skillprof::units::ms(
+            (syscalls as f64 * syscall + faults as f64 * fault + marks as f64 * mark) / 1e6,
+        )
     };
     let expected = format!(
         "- probe cost mode: modelled (BPF stats off): {} syscalls ({}) × 500 ns + {} faults ({}) \
-         × 100 ns ≈ {} of CPU [95% CI {}, {}] (probe_cost's figures of the test, 15 rounds)",
+         × 100 ns + {} marks (uprobe) × 300 ns ≈ {} of CPU [95% CI {}, {}] (probe_cost's \
+         figures of the test, 15 rounds)",
         skillprof::units::count(syscalls as f64),
         mechanism("syscalls"),
         skillprof::units::count(faults as f64),
         mechanism("page_faults"),
-        ms(SYSCALL_NS.median, FAULT_NS.median),
-        ms(SYSCALL_NS.lo, FAULT_NS.lo),
-        ms(SYSCALL_NS.hi, FAULT_NS.hi),
+        skillprof::units::count(marks as f64),
+        ms(SYSCALL_NS.median, FAULT_NS.median, MARK_NS.median),
+        ms(SYSCALL_NS.lo, FAULT_NS.lo, MARK_NS.lo),
+        ms(SYSCALL_NS.hi, FAULT_NS.hi, MARK_NS.hi),
     );
     assert!(head.starts_with(&expected), "{head}\nexpected {expected}");
 }

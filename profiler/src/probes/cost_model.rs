@@ -111,7 +111,8 @@ impl CostModel {
         for c in counted {
             let ns = self.cost(c.probe, c.mechanism, c.per).ok_or_else(|| {
                 format!(
-                    "the cost model has no figure for {} by {} (measured with other mechanisms)",
+                    "the cost model has no figure for {} by {} (measured with other \
+                     mechanisms, or before skillprof counted it): run probe_cost again",
                     c.probe, c.mechanism
                 )
             })?;
