@@ -155,14 +155,6 @@ fn report(options: &Options, rounds: &[[Measured; 5]]) {
     };
     let cpu = |m: &Measured| m.host_cpu_ms;
     let wall = |m: &Measured| m.wall_ms;
-    let median_of = |condition: Condition, metric: fn(&Measured) -> f64| {
-        let mut values: Vec<f64> = rounds
-            .iter()
-            .map(|r| metric(&r[condition as usize]))
-            .collect();
-        values.sort_by(f64::total_cmp);
-        stats::median(&values)
-    };
     println!(
         "\nprobe overhead on {}, {} rounds of default / --no-markers / exact / off / off again in random order",
         options.cmds.display(),
@@ -170,8 +162,8 @@ fn report(options: &Options, rounds: &[[Measured; 5]]) {
     );
     println!(
         "probes off: median host CPU {:.0} ms, wall {:.0} ms",
-        median_of(Condition::Off, cpu),
-        median_of(Condition::Off, wall)
+        median_of(rounds, Condition::Off, cpu),
+        median_of(rounds, Condition::Off, wall)
     );
     println!(
         "default mode / off: {} (host CPU), {} (wall)",
@@ -214,6 +206,16 @@ fn report(options: &Options, rounds: &[[Measured; 5]]) {
     modelled(rounds);
 }
 
+/// The median over the rounds of one condition's `metric`.
+fn median_of(rounds: &[[Measured; 5]], condition: Condition, metric: fn(&Measured) -> f64) -> f64 {
+    let mut values: Vec<f64> = rounds
+        .iter()
+        .map(|round| metric(&round[condition as usize]))
+        .collect();
+    values.sort_by(f64::total_cmp);
+    stats::median(&values)
+}
+
 /// What the default mode adds by the machine's cost model: the only program it runs for the
 /// host's ordinary work is the marker's uprobe, so its cost is the runs' marks times
 /// probe_cost's figure per mark, against the host CPU of the same runs. An interval far
@@ -227,12 +229,8 @@ fn modelled(rounds: &[[Measured; 5]]) {
         Ok(model) => model,
         Err(why) => return println!("default mode, modelled: NOT COMPUTED ({why})"),
     };
-    let default = |m: &[Measured; 5]| m[Condition::Default as usize];
-    let mut marks: Vec<f64> = rounds.iter().map(|r| default(r).marks as f64).collect();
-    let mut cpu: Vec<f64> = rounds.iter().map(|r| default(r).host_cpu_ms).collect();
-    marks.sort_by(f64::total_cmp);
-    cpu.sort_by(f64::total_cmp);
-    let (marks, cpu_ms) = (stats::median(&marks), stats::median(&cpu));
+    let marks = median_of(rounds, Condition::Default, |m| m.marks as f64);
+    let cpu_ms = median_of(rounds, Condition::Default, |m| m.host_cpu_ms);
     let counted = [Counted {
         probe: Probe::Markers,
         mechanism: Mechanism::Uprobe,

@@ -692,22 +692,22 @@ async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort(
     assert_eq!(answer["greeting"], "Hello Bob, from sample_py");
 
     // A component of another world is refused when executed, as the 2024 host refused it.
+    another_world_is_refused(&host, StatusCode::INTERNAL_SERVER_ERROR).await;
+}
+
+/// A `skillprof:skill` component registered on a host that runs `pharia:skill`: executing it
+/// answers `status` and says why, and the host still serves.
+async fn another_world_is_refused(host: &TestHost, status: StatusCode) {
     host.skills
         .add("theirs", &common::skill_of(SkillWorld::Skillprof, "hello"))
         .unwrap();
-    client
+    host.client()
         .wait_until_listed(&["theirs".to_owned()], Duration::from_secs(10))
         .await
         .unwrap();
-    let refused = run_failing(
-        &host,
-        "theirs",
-        &json!({}),
-        StatusCode::INTERNAL_SERVER_ERROR,
-    )
-    .await;
+    let refused = run_failing(host, "theirs", &json!({}), status).await;
     assert!(refused.contains("isn't using Pharia Skill"), "{refused}");
-    assert_healthy(&host).await;
+    assert_healthy(host).await;
 }
 
 /// `--api pharia-2025`: the Pharia Engine's dialect of November 2025 (0.15), as its profile
@@ -844,14 +844,5 @@ async fn the_pharia_2025_dialect_runs_skills_by_path_and_answers_with_the_engine
     }
 
     // A component of another world does not load: 503, as the engine answers.
-    host.skills
-        .add("theirs", &common::skill_of(SkillWorld::Skillprof, "hello"))
-        .unwrap();
-    client
-        .wait_until_listed(&["theirs".to_owned()], Duration::from_secs(10))
-        .await
-        .unwrap();
-    let refused = run_failing(&host, "theirs", &json!({}), StatusCode::SERVICE_UNAVAILABLE).await;
-    assert!(refused.contains("isn't using Pharia Skill"), "{refused}");
-    assert_healthy(&host).await;
+    another_world_is_refused(&host, StatusCode::SERVICE_UNAVAILABLE).await;
 }

@@ -47,65 +47,81 @@ pub struct PoolFunctions {
 impl PoolFunctions {
     /// The batched-decommit probe's line in the probe table: attached, or why not.
     pub fn attach_decommits(&self, ebpf: &mut Ebpf, tgid: u32) -> ProbeStatus {
-        let attached = (|| {
-            let [flag, function, _] = self
-                .found
-                .as_ref()
-                .map_err(|why| anyhow::anyhow!("{why}"))?;
-            if flag.is_none() {
-                bail!(
-                    "{} has no wasmtime with batched decommits (older wasmtimes decommit one \
-                     range at a time, with madvise, which the exact mode counts; or stripped)",
-                    self.binary
-                );
-            }
-            let Some(function) = function else {
-                bail!(
-                    "{} has no wasmtime decommit_pages (not built with wasmtime's pooling \
-                     allocator, or stripped): batched decommits are not counted",
-                    self.binary
-                );
-            };
-            function.attach(ebpf, DECOMMIT_PROGRAM, tgid)?;
-            Ok(format!(
-                "uprobe on wasmtime's decommit_pages in {} (process_madvise)",
-                function.exe.display()
-            ))
-        })();
-        ProbeStatus::single(
+        self.attach(
+            ebpf,
+            tgid,
             Probe::Decommits,
-            Mechanism::Uprobe,
-            &attached.map_err(|e| format!("{e:#}")),
-            &[DECOMMIT_PROGRAM],
+            DECOMMIT_PROGRAM,
+            |[flag, function, _]| {
+                if flag.is_none() {
+                    bail!(
+                        "{} has no wasmtime with batched decommits (older wasmtimes decommit one \
+                     range at a time, with madvise, which the exact mode counts; or stripped)",
+                        self.binary
+                    );
+                }
+                let Some(function) = function else {
+                    bail!(
+                        "{} has no wasmtime decommit_pages (not built with wasmtime's pooling \
+                     allocator, or stripped): batched decommits are not counted",
+                        self.binary
+                    );
+                };
+                Ok((function, "wasmtime's decommit_pages", "process_madvise"))
+            },
         )
     }
 
     /// The PAGEMAP_SCAN probe's line in the probe table: attached, or why not.
     pub fn attach_pagemap_scan(&self, ebpf: &mut Ebpf, tgid: u32) -> ProbeStatus {
+        self.attach(
+            ebpf,
+            tgid,
+            Probe::PagemapScan,
+            SCAN_PROGRAM,
+            |[_, _, ioctl]| {
+                let Some(ioctl) = ioctl else {
+                    bail!(
+                        "{} has no rustix _ioctl (not built with rustix, inlined by LTO, or \
+                     stripped): wasmtime's PAGEMAP_SCAN ioctls are not counted; the exact mode \
+                     counts every ioctl of the host",
+                        self.binary
+                    );
+                };
+                Ok((ioctl, "rustix's _ioctl", "PAGEMAP_SCAN requests"))
+            },
+        )
+    }
+
+    /// Attaches `program` for `probe` to the function `choose` picks from the ones found (with
+    /// its name and what it counts, for the probe table), or says why not.
+    fn attach<'a>(
+        &'a self,
+        ebpf: &mut Ebpf,
+        tgid: u32,
+        probe: Probe,
+        program: &str,
+        choose: impl FnOnce(
+            &'a [Option<HostSymbol>; 3],
+        ) -> Result<(&'a HostSymbol, &'static str, &'static str)>,
+    ) -> ProbeStatus {
         let attached = (|| {
-            let [_, _, ioctl] = self
+            let found = self
                 .found
                 .as_ref()
                 .map_err(|why| anyhow::anyhow!("{why}"))?;
-            let Some(ioctl) = ioctl else {
-                bail!(
-                    "{} has no rustix _ioctl (not built with rustix, inlined by LTO, or \
-                     stripped): wasmtime's PAGEMAP_SCAN ioctls are not counted; the exact mode \
-                     counts every ioctl of the host",
-                    self.binary
-                );
-            };
-            ioctl.attach(ebpf, SCAN_PROGRAM, tgid)?;
+            let (function, name, counts) = choose(found)?;
+            function.attach(ebpf, program, tgid)?;
             Ok(format!(
-                "uprobe on rustix's _ioctl in {} (PAGEMAP_SCAN requests)",
-                ioctl.exe.display()
+                "uprobe on {name} in {} ({counts})",
+                function.exe.display()
             ))
         })();
         ProbeStatus::single(
-            Probe::PagemapScan,
+            probe,
             Mechanism::Uprobe,
-            &attached.map_err(|e| format!("{e:#}")),
-            &[SCAN_PROGRAM],
+            &attached.map_err(|e: anyhow::Error| format!("{e:#}")),
+            &[program],
         )
     }
 }

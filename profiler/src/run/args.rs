@@ -226,7 +226,7 @@ pub struct RunArgs {
 
     /// Leave the host's markers unprobed: no per-skill rows (skills.csv), entries only. The
     /// marker's uprobe is the one cost the default mode puts on the host's ordinary work: a
-    /// trip into the kernel at every mark, about 5 µs in a busy host on the 2-core machine
+    /// trip into the kernel at every mark, about 3 µs in a busy host on the 2-core machine
     /// this was measured on (`cargo bench --bench overhead`), so a host serving thousands of
     /// sub-millisecond requests a second pays a few percent of its CPU for them.
     #[arg(long, conflicts_with = "no_probes")]
