@@ -32,6 +32,7 @@ mod decommits;
 mod faults;
 mod marks;
 mod pagemap_scan;
+mod publish;
 mod stacks;
 mod syscalls;
 mod vmscan;
@@ -44,7 +45,9 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use skillprof_common::{Counters, Event, EventBody, EventHeader, ReclaimState, StopState};
+use skillprof_common::{
+    Counters, Event, EventBody, EventHeader, PublishTimes, ReclaimState, StopState,
+};
 
 /// The tgid (process id) whose events are counted. A load-time constant set by userspace
 /// with `EbpfLoader::override_global`: no map lookup on the hot path.
@@ -63,6 +66,10 @@ static ENTRY: Array<u32> = Array::with_max_entries(1, 0);
 /// Per CPU, per entry: the counters. Userspace sets the number of entries at load time.
 #[map]
 static COUNTERS: PerCpuArray<Counters> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per CPU: the instants of the host's latest code publishes (`publish`).
+#[map]
+static PUBLISHED: PerCpuArray<PublishTimes> = PerCpuArray::with_max_entries(1, 0);
 
 /// The host's shutdown instants (one slot).
 #[map]

@@ -319,6 +319,28 @@ counters! {
     }
 }
 
+counters! {
+    /// Code the host published: wasmtime's `CodeMemory::publish`, which makes one compiled
+    /// module's code executable, once per module compiled or loaded from a cache.
+    pub struct PublishCounts {
+        calls: sum,
+    }
+}
+
+/// Publish instants kept per CPU: a compile publishes a few modules, and more than this many on
+/// one CPU within one entry keeps the count exact and the latest instants.
+pub const PUBLISH_TIMES: usize = 32;
+const _: () = assert!(PUBLISH_TIMES.is_power_of_two(), "the ring index is masked");
+
+/// Per CPU: the instants (CLOCK_MONOTONIC ns) of its latest publishes, in a ring, and how many
+/// it has seen; userspace reads the ones it has not read yet at each entry's end.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublishTimes {
+    pub seen: u64,
+    pub at: [u64; PUBLISH_TIMES],
+}
+
 /// `PAGEMAP_SCAN`: `_IOWR('f', 16, struct pm_scan_arg)`, the struct being 96 bytes.
 pub const PAGEMAP_SCAN: u32 = 0xc060_6610;
 /// Byte offsets of `start` and `end` in `struct pm_scan_arg` (after `size` and `flags`).
@@ -383,6 +405,7 @@ pub struct Counters {
     pub events: EventCounts,
     pub process_madvise: ProcessMadviseCounts,
     pub pagemap_scan: PagemapScanCounts,
+    pub publish: PublishCounts,
 }
 
 impl Counters {
@@ -416,6 +439,7 @@ impl Combine for Counters {
         self.events.combine(&other.events);
         self.process_madvise.combine(&other.process_madvise);
         self.pagemap_scan.combine(&other.pagemap_scan);
+        self.publish.combine(&other.publish);
     }
 }
 
@@ -898,4 +922,5 @@ mod pod {
     unsafe impl aya::Pod for super::SkillKey {}
     unsafe impl aya::Pod for super::SkillCounters {}
     unsafe impl aya::Pod for super::StackKey {}
+    unsafe impl aya::Pod for super::PublishTimes {}
 }

@@ -40,6 +40,7 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     parts.extend(faults(record));
     parts.extend(super::skills::sentence(record));
     parts.extend(super::skills::compiled_again(record, earlier));
+    parts.extend(super::skills::published(record, earlier));
     parts.push(reclaim(record));
     parts.extend(pressure(record));
     format!("{cmd}: {}.", parts.join("; "))

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::probes::markers::{Phase, SkillRow, faults_by_skill};
 use crate::record::EntryRecord;
+use crate::record::probes::Probe;
 
 /// Skills named one by one; the rest are summed.
 const NAMED: usize = 3;
@@ -79,6 +80,63 @@ pub fn compiled_again(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<S
         })
         .collect();
     (!again.is_empty()).then(|| again.join(", "))
+}
+
+/// A compile seen without markers: the code the host published (wasmtime's
+/// `CodeMemory::publish`, a module compiled or loaded from a cache) and the skills whose
+/// requests were in flight when it did:
+///
+/// > 4 modules' code published (compiles), during requests for sample_py1 (4, again): compiled
+/// > or loaded while they waited
+///
+/// "again" when an earlier entry published code during a request for the same skill. With
+/// markers the compile rows say it more exactly ([`compiled_again`]).
+pub fn published(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<String> {
+    let probes = record.probes.as_ref()?;
+    let calls = probes.read(Probe::Publish, |c| c.publish.calls)?;
+    if calls == 0 || compiles(record).next().is_some() {
+        return None;
+    }
+    let during = &probes.published_during;
+    let before = |skill: &str| {
+        earlier.iter().any(|e| {
+            e.probes
+                .as_ref()
+                .is_some_and(|p| p.published_during.skills.contains_key(skill))
+        })
+    };
+    let mut named: Vec<String> = during
+        .skills
+        .iter()
+        .take(NAMED)
+        .map(|(skill, n)| {
+            let again = if before(skill) { ", again" } else { "" };
+            format!("{skill} ({n}{again})")
+        })
+        .collect();
+    if during.skills.len() > NAMED {
+        named.push(format!("{} more skills", during.skills.len() - NAMED));
+    }
+    let modules = if calls == 1 { "module's" } else { "modules'" };
+    let mut sentence = format!(
+        "{} {modules} code published (compiles)",
+        crate::units::count(calls as f64)
+    );
+    if !named.is_empty() {
+        sentence += &format!(
+            ", during requests for {}: compiled or loaded while they waited",
+            named.join(", ")
+        );
+    }
+    let outside = calls.saturating_sub(during.in_requests);
+    if outside > 0 {
+        sentence += &format!(
+            "{}{} outside any request (at registration, or in the host's background)",
+            if named.is_empty() { ": " } else { "; " },
+            crate::units::count(outside as f64)
+        );
+    }
+    Some(sentence)
 }
 
 /// The skills an entry began compiling, with the time their compiles took.
@@ -195,5 +253,51 @@ mod tests {
         // A first compile, and an entry that only calls, say nothing.
         assert_eq!(compiled_again(&first, &[]), None);
         assert_eq!(compiled_again(&earlier[1], &earlier[..1]), None);
+    }
+
+    #[test]
+    fn names_the_skills_in_flight_when_a_host_without_markers_published_code() {
+        use crate::record::probes::{Mechanism, PublishedDuring};
+        let publishing = |cmd: &str, calls: u64, in_requests: u64, skills: &[(&str, u64)]| {
+            let mut entry = probed(record(cmd, 1000.0), |c| c.publish.calls = calls);
+            let probes = entry.probes.as_mut().unwrap();
+            probes.attached.insert(Probe::Publish, Mechanism::Uprobe);
+            probes.published_during = PublishedDuring {
+                in_requests,
+                skills: skills.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+            };
+            entry
+        };
+        let added = publishing("add_py", 4, 4, &[("sample_py1", 4)]);
+        let executed = publishing(
+            "execute_all Bob 20 10",
+            9,
+            7,
+            &[("sample_py1", 4), ("sample_py2", 3)],
+        );
+        assert_eq!(
+            published(&executed, std::slice::from_ref(&added)).as_deref(),
+            Some(
+                "9 modules' code published (compiles), during requests for sample_py1 (4, \
+                 again), sample_py2 (3): compiled or loaded while they waited; 2 outside any \
+                 request (at registration, or in the host's background)"
+            )
+        );
+        assert_eq!(
+            published(&publishing("add_py", 2, 0, &[]), &[]).as_deref(),
+            Some(
+                "2 modules' code published (compiles): 2 outside any request (at \
+                 registration, or in the host's background)"
+            )
+        );
+        // With markers the compile rows name the compiles; no publish, nothing to say.
+        let mut marked = executed.clone();
+        marked.probes.as_mut().unwrap().skills = Some(vec![{
+            let mut compile = row(Some("sample_py1"), Phase::Compile, 10);
+            compile.counts.phase.runs = 1;
+            compile
+        }]);
+        assert_eq!(published(&marked, &[added]), None);
+        assert_eq!(published(&publishing("skills", 0, 0, &[]), &[]), None);
     }
 }

@@ -28,6 +28,8 @@ impl ProbeMetrics {
             majflt_perf: None,
             streaming: false,
             skills: None,
+            published_at: Vec::new(),
+            published_during: Default::default(),
         }
     }
 }
@@ -50,6 +52,8 @@ mod tests {
             majflt_perf: Some(2),
             streaming: false,
             skills: None,
+            published_at: Vec::new(),
+            published_during: Default::default(),
         };
         let mut row = Row::default();
         ProbeMetrics::write_cells(Some(&metrics), &mut row);
@@ -78,5 +82,30 @@ mod tests {
         assert_eq!(total.syscalls[1].calls, 4);
         assert_eq!(total.syscalls[1].lat_max_ns, 50);
         assert_eq!(total.direct.host_max_ns, 9);
+    }
+
+    #[test]
+    fn a_publish_names_every_skill_with_a_request_in_flight_at_its_instant() {
+        use crate::record::probes::RequestSpan;
+        let span = |skill: &str, start_ns, end_ns| RequestSpan {
+            skill: skill.into(),
+            start_ns,
+            end_ns,
+        };
+        let mut metrics = ProbeMetrics::attached_everywhere(Counters::default());
+        metrics.published_at = vec![5, 15, 15, 40];
+        metrics.name_publishes(&[
+            span("a", 0, 10),
+            span("a", 12, 20),
+            span("b", 14, 30),
+            span("b", 16, 18),
+        ]);
+        let during = &metrics.published_during;
+        // 40 is outside every request; 15 is in one of a's and one of b's, counted once each.
+        assert_eq!(during.in_requests, 3);
+        assert_eq!(
+            during.skills,
+            [("a".to_owned(), 3), ("b".to_owned(), 2)].into()
+        );
     }
 }

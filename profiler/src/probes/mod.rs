@@ -23,6 +23,7 @@ mod object;
 mod plan;
 mod pool;
 mod privileges;
+mod publish;
 mod session;
 pub mod stacks;
 pub mod stop;

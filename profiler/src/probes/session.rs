@@ -29,6 +29,7 @@ use super::{
     plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
     pool::{self, PoolFunctions},
     privileges,
+    publish::{self, PublishClock},
     stacks::{EntryStacks, Stacks},
     stop::StopTimeline,
     task_offsets::TaskOffsets,
@@ -187,6 +188,8 @@ pub struct ProbeSession {
     majflt_marks: Mutex<HashMap<u32, u64>>,
     /// Skill attribution, when the host has markers and their uprobe attached.
     markers: Option<Mutex<Markers>>,
+    /// The instants of the host's code publishes, when the host has wasmtime's function.
+    publishes: Option<Mutex<PublishClock>>,
     /// `--stacks`: the stack maps and the host's symboliser.
     stacks: Option<Mutex<Stacks>>,
     stats: Option<StatsGuard>,
@@ -230,24 +233,27 @@ impl ProbeSession {
         // load-time constant.
         // One pass over the host's symbol table for every function a probe follows.
         let binary = host_symbol::binary(tgid);
-        let (marker, pool) = match host_symbol::find_each(
+        let (marker, pool, publish) = match host_symbol::find_each(
             tgid,
             [
                 &markers::is_marker,
                 &pool::is_batching_flag,
                 &pool::is_decommit_pages,
                 &pool::is_rustix_ioctl,
+                &publish::is_code_publish,
             ],
         ) {
-            Ok([_, flag, decommit, ioctl]) if options.no_markers => (
+            Ok([_, flag, decommit, ioctl, publish]) if options.no_markers => (
                 Err("off (--no-markers): entries only, no per-skill rows".to_owned()),
                 Ok([flag, decommit, ioctl]),
+                Ok(publish),
             ),
-            Ok([marker, flag, decommit, ioctl]) => (
+            Ok([marker, flag, decommit, ioctl, publish]) => (
                 marker.ok_or_else(|| markers::missing(&binary)),
                 Ok([flag, decommit, ioctl]),
+                Ok(publish),
             ),
-            Err(why) => (Err(why.clone()), Err(why)),
+            Err(why) => (Err(why.clone()), Err(why.clone()), Err(why)),
         };
         let pool = PoolFunctions {
             found: pool,
@@ -296,6 +302,12 @@ impl ProbeSession {
         statuses.push(markers::status(&marker));
         statuses.push(pool.attach_decommits(&mut ebpf, tgid));
         statuses.push(pool.attach_pagemap_scan(&mut ebpf, tgid));
+        let published = publish::attach(&mut ebpf, tgid, &publish, &pool.binary);
+        let publishes = match published.attached {
+            true => Some(Mutex::new(PublishClock::take(&mut ebpf)?)),
+            false => None,
+        };
+        statuses.push(published);
         let markers = match marker {
             Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),
             Err(_) => None,
@@ -357,6 +369,7 @@ impl ProbeSession {
             logger: Some(Mutex::new(logger)),
             diagnostics,
             markers,
+            publishes,
             stacks,
             statuses,
             tracefs: attacher.tracefs(),
@@ -494,12 +507,18 @@ impl ProbeSession {
             .filter(|s| s.attached)
             .map(|s| (s.probe, s.mechanism))
             .collect();
+        let published_at = match &self.publishes {
+            Some(clock) => clock.lock().unwrap().since_last()?,
+            None => Vec::new(),
+        };
         Ok(ProbeMetrics {
             counters,
             attached,
             majflt_perf: self.majflt_delta(index)?,
             streaming: self.events.is_some(),
             skills,
+            published_at,
+            published_during: Default::default(),
         })
     }
 

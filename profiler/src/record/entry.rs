@@ -350,6 +350,9 @@ pub struct Outcome {
     /// Failed answers by HTTP status (transport errors are the rest of `errors`).
     #[serde(default)]
     pub statuses: std::collections::BTreeMap<u16, u64>,
+    /// Every skill execution's span, until the probes' code publishes are named by them.
+    #[serde(skip)]
+    pub spans: Vec<super::probes::RequestSpan>,
 }
 
 /// The host's memory after one step of an entry.

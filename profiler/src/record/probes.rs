@@ -90,6 +90,31 @@ pub struct ProbeMetrics {
     /// Per skill and phase (skills.csv); `None` when the host had no markers.
     #[serde(default)]
     pub skills: Option<Vec<SkillRow>>,
+    /// The instants (CLOCK_MONOTONIC ns) of the entry's code publishes, until
+    /// [`ProbeMetrics::name_publishes`] turns them into `published_during`.
+    #[serde(skip)]
+    pub(crate) published_at: Vec<u64>,
+    /// The requests in flight when the host published code.
+    #[serde(default)]
+    pub published_during: PublishedDuring,
+}
+
+/// The entry's code publishes (a module compiled, or loaded from a cache) against the requests
+/// in flight at each: on a host without markers, what names a skill compiled in a request.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedDuring {
+    /// Publishes with at least one of the entry's requests in flight.
+    pub in_requests: u64,
+    /// Per skill: the publishes during one of its requests.
+    pub skills: std::collections::BTreeMap<String, u64>,
+}
+
+/// One request to execute a skill, on the clock the probes use (CLOCK_MONOTONIC ns).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestSpan {
+    pub skill: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 /// What a host thread was doing for a skill when an event happened.
@@ -281,6 +306,8 @@ pub enum Probe {
     Decommits,
     /// The uprobe on rustix's `_ioctl` in the host (wasmtime's PAGEMAP_SCAN).
     PagemapScan,
+    /// The uprobe on wasmtime's `CodeMemory::publish` in the host.
+    Publish,
 }
 
 impl Probe {
@@ -294,10 +321,13 @@ impl Probe {
     /// Whether it follows a function of the host's binary rather than the kernel: a host
     /// without that function leaves it off, on any kernel.
     pub fn follows_the_host(self) -> bool {
-        matches!(self, Probe::Markers | Probe::Decommits | Probe::PagemapScan)
+        matches!(
+            self,
+            Probe::Markers | Probe::Decommits | Probe::PagemapScan | Probe::Publish
+        )
     }
 
-    pub const ALL: [Probe; 16] = [
+    pub const ALL: [Probe; 17] = [
         Probe::Syscalls,
         Probe::PageFaults,
         Probe::Kswapd,
@@ -314,6 +344,7 @@ impl Probe {
         Probe::Markers,
         Probe::Decommits,
         Probe::PagemapScan,
+        Probe::Publish,
     ];
 
     /// As meta.json and the attach table name it.
@@ -335,6 +366,7 @@ impl Probe {
             Probe::Markers => "markers",
             Probe::Decommits => "decommits",
             Probe::PagemapScan => "pagemap_scan",
+            Probe::Publish => "code_publish",
         }
     }
 }
@@ -346,6 +378,23 @@ impl std::fmt::Display for Probe {
 }
 
 impl ProbeMetrics {
+    /// Names the requests in flight at each of the entry's code publishes.
+    pub fn name_publishes(&mut self, requests: &[RequestSpan]) {
+        let mut during = PublishedDuring::default();
+        for &at in &self.published_at {
+            let skills: std::collections::BTreeSet<&str> = requests
+                .iter()
+                .filter(|r| (r.start_ns..=r.end_ns).contains(&at))
+                .map(|r| r.skill.as_str())
+                .collect();
+            during.in_requests += u64::from(!skills.is_empty());
+            for skill in skills {
+                *during.skills.entry(skill.to_owned()).or_default() += 1;
+            }
+        }
+        self.published_during = during;
+    }
+
     /// A figure of `probe`'s counters; `None` if that probe did not attach.
     pub fn read<T>(&self, probe: Probe, figure: impl Fn(&Counters) -> T) -> Option<T> {
         self.attached
@@ -530,6 +579,7 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
         let scans = "the pooling allocator's scans before reusing a memory in place: wasmtime's ioctl(PAGEMAP_SCAN) (its pagemap_scan setting, with pages kept resident), seen at rustix's _ioctl; in every mode";
         col("pagemap_scan_calls".into(), Count, format!("{scans}: ioctls"), PagemapScan, count(|c| c.pagemap_scan.calls));
         col("pagemap_scan_bytes".into(), Bytes, format!("{scans}: bytes of address space they walked (end - start as asked)"), PagemapScan, count(|c| c.pagemap_scan.bytes));
+        col("code_publishes".into(), Count, "code published: wasmtime's CodeMemory::publish in the host, once per module compiled or loaded from a cache, seen on any wasmtime host (markers or not); in every mode".into(), Publish, count(|c| c.publish.calls));
 
         col("events_sent".into(), Count, "with --events: events sent to the ring buffer during the entry".into(), Syscalls, Reading::Events(Box::new(|c| c.events.sent)));
         col("events_lost".into(), Count, "with --events: events lost, the ring buffer full".into(), Syscalls, Reading::Events(Box::new(|c| c.events.lost)));

@@ -533,7 +533,10 @@ impl Run {
             {
                 sampling.cover_rss(peak);
             }
-            let (probes, stop) = probing.entry(index, stopped.as_ref())?;
+            let (mut probes, stop) = probing.entry(index, stopped.as_ref())?;
+            if let Some(probes) = &mut probes {
+                probes.name_publishes(&std::mem::take(&mut outcome.spans));
+            }
             // Asked once the sampler and the probes have read the entry: the scrape is ours,
             // not the entry's.
             let counted = match (&counted_before, &after) {
@@ -1122,6 +1125,10 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     for (probe, what) in [
         (Probe::Decommits, "batched decommits (process_madvise)"),
         (Probe::PagemapScan, "scans before reuse (PAGEMAP_SCAN)"),
+        (
+            Probe::Publish,
+            "code published (compiles, any wasmtime host)",
+        ),
     ] {
         if let Some(status) = probes
             .statuses

@@ -11,16 +11,20 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind};
+use crate::hostctl::process::monotonic_ns;
 use crate::hostctl::profile::Route;
 use crate::hostctl::{
     Client, PythonSample, Reply, SampleSkills, SkillsDir, TrimBy, sample_input, trim,
 };
 use crate::record::Outcome;
+use crate::record::probes::RequestSpan;
 
 impl Outcome {
     /// Counts one skill execution: its latency, the host's split of it, and its result.
-    fn executed(&mut self, name: &str, (result, took): (Result<Reply>, Duration)) {
+    fn executed(&mut self, name: &str, (result, span): (Result<Reply>, RequestSpan)) {
+        let took = Duration::from_nanos(span.end_ns - span.start_ns);
         self.latencies.push(took);
+        self.spans.push(span);
         if let Ok(reply) = &result {
             let ms = |metric| {
                 reply
@@ -89,10 +93,15 @@ pub struct Settings {
     pub trim_by: Option<TrimBy>,
 }
 
-async fn timed_execute(client: &Client, name: &str, input: &Value) -> (Result<Reply>, Duration) {
-    let started = Instant::now();
+async fn timed_execute(client: &Client, name: &str, input: &Value) -> (Result<Reply>, RequestSpan) {
+    let start_ns = monotonic_ns();
     let reply = client.execute(name, input).await;
-    (reply, started.elapsed())
+    let span = RequestSpan {
+        skill: name.to_owned(),
+        start_ns,
+        end_ns: monotonic_ns(),
+    };
+    (reply, span)
 }
 
 impl Workload {
