@@ -22,12 +22,13 @@ use skillprof::output::entries_jsonl;
 mod common;
 use common::skillprof_binary;
 
-/// A real host and the dialect skillhost emulates it with.
+/// A real host and the skillhost that emulates it: its dialect, and the engine settings
+/// that the real one has and skillhost's defaults do not.
 struct Real {
     name: &'static str,
     profile: &'static str,
     binary: &'static str,
-    api: &'static str,
+    emulation: &'static [&'static str],
 }
 
 const REAL: [Real; 2] = [
@@ -35,13 +36,14 @@ const REAL: [Real; 2] = [
         name: "2024",
         profile: "pharia-kernel-2024",
         binary: "pharia-kernel-2024",
-        api: "pharia-2024",
+        emulation: &["--api", "pharia-2024"],
     },
     Real {
         name: "2025",
         profile: "pharia-engine-2025",
         binary: "pharia-engine-0.15",
-        api: "pharia-2025",
+        // The engine's in-memory incremental compilation cache, of its default size.
+        emulation: &["--api", "pharia-2025", "--incremental-cache-mib", "128"],
     },
 ];
 
@@ -80,27 +82,28 @@ fn main() -> Result<()> {
             let emulated = out
                 .path()
                 .join(format!("{}-{workload}-skillhost", real.name));
+            let host = [
+                "--host-profile",
+                real.profile,
+                "--",
+                "--skills-dir",
+                "{skills_dir}",
+                "--port",
+                "{port}",
+                "--scan-interval-ms",
+                "50",
+            ];
             run(
                 &skillprof,
                 &cmds,
                 &emulated,
-                &[
-                    "--host-profile",
-                    real.profile,
-                    "--",
-                    "--skills-dir",
-                    "{skills_dir}",
-                    "--port",
-                    "{port}",
-                    "--scan-interval-ms",
-                    "50",
-                    "--api",
-                    real.api,
-                ],
+                &[&host[..], real.emulation].concat(),
             )?;
             println!(
-                "\n{workload}: a = the real {} ({}), b = skillhost --api {}",
-                real.profile, real.binary, real.api
+                "\n{workload}: a = the real {} ({}), b = skillhost {}",
+                real.profile,
+                real.binary,
+                real.emulation.join(" ")
             );
             for (label, folder) in [("real", &real_run), ("skillhost", &emulated)] {
                 println!("  {label}: {}", errors(folder)?);

@@ -53,6 +53,22 @@ impl Api {
             .collect()
     }
 
+    /// Whether every request's lookup of its compiled skill goes through one actor, which
+    /// compiles one skill at a time and answers no other request meanwhile: the 2024 host's
+    /// skill store (its `act` awaits each fetch, compile included). The 2025 engine's loader
+    /// compiles concurrently, as skillhost does.
+    pub fn one_store_actor(self) -> bool {
+        self == Api::Pharia2024
+    }
+
+    /// Whether an evicted skill's compiled code is freed at the cache's next lookup rather
+    /// than at once: the 2025 engine's compiled-skill cache is moka's, which drops what it
+    /// invalidated in its housekeeping, run by later cache operations. Measured on the real
+    /// 0.15 binary: a drop gave back nothing, the next request for another skill 86 MB.
+    pub fn frees_evicted_later(self) -> bool {
+        self == Api::Pharia2025
+    }
+
     pub fn error(self, status: StatusCode, message: impl Into<String>) -> Response {
         let message = message.into();
         match self {

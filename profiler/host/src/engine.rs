@@ -11,6 +11,7 @@ use wasmtime::{
 };
 
 use crate::config::{Allocator, EngineConfig};
+use crate::incremental::IncrementalCache;
 
 pub fn build(config: &EngineConfig) -> Result<Engine> {
     let mut wasm = Config::new();
@@ -19,6 +20,13 @@ pub fn build(config: &EngineConfig) -> Result<Engine> {
     // guest code checks the epoch at loop headers and function entries.
     wasm.epoch_interruption(true);
     wasm.memory_init_cow(config.memory_cow);
+    if config.incremental_cache_mib > 0 {
+        wasm.enable_incremental_compilation(Arc::new(IncrementalCache::new(
+            config.incremental_cache_mib,
+        )))
+        .map_err(anyhow::Error::from)
+        .context("enabling the incremental compilation cache")?;
+    }
     if config.perfmap {
         wasm.profiler(ProfilingStrategy::PerfMap);
     }

@@ -6,6 +6,7 @@ mod config;
 mod dialect;
 mod engine;
 mod heap;
+mod incremental;
 mod invoke;
 mod limits;
 mod marks;
@@ -72,6 +73,7 @@ async fn serve(config: HostConfig) -> Result<i32> {
         &config.skills_dir,
         compiler,
         config.compiling.clone(),
+        config.api,
     ));
     registry
         .scan()

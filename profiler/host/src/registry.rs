@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::compile::{CompiledSkill, Compiler, Origin};
+use crate::config::Api;
 use crate::config::Compiling;
 use crate::heap;
 use crate::marks::{PHASE_COMPILE, SkillTag, Work};
@@ -22,6 +23,12 @@ pub struct Registry {
     trim_after_compile: bool,
     /// `--max-concurrent-compiles`: a permit per compile in flight.
     compile_slots: Option<tokio::sync::Semaphore>,
+    /// The 2024 dialect's skill store ([`crate::dialect::Api::one_store_actor`]): held by
+    /// every lookup, so a compile holds up requests for compiled skills too.
+    store_actor: Option<tokio::sync::Mutex<()>>,
+    /// The 2025 dialect's evictions ([`crate::dialect::Api::frees_evicted_later`]): held
+    /// until the next lookup.
+    evicted: Option<Mutex<Vec<Arc<CompiledSkill>>>>,
     skills: RwLock<BTreeMap<String, Arc<Slot>>>,
     /// Files already reported as unusable, so each is reported once, not every scan.
     reported: Mutex<BTreeSet<String>>,
@@ -69,13 +76,15 @@ pub struct SkillStatus {
 }
 
 impl Registry {
-    pub fn new(dir: &Path, compiler: Arc<Compiler>, compiling: Compiling) -> Self {
+    pub fn new(dir: &Path, compiler: Arc<Compiler>, compiling: Compiling, api: Api) -> Self {
         Registry {
             dir: dir.to_path_buf(),
             compiler,
             trim_after_compile: compiling.trim_after_compile,
             compile_slots: (compiling.max_concurrent_compiles > 0)
                 .then(|| tokio::sync::Semaphore::new(compiling.max_concurrent_compiles)),
+            store_actor: api.one_store_actor().then(|| tokio::sync::Mutex::new(())),
+            evicted: api.frees_evicted_later().then(|| Mutex::new(Vec::new())),
             skills: RwLock::new(BTreeMap::new()),
             reported: Mutex::new(BTreeSet::new()),
         }
@@ -179,6 +188,13 @@ impl Registry {
     /// The skill's compiled form, compiling it now if this is its first request. A skill
     /// that failed to compile keeps failing with the same reason until its file changes.
     pub async fn compiled(&self, slot: &Slot, work: &Work) -> Result<Arc<CompiledSkill>, String> {
+        let _store = match &self.store_actor {
+            Some(actor) => Some(actor.lock().await),
+            None => None,
+        };
+        if let Some(evicted) = &self.evicted {
+            evicted.lock().unwrap().clear();
+        }
         if let Some(compiled) = slot.compiled() {
             return Ok(compiled);
         }
@@ -239,13 +255,23 @@ impl Registry {
     /// Returns whether there was one. A failed skill is also reset, so it is retried.
     pub fn evict(&self, slot: &Slot) -> bool {
         let previous = std::mem::replace(&mut *slot.state.lock().unwrap(), State::Registered);
-        matches!(previous, State::Compiled(_))
+        match (previous, &self.evicted) {
+            (State::Compiled(compiled), Some(later)) => {
+                later.lock().unwrap().push(compiled);
+                true
+            }
+            (State::Compiled(_), None) => true,
+            _ => false,
+        }
     }
 
     /// Drops every compiled skill, for shutdown.
     pub fn evict_all(&self) {
         for slot in self.slots() {
             self.evict(&slot);
+        }
+        if let Some(evicted) = &self.evicted {
+            evicted.lock().unwrap().clear();
         }
     }
 }
