@@ -17,6 +17,22 @@ if ! command -v strace >/dev/null 2>&1; then
     step "strace (Debian's: the independent count of the host's process_madvise calls)"
     apt_install strace
 fi
+# The watch test has a real Prometheus server (Debian's) scrape skillprof watch. Installing
+# the package would also start it as a service on every interface: a policy-rc.d that
+# refuses service starts (exit 101) is in place for the install only, unless one was there.
+if ! command -v prometheus >/dev/null 2>&1; then
+    step "prometheus (Debian's server, for the watch test; its service is not started)"
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+        apt_install prometheus
+        rm -f /usr/sbin/policy-rc.d
+        trap - EXIT
+    else
+        apt_install prometheus
+    fi
+fi
 # The host benchmark (cargo bench -p skillhost) drives the host with hey.
 if [ ! -x "$BUILD/bin/hey" ]; then
     need go "hey, the host benchmark's load generator, is built with Go (as root: apt-get install golang-go)"

@@ -33,6 +33,8 @@ pub enum Command {
     Capacity(crate::capacity::CapacityArgs),
     // About and help come from SweepArgs.
     Sweep(crate::capacity::sweep::SweepArgs),
+    // About and help come from WatchArgs.
+    Watch(crate::watch::WatchArgs),
 }
 
 /// Does what `command` asks; the exit code says how it ended.
@@ -47,5 +49,6 @@ pub fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Export(args) => done(crate::report::cli::export(args)),
         Command::Capacity(args) => done(crate::capacity::run(args)),
         Command::Sweep(args) => done(crate::capacity::sweep::run(args)),
+        Command::Watch(args) => crate::watch::run(args),
     }
 }

@@ -25,3 +25,4 @@ pub mod sample;
 pub mod stats;
 pub mod system;
 pub mod units;
+pub mod watch;

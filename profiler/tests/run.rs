@@ -3,8 +3,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use skillprof::cmds::{self, InFlightCap};
 use skillprof::output::harness_log::RunLog;
@@ -14,6 +14,7 @@ use common::cli::{
     alive, describe, host_pid, long_workload, meta, repo_cmds, run, run_folder, run_ok, skillprof,
     smoke_cmds, start_long_run, write_cmds,
 };
+use common::outside_host::OutsideHost;
 
 fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let mut reader = csv::Reader::from_path(path).unwrap();
@@ -534,7 +535,7 @@ fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
 fn the_pharia_2024_host_runs_bench_and_p_execute_all_with_its_own_skills_without_errors() {
     runs_through_its_profile(
         "pharia-kernel-2024",
-        "pharia-2024",
+        &["--api", "pharia-2024"],
         &["bench.cmds", "p_execute_all.cmds"],
     );
 }
@@ -544,12 +545,19 @@ fn the_pharia_2024_host_runs_bench_and_p_execute_all_with_its_own_skills_without
 /// two-segment drop route, statuses of success per route.
 #[test]
 fn the_pharia_2025_host_runs_bench_with_its_own_skills_without_errors() {
-    runs_through_its_profile("pharia-engine-2025", "pharia-2025", &["bench.cmds"]);
+    // With the engine's incremental compilation cache, as the real_hosts benchmark emulates it.
+    runs_through_its_profile(
+        "pharia-engine-2025",
+        &["--api", "pharia-2025", "--incremental-cache-mib", "128"],
+        &["bench.cmds"],
+    );
 }
 
-/// skillhost speaking `api` through the host profile `profile`, over `workloads`: no request
-/// fails, the host counts every execution, the exact mode's probes attribute its faults.
-fn runs_through_its_profile(profile: &str, api: &str, workloads: &[&str]) {
+/// skillhost started with `emulation` (`--api` first) through the host profile `profile`,
+/// over `workloads`: no request fails, the host counts every execution, the exact mode's
+/// probes attribute its faults.
+fn runs_through_its_profile(profile: &str, emulation: &[&str], workloads: &[&str]) {
+    let api = emulation[1];
     let dir = tempfile::tempdir().unwrap();
     let host = [
         // The probes' per-fault and per-call counts of the host, below: exact mode.
@@ -563,9 +571,8 @@ fn runs_through_its_profile(profile: &str, api: &str, workloads: &[&str]) {
         "{port}",
         "--scan-interval-ms",
         "50",
-        "--api",
-        api,
     ];
+    let host = [&host[..], emulation].concat();
     for &workload in workloads {
         let out = dir.path().join(workload);
         let (output, folder) = run_ok(&repo_cmds(workload), &out, &host);
@@ -662,92 +669,54 @@ fn a_skill_copied_in_place_is_compiled_again_and_explain_names_it() {
     );
 }
 
-/// A skillhost started by hand, as a team's host under systemd would be: its own skill in
-/// its own skills directory, a port of its own.
-struct OutsideHost {
-    child: Child,
-    port: u16,
-    skills: PathBuf,
-}
-
-impl OutsideHost {
-    fn start(dir: &Path) -> OutsideHost {
-        Self::start_with(dir, &[])
-    }
-
-    /// With skillhost flags of its own (`args`).
-    fn start_with(dir: &Path, args: &[&str]) -> OutsideHost {
-        let skills = dir.join("their-skills");
-        fs::create_dir_all(&skills).unwrap();
-        let samples = skillprof::hostctl::SampleSkills::beside_executable(
-            skillprof::hostctl::SkillWorld::Skillprof,
-        )
-        .unwrap();
-        fs::copy(
-            samples.path("hello").unwrap(),
-            skills.join("their_own.wasm"),
-        )
-        .unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let bin = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
-        let child = Command::new(bin)
-            .args(["--skills-dir", skills.to_str().unwrap()])
-            .args(["--port", &port.to_string(), "--scan-interval-ms", "50"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let host = OutsideHost {
-            child,
-            port,
-            skills,
-        };
-        let started = Instant::now();
-        while !host.runtime().block_on(host.client().healthy()) {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "skillhost did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        host
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn client(&self) -> skillprof::hostctl::Client {
-        skillprof::hostctl::Client::new(
-            &self.url(),
-            skillprof::hostctl::HostProfile::skillhost().dialect,
-        )
-    }
-
-    fn runtime(&self) -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
-    fn get(&self, path: &str) -> serde_json::Value {
-        self.runtime()
-            .block_on(self.client().get_json(path))
-            .unwrap()
-    }
-}
-
-impl Drop for OutsideHost {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A host without markers still shows its compiles: wasmtime's `CodeMemory::publish`, seen by
+/// a uprobe, once per component compiled, as often as the host's own count of compilations;
+/// the requests in flight name the skill, and an eviction's second compile is "again".
+#[test]
+fn without_markers_a_compile_is_seen_as_code_published_and_named_by_the_request_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = dir.path().join("publish.cmds");
+    fs::write(
+        &cmds,
+        "add_rs\nexecute_skill sample_rs1 Bob 0 0\ndrop_cached_skill sample_rs1\n\
+         execute_skill sample_rs1 Bob 0 0\n",
+    )
+    .unwrap();
+    let (output, folder) = run_ok(&cmds, &dir.path().join("runs"), &["--no-markers"]);
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let (publishes, compilations) = (
+        column(&header, "code_publishes"),
+        column(&header, "counted_compilations"),
+    );
+    let per_entry = |index| {
+        rows[..4]
+            .iter()
+            .map(|row| int(row, index))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        per_entry(compilations),
+        [1, 0, 0, 1],
+        "{}",
+        describe(&output)
+    );
+    assert_eq!(per_entry(publishes), per_entry(compilations));
+    let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
+    let line = |cmd: &str| {
+        explanation
+            .lines()
+            .rfind(|line| line.starts_with(cmd))
+            .unwrap_or_else(|| panic!("no {cmd} in {explanation}"))
+    };
+    assert!(
+        line("add_rs:")
+            .contains("1 module's code published (compiles), during requests for sample_rs1 (1):"),
+        "{explanation}"
+    );
+    assert!(
+        line("execute_skill sample_rs1").contains("during requests for sample_rs1 (1, again)"),
+        "{explanation}"
+    );
 }
 
 /// A pooled host that decommits freed slots in batches (a decommit_batch_size of 8) gives

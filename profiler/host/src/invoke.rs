@@ -78,7 +78,7 @@ impl Invocation<'_> {
             wasi: WasiCtx::builder().inherit_stderr().build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(self.memory_limit),
-            _live: self.metrics.instance_started(),
+            _live: self.metrics.instance_started(self.skill),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);

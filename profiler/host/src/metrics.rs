@@ -43,6 +43,7 @@ pub struct Metrics {
     requests_in_flight: Gauge,
     instances_live: Gauge,
     instances: Counter,
+    executions: Family<Executed, Counter>,
     compilations: Counter,
     requests: Family<Answered, Counter>,
     /// The statuses `requests` has seen, so the JSON view can list them all.
@@ -63,6 +64,11 @@ struct SkillState {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Executed {
+    skill: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolSlot {
     kind: &'static str,
 }
@@ -74,6 +80,7 @@ impl Default for Metrics {
             requests_in_flight: Gauge::default(),
             instances_live: Gauge::default(),
             instances: Counter::default(),
+            executions: Family::default(),
             compilations: Counter::default(),
             requests: Family::default(),
             statuses: Mutex::default(),
@@ -101,6 +108,11 @@ impl Default for Metrics {
             "instances",
             "skill instances created",
             metrics.instances.clone(),
+        );
+        registry.register(
+            "executions",
+            "skill instances created, by skill: its executions that got as far as instantiating",
+            metrics.executions.clone(),
         );
         registry.register(
             "compilations",
@@ -178,9 +190,14 @@ impl Drop for InFlight {
 }
 
 impl Metrics {
-    pub fn instance_started(self: &Arc<Self>) -> LiveInstance {
+    pub fn instance_started(self: &Arc<Self>, skill: &str) -> LiveInstance {
         self.instances_live.inc();
         self.instances.inc();
+        self.executions
+            .get_or_create(&Executed {
+                skill: skill.to_owned(),
+            })
+            .inc();
         LiveInstance(self.clone())
     }
 

@@ -16,6 +16,31 @@ use super::skills_dir::SkillsDir;
 /// How long the address may take to answer its health route.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The host process `pid`, running, and its address `url` answering its health route: a
+/// client for it, or why not.
+pub async fn answering(pid: u32, url: &str, dialect: super::profile::Dialect) -> Result<Client> {
+    let state = procfs::process::Process::new(pid as i32)
+        .and_then(|process| process.stat())
+        .map(|stat| stat.state)
+        .with_context(|| format!("--attach {pid}: no such process"))?;
+    ensure!(
+        state != 'Z' && state != 'X',
+        "--attach {pid}: the process has exited (state {state})"
+    );
+    let client = Client::new(url, dialect);
+    let health = &client.dialect().routes.health;
+    match tokio::time::timeout(ANSWER_TIMEOUT, client.call(health)).await {
+        Ok(Ok(reply)) if reply.is_ok() => {}
+        Ok(Ok(reply)) => bail!("--host-url {url}: {health} answered {}", reply.status),
+        Ok(Err(error)) => bail!("--host-url {url} does not answer: {error:#}"),
+        Err(_) => bail!(
+            "--host-url {url}: no answer to {health} within {} s",
+            ANSWER_TIMEOUT.as_secs()
+        ),
+    }
+    Ok(client)
+}
+
 /// Checks the host process `pid` serving at `url` and watching `skills_dir`, and returns it
 /// with that directory. `probe` is a component written there (and removed again) under a
 /// name of skillprof's own, to see the host list it within `list_timeout`.
@@ -27,25 +52,7 @@ pub async fn attach(
     probe: &Path,
     list_timeout: Duration,
 ) -> Result<(HostProcess, SkillsDir)> {
-    let state = procfs::process::Process::new(pid as i32)
-        .and_then(|process| process.stat())
-        .map(|stat| stat.state)
-        .with_context(|| format!("--attach {pid}: no such process"))?;
-    ensure!(
-        state != 'Z' && state != 'X',
-        "--attach {pid}: the process has exited (state {state})"
-    );
-    let client = Client::new(url, profile.dialect);
-    let health = &client.dialect().routes.health;
-    match tokio::time::timeout(ANSWER_TIMEOUT, client.call(health)).await {
-        Ok(Ok(reply)) if reply.is_ok() => {}
-        Ok(Ok(reply)) => bail!("--host-url {url}: {health} answered {}", reply.status),
-        Ok(Err(error)) => bail!("--host-url {url} does not answer: {error:#}"),
-        Err(_) => bail!(
-            "--host-url {url}: no answer to {health} within {} s",
-            ANSWER_TIMEOUT.as_secs()
-        ),
-    }
+    let client = answering(pid, url, profile.dialect.clone()).await?;
     ensure!(
         skills_dir.is_dir(),
         "--skills-dir {}: not a directory",

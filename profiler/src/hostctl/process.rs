@@ -124,6 +124,17 @@ pub struct HostProcess {
 pub struct ExitWatch(AsyncFd<OwnedFd>);
 
 impl ExitWatch {
+    /// Watches process `pid`, which need not be ours.
+    pub fn of(pid: u32) -> Result<ExitWatch> {
+        let fd = pidfd::open(pid).context("watching the host")?;
+        // SAFETY: a fresh descriptor that nothing else owns; the AsyncFd owns it for its whole
+        // life.
+        let watch = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+        Ok(ExitWatch(
+            watch.context("watching the host through a pidfd")?,
+        ))
+    }
+
     pub async fn exited(&self) {
         // An error here means the descriptor is unusable, which only happens if the process
         // is gone: treat it as exited.
@@ -276,13 +287,7 @@ impl HostProcess {
 
     /// A handle that becomes ready when the host exits, for racing against an entry.
     pub fn exit_watch(&self) -> Result<ExitWatch> {
-        let fd = pidfd::open(self.pid).context("watching the host")?;
-        // SAFETY: a fresh descriptor that nothing else owns; the AsyncFd owns it for its whole
-        // life.
-        let watch = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
-        Ok(ExitWatch(
-            watch.context("watching the host through a pidfd")?,
-        ))
+        ExitWatch::of(self.pid)
     }
 
     /// The end of the host's log, with where it is, for error messages.

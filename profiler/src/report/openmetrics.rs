@@ -88,7 +88,7 @@ pub fn render(run: &Run) -> Result<(String, usize)> {
 }
 
 /// `skillprof_<group>_<column>`, with anything a metric name cannot hold made `_`.
-fn metric_name(group: &str, column: &str) -> String {
+pub(crate) fn metric_name(group: &str, column: &str) -> String {
     let column: String = column
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -112,7 +112,7 @@ fn point(text: &mut String, name: &str, labels: &str, value: f64, ms: i64) {
 }
 
 /// Label values and help text escape backslash, double quote and newline.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod exercise;
+pub mod outside_host;
 pub mod tools_python;
 
 /// Stops a test that needs root, loudly: CI runs the suite as root, and a skipped test would

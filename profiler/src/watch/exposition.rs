@@ -1,0 +1,352 @@
+//! A snapshot as OpenMetrics text, for Prometheus. Every name, unit and help comes from the
+//! field table the CSV files are written from ([`crate::record::field`]): the probes' columns
+//! of commands.csv as `skillprof_host_<column>` counters, skills.csv's as
+//! `skillprof_skill_<column>{skill, phase}` counters, the `held_*` columns as gauges of now;
+//! the machine's and skillprof's own figures have columns of their own below.
+//!
+//! Counters count since the watch began. A column that is a maximum (`*_max_*`) is a gauge.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use skillprof_common::{Combine as _, SkillCounters};
+
+use super::snapshot::Snapshot;
+use crate::probes::markers::Phase;
+use crate::record::composition::EntryComposition;
+use crate::record::field::{Column, Row, Unit, Value};
+use crate::record::probes::SkillRow;
+use crate::report::openmetrics::{escape, metric_name};
+
+/// The content type Prometheus asks for and reads.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+static COMPILES_AGAIN: Column = Column::new(
+    "compiles_again",
+    Unit::Count,
+    "compiles of the skill beyond its first since the watch began: after an eviction, or a file rewritten in place (the markers' compile phase runs, less one)",
+);
+static PER_SKILL: Column = Column::new(
+    "per_skill_series",
+    Unit::Count,
+    "1 when the host marks its work (skillhost's markers) and the skill series are live; 0 when it has none: per-skill series need markers, the host series do not",
+);
+static PROBE_LIVE: Column = Column::new(
+    "probe_live",
+    Unit::Count,
+    "1 for each probe that attached, 0 for one that did not (the run's probe table says why)",
+);
+static MAPS: Column = Column::new(
+    "mappings",
+    Unit::Count,
+    "the host's mappings (VMAs) now, against max_map_count",
+);
+static MAX_MAP_COUNT: Column = Column::new(
+    "max_map_count",
+    Unit::Count,
+    "vm.max_map_count: the mappings a process may have; mmap fails with ENOMEM beyond",
+);
+static PSI_SOME: Column = Column::new(
+    "psi_some_total_us",
+    Unit::Us,
+    "memory stall time since boot, some task stalled (/proc/pressure/memory)",
+);
+static PSI_FULL: Column = Column::new(
+    "psi_full_total_us",
+    Unit::Us,
+    "memory stall time since boot, every non-idle task stalled at once",
+);
+static ZONE_FREE: Column = Column::new(
+    "zone_free_pages",
+    Unit::Count,
+    "a populated zone's free pages (/proc/zoneinfo), against its watermarks",
+);
+static ZONE_MIN: Column = Column::new(
+    "zone_min_pages",
+    Unit::Count,
+    "the zone's min watermark: below it, allocations reclaim directly",
+);
+static ZONE_LOW: Column = Column::new(
+    "zone_low_pages",
+    Unit::Count,
+    "the zone's low watermark: below it, kswapd wakes",
+);
+static ZONE_HIGH: Column = Column::new(
+    "zone_high_pages",
+    Unit::Count,
+    "the zone's high watermark: kswapd reclaims until free pages are above it",
+);
+static OWN_CPU: Column = Column::new(
+    "cpu_ms",
+    Unit::Ms,
+    "skillprof's own CPU time (user and system) since it started",
+);
+static OWN_RSS: Column = Column::new("rss_kb", Unit::Kib, "skillprof's own resident memory");
+static OWN_SCRAPE: Column = Column::new(
+    "scrape_ms",
+    Unit::Ms,
+    "how long the previous scrape took to read the probes, the host and the machine",
+);
+
+/// Whether a column's figure only grows while the watch runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+/// The text of one scrape. `probes`: each probe of the session and whether it attached.
+pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> String {
+    let mut families = Families::default();
+
+    let mut host = Row::default();
+    crate::probes::ProbeMetrics::write_cells(Some(&snapshot.probes), &mut host);
+    for cell in host.cells() {
+        let kind = if cell.name.contains("_max") {
+            Kind::Gauge
+        } else {
+            Kind::Counter
+        };
+        families.add("host", &cell.name, cell.column, kind, "", &cell.value);
+    }
+    if let Some(held) = snapshot.held {
+        let mut row = Row::default();
+        let now = EntryComposition {
+            before: held,
+            after: held,
+        };
+        EntryComposition::write_cells(Some(&now), &mut row);
+        for cell in row.cells() {
+            families.add(
+                "host",
+                &cell.name,
+                cell.column,
+                Kind::Gauge,
+                "",
+                &cell.value,
+            );
+        }
+    }
+    families.add(
+        "host",
+        MAPS.name,
+        &MAPS,
+        Kind::Gauge,
+        "",
+        &snapshot.maps.into(),
+    );
+    families.add(
+        "machine",
+        MAX_MAP_COUNT.name,
+        &MAX_MAP_COUNT,
+        Kind::Gauge,
+        "",
+        &snapshot.max_map_count.into(),
+    );
+
+    let rows = snapshot.probes.skills.as_deref().unwrap_or_default();
+    let counted = snapshot.probes.skill_counted();
+    for ((skill, phase), counts) in by_skill_and_phase(rows) {
+        let labels = format!(
+            "skill=\"{}\",phase=\"{}\"",
+            escape(skill.as_deref().unwrap_or(crate::probes::markers::HOST_ROW)),
+            phase.as_str()
+        );
+        let mut row = Row::default();
+        SkillRow {
+            skill: skill.clone(),
+            phase,
+            counts,
+        }
+        .write_cells(&mut row, counted);
+        for cell in row.cells() {
+            families.add(
+                "skill",
+                &cell.name,
+                cell.column,
+                Kind::Counter,
+                &labels,
+                &cell.value,
+            );
+        }
+        if phase == Phase::Compile
+            && let Some(skill) = &skill
+        {
+            let again = counts.phase.runs.saturating_sub(1);
+            let labels = format!("skill=\"{}\"", escape(skill));
+            families.add(
+                "skill",
+                COMPILES_AGAIN.name,
+                &COMPILES_AGAIN,
+                Kind::Counter,
+                &labels,
+                &again.into(),
+            );
+        }
+    }
+    families.add(
+        "watch",
+        PER_SKILL.name,
+        &PER_SKILL,
+        Kind::Gauge,
+        "",
+        &u64::from(markers).into(),
+    );
+    for (probe, live) in probes {
+        let labels = format!("probe=\"{}\"", escape(probe));
+        families.add(
+            "watch",
+            PROBE_LIVE.name,
+            &PROBE_LIVE,
+            Kind::Gauge,
+            &labels,
+            &u64::from(*live).into(),
+        );
+    }
+
+    if let Some(psi) = &snapshot.psi {
+        for (column, value) in [
+            (&PSI_SOME, psi.some_total_us),
+            (&PSI_FULL, psi.full_total_us),
+        ] {
+            families.add(
+                "machine",
+                column.name,
+                column,
+                Kind::Counter,
+                "",
+                &value.into(),
+            );
+        }
+    }
+    for zone in &snapshot.zones {
+        let labels = format!(
+            "node=\"{}\",zone=\"{}\"",
+            zone.id.node,
+            escape(&zone.id.name)
+        );
+        let marks = &zone.watermarks;
+        for (column, value) in [
+            (&ZONE_FREE, zone.free_pages),
+            (&ZONE_MIN, marks.min),
+            (&ZONE_LOW, marks.low),
+            (&ZONE_HIGH, marks.high),
+        ] {
+            families.add(
+                "machine",
+                column.name,
+                column,
+                Kind::Gauge,
+                &labels,
+                &value.into(),
+            );
+        }
+    }
+
+    let own = &snapshot.own;
+    families.add(
+        "self",
+        OWN_CPU.name,
+        &OWN_CPU,
+        Kind::Counter,
+        "",
+        &(own.cpu.as_secs_f64() * 1e3).into(),
+    );
+    families.add(
+        "self",
+        OWN_RSS.name,
+        &OWN_RSS,
+        Kind::Gauge,
+        "",
+        &own.rss_kb.into(),
+    );
+    families.add(
+        "self",
+        OWN_SCRAPE.name,
+        &OWN_SCRAPE,
+        Kind::Gauge,
+        "",
+        &(own.last_scrape.as_secs_f64() * 1e3).into(),
+    );
+    families.text()
+}
+
+/// The rows summed by skill name and phase: a skill registered again (a changed file) has
+/// rows under each registration, one series here.
+fn by_skill_and_phase(rows: &[SkillRow]) -> BTreeMap<(Option<String>, Phase), SkillCounters> {
+    let mut summed: BTreeMap<(Option<String>, Phase), SkillCounters> = BTreeMap::new();
+    for row in rows {
+        summed
+            .entry((row.skill.clone(), row.phase))
+            .or_default()
+            .combine(&row.counts);
+    }
+    summed
+}
+
+/// Families in the order first seen, each with its points: OpenMetrics wants a family's
+/// points together, and skill series arrive skill by skill.
+#[derive(Default)]
+struct Families {
+    order: Vec<String>,
+    by_name: BTreeMap<String, (String, Vec<String>)>,
+}
+
+impl Families {
+    fn add(
+        &mut self,
+        group: &str,
+        column: &str,
+        meta: &'static Column,
+        kind: Kind,
+        labels: &str,
+        value: &Value,
+    ) {
+        let Some(number) = value.number() else {
+            return;
+        };
+        let name = metric_name(group, column);
+        let (head, points) = self.by_name.entry(name.clone()).or_insert_with(|| {
+            self.order.push(name.clone());
+            let mut head = String::new();
+            let kind = match kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+            };
+            let _ = writeln!(head, "# TYPE {name} {kind}");
+            if let Some(unit) = meta.unit.openmetrics() {
+                // OpenMetrics: a family with a unit carries it as its name's suffix too.
+                if name.ends_with(&format!("_{unit}")) {
+                    let _ = writeln!(head, "# UNIT {name} {unit}");
+                }
+            }
+            let _ = writeln!(head, "# HELP {name} {}", escape(meta.help));
+            (head, Vec::new())
+        });
+        let _ = head;
+        let sample = match kind {
+            Kind::Counter => format!("{name}_total"),
+            Kind::Gauge => name,
+        };
+        let labels = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        points.push(format!("{sample}{labels} {number}"));
+    }
+
+    fn text(&self) -> String {
+        let mut text = String::new();
+        for name in &self.order {
+            let (head, points) = &self.by_name[name];
+            text.push_str(head);
+            for point in points {
+                text.push_str(point);
+                text.push('\n');
+            }
+        }
+        text.push_str("# EOF\n");
+        text
+    }
+}

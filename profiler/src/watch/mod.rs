@@ -1,0 +1,168 @@
+//! `skillprof watch`: profiles a running host until stopped, in the probes' default mode
+//! (nothing runs for other processes), and serves what it counts as a Prometheus target.
+//! The probes count into one entry for the whole watch, never reset, so every figure a
+//! scrape reads only grows; Prometheus takes the windows (`rate`, `increase`).
+//!
+//! Stopping (SIGINT, SIGTERM, `--duration`) drops the probes and leaves the host running,
+//! untouched; a SIGKILL of skillprof leaves nothing attached either (the kernel drops a
+//! process's BPF links with its file descriptors).
+
+mod exposition;
+mod serve;
+mod snapshot;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::hostctl::attach::answering;
+use crate::hostctl::process::ExitWatch;
+use crate::hostctl::profile::HostProfile;
+use crate::probes::{self, ProbeOptions, ProbeSession};
+use snapshot::Reader;
+
+/// Watch a running skill host until stopped, and serve per-skill and per-host series to
+/// Prometheus (OpenMetrics on --listen, loopback by default). Probes run in the default
+/// mode: no syscall or page-fault program, nothing that costs other processes. Per-skill
+/// series need a host that marks its work (skillhost); any host gets the host series.
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// The host's process id (a host skillprof did not start).
+    #[arg(long, value_name = "PID")]
+    pub attach: u32,
+
+    /// Where the host answers, for the check that it is the host (its health route).
+    #[arg(long, value_name = "URL")]
+    pub host_url: String,
+
+    /// The host's API: `skillhost` (default), a profile shipped with skillprof
+    /// (`pharia-kernel-2024`, `pharia-engine-2025`), or a TOML file (docs/profiles.md).
+    #[arg(long, default_value = "skillhost", value_name = "NAME|FILE")]
+    pub host_profile: String,
+
+    /// Serve OpenMetrics at http://ADDR/metrics. Loopback by default: anything else
+    /// exposes the host's skill names to whoever can reach the address.
+    #[arg(long, default_value = "127.0.0.1:9477", value_name = "ADDR")]
+    pub listen: SocketAddr,
+
+    /// Stop after this many seconds (default: until SIGINT or SIGTERM).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<u64>,
+
+    /// Leave the host's markers unprobed: host series only, no skill series.
+    #[arg(long)]
+    pub no_markers: bool,
+}
+
+pub fn run(args: WatchArgs) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(watch(args))
+}
+
+async fn watch(args: WatchArgs) -> Result<ExitCode> {
+    probes::require_bpf("skillprof watch")?;
+    let profile = HostProfile::load(&args.host_profile)?;
+    answering(args.attach, &args.host_url, profile.dialect.clone()).await?;
+    // Bound first: a busy address fails before anything is attached.
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("--listen {}: cannot bind", args.listen))?;
+    let address = listener.local_addr()?;
+    let options = ProbeOptions {
+        max_entries: 1,
+        no_markers: args.no_markers,
+        ..ProbeOptions::default()
+    };
+    let session = ProbeSession::start(args.attach, &options)?;
+    session.begin_entry(0)?;
+    eprint!("{}", probes::tables::statuses(session.statuses()));
+    let probes: Vec<(String, bool)> = session
+        .statuses()
+        .iter()
+        .map(|status| (status.probe.name().to_owned(), status.attached))
+        .collect();
+    let markers = probes
+        .iter()
+        .any(|(probe, live)| probe == probes::Probe::Markers.name() && *live);
+    if !markers {
+        eprintln!(
+            "skillprof watch: per-skill series need a host that marks its work (skillhost's \
+             markers); this one gets the host series only (skillprof_watch_per_skill_series 0)"
+        );
+    }
+    eprintln!(
+        "skillprof watch: watching {} ({}); serving http://{address}/metrics",
+        args.attach, args.host_profile
+    );
+
+    let session = Arc::new(session);
+    let reader = Arc::new(Reader::new(args.attach));
+    let scrape = {
+        let session = session.clone();
+        move || -> Result<String> {
+            let snapshot = reader.read(&session)?;
+            Ok(exposition::render(&snapshot, &probes, markers))
+        }
+    };
+    let server = tokio::spawn(serve::serve(listener, Arc::new(scrape)));
+    let started = Instant::now();
+    let ended = until_stopped(args.attach, args.duration).await;
+    server.abort();
+    // The last reference to the session: its drop detaches every probe.
+    drop(server.await);
+    let session =
+        Arc::try_unwrap(session).map_err(|_| anyhow::anyhow!("a scrape still holds the probes"))?;
+    drop(session);
+    let watched = started.elapsed().as_secs();
+    match ended? {
+        Stopped::Asked(how) => {
+            eprintln!(
+                "skillprof watch: {how} after {watched} s; probes detached, host {} left \
+                 running",
+                args.attach
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Stopped::HostExited => {
+            eprintln!(
+                "skillprof watch: the host {} exited after {watched} s of watching; the watch \
+                 ends (a restarted host has a new pid: watch it again)",
+                args.attach
+            );
+            Ok(ExitCode::from(3))
+        }
+    }
+}
+
+enum Stopped {
+    Asked(&'static str),
+    HostExited,
+}
+
+/// Until SIGINT, SIGTERM, `duration` or the host's exit.
+async fn until_stopped(pid: u32, duration: Option<u64>) -> Result<Stopped> {
+    let mut interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
+    let host = ExitWatch::of(pid)?;
+    let elapsed = async {
+        match duration {
+            Some(seconds) => tokio::time::sleep(Duration::from_secs(seconds)).await,
+            None => std::future::pending().await,
+        }
+    };
+    Ok(tokio::select! {
+        _ = interrupt.recv() => Stopped::Asked("stopped by SIGINT"),
+        _ = terminate.recv() => Stopped::Asked("stopped by SIGTERM"),
+        () = elapsed => Stopped::Asked("--duration reached"),
+        () = host.exited() => Stopped::HostExited,
+    })
+}

@@ -1,0 +1,107 @@
+//! What one scrape of a watched host reads: the probes' counts since the watch began, and
+//! the host's and the machine's state now. Reading is the only work a scrape does; the
+//! exposition renders what was read.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::probes::{ProbeMetrics, ProbeSession};
+use crate::sample::composition::Composition;
+use crate::sample::psi::{self, Psi};
+use crate::sample::zoneinfo::{self, Zone};
+use crate::sample::{PROC, process};
+
+/// How old the host's smaps reading may be: reading it walks every mapping (milliseconds to
+/// tens of them for a large host), too much for every scrape.
+pub const HELD_EVERY: Duration = Duration::from_secs(10);
+
+pub struct Snapshot {
+    /// Everything the probes counted since the watch began (entry 0, never reset: every
+    /// figure only grows, as Prometheus counters do).
+    pub probes: ProbeMetrics,
+    /// The host's memory by holder, at most [`HELD_EVERY`] old; `None` if unreadable.
+    pub held: Option<Composition>,
+    pub maps: Option<u64>,
+    pub max_map_count: Option<u64>,
+    pub psi: Option<Psi>,
+    pub zones: Vec<Zone>,
+    pub own: OwnCost,
+}
+
+/// skillprof's own cost so far.
+pub struct OwnCost {
+    pub cpu: Duration,
+    pub rss_kb: Option<u64>,
+    /// The previous scrape's reading time.
+    pub last_scrape: Duration,
+}
+
+/// What a scrape reads, and the readings it keeps between scrapes.
+pub struct Reader {
+    pid: u32,
+    held: Mutex<Option<(Instant, Option<Composition>)>>,
+    last_scrape: Mutex<Duration>,
+}
+
+impl Reader {
+    pub fn new(pid: u32) -> Self {
+        Reader {
+            pid,
+            held: Mutex::new(None),
+            last_scrape: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    pub fn read(&self, session: &ProbeSession) -> Result<Snapshot> {
+        let started = Instant::now();
+        let proc_root = Path::new(PROC);
+        let probes = session.entry(0)?;
+        let held = {
+            let mut kept = self.held.lock().unwrap();
+            match &*kept {
+                Some((at, held)) if at.elapsed() < HELD_EVERY => *held,
+                _ => {
+                    let held = Composition::read(proc_root, self.pid);
+                    *kept = Some((Instant::now(), held));
+                    held
+                }
+            }
+        };
+        let maps = held.map(|held| held.mappings);
+        let max_map_count = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|text| text.trim().parse().ok());
+        let own = OwnCost {
+            cpu: own_cpu(),
+            rss_kb: process::read(proc_root, std::process::id())
+                .ok()
+                .map(|stat| stat.rss_kb),
+            last_scrape: *self.last_scrape.lock().unwrap(),
+        };
+        let snapshot = Snapshot {
+            probes,
+            held,
+            maps,
+            max_map_count,
+            psi: psi::read(proc_root).ok().flatten(),
+            zones: zoneinfo::read(proc_root)
+                .map(|zones| zones.into_iter().filter(Zone::populated).collect())
+                .unwrap_or_default(),
+            own,
+        };
+        *self.last_scrape.lock().unwrap() = started.elapsed();
+        Ok(snapshot)
+    }
+}
+
+/// This process's CPU time, user and system; zero if /proc/self cannot be read.
+fn own_cpu() -> Duration {
+    let Ok(stat) = procfs::process::Process::myself().and_then(|me| me.stat()) else {
+        return Duration::ZERO;
+    };
+    let ticks = procfs::ticks_per_second() as f64;
+    Duration::from_secs_f64((stat.utime + stat.stime) as f64 / ticks)
+}

@@ -1,0 +1,311 @@
+//! `skillprof watch` end to end: a real Prometheus server (Debian's) scrapes it while it
+//! watches a skillhost under load, and the series it stores are checked against the host's
+//! own counts; a host without markers gets the host series and says why it has no others.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hyper::Method;
+use serde_json::{Value, json};
+use skillprof::hostctl::client::Http;
+
+mod common;
+use common::cli::eventually;
+use common::outside_host::OutsideHost;
+use common::require_root;
+
+/// A free loopback port (bound and let go: a race only with other tests, which pick theirs
+/// the same way).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A process killed and reaped when the test ends, however it ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `skillprof watch` on `host`, serving on a port of its own, its stderr in `dir`.
+fn start_watch(host: &OutsideHost, dir: &Path) -> (Reaped, u16, PathBuf) {
+    let port = free_port();
+    let stderr = dir.join("watch.err");
+    let child = Command::new(env!("CARGO_BIN_EXE_skillprof"))
+        .args(["watch", "--attach", &host.child.id().to_string()])
+        .args(["--host-url", &host.url()])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let watch = Reaped(child);
+    eventually(
+        Duration::from_secs(30),
+        "the watch to serve /metrics",
+        || match scrape(port) {
+            Some(_) => None,
+            None => Some(fs::read_to_string(&stderr).unwrap_or_default()),
+        },
+    );
+    (watch, port, stderr)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// GET `path` on loopback `port`: its status and body; `None` if nothing answers.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let http = Http::new(&format!("http://127.0.0.1:{port}"));
+    let reply = runtime()
+        .block_on(http.send(Method::GET, path, [], None))
+        .ok()?;
+    Some((reply.status.as_u16(), reply.text()))
+}
+
+fn scrape(port: u16) -> Option<String> {
+    get(port, "/metrics").and_then(|(status, text)| (status == 200).then_some(text))
+}
+
+/// The value of the sample `name{labels}` in an exposition, if there.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.split(' ').next()?.parse().ok())
+}
+
+/// SIGINT, as a person stopping the watch would; its exit status.
+fn interrupt(mut watch: Reaped) -> std::process::ExitStatus {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(watch.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    watch.0.wait().unwrap()
+}
+
+/// A real Prometheus server scraping `target` every second, on a port of its own.
+fn start_prometheus(dir: &Path, target: u16) -> (Reaped, u16) {
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: skillprof\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(dir.join("prometheus.err")).unwrap())
+        .spawn()
+        .expect("Debian's prometheus (scripts/test.sh installs it)");
+    (Reaped(child), port)
+}
+
+/// Prometheus' answer to an instant query: each series' labels and value.
+fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
+    let encoded = percent_encoding::utf8_percent_encode(promql, percent_encoding::NON_ALPHANUMERIC);
+    let Some((200, body)) = get(port, &format!("/api/v1/query?query={encoded}")) else {
+        return Vec::new();
+    };
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    answer["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|series| {
+            let value = series["value"][1].as_str().unwrap().parse().unwrap();
+            (series["metric"].clone(), value)
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compile_again() {
+    require_root("skillprof watch loads BPF probes");
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    let samples = skillprof::hostctl::SampleSkills::beside_executable(
+        skillprof::hostctl::SkillWorld::Skillprof,
+    )
+    .unwrap();
+    let ours = ["watched_a", "watched_b"].map(str::to_owned);
+    for name in &ours {
+        fs::copy(
+            samples.path("sample_rs").unwrap(),
+            host.skills.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    let client = host.client();
+    runtime()
+        .block_on(client.wait_until_listed(&ours, Duration::from_secs(10)))
+        .unwrap();
+    let (watch, watch_port, stderr) = start_watch(&host, dir.path());
+    let (_prometheus, prometheus_port) = start_prometheus(dir.path(), watch_port);
+
+    // Load: rounds of concurrent requests, 3 to watched_a and 2 to watched_b each; then
+    // watched_a evicted and asked again, which compiles it a second time.
+    let input = json!({"topic": "watched", "memory_kb": 100, "wait_ms": 5});
+    runtime().block_on(async {
+        for _ in 0..20 {
+            let requests = [
+                "watched_a",
+                "watched_a",
+                "watched_a",
+                "watched_b",
+                "watched_b",
+            ]
+            .map(|skill| client.execute(skill, &input));
+            for reply in futures_join(requests).await {
+                assert!(reply.unwrap().is_ok());
+            }
+        }
+        assert!(client.drop_cached("watched_a").await.unwrap().is_ok());
+        assert!(client.execute("watched_a", &input).await.unwrap().is_ok());
+    });
+
+    // The host's own count of each skill's executions, and what Prometheus stored.
+    let host_metrics = host
+        .runtime()
+        .block_on(client.get("/metrics"))
+        .unwrap()
+        .text();
+    let counted = |skill: &str| {
+        sample(
+            &host_metrics,
+            &format!("skillhost_executions_total{{skill=\"{skill}\"}}"),
+        )
+        .unwrap_or_else(|| panic!("the host counts no executions of {skill}"))
+    };
+    assert_eq!((counted("watched_a"), counted("watched_b")), (61.0, 40.0));
+    eventually(
+        Duration::from_secs(30),
+        "Prometheus to store the executions",
+        || {
+            let stored = query(
+                prometheus_port,
+                "skillprof_skill_runs_total{phase=\"call\",skill=~\"watched_.*\"}",
+            );
+            let of = |skill: &str| {
+                stored
+                    .iter()
+                    .find(|(labels, _)| labels["skill"] == skill)
+                    .map(|(_, value)| *value)
+            };
+            let again = query(
+                prometheus_port,
+                "skillprof_skill_compiles_again_total{skill=\"watched_a\"}",
+            );
+            let seen = (of("watched_a"), of("watched_b"), again.first().map(|s| s.1));
+            (seen
+                != (
+                    Some(counted("watched_a")),
+                    Some(counted("watched_b")),
+                    Some(1.0),
+                ))
+                .then(|| format!("Prometheus has (a, b, a compiled again) = {seen:?}"))
+        },
+    );
+    // The per-host series are there too, with the field table's names.
+    let up = query(prometheus_port, "skillprof_host_code_publishes_total");
+    assert_eq!(up.first().map(|s| s.1), Some(3.0), "three compiles: {up:?}");
+    assert_eq!(
+        query(prometheus_port, "skillprof_watch_per_skill_series")
+            .first()
+            .map(|s| s.1),
+        Some(1.0)
+    );
+
+    // Stopping detaches and leaves the host serving.
+    let status = interrupt(watch);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+    assert!(said.contains("probes detached"), "{said}");
+    runtime().block_on(async {
+        assert!(client.healthy().await);
+        assert!(client.execute("watched_b", &input).await.unwrap().is_ok());
+    });
+}
+
+/// Awaits every future of `requests`, concurrently.
+async fn futures_join<F: std::future::Future>(requests: [F; 5]) -> Vec<F::Output> {
+    let [a, b, c, d, e] = requests;
+    let (a, b, c, d, e) = tokio::join!(a, b, c, d, e);
+    vec![a, b, c, d, e]
+}
+
+#[test]
+fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_series() {
+    require_root("skillprof watch loads BPF probes");
+    let dir = tempfile::tempdir().unwrap();
+    // skillhost without its symbols: no marker, and no wasmtime function to follow.
+    let skillhost = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let stripped = dir.path().join("skillhost-stripped");
+    let strip = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&skillhost)
+        .status()
+        .expect("strip (binutils)");
+    assert!(strip.success());
+    let host = OutsideHost::start_from(&stripped, dir.path(), &[]);
+    let (watch, port, stderr) = start_watch(&host, dir.path());
+    runtime().block_on(async {
+        let reply = host
+            .client()
+            .execute("their_own", &json!({}))
+            .await
+            .unwrap();
+        assert!(reply.is_ok(), "{}", reply.text());
+    });
+    let text = scrape(port).unwrap();
+    assert_eq!(sample(&text, "skillprof_watch_per_skill_series"), Some(0.0));
+    assert_eq!(
+        sample(&text, "skillprof_watch_probe_live{probe=\"markers\"}"),
+        Some(0.0)
+    );
+    assert!(!text.contains("skillprof_skill_"), "{text}");
+    // The host series: memory by holder, faults from the kernel's counters, the machine.
+    for series in [
+        "skillprof_host_held_heap_kb",
+        "skillprof_host_mappings",
+        "skillprof_machine_max_map_count",
+        "skillprof_self_cpu_ms_total",
+    ] {
+        assert!(sample(&text, series).is_some(), "no {series} in\n{text}");
+    }
+    assert!(
+        text.contains("# HELP skillprof_watch_per_skill_series 1 when the host marks its work"),
+        "{text}"
+    );
+    let status = interrupt(watch);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+    assert!(
+        said.contains("per-skill series need a host that marks its work"),
+        "{said}"
+    );
+    assert!(runtime().block_on(host.client().healthy()));
+}
