@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::exercise::Exercise;
-use common::require_root;
+use common::{loaded_ids, loaded_since, require_root};
 use skillprof::probes::{PROBES, ProbeOptions, ProbeSession};
 use skillprof::record::probes::Probe;
 use skillprof::sample::process;
@@ -31,22 +31,6 @@ fn taxing_programs() -> BTreeSet<String> {
         .flat_map(|plan| plan.plan.iter())
         .flat_map(|how| how.hooks.iter())
         .map(|hook| hook.program().chars().take(NAME_LEN).collect())
-        .collect()
-}
-
-/// Names of the programs loaded in the kernel now that were not loaded before (by id).
-fn loaded_since(before: &BTreeSet<u32>) -> BTreeSet<String> {
-    aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .filter(|program| !before.contains(&program.id()))
-        .filter_map(|program| program.name_as_str().map(str::to_owned))
-        .collect()
-}
-
-fn loaded_ids() -> BTreeSet<u32> {
-    aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .map(|program| program.id())
         .collect()
 }
 

@@ -14,7 +14,30 @@ use skillprof::hostctl::client::Http;
 mod common;
 use common::cli::eventually;
 use common::outside_host::OutsideHost;
-use common::require_root;
+use common::{loaded_ids, loaded_since, require_root};
+
+/// The two tests one at a time: each checks that the programs its watch loaded are gone
+/// after it, which another watch's programs would confuse.
+static ONE_WATCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_watch() -> std::sync::MutexGuard<'static, ()> {
+    ONE_WATCH
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Every program loaded since `before` is gone (the kernel frees them when their last file
+/// descriptor closes).
+fn nothing_left_since(before: &std::collections::BTreeSet<u32>) {
+    eventually(
+        Duration::from_secs(10),
+        "the watch's programs to go",
+        || {
+            let left = loaded_since(before);
+            (!left.is_empty()).then(|| format!("still loaded: {left:?}"))
+        },
+    );
+}
 
 /// A free loopback port (bound and let go: a race only with other tests, which pick theirs
 /// the same way).
@@ -87,13 +110,9 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .and_then(|value| value.split(' ').next()?.parse().ok())
 }
 
-/// SIGINT, as a person stopping the watch would; its exit status.
-fn interrupt(mut watch: Reaped) -> std::process::ExitStatus {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(watch.0.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+/// `signal` to the watch (SIGINT: as a person stopping it would); its exit status.
+fn signalled(mut watch: Reaped, signal: nix::sys::signal::Signal) -> std::process::ExitStatus {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(watch.0.id() as i32), signal).unwrap();
     watch.0.wait().unwrap()
 }
 
@@ -104,8 +123,10 @@ fn start_prometheus(dir: &Path, target: u16) -> (Reaped, u16) {
     fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: skillprof\n    \
-             static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - \
+             {}\nscrape_configs:\n  - job_name: skillprof\n    static_configs:\n      - \
+             targets: ['127.0.0.1:{target}']\n",
+            grafana().join("recording-rules.yml").display()
         ),
     )
     .unwrap();
@@ -121,6 +142,28 @@ fn start_prometheus(dir: &Path, target: u16) -> (Reaped, u16) {
         .spawn()
         .expect("Debian's prometheus (scripts/test.sh installs it)");
     (Reaped(child), port)
+}
+
+/// The dashboard and recording rules shipped for watch's series.
+fn grafana() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana")
+}
+
+/// The skillprof series a text names (a regex's stem, ending in `_`, is not one).
+fn series_named(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("skillprof_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.ends_with('_') {
+            names.insert(name.clone());
+        }
+        rest = &rest[at + name.len()..];
+    }
+    names
 }
 
 /// Prometheus' answer to an instant query: each series' labels and value.
@@ -144,6 +187,7 @@ fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
 #[test]
 fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compile_again() {
     require_root("skillprof watch loads BPF probes");
+    let _one = one_watch();
     let dir = tempfile::tempdir().unwrap();
     let host = OutsideHost::start(dir.path());
     let samples = skillprof::hostctl::SampleSkills::beside_executable(
@@ -162,6 +206,7 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
     runtime()
         .block_on(client.wait_until_listed(&ours, Duration::from_secs(10)))
         .unwrap();
+    let before = loaded_ids();
     let (watch, watch_port, stderr) = start_watch(&host, dir.path());
     let (_prometheus, prometheus_port) = start_prometheus(dir.path(), watch_port);
 
@@ -228,6 +273,44 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
                 .then(|| format!("Prometheus has (a, b, a compiled again) = {seen:?}"))
         },
     );
+    // The shipped recording rules evaluate on what Prometheus stored, and every series the
+    // rules and the dashboard read is one the watch serves.
+    let rules = grafana().join("recording-rules.yml");
+    let checked = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{checked:?}");
+    eventually(
+        Duration::from_secs(30),
+        "the recording rules to record",
+        || {
+            let missing: Vec<&str> = ["skill:executions:rate5m", "host:mappings:headroom"]
+                .into_iter()
+                .filter(|rule| query(prometheus_port, rule).is_empty())
+                .collect();
+            (!missing.is_empty()).then(|| format!("nothing recorded for {missing:?}"))
+        },
+    );
+    let served: std::collections::BTreeSet<String> = scrape(watch_port)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split(['{', ' ']).next().map(str::to_owned))
+        .collect();
+    for shipped in ["recording-rules.yml", "skillprof-watch.json"] {
+        let text = fs::read_to_string(grafana().join(shipped)).unwrap();
+        let unknown: Vec<String> = series_named(&text)
+            .into_iter()
+            .filter(|name| !served.contains(name))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "{shipped} reads series no watch serves: {unknown:?}"
+        );
+    }
+
     // The per-host series are there too, with the field table's names.
     let up = query(prometheus_port, "skillprof_host_code_publishes_total");
     assert_eq!(up.first().map(|s| s.1), Some(3.0), "three compiles: {up:?}");
@@ -239,10 +322,11 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
     );
 
     // Stopping detaches and leaves the host serving.
-    let status = interrupt(watch);
+    let status = signalled(watch, nix::sys::signal::Signal::SIGINT);
     let said = fs::read_to_string(&stderr).unwrap();
     assert!(status.success(), "{status}: {said}");
     assert!(said.contains("probes detached"), "{said}");
+    nothing_left_since(&before);
     runtime().block_on(async {
         assert!(client.healthy().await);
         assert!(client.execute("watched_b", &input).await.unwrap().is_ok());
@@ -259,6 +343,7 @@ async fn futures_join<F: std::future::Future>(requests: [F; 5]) -> Vec<F::Output
 #[test]
 fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_series() {
     require_root("skillprof watch loads BPF probes");
+    let _one = one_watch();
     let dir = tempfile::tempdir().unwrap();
     // skillhost without its symbols: no marker, and no wasmtime function to follow.
     let skillhost = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
@@ -271,6 +356,7 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
         .expect("strip (binutils)");
     assert!(strip.success());
     let host = OutsideHost::start_from(&stripped, dir.path(), &[]);
+    let before = loaded_ids();
     let (watch, port, stderr) = start_watch(&host, dir.path());
     runtime().block_on(async {
         let reply = host
@@ -300,12 +386,14 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
         text.contains("# HELP skillprof_watch_per_skill_series 1 when the host marks its work"),
         "{text}"
     );
-    let status = interrupt(watch);
     let said = fs::read_to_string(&stderr).unwrap();
-    assert!(status.success(), "{status}: {said}");
     assert!(
         said.contains("per-skill series need a host that marks its work"),
         "{said}"
     );
+    // A SIGKILL leaves nothing attached either, and the host serving.
+    let status = signalled(watch, nix::sys::signal::Signal::SIGKILL);
+    assert!(!status.success());
+    nothing_left_since(&before);
     assert!(runtime().block_on(host.client().healthy()));
 }

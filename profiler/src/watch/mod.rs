@@ -13,7 +13,7 @@ mod snapshot;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -104,12 +104,16 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         args.attach, args.host_profile
     );
 
-    let session = Arc::new(session);
+    // Scrapes borrow the session; stopping takes it out, so that its drop detaches every
+    // probe however many connections are still open.
+    let session = Arc::new(Mutex::new(Some(session)));
     let reader = Arc::new(Reader::new(args.attach));
     let scrape = {
         let session = session.clone();
         move || -> Result<String> {
-            let snapshot = reader.read(&session)?;
+            let session = session.lock().unwrap();
+            let session = session.as_ref().context("the watch is stopping")?;
+            let snapshot = reader.read(session)?;
             Ok(exposition::render(&snapshot, &probes, markers))
         }
     };
@@ -117,11 +121,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let ended = until_stopped(args.attach, args.duration).await;
     server.abort();
-    // The last reference to the session: its drop detaches every probe.
-    drop(server.await);
-    let session =
-        Arc::try_unwrap(session).map_err(|_| anyhow::anyhow!("a scrape still holds the probes"))?;
-    drop(session);
+    drop(session.lock().unwrap().take());
     let watched = started.elapsed().as_secs();
     match ended? {
         Stopped::Asked(how) => {

@@ -1,6 +1,7 @@
 //! The scrape endpoint: `GET /metrics` answers a fresh snapshot's OpenMetrics text; any
-//! other path is a 404 that names the right one. One connection at a time is plenty for a
-//! Prometheus server or two, and keeps a scrape's cost on one thread.
+//! other path is a 404 that names the right one. Each connection is served on a task of its
+//! own: Prometheus keeps its connection open between scrapes, and another client (a second
+//! Prometheus, a person with curl) must not wait for it to close.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -26,10 +27,12 @@ pub async fn serve(
             let scrape = scrape.clone();
             async move { Ok::<_, Infallible>(answer(request.uri().path(), &*scrape).await) }
         });
-        // A client that goes away mid-answer is its business, not the watch's.
-        let _ = http1::Builder::new()
-            .serve_connection(TokioIo::new(stream), service)
-            .await;
+        tokio::spawn(async move {
+            // A client that goes away mid-answer is its business, not the watch's.
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 

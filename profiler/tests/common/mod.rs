@@ -16,3 +16,22 @@ pub fn require_root(needs: &str) {
         "{needs}, which needs root: run the tests as root (sudo scripts/test.sh)"
     );
 }
+
+/// The ids of the BPF programs loaded in the kernel now.
+pub fn loaded_ids() -> std::collections::BTreeSet<u32> {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .map(|program| program.id())
+        .collect()
+}
+
+/// Names of the programs loaded in the kernel now that were not loaded before (by id).
+pub fn loaded_since(
+    before: &std::collections::BTreeSet<u32>,
+) -> std::collections::BTreeSet<String> {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter(|program| !before.contains(&program.id()))
+        .filter_map(|program| program.name_as_str().map(str::to_owned))
+        .collect()
+}
