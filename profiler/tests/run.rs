@@ -831,9 +831,11 @@ fn strace_calls(text: &str) -> Vec<(String, String, i64)> {
     let mut unfinished: std::collections::HashMap<&str, &str> = Default::default();
     let mut calls = Vec::new();
     for line in text.lines() {
+        // strace pads the tid to five columns: "7757  ioctl(...", "21914 ioctl(...".
         let Some((tid, rest)) = line.split_once(' ') else {
             continue;
         };
+        let rest = rest.trim_start();
         let whole = if let Some(start) = rest.strip_suffix(" <unfinished ...>") {
             unfinished.insert(tid, start);
             continue;
