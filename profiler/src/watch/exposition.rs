@@ -127,17 +127,15 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
             );
         }
     }
-    families.add(
+    families.column(
         "host",
-        MAPS.name,
         &MAPS,
         Kind::Gauge,
         "",
-        &snapshot.maps.into(),
+        &snapshot.held.map(|held| held.mappings).into(),
     );
-    families.add(
+    families.column(
         "machine",
-        MAX_MAP_COUNT.name,
         &MAX_MAP_COUNT,
         Kind::Gauge,
         "",
@@ -174,9 +172,8 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
         {
             let again = counts.phase.runs.saturating_sub(1);
             let labels = format!("skill=\"{}\"", escape(skill));
-            families.add(
+            families.column(
                 "skill",
-                COMPILES_AGAIN.name,
                 &COMPILES_AGAIN,
                 Kind::Counter,
                 &labels,
@@ -184,9 +181,8 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
             );
         }
     }
-    families.add(
+    families.column(
         "watch",
-        PER_SKILL.name,
         &PER_SKILL,
         Kind::Gauge,
         "",
@@ -194,9 +190,8 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
     );
     for (probe, live) in probes {
         let labels = format!("probe=\"{}\"", escape(probe));
-        families.add(
+        families.column(
             "watch",
-            PROBE_LIVE.name,
             &PROBE_LIVE,
             Kind::Gauge,
             &labels,
@@ -209,14 +204,7 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
             (&PSI_SOME, psi.some_total_us),
             (&PSI_FULL, psi.full_total_us),
         ] {
-            families.add(
-                "machine",
-                column.name,
-                column,
-                Kind::Counter,
-                "",
-                &value.into(),
-            );
+            families.column("machine", column, Kind::Counter, "", &value.into());
         }
     }
     for zone in &snapshot.zones {
@@ -232,37 +220,21 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
             (&ZONE_LOW, marks.low),
             (&ZONE_HIGH, marks.high),
         ] {
-            families.add(
-                "machine",
-                column.name,
-                column,
-                Kind::Gauge,
-                &labels,
-                &value.into(),
-            );
+            families.column("machine", column, Kind::Gauge, &labels, &value.into());
         }
     }
 
     let own = &snapshot.own;
-    families.add(
+    families.column(
         "self",
-        OWN_CPU.name,
         &OWN_CPU,
         Kind::Counter,
         "",
         &(own.cpu.as_secs_f64() * 1e3).into(),
     );
-    families.add(
+    families.column("self", &OWN_RSS, Kind::Gauge, "", &own.rss_kb.into());
+    families.column(
         "self",
-        OWN_RSS.name,
-        &OWN_RSS,
-        Kind::Gauge,
-        "",
-        &own.rss_kb.into(),
-    );
-    families.add(
-        "self",
-        OWN_SCRAPE.name,
         &OWN_SCRAPE,
         Kind::Gauge,
         "",
@@ -306,7 +278,7 @@ impl Families {
             return;
         };
         let name = metric_name(group, column);
-        let (head, points) = self.by_name.entry(name.clone()).or_insert_with(|| {
+        let (_, points) = self.by_name.entry(name.clone()).or_insert_with(|| {
             self.order.push(name.clone());
             let mut head = String::new();
             let kind = match kind {
@@ -323,7 +295,6 @@ impl Families {
             let _ = writeln!(head, "# HELP {name} {}", escape(meta.help));
             (head, Vec::new())
         });
-        let _ = head;
         let sample = match kind {
             Kind::Counter => format!("{name}_total"),
             Kind::Gauge => name,
@@ -334,6 +305,18 @@ impl Families {
             format!("{{{labels}}}")
         };
         points.push(format!("{sample}{labels} {number}"));
+    }
+
+    /// A series named after its own column (not a family member's).
+    fn column(
+        &mut self,
+        group: &str,
+        column: &'static Column,
+        kind: Kind,
+        labels: &str,
+        value: &Value,
+    ) {
+        self.add(group, column.name, column, kind, labels, value);
     }
 
     fn text(&self) -> String {

@@ -24,7 +24,6 @@ pub struct Snapshot {
     pub probes: ProbeMetrics,
     /// The host's memory by holder, at most [`HELD_EVERY`] old; `None` if unreadable.
     pub held: Option<Composition>,
-    pub maps: Option<u64>,
     pub max_map_count: Option<u64>,
     pub psi: Option<Psi>,
     pub zones: Vec<Zone>,
@@ -70,7 +69,6 @@ impl Reader {
                 }
             }
         };
-        let maps = held.map(|held| held.mappings);
         let max_map_count = std::fs::read_to_string("/proc/sys/vm/max_map_count")
             .ok()
             .and_then(|text| text.trim().parse().ok());
@@ -84,7 +82,6 @@ impl Reader {
         let snapshot = Snapshot {
             probes,
             held,
-            maps,
             max_map_count,
             psi: psi::read(proc_root).ok().flatten(),
             zones: zoneinfo::read(proc_root)
