@@ -216,9 +216,9 @@ fn median_of(rounds: &[[Measured; 5]], condition: Condition, metric: fn(&Measure
     stats::median(&values)
 }
 
-/// What the default mode adds by the machine's cost model: the only program it runs for the
-/// host's ordinary work is the marker's uprobe, so its cost is the runs' marks times
-/// probe_cost's figure per mark, against the host CPU of the same runs. An interval far
+/// What the default mode adds by the machine's cost model: the only thing it adds to the
+/// host's ordinary work is each mark's reading into the ledger, so its cost is the runs'
+/// marks times probe_cost's figure per mark, against the host CPU of the same runs. An interval far
 /// narrower than the direct comparison's, which this machine's run-to-run noise widens.
 fn modelled(rounds: &[[Measured; 5]]) {
     let machine = match Machine::read() {
@@ -233,7 +233,7 @@ fn modelled(rounds: &[[Measured; 5]]) {
     let cpu_ms = median_of(rounds, Condition::Default, |m| m.host_cpu_ms);
     let counted = [Counted {
         probe: Probe::Markers,
-        mechanism: Mechanism::Uprobe,
+        mechanism: Mechanism::Ledger,
         per: Per::Mark,
         events: marks as u64,
     }];

@@ -2,9 +2,9 @@
 //! - an unrelated syscall (getppid) while a session profiles another process: the tax every
 //!   process on the machine pays while a run lasts;
 //! - a matching mmap+munmap pair, and a page fault, while a session profiles this process;
-//! - a mark (`skillhost_mark`, the call a host makes around its work for a skill), while a
-//!   session profiles this process: the marker's uprobe and its program, which runs in every
-//!   mode, so it is what the default mode costs the host per mark.
+//! - a mark (`ledger::mark`, the call a host makes around its work for a skill), while a
+//!   session profiles this process: in the default mode the thread's own counters read into
+//!   the ledger (a `getrusage`), in exact mode that and the marker's uprobe with its program.
 //!
 //! Each attach selection the kernel allows (the default mode, which leaves out every program
 //! that runs for other processes' syscalls and faults; exact mode, `--trace-syscalls`, with
@@ -41,7 +41,7 @@ use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel, EventCost, Ns, Per};
 use skillprof::probes::{self, Mechanism, Probe, ProbeOptions, ProbeSession};
 use skillprof::stats;
-use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, skillhost_mark};
+use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, ledger};
 
 const GETPPID_CALLS: usize = 200_000;
 const MMAP_PAIRS: usize = 20_000;
@@ -49,6 +49,8 @@ const FAULT_PAGES: usize = 16_384;
 /// Marks per measurement, in pairs: a stretch of work for a skill, then idle, as a host's
 /// threads mark each poll of a request.
 const MARK_PAIRS: usize = 20_000;
+/// The skill the marks are for, registered once (its row's pages faulted in then).
+static SKILL: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 const PAGE: usize = 4096;
 const RESAMPLES: usize = 5_000;
 /// Each condition measures its workloads this many times and keeps the median: a fault's
@@ -314,10 +316,11 @@ fn measure_once() -> Costs {
     });
     // SAFETY: the region mapped above.
     unsafe { libc::munmap(region.cast(), FAULT_PAGES * PAGE) };
+    let skill = *SKILL.get_or_init(|| ledger::register("probe_cost"));
     let mark = per_operation(2 * MARK_PAIRS, || {
         for request in 0..MARK_PAIRS as u64 {
-            skillhost_mark(request, 7, PHASE_CALL | PHASE_FIRST, c"probe_cost".as_ptr());
-            skillhost_mark(request, 7, PHASE_IDLE, c"probe_cost".as_ptr());
+            ledger::mark(request, skill, PHASE_CALL | PHASE_FIRST);
+            ledger::mark(request, skill, PHASE_IDLE);
         }
     });
     Costs {

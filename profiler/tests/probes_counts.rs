@@ -36,7 +36,7 @@ const STEPS: &[(&str, &[&str])] = &[
     ("mmap", &["mmap 16 1048576", "mmap 8 262144"]),
     // Marked as skillhost marks a call (259: PHASE_CALL | PHASE_FIRST; 0: idle), so the
     // skill rows must carry exactly the touch step's faults.
-    ("touch", &["mark 7 259", "touch 4000", "mark 7 0"]),
+    ("touch", &["mark 259", "touch 4000", "mark 0"]),
     ("read-into", &["read-into 500"]),
     ("populate", &["populate 100"]),
     ("munmap", &["munmap 3"]),

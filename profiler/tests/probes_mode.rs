@@ -1,8 +1,9 @@
 //! Only the host pays: in the default mode no program that runs for every process's syscalls
 //! or page faults is in the kernel, read back from the kernel's own list of loaded BPF
 //! programs; in exact mode (`--trace-syscalls`) they are, which shows the check can fail. The
-//! default mode's fault count is the kernel's count of the process's faults; with
-//! `--no-markers` not even the marker's uprobe is loaded.
+//! default mode's fault count is the kernel's count of the process's faults, its per-skill
+//! rows come from the host's ledger with no program per mark (the marker's uprobe is exact
+//! mode's), and a detached session leaves the ledger's lease at 0 (the host stops recording).
 //!
 //! One test in its own binary: the other probe tests load the same programs in parallel, and
 //! the kernel's list is machine-wide. Root only (CI runs it as root); without root it fails
@@ -57,9 +58,19 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
     let ours = loaded_since(&before);
     println!("default mode loaded: {ours:?}");
     assert!(
-        ours.contains("uprobe_mark"),
-        "the default mode did not follow the exercise's marker: {ours:?}"
+        !ours.contains("uprobe_mark"),
+        "the default mode put a probe on the exercise's marker: {ours:?}"
     );
+    let markers = default
+        .statuses()
+        .iter()
+        .find(|status| status.probe == Probe::Markers)
+        .unwrap();
+    assert!(
+        markers.attached && markers.detail.contains("ledger"),
+        "{markers:?}"
+    );
+    assert!(lease(pid) > 0, "the session holds no lease on the ledger");
     let taxing_loaded: Vec<&String> = ours.intersection(&taxing).collect();
     assert!(
         taxing_loaded.is_empty(),
@@ -86,7 +97,9 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
         .unwrap()
         .minflt;
     default.begin_entry(1).unwrap();
+    exercise.cmd("mark 259");
     exercise.cmd("touch 1024");
+    exercise.cmd("mark 0");
     let minflt_after = process::read(std::path::Path::new("/proc"), pid)
         .unwrap()
         .minflt;
@@ -101,7 +114,26 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
         "the kernel counted {} faults for 1,024 pages touched",
         minflt_after - minflt_before
     );
+    // The ledger's row: the marked stretch's faults, its one call, and its two marks.
+    let skills = metrics.skills.as_ref().expect("the ledger was read");
+    let [called] = skills
+        .iter()
+        .filter(|row| row.skill.is_some())
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("expected one skill row: {skills:#?}");
+    };
+    assert_eq!(called.name(), "exercise");
+    assert_eq!(called.counts.phase.runs, 1, "{called:#?}");
+    assert!(
+        (1024..=minflt_after - minflt_before).contains(&called.counts.task.minflt),
+        "the row has {} faults, the kernel counted {} around 1,024 touched",
+        called.counts.task.minflt,
+        minflt_after - minflt_before
+    );
+    assert_eq!(metrics.read(Probe::Markers, |c| c.marks.hits), Some(2));
     drop(default);
+    assert_eq!(lease(pid), 0, "the detached session left its lease on the ledger");
 
     // Exact mode: the same programs are in the kernel while it runs.
     let before = loaded_ids();
@@ -117,12 +149,16 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
     let ours = loaded_since(&before);
     println!("exact mode loaded: {ours:?}");
     assert!(
+        ours.contains("uprobe_mark"),
+        "exact mode did not follow the exercise's marker: {ours:?}"
+    );
+    assert!(
         ours.intersection(&taxing).next().is_some(),
         "exact mode loaded none of the syscall and fault programs {taxing:?}: {ours:?}"
     );
     drop(exact);
 
-    // --no-markers: not even the marker's uprobe, and the probe table says why.
+    // --no-markers: neither the ledger nor the marker's uprobe, and the probe table says why.
     let before = loaded_ids();
     let unmarked = ProbeSession::start(
         pid,
@@ -144,7 +180,27 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
         !markers.attached && markers.detail.contains("--no-markers"),
         "{markers:?}"
     );
+    assert_eq!(lease(pid), 0, "--no-markers took a lease on the ledger");
     drop(unmarked);
     exercise.send("exit");
     let _ = exercise.child.wait();
+}
+
+/// The lease on process `pid`'s ledger (CLOCK_MONOTONIC ns; 0: nobody records), read from its
+/// memfd through /proc as any other reader would.
+fn lease(pid: u32) -> u64 {
+    use std::io::Read as _;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let line = maps
+        .lines()
+        .find(|line| line.contains("/memfd:skillhost-ledger"))
+        .expect("the exercise keeps a ledger");
+    let range = line.split_whitespace().next().unwrap();
+    let mut header = [0u8; 24];
+    std::fs::File::open(format!("/proc/{pid}/map_files/{range}"))
+        .unwrap()
+        .read_exact(&mut header)
+        .unwrap();
+    // magic (8), rows (4), used (4), then the lease.
+    u64::from_le_bytes(header[16..24].try_into().unwrap())
 }

@@ -157,8 +157,8 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
     assert_eq!(markers["mechanism"], "uprobe");
 }
 
-/// The default mode runs no program per fault: each skill's faults and CPU come from its
-/// threads' own counters, read by the marker's uprobe. They must find what each skill
+/// The default mode runs no program per fault or per mark: each skill's faults and CPU come
+/// from its threads' own counters, kept by the host in its ledger. They must find what each skill
 /// touched, and add up to no more than the kernel's count for the entry.
 #[test]
 fn in_the_default_mode_each_skill_s_faults_come_from_its_threads_own_counters() {
@@ -216,31 +216,21 @@ fn in_the_default_mode_each_skill_s_faults_come_from_its_threads_own_counters() 
 fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
     require_root(ROOT);
     let dir = tempfile::tempdir().unwrap();
-    // skillhost without its symbol table: another host, as far as markers go.
-    let built = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
-    let stripped = dir.path().join("other-host");
-    let strip = Command::new("strip")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(&built)
-        .output()
-        .expect("running strip (binutils)");
-    assert!(strip.status.success(), "{}", describe(&strip));
     let workload = write_cmds(
         dir.path(),
         "skills.cmds",
         "add_rs\np_execute 2 sample_rs1:1024\n",
     );
-    let out = dir.path().join("runs");
+    // skillhost told not to mark: a host that does not know skillprof keeps no ledger.
     let (output, folder) = run_ok(
         &workload,
-        &out,
-        &["--trace-syscalls", "--host-bin", stripped.to_str().unwrap()],
+        &dir.path().join("runs"),
+        &["--trace-syscalls", "--", "--no-marks"],
     );
     let said = describe(&output);
     assert!(
         said.contains("warning: skill attribution OFF, entry windows only")
-            && said.contains("has no `skillhost_mark` marker"),
+            && said.contains("keeps no ledger"),
         "{said}"
     );
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
@@ -258,6 +248,30 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
         mixed["marks_hits"], "",
         "a probe that did not attach writes empty cells"
     );
+
+    // skillhost without its symbol table still keeps its ledger: the default mode's rows
+    // need no symbol, only exact mode's per-fault attribution does.
+    let built = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let stripped = dir.path().join("stripped-skillhost");
+    let strip = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&built)
+        .output()
+        .expect("running strip (binutils)");
+    assert!(strip.status.success(), "{}", describe(&strip));
+    let (_, folder) = run_ok(
+        &workload,
+        &dir.path().join("stripped-runs"),
+        &["--host-bin", stripped.to_str().unwrap()],
+    );
+    let skills = csv_rows(&folder.join("skills.csv"));
+    let called = skills
+        .iter()
+        .find(|row| int(row, "entry") == 1 && row["skill"] == "sample_rs1" && row["phase"] == "call")
+        .unwrap_or_else(|| panic!("no call row of sample_rs1: {skills:#?}"));
+    assert_eq!(int(called, "runs"), 2, "{called:?}");
+    assert!(int(called, "task_minflt") >= 256, "{called:?}");
 }
 
 #[test]

@@ -350,9 +350,11 @@ pub const PM_SCAN_ARG_END: u64 = 24;
 counters! {
     /// The host's markers (skill attribution).
     pub struct MarkCounts {
-        /// Marker calls the uprobe saw.
+        /// Marks the host's ledger counted (each began or ended a stretch of a skill's phase);
+        /// filled from the ledger by userspace.
         hits: sum,
-        /// Events counted in the unattributed row because the skill table was full.
+        /// Marks for skills beyond the ledger's rows, and (exact mode) events counted in the
+        /// unattributed row because the skill table was full.
         overflow: sum,
     }
 }
@@ -462,16 +464,19 @@ pub struct SysEnter {
     pub phase: u32,
 }
 
+#[cfg(any(feature = "user", feature = "marker"))]
+pub mod ledger;
+
 // ---------------------------------------------------------------------------------------------
 // Skill attribution: the host's markers
 // ---------------------------------------------------------------------------------------------
 
-/// The marker function a host calls, `extern "C"`, around each stretch of work it does for a
-/// skill: `skillhost_mark(request: u64, skill: u32, phase: u32, name: *const c_char)`.
-/// `phase` is a `PHASE_*` number, with [`PHASE_FIRST`] on the first stretch of a phase
-/// instance (one compile, one instantiation, one call), and [`PHASE_IDLE`] when the thread
-/// stops working for it. `name` is the skill's name, NUL-terminated; it is read once per
-/// skill, on a first stretch.
+/// The marker function a host calls, `extern "C"`, at each mark (see [`ledger::mark`]):
+/// `skillhost_mark(request: u64, skill: u32, phase: u32)`. `phase` is a `PHASE_*` number,
+/// with [`PHASE_FIRST`] on the first stretch of a phase instance (one compile, one
+/// instantiation, one call), and [`PHASE_IDLE`] when the thread stops working for it. Only
+/// the exact mode follows it (a uprobe, for each fault's and call's skill); the default mode
+/// reads the host's ledger.
 pub const MARKER_SYMBOL: &str = "skillhost_mark";
 
 pub const PHASE_IDLE: u32 = 0;
@@ -501,12 +506,7 @@ pub const SKILL_NAME_LEN: usize = 64;
 #[cfg(all(feature = "marker", target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 #[unsafe(naked)]
-pub extern "C" fn skillhost_mark(
-    _request: u64,
-    _skill: u32,
-    _phase: u32,
-    _name: *const core::ffi::c_char,
-) {
+pub extern "C" fn skillhost_mark(_request: u64, _skill: u32, _phase: u32) {
     // nopl 0x0(%rax,%rax,1), then return: the arguments stay in their registers for the probe.
     core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
 }
@@ -515,37 +515,19 @@ pub extern "C" fn skillhost_mark(
 #[cfg(all(feature = "marker", not(target_arch = "x86_64")))]
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn skillhost_mark(
-    request: u64,
-    skill: u32,
-    phase: u32,
-    name: *const core::ffi::c_char,
-) {
-    core::hint::black_box((request, skill, phase, name));
+pub extern "C" fn skillhost_mark(request: u64, skill: u32, phase: u32) {
+    core::hint::black_box((request, skill, phase));
 }
 
-/// Per host thread (key: tid): what the thread works on now.
+/// Per host thread (key: tid): what the thread works on now, for the exact mode's per-fault
+/// and per-call attribution.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mark {
     pub request: u64,
-    /// When the thread entered this stretch (bpf_ktime_get_ns); 0 for a helper's stretch.
-    pub since_ns: u64,
     pub skill: u32,
     /// A `PHASE_*` number without [`PHASE_FIRST`] or [`PHASE_HELPER`].
     pub phase: u32,
-    /// The thread's own counters when the stretch began (its task_struct's min_flt, maj_flt
-    /// and se.sum_exec_runtime), if `counted` is 1; a new thread's are all 0.
-    pub minflt: u64,
-    pub majflt: u64,
-    pub cpu_ns: u64,
-    /// 1 if the counters above were read.
-    pub counted: u32,
-    /// 1 if this stretch is a phase instance's first ([`PHASE_FIRST`]): its end counts the
-    /// instance.
-    pub first: u32,
-    /// The skill's name in the host (NUL-terminated), copied once per row and CPU.
-    pub name: u64,
 }
 
 /// Key of the per-skill counters: an entry, a skill, a phase.
@@ -571,8 +553,8 @@ counters! {
 
 counters! {
     /// What the kernel counted for the threads while they worked on one skill's phase: the
-    /// change of each thread's own counters from one of its marks to the next. Read by the
-    /// marker's uprobe, so no program runs per fault.
+    /// change of each thread's own counters from one of its marks to the next, as the host's
+    /// ledger kept them (no program runs per fault or per mark).
     pub struct TaskCounts {
         /// Minor faults (task_struct min_flt).
         minflt: sum,
@@ -583,9 +565,10 @@ counters! {
     }
 }
 
-/// What one skill's phase did in one entry, on one CPU: the value of the `SKILLS` map. Every
-/// event the entry's [`Counters`] count in `faults` and `syscalls` is counted in exactly one
-/// of these (the [`HOST_SKILL`] row takes the unmarked ones), so they sum to the entry.
+/// What one skill's phase did in one entry. In the `SKILLS` map (exact mode, per CPU) the
+/// programs count `faults` and `syscalls`: every event the entry's [`Counters`] count there
+/// is counted in exactly one row (the [`HOST_SKILL`] row takes the unmarked ones), so they
+/// sum to the entry. `phase` and `task` come from the host's ledger, in every mode.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
@@ -597,14 +580,10 @@ pub struct SkillCounters {
     pub syscalls: [CallCounts; SYSCALLS],
     /// From the threads' own counters, in every mode.
     pub task: TaskCounts,
-    /// Not a count: 1 once the marker has made sure of the skill's name from this CPU's copy
-    /// of the row, so that it looks the name up once per row and CPU, not at every mark.
-    pub named: u64,
 }
 
 impl Combine for SkillCounters {
     fn combine(&mut self, other: &Self) {
-        self.named |= other.named;
         self.task.combine(&other.task);
         self.phase.combine(&other.phase);
         self.faults.combine(&other.faults);

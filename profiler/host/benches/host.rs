@@ -61,9 +61,9 @@ async fn main() -> Result<()> {
     markers(&samples).await
 }
 
-/// What the markers cost a hello request. Unattached, a mark is a call: timed here over
-/// millions of calls, times the marks a request makes. Attached (skillprof's uprobe alone,
-/// no other probe): round-trip p50 over sequential requests with the uprobe against the mean
+/// What the markers cost a hello request. Unattached (no lease on the ledger), a mark is a
+/// load and a call: timed here over millions of calls, times the marks a request makes.
+/// Attached (skillprof's ledger alone, no BPF program of the plan): round-trip p50 over sequential requests with the uprobe against the mean
 /// of the blocks before and after without it, in interleaved rounds; the ratio of the two
 /// blocks without is the control, the noise the comparison is read against.
 async fn markers(samples: &SampleSkills) -> Result<()> {
@@ -71,7 +71,7 @@ async fn markers(samples: &SampleSkills) -> Result<()> {
     let calls = 10_000_000u32;
     let started = Instant::now();
     for i in 0..calls {
-        skillprof_common::skillhost_mark(u64::from(i), i, 0, std::ptr::null());
+        skillprof_common::ledger::mark(u64::from(i), 0, 0);
     }
     let call_ns = started.elapsed().as_secs_f64() * 1e9 / f64::from(calls);
     if !skillprof::system::running_as_root() {
@@ -84,7 +84,7 @@ async fn markers(samples: &SampleSkills) -> Result<()> {
     let bench = Bench::start("on-demand", None).await?;
     bench.load("hello", &samples.path("hello")?).await?;
     let only_markers = ProbeOptions {
-        mechanisms: Some(vec![Mechanism::Uprobe]),
+        mechanisms: Some(vec![Mechanism::Ledger]),
         max_entries: 1,
         ..ProbeOptions::default()
     };
@@ -97,7 +97,7 @@ async fn markers(samples: &SampleSkills) -> Result<()> {
         let hits = session
             .entry(0)?
             .read(skillprof::probes::Probe::Markers, |c| c.marks.hits)
-            .context("the marker uprobe did not attach")?;
+            .context("the host's ledger was not read")?;
         hits_per_request = hits as f64 / LATENCY_REQUESTS as f64;
         drop(session);
         let after = round_trip_p50(bench.client()).await?;

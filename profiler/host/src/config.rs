@@ -168,6 +168,11 @@ pub struct EngineConfig {
     #[arg(long, default_value_t = 10, value_name = "MS")]
     pub epoch_tick_ms: u64,
 
+    /// Mark nothing and keep no ledger, as a host that does not know skillprof: a profiler
+    /// sees this host's work whole, not by skill.
+    #[arg(long)]
+    pub no_marks: bool,
+
     /// Write /tmp/perf-PID.map, naming the compiled code of every skill's wasm functions,
     /// so that profilers (`skillprof run --stacks`, perf) can name JIT-compiled frames.
     #[arg(long, env = "SKILLHOST_PERFMAP")]

@@ -33,6 +33,12 @@ use crate::registry::Registry;
 
 fn main() {
     let config = HostConfig::parse();
+    // Before any thread marks: the ledger is there from the start, or never.
+    if config.engine.no_marks {
+        marks::never();
+    } else {
+        marks::ready();
+    }
     if let Err(error) = heap::adopt(config.compiling.malloc, config.compiling.malloc_decay_ms) {
         eprintln!("skillhost: error: {error:#}");
         std::process::exit(2);

@@ -1,35 +1,42 @@
-//! Markers: the host says which request, skill and phase each of its threads works on, by
-//! calling `skillhost_mark`, an exported function that does nothing. skillprof attaches a
-//! uprobe to it and so attributes the kernel's events (page faults, mmap calls) to skills and
-//! phases. The function and its numbering are skillprof's (`skillprof_common`).
+//! Markers: the host says which request, skill and phase each of its threads works on. While
+//! skillprof profiles it, each mark adds the thread's faults, CPU and time since its previous
+//! mark to the skill's row in the host's ledger, which skillprof maps; in exact mode a uprobe
+//! on the marker function (`skillhost_mark`) also attributes each page fault and mmap call.
+//! The ledger, the function and their numbering are skillprof's (`skillprof_common`).
 
-use std::ffi::CString;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 pub use skillprof_common::{PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE};
-use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE, skillhost_mark};
+use skillprof_common::ledger;
+use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE};
 
-/// A skill as markers name it: a number for every mark, and the name behind it.
-#[derive(Clone, Debug)]
+/// A skill as markers name it: its row in the ledger, which holds its name.
+#[derive(Clone, Copy, Debug)]
 pub struct SkillTag {
     id: u32,
-    name: Arc<CString>,
 }
 
 impl SkillTag {
     /// A new id: each registration of a skill (a changed file too) gets its own.
     pub fn new(name: &str) -> Self {
-        static IDS: AtomicU32 = AtomicU32::new(0);
         SkillTag {
-            id: IDS.fetch_add(1, Ordering::Relaxed),
-            // Skill names are validated identifiers: no NUL inside.
-            name: Arc::new(CString::new(name).unwrap_or_default()),
+            id: ledger::register(name),
         }
     }
+}
+
+/// `--no-marks`: the host marks nothing and keeps no ledger, as a host that does not know
+/// skillprof. Call it before any skill is registered.
+pub fn never() {
+    ledger::disable();
+}
+
+/// Creates the ledger now, so that a profiler attaching before the first skill finds it.
+pub fn ready() {
+    ledger::open();
 }
 
 /// One request's work for one skill.
@@ -44,12 +51,12 @@ impl Work {
         static REQUESTS: AtomicU64 = AtomicU64::new(1);
         Work {
             request: REQUESTS.fetch_add(1, Ordering::Relaxed),
-            skill: skill.clone(),
+            skill: *skill,
         }
     }
 
     fn mark(&self, phase: u32) {
-        skillhost_mark(self.request, self.skill.id, phase, self.skill.name.as_ptr());
+        ledger::mark(self.request, self.skill.id, phase);
     }
 
     /// This thread begins an instance of `phase` (counted once).

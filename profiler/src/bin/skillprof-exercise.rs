@@ -30,8 +30,9 @@
 //! - `wait-sigterm`: block until SIGTERM arrives (then drain and exit); a SIGTERM sent any
 //!   time after the reply is never missed;
 //! - `readfile <path>`: read a file through the page cache, 1 MiB at a time;
-//! - `mark <skill> <phase>`: call the skill marker as skillhost does (request 1, the skill
-//!   named `exercise`; phase as `skillprof_common::PHASE_*`, flags included);
+//! - `mark <phase>`: mark as skillhost does (request 1, the skill `exercise`, registered in
+//!   the ledger before the first command; phase as `skillprof_common::PHASE_*`, flags
+//!   included);
 //! - `faults`: answer with this process's minflt and majflt (getrusage);
 //! - `arenas <n> <MiB>`: start n threads that each malloc `MiB` MiB in 64 KiB chunks (from
 //!   an arena of its own, up to MALLOC_ARENA_MAX), touch it, free every other chunk (kept by
@@ -72,6 +73,8 @@ struct State {
     read_buf: Vec<u8>,
     /// /dev/zero, opened before the first command so that `read-into` only reads.
     zero: libc::c_int,
+    /// The skill `mark` marks for, registered in the ledger before the first command.
+    skill: u32,
 }
 
 fn main() {
@@ -84,6 +87,7 @@ fn main() {
         read_buf: vec![1; MIB],
         // SAFETY: a NUL-terminated path; the fd lives as long as the process.
         zero: unsafe { libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY) },
+        skill: skillprof_common::ledger::register("exercise"),
     };
     // No transparent huge pages: one fault per touched page, whatever the machine's THP mode
     // (adjacent mappings merge into one VMA, where THP=always would map 2 MiB per fault).
@@ -134,8 +138,7 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
             Ok(None)
         }
         Some("mark") => {
-            let (skill, phase) = (number(1)?, number(2)?);
-            skillprof_common::skillhost_mark(1, skill as u32, phase as u32, c"exercise".as_ptr());
+            skillprof_common::ledger::mark(1, state.skill, number(1)? as u32);
             Ok(None)
         }
         Some("touch") => {

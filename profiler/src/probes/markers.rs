@@ -1,7 +1,9 @@
-//! Skill attribution from the host's markers: find `skillhost_mark` in the host's
-//! executable, attach the uprobe that follows it, and read each entry's rows (skill × phase)
-//! back as typed [`SkillRow`]s. A host without the marker (another binary, a stripped one)
-//! keeps entry attribution only, and the probe table says so.
+//! Skill attribution from the host's marks: its ledger (every mode) gives each skill's phases
+//! their instances, time and the threads' own faults and CPU; in exact mode a uprobe on
+//! `skillhost_mark` also attributes each fault and call the programs count. Each entry's rows
+//! (skill × phase) come back as typed [`SkillRow`]s. A host that keeps no ledger (another
+//! binary, a skillhost told not to mark) keeps entry attribution only, and the probe table
+//! says so.
 
 use crate::record::probes::Probe;
 use std::collections::BTreeMap;
@@ -9,12 +11,12 @@ use std::collections::BTreeMap;
 use anyhow::{Context as _, Result};
 use aya::{
     Ebpf,
-    maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap, PerCpuValues},
+    maps::{MapData, MapError, PerCpuHashMap, PerCpuValues},
     sys::SyscallError,
 };
 use skillprof_common::{
     Combine as _, Counters, HOST_SKILL, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES,
-    SKILL_NAME_LEN, SkillCounters, SkillKey,
+    SkillCounters, SkillKey,
 };
 
 /// bpf(2)'s map update flag: create the element, fail with EEXIST if it is there.
@@ -22,6 +24,7 @@ const BPF_NOEXIST: u64 = 1;
 
 use super::{
     host_symbol::HostSymbol,
+    ledger::{HostLedger, LedgerChange, LedgerReading},
     object,
     plan::{Mechanism, ProbeStatus},
     session::take,
@@ -56,9 +59,12 @@ pub fn attach(ebpf: &mut Ebpf, tgid: u32, marker: &Marker) -> Result<String> {
     ))
 }
 
-/// The status line of the markers: attached by uprobe, or why not.
-pub fn status(result: &Result<String, String>) -> ProbeStatus {
-    ProbeStatus::single(Probe::Markers, Mechanism::Uprobe, result, &[PROGRAM])
+/// The status line of the markers: the ledger, with the uprobe in exact mode, or why not.
+pub fn status(result: &Result<String, String>, uprobe: bool) -> ProbeStatus {
+    match uprobe {
+        true => ProbeStatus::single(Probe::Markers, Mechanism::Uprobe, result, &[PROGRAM]),
+        false => ProbeStatus::single(Probe::Markers, Mechanism::Ledger, result, &[]),
+    }
 }
 
 impl Phase {
@@ -76,13 +82,13 @@ impl Phase {
 /// The name of the row of work no marker covers.
 pub const HOST_ROW: &str = "host";
 
-/// Skill id → name, as the host's markers named them.
+/// Skill id → name, as the host registered them in its ledger.
 #[derive(Debug, Default)]
 pub struct SkillNames(BTreeMap<u32, String>);
 
 impl SkillNames {
     /// The name of skill `id`: `None` for the unattributed work ([`HOST_SKILL`]), `skill#ID`
-    /// for a skill whose name the uprobe could not copy.
+    /// for a skill whose name is not in the ledger (beyond its rows).
     pub fn of(&self, id: u32) -> Option<String> {
         (id != HOST_SKILL).then(|| {
             self.0
@@ -142,23 +148,128 @@ impl SkillRow {
     }
 }
 
-/// The attribution maps of a live session.
-pub struct Markers {
-    rows: PerCpuHashMap<MapData, SkillKey, SkillCounters>,
-    names: BpfHashMap<MapData, u32, [u8; SKILL_NAME_LEN]>,
+/// Skill attribution in a live session: the host's ledger, its reading at each entry's
+/// begin, and in exact mode the programs' rows.
+pub struct Attribution {
+    ledger: HostLedger,
+    /// The entry in progress and the ledger at its begin.
+    current: Option<(u32, LedgerReading)>,
+    /// What changed in each ended entry: (skill id, phase number, change), the skills that
+    /// worked in it only.
+    ended: BTreeMap<u32, LedgerChange>,
+    exact: Option<ExactRows>,
 }
 
-impl Markers {
-    pub fn take(ebpf: &mut Ebpf) -> Result<Markers> {
-        Ok(Markers {
+/// What the ledger says of one entry besides its rows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LedgerMarks {
+    /// Marks counted in the entry's rows.
+    pub hits: u64,
+    /// Marks for skills beyond the ledger's rows.
+    pub overflow: u64,
+}
+
+impl Attribution {
+    /// From `ledger`, with the exact mode's rows if the marker's uprobe attached.
+    pub fn new(ledger: HostLedger, ebpf: Option<&mut Ebpf>) -> Result<Attribution> {
+        Ok(Attribution {
+            ledger,
+            current: None,
+            ended: BTreeMap::new(),
+            exact: ebpf.map(ExactRows::take).transpose()?,
+        })
+    }
+
+    /// Entry `index` begins: the ledger read now ends the entry in progress and starts this
+    /// one. Beginning the entry in progress again changes nothing (entry 0 counts from the
+    /// attach, as the programs' counters do).
+    pub fn begin_entry(&mut self, index: u32) -> Result<()> {
+        if let Some(exact) = &mut self.exact {
+            exact.begin_entry(index)?;
+        }
+        if matches!(&self.current, Some((current, _)) if *current == index) {
+            return Ok(());
+        }
+        let now = self.ledger.read();
+        if let Some((ended, start)) = self.current.take() {
+            self.ended.insert(ended, now.since(&start));
+        }
+        self.current = Some((index, now));
+        Ok(())
+    }
+
+    /// Entry `index`'s rows, merged by skill name (a skill whose file changed is registered
+    /// again under a new id), sorted with the unattributed row last, and its marks.
+    pub fn entry(&self, index: u32) -> Result<(Vec<SkillRow>, LedgerMarks)> {
+        let changed = match (self.ended.get(&index), &self.current) {
+            (Some(changed), _) => changed.clone(),
+            (None, Some((current, start))) if *current == index => self.ledger.read().since(start),
+            _ => anyhow::bail!("entry {index} was never begun"),
+        };
+        let names = self.names();
+        let mut rows: BTreeMap<(Option<String>, Phase), SkillCounters> = BTreeMap::new();
+        let mut marks = LedgerMarks {
+            hits: 0,
+            overflow: changed.overflow,
+        };
+        for (skill, phase, delta) in changed.rows {
+            let Some(phase) = Phase::from_number(phase) else {
+                continue;
+            };
+            marks.hits += delta.marks;
+            let row = rows.entry((names.of(skill), phase)).or_default();
+            row.phase.combine(&delta.phase);
+            row.task.combine(&delta.task);
+        }
+        if let Some(exact) = &self.exact {
+            for (skill, phase, counts) in exact.entry(index)? {
+                let Some(phase) = Phase::from_number(phase) else {
+                    continue;
+                };
+                rows.entry((names.of(skill), phase))
+                    .or_default()
+                    .combine(&counts);
+            }
+        }
+        let mut rows: Vec<SkillRow> = rows
+            .into_iter()
+            .map(|((skill, phase), counts)| SkillRow {
+                skill,
+                phase,
+                counts,
+            })
+            .collect();
+        // The map's order with the unattributed row (`None`, first there) moved last.
+        let unattributed = rows.iter().take_while(|row| row.skill.is_none()).count();
+        rows.rotate_left(unattributed);
+        Ok((rows, marks))
+    }
+
+    /// The skills' names, as the host registered them.
+    pub fn names(&self) -> SkillNames {
+        SkillNames(
+            (0..self.ledger.registered())
+                .filter_map(|id| Some((id, self.ledger.name(id)?)))
+                .collect(),
+        )
+    }
+}
+
+/// The exact mode's per-skill rows: what the fault and syscall programs counted.
+struct ExactRows {
+    rows: PerCpuHashMap<MapData, SkillKey, SkillCounters>,
+}
+
+impl ExactRows {
+    fn take(ebpf: &mut Ebpf) -> Result<ExactRows> {
+        Ok(ExactRows {
             rows: PerCpuHashMap::try_from(take(ebpf, object::SKILLS)?)?,
-            names: BpfHashMap::try_from(take(ebpf, object::SKILL_NAMES)?)?,
         })
     }
 
     /// Creates entry `index`'s unattributed row, so the programs can always count in it,
     /// even when the map is full.
-    pub fn begin_entry(&mut self, index: u32) -> Result<()> {
+    fn begin_entry(&mut self, index: u32) -> Result<()> {
         let cpus = aya::util::nr_cpus()
             .map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?
             .get() as usize;
@@ -175,47 +286,21 @@ impl Markers {
         }
     }
 
-    /// Entry `index`'s rows, summed over CPUs and merged by skill name (a skill whose file
-    /// changed is registered again under a new id), sorted with the unattributed row last.
-    pub fn entry(&self, index: u32) -> Result<Vec<SkillRow>> {
-        let names = self.names()?;
-        let mut rows: BTreeMap<(Option<String>, Phase), SkillCounters> = BTreeMap::new();
+    /// Entry `index`'s rows by skill id and phase number, summed over CPUs.
+    fn entry(&self, index: u32) -> Result<Vec<(u32, u32, SkillCounters)>> {
+        let mut rows = Vec::new();
         for item in self.rows.iter() {
             let (key, per_cpu) = item.context("reading the skill rows")?;
             if key.entry != index {
                 continue;
             }
-            let Some(phase) = Phase::from_number(key.phase) else {
-                continue;
-            };
-            let total = rows.entry((names.of(key.skill), phase)).or_default();
+            let mut total = SkillCounters::default();
             for cpu in per_cpu.iter() {
                 total.combine(cpu);
             }
+            rows.push((key.skill, key.phase, total));
         }
-        let mut rows: Vec<SkillRow> = rows
-            .into_iter()
-            .map(|((skill, phase), counts)| SkillRow {
-                skill,
-                phase,
-                counts,
-            })
-            .collect();
-        // The map's order with the unattributed row (`None`, first there) moved last.
-        let unattributed = rows.iter().take_while(|row| row.skill.is_none()).count();
-        rows.rotate_left(unattributed);
         Ok(rows)
-    }
-
-    /// The skills' names, as the uprobe copied them.
-    pub fn names(&self) -> Result<SkillNames> {
-        let mut names = BTreeMap::new();
-        for item in self.names.iter() {
-            let (id, bytes) = item.context("reading the skill names")?;
-            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-            names.insert(id, String::from_utf8_lossy(&bytes[..end]).into_owned());
-        }
-        Ok(SkillNames(names))
     }
 }
 

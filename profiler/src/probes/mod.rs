@@ -16,6 +16,7 @@ pub mod cost_model;
 mod events;
 mod formats;
 mod host_symbol;
+mod ledger;
 mod majflt;
 pub mod markers;
 mod metrics;
@@ -28,7 +29,6 @@ mod session;
 pub mod stacks;
 pub mod stop;
 pub mod tables;
-pub mod task_offsets;
 mod tracefs;
 
 pub use crate::record::probes::Probe;

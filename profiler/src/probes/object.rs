@@ -4,8 +4,6 @@
 use anyhow::{Context as _, Result};
 use aya::{Ebpf, EbpfLoader};
 
-use super::task_offsets::TaskOffsets;
-
 #[cfg(not(skillprof_no_bpf_object))]
 fn object() -> Result<&'static [u8]> {
     static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("SKILLPROF_BPF_OBJECT"));
@@ -26,9 +24,6 @@ const TARGET_TGID: &str = "TARGET_TGID";
 const STREAM_EVENTS: &str = "STREAM_EVENTS";
 const ATTRIBUTE_SKILLS: &str = "ATTRIBUTE_SKILLS";
 const STACKS: &str = "STACKS";
-const TASK_MIN_FLT: &str = "TASK_MIN_FLT";
-const TASK_MAJ_FLT: &str = "TASK_MAJ_FLT";
-const TASK_CPU_NS: &str = "TASK_CPU_NS";
 /// Maps in the object.
 pub const ENTRY: &str = "ENTRY";
 pub const COUNTERS: &str = "COUNTERS";
@@ -37,7 +32,6 @@ pub const RECLAIM: &str = "RECLAIM";
 pub const EVENTS: &str = "EVENTS";
 pub const BRK_LAST: &str = "BRK_LAST";
 pub const SKILLS: &str = "SKILLS";
-pub const SKILL_NAMES: &str = "SKILL_NAMES";
 pub const STACK_TRACES: &str = "STACK_TRACES";
 pub const STACK_COUNTS: &str = "STACK_COUNTS";
 
@@ -52,9 +46,8 @@ const RING_BYTES_STREAMING: u32 = 16 << 20;
 const RING_BYTES_IDLE: u32 = 4096;
 
 /// Loads the object into the kernel (maps created, no program loaded yet) with its filter set
-/// to `tgid`, room for `max_entries` entries, and the ring buffer, skill attribution (when the
-/// host has markers) and stack walks on or off; `task`: where the marker finds a thread's own
-/// counters (`None`: it counts none).
+/// to `tgid`, room for `max_entries` entries, and the ring buffer, per-event skill
+/// attribution (exact mode, when the host has markers) and stack walks on or off.
 ///
 /// BPF memory is charged to the memory cgroup (kernel >= 5.11); RLIMIT_MEMLOCK is not raised
 /// (it cannot be on the machines skillprof runs on).
@@ -64,10 +57,8 @@ pub fn load(
     stream_events: bool,
     skills: bool,
     stacks: bool,
-    task: Option<TaskOffsets>,
 ) -> Result<Ebpf> {
     let object = object()?;
-    let task = task.map_or([0; 3], |t| [t.min_flt, t.maj_flt, t.cpu_ns]);
     let stream = u32::from(stream_events);
     let (skills, walk) = (u32::from(skills), u32::from(stacks));
     EbpfLoader::new()
@@ -75,9 +66,6 @@ pub fn load(
         .override_global(STREAM_EVENTS, &stream, true)
         .override_global(ATTRIBUTE_SKILLS, &skills, true)
         .override_global(STACKS, &walk, true)
-        .override_global(TASK_MIN_FLT, &task[0], true)
-        .override_global(TASK_MAJ_FLT, &task[1], true)
-        .override_global(TASK_CPU_NS, &task[2], true)
         .map_max_entries(STACK_TRACES, if stacks { STACK_TRACES_STACKS } else { 1 })
         .map_max_entries(COUNTERS, max_entries.max(1))
         .map_max_entries(

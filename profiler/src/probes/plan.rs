@@ -28,13 +28,14 @@ use super::{
 pub use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus};
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 6] = [
+    pub const ALL: [Mechanism; 7] = [
         Self::Fentry,
         Self::Kprobe,
         Self::TpBtf,
         Self::Tracepoint,
         Self::PerfCounter,
         Self::Uprobe,
+        Self::Ledger,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +46,7 @@ impl Mechanism {
             Self::Tracepoint => "tracepoint",
             Self::PerfCounter => "perf_counter",
             Self::Uprobe => "uprobe",
+            Self::Ledger => "ledger",
         }
     }
 

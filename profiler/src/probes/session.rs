@@ -23,7 +23,8 @@ use super::{
     events::EventStream,
     host_symbol,
     majflt::MajorFaults,
-    markers::{self, Markers, SkillNames},
+    ledger::HostLedger,
+    markers::{self, Attribution, SkillNames},
     metrics::{ProbeMetrics, combine},
     object,
     plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
@@ -32,7 +33,6 @@ use super::{
     publish::{self, PublishClock},
     stacks::{EntryStacks, Stacks},
     stop::StopTimeline,
-    task_offsets::TaskOffsets,
     tracefs::Tracefs,
 };
 
@@ -186,8 +186,8 @@ pub struct ProbeSession {
     majflt: Option<Mutex<MajorFaults>>,
     /// Major-fault counter value at each `begin_entry`.
     majflt_marks: Mutex<HashMap<u32, u64>>,
-    /// Skill attribution, when the host has markers and their uprobe attached.
-    markers: Option<Mutex<Markers>>,
+    /// Skill attribution, when the host keeps a ledger.
+    markers: Option<Mutex<Attribution>>,
     /// The instants of the host's code publishes, when the host has wasmtime's function.
     publishes: Option<Mutex<PublishClock>>,
     /// `--stacks`: the stack maps and the host's symboliser.
@@ -229,8 +229,13 @@ impl ProbeSession {
             Some(path) => Some(CostModel::load(path, &crate::machine::Machine::read()?)),
             None => None,
         };
-        // Before loading: whether the fault and syscall programs attribute to skills is a
-        // load-time constant.
+        // The host's ledger first: in exact mode, whether the fault and syscall programs
+        // attribute to skills is a load-time constant, and they do where the host marks.
+        let exact = options.exact();
+        let ledger = match options.no_markers {
+            true => Err("off (--no-markers): entries only, no per-skill rows".to_owned()),
+            false => HostLedger::open(tgid),
+        };
         // One pass over the host's symbol table for every function a probe follows.
         let binary = host_symbol::binary(tgid);
         let (marker, pool, publish) = match host_symbol::find_each(
@@ -243,11 +248,6 @@ impl ProbeSession {
                 &publish::is_code_publish,
             ],
         ) {
-            Ok([_, flag, decommit, ioctl, publish]) if options.no_markers => (
-                Err("off (--no-markers): entries only, no per-skill rows".to_owned()),
-                Ok([flag, decommit, ioctl]),
-                Ok(publish),
-            ),
             Ok([marker, flag, decommit, ioctl, publish]) => (
                 marker.ok_or_else(|| markers::missing(&binary)),
                 Ok([flag, decommit, ioctl]),
@@ -255,18 +255,22 @@ impl ProbeSession {
             ),
             Err(why) => (Err(why.clone()), Err(why.clone()), Err(why)),
         };
+        // The marker's uprobe only in exact mode: the default mode's rows are the ledger's.
+        let marker = marker.and_then(|marker| match (exact, &ledger) {
+            (true, Ok(_)) => Ok(marker),
+            (false, _) => Err("exact mode only".to_owned()),
+            (true, Err(why)) => Err(why.clone()),
+        });
         let pool = PoolFunctions {
             found: pool,
             binary,
         };
-        let task = TaskOffsets::read();
         let mut ebpf = object::load(
             tgid,
             max_entries,
             options.events.is_some(),
             marker.is_ok(),
             options.stacks,
-            task.as_ref().ok().copied(),
         )?;
         seed_kswapd(&mut ebpf)?;
         seed_brk(&mut ebpf, tgid)?;
@@ -276,7 +280,6 @@ impl ProbeSession {
 
         let mut attacher = Attacher::default();
         let allowed = options.allowed();
-        let exact = options.exact();
         let mut statuses: Vec<ProbeStatus> = PROBES
             .iter()
             .map(|probe| {
@@ -288,18 +291,23 @@ impl ProbeSession {
             })
             .collect();
         let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
-        // The marker's status says whether it also counts each thread's faults and CPU.
-        let marker = marker.and_then(|marker| {
-            markers::attach(&mut ebpf, tgid, &marker).map_err(|e| format!("{e:#}"))
-        });
-        let marker = marker.map(|place| match &task {
-            Ok(_) => format!("{place}; faults and CPU per skill from each thread's counters"),
-            Err(why) => format!(
-                "{place}; without each thread's counters ({why:#}): faults per skill in exact \
-                 mode only"
+        let uprobe = marker
+            .and_then(|marker| markers::attach(&mut ebpf, tgid, &marker).map_err(|e| format!("{e:#}")));
+        let marks = ledger.as_ref().map(|_| match (&uprobe, exact) {
+            (Ok(place), _) => format!(
+                "the host's ledger (instances, time, faults and CPU per skill and phase, read at \
+                 each boundary); {place}: each fault and call by skill"
             ),
+            (Err(why), true) => format!(
+                "the host's ledger (instances, time, faults and CPU per skill and phase, read at \
+                 each boundary); no uprobe ({why}): faults and calls by skill not attributed"
+            ),
+            (Err(_), false) => "the host's ledger (instances, time, faults and CPU per skill and \
+                 phase, read at each boundary; no program, no probe per mark)"
+                .to_owned(),
         });
-        statuses.push(markers::status(&marker));
+        let marks = marks.map_err(|why: &String| why.clone());
+        statuses.push(markers::status(&marks, uprobe.is_ok()));
         statuses.push(pool.attach_decommits(&mut ebpf, tgid));
         statuses.push(pool.attach_pagemap_scan(&mut ebpf, tgid));
         let published = publish::attach(&mut ebpf, tgid, &publish, &pool.binary);
@@ -308,8 +316,11 @@ impl ProbeSession {
             false => None,
         };
         statuses.push(published);
-        let markers = match marker {
-            Ok(_) => Some(Mutex::new(Markers::take(&mut ebpf)?)),
+        let markers = match ledger {
+            Ok(ledger) => Some(Mutex::new(Attribution::new(
+                ledger,
+                uprobe.is_ok().then_some(&mut ebpf),
+            )?)),
             Err(_) => None,
         };
         let stacks = if options.stacks {
@@ -486,20 +497,27 @@ impl ProbeSession {
         // are read between two reads of the counters, again until the counters stood still
         // and the rows sum to them, a moment apart.
         let mut skills = None;
+        let mut marks = None;
         if let Some(markers) = &self.markers {
             for read in 0..CONSISTENT_READS {
                 if read > 0 {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
-                let rows = markers.lock().unwrap().entry(index)?;
+                let (rows, read_marks) = markers.lock().unwrap().entry(index)?;
                 let after = read_counters()?;
                 let settled = after == counters && markers::rows_sum_to(&rows, &after);
                 counters = after;
                 skills = Some(rows);
+                marks = Some(read_marks);
                 if settled {
                     break;
                 }
             }
+        }
+        // The marks are the ledger's: the programs count none.
+        if let Some(marks) = marks {
+            counters.marks.hits = marks.hits;
+            counters.marks.overflow += marks.overflow;
         }
         let attached = self
             .statuses
@@ -530,7 +548,7 @@ impl ProbeSession {
             return Ok(None);
         };
         let names = match &self.markers {
-            Some(markers) => markers.lock().unwrap().names()?,
+            Some(markers) => markers.lock().unwrap().names(),
             None => SkillNames::default(),
         };
         stacks

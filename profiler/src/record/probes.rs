@@ -27,6 +27,9 @@ pub enum Mechanism {
     PerfCounter,
     /// A uprobe on a function of the host (its markers).
     Uprobe,
+    /// Counts the host keeps itself in memory skillprof maps (its ledger), read at the
+    /// boundaries: no program.
+    Ledger,
 }
 
 /// What happened to one mechanism of a probe's plan.
@@ -568,8 +571,8 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
         col("throttle_host_count".into(), Count, "reclaim throttling of the host: times delayed".into(), Throttle, count(|c| c.throttle.host_count));
         col("throttle_host_ms".into(), Ms, "reclaim throttling of the host: time delayed".into(), Throttle, ns_as(|c| c.throttle.host_us, 1e-3));
 
-        col("marks_hits".into(), Count, "the host's markers (uprobe; empty for a host without them): marker calls seen".into(), Markers, count(|c| c.marks.hits));
-        col("marks_overflow".into(), Count, "events counted in skills.csv's host row because the skill table was full".into(), Markers, count(|c| c.marks.overflow));
+        col("marks_hits".into(), Count, "the host's markers (its ledger; empty for a host without one): marks that began or ended a stretch of a skill's phase".into(), Markers, count(|c| c.marks.hits));
+        col("marks_overflow".into(), Count, "marks for skills beyond the ledger's rows, and (exact mode) events counted in skills.csv's host row because the skill table was full".into(), Markers, count(|c| c.marks.overflow));
 
         let batched = "the pooling allocator's batched decommits: wasmtime's decommit_pages with more than one range (its decommit batch size above 1), given back with one process_madvise(2) call (where the kernel refuses it, wasmtime falls back to one madvise per range); in every mode";
         col("process_madvise_calls".into(), Count, format!("{batched}: batches"), Decommits, count(|c| c.process_madvise.calls));
@@ -778,7 +781,7 @@ pub mod skill_columns {
     pub static TASK_MINFLT: Column = Column::new(
         "task_minflt",
         Unit::Count,
-        "minor page faults of the threads while they worked on the phase: each thread's own counter (task_struct min_flt) from one of its marks to the next, read by the marker's uprobe, in every mode; the host row has none (the entry's minflt less the skills' is what no mark covered)",
+        "minor page faults of the threads while they worked on the phase: each thread's own counter (getrusage RUSAGE_THREAD) from one of its marks to the next, kept by the host in its ledger, in every mode; the host row has none (the entry's minflt less the skills' is what no mark covered)",
     );
     pub static TASK_MAJFLT: Column = Column::new(
         "task_majflt",
@@ -788,7 +791,7 @@ pub mod skill_columns {
     pub static TASK_CPU_MS: Column = Column::new(
         "task_cpu_ms",
         Unit::Ms,
-        "CPU time the threads ran for the phase, the same way (se.sum_exec_runtime)",
+        "CPU time the threads ran for the phase, the same way (user + system time, as the scheduler last accounted it)",
     );
 
     /// In row order.

@@ -224,11 +224,10 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "no_probes")]
     pub trace_syscalls: bool,
 
-    /// Leave the host's markers unprobed: no per-skill rows (skills.csv), entries only. The
-    /// marker's uprobe is the one cost the default mode puts on the host's ordinary work: a
-    /// trip into the kernel at every mark, about 3 µs in a busy host on the 2-core machine
-    /// this was measured on (`cargo bench --bench overhead`), so a host serving thousands of
-    /// sub-millisecond requests a second pays a few percent of its CPU for them.
+    /// Leave the host's markers unread: no per-skill rows (skills.csv), entries only, and no
+    /// lease on the host's ledger, so its marks record nothing. While skillprof reads the
+    /// ledger, each mark costs the host one getrusage (no probe, no program): the one cost
+    /// the default mode puts on the host's ordinary work (`cargo bench --bench overhead`).
     #[arg(long, conflicts_with = "no_probes")]
     pub no_markers: bool,
 

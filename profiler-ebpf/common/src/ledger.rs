@@ -1,0 +1,332 @@
+//! The host's ledger: what each skill's phases cost, kept by the host itself in memory that
+//! skillprof maps too, so that a mark never enters the kernel through a probe.
+//!
+//! At each mark a host thread reads its own counters with one `getrusage(RUSAGE_THREAD)` and
+//! adds their change since its previous mark to the row of the stretch that ends. The rows
+//! live in a memfd named [`LEDGER_NAME`]; skillprof finds it in `/proc/PID/maps`, maps it,
+//! and reads the rows at each boundary. Nothing is recorded unless skillprof holds a lease
+//! (a CLOCK_MONOTONIC deadline it renews), so a host nobody profiles pays one load per mark,
+//! and a SIGKILLed skillprof stops the recording when its lease runs out.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::{PHASE_IDLE, PHASES, SKILL_NAME_LEN};
+
+/// The memfd's name: `/proc/PID/maps` shows it as `/memfd:skillhost-ledger (deleted)`.
+pub const LEDGER_NAME: &str = "skillhost-ledger";
+/// The first word of the mapping; its last byte is the layout's version.
+pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x01");
+/// Skill registrations the ledger holds (each registration of a skill takes a row); marks
+/// for later ones are counted in [`LedgerHeader::overflow`] only.
+pub const LEDGER_ROWS: usize = 16384;
+/// How far ahead skillprof sets the lease, and how often it renews it.
+pub const LEASE_NS: u64 = 30_000_000_000;
+pub const LEASE_RENEW_NS: u64 = 10_000_000_000;
+
+/// The mapping's first 64 bytes.
+#[repr(C, align(64))]
+pub struct LedgerHeader {
+    pub magic: AtomicU64,
+    /// Rows in the mapping.
+    pub rows: AtomicU32,
+    /// Rows registered so far (may exceed `rows`: those are not kept).
+    pub used: AtomicU32,
+    /// CLOCK_MONOTONIC ns until which the host records; 0: nobody profiles it.
+    pub lease_until_ns: AtomicU64,
+    /// Marks for a skill registered beyond the last row.
+    pub overflow: AtomicU64,
+}
+
+/// What the host's threads counted for one phase of one skill, since the host started.
+#[repr(C)]
+#[derive(Default)]
+pub struct LedgerCounts {
+    /// Marks that began or ended a stretch of this phase.
+    pub marks: AtomicU64,
+    /// Phase instances ended (compiles, instantiations, calls).
+    pub runs: AtomicU64,
+    /// Time on a thread in the phase (a helper thread's stretches do not count).
+    pub ns: AtomicU64,
+    /// The threads' own minor and major faults and CPU time while in the phase.
+    pub minflt: AtomicU64,
+    pub majflt: AtomicU64,
+    pub cpu_ns: AtomicU64,
+}
+
+/// One skill registration: its name, then its phases by `PHASE_*` number (0 unused).
+#[repr(C)]
+pub struct LedgerRow {
+    /// NUL-padded; valid once `named` is 1.
+    pub name: [AtomicU64; SKILL_NAME_LEN / 8],
+    pub named: AtomicU64,
+    pub phases: [LedgerCounts; PHASES],
+}
+
+/// The mapping's size in bytes.
+pub const LEDGER_BYTES: usize =
+    core::mem::size_of::<LedgerHeader>() + LEDGER_ROWS * core::mem::size_of::<LedgerRow>();
+
+/// A view of a mapping of [`LEDGER_BYTES`] bytes: its header and rows.
+pub struct LedgerView<'a> {
+    pub header: &'a LedgerHeader,
+    pub rows: &'a [LedgerRow],
+}
+
+impl<'a> LedgerView<'a> {
+    /// # Safety
+    /// `base` is the start of a shared mapping of at least [`LEDGER_BYTES`] bytes, aligned to
+    /// a page, that stays mapped for `'a`; every field is an atomic, so concurrent writers
+    /// (other threads, the host's) are fine.
+    pub unsafe fn at(base: *mut u8) -> LedgerView<'a> {
+        // SAFETY: by the caller's promise; the header is 64 bytes, the rows follow it.
+        unsafe {
+            LedgerView {
+                header: &*(base as *const LedgerHeader),
+                rows: core::slice::from_raw_parts(
+                    base.add(core::mem::size_of::<LedgerHeader>()) as *const LedgerRow,
+                    LEDGER_ROWS,
+                ),
+            }
+        }
+    }
+
+    /// The name of row `id`, NUL-padded, if the host has written it.
+    pub fn name(&self, id: usize) -> Option<[u8; SKILL_NAME_LEN]> {
+        let row = self.rows.get(id)?;
+        if row.named.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut bytes = [0u8; SKILL_NAME_LEN];
+        for (chunk, word) in bytes.as_chunks_mut::<8>().0.iter_mut().zip(&row.name) {
+            *chunk = word.load(Ordering::Relaxed).to_le_bytes();
+        }
+        Some(bytes)
+    }
+
+    /// Rows registered and kept.
+    pub fn used(&self) -> usize {
+        (self.header.used.load(Ordering::Acquire) as usize).min(self.rows.len())
+    }
+}
+
+/// A thread's counters at one instant, as `getrusage(RUSAGE_THREAD)` gives them.
+#[derive(Clone, Copy, Default)]
+pub struct ThreadCounts {
+    pub now_ns: u64,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub cpu_ns: u64,
+}
+
+/// The stretch a thread is in: its row and phase, since when, and its counters then.
+#[derive(Clone, Copy)]
+pub struct Stretch {
+    pub row: u32,
+    pub phase: u32,
+    /// The phase instance's first stretch: its end counts the instance.
+    pub first: bool,
+    /// A helper's stretch: its events count, its time does not.
+    pub helper: bool,
+    pub since: ThreadCounts,
+}
+
+impl LedgerView<'_> {
+    /// Ends `previous` (if any) at `now` and counts the mark that ends it or begins `next`;
+    /// returns the stretch the thread is in from now on.
+    pub fn record(
+        &self,
+        previous: Option<Stretch>,
+        row: u32,
+        marked: u32,
+        now: ThreadCounts,
+    ) -> Option<Stretch> {
+        let add = |counter: &AtomicU64, n: u64| {
+            if n != 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
+        };
+        let phase = marked & !(crate::PHASE_FIRST | crate::PHASE_HELPER);
+        let next = (phase != PHASE_IDLE && (phase as usize) < PHASES).then_some(Stretch {
+            row,
+            phase,
+            first: marked & crate::PHASE_FIRST != 0,
+            helper: marked & crate::PHASE_HELPER != 0,
+            since: now,
+        });
+        if let Some(ended) = previous
+            && let Some(counts) = self.counts(ended.row, ended.phase)
+        {
+            if ended.first {
+                add(&counts.runs, 1);
+            }
+            if !ended.helper {
+                add(&counts.ns, now.now_ns.saturating_sub(ended.since.now_ns));
+            }
+            add(&counts.minflt, now.minflt.saturating_sub(ended.since.minflt));
+            add(&counts.majflt, now.majflt.saturating_sub(ended.since.majflt));
+            add(&counts.cpu_ns, now.cpu_ns.saturating_sub(ended.since.cpu_ns));
+            if next.is_none() {
+                add(&counts.marks, 1);
+            }
+        }
+        if let Some(begun) = next {
+            match self.counts(begun.row, begun.phase) {
+                Some(counts) => add(&counts.marks, 1),
+                None => {
+                    add(&self.header.overflow, 1);
+                    return None;
+                }
+            }
+        }
+        next
+    }
+
+    fn counts(&self, row: u32, phase: u32) -> Option<&LedgerCounts> {
+        self.rows.get(row as usize)?.phases.get(phase as usize)
+    }
+}
+
+#[cfg(feature = "marker")]
+pub use writer::{LedgerWriter, disable, mark, open, register};
+
+/// The host's side: the mapping, each thread's stretch, and the marks.
+#[cfg(feature = "marker")]
+mod writer {
+    extern crate std;
+
+    use core::cell::Cell;
+    use core::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+
+    use super::{LEDGER_BYTES, LEDGER_MAGIC, LEDGER_NAME, LEDGER_ROWS, LedgerView, Stretch, ThreadCounts};
+
+    /// The host's mapping of its ledger.
+    pub struct LedgerWriter {
+        // Kept for the mapping's lifetime; the view points into it.
+        _map: memmap2::MmapRaw,
+        view: LedgerView<'static>,
+    }
+
+    /// `None`: marks do nothing (the host was told not to mark, or the memfd failed).
+    static LEDGER: OnceLock<Option<LedgerWriter>> = OnceLock::new();
+
+    std::thread_local! {
+        static STRETCH: Cell<Option<Stretch>> = const { Cell::new(None) };
+    }
+
+    impl LedgerWriter {
+        fn create() -> std::io::Result<LedgerWriter> {
+            let name = std::ffi::CString::new(LEDGER_NAME).expect("no NUL in the name");
+            // SAFETY: a valid C string; the fd returned is owned below.
+            let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: a fresh fd this function owns.
+            let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            file.set_len(LEDGER_BYTES as u64)?;
+            let map = memmap2::MmapRaw::map_raw(&file)?;
+            // SAFETY: a shared mapping of LEDGER_BYTES, page-aligned, kept with the view.
+            let view = unsafe { LedgerView::at(map.as_mut_ptr()) };
+            view.header.rows.store(LEDGER_ROWS as u32, Ordering::Relaxed);
+            view.header.magic.store(LEDGER_MAGIC, Ordering::Release);
+            Ok(LedgerWriter { _map: map, view })
+        }
+    }
+
+    fn ledger() -> Option<&'static LedgerWriter> {
+        LEDGER
+            .get_or_init(|| match LedgerWriter::create() {
+                Ok(writer) => Some(writer),
+                Err(e) => {
+                    std::eprintln!("skill marks off: no ledger ({LEDGER_NAME}): {e}");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Creates the ledger now (so that a profiler attaching before the first mark finds it);
+    /// false if there is none.
+    pub fn open() -> bool {
+        ledger().is_some()
+    }
+
+    /// Marks do nothing from now on (a host that does not mark its work); call it before
+    /// the first mark or registration.
+    pub fn disable() {
+        let _ = LEDGER.set(None);
+    }
+
+    /// A new skill id, and its row's name: each registration of a skill (a changed file
+    /// too) gets its own. Creates the ledger on first use.
+    pub fn register(name: &str) -> u32 {
+        static WITHOUT_LEDGER: AtomicU32 = AtomicU32::new(0);
+        let Some(ledger) = ledger() else {
+            return WITHOUT_LEDGER.fetch_add(1, Ordering::Relaxed);
+        };
+        let view = &ledger.view;
+        let id = view.header.used.fetch_add(1, Ordering::AcqRel);
+        if let Some(row) = view.rows.get(id as usize) {
+            let mut bytes = [0u8; crate::SKILL_NAME_LEN];
+            // Keeps a NUL at the end.
+            let len = name.len().min(bytes.len() - 1);
+            bytes[..len].copy_from_slice(&name.as_bytes()[..len]);
+            // The row's pages are faulted in here, not at its first mark, where the fault
+            // would count in the stretch that mark begins.
+            for counts in &row.phases {
+                counts.marks.store(0, Ordering::Relaxed);
+                counts.cpu_ns.store(0, Ordering::Relaxed);
+            }
+            for (word, chunk) in row.name.iter().zip(bytes.as_chunks::<8>().0) {
+                word.store(u64::from_le_bytes(*chunk), Ordering::Relaxed);
+            }
+            row.named.store(1, Ordering::Release);
+        }
+        id
+    }
+
+    /// The current thread begins (or, with `PHASE_IDLE`, ends) a stretch of work for skill
+    /// `skill`'s phase: counted in the ledger while skillprof holds its lease, and made
+    /// visible to the exact mode's uprobe by calling the marker.
+    pub fn mark(request: u64, skill: u32, phase: u32) {
+        let Some(ledger) = ledger() else {
+            return;
+        };
+        let view = &ledger.view;
+        let until = view.header.lease_until_ns.load(Ordering::Relaxed);
+        let now = match until {
+            0 => None,
+            until => thread_counts().filter(|now| now.now_ns < until),
+        };
+        STRETCH.set(match now {
+            Some(now) => view.record(STRETCH.get(), skill, phase, now),
+            None => None,
+        });
+        crate::skillhost_mark(request, skill, phase);
+    }
+
+    /// The time and this thread's own counters: `getrusage(RUSAGE_THREAD)` (faults, and CPU
+    /// time as the scheduler last accounted it) and the monotonic clock (vDSO).
+    fn thread_counts() -> Option<ThreadCounts> {
+        let mut usage = core::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: a valid out pointer.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: filled by the successful call.
+        let usage = unsafe { usage.assume_init() };
+        let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+        let mut ts = core::mem::MaybeUninit::<libc::timespec>::zeroed();
+        // SAFETY: a valid out pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, ts.as_mut_ptr()) };
+        // SAFETY: clock_gettime(CLOCK_MONOTONIC) does not fail with a valid pointer.
+        let ts = unsafe { ts.assume_init() };
+        Some(ThreadCounts {
+            now_ns: ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+            minflt: usage.ru_minflt as u64,
+            majflt: usage.ru_majflt as u64,
+            cpu_ns: (micros(usage.ru_utime) + micros(usage.ru_stime)) * 1000,
+        })
+    }
+}
