@@ -50,8 +50,11 @@ enum Condition {
 #[derive(Clone, Copy, Default)]
 struct Measured {
     host_cpu_ms: f64,
+    /// The host's CPU in the entries that serve requests only (`execute` in their command):
+    /// the compiles' CPU varies by more between runs than the probes can add.
+    serving_cpu_ms: f64,
     wall_ms: f64,
-    /// Marker calls the uprobe counted (0 with probes off).
+    /// Marks the host's ledger counted (0 with probes off).
     marks: u64,
 }
 
@@ -139,6 +142,11 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         .filter(|record| record.measure.cmd != "stop")
         .fold(Measured::default(), |sum, record| Measured {
             host_cpu_ms: sum.host_cpu_ms + record.measure.host_cpu_ms().unwrap_or(0.0),
+            serving_cpu_ms: sum.serving_cpu_ms
+                + match record.measure.cmd.contains("execute") {
+                    true => record.measure.host_cpu_ms().unwrap_or(0.0),
+                    false => 0.0,
+                },
             wall_ms: sum.wall_ms + record.measure.took_ms(),
             marks: sum.marks + record.probe(Probe::Markers, |c| c.marks.hits).unwrap_or(0),
         }))
@@ -154,6 +162,7 @@ fn report(options: &Options, rounds: &[[Measured; 5]]) {
             .collect()
     };
     let cpu = |m: &Measured| m.host_cpu_ms;
+    let serving = |m: &Measured| m.serving_cpu_ms;
     let wall = |m: &Measured| m.wall_ms;
     println!(
         "\nprobe overhead on {}, {} rounds of default / --no-markers / exact / off / off again in random order",
@@ -184,6 +193,14 @@ fn report(options: &Options, rounds: &[[Measured; 5]]) {
         "default mode without markers (--no-markers) / off: {} (host CPU), {} (wall)",
         change(&ratios(Condition::NoMarkers, cpu), 7),
         change(&ratios(Condition::NoMarkers, wall), 8)
+    );
+    println!(
+        "while serving (the execute entries, compiles left out), host CPU: default / off {}, \
+         exact / off {}, control {}, --no-markers / off {}",
+        change(&ratios(Condition::Default, serving), 10),
+        change(&ratios(Condition::Exact, serving), 11),
+        change(&ratios(Condition::OffAgain, serving), 12),
+        change(&ratios(Condition::NoMarkers, serving), 13)
     );
     // The markers in the host: the default mode's CPU above the same mode without them, per
     // mark, round by round.

@@ -133,7 +133,11 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
     );
     assert_eq!(metrics.read(Probe::Markers, |c| c.marks.hits), Some(2));
     drop(default);
-    assert_eq!(lease(pid), 0, "the detached session left its lease on the ledger");
+    assert_eq!(
+        lease(pid),
+        0,
+        "the detached session left its lease on the ledger"
+    );
 
     // Exact mode: the same programs are in the kernel while it runs.
     let before = loaded_ids();

@@ -268,7 +268,9 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
     let skills = csv_rows(&folder.join("skills.csv"));
     let called = skills
         .iter()
-        .find(|row| int(row, "entry") == 1 && row["skill"] == "sample_rs1" && row["phase"] == "call")
+        .find(|row| {
+            int(row, "entry") == 1 && row["skill"] == "sample_rs1" && row["phase"] == "call"
+        })
         .unwrap_or_else(|| panic!("no call row of sample_rs1: {skills:#?}"));
     assert_eq!(int(called, "runs"), 2, "{called:?}");
     assert!(int(called, "task_minflt") >= 256, "{called:?}");

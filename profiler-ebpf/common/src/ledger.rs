@@ -162,9 +162,18 @@ impl LedgerView<'_> {
             if !ended.helper {
                 add(&counts.ns, now.now_ns.saturating_sub(ended.since.now_ns));
             }
-            add(&counts.minflt, now.minflt.saturating_sub(ended.since.minflt));
-            add(&counts.majflt, now.majflt.saturating_sub(ended.since.majflt));
-            add(&counts.cpu_ns, now.cpu_ns.saturating_sub(ended.since.cpu_ns));
+            add(
+                &counts.minflt,
+                now.minflt.saturating_sub(ended.since.minflt),
+            );
+            add(
+                &counts.majflt,
+                now.majflt.saturating_sub(ended.since.majflt),
+            );
+            add(
+                &counts.cpu_ns,
+                now.cpu_ns.saturating_sub(ended.since.cpu_ns),
+            );
             if next.is_none() {
                 add(&counts.marks, 1);
             }
@@ -198,7 +207,9 @@ mod writer {
     use core::sync::atomic::{AtomicU32, Ordering};
     use std::sync::OnceLock;
 
-    use super::{LEDGER_BYTES, LEDGER_MAGIC, LEDGER_NAME, LEDGER_ROWS, LedgerView, Stretch, ThreadCounts};
+    use super::{
+        LEDGER_BYTES, LEDGER_MAGIC, LEDGER_NAME, LEDGER_ROWS, LedgerView, Stretch, ThreadCounts,
+    };
 
     /// The host's mapping of its ledger.
     pub struct LedgerWriter {
@@ -228,7 +239,9 @@ mod writer {
             let map = memmap2::MmapRaw::map_raw(&file)?;
             // SAFETY: a shared mapping of LEDGER_BYTES, page-aligned, kept with the view.
             let view = unsafe { LedgerView::at(map.as_mut_ptr()) };
-            view.header.rows.store(LEDGER_ROWS as u32, Ordering::Relaxed);
+            view.header
+                .rows
+                .store(LEDGER_ROWS as u32, Ordering::Relaxed);
             view.header.magic.store(LEDGER_MAGIC, Ordering::Release);
             Ok(LedgerWriter { _map: map, view })
         }

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-pub use skillprof_common::{PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE};
 use skillprof_common::ledger;
+pub use skillprof_common::{PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE};
 use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE};
 
 /// A skill as markers name it: its row in the ledger, which holds its name.

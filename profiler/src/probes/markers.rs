@@ -59,11 +59,25 @@ pub fn attach(ebpf: &mut Ebpf, tgid: u32, marker: &Marker) -> Result<String> {
     ))
 }
 
-/// The status line of the markers: the ledger, with the uprobe in exact mode, or why not.
-pub fn status(result: &Result<String, String>, uprobe: bool) -> ProbeStatus {
+/// The status line of the markers: the host's ledger (or why there is none) and, in exact
+/// mode, where the marker's uprobe attached (or why not).
+pub fn status<T>(
+    ledger: Result<T, String>,
+    uprobe: &Result<String, String>,
+    exact: bool,
+) -> ProbeStatus {
+    const LEDGER: &str = "the host's ledger (instances, time, faults and CPU per skill and \
+                          phase, read at each boundary)";
+    let detail = ledger.map(|_| match (uprobe, exact) {
+        (Ok(place), _) => format!("{LEDGER}; {place}: each fault and call by skill"),
+        (Err(why), true) => {
+            format!("{LEDGER}; no uprobe ({why}): faults and calls by skill not attributed")
+        }
+        (Err(_), false) => format!("{LEDGER}; no program, no probe per mark"),
+    });
     match uprobe {
-        true => ProbeStatus::single(Probe::Markers, Mechanism::Uprobe, result, &[PROGRAM]),
-        false => ProbeStatus::single(Probe::Markers, Mechanism::Ledger, result, &[]),
+        Ok(_) => ProbeStatus::single(Probe::Markers, Mechanism::Uprobe, &detail, &[PROGRAM]),
+        Err(_) => ProbeStatus::single(Probe::Markers, Mechanism::Ledger, &detail, &[]),
     }
 }
 
@@ -152,6 +166,8 @@ impl SkillRow {
 /// begin, and in exact mode the programs' rows.
 pub struct Attribution {
     ledger: HostLedger,
+    /// The ledger when the session attached.
+    attached: LedgerReading,
     /// The entry in progress and the ledger at its begin.
     current: Option<(u32, LedgerReading)>,
     /// What changed in each ended entry: (skill id, phase number, change), the skills that
@@ -173,6 +189,7 @@ impl Attribution {
     /// From `ledger`, with the exact mode's rows if the marker's uprobe attached.
     pub fn new(ledger: HostLedger, ebpf: Option<&mut Ebpf>) -> Result<Attribution> {
         Ok(Attribution {
+            attached: ledger.read(),
             ledger,
             current: None,
             ended: BTreeMap::new(),
@@ -243,6 +260,12 @@ impl Attribution {
         let unattributed = rows.iter().take_while(|row| row.skill.is_none()).count();
         rows.rotate_left(unattributed);
         Ok((rows, marks))
+    }
+
+    /// Marks the ledger counted since the session attached, every entry's and between them.
+    pub fn marks_since_attach(&self) -> u64 {
+        let change = self.ledger.read().since(&self.attached);
+        change.rows.iter().map(|(_, _, delta)| delta.marks).sum()
     }
 
     /// The skills' names, as the host registered them.

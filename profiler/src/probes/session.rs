@@ -22,8 +22,8 @@ use super::{
     cost_model::{CostModel, Counted, Modelled, Per},
     events::EventStream,
     host_symbol,
-    majflt::MajorFaults,
     ledger::HostLedger,
+    majflt::MajorFaults,
     markers::{self, Attribution, SkillNames},
     metrics::{ProbeMetrics, combine},
     object,
@@ -291,23 +291,14 @@ impl ProbeSession {
             })
             .collect();
         let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
-        let uprobe = marker
-            .and_then(|marker| markers::attach(&mut ebpf, tgid, &marker).map_err(|e| format!("{e:#}")));
-        let marks = ledger.as_ref().map(|_| match (&uprobe, exact) {
-            (Ok(place), _) => format!(
-                "the host's ledger (instances, time, faults and CPU per skill and phase, read at \
-                 each boundary); {place}: each fault and call by skill"
-            ),
-            (Err(why), true) => format!(
-                "the host's ledger (instances, time, faults and CPU per skill and phase, read at \
-                 each boundary); no uprobe ({why}): faults and calls by skill not attributed"
-            ),
-            (Err(_), false) => "the host's ledger (instances, time, faults and CPU per skill and \
-                 phase, read at each boundary; no program, no probe per mark)"
-                .to_owned(),
+        let uprobe = marker.and_then(|marker| {
+            markers::attach(&mut ebpf, tgid, &marker).map_err(|e| format!("{e:#}"))
         });
-        let marks = marks.map_err(|why: &String| why.clone());
-        statuses.push(markers::status(&marks, uprobe.is_ok()));
+        statuses.push(markers::status(
+            ledger.as_ref().map_err(String::clone),
+            &uprobe,
+            exact,
+        ));
         statuses.push(pool.attach_decommits(&mut ebpf, tgid));
         statuses.push(pool.attach_pagemap_scan(&mut ebpf, tgid));
         let published = publish::attach(&mut ebpf, tgid, &publish, &pool.binary);
@@ -621,7 +612,11 @@ impl ProbeSession {
         let per_entry = (0..self.max_entries)
             .map(|index| Ok(combine(self.counters.get(&index, 0)?.iter())))
             .collect::<Result<Vec<_>>>()?;
-        let total = combine(&per_entry);
+        let mut total = combine(&per_entry);
+        // The marks are the ledger's: the programs count none.
+        if let Some(markers) = &self.markers {
+            total.marks.hits = markers.lock().unwrap().marks_since_attach();
+        }
         let (modelled, model_error) = match (&self.stats, &self.model) {
             (None, Some(Ok(model))) => match model.apply(&self.counted(&total)) {
                 Ok(modelled) => (Some(modelled), None),

@@ -786,7 +786,7 @@ pub mod skill_columns {
     pub static TASK_MAJFLT: Column = Column::new(
         "task_majflt",
         Unit::Count,
-        "major page faults, the same way (maj_flt)",
+        "major page faults, the same way",
     );
     pub static TASK_CPU_MS: Column = Column::new(
         "task_cpu_ms",

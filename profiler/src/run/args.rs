@@ -107,16 +107,18 @@ pub struct RunArgs {
     pub host_profile: String,
 
     /// Profile a host that is already running, process PID, instead of starting one: under
-    /// systemd, in a container, by hand. Needs --host-url and --skills-dir; --host-profile
-    /// gives its dialect. Checked before anything runs: the process must be running, the URL
-    /// must answer, and a skill written to the directory must appear in the host's listing.
+    /// systemd, in a container, by hand. Needs --host-url, and --skills-dir for a workload
+    /// that registers or removes skills (`watch` windows need none: nothing is written where
+    /// the host reads); --host-profile gives its dialect. Checked before anything runs: the
+    /// process must be running, the URL must answer, and a skill written to --skills-dir must
+    /// appear in the host's listing.
     /// The host is left running: `stop` is recorded as not run, unless --stop-attached.
     /// Listings are read as this run's skills only, so execute_all and delete_skill never
     /// touch the host's own.
     #[arg(
         long,
         value_name = "PID",
-        requires_all = ["host_url", "skills_dir"],
+        requires = "host_url",
         conflicts_with_all = ["host_bin", "host_args", "host_env", "host_flags"]
     )]
     pub attach: Option<u32>,
