@@ -111,11 +111,6 @@ impl Cgroup {
         Ok(())
     }
 
-    fn read_file(&self, file: &str) -> Result<String> {
-        let path = self.dir.join(file);
-        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
-    }
-
     fn write(&self, file: &str, value: &str) -> Result<()> {
         let path = self.dir.join(file);
         fs::write(&path, value).with_context(|| format!("writing {value} to {}", path.display()))
@@ -158,32 +153,7 @@ impl MemoryCgroup {
     }
 
     pub fn read(&self) -> Result<MemcgStat> {
-        let cgroup = &self.cgroup;
-        let number = |file: &str| -> Result<u64> {
-            let text = cgroup.read_file(file)?;
-            text.trim()
-                .parse()
-                .with_context(|| format!("{file} holds {text:?}"))
-        };
-        let key = |file: &str, key: &str| -> Result<u64> {
-            let text = cgroup.read_file(file)?;
-            Ok(keyed::value(&text, key).unwrap_or(0))
-        };
-        Ok(match cgroup.version {
-            Version::V1 => MemcgStat {
-                usage_bytes: number("memory.usage_in_bytes")?,
-                peak_bytes: number("memory.max_usage_in_bytes")?,
-                limit_hits: number("memory.failcnt")?,
-                oom_kills: key("memory.oom_control", "oom_kill")?,
-            },
-            Version::V2 => MemcgStat {
-                usage_bytes: number("memory.current")?,
-                // memory.peak came with 5.19; before it, the usage is the best known.
-                peak_bytes: number("memory.peak").or_else(|_| number("memory.current"))?,
-                limit_hits: key("memory.events", "max")?,
-                oom_kills: key("memory.events", "oom_kill")?,
-            },
-        })
+        read_stat(self.cgroup.dir(), self.cgroup.version)
     }
 
     /// Starts the peak afresh from the usage now (v1: `memory.max_usage_in_bytes`), so that
@@ -198,6 +168,103 @@ impl MemoryCgroup {
 
     pub fn remove(self) -> Result<()> {
         self.cgroup.remove()
+    }
+}
+
+/// The kernel's account of the memory cgroup at `dir`.
+fn read_stat(dir: &Path, version: Version) -> Result<MemcgStat> {
+    let read = |file: &str| -> Result<String> {
+        let path = dir.join(file);
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let number = |file: &str| -> Result<u64> {
+        let text = read(file)?;
+        text.trim()
+            .parse()
+            .with_context(|| format!("{file} holds {text:?}"))
+    };
+    let key =
+        |file: &str, key: &str| -> Result<u64> { Ok(keyed::value(&read(file)?, key).unwrap_or(0)) };
+    Ok(match version {
+        Version::V1 => MemcgStat {
+            usage_bytes: number("memory.usage_in_bytes")?,
+            peak_bytes: number("memory.max_usage_in_bytes")?,
+            limit_hits: number("memory.failcnt")?,
+            oom_kills: key("memory.oom_control", "oom_kill")?,
+        },
+        Version::V2 => MemcgStat {
+            usage_bytes: number("memory.current")?,
+            // memory.peak came with 5.19; before it, the usage is the best known.
+            peak_bytes: number("memory.peak").or_else(|_| number("memory.current"))?,
+            limit_hits: key("memory.events", "max")?,
+            oom_kills: key("memory.events", "oom_kill")?,
+        },
+    })
+}
+
+/// The memory cgroup a running process is charged to, which skillprof only reads (`watch`).
+pub struct ChargedTo {
+    dir: PathBuf,
+    version: Version,
+}
+
+impl ChargedTo {
+    /// Process `pid`'s memory cgroup; `None` without one (no memory controller, the root
+    /// cgroup, the process gone).
+    pub fn of(pid: u32) -> Option<ChargedTo> {
+        let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        // The root's account is the machine's, not a limit of the process's own.
+        let below_root = |path: &&str| *path != "/";
+        if let Some(path) = cgroup_path(&text, "").filter(below_root) {
+            for root in V2_ROOTS {
+                let dir = under(root, path);
+                if dir.join("memory.current").exists() {
+                    return Some(ChargedTo {
+                        dir,
+                        version: Version::V2,
+                    });
+                }
+            }
+        }
+        let dir = under(V1_ROOT, cgroup_path(&text, "memory").filter(below_root)?);
+        dir.join("memory.usage_in_bytes")
+            .exists()
+            .then_some(ChargedTo {
+                dir,
+                version: Version::V1,
+            })
+    }
+
+    /// The cgroup's path in its hierarchy, as /proc/PID/cgroup names it.
+    pub fn path(&self) -> String {
+        let root = match self.version {
+            Version::V1 => Path::new(V1_ROOT),
+            Version::V2 => V2_ROOTS
+                .iter()
+                .map(Path::new)
+                .find(|root| self.dir.starts_with(root))
+                .unwrap_or(Path::new("/")),
+        };
+        let path = self.dir.strip_prefix(root).unwrap_or(&self.dir);
+        format!("/{}", path.display())
+    }
+
+    pub fn read(&self) -> Result<MemcgStat> {
+        read_stat(&self.dir, self.version)
+    }
+
+    /// Its hard limit, `None` when it has none (v2 `max`, v1's page-counter maximum).
+    pub fn limit_bytes(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.limit_in_bytes",
+            Version::V2 => "memory.max",
+        };
+        let limit: u64 = fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        (limit < 1 << 62).then_some(limit)
     }
 }
 

@@ -76,6 +76,26 @@ static ZONE_HIGH: Column = Column::new(
     Unit::Count,
     "the zone's high watermark: kswapd reclaims until free pages are above it",
 );
+static CGROUP_USAGE: Column = Column::new(
+    "cgroup_usage_bytes",
+    Unit::Bytes,
+    "memory charged now to the host's memory cgroup: its anonymous memory, the page cache it brought in, the kernel memory it caused (v2 memory.current)",
+);
+static CGROUP_LIMIT: Column = Column::new(
+    "cgroup_limit_bytes",
+    Unit::Bytes,
+    "the cgroup's hard limit (v2 memory.max); absent when it has none",
+);
+static CGROUP_LIMIT_HITS: Column = Column::new(
+    "cgroup_limit_hits",
+    Unit::Count,
+    "charges that hit the limit and had to reclaim first, since the cgroup was made (v2 memory.events max, v1 memory.failcnt)",
+);
+static CGROUP_OOM_KILLS: Column = Column::new(
+    "cgroup_oom_kills",
+    Unit::Count,
+    "processes the OOM killer killed in the cgroup, since it was made (memory.events oom_kill)",
+);
 static OWN_CPU: Column = Column::new(
     "cpu_ms",
     Unit::Ms,
@@ -134,6 +154,29 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
         "",
         &snapshot.held.map(|held| held.mappings).into(),
     );
+    if let Some((path, stat, limit)) = &snapshot.cgroup {
+        let labels = format!("cgroup=\"{}\"", escape(path));
+        families.column(
+            "host",
+            &CGROUP_USAGE,
+            Kind::Gauge,
+            &labels,
+            &stat.usage_bytes.into(),
+        );
+        families.column(
+            "host",
+            &CGROUP_LIMIT,
+            Kind::Gauge,
+            &labels,
+            &(*limit).into(),
+        );
+        for (column, value) in [
+            (&CGROUP_LIMIT_HITS, stat.limit_hits),
+            (&CGROUP_OOM_KILLS, stat.oom_kills),
+        ] {
+            families.column("host", column, Kind::Counter, &labels, &value.into());
+        }
+    }
     families.column(
         "machine",
         &MAX_MAP_COUNT,

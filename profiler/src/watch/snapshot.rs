@@ -13,6 +13,7 @@ use crate::sample::composition::Composition;
 use crate::sample::psi::{self, Psi};
 use crate::sample::zoneinfo::{self, Zone};
 use crate::sample::{PROC, process};
+use crate::system::cgroup::{ChargedTo, MemcgStat};
 
 /// How old the host's smaps reading may be: reading it walks every mapping (milliseconds to
 /// tens of them for a large host), too much for every scrape.
@@ -27,6 +28,9 @@ pub struct Snapshot {
     pub max_map_count: Option<u64>,
     pub psi: Option<Psi>,
     pub zones: Vec<Zone>,
+    /// The memory cgroup the host is charged to, if it has one: its path, the kernel's
+    /// account and its limit.
+    pub cgroup: Option<(String, MemcgStat, Option<u64>)>,
     pub own: OwnCost,
 }
 
@@ -87,6 +91,10 @@ impl Reader {
             zones: zoneinfo::read(proc_root)
                 .map(|zones| zones.into_iter().filter(Zone::populated).collect())
                 .unwrap_or_default(),
+            // Found again at every scrape: a host can be moved to another cgroup.
+            cgroup: ChargedTo::of(self.pid).and_then(|cgroup| {
+                Some((cgroup.path(), cgroup.read().ok()?, cgroup.limit_bytes()))
+            }),
             own,
         };
         *self.last_scrape.lock().unwrap() = started.elapsed();
