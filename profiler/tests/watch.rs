@@ -61,12 +61,18 @@ impl Drop for Reaped {
 
 /// `skillprof watch` on `host`, serving on a port of its own, its stderr in `dir`.
 fn start_watch(host: &OutsideHost, dir: &Path) -> (Reaped, u16, PathBuf) {
+    start_watch_with(host, dir, &[])
+}
+
+/// The same with further arguments.
+fn start_watch_with(host: &OutsideHost, dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
     let port = free_port();
     let stderr = dir.join("watch.err");
     let child = Command::new(env!("CARGO_BIN_EXE_skillprof"))
         .args(["watch", "--attach", &host.child.id().to_string()])
         .args(["--host-url", &host.url()])
         .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(fs::File::create(&stderr).unwrap())
         .spawn()
@@ -320,6 +326,36 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
             .map(|s| s.1),
         Some(1.0)
     );
+    // The memory cgroup the host is charged to, when it is in one below the root: v2's, if
+    // the memory controller is there, else v1's memory line of /proc/PID/cgroup.
+    let lines = fs::read_to_string(format!("/proc/{}/cgroup", host.child.id())).unwrap();
+    let line_path = |controller: &str| {
+        lines.lines().find_map(|line| {
+            let (_, rest) = line.split_once(':')?;
+            let (controllers, path) = rest.split_once(':')?;
+            let named = if controller.is_empty() {
+                controllers.is_empty()
+            } else {
+                controllers.split(',').any(|c| c == controller)
+            };
+            (named && path != "/").then_some(path)
+        })
+    };
+    let v2 = line_path("").filter(|path| {
+        ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+            .iter()
+            .any(|root| Path::new(&format!("{root}{path}/memory.current")).exists())
+    });
+    let charged = query(prometheus_port, "skillprof_host_cgroup_usage_bytes");
+    match v2.or_else(|| line_path("memory")) {
+        Some(cgroup) => assert!(
+            charged
+                .first()
+                .is_some_and(|(labels, bytes)| labels["cgroup"] == cgroup && *bytes > 0.0),
+            "the host is charged to {cgroup}; Prometheus has {charged:?}"
+        ),
+        None => assert!(charged.is_empty(), "the host is in no cgroup: {charged:?}"),
+    }
 
     // Stopping detaches and leaves the host serving.
     let status = signalled(watch, nix::sys::signal::Signal::SIGINT);
@@ -397,4 +433,98 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
     assert!(!status.success());
     nothing_left_since(&before);
     assert!(runtime().block_on(host.client().healthy()));
+}
+
+#[test]
+fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
+    require_root("skillprof watch loads BPF probes");
+    let _one = one_watch();
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    let recorded = dir.path().join("recorded");
+    let before = loaded_ids();
+    let (watch, _, stderr) = start_watch_with(
+        &host,
+        dir.path(),
+        &[
+            "--record",
+            recorded.to_str().unwrap(),
+            "--window",
+            "2",
+            "--run-windows",
+            "2",
+            "--keep",
+            "2",
+        ],
+    );
+    // The host's own traffic while the windows run: runs of requests, until three recording
+    // runs have finished (two kept, the first removed).
+    let finished = || {
+        fs::read_to_string(recorded.join("record.log"))
+            .unwrap_or_default()
+            .matches("not run: ")
+            .count()
+    };
+    let started = std::time::Instant::now();
+    runtime().block_on(async {
+        let client = host.client();
+        while finished() < 3 && started.elapsed() < Duration::from_secs(90) {
+            assert!(
+                client
+                    .execute("their_own", &json!({}))
+                    .await
+                    .unwrap()
+                    .is_ok()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+    nothing_left_since(&before);
+    assert!(runtime().block_on(host.client().healthy()));
+
+    // The folders kept: at most two of this watch's, the older a whole run of two `watch 2`
+    // entries (the newer was cut short by the stop).
+    let mut folders: Vec<PathBuf> = fs::read_dir(&recorded)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.join("meta.json").exists())
+        .collect();
+    folders.sort();
+    assert!(
+        (1..=2).contains(&folders.len()),
+        "--keep 2 kept {folders:?}\n{said}"
+    );
+    let full = &folders[0];
+    let commands = common::cli::csv_rows(&full.join("commands.csv"));
+    assert_eq!(
+        commands.len(),
+        2,
+        "two windows in {}: {commands:?}",
+        full.display()
+    );
+    for window in &commands {
+        assert_eq!(window["cmd"], "watch 2");
+        let took: f64 = window["took_ms"].parse().unwrap();
+        assert!((2000.0..2500.0).contains(&took), "{window:?}");
+    }
+    // The host's requests, by skill, from its ledger: a production window as a cmds entry.
+    let skills = common::cli::csv_rows(&full.join("skills.csv"));
+    assert!(
+        skills.iter().any(|row| row["skill"] == "their_own"
+            && row["phase"] == "call"
+            && row["runs"].parse::<u64>().unwrap() > 0),
+        "{skills:?}"
+    );
+    let reported = Command::new(env!("CARGO_BIN_EXE_skillprof"))
+        .arg("report")
+        .arg(full)
+        .output()
+        .unwrap();
+    assert!(reported.status.success(), "{reported:?}");
+    let page = fs::read_to_string(full.join("report.html")).unwrap();
+    assert!(page.contains("watch 2"), "the report names no window");
 }

@@ -73,6 +73,10 @@ pub enum Command {
     /// Hold free memory in a watermark band from now on (a balloon beside the host), or stop
     /// holding (`None`, written `off`). See `skillprof pressure --help` for the bands.
     Pressure(Option<Band>),
+    /// Send nothing for SECONDS while the host serves its own traffic (a skillprof
+    /// extension): the entry is a window of a production host's life, measured as any other
+    /// (`skillprof watch --record` writes runs of them).
+    Watch(u32),
     /// Terminate the host and wait for it to exit: implicit at the end of every file.
     Stop,
 }
@@ -93,6 +97,8 @@ pub struct Load {
 pub const MAX_WORKERS: u32 = 32;
 /// The longest a swarm may be held: an hour, a bound on a loop the run cannot leave early.
 pub const MAX_DURATION_S: u32 = 3600;
+/// The longest one `watch` line waits: a day (a run of windows takes more lines).
+pub const MAX_WATCH_S: u32 = 86_400;
 
 /// Which sample skill a command registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -117,6 +123,19 @@ impl SkillKind {
 pub const FILL_MAX: u32 = 10_000;
 
 impl Command {
+    /// Whether it writes or removes files in the host's skills directory.
+    pub fn writes_skills(&self) -> bool {
+        matches!(
+            self,
+            Command::AddPy
+                | Command::AddRs
+                | Command::PAddPy(_)
+                | Command::PAddRs(_)
+                | Command::Fill { .. }
+                | Command::DeleteSkill(_)
+        )
+    }
+
     /// The command named `name` with the arguments `args`, or a message saying what it expects.
     pub(super) fn parse(name: &str, args: &[&str], cap: InFlightCap) -> Result<Self, String> {
         let Some(signature) = SIGNATURES.iter().find(|signature| signature.name == name) else {
@@ -300,6 +319,15 @@ const SIGNATURES: &[Signature] = &[
                 "BAND must be baseline, promo, high, low or off, got {band:?}"
             ))),
         }
+    }),
+    takes("watch", "SECONDS", |args| {
+        let seconds = args.required_count(0)?;
+        if seconds > MAX_WATCH_S {
+            return Err(args.problem(format!(
+                "SECONDS must be at most {MAX_WATCH_S} (a day), got {seconds}"
+            )));
+        }
+        Ok(Command::Watch(seconds))
     }),
     takes("stop", "", |_| Ok(Command::Stop)),
 ];

@@ -208,6 +208,7 @@ mod tests {
     fn parses_good_lines() {
         let cases = [
             ("add_py", entry(1, "add_py", 1, AddPy)),
+            ("watch 60", entry(1, "watch 60", 1, Watch(60))),
             ("4 add_rs", entry(1, "4 add_rs", 4, AddRs)),
             ("+2   skills", entry(1, "+2 skills", 2, Skills)),
             (
@@ -428,7 +429,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -516,7 +517,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),
@@ -569,6 +570,11 @@ mod tests {
                 "2 l_execute_all World 0 100 20 2 15",
                 "l_execute_all takes no repeat count: its DURATION_S says how long it runs",
             ),
+            (
+                "watch 86401",
+                "watch takes SECONDS; SECONDS must be at most 86400 (a day), got 86401",
+            ),
+            ("watch", "watch takes SECONDS; got 0 arguments"),
         ];
         for (line, message) in cases {
             assert_eq!(errors(line), format!("test.cmds:1: {message}"), "{line:?}");

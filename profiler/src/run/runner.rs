@@ -94,7 +94,7 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(" ")
         ),
-        (Some(pid), None) => attach_host(&args, profile, pid, &samples).await?,
+        (Some(pid), None) => attach_host(&args, &plan, profile, pid, &samples).await?,
         (None, _) => (host_spec(&args, profile, cores)?, None),
     };
     let stamp = harness_log::stamp(Local::now());
@@ -315,7 +315,7 @@ impl Run {
         plan: &Plan,
         spec: &HostSpec,
         samples: &SampleSkills,
-        attached: Option<(HostProcess, SkillsDir)>,
+        attached: Option<(HostProcess, Option<SkillsDir>)>,
         signals: &mut Signals,
     ) -> Result<(), Abort> {
         let (host, skills) = match attached {
@@ -343,11 +343,11 @@ impl Run {
                 attached
             }
             None => {
-                let started = self.start_host(args, spec, signals).await?;
+                let (host, skills) = self.start_host(args, spec, signals).await?;
                 if args.stacks {
-                    self.perf_map = Some(format!("/tmp/perf-{}.map", started.0.pid()).into());
+                    self.perf_map = Some(format!("/tmp/perf-{}.map", host.pid()).into());
                 }
-                started
+                (host, Some(skills))
             }
         };
         let pid = host.pid();
@@ -1210,27 +1210,48 @@ fn measurement(info: &RunInfo) -> Vec<String> {
 }
 
 /// `--attach PID`: the running host, checked (see `hostctl::attach`) before anything is made.
+/// Without `--skills-dir`, only a plan that writes no skill file, and only the host's answer
+/// is checked: nothing is written where the host reads.
 async fn attach_host(
     args: &RunArgs,
+    plan: &Plan,
     profile: HostProfile,
     pid: u32,
     samples: &SampleSkills,
-) -> Result<(HostSpec, Option<(HostProcess, SkillsDir)>)> {
-    let (Some(url), Some(dir)) = (&args.host_url, &args.skills_dir) else {
-        anyhow::bail!("--attach needs --host-url and --skills-dir");
+) -> Result<(HostSpec, Option<(HostProcess, Option<SkillsDir>)>)> {
+    let Some(url) = &args.host_url else {
+        anyhow::bail!("--attach needs --host-url");
+    };
+    let spec = HostSpec::attached(profile.clone(), pid);
+    let Some(dir) = &args.skills_dir else {
+        if let Some(entry) = plan
+            .entries
+            .iter()
+            .find(|entry| entry.command.writes_skills())
+        {
+            anyhow::bail!(
+                "{}:{}: `{}` registers or removes skills, and --attach was given no \
+                 --skills-dir (the directory the host registers `<name>.wasm` files from)",
+                args.cmds.display(),
+                entry.line.unwrap_or(0),
+                entry.name
+            );
+        }
+        let client = attach::answering(pid, url, profile.dialect.clone()).await?;
+        return Ok((spec?, Some((HostProcess::attached(pid, client), None))));
     };
     // The checks first: they say what is wrong with the input (an exited process, say)
     // where reading its binary from /proc would only fail.
-    let host = attach::attach(
+    let (host, skills) = attach::attach(
         pid,
         url,
         dir,
-        profile.clone(),
+        profile,
         &samples.path("hello")?,
         Duration::from_secs(args.list_timeout_s),
     )
     .await?;
-    Ok((HostSpec::attached(profile, pid)?, Some(host)))
+    Ok((spec?, Some((host, Some(skills)))))
 }
 
 fn host_spec(args: &RunArgs, profile: HostProfile, cores: Option<Cores>) -> Result<HostSpec> {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
@@ -69,7 +69,8 @@ impl Outcome {
 
 pub struct Workload {
     client: Client,
-    skills: SkillsDir,
+    /// `None` for an attached host whose plan writes no skill file (checked before the run).
+    skills: Option<SkillsDir>,
     sample_py: PathBuf,
     sample_rs: PathBuf,
     added_py: u32,
@@ -108,7 +109,7 @@ impl Workload {
     /// Fails now, before anything runs, if a sample skill is missing.
     pub fn new(
         client: Client,
-        skills: SkillsDir,
+        skills: Option<SkillsDir>,
         samples: &SampleSkills,
         pid: u32,
         settings: Settings,
@@ -124,6 +125,12 @@ impl Workload {
             pid,
             settings,
         })
+    }
+
+    /// The directory the host registers skills from (a field's borrow, not all of `self`'s).
+    fn skills(dir: &Option<SkillsDir>) -> Result<&SkillsDir> {
+        dir.as_ref()
+            .context("this host was attached without --skills-dir, and the plan writes skill files")
     }
 
     /// Runs one command once. `Err` only for what makes going on pointless (the skills
@@ -222,6 +229,10 @@ impl Workload {
                 }
                 Ok(())
             }
+            Command::Watch(seconds) => {
+                tokio::time::sleep(std::time::Duration::from_secs(u64::from(*seconds))).await;
+                Ok(())
+            }
             Command::Fill { .. } => unreachable!("the runner fills, watching the cgroup"),
             Command::LExecuteAll(_) => unreachable!("the runner holds Locust's swarm itself"),
             Command::Stop => unreachable!("the runner stops the host itself"),
@@ -234,6 +245,7 @@ impl Workload {
     /// Copied in place, the files are listed half-written and finished before executing.
     pub async fn add(&mut self, kind: SkillKind, count: u32, outcome: &mut Outcome) -> Result<()> {
         let prefix = kind.prefix();
+        let skills = Self::skills(&self.skills)?;
         let (source, counter) = match kind {
             SkillKind::Python => (&self.sample_py, &mut self.added_py),
             SkillKind::Rust => (&self.sample_rs, &mut self.added_rs),
@@ -244,9 +256,9 @@ impl Workload {
             *counter += 1;
             let name = format!("{prefix}{counter}");
             if self.settings.in_place {
-                half_copied.push(self.skills.begin_in_place(&name, source)?);
+                half_copied.push(skills.begin_in_place(&name, source)?);
             } else {
-                self.skills.add(&name, source)?;
+                skills.add(&name, source)?;
             }
             self.ours.insert(name.clone());
             names.push(name);
@@ -348,7 +360,7 @@ impl Workload {
             ));
             return Ok(());
         }
-        if !self.skills.remove(name)? {
+        if !Self::skills(&self.skills)?.remove(name)? {
             outcome.fail(format!(
                 "delete_skill: {name} is not in the skills directory"
             ));

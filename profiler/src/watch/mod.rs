@@ -8,10 +8,12 @@
 //! process's BPF links with its file descriptors).
 
 mod exposition;
+mod record;
 mod serve;
 mod snapshot;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +22,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::Notify;
 
 use crate::hostctl::attach::answering;
 use crate::hostctl::process::ExitWatch;
@@ -55,9 +58,31 @@ pub struct WatchArgs {
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<u64>,
 
-    /// Leave the host's markers unprobed: host series only, no skill series.
+    /// Leave the host's markers unread: host series only, no skill series.
     #[arg(long)]
     pub no_markers: bool,
+
+    /// Also record the host's life as run folders in DIR, one entry per --window, one folder
+    /// per --run-windows, for report, explain, compare, export and capacity. Each folder is
+    /// a `skillprof run --attach` of `watch SECONDS` lines (its log in DIR/record.log).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+
+    /// With --record: seconds per entry.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", requires = "record",
+          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub window: u32,
+
+    /// With --record: entries per run folder (a folder of 60 one-minute windows is an hour).
+    #[arg(long, default_value_t = 60, value_name = "N", requires = "record",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub run_windows: u32,
+
+    /// With --record: the run folders of this watch to keep; older ones are removed as new
+    /// ones are finished (folders already in DIR are never touched).
+    #[arg(long, default_value_t = 24, value_name = "N", requires = "record",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep: u64,
 }
 
 pub fn run(args: WatchArgs) -> Result<ExitCode> {
@@ -118,9 +143,48 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         }
     };
     let server = tokio::spawn(serve::serve(listener, Arc::new(scrape)));
+    let stop_recording = Arc::new(Notify::new());
+    let recording = args.record.as_ref().map(|dir| {
+        eprintln!(
+            "skillprof watch: recording {} s windows into run folders in {} ({} per folder, \
+             the newest {} kept)",
+            args.window,
+            dir.display(),
+            args.run_windows,
+            args.keep
+        );
+        tokio::spawn(
+            record::Recording {
+                dir: dir.clone(),
+                window_s: args.window,
+                run_windows: args.run_windows,
+                keep: args.keep as usize,
+                pid: args.attach,
+                host_url: args.host_url.clone(),
+                host_profile: args.host_profile.clone(),
+                no_markers: args.no_markers,
+            }
+            .run(stop_recording.clone()),
+        )
+    });
     let started = Instant::now();
     let ended = until_stopped(args.attach, args.duration).await;
     server.abort();
+    if let Some(recording) = recording {
+        stop_recording.notify_one();
+        match recording.await.context("the recorder")? {
+            Ok(folders) => eprintln!(
+                "skillprof watch: {} run folder(s) recorded and kept: {}",
+                folders.len(),
+                folders
+                    .iter()
+                    .map(|folder| folder.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(error) => eprintln!("skillprof watch: recording failed: {error:#}"),
+        }
+    }
     drop(session.lock().unwrap().take());
     let watched = started.elapsed().as_secs();
     match ended? {

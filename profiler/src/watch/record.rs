@@ -1,0 +1,159 @@
+//! `skillprof watch --record DIR`: the watched host's life as run folders that `report`,
+//! `explain`, `compare`, `export` and `capacity` read as they read any run. Each folder is
+//! one `skillprof run --attach` of `watch SECONDS` windows (one entry each), in a process of
+//! its own whose parent-death signal is SIGTERM: however the watch ends, SIGKILL included,
+//! the run finishes its files and detaches its probes. A run that ends starts the next; of
+//! the folders this watch recorded, the oldest beyond `--keep` are removed.
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+
+/// What `--record` was asked for.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    pub dir: PathBuf,
+    pub window_s: u32,
+    pub run_windows: u32,
+    pub keep: usize,
+    /// The host, as `run --attach` takes it.
+    pub pid: u32,
+    pub host_url: String,
+    pub host_profile: String,
+    pub no_markers: bool,
+}
+
+/// Samples every second, not every 100 ms: a window is a minute, a folder an hour.
+const SAMPLE_EVERY_MS: &str = "1000";
+
+impl Recording {
+    /// Records until `stop` is notified or a run ends short (the host gone: the run's log
+    /// and meta.json say why). Returns the folders recorded.
+    pub async fn run(self, stop: Arc<Notify>) -> Result<Vec<PathBuf>> {
+        fs::create_dir_all(&self.dir)
+            .with_context(|| format!("--record {}: cannot create it", self.dir.display()))?;
+        let cmds = self.dir.join("watch.cmds");
+        fs::write(&cmds, self.plan()).with_context(|| format!("writing {}", cmds.display()))?;
+        let mut ours: Vec<PathBuf> = Vec::new();
+        loop {
+            let before = run_folders(&self.dir);
+            let mut child = self.start(&cmds)?;
+            let ended = tokio::select! {
+                status = child.wait() => Some(status?),
+                () = stop.notified() => None,
+            };
+            let status = match ended {
+                Some(status) => status,
+                // The window in progress is left out (meta.json lists it as not run).
+                None => {
+                    terminate(&child);
+                    child.wait().await?
+                }
+            };
+            ours.extend(
+                run_folders(&self.dir)
+                    .into_iter()
+                    .filter(|folder| !before.contains(folder)),
+            );
+            self.prune(&mut ours)?;
+            if ended.is_none() || !status.success() {
+                if !status.success() && ended.is_some() {
+                    eprintln!(
+                        "skillprof watch: the recording run ended with {status}; {} says why",
+                        self.log().display()
+                    );
+                }
+                return Ok(ours);
+            }
+        }
+    }
+
+    /// One `watch` line per window: each its own entry.
+    fn plan(&self) -> String {
+        let mut plan = format!(
+            "# skillprof watch --record: {} windows of {} s, the host serving its own traffic\n",
+            self.run_windows, self.window_s
+        );
+        for _ in 0..self.run_windows {
+            plan.push_str(&format!("watch {}\n", self.window_s));
+        }
+        plan
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.join("record.log")
+    }
+
+    fn start(&self, cmds: &Path) -> Result<Child> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log())
+            .with_context(|| format!("opening {}", self.log().display()))?;
+        let mut command = Command::new(std::env::current_exe().context("skillprof's own path")?);
+        command
+            .arg("run")
+            .arg(cmds)
+            .args(["--attach", &self.pid.to_string()])
+            .args(["--host-url", &self.host_url])
+            .args(["--host-profile", &self.host_profile])
+            .arg("--out")
+            .arg(&self.dir)
+            .args(["--interval-ms", SAMPLE_EVERY_MS])
+            .args(self.no_markers.then_some("--no-markers"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent's.
+        unsafe {
+            command.pre_exec(|| {
+                // The run finishes its files and detaches however the watch ends.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        command
+            .spawn()
+            .context("starting the recording run (skillprof run --attach)")
+    }
+
+    /// Removes the oldest of `ours` beyond `--keep`.
+    fn prune(&self, ours: &mut Vec<PathBuf>) -> Result<()> {
+        ours.sort();
+        let excess = ours.len().saturating_sub(self.keep);
+        for old in ours.drain(..excess) {
+            fs::remove_dir_all(&old)
+                .with_context(|| format!("removing {} (--keep {})", old.display(), self.keep))?;
+        }
+        Ok(())
+    }
+}
+
+/// The run folders in `dir` (those with a meta.json), by name: their names are the times
+/// they began.
+fn run_folders(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut folders: Vec<PathBuf> = entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.join("meta.json").is_file())
+        .collect();
+    folders.sort();
+    folders
+}
+
+fn terminate(child: &Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: a signal to our own child, which has not been reaped (it is waited below).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    }
+}
