@@ -206,6 +206,8 @@ fn read_stat(dir: &Path, version: Version) -> Result<MemcgStat> {
 pub struct ChargedTo {
     dir: PathBuf,
     version: Version,
+    /// As /proc/PID/cgroup names it.
+    path: String,
 }
 
 impl ChargedTo {
@@ -222,31 +224,25 @@ impl ChargedTo {
                     return Some(ChargedTo {
                         dir,
                         version: Version::V2,
+                        path: path.to_owned(),
                     });
                 }
             }
         }
-        let dir = under(V1_ROOT, cgroup_path(&text, "memory").filter(below_root)?);
+        let path = cgroup_path(&text, "memory").filter(below_root)?;
+        let dir = under(V1_ROOT, path);
         dir.join("memory.usage_in_bytes")
             .exists()
-            .then_some(ChargedTo {
+            .then(|| ChargedTo {
                 dir,
                 version: Version::V1,
+                path: path.to_owned(),
             })
     }
 
     /// The cgroup's path in its hierarchy, as /proc/PID/cgroup names it.
-    pub fn path(&self) -> String {
-        let root = match self.version {
-            Version::V1 => Path::new(V1_ROOT),
-            Version::V2 => V2_ROOTS
-                .iter()
-                .map(Path::new)
-                .find(|root| self.dir.starts_with(root))
-                .unwrap_or(Path::new("/")),
-        };
-        let path = self.dir.strip_prefix(root).unwrap_or(&self.dir);
-        format!("/{}", path.display())
+    pub fn path(&self) -> &str {
+        &self.path
     }
 
     pub fn read(&self) -> Result<MemcgStat> {

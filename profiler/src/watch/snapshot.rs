@@ -93,7 +93,11 @@ impl Reader {
                 .unwrap_or_default(),
             // Found again at every scrape: a host can be moved to another cgroup.
             cgroup: ChargedTo::of(self.pid).and_then(|cgroup| {
-                Some((cgroup.path(), cgroup.read().ok()?, cgroup.limit_bytes()))
+                Some((
+                    cgroup.path().to_owned(),
+                    cgroup.read().ok()?,
+                    cgroup.limit_bytes(),
+                ))
             }),
             own,
         };
