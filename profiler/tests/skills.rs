@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod common;
 use common::cli::{csv_rows, describe, meta, run_ok, write_cmds};
@@ -251,15 +250,7 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
 
     // skillhost without its symbol table still keeps its ledger: the default mode's rows
     // need no symbol, only exact mode's per-fault attribution does.
-    let built = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
-    let stripped = dir.path().join("stripped-skillhost");
-    let strip = Command::new("strip")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(&built)
-        .output()
-        .expect("running strip (binutils)");
-    assert!(strip.status.success(), "{}", describe(&strip));
+    let stripped = common::stripped_skillhost(dir.path());
     let (_, folder) = run_ok(
         &workload,
         &dir.path().join("stripped-runs"),

@@ -383,15 +383,7 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
     let dir = tempfile::tempdir().unwrap();
     // skillhost without its symbols and told not to mark: no ledger, no marker, and no
     // wasmtime function to follow, as a host that does not know skillprof.
-    let skillhost = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
-    let stripped = dir.path().join("skillhost-stripped");
-    let strip = Command::new("strip")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(&skillhost)
-        .status()
-        .expect("strip (binutils)");
-    assert!(strip.success());
+    let stripped = common::stripped_skillhost(dir.path());
     let host = OutsideHost::start_from(&stripped, dir.path(), &["--no-marks"]);
     let before = loaded_ids();
     let (watch, port, stderr) = start_watch(&host, dir.path());

@@ -196,7 +196,7 @@ impl LedgerView<'_> {
 }
 
 #[cfg(feature = "marker")]
-pub use writer::{LedgerWriter, disable, mark, open, register};
+pub use writer::{disable, mark, open, register};
 
 /// The host's side: the mapping, each thread's stretch, and the marks.
 #[cfg(feature = "marker")]
@@ -212,7 +212,7 @@ mod writer {
     };
 
     /// The host's mapping of its ledger.
-    pub struct LedgerWriter {
+    struct LedgerWriter {
         // Kept for the mapping's lifetime; the view points into it.
         _map: memmap2::MmapRaw,
         view: LedgerView<'static>,

@@ -166,8 +166,6 @@ impl SkillRow {
 /// begin, and in exact mode the programs' rows.
 pub struct Attribution {
     ledger: HostLedger,
-    /// The ledger when the session attached.
-    attached: LedgerReading,
     /// The entry in progress and the ledger at its begin.
     current: Option<(u32, LedgerReading)>,
     /// What changed in each ended entry: (skill id, phase number, change), the skills that
@@ -189,7 +187,6 @@ impl Attribution {
     /// From `ledger`, with the exact mode's rows if the marker's uprobe attached.
     pub fn new(ledger: HostLedger, ebpf: Option<&mut Ebpf>) -> Result<Attribution> {
         Ok(Attribution {
-            attached: ledger.read(),
             ledger,
             current: None,
             ended: BTreeMap::new(),
@@ -262,10 +259,19 @@ impl Attribution {
         Ok((rows, marks))
     }
 
-    /// Marks the ledger counted since the session attached, every entry's and between them.
+    /// Marks the ledger counted in every entry so far (the session begins entry 0 as it
+    /// attaches, and each entry ends where the next begins).
     pub fn marks_since_attach(&self) -> u64 {
-        let change = self.ledger.read().since(&self.attached);
-        change.rows.iter().map(|(_, _, delta)| delta.marks).sum()
+        let in_progress = self
+            .current
+            .as_ref()
+            .map(|(_, start)| self.ledger.read().since(start));
+        self.ended
+            .values()
+            .chain(&in_progress)
+            .flat_map(|change| &change.rows)
+            .map(|(_, _, delta)| delta.marks)
+            .sum()
     }
 
     /// The skills' names, as the host registered them.

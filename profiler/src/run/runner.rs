@@ -1222,7 +1222,6 @@ async fn attach_host(
     let Some(url) = &args.host_url else {
         anyhow::bail!("--attach needs --host-url");
     };
-    let spec = HostSpec::attached(profile.clone(), pid);
     let Some(dir) = &args.skills_dir else {
         if let Some(entry) = plan
             .entries
@@ -1238,7 +1237,8 @@ async fn attach_host(
             );
         }
         let client = attach::answering(pid, url, profile.dialect.clone()).await?;
-        return Ok((spec?, Some((HostProcess::attached(pid, client), None))));
+        let host = HostProcess::attached(pid, client);
+        return Ok((HostSpec::attached(profile, pid)?, Some((host, None))));
     };
     // The checks first: they say what is wrong with the input (an exited process, say)
     // where reading its binary from /proc would only fail.
@@ -1246,12 +1246,15 @@ async fn attach_host(
         pid,
         url,
         dir,
-        profile,
+        profile.clone(),
         &samples.path("hello")?,
         Duration::from_secs(args.list_timeout_s),
     )
     .await?;
-    Ok((spec?, Some((host, Some(skills)))))
+    Ok((
+        HostSpec::attached(profile, pid)?,
+        Some((host, Some(skills))),
+    ))
 }
 
 fn host_spec(args: &RunArgs, profile: HostProfile, cores: Option<Cores>) -> Result<HostSpec> {

@@ -24,6 +24,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 
+use crate::cmds::MAX_WATCH_S;
 use crate::hostctl::attach::answering;
 use crate::hostctl::process::ExitWatch;
 use crate::hostctl::profile::HostProfile;
@@ -70,7 +71,7 @@ pub struct WatchArgs {
 
     /// With --record: seconds per entry.
     #[arg(long, default_value_t = 60, value_name = "SECONDS", requires = "record",
-          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WATCH_S)))]
     pub window: u32,
 
     /// With --record: entries per run folder (a folder of 60 one-minute windows is an hour).

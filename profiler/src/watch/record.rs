@@ -43,33 +43,30 @@ impl Recording {
         loop {
             let before = run_folders(&self.dir);
             let mut child = self.start(&cmds)?;
-            let ended = tokio::select! {
+            let finished = tokio::select! {
                 status = child.wait() => Some(status?),
                 () = stop.notified() => None,
             };
-            let status = match ended {
-                Some(status) => status,
+            if finished.is_none() {
                 // The window in progress is left out (meta.json lists it as not run).
-                None => {
-                    terminate(&child);
-                    child.wait().await?
-                }
-            };
+                terminate(&child);
+                child.wait().await?;
+            }
             ours.extend(
                 run_folders(&self.dir)
                     .into_iter()
                     .filter(|folder| !before.contains(folder)),
             );
             self.prune(&mut ours)?;
-            if ended.is_none() || !status.success() {
-                if !status.success() && ended.is_some() {
-                    eprintln!(
-                        "skillprof watch: the recording run ended with {status}; {} says why",
-                        self.log().display()
-                    );
-                }
-                return Ok(ours);
+            match finished {
+                Some(status) if status.success() => continue,
+                Some(status) => eprintln!(
+                    "skillprof watch: the recording run ended with {status}; {} says why",
+                    self.log().display()
+                ),
+                None => {}
             }
+            return Ok(ours);
         }
     }
 

@@ -17,6 +17,21 @@ pub fn require_root(needs: &str) {
     );
 }
 
+/// A copy of the built skillhost without its symbol table, in `dir`: a host whose functions
+/// no uprobe can find by name.
+pub fn stripped_skillhost(dir: &std::path::Path) -> std::path::PathBuf {
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let stripped = dir.join("stripped-skillhost");
+    let strip = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&built)
+        .output()
+        .expect("running strip (binutils)");
+    assert!(strip.status.success(), "strip: {strip:?}");
+    stripped
+}
+
 /// The ids of the BPF programs loaded in the kernel now.
 pub fn loaded_ids() -> std::collections::BTreeSet<u32> {
     aya::programs::loaded_programs()
