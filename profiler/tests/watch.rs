@@ -435,6 +435,20 @@ fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
     let host = OutsideHost::start(dir.path());
     let recorded = dir.path().join("recorded");
     let before = loaded_ids();
+    // A folder that cannot be made fails the watch before anything is attached.
+    let refused = Command::new(env!("CARGO_BIN_EXE_skillprof"))
+        .args(["watch", "--attach", &host.child.id().to_string()])
+        .args(["--host-url", &host.url()])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--record", "/proc/self/no-such-folder"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("--record /proc/self/no-such-folder"),
+        "{said}"
+    );
+    assert!(loaded_since(&before).is_empty(), "{said}");
     let (watch, _, stderr) = start_watch_with(
         &host,
         dir.path(),

@@ -103,6 +103,25 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         .await
         .with_context(|| format!("--listen {}: cannot bind", args.listen))?;
     let address = listener.local_addr()?;
+    // And the recording's folder: one that cannot be written fails before anything is
+    // attached, too.
+    let recording = args
+        .record
+        .as_ref()
+        .map(|dir| {
+            record::Recording {
+                dir: dir.clone(),
+                window_s: args.window,
+                run_windows: args.run_windows,
+                keep: args.keep as usize,
+                pid: args.attach,
+                host_url: args.host_url.clone(),
+                host_profile: args.host_profile.clone(),
+                no_markers: args.no_markers,
+            }
+            .prepare()
+        })
+        .transpose()?;
     let options = ProbeOptions {
         max_entries: 1,
         no_markers: args.no_markers,
@@ -145,28 +164,16 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
     };
     let server = tokio::spawn(serve::serve(listener, Arc::new(scrape)));
     let stop_recording = Arc::new(Notify::new());
-    let recording = args.record.as_ref().map(|dir| {
+    let recording = recording.map(|(recording, cmds)| {
         eprintln!(
             "skillprof watch: recording {} s windows into run folders in {} ({} per folder, \
              the newest {} kept)",
-            args.window,
-            dir.display(),
-            args.run_windows,
-            args.keep
+            recording.window_s,
+            recording.dir.display(),
+            recording.run_windows,
+            recording.keep
         );
-        tokio::spawn(
-            record::Recording {
-                dir: dir.clone(),
-                window_s: args.window,
-                run_windows: args.run_windows,
-                keep: args.keep as usize,
-                pid: args.attach,
-                host_url: args.host_url.clone(),
-                host_profile: args.host_profile.clone(),
-                no_markers: args.no_markers,
-            }
-            .run(stop_recording.clone()),
-        )
+        tokio::spawn(recording.run(cmds, stop_recording.clone()))
     });
     let started = Instant::now();
     let ended = until_stopped(args.attach, args.duration).await;

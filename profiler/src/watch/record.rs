@@ -32,13 +32,20 @@ pub struct Recording {
 const SAMPLE_EVERY_MS: &str = "1000";
 
 impl Recording {
-    /// Records until `stop` is notified or a run ends short (the host gone: the run's log
-    /// and meta.json say why). Returns the folders recorded.
-    pub async fn run(self, stop: Arc<Notify>) -> Result<Vec<PathBuf>> {
+    /// Makes the folder and writes the runs' cmds file into it, before the watch attaches
+    /// anything: the recording and that file's path.
+    pub fn prepare(self) -> Result<(Recording, PathBuf)> {
         fs::create_dir_all(&self.dir)
             .with_context(|| format!("--record {}: cannot create it", self.dir.display()))?;
         let cmds = self.dir.join("watch.cmds");
-        fs::write(&cmds, self.plan()).with_context(|| format!("writing {}", cmds.display()))?;
+        fs::write(&cmds, self.plan())
+            .with_context(|| format!("--record: cannot write {}", cmds.display()))?;
+        Ok((self, cmds))
+    }
+
+    /// Records until `stop` is notified or a run ends short (the host gone: the run's log
+    /// and meta.json say why). Returns the folders recorded.
+    pub async fn run(self, cmds: PathBuf, stop: Arc<Notify>) -> Result<Vec<PathBuf>> {
         let mut ours: Vec<PathBuf> = Vec::new();
         loop {
             let before = run_folders(&self.dir);
