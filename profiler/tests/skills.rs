@@ -197,6 +197,24 @@ fn in_the_default_mode_each_skill_s_faults_come_from_its_threads_own_counters() 
             "{compile:?}"
         );
         assert_eq!(compile["faults"], "", "no fault program ran: {compile:?}");
+        // The host's failures, from its ledger: a reason counts in its own phase only.
+        assert_eq!(
+            (
+                compile["failed_unloadable"].as_str(),
+                compile["failed_trap"].as_str()
+            ),
+            ("0", ""),
+            "{compile:?}"
+        );
+        let call = phase(2, skill, "call");
+        assert_eq!(
+            (
+                call["failed_unloadable"].as_str(),
+                call["failed_trap"].as_str()
+            ),
+            ("", "0"),
+            "{call:?}"
+        );
     }
     for (skill, kb) in [("sample_rs1", A_KB), ("sample_rs2", B_KB)] {
         let touched = int(phase(2, skill, "call"), "task_minflt")

@@ -208,9 +208,16 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
         )
         .unwrap();
     }
+    // And a skill that fails on purpose, one way per request's `mode`.
+    fs::copy(
+        samples.path("trap").unwrap(),
+        host.skills.join("watched_failing.wasm"),
+    )
+    .unwrap();
     let client = host.client();
+    let listed = [&ours[..], &["watched_failing".to_owned()]].concat();
     runtime()
-        .block_on(client.wait_until_listed(&ours, Duration::from_secs(10)))
+        .block_on(client.wait_until_listed(&listed, Duration::from_secs(10)))
         .unwrap();
     let before = loaded_ids();
     let (watch, watch_port, stderr) = start_watch(&host, dir.path());
@@ -235,7 +242,42 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
         }
         assert!(client.drop_cached("watched_a").await.unwrap().is_ok());
         assert!(client.execute("watched_a", &input).await.unwrap().is_ok());
+        for (mode, times) in [("trap", 3), ("error", 2), ("invalid", 1)] {
+            for _ in 0..times {
+                let reply = client
+                    .execute("watched_failing", &json!({ "mode": mode }))
+                    .await
+                    .unwrap();
+                assert!(!reply.is_ok(), "{mode} answered {}", reply.status);
+            }
+        }
     });
+    // Each failure under its skill, in the call phase, by why the host failed it.
+    let text = scrape(watch_port).unwrap();
+    let failed = |reason: &str| {
+        sample(
+            &text,
+            &format!(
+                "skillprof_skill_failed_{reason}_total{{skill=\"watched_failing\",phase=\"call\"}}"
+            ),
+        )
+    };
+    assert_eq!(
+        ["trap", "error", "input", "output", "deadline"].map(failed),
+        [Some(3.0), Some(2.0), Some(1.0), Some(0.0), Some(0.0)],
+        "{}",
+        text.lines()
+            .filter(|line| line.contains("failed"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "skillprof_skill_failed_trap_total{skill=\"watched_a\",phase=\"call\"}"
+        ),
+        Some(0.0)
+    );
 
     // The host's own count of each skill's executions, and what Prometheus stored.
     let host_metrics = host
@@ -318,8 +360,14 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
     }
 
     // The per-host series are there too, with the field table's names.
-    let up = query(prometheus_port, "skillprof_host_code_publishes_total");
-    assert_eq!(up.first().map(|s| s.1), Some(3.0), "three compiles: {up:?}");
+    eventually(
+        Duration::from_secs(30),
+        "Prometheus to store four compiles (watched_a twice)",
+        || {
+            let up = query(prometheus_port, "skillprof_host_code_publishes_total");
+            (up.first().map(|s| s.1) != Some(4.0)).then(|| format!("{up:?}"))
+        },
+    );
     assert_eq!(
         query(prometheus_port, "skillprof_watch_per_skill_series")
             .first()

@@ -10,12 +10,12 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::{PHASE_IDLE, PHASES, SKILL_NAME_LEN};
+use crate::{FAILURES, PHASE_IDLE, PHASES, SKILL_NAME_LEN};
 
 /// The memfd's name: `/proc/PID/maps` shows it as `/memfd:skillhost-ledger (deleted)`.
 pub const LEDGER_NAME: &str = "skillhost-ledger";
 /// The first word of the mapping; its last byte is the layout's version.
-pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x01");
+pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x02");
 /// Skill registrations the ledger holds (each registration of a skill takes a row); marks
 /// for later ones are counted in [`LedgerHeader::overflow`] only.
 pub const LEDGER_ROWS: usize = 16384;
@@ -53,13 +53,16 @@ pub struct LedgerCounts {
     pub cpu_ns: AtomicU64,
 }
 
-/// One skill registration: its name, then its phases by `PHASE_*` number (0 unused).
+/// One skill registration: its name, its phases by `PHASE_*` number (0 unused), and its
+/// failed requests by reason (`FAILURE_NAMES`).
 #[repr(C)]
 pub struct LedgerRow {
     /// NUL-padded; valid once `named` is 1.
     pub name: [AtomicU64; SKILL_NAME_LEN / 8],
     pub named: AtomicU64,
     pub phases: [LedgerCounts; PHASES],
+    /// Counted whether or not skillprof holds a lease: a failure is rare and costs one add.
+    pub failed: [AtomicU64; FAILURES],
 }
 
 /// The mapping's size in bytes.
@@ -196,7 +199,7 @@ impl LedgerView<'_> {
 }
 
 #[cfg(feature = "marker")]
-pub use writer::{disable, mark, open, register};
+pub use writer::{disable, failed, mark, open, register};
 
 /// The host's side: the mapping, each thread's stretch, and the marks.
 #[cfg(feature = "marker")]
@@ -291,6 +294,9 @@ mod writer {
                 counts.marks.store(0, Ordering::Relaxed);
                 counts.cpu_ns.store(0, Ordering::Relaxed);
             }
+            for counter in &row.failed {
+                counter.store(0, Ordering::Relaxed);
+            }
             for (word, chunk) in row.name.iter().zip(bytes.as_chunks::<8>().0) {
                 word.store(u64::from_le_bytes(*chunk), Ordering::Relaxed);
             }
@@ -317,6 +323,19 @@ mod writer {
             None => None,
         });
         crate::skillhost_mark(request, skill, phase);
+    }
+
+    /// The host failed a request of skill `skill` for `reason` (an index of `FAILURE_NAMES`).
+    pub fn failed(skill: u32, reason: usize) {
+        if let Some(ledger) = ledger()
+            && let Some(counter) = ledger
+                .view
+                .rows
+                .get(skill as usize)
+                .and_then(|row| row.failed.get(reason))
+        {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The time and this thread's own counters: `getrusage(RUSAGE_THREAD)` (faults, and CPU

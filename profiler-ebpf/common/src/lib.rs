@@ -565,10 +565,58 @@ counters! {
     }
 }
 
+/// Why the host failed a request of a skill. Each reason belongs to the phase the request
+/// failed in ([`FAILURE_PHASES`]); the host counts them in its ledger.
+pub const FAILURES: usize = 7;
+pub const FAILED_UNLOADABLE: usize = 0;
+pub const FAILED_NO_SLOT: usize = 1;
+pub const FAILED_INPUT: usize = 2;
+pub const FAILED_ERROR: usize = 3;
+pub const FAILED_TRAP: usize = 4;
+pub const FAILED_OUTPUT: usize = 5;
+pub const FAILED_DEADLINE: usize = 6;
+pub const FAILURE_NAMES: [&str; FAILURES] = [
+    "unloadable",
+    "no_slot",
+    "input",
+    "error",
+    "trap",
+    "output",
+    "deadline",
+];
+/// The phase of each reason: the module would not compile or load; the pooling allocator had
+/// no free slot for the instance; then the call's: the skill rejected its input, reported an
+/// error, trapped, answered something not JSON, or ran past the deadline.
+pub const FAILURE_PHASES: [u32; FAILURES] = [
+    PHASE_COMPILE,
+    PHASE_INSTANTIATE,
+    PHASE_CALL,
+    PHASE_CALL,
+    PHASE_CALL,
+    PHASE_CALL,
+    PHASE_CALL,
+];
+
+/// A skill phase's failed requests, by reason (an index of [`FAILURE_NAMES`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+pub struct FailureCounts {
+    pub by_reason: [u64; FAILURES],
+}
+
+impl Combine for FailureCounts {
+    fn combine(&mut self, other: &Self) {
+        for (mine, theirs) in self.by_reason.iter_mut().zip(other.by_reason) {
+            *mine = mine.wrapping_add(theirs);
+        }
+    }
+}
+
 /// What one skill's phase did in one entry. In the `SKILLS` map (exact mode, per CPU) the
 /// programs count `faults` and `syscalls`: every event the entry's [`Counters`] count there
 /// is counted in exactly one row (the [`HOST_SKILL`] row takes the unmarked ones), so they
-/// sum to the entry. `phase` and `task` come from the host's ledger, in every mode.
+/// sum to the entry. `phase`, `task` and `failed` come from the host's ledger, in every mode.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
@@ -580,6 +628,8 @@ pub struct SkillCounters {
     pub syscalls: [CallCounts; SYSCALLS],
     /// From the threads' own counters, in every mode.
     pub task: TaskCounts,
+    /// The requests the host failed in the phase, from its ledger, in every mode.
+    pub failed: FailureCounts,
 }
 
 impl Combine for SkillCounters {
@@ -588,6 +638,7 @@ impl Combine for SkillCounters {
         self.phase.combine(&other.phase);
         self.faults.combine(&other.faults);
         self.syscalls.combine(&other.syscalls);
+        self.failed.combine(&other.failed);
     }
 }
 

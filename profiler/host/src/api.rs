@@ -21,8 +21,8 @@ use crate::dialect::Listing;
 use crate::heap;
 
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
-use crate::invoke::{Failure, Invocation};
-use crate::marks::Work;
+use crate::invoke::{Failure, Fault, Invocation};
+use crate::marks::{self, Work};
 use crate::metrics::{AtScrape, Metrics, OPENMETRICS_TEXT};
 use crate::names;
 use crate::registry::{Registry, Slot};
@@ -143,6 +143,7 @@ async fn execute(app: &App, requested: &str, input: &Value) -> Response {
     let compiled = match app.registry.compiled(&slot, &work).await {
         Ok(compiled) => compiled,
         Err(reason) => {
+            marks::failed(&slot.tag, marks::FAILED_UNLOADABLE);
             return api.error(api.unloadable(), format!("skill '{}' {reason}", slot.name));
         }
     };
@@ -155,7 +156,7 @@ async fn execute(app: &App, requested: &str, input: &Value) -> Response {
         deadline: app.config.deadline(),
         metrics: &app.metrics,
     };
-    match invocation.run(&input).await {
+    let failure = match invocation.run(&input).await {
         Ok(answer) => {
             // Server-Timing lets clients split latency without trusting their own clocks.
             let timing = format!(
@@ -167,21 +168,35 @@ async fn execute(app: &App, requested: &str, input: &Value) -> Response {
                 (header::CONTENT_TYPE, "application/json".to_owned()),
                 (SERVER_TIMING, timing),
             ];
-            (headers, answer.output).into_response()
+            return (headers, answer.output).into_response();
         }
-        Err(Failure::InvalidInput(message)) => api.error(
+        Err(failure) => failure,
+    };
+    marks::failed(
+        &slot.tag,
+        match &failure {
+            Failure::InvalidInput(_) => marks::FAILED_INPUT,
+            Failure::Skill(Fault::Reported, _) => marks::FAILED_ERROR,
+            Failure::Skill(Fault::Trapped, _) => marks::FAILED_TRAP,
+            Failure::Skill(Fault::BadOutput, _) => marks::FAILED_OUTPUT,
+            Failure::Deadline => marks::FAILED_DEADLINE,
+            Failure::PoolExhausted(_) => marks::FAILED_NO_SLOT,
+        },
+    );
+    match failure {
+        Failure::InvalidInput(message) => api.error(
             api.rejected_input(),
             format!("skill '{}' rejected its input: {message}", slot.name),
         ),
-        Err(Failure::Skill(fault, message)) => api.error(api.skill_failed(fault), message),
-        Err(Failure::Deadline) => api.error(
+        Failure::Skill(fault, message) => api.error(api.skill_failed(fault), message),
+        Failure::Deadline => api.error(
             StatusCode::GATEWAY_TIMEOUT,
             format!(
                 "skill '{}' passed its deadline of {} ms and was stopped; raise --deadline-ms",
                 slot.name, app.config.deadline_ms
             ),
         ),
-        Err(Failure::PoolExhausted(message)) => api.error(
+        Failure::PoolExhausted(message) => api.error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "no free pool slot for '{}': {message}; raise --pool-instances",

@@ -10,7 +10,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use skillprof_common::ledger;
-pub use skillprof_common::{PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE};
+pub use skillprof_common::{
+    FAILED_DEADLINE, FAILED_ERROR, FAILED_INPUT, FAILED_NO_SLOT, FAILED_OUTPUT, FAILED_TRAP,
+    FAILED_UNLOADABLE, PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE,
+};
 use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE};
 
 /// A skill as markers name it: its row in the ledger, which holds its name.
@@ -26,6 +29,12 @@ impl SkillTag {
             id: ledger::register(name),
         }
     }
+}
+
+/// The host failed a request of `skill` for `reason` (a `FAILED_*` index), counted in the
+/// skill's row of the ledger.
+pub fn failed(skill: &SkillTag, reason: usize) {
+    ledger::failed(skill.id, reason);
 }
 
 /// `--no-marks`: the host marks nothing and keeps no ledger, as a host that does not know

@@ -14,7 +14,9 @@ use memmap2::MmapRaw;
 use skillprof_common::ledger::{
     LEASE_NS, LEASE_RENEW_NS, LEDGER_BYTES, LEDGER_MAGIC, LEDGER_NAME, LedgerView,
 };
-use skillprof_common::{PHASES, PhaseCounts, SKILL_NAME_LEN, TaskCounts};
+use skillprof_common::{
+    FAILURE_PHASES, FailureCounts, PHASES, PhaseCounts, SKILL_NAME_LEN, TaskCounts,
+};
 
 use crate::hostctl::process::monotonic_ns;
 
@@ -30,6 +32,8 @@ pub struct PhaseTotals {
     pub marks: u64,
     pub phase: PhaseCounts,
     pub task: TaskCounts,
+    /// The reasons of this phase only (`FAILURE_PHASES`); the others are 0.
+    pub failed: FailureCounts,
 }
 
 /// The whole ledger at one instant: per registration (by skill id), per phase number.
@@ -84,6 +88,11 @@ impl PhaseTotals {
                 minflt: d(self.task.minflt, then.task.minflt),
                 majflt: d(self.task.majflt, then.task.majflt),
                 cpu_ns: d(self.task.cpu_ns, then.task.cpu_ns),
+            },
+            failed: FailureCounts {
+                by_reason: std::array::from_fn(|reason| {
+                    d(self.failed.by_reason[reason], then.failed.by_reason[reason])
+                }),
             },
         }
     }
@@ -161,6 +170,14 @@ impl HostLedger {
                             minflt: load(&c.minflt),
                             majflt: load(&c.majflt),
                             cpu_ns: load(&c.cpu_ns),
+                        },
+                        failed: FailureCounts {
+                            by_reason: std::array::from_fn(|reason| {
+                                match FAILURE_PHASES[reason] as usize == phase {
+                                    true => load(&row.failed[reason]),
+                                    false => 0,
+                                }
+                            }),
                         },
                     }
                 })

@@ -234,6 +234,7 @@ impl Attribution {
             let row = rows.entry((names.of(skill), phase)).or_default();
             row.phase.combine(&delta.phase);
             row.task.combine(&delta.task);
+            row.failed.combine(&delta.failed);
         }
         if let Some(exact) = &self.exact {
             for (skill, phase, counts) in exact.entry(index)? {

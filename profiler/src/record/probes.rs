@@ -5,8 +5,8 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use skillprof_common::{
-    ADVICE_NAMES, CONTEXTS, CTX_NAMES, Counters, ReclaimCounts, SYSCALL_NAMES, SYSCALLS,
-    SkillCounters,
+    ADVICE_NAMES, CONTEXTS, CTX_NAMES, Counters, FAILURE_NAMES, FAILURE_PHASES, ReclaimCounts,
+    SYSCALL_NAMES, SYSCALLS, SkillCounters,
 };
 
 use super::field::{Column, Row, Unit, Value};
@@ -794,8 +794,14 @@ pub mod skill_columns {
         "CPU time the threads ran for the phase, the same way (user + system time, as the scheduler last accounted it)",
     );
 
+    pub static FAILED: Column = Column::new(
+        "failed_*",
+        Unit::Count,
+        "per reason the host failed one of the skill's requests in the phase, from its ledger in every mode (empty in the other phases): failed_unloadable (compile: the module did not compile or load), failed_no_slot (instantiate: the pooling allocator had no free slot), and the call's failed_input (the skill rejected its input), failed_error (it reported an error), failed_trap (it trapped: a panic, an out-of-bounds access, memory growth refused), failed_output (its answer was not JSON), failed_deadline (it ran past the host's deadline)",
+    );
+
     /// In row order.
-    pub const ALL: [&Column; 15] = [
+    pub const ALL: [&Column; 16] = [
         &SKILL,
         &PHASE,
         &RUNS,
@@ -811,6 +817,7 @@ pub mod skill_columns {
         &FAULTS_GUP,
         &SYSCALL_CALLS,
         &SYSCALL_BYTES,
+        &FAILED,
     ];
 }
 
@@ -862,6 +869,14 @@ impl SkillRow {
                 &SYSCALL_BYTES,
                 format!("{name}_bytes"),
                 counted.syscalls.then_some(bytes),
+            );
+        }
+        for (reason, name) in FAILURE_NAMES.iter().enumerate() {
+            let in_phase = FAILURE_PHASES[reason] == self.phase as u32 && self.skill.is_some();
+            row.put_in(
+                &FAILED,
+                format!("failed_{name}"),
+                in_phase.then_some(c.failed.by_reason[reason]),
             );
         }
     }
