@@ -1,6 +1,7 @@
 //! `skillprof watch` end to end: a real Prometheus server (Debian's) scrapes it while it
 //! watches a skillhost under load, and the series it stores are checked against the host's
-//! own counts; a host without markers gets the host series and says why it has no others.
+//! own counts; a host without markers gets the host series and says why it has no others; a
+//! watch without --attach starts its host and stops it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -66,11 +67,20 @@ fn start_watch(host: &OutsideHost, dir: &Path) -> (Reaped, u16, PathBuf) {
 
 /// The same with further arguments.
 fn start_watch_with(host: &OutsideHost, dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
+    let pid = host.child.id().to_string();
+    let url = host.url();
+    spawn_watch(
+        dir,
+        &[&["--attach", &pid, "--host-url", &url], args].concat(),
+    )
+}
+
+/// `skillprof watch ARGS`, serving on a port of its own, its stderr in `dir`, once it serves.
+fn spawn_watch(dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
     let port = free_port();
     let stderr = dir.join("watch.err");
     let child = Command::new(env!("CARGO_BIN_EXE_skillprof"))
-        .args(["watch", "--attach", &host.child.id().to_string()])
-        .args(["--host-url", &host.url()])
+        .arg("watch")
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(args)
         .stdout(Stdio::null())
@@ -581,4 +591,110 @@ fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
     assert!(reported.status.success(), "{reported:?}");
     let page = fs::read_to_string(full.join("report.html")).unwrap();
     assert!(page.contains("watch 2"), "the report names no window");
+}
+
+#[test]
+fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
+    require_root("skillprof watch loads BPF probes");
+    let _one = one_watch();
+    let dir = tempfile::tempdir().unwrap();
+    let skills = dir.path().join("skills");
+    fs::create_dir_all(&skills).unwrap();
+    let samples = skillprof::hostctl::SampleSkills::beside_executable(
+        skillprof::hostctl::SkillWorld::Skillprof,
+    )
+    .unwrap();
+    fs::copy(
+        samples.path("sample_rs").unwrap(),
+        skills.join("served.wasm"),
+    )
+    .unwrap();
+    let before = loaded_ids();
+    let host_port = free_port();
+    let log = dir.path().join("host.log");
+    let args = [
+        "--skills-dir",
+        skills.to_str().unwrap(),
+        "--host-port",
+        &host_port.to_string(),
+        "--host-log",
+        log.to_str().unwrap(),
+    ];
+    let (watch, port, stderr) = spawn_watch(dir.path(), &args);
+    let said = fs::read_to_string(&stderr).unwrap();
+    let host_pid: i32 = said
+        .split("skillprof watch: host ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no started host in {said}"));
+    assert!(
+        said.contains(&format!("serving http://127.0.0.1:{host_port}")),
+        "{said}"
+    );
+    let client = skillprof::hostctl::Client::new(
+        &format!("http://127.0.0.1:{host_port}"),
+        skillprof::hostctl::HostProfile::skillhost().dialect,
+    );
+    runtime().block_on(async {
+        client
+            .wait_until_listed(&["served".to_owned()], Duration::from_secs(10))
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            let reply = client
+                .execute("served", &json!({"topic": "started"}))
+                .await
+                .unwrap();
+            assert!(reply.is_ok(), "{}", reply.text());
+        }
+    });
+    let text = scrape(port).unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            "skillprof_skill_runs_total{skill=\"served\",phase=\"call\"}"
+        ),
+        Some(3.0),
+        "{text}"
+    );
+    assert!(fs::metadata(&log).unwrap().is_file());
+
+    // Stopping the watch stops the host it started, and leaves nothing attached.
+    let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+    assert!(
+        said.contains(&format!(
+            "the host {host_pid} it started stopped (exit status: 0"
+        )),
+        "{said}"
+    );
+    assert!(!Path::new(&format!("/proc/{host_pid}")).exists(), "{said}");
+    nothing_left_since(&before);
+
+    // A started host that dies under the watch ends it, with how the host ended.
+    let (watch, _, stderr) = spawn_watch(dir.path(), &args);
+    let said = fs::read_to_string(&stderr).unwrap();
+    let host_pid: i32 = said
+        .split("skillprof watch: host ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(host_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut watch = watch;
+    let status = watch.0.wait().unwrap();
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(&format!(
+            "the host {host_pid} it started exited (signal: 9 (SIGKILL))"
+        )),
+        "{said}"
+    );
+    assert!(said.contains("the end of its log"), "{said}");
+    nothing_left_since(&before);
 }

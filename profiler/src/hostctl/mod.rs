@@ -10,6 +10,7 @@ pub mod process;
 pub mod profile;
 pub mod ptrace_trim;
 pub mod skills_dir;
+pub mod start_args;
 pub mod trim;
 
 pub use client::{Client, Reply};
@@ -18,4 +19,5 @@ pub use host_metrics::HostCounters;
 pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
 pub use profile::{Dialect, HostProfile, SkillWorld};
 pub use skills_dir::{PythonSample, SampleSkills, SkillsDir, sample_input};
+pub use start_args::HostStartArgs;
 pub use trim::{TrimBy, Trimmed};

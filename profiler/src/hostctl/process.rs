@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -154,8 +154,8 @@ pub fn monotonic_ns() -> u64 {
 }
 
 impl HostProcess {
-    /// Starts the host on a free port of `address` (loopback, unless a load network gives
-    /// it another), its output going to `log` and, if its
+    /// Starts the host on `address` (loopback, unless a load network gives it another; port
+    /// 0: a free one), its output going to `log` and, if its
     /// profile has files, in the fresh working directory `workdir` holding them, inside
     /// `cgroup` if given (its `cgroup.procs`, open for writing); then waits until its health
     /// route answers. Fails with the end of the log if the host exits first or is not ready
@@ -166,10 +166,14 @@ impl HostProcess {
         log: &Path,
         workdir: &Path,
         cgroup: Option<&File>,
-        address: Ipv4Addr,
+        address: SocketAddrV4,
         ready_timeout: Duration,
     ) -> Result<Self> {
-        let port = free_port(address)?;
+        let port = match address.port() {
+            0 => free_port(*address.ip())?,
+            port => port,
+        };
+        let address = *address.ip();
         let output = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let mut command = Command::new(&spec.bin);
         if !spec.files.is_empty() {

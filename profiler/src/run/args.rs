@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::band::Band;
-use crate::hostctl::{PythonSample, TrimBy};
+use crate::hostctl::{HostStartArgs, PythonSample, TrimBy};
 use crate::probes::MechanismArgs;
 
 const LONG_ABOUT: &str = "\
@@ -147,20 +147,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub cores: Option<u32>,
 
-    /// The host's binary [default: skillhost next to skillprof]. It must serve on 127.0.0.1
-    /// and register `<name>.wasm` files from a skills directory.
-    #[arg(long, value_name = "PATH")]
-    pub host_bin: Option<PathBuf>,
-
-    /// An argument for the host (repeatable), instead of the profile's. `{skills_dir}` and
-    /// `{port}` are replaced.
-    #[arg(long = "host-arg", value_name = "ARG", allow_hyphen_values = true)]
-    pub host_args: Vec<String>,
-
-    /// An environment variable for the host, KEY=VALUE (repeatable; placeholders as above),
-    /// besides the profile's.
-    #[arg(long = "host-env", value_name = "KEY=VALUE", value_parser = parse_key_value)]
-    pub host_env: Vec<(String, String)>,
+    #[command(flatten)]
+    pub host: HostStartArgs,
 
     /// Where the sample skill components are [default: build/skills of this checkout]. The
     /// components of the world the host profile names are taken: those for `pharia:skill`
@@ -296,10 +284,4 @@ pub struct RunArgs {
     /// Flags for skillhost (or appended to --host-bin's arguments), after `--`.
     #[arg(last = true, value_name = "HOST_FLAGS")]
     pub host_flags: Vec<String>,
-}
-
-fn parse_key_value(text: &str) -> Result<(String, String), String> {
-    text.split_once('=')
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .ok_or_else(|| format!("expected KEY=VALUE, got {text:?}"))
 }

@@ -4,7 +4,7 @@
 
 use crate::record::probes::Probe;
 use std::fs::{self, File};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -638,7 +638,7 @@ impl Run {
                 &log,
                 &workdir,
                 procs.as_ref(),
-                address,
+                SocketAddrV4::new(address, 0),
                 Duration::from_secs(args.ready_timeout_s),
             ) => Ok((host?, skills)),
             interruption = signals.next() => Err(Abort::Interrupted(interruption)),
@@ -1258,18 +1258,13 @@ async fn attach_host(
 }
 
 fn host_spec(args: &RunArgs, profile: HostProfile, cores: Option<Cores>) -> Result<HostSpec> {
-    let bin = args
-        .host_bin
-        .as_ref()
-        .map(|bin| fs::canonicalize(bin).with_context(|| format!("--host-bin {}", bin.display())))
-        .transpose()?;
-    let mut env = args.host_env.clone();
-    if args.stacks {
-        // skillhost names its JIT-compiled wasm functions in /tmp/perf-PID.map; other hosts
-        // ignore the variable.
-        env.push(("SKILLHOST_PERFMAP".to_owned(), "true".to_owned()));
-    }
-    let mut spec = HostSpec::new(profile, bin, &args.host_args, &args.host_flags, &env)?;
+    // skillhost names its JIT-compiled wasm functions in /tmp/perf-PID.map; other hosts
+    // ignore the variable.
+    let env = match args.stacks {
+        true => vec![("SKILLHOST_PERFMAP".to_owned(), "true".to_owned())],
+        false => Vec::new(),
+    };
+    let mut spec = args.host.spec(profile, &args.host_flags, &env)?;
     if let Some(cores) = cores {
         Cores::check_env(&spec.env).map_err(anyhow::Error::msg)?;
         spec.env.extend(cores.env());

@@ -8,6 +8,7 @@
 //! process's BPF links with its file descriptors).
 
 mod exposition;
+mod host;
 mod record;
 mod serve;
 mod snapshot;
@@ -25,25 +26,63 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 
 use crate::cmds::MAX_WATCH_S;
-use crate::hostctl::attach::answering;
+use crate::hostctl::HostStartArgs;
 use crate::hostctl::process::ExitWatch;
 use crate::hostctl::profile::HostProfile;
 use crate::probes::{self, ProbeOptions, ProbeSession};
+use host::Watched;
 use snapshot::Reader;
 
-/// Watch a running skill host until stopped, and serve per-skill and per-host series to
-/// Prometheus (OpenMetrics on --listen, loopback by default). Probes run in the default
-/// mode: no syscall or page-fault program, nothing that costs other processes. Per-skill
-/// series need a host that marks its work (skillhost); any host gets the host series.
+/// Watch a skill host until stopped, and serve per-skill and per-host series to Prometheus
+/// (OpenMetrics on --listen, loopback by default): a running host (--attach PID --host-url
+/// URL), left running when the watch ends, or one skillprof starts as `run` does
+/// (--skills-dir DIR, --host-profile, --host-bin ...) and stops when the watch ends. Probes
+/// run in the default mode: no syscall or page-fault program, nothing that costs other
+/// processes. Per-skill series need a host that marks its work (skillhost); any host gets
+/// the host series.
 #[derive(Args, Debug)]
 pub struct WatchArgs {
-    /// The host's process id (a host skillprof did not start).
-    #[arg(long, value_name = "PID")]
-    pub attach: u32,
+    /// The process id of a running host to watch (under systemd, in a container, by hand).
+    /// Without it, skillprof starts the host.
+    #[arg(
+        long,
+        value_name = "PID",
+        requires = "host_url",
+        conflicts_with_all = ["skills_dir", "host_port", "host_log", "host_bin", "host_args", "host_env"]
+    )]
+    pub attach: Option<u32>,
 
-    /// Where the host answers, for the check that it is the host (its health route).
-    #[arg(long, value_name = "URL")]
-    pub host_url: String,
+    /// With --attach: where the host answers, for the check that it is the host (its health
+    /// route).
+    #[arg(long, value_name = "URL", requires = "attach")]
+    pub host_url: Option<String>,
+
+    /// Without --attach: the directory of `<name>.wasm` skills the started host serves (the
+    /// profile's `{skills_dir}`); the watch writes nothing there.
+    #[arg(long, value_name = "DIR", required_unless_present = "attach")]
+    pub skills_dir: Option<PathBuf>,
+
+    /// Without --attach: the port the started host serves on, on 127.0.0.1 [default: a free
+    /// one, printed on stderr].
+    #[arg(long, value_name = "PORT")]
+    pub host_port: Option<u16>,
+
+    #[command(flatten)]
+    pub host: HostStartArgs,
+
+    /// Without --attach: where the started host's output goes [default: host.log in --record's
+    /// DIR, else skillprof-watch-PID-host.log in the temporary directory].
+    #[arg(long, value_name = "FILE")]
+    pub host_log: Option<PathBuf>,
+
+    /// Without --attach: how long the started host may take to answer its health route.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub ready_timeout_s: u64,
+
+    /// Without --attach: how long the started host may take to exit after SIGTERM when the
+    /// watch ends, before it is SIGKILLed.
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    pub stop_timeout_s: u64,
 
     /// The host's API: `skillhost` (default), a profile shipped with skillprof
     /// (`pharia-kernel-2024`, `pharia-engine-2025`), or a TOML file (docs/profiles.md).
@@ -97,14 +136,13 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
 async fn watch(args: WatchArgs) -> Result<ExitCode> {
     probes::require_bpf("skillprof watch")?;
     let profile = HostProfile::load(&args.host_profile)?;
-    answering(args.attach, &args.host_url, profile.dialect.clone()).await?;
-    // Bound first: a busy address fails before anything is attached.
+    // Bound first: a busy address fails before anything is started or attached.
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("--listen {}: cannot bind", args.listen))?;
     let address = listener.local_addr()?;
     // And the recording's folder: one that cannot be written fails before anything is
-    // attached, too.
+    // started or attached, too.
     let recording = args
         .record
         .as_ref()
@@ -114,20 +152,20 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
                 window_s: args.window,
                 run_windows: args.run_windows,
                 keep: args.keep as usize,
-                pid: args.attach,
-                host_url: args.host_url.clone(),
                 host_profile: args.host_profile.clone(),
                 no_markers: args.no_markers,
             }
             .prepare()
         })
         .transpose()?;
+    let watched = Watched::begin(&args, profile).await?;
+    let pid = watched.host.pid();
     let options = ProbeOptions {
         max_entries: 1,
         no_markers: args.no_markers,
         ..ProbeOptions::default()
     };
-    let session = ProbeSession::start(args.attach, &options)?;
+    let session = ProbeSession::start(pid, &options)?;
     session.begin_entry(0)?;
     eprint!("{}", probes::tables::statuses(session.statuses()));
     let probes: Vec<(String, bool)> = session
@@ -145,14 +183,14 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         );
     }
     eprintln!(
-        "skillprof watch: watching {} ({}); serving http://{address}/metrics",
-        args.attach, args.host_profile
+        "skillprof watch: watching {pid} ({}); serving http://{address}/metrics",
+        args.host_profile
     );
 
     // Scrapes borrow the session; stopping takes it out, so that its drop detaches every
     // probe however many connections are still open.
     let session = Arc::new(Mutex::new(Some(session)));
-    let reader = Arc::new(Reader::new(args.attach));
+    let reader = Arc::new(Reader::new(pid));
     let scrape = {
         let session = session.clone();
         move || -> Result<String> {
@@ -173,10 +211,15 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             recording.run_windows,
             recording.keep
         );
-        tokio::spawn(recording.run(cmds, stop_recording.clone()))
+        tokio::spawn(recording.run(
+            pid,
+            watched.host.client.base().to_owned(),
+            cmds,
+            stop_recording.clone(),
+        ))
     });
     let started = Instant::now();
-    let ended = until_stopped(args.attach, args.duration).await;
+    let ended = until_stopped(pid, args.duration).await;
     server.abort();
     if let Some(recording) = recording {
         stop_recording.notify_one();
@@ -194,22 +237,16 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         }
     }
     drop(session.lock().unwrap().take());
-    let watched = started.elapsed().as_secs();
+    let seconds = started.elapsed().as_secs();
     match ended? {
         Stopped::Asked(how) => {
-            eprintln!(
-                "skillprof watch: {how} after {watched} s; probes detached, host {} left \
-                 running",
-                args.attach
-            );
+            let fate = watched.end(Duration::from_secs(args.stop_timeout_s)).await;
+            eprintln!("skillprof watch: {how} after {seconds} s; probes detached, {fate}");
             Ok(ExitCode::SUCCESS)
         }
         Stopped::HostExited => {
-            eprintln!(
-                "skillprof watch: the host {} exited after {watched} s of watching; the watch \
-                 ends (a restarted host has a new pid: watch it again)",
-                args.attach
-            );
+            let why = watched.exited().await;
+            eprintln!("skillprof watch: {why}; the watch ends after {seconds} s");
             Ok(ExitCode::from(3))
         }
     }

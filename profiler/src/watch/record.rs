@@ -21,9 +21,6 @@ pub struct Recording {
     pub window_s: u32,
     pub run_windows: u32,
     pub keep: usize,
-    /// The host, as `run --attach` takes it.
-    pub pid: u32,
-    pub host_url: String,
     pub host_profile: String,
     pub no_markers: bool,
 }
@@ -43,13 +40,19 @@ impl Recording {
         Ok((self, cmds))
     }
 
-    /// Records until `stop` is notified or a run ends short (the host gone: the run's log
-    /// and meta.json say why). Returns the folders recorded.
-    pub async fn run(self, cmds: PathBuf, stop: Arc<Notify>) -> Result<Vec<PathBuf>> {
+    /// Records host `pid` (serving `host_url`) until `stop` is notified or a run ends short
+    /// (the host gone: the run's log and meta.json say why). Returns the folders recorded.
+    pub async fn run(
+        self,
+        pid: u32,
+        host_url: String,
+        cmds: PathBuf,
+        stop: Arc<Notify>,
+    ) -> Result<Vec<PathBuf>> {
         let mut ours: Vec<PathBuf> = Vec::new();
         loop {
             let before = run_folders(&self.dir);
-            let mut child = self.start(&cmds)?;
+            let mut child = self.start(pid, &host_url, &cmds)?;
             let finished = tokio::select! {
                 status = child.wait() => Some(status?),
                 () = stop.notified() => None,
@@ -93,7 +96,7 @@ impl Recording {
         self.dir.join("record.log")
     }
 
-    fn start(&self, cmds: &Path) -> Result<Child> {
+    fn start(&self, pid: u32, host_url: &str, cmds: &Path) -> Result<Child> {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -103,8 +106,8 @@ impl Recording {
         command
             .arg("run")
             .arg(cmds)
-            .args(["--attach", &self.pid.to_string()])
-            .args(["--host-url", &self.host_url])
+            .args(["--attach", &pid.to_string()])
+            .args(["--host-url", host_url])
             .args(["--host-profile", &self.host_profile])
             .arg("--out")
             .arg(&self.dir)
