@@ -491,6 +491,22 @@ fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
     let _one = one_watch();
     let dir = tempfile::tempdir().unwrap();
     let host = OutsideHost::start(dir.path());
+    // And a skill of the host's that fails: the windows say which and why.
+    let samples = skillprof::hostctl::SampleSkills::beside_executable(
+        skillprof::hostctl::SkillWorld::Skillprof,
+    )
+    .unwrap();
+    fs::copy(
+        samples.path("trap").unwrap(),
+        host.skills.join("their_failing.wasm"),
+    )
+    .unwrap();
+    runtime()
+        .block_on(
+            host.client()
+                .wait_until_listed(&["their_failing".to_owned()], Duration::from_secs(10)),
+        )
+        .unwrap();
     let recorded = dir.path().join("recorded");
     let before = loaded_ids();
     // A folder that cannot be made fails the watch before anything is attached.
@@ -540,6 +556,11 @@ fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
                     .unwrap()
                     .is_ok()
             );
+            let trapped = client
+                .execute("their_failing", &json!({"mode": "trap"}))
+                .await
+                .unwrap();
+            assert!(!trapped.is_ok());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
@@ -591,6 +612,11 @@ fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
     assert!(reported.status.success(), "{reported:?}");
     let page = fs::read_to_string(full.join("report.html")).unwrap();
     assert!(page.contains("watch 2"), "the report names no window");
+    // skillprof sent nothing; the host's ledger says which of its requests failed, and why.
+    assert!(
+        page.contains("the host failed requests of their_failing: ") && page.contains(" trapped"),
+        "the report does not say which skill failed and why"
+    );
 }
 
 #[test]

@@ -46,13 +46,18 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     format!("{cmd}: {}.", parts.join("; "))
 }
 
-/// What failed in the entry and why, from the evidence; `None` if every request answered.
+/// What failed in the entry and why, from the evidence: the requests skillprof sent, and
+/// the host's own count by skill where it keeps one; `None` if nothing failed.
 pub fn failures(record: &EntryRecord) -> Option<String> {
-    let failed = requests_failed(record)?;
-    Some(match failure_causes(record) {
+    let sent = requests_failed(record).map(|failed| match failure_causes(record) {
         Some(why) => format!("{failed}; {why}"),
         None => failed,
-    })
+    });
+    let parts: Vec<String> = sent
+        .into_iter()
+        .chain(super::skills::failed(record))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// A measured number that is not zero: what a sentence is worth saying of.

@@ -106,13 +106,39 @@ fn failures(run: &Run) -> Markup {
             ". "
         }
         @if failed.is_empty() {
-            "Every request was answered."
+            (nothing_failed(run))
         } @else {
             ul {
                 @for (record, why) in &failed {
                     li { (named(record)) ": " (why) }
                 }
             }
+        }
+    }
+}
+
+/// Nothing failed: of the requests skillprof sent, or, in windows of the host's own traffic
+/// (a recorded watch), of those the host's ledger counted.
+fn nothing_failed(run: &Run) -> &'static str {
+    if run
+        .records
+        .iter()
+        .any(|record| record.measure.outcome.requests > 0)
+    {
+        return "Every request was answered.";
+    }
+    let counted = run.records.iter().any(|record| {
+        record
+            .probes
+            .as_ref()
+            .is_some_and(|probes| probes.skills.is_some())
+    });
+    match counted {
+        true => {
+            "skillprof sent no request (the host served its own traffic); its ledger counted no failed request."
+        }
+        false => {
+            "skillprof sent no request (the host served its own traffic); a host without markers does not say which of its own requests failed."
         }
     }
 }
