@@ -202,14 +202,16 @@ async fn watch_one(skillprof: &Path, real: &Real, binary: &Path, seconds: u64) -
         took.push(begun.elapsed().as_secs_f64() * 1e3);
     }
     took.sort_by(f64::total_cmp);
+    // The watch and what it waited for once reaped: the recording runs, and the host it
+    // started, whose CPU (read just before) is taken out.
+    let host_life_cpu = host_cpu_s(host_pid)?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(watch.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )?;
-    // The watch and the recording runs it waited for, once reaped.
     let children_before = children_cpu_s();
     let status = watch.wait()?;
-    let skillprof_cpu = children_cpu_s() - children_before;
+    let skillprof_cpu = children_cpu_s() - children_before - host_life_cpu;
     let said = fs::read_to_string(&stderr)?;
 
     println!("\n{} ({}):", real.profile, binary.display());
@@ -257,10 +259,11 @@ async fn watch_one(skillprof: &Path, real: &Real, binary: &Path, seconds: u64) -
     let own_cpu_s = sample(&text, "skillprof_self_cpu_ms_total").unwrap_or(0.0) / 1e3;
     println!(
         "  host CPU under the load {host_cpu:.2} s ({:.0} µs a request); skillprof's over the \
-         whole watch {skillprof_cpu:.2} s ({:.1}% of the host's), of which the watch process \
-         {own_cpu_s:.2} s and the recording runs the rest",
+         whole watch {skillprof_cpu:.2} s ({:.1}% of the host's over the same time, \
+         {host_life_cpu:.2} s), of which the watch process {own_cpu_s:.2} s and the recording \
+         runs the rest",
         host_cpu * 1e6 / ok.max(1) as f64,
-        100.0 * skillprof_cpu / host_cpu
+        100.0 * skillprof_cpu / host_life_cpu
     );
     println!(
         "  a scrape: median {:.1} ms, max {:.1} ms ({} KiB)",

@@ -268,7 +268,7 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
         sample(
             &text,
             &format!(
-                "skillprof_skill_failed_{reason}_total{{skill=\"watched_failing\",phase=\"call\"}}"
+                "skillprof_skill_failed_total{{skill=\"watched_failing\",phase=\"call\",reason=\"{reason}\"}}"
             ),
         )
     };
@@ -284,7 +284,7 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
     assert_eq!(
         sample(
             &text,
-            "skillprof_skill_failed_trap_total{skill=\"watched_a\",phase=\"call\"}"
+            "skillprof_skill_failed_total{skill=\"watched_a\",phase=\"call\",reason=\"trap\"}"
         ),
         Some(0.0)
     );

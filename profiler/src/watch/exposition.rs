@@ -15,7 +15,7 @@ use super::snapshot::Snapshot;
 use crate::probes::markers::Phase;
 use crate::record::composition::EntryComposition;
 use crate::record::field::{Column, Row, Unit, Value};
-use crate::record::probes::SkillRow;
+use crate::record::probes::{SkillRow, skill_columns};
 use crate::report::openmetrics::{escape, metric_name};
 
 /// The content type Prometheus asks for and reads.
@@ -201,9 +201,17 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
         }
         .write_cells(&mut row, counted);
         for cell in row.cells() {
+            // The failures are one series by reason, not a series per reason: PromQL can then
+            // rate and sum them across reasons (series of different names it cannot).
+            let (name, labels) = match cell.name.strip_prefix("failed_") {
+                Some(reason) if std::ptr::eq(cell.column, &skill_columns::FAILED) => {
+                    ("failed", format!("{labels},reason=\"{reason}\""))
+                }
+                _ => (&*cell.name, labels.clone()),
+            };
             families.add(
                 "skill",
-                &cell.name,
+                name,
                 cell.column,
                 Kind::Counter,
                 &labels,
