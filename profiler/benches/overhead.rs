@@ -1,7 +1,9 @@
 //! What a run costs the host it profiles: a short workload run again and again with the
 //! probes in their default mode (as `skillprof run` has them), the same without markers
-//! (`--no-markers`), in exact mode (`--trace-syscalls`), and off (`--no-probes`), and a
-//! second probes-off run as the control.
+//! (`--no-markers`), in exact mode (`--trace-syscalls`), and off (`--no-probes`), a second
+//! probes-off run as the control, and the default mode with every mark recorded K times
+//! (skillhost's `--mark-repeat K`), which amplifies the marks' cost above the machine's noise
+//! to measure a mark's cost in the busy host.
 //! Each round runs the four in a random order, so that drift on a noisy machine hits all
 //! alike. Two metrics per run, from the run's own typed records
 //! (entries.jsonl): the host's CPU time (utime + stime of every host thread, summed over the
@@ -12,7 +14,10 @@
 //! figure per mark times the runs' marks). Figures only, no pass/fail; the target is an
 //! upper host-CPU bound of at most +1%.
 //!
-//!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE [-- HOST_FLAGS]]
+//!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE --amplify K
+//!         --default-only [-- HOST_FLAGS]]
+//!
+//! `--default-only` leaves out exact mode and --no-markers (rounds take half as long).
 //!
 //! FILE is relative to the repository root (default cmds/overhead.cmds, about 10 s; 30
 //! rounds, about 20 minutes). Needs root (the probes) and a release build of skillprof and
@@ -34,6 +39,9 @@ struct Options {
     rounds: usize,
     cmds: PathBuf,
     host_flags: Vec<String>,
+    /// The amplified condition's `--mark-repeat`.
+    amplify: u32,
+    default_only: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +52,8 @@ enum Condition {
     OffAgain,
     /// The default mode with `--no-markers`: what the markers cost, in the host, by difference.
     NoMarkers,
+    /// The default mode with every mark recorded `--amplify` times.
+    Amplified,
 }
 
 /// One run's figures.
@@ -67,17 +77,19 @@ fn main() -> Result<()> {
     let skillprof = skillprof_binary()?;
     let out = tempfile::tempdir()?;
     let mut rng = fastrand::Rng::with_seed(0x0ae7_4ead);
-    let mut rounds: Vec<[Measured; 5]> = Vec::new();
+    let mut rounds: Vec<[Measured; 6]> = Vec::new();
     for round in 1..=options.rounds {
-        let mut order = [
+        let mut order = vec![
             Condition::Default,
-            Condition::Exact,
             Condition::Off,
             Condition::OffAgain,
-            Condition::NoMarkers,
+            Condition::Amplified,
         ];
+        if !options.default_only {
+            order.extend([Condition::Exact, Condition::NoMarkers]);
+        }
         rng.shuffle(&mut order);
-        let mut measured = [Measured::default(); 5];
+        let mut measured = [Measured::default(); 6];
         for condition in order {
             let figures = run(&skillprof, &options, condition, out.path())?;
             eprintln!(
@@ -100,6 +112,8 @@ fn parse_options() -> Result<Options> {
         rounds: 30,
         cmds: repo.join("cmds/overhead.cmds"),
         host_flags: Vec::new(),
+        amplify: 33,
+        default_only: false,
     };
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
@@ -108,6 +122,8 @@ fn parse_options() -> Result<Options> {
             "--rounds" => options.rounds = args.next().context("--rounds N")?.parse()?,
             // cargo runs benches in profiler/: relative paths are taken from the repo root.
             "--cmds" => options.cmds = repo.join(args.next().context("--cmds FILE")?),
+            "--amplify" => options.amplify = args.next().context("--amplify K")?.parse()?,
+            "--default-only" => options.default_only = true,
             "--" => options.host_flags = args.by_ref().collect(),
             _ => {}
         }
@@ -115,6 +131,10 @@ fn parse_options() -> Result<Options> {
     ensure!(
         options.rounds >= 2,
         "--rounds must be at least 2 for an interval"
+    );
+    ensure!(
+        (2..=1000).contains(&options.amplify),
+        "--amplify K: 2 to 1000 (skillhost's --mark-repeat)"
     );
     Ok(options)
 }
@@ -125,8 +145,13 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         Condition::Exact => &["--trace-syscalls"],
         Condition::Off | Condition::OffAgain => &["--no-probes"],
         Condition::NoMarkers => &["--no-markers"],
+        Condition::Amplified => &[],
     };
-    let host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
+    let repeat = options.amplify.to_string();
+    let mut host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
+    if condition == Condition::Amplified {
+        host_flags.extend(["--mark-repeat", &repeat]);
+    }
     let records = run_records(
         skillprof,
         &options.cmds,
@@ -152,7 +177,7 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         }))
 }
 
-fn report(options: &Options, rounds: &[[Measured; 5]]) {
+fn report(options: &Options, rounds: &[[Measured; 6]]) {
     let ratios = |condition: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
         rounds
             .iter()
@@ -164,67 +189,81 @@ fn report(options: &Options, rounds: &[[Measured; 5]]) {
     let cpu = |m: &Measured| m.host_cpu_ms;
     let serving = |m: &Measured| m.serving_cpu_ms;
     let wall = |m: &Measured| m.wall_ms;
+    let exact = !options.default_only;
     println!(
-        "\nprobe overhead on {}, {} rounds of default / --no-markers / exact / off / off again in random order",
+        "\nprobe overhead on {}, {} rounds of default / off / off again / default with marks \
+         recorded ×{}{} in random order",
         options.cmds.display(),
-        rounds.len()
+        rounds.len(),
+        options.amplify,
+        if exact { " / exact / --no-markers" } else { "" }
     );
     println!(
         "probes off: median host CPU {:.0} ms, wall {:.0} ms",
         median_of(rounds, Condition::Off, cpu),
         median_of(rounds, Condition::Off, wall)
     );
-    println!(
-        "default mode / off: {} (host CPU), {} (wall)",
-        change(&ratios(Condition::Default, cpu), 1),
-        change(&ratios(Condition::Default, wall), 2)
-    );
-    println!(
-        "exact mode / off: {} (host CPU), {} (wall)",
-        change(&ratios(Condition::Exact, cpu), 3),
-        change(&ratios(Condition::Exact, wall), 4)
-    );
-    println!(
-        "control, off again / off: {} (host CPU), {} (wall)",
-        change(&ratios(Condition::OffAgain, cpu), 5),
-        change(&ratios(Condition::OffAgain, wall), 6)
-    );
-    println!(
-        "default mode without markers (--no-markers) / off: {} (host CPU), {} (wall)",
-        change(&ratios(Condition::NoMarkers, cpu), 7),
-        change(&ratios(Condition::NoMarkers, wall), 8)
-    );
-    println!(
-        "while serving (the execute entries, compiles left out), host CPU: default / off {}, \
-         exact / off {}, control {}, --no-markers / off {}",
-        change(&ratios(Condition::Default, serving), 10),
-        change(&ratios(Condition::Exact, serving), 11),
-        change(&ratios(Condition::OffAgain, serving), 12),
-        change(&ratios(Condition::NoMarkers, serving), 13)
-    );
-    // The markers in the host: the default mode's CPU above the same mode without them, per
-    // mark, round by round.
+    let mut lines = vec![
+        ("default mode / off", Condition::Default),
+        ("control, off again / off", Condition::OffAgain),
+        ("marks recorded ×K / off", Condition::Amplified),
+    ];
+    if exact {
+        lines.extend([
+            ("exact mode / off", Condition::Exact),
+            (
+                "default mode without markers (--no-markers) / off",
+                Condition::NoMarkers,
+            ),
+        ]);
+    }
+    for (seed, (label, condition)) in lines.iter().enumerate() {
+        let seed = 2 * seed as u64;
+        println!(
+            "{label}: {} (host CPU), {} (wall); while serving (the execute entries, compiles \
+             left out) {}",
+            change(&ratios(*condition, cpu), seed + 1),
+            change(&ratios(*condition, wall), seed + 2),
+            change(&ratios(*condition, serving), seed + 21),
+        );
+    }
+    // A mark in the busy host: the amplified runs' CPU above the default mode's, per extra
+    // recording of a mark, round by round.
     let per_mark: Vec<f64> = rounds
         .iter()
         .map(|round| {
-            let with = round[Condition::Default as usize];
-            let without = round[Condition::NoMarkers as usize];
-            (with.host_cpu_ms - without.host_cpu_ms) * 1e6 / with.marks.max(1) as f64
+            let amplified = round[Condition::Amplified as usize];
+            let default = round[Condition::Default as usize];
+            (amplified.host_cpu_ms - default.host_cpu_ms) * 1e6
+                / (default.marks.max(1) * u64::from(options.amplify - 1)) as f64
         })
         .collect();
     let mut sorted = per_mark.clone();
     sorted.sort_by(f64::total_cmp);
     let (lo, hi) = stats::median_ci(&per_mark, 10_000, 9);
+    let mark_ns = stats::median(&sorted);
     println!(
-        "a mark in the host: {:+.0} ns [{lo:+.0}, {hi:+.0}] of host CPU (default minus \
-         --no-markers, per mark, median of rounds)",
-        stats::median(&sorted)
+        "a mark in the busy host: {mark_ns:+.0} ns [{lo:+.0}, {hi:+.0}] of host CPU (marks \
+         recorded ×{} minus once, per extra recording, median of rounds)",
+        options.amplify
+    );
+    // What the default mode's marks cost the host at that price: its only per-request work.
+    let marks = median_of(rounds, Condition::Default, |m| m.marks as f64);
+    let off_ms = median_of(rounds, Condition::Off, cpu);
+    let percent = |ns: f64| 100.0 * marks * ns / (off_ms * 1e6);
+    println!(
+        "default mode's marks at that price: {:.0} marks × {mark_ns:.0} ns = {:+.2}% [{:+.2}%, \
+         {:+.2}%] of the host's CPU with probes off",
+        marks,
+        percent(mark_ns),
+        percent(lo),
+        percent(hi)
     );
     modelled(rounds);
 }
 
 /// The median over the rounds of one condition's `metric`.
-fn median_of(rounds: &[[Measured; 5]], condition: Condition, metric: fn(&Measured) -> f64) -> f64 {
+fn median_of(rounds: &[[Measured; 6]], condition: Condition, metric: fn(&Measured) -> f64) -> f64 {
     let mut values: Vec<f64> = rounds
         .iter()
         .map(|round| metric(&round[condition as usize]))
@@ -237,7 +276,7 @@ fn median_of(rounds: &[[Measured; 5]], condition: Condition, metric: fn(&Measure
 /// host's ordinary work is each mark's reading into the ledger, so its cost is the runs'
 /// marks times probe_cost's figure per mark, against the host CPU of the same runs. An interval far
 /// narrower than the direct comparison's, which this machine's run-to-run noise widens.
-fn modelled(rounds: &[[Measured; 5]]) {
+fn modelled(rounds: &[[Measured; 6]]) {
     let machine = match Machine::read() {
         Ok(machine) => machine,
         Err(e) => return println!("default mode, modelled: NOT COMPUTED ({e:#})"),

@@ -199,7 +199,7 @@ impl LedgerView<'_> {
 }
 
 #[cfg(feature = "marker")]
-pub use writer::{disable, failed, mark, open, register};
+pub use writer::{disable, failed, mark, open, register, repeat};
 
 /// The host's side: the mapping, each thread's stretch, and the marks.
 #[cfg(feature = "marker")]
@@ -223,6 +223,9 @@ mod writer {
 
     /// `None`: marks do nothing (the host was told not to mark, or the memfd failed).
     static LEDGER: OnceLock<Option<LedgerWriter>> = OnceLock::new();
+    /// How many times a mark is recorded (1 but in the overhead benchmark, which amplifies a
+    /// mark's cost to measure it in a busy host: the rows then count each mark that often).
+    static REPEAT: AtomicU32 = AtomicU32::new(1);
 
     std::thread_local! {
         static STRETCH: Cell<Option<Stretch>> = const { Cell::new(None) };
@@ -305,6 +308,11 @@ mod writer {
         id
     }
 
+    /// Each mark is recorded `times` times: its counters read and added that often.
+    pub fn repeat(times: u32) {
+        REPEAT.store(times.max(1), Ordering::Relaxed);
+    }
+
     /// The current thread begins (or, with `PHASE_IDLE`, ends) a stretch of work for skill
     /// `skill`'s phase: counted in the ledger while skillprof holds its lease, and made
     /// visible to the exact mode's uprobe by calling the marker.
@@ -314,14 +322,16 @@ mod writer {
         };
         let view = &ledger.view;
         let until = view.header.lease_until_ns.load(Ordering::Relaxed);
-        let now = match until {
-            0 => None,
-            until => thread_counts().filter(|now| now.now_ns < until),
-        };
-        STRETCH.set(match now {
-            Some(now) => view.record(STRETCH.get(), skill, phase, now),
-            None => None,
-        });
+        let previous = STRETCH.get();
+        let mut next = None;
+        if until != 0 {
+            for _ in 0..REPEAT.load(Ordering::Relaxed) {
+                next = thread_counts()
+                    .filter(|now| now.now_ns < until)
+                    .and_then(|now| view.record(previous, skill, phase, now));
+            }
+        }
+        STRETCH.set(next);
         crate::skillhost_mark(request, skill, phase);
     }
 

@@ -192,7 +192,7 @@ impl Bench {
             &dir.path().join("host.log"),
             &dir.path().join("workdir"),
             None,
-            std::net::Ipv4Addr::LOCALHOST,
+            std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0),
             Duration::from_secs(30),
         )
         .await?;

@@ -173,6 +173,13 @@ pub struct EngineConfig {
     #[arg(long)]
     pub no_marks: bool,
 
+    /// For `cargo bench --bench overhead`: each mark is recorded N times instead of once (the
+    /// ledger's rows then count N-fold), so that a mark's cost in a busy host rises above the
+    /// noise.
+    #[arg(long, default_value_t = 1, value_name = "N", hide = true,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub mark_repeat: u32,
+
     /// Write /tmp/perf-PID.map, naming the compiled code of every skill's wasm functions,
     /// so that profilers (`skillprof run --stacks`, perf) can name JIT-compiled frames.
     #[arg(long, env = "SKILLHOST_PERFMAP")]

@@ -38,6 +38,7 @@ fn main() {
         marks::never();
     } else {
         marks::ready();
+        marks::repeat(config.engine.mark_repeat);
     }
     if let Err(error) = heap::adopt(config.compiling.malloc, config.compiling.malloc_decay_ms) {
         eprintln!("skillhost: error: {error:#}");

@@ -43,6 +43,11 @@ pub fn never() {
     ledger::disable();
 }
 
+/// `--mark-repeat`: each mark is recorded `times` times (a benchmark's amplifier).
+pub fn repeat(times: u32) {
+    ledger::repeat(times);
+}
+
 /// Creates the ledger now, so that a profiler attaching before the first skill finds it.
 pub fn ready() {
     ledger::open();

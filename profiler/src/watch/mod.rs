@@ -126,6 +126,11 @@ pub struct WatchArgs {
 }
 
 pub fn run(args: WatchArgs) -> Result<ExitCode> {
+    // One malloc arena for the whole watch, before its threads start: each thread that
+    // builds a scrape (hundreds of KiB of text) would otherwise fill an arena of its own,
+    // and a long watch would hold several MB more than it uses.
+    // SAFETY: mallopt only sets glibc's malloc parameters; no other thread runs yet.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
