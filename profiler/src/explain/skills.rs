@@ -175,6 +175,47 @@ fn phases_of(faults: u64, phases: &BTreeMap<Phase, u64>) -> String {
     }
 }
 
+/// The requests the host failed in the entry, by skill and why, from its ledger: those
+/// skillprof sent and those it did not (a watch window's).
+///
+/// > the host failed requests of watched_failing: 3 trapped, 2 reported an error
+pub fn failed(record: &EntryRecord) -> Option<String> {
+    let rows = record.probes.as_ref()?.skills.as_ref()?;
+    let mut by_skill: BTreeMap<&str, [u64; FAILURES]> = BTreeMap::new();
+    for row in rows {
+        let Some(skill) = &row.skill else { continue };
+        let counts = by_skill.entry(skill).or_default();
+        for (sum, n) in counts.iter_mut().zip(row.counts.failed.by_reason) {
+            *sum += n;
+        }
+    }
+    let parts: Vec<String> = by_skill
+        .into_iter()
+        .filter(|(_, counts)| counts.iter().any(|&n| n > 0))
+        .map(|(skill, counts)| {
+            let why: Vec<String> = counts
+                .iter()
+                .zip(FAILED_AS)
+                .filter(|(n, _)| **n > 0)
+                .map(|(n, what)| format!("{} {what}", count(*n as f64)))
+                .collect();
+            format!("{skill}: {}", why.join(", "))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("the host failed requests of {}", parts.join("; ")))
+}
+
+/// `FAILURE_NAMES` in words.
+const FAILED_AS: [&str; FAILURES] = [
+    "did not load",
+    "found no pool slot",
+    "had their input rejected",
+    "reported an error",
+    "trapped",
+    "answered no JSON",
+    "passed the deadline",
+];
+
 #[cfg(test)]
 mod tests {
     use skillprof_common::SkillCounters;
@@ -304,44 +345,3 @@ mod tests {
         assert_eq!(published(&publishing("skills", 0, 0, &[]), &[]), None);
     }
 }
-
-/// The requests the host failed in the entry, by skill and why, from its ledger: those
-/// skillprof sent and those it did not (a watch window's).
-///
-/// > the host failed requests of watched_failing: 3 trapped, 2 reported an error
-pub fn failed(record: &EntryRecord) -> Option<String> {
-    let rows = record.probes.as_ref()?.skills.as_ref()?;
-    let mut by_skill: BTreeMap<&str, [u64; FAILURES]> = BTreeMap::new();
-    for row in rows {
-        let Some(skill) = &row.skill else { continue };
-        let counts = by_skill.entry(skill).or_default();
-        for (sum, n) in counts.iter_mut().zip(row.counts.failed.by_reason) {
-            *sum += n;
-        }
-    }
-    let parts: Vec<String> = by_skill
-        .into_iter()
-        .filter(|(_, counts)| counts.iter().any(|&n| n > 0))
-        .map(|(skill, counts)| {
-            let why: Vec<String> = counts
-                .iter()
-                .zip(FAILED_AS)
-                .filter(|(n, _)| **n > 0)
-                .map(|(n, what)| format!("{} {what}", count(*n as f64)))
-                .collect();
-            format!("{skill}: {}", why.join(", "))
-        })
-        .collect();
-    (!parts.is_empty()).then(|| format!("the host failed requests of {}", parts.join("; ")))
-}
-
-/// `FAILURE_NAMES` in words.
-const FAILED_AS: [&str; FAILURES] = [
-    "did not load",
-    "found no pool slot",
-    "had their input rejected",
-    "reported an error",
-    "trapped",
-    "answered no JSON",
-    "passed the deadline",
-];
