@@ -20,32 +20,7 @@ use anyhow::{Context, Result, bail, ensure};
 use skillprof::output::entries_jsonl;
 
 mod common;
-use common::skillprof_binary;
-
-/// A real host and the skillhost that emulates it: its dialect, and the engine settings
-/// that the real one has and skillhost's defaults do not.
-struct Real {
-    name: &'static str,
-    profile: &'static str,
-    binary: &'static str,
-    emulation: &'static [&'static str],
-}
-
-const REAL: [Real; 2] = [
-    Real {
-        name: "2024",
-        profile: "pharia-kernel-2024",
-        binary: "pharia-kernel-2024",
-        emulation: &["--api", "pharia-2024"],
-    },
-    Real {
-        name: "2025",
-        profile: "pharia-engine-2025",
-        binary: "pharia-engine-0.15",
-        // The engine's in-memory incremental compilation cache, of its default size.
-        emulation: &["--api", "pharia-2025", "--incremental-cache-mib", "128"],
-    },
-];
+use common::{REAL_HOSTS, RealHost, real_host_named, skillprof_binary};
 
 const WORKLOADS: [&str; 3] = ["bench.cmds", "p_execute_all.cmds", "saturate.cmds"];
 
@@ -61,14 +36,7 @@ fn main() -> Result<()> {
         .canonicalize()?;
     let out = tempfile::tempdir()?;
     for real in hosts {
-        let binary = repo.join("build/real-hosts").join(real.binary);
-        ensure!(
-            binary.is_file(),
-            "{} is missing: scripts/build-real-hosts.sh --source DIR --only {} builds it \
-             (DIR: a clone of github.com/Aleph-Alpha/pharia-engine)",
-            binary.display(),
-            real.name
-        );
+        let binary = real.binary()?;
         for workload in &workloads {
             let cmds = repo.join("cmds").join(workload);
             let host_bin = binary.to_str().context("a UTF-8 path")?;
@@ -122,17 +90,15 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn parse_options() -> Result<(Vec<&'static Real>, Vec<String>)> {
-    let mut hosts: Vec<&Real> = REAL.iter().collect();
+fn parse_options() -> Result<(Vec<&'static RealHost>, Vec<String>)> {
+    let mut hosts: Vec<&RealHost> = REAL_HOSTS.iter().collect();
     let mut workloads: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--only" => {
-                let name = args.next().context("--only 2024|2025")?;
-                hosts = REAL.iter().filter(|real| real.name == name).collect();
-                ensure!(!hosts.is_empty(), "--only {name}: expected 2024 or 2025");
+                hosts = vec![real_host_named(&args.next().context("--only 2024|2025")?)?];
             }
             "--cmds" => {
                 workloads = args

@@ -25,26 +25,7 @@ use skillprof::record::process::ticks_to_seconds;
 use skillprof::sample::{PROC, process};
 
 mod common;
-use common::skillprof_binary;
-
-struct Real {
-    name: &'static str,
-    profile: &'static str,
-    binary: &'static str,
-}
-
-const REAL: [Real; 2] = [
-    Real {
-        name: "2024",
-        profile: "pharia-kernel-2024",
-        binary: "pharia-kernel-2024",
-    },
-    Real {
-        name: "2025",
-        profile: "pharia-engine-2025",
-        binary: "pharia-engine-0.15",
-    },
-];
+use common::{REAL_HOSTS, RealHost, real_host_named, skillprof_binary};
 
 /// Skills (copies of the Rust sample) and the load's concurrency.
 const SKILLS: usize = 4;
@@ -59,9 +40,6 @@ fn main() -> Result<()> {
         "the watch_real_hosts benchmark loads BPF probes: run it as root"
     );
     let skillprof = skillprof_binary()?;
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()?;
     let runtime = tokio::runtime::Runtime::new()?;
     println!(
         "skillprof watch on the real hosts, this machine ({} CPUs), {SKILLS} skills, \
@@ -69,30 +47,21 @@ fn main() -> Result<()> {
         std::thread::available_parallelism().map_or(0, usize::from)
     );
     for real in hosts {
-        let binary = repo.join("build/real-hosts").join(real.binary);
-        ensure!(
-            binary.is_file(),
-            "{} is missing: scripts/build-real-hosts.sh --source DIR --only {} builds it \
-             (DIR: a clone of github.com/Aleph-Alpha/pharia-engine)",
-            binary.display(),
-            real.name
-        );
+        let binary = real.binary()?;
         runtime.block_on(watch_one(&skillprof, real, &binary, seconds))?;
     }
     Ok(())
 }
 
-fn parse_options() -> Result<(Vec<&'static Real>, u64)> {
-    let mut hosts: Vec<&Real> = REAL.iter().collect();
+fn parse_options() -> Result<(Vec<&'static RealHost>, u64)> {
+    let mut hosts: Vec<&RealHost> = REAL_HOSTS.iter().collect();
     let mut seconds = 40;
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--only" => {
-                let name = args.next().context("--only 2024|2025")?;
-                hosts = REAL.iter().filter(|real| real.name == name).collect();
-                ensure!(!hosts.is_empty(), "--only {name}: expected 2024 or 2025");
+                hosts = vec![real_host_named(&args.next().context("--only 2024|2025")?)?];
             }
             "--seconds" => seconds = args.next().context("--seconds N")?.parse()?,
             _ => {}
@@ -101,7 +70,7 @@ fn parse_options() -> Result<(Vec<&'static Real>, u64)> {
     Ok((hosts, seconds))
 }
 
-async fn watch_one(skillprof: &Path, real: &Real, binary: &Path, seconds: u64) -> Result<()> {
+async fn watch_one(skillprof: &Path, real: &RealHost, binary: &Path, seconds: u64) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let profile = HostProfile::load(real.profile)?;
     let skills = SkillsDir::create(&dir.path().join("skills"), profile.registry.clone())?;

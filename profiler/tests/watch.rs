@@ -648,11 +648,7 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
     ];
     let (watch, port, stderr) = spawn_watch(dir.path(), &args);
     let said = fs::read_to_string(&stderr).unwrap();
-    let host_pid: i32 = said
-        .split("skillprof watch: host ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no started host in {said}"));
+    let host_pid = started_host(&said);
     assert!(
         said.contains(&format!("serving http://127.0.0.1:{host_port}")),
         "{said}"
@@ -700,12 +696,7 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
 
     // A started host that dies under the watch ends it, with how the host ended.
     let (watch, _, stderr) = spawn_watch(dir.path(), &args);
-    let said = fs::read_to_string(&stderr).unwrap();
-    let host_pid: i32 = said
-        .split("skillprof watch: host ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next()?.parse().ok())
-        .unwrap();
+    let host_pid = started_host(&fs::read_to_string(&stderr).unwrap());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(host_pid),
         nix::sys::signal::Signal::SIGKILL,
@@ -723,4 +714,12 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
     );
     assert!(said.contains("the end of its log"), "{said}");
     nothing_left_since(&before);
+}
+
+/// The pid of the host a watch started, as its stderr says.
+fn started_host(said: &str) -> i32 {
+    said.split("skillprof watch: host ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no started host in {said}"))
 }

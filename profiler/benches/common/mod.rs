@@ -74,3 +74,54 @@ pub fn change(ratios: &[f64], seed: u64) -> String {
         percent(hi)
     )
 }
+
+/// A real Pharia host: its profile, the binary `scripts/build-real-hosts.sh` builds, and the
+/// skillhost flags that emulate it (its dialect, and the engine settings the real one has
+/// and skillhost's defaults do not).
+pub struct RealHost {
+    pub name: &'static str,
+    pub profile: &'static str,
+    pub binary: &'static str,
+    pub emulation: &'static [&'static str],
+}
+
+pub const REAL_HOSTS: [RealHost; 2] = [
+    RealHost {
+        name: "2024",
+        profile: "pharia-kernel-2024",
+        binary: "pharia-kernel-2024",
+        emulation: &["--api", "pharia-2024"],
+    },
+    RealHost {
+        name: "2025",
+        profile: "pharia-engine-2025",
+        binary: "pharia-engine-0.15",
+        // The engine's in-memory incremental compilation cache, of its default size.
+        emulation: &["--api", "pharia-2025", "--incremental-cache-mib", "128"],
+    },
+];
+
+/// `--only 2024|2025`'s host.
+pub fn real_host_named(name: &str) -> Result<&'static RealHost> {
+    REAL_HOSTS
+        .iter()
+        .find(|real| real.name == name)
+        .with_context(|| format!("--only {name}: expected 2024 or 2025"))
+}
+
+impl RealHost {
+    /// Its binary in build/real-hosts/, or the command that builds it.
+    pub fn binary(&self) -> Result<PathBuf> {
+        let binary = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../build/real-hosts")
+            .join(self.binary);
+        ensure!(
+            binary.is_file(),
+            "{} is missing: scripts/build-real-hosts.sh --source DIR --only {} builds it \
+             (DIR: a clone of github.com/Aleph-Alpha/pharia-engine)",
+            binary.display(),
+            self.name
+        );
+        Ok(binary)
+    }
+}
