@@ -260,6 +260,34 @@ mod tests {
     }
 
     #[test]
+    fn names_the_skills_the_host_failed_and_why_summed_over_registrations() {
+        let mut entry = probed(record("watch 60", 60_000.0), |_| {});
+        let failing = |skill: &str, reason: usize, n: u64| {
+            let mut call = row(Some(skill), Phase::Call, 0);
+            call.counts.failed.by_reason[reason] = n;
+            call
+        };
+        entry.probes.as_mut().unwrap().skills = Some(vec![
+            failing("broken", skillprof_common::FAILED_TRAP, 3),
+            failing("broken", skillprof_common::FAILED_ERROR, 2),
+            failing("broken", skillprof_common::FAILED_TRAP, 1),
+            failing("fine", skillprof_common::FAILED_TRAP, 0),
+            row(None, Phase::Host, 5),
+        ]);
+        assert_eq!(
+            failed(&entry).unwrap(),
+            "the host failed requests of broken: 2 reported an error, 4 trapped"
+        );
+        // And the entry's failures say it, though skillprof sent nothing.
+        assert_eq!(
+            super::super::entry::failures(&entry).unwrap(),
+            "the host failed requests of broken: 2 reported an error, 4 trapped"
+        );
+        entry.probes.as_mut().unwrap().skills = Some(vec![failing("fine", 0, 0)]);
+        assert_eq!(failed(&entry), None);
+    }
+
+    #[test]
     fn says_nothing_without_markers_or_faults() {
         let mut entry = probed(record("skills", 1.0), |_| {});
         assert_eq!(sentence(&entry), None);

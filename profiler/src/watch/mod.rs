@@ -48,7 +48,10 @@ pub struct WatchArgs {
         long,
         value_name = "PID",
         requires = "host_url",
-        conflicts_with_all = ["skills_dir", "host_port", "host_log", "host_bin", "host_args", "host_env"]
+        conflicts_with_all = [
+            "skills_dir", "host_port", "host_log", "host_bin", "host_args", "host_env",
+            "ready_timeout_s", "stop_timeout_s",
+        ]
     )]
     pub attach: Option<u32>,
 
