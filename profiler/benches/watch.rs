@@ -21,6 +21,10 @@ use anyhow::{Context, Result, bail, ensure};
 use hyper::Method;
 use skillprof::hostctl::client::Http;
 use skillprof::hostctl::{Client, HostProfile, SampleSkills, SkillWorld};
+use skillprof::machine::Machine;
+use skillprof::probes::Mechanism;
+use skillprof::probes::cost_model::{self, CostModel, Counted, Per};
+use skillprof::record::probes::Probe;
 use skillprof::record::process::ticks_to_seconds;
 use skillprof::sample::{PROC, process};
 
@@ -59,6 +63,8 @@ fn main() -> Result<()> {
 
     // The host's CPU per round, interleaved.
     let (mut watched, mut control) = (Vec::new(), Vec::new());
+    // The host's marks while watched, from the watch's own count, and the CPU of that round.
+    let mut marked: Vec<(f64, f64)> = Vec::new();
     for round in 0..options.rounds {
         let mut order = [Condition::Watch, Condition::Off, Condition::OffAgain];
         fastrand::shuffle(&mut order);
@@ -70,7 +76,9 @@ fn main() -> Result<()> {
             };
             cpu[condition as usize] = host.cpu_of(|| load(&hey, &host, REQUESTS))?;
             if let Some(watch) = watch {
-                watch.scrape()?;
+                let marks = sample(&watch.scrape()?, "skillprof_host_marks_hits_total")
+                    .context("the watch serves no marks count")?;
+                marked.push((marks, cpu[condition as usize]));
                 watch.stop()?;
             }
         }
@@ -90,6 +98,7 @@ fn main() -> Result<()> {
     );
     println!("  watch / off: {}", change(&watched, 1));
     println!("  control, off again / off: {}", change(&control, 2));
+    marks_modelled(&marked);
 
     // A scrape of every skill's series: the watch counts what happens while it watches, so
     // every skill runs once under it first.
@@ -145,6 +154,50 @@ enum Condition {
     Watch = 0,
     Off = 1,
     OffAgain = 2,
+}
+
+/// What the watch adds to the host's work per request is its marks (the ledger records only
+/// while someone holds its lease): their count while watched times the machine's cost per
+/// mark (probe_cost's, in a loop; `--bench overhead -- --amplify` measures it in a busy
+/// host), against the host's CPU in the same rounds.
+fn marks_modelled(marked: &[(f64, f64)]) {
+    let median = |values: Vec<f64>| {
+        let mut values = values;
+        values.sort_by(f64::total_cmp);
+        skillprof::stats::median(&values)
+    };
+    let marks = median(marked.iter().map(|m| m.0).collect());
+    let cpu_s = median(marked.iter().map(|m| m.1).collect());
+    let model = Machine::read()
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|machine| CostModel::load(Path::new(cost_model::DEFAULT_PATH), &machine));
+    let counted = [Counted {
+        probe: Probe::Markers,
+        mechanism: Mechanism::Ledger,
+        per: Per::Mark,
+        events: marks as u64,
+    }];
+    match model.and_then(|model| model.apply(&counted)) {
+        Ok(modelled) => {
+            let percent = |ns: f64| 100.0 * ns / (cpu_s * 1e9);
+            println!(
+                "  the watch's marks, modelled: {:.0} a round ({:.2} a request) × the cost per \
+                 mark = {:+.2}% [{:+.2}%, {:+.2}%] of the host's CPU ({modelled})",
+                marks,
+                marks / f64::from(REQUESTS),
+                percent(modelled.total_ns.median),
+                percent(modelled.total_ns.lo),
+                percent(modelled.total_ns.hi)
+            );
+        }
+        Err(why) => println!("  the watch's marks, modelled: NOT COMPUTED ({why})"),
+    }
+}
+
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.split(' ').next()?.parse().ok())
 }
 
 fn parse_options() -> Result<Options> {
