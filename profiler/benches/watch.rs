@@ -29,7 +29,7 @@ use skillprof::record::process::ticks_to_seconds;
 use skillprof::sample::{PROC, process};
 
 mod common;
-use common::{change, skillprof_binary};
+use common::{change, sample, skillprof_binary};
 
 /// Requests per round: about 5 s of the host's CPU, so that the kernel's 10 ms ticks of
 /// CPU time are a fifth of a percent of it.
@@ -192,12 +192,6 @@ fn marks_modelled(marked: &[(f64, f64)]) {
         }
         Err(why) => println!("  the watch's marks, modelled: NOT COMPUTED ({why})"),
     }
-}
-
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|value| value.split(' ').next()?.parse().ok())
 }
 
 fn parse_options() -> Result<Options> {

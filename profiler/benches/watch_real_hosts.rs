@@ -25,7 +25,7 @@ use skillprof::record::process::ticks_to_seconds;
 use skillprof::sample::{PROC, process};
 
 mod common;
-use common::{REAL_HOSTS, RealHost, real_host_named, skillprof_binary};
+use common::{REAL_HOSTS, RealHost, real_host_named, sample, skillprof_binary};
 
 /// Skills (copies of the Rust sample) and the load's concurrency.
 const SKILLS: usize = 4;
@@ -288,12 +288,6 @@ fn children_cpu_s() -> f64 {
     let usage = unsafe { usage.assume_init() };
     let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     s(usage.ru_utime) + s(usage.ru_stime)
-}
-
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|value| value.split(' ').next()?.parse().ok())
 }
 
 fn free_port() -> Result<u16> {

@@ -125,3 +125,10 @@ impl RealHost {
         Ok(binary)
     }
 }
+
+/// The value of the sample `series` (a name with its labels) in an OpenMetrics exposition.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.split(' ').next()?.parse().ok())
+}
