@@ -15,7 +15,7 @@ use skillprof_common::{
     EventBody, FaultCounts, HandledFaultEvent, KernelFaultEvent, STACK_FAULT, UserFaultEvent,
 };
 
-use crate::{add, counters, current_entry, emit, ids, is_host, marks, stacks};
+use crate::{add, counters, current_entry, emit, ids, is_host, stacks};
 
 /// x86 page-fault error code: the access was a write.
 const X86_PF_WRITE: u64 = 1 << 1;
@@ -27,19 +27,16 @@ const FAULT_FLAG_USER: u32 = 1 << 6;
 const VM_FAULT_MAJOR: u32 = 0x4;
 const VM_FAULT_RETRY: u32 = 0x400;
 
-/// Counts one fault of thread `tid`: its stack (`--stacks`), then `counted` applied to the
-/// entry's fault counters and to its skill's row, so the rows sum to the entry. Returns the
-/// entry.
+/// Counts one fault: its stack (`--stacks`), then `counted` applied to the entry's fault
+/// counters. Returns the entry. A fault is not attributed to a skill here: the host's ledger
+/// has each skill's faults from its threads' own counters, and a lookup of the thread's skill
+/// would cost every fault as much again as the rest of this program.
 #[inline(always)]
 fn count<C: StackIdContext>(ctx: &C, tid: u32, counted: impl Fn(&mut FaultCounts)) -> u32 {
     let entry = current_entry();
-    let (skill, phase) = marks::current(tid);
-    stacks::sample(ctx, entry, skill, STACK_FAULT);
+    stacks::sample(ctx, tid, entry, STACK_FAULT);
     if let Some(counters) = counters(entry) {
         counted(&mut counters.faults);
-    }
-    if let Some(row) = marks::row(entry, skill, phase) {
-        counted(&mut row.faults);
     }
     entry
 }

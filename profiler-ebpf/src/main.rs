@@ -11,11 +11,11 @@
 //!   verifier and can never fail for lack of room; userspace sizes it at load time.
 //!
 //! Skill attribution (`marks`): where the host marks its work, each fault and syscall of a
-//! host thread is also added to the row of the skill and phase the thread works on, so the
-//! rows of an entry sum to its counters.
+//! host thread is also added to the row of the skill and phase the thread works on (read from
+//! the thread's mark slot in its TLS), so the rows of an entry sum to its counters.
 //!
 //! Events in kernel threads (kswapd, LRU shrinking from kswapd) are attributed to the entry
-//! current when they happen. Syscalls are attributed to the entry current at their entry.
+//! current when they happen. Syscalls are counted at their exit, in the entry current then.
 //!
 //! Each event has programs for several attach mechanisms (fentry/fexit, kprobes, tp_btf,
 //! classic tracepoints); userspace attaches one of them per probe and the shared logic lives
@@ -49,15 +49,21 @@ use skillprof_common::{
     Counters, Event, EventBody, EventHeader, PublishTimes, ReclaimState, StopState,
 };
 
+/// The initial value of every load-time constant: userspace overrides each one at load
+/// (`EbpfLoader::override_global`), and the linker may fold an unnamed read-only constant
+/// of the same bytes into a named one (a `&0` passed to a map insert once read a constant's
+/// overridden value). No constant of the programs' has these bytes.
+pub const UNSET: u32 = 0x5e7b_9f1d;
+
 /// The tgid (process id) whose events are counted. A load-time constant set by userspace
 /// with `EbpfLoader::override_global`: no map lookup on the hot path.
 #[unsafe(no_mangle)]
-static TARGET_TGID: Global<u32> = Global::new(0);
+static TARGET_TGID: Global<u32> = Global::new(UNSET);
 
 /// 1 when `--events` streams raw events. A load-time constant, so with streaming off the
 /// verifier removes the ring-buffer code from every program (no cost at all).
 #[unsafe(no_mangle)]
-static STREAM_EVENTS: Global<u32> = Global::new(0);
+static STREAM_EVENTS: Global<u32> = Global::new(UNSET);
 
 /// `ENTRY[0]`: the entry index events are attributed to; written by userspace.
 #[map]

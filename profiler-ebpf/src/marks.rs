@@ -1,34 +1,41 @@
-//! Skill attribution in exact mode. The host calls a marker function (`skillhost_mark`)
-//! whenever one of its threads starts or stops working for a skill; a uprobe on it keeps, per
-//! thread, the request, skill and phase the thread works on now (`MARKS`). The fault and
-//! syscall programs then add each event to that skill's and phase's counters (`SKILLS`)
-//! besides the entry's, or to the entry's unattributed row when the thread works for no skill.
+//! Skill attribution in exact mode. At each mark the host stores the skill and phase the
+//! thread works on now in a thread-local of its own, its mark slot (skillprof_common::ledger),
+//! and then reads its counters with getrusage(2). At that syscall's entry a program reads the
+//! slot from the thread's TLS and keeps it per thread (`MARKS`); the syscall programs then add
+//! each memory call to that skill's and phase's counters (`SKILLS`) besides the entry's, or to
+//! the entry's unattributed row when the thread works for no skill. Reading user memory costs
+//! a program a few hundred ns on the machines skillprof is measured on: once per mark, not
+//! once per event. The marker's uprobe (`uprobe_mark`) only streams each mark with `--events`.
 //!
-//! The default mode attaches none of this: the host's own ledger (skillprof_common::ledger)
-//! counts each skill's faults, CPU and time without a trip into the kernel per mark.
+//! Faults are not attributed here: the host's ledger has each skill's faults from its
+//! threads' own counters.
 
 use aya_ebpf::{
     Global,
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
+    helpers::{bpf_get_current_task_btf, bpf_probe_read_user},
     macros::{map, uprobe},
     maps::{LruHashMap, PerCpuHashMap},
     programs::ProbeContext,
 };
-use skillprof_common::{
-    HOST_SKILL, Mark, MarkEvent, PHASE_FIRST, PHASE_HELPER, PHASE_IDLE, SkillCounters, SkillKey,
-};
+use skillprof_common::{HOST_SKILL, MarkEvent, PHASE_IDLE, PHASES, SkillCounters, SkillKey};
 
 use crate::{add, counters, current_entry, emit, ids, is_host};
 
-/// 1 when the marker's uprobe attached: a load-time constant, so without markers the
-/// verifier removes the attribution code from the fault and syscall programs.
+/// Where the FS base is in the kernel's `struct task_struct` (`thread.fsbase`, from the
+/// kernel's BTF): a load-time constant, 0 without attribution (no ledger, the host-only mode),
+/// so that the verifier removes the attribution code from the programs.
 #[unsafe(no_mangle)]
-static ATTRIBUTE_SKILLS: Global<u32> = Global::new(0);
+static TASK_FSBASE: Global<u64> = Global::new(crate::UNSET as u64);
 
-/// Per host thread (key: tid): what it works on. Written in place at every mark, so a mark
-/// costs a lookup, not an insert and a delete; LRU, so exited threads age out.
+/// The host's mark slot's distance from a thread's FS base (the ledger's header says it).
+#[unsafe(no_mangle)]
+static MARK_SLOT: Global<u64> = Global::new(crate::UNSET as u64 + 1);
+
+/// Per host thread (key: tid): its mark slot as read at its latest mark. Written in place,
+/// so a mark costs a lookup, not an insert and a delete; LRU, so exited threads age out.
 #[map]
-static MARKS: LruHashMap<u32, Mark> = LruHashMap::with_max_entries(16384, 0);
+static MARKS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
 
 /// Per CPU, per (entry, skill, phase): the counters. Allocated as rows appear, since the
 /// number of skills is not known in advance. Userspace creates each entry's unattributed row
@@ -37,10 +44,15 @@ static MARKS: LruHashMap<u32, Mark> = LruHashMap::with_max_entries(16384, 0);
 static SKILLS: PerCpuHashMap<SkillKey, SkillCounters> =
     PerCpuHashMap::with_max_entries(65536, BPF_F_NO_PREALLOC);
 
-/// The counters of `skill`'s `phase` in `entry`; `None` without markers.
+/// A new row's counters. A static, not a value made on the stack: zeroing the row there is
+/// a call to memset, after which LLVM read a scratch register the BPF calling convention
+/// does not keep (Linux 6.1's verifier refused the program: "R5 !read_ok").
+static EMPTY_ROW: SkillCounters = unsafe { core::mem::zeroed() };
+
+/// The counters of `skill`'s `phase` in `entry`; `None` without attribution.
 #[inline(always)]
 pub fn row(entry: u32, skill: u32, phase: u32) -> Option<&'static mut SkillCounters> {
-    if ATTRIBUTE_SKILLS.load() == 0 {
+    if !attributing() {
         return None;
     }
     let key = SkillKey {
@@ -55,7 +67,7 @@ pub fn row(entry: u32, skill: u32, phase: u32) -> Option<&'static mut SkillCount
     }
     // NOEXIST: of two CPUs creating the same row, the second fails here and finds the first's
     // below, instead of replacing it (and the counts already in it).
-    let _ = SKILLS.insert(&key, &SkillCounters::default(), BPF_NOEXIST as u64);
+    let _ = SKILLS.insert(&key, &EMPTY_ROW, BPF_NOEXIST as u64);
     if let Some(p) = SKILLS.get_ptr_mut(&key) {
         // SAFETY: as above.
         return Some(unsafe { &mut *p });
@@ -73,49 +85,70 @@ pub fn row(entry: u32, skill: u32, phase: u32) -> Option<&'static mut SkillCount
     SKILLS.get_ptr_mut(&host).map(|p| unsafe { &mut *p })
 }
 
-/// The skill and phase thread `tid` works on now (the unattributed row if none).
 #[inline(always)]
-pub fn current(tid: u32) -> (u32, u32) {
-    if ATTRIBUTE_SKILLS.load() == 0 {
-        return (HOST_SKILL, PHASE_IDLE);
+fn attributing() -> bool {
+    TASK_FSBASE.load() != 0
+}
+
+/// Thread `tid` of the host marked (it entered getrusage): its mark slot, read from its TLS,
+/// is what its events count for until its next mark.
+#[inline(always)]
+pub fn marked(tid: u32) {
+    if !attributing() {
+        return;
     }
-    // SAFETY: a plain copy out of a live map value.
-    match unsafe { MARKS.get(&tid) } {
-        Some(mark) if mark.phase != PHASE_IDLE => (mark.skill, mark.phase),
-        _ => (HOST_SKILL, PHASE_IDLE),
+    // SAFETY: the task is a BTF pointer the verifier types: a load at a constant offset of
+    // one of its fields is checked at load time and compiled to a plain load (no helper).
+    // The slot, in the current thread's TLS in the host's address space, is read with the
+    // helper, which checks the address.
+    let slot = unsafe {
+        let task = bpf_get_current_task_btf() as *const u8;
+        let fs_base = *(task.add(TASK_FSBASE.load() as usize) as *const u64);
+        bpf_probe_read_user(fs_base.wrapping_add(MARK_SLOT.load()) as *const u64)
+    };
+    // An unreadable slot (a page of the TLS not present) counts for the host's own work.
+    let slot = slot.unwrap_or(0);
+    match MARKS.get_ptr_mut(&tid) {
+        // SAFETY: a live map value, written only by its own thread (the key is its tid).
+        Some(kept) => unsafe { *kept = slot },
+        None => {
+            let _ = MARKS.insert(&tid, &slot, 0);
+        }
     }
 }
 
-/// `skillhost_mark(request: u64, skill: u32, phase: u32)`: one map lookup per mark, the
-/// thread's own slot.
+/// The skill and phase thread `tid` of the host works on now (the unattributed row if none).
+#[inline(always)]
+pub fn current(tid: u32) -> (u32, u32) {
+    if !attributing() {
+        return (HOST_SKILL, PHASE_IDLE);
+    }
+    // SAFETY: a plain copy out of a live map value.
+    let Some(&slot) = (unsafe { MARKS.get(&tid) }) else {
+        return (HOST_SKILL, PHASE_IDLE);
+    };
+    match (slot >> 32) as u32 {
+        PHASE_IDLE => (HOST_SKILL, PHASE_IDLE),
+        phase if phase as usize >= PHASES => (HOST_SKILL, PHASE_IDLE),
+        phase => (slot as u32, phase),
+    }
+}
+
+/// `skillhost_mark(request: u64, skill: u32, phase: u32)`: one event per mark, attached only
+/// when events are streamed.
 #[uprobe]
 pub fn uprobe_mark(ctx: ProbeContext) -> u32 {
     let (tid, tgid) = ids();
     if !is_host(tgid) {
         return 0;
     }
-    let request: u64 = ctx.arg(0).unwrap_or(0);
-    let skill = ctx.arg::<u64>(1).unwrap_or(0) as u32;
-    let marked = ctx.arg::<u64>(2).unwrap_or(0) as u32;
-    let next = Mark {
-        request,
-        skill,
-        phase: marked & !(PHASE_FIRST | PHASE_HELPER),
-    };
-    match MARKS.get_ptr_mut(&tid) {
-        // SAFETY: a live map value, written only by its own thread (the key is its tid).
-        Some(slot) => unsafe { *slot = next },
-        None => {
-            let _ = MARKS.insert(&tid, &next, 0);
-        }
-    }
     emit(
         current_entry(),
         tid,
         MarkEvent {
-            request,
-            skill,
-            phase: marked,
+            request: ctx.arg(0).unwrap_or(0),
+            skill: ctx.arg::<u64>(1).unwrap_or(0) as u32,
+            phase: ctx.arg::<u64>(2).unwrap_or(0) as u32,
         },
     );
     0

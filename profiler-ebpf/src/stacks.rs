@@ -12,12 +12,12 @@ use aya_ebpf::{
 };
 use skillprof_common::StackKey;
 
-use crate::{add, counters};
+use crate::{add, counters, marks};
 
 /// 1 with `--stacks`: a load-time constant, so without it the verifier removes the stack
 /// walks from every program.
 #[unsafe(no_mangle)]
-static STACKS: Global<u32> = Global::new(0);
+static STACKS: Global<u32> = Global::new(crate::UNSET);
 
 /// Stack id → frames. Userspace sizes it (one entry without `--stacks`).
 #[map]
@@ -48,13 +48,14 @@ fn set_walking(on: u32) {
     }
 }
 
-/// Counts the current user stack for an event of `kind` (`STACK_*`) of a thread working for
-/// `skill`.
+/// Counts the current user stack for an event of `kind` (`STACK_*`), by the skill the thread
+/// works for.
 #[inline(always)]
-pub fn sample<C: StackIdContext>(ctx: &C, entry: u32, skill: u32, kind: u32) {
+pub fn sample<C: StackIdContext>(ctx: &C, tid: u32, entry: u32, kind: u32) {
     if STACKS.load() == 0 {
         return;
     }
+    let (skill, _) = marks::current(tid);
     let Some(counters) = counters(entry) else {
         return;
     };

@@ -1,23 +1,26 @@
 //! What a run costs the host it profiles: a short workload run again and again with the
-//! probes in their default mode (as `skillprof run` has them), the same without markers
-//! (`--no-markers`), in exact mode (`--trace-syscalls`), and off (`--no-probes`), a second
-//! probes-off run as the control, and the default mode with every mark recorded K times
+//! probes in the host-only mode (`--probes host-only`), the same without markers
+//! (`--no-markers`), in exact mode (`--probes exact`), and off (`--no-probes`), a second
+//! probes-off run as the control, and the host-only mode with every mark recorded K times
 //! (skillhost's `--mark-repeat K`), which amplifies the marks' cost above the machine's noise
 //! to measure a mark's cost in the busy host.
-//! Each round runs the four in a random order, so that drift on a noisy machine hits all
-//! alike. Two metrics per run, from the run's own typed records
-//! (entries.jsonl): the host's CPU time (utime + stime of every host thread, summed over the
-//! entries) and the workload's wall time (took_ms summed). Per round, default/off, exact/off and
-//! off-again/off are ratios; the figure is the median ratio with a bootstrap 95% interval, and the control's
-//! interval shows how small an effect the machine's noise lets the benchmark see. Beside the
-//! direct comparison, the default mode's cost by the machine's cost model (probe_cost's
-//! figure per mark times the runs' marks). Figures only, no pass/fail; the target is an
-//! upper host-CPU bound of at most +1%.
+//! Each round runs its conditions in a random order, so that drift on a noisy machine hits all
+//! alike. Metrics per run, from the run's own typed records (entries.jsonl): the host's CPU
+//! time (utime + stime of every host thread, summed over the entries), the workload's wall
+//! time (took_ms summed), and the median request latency of its busiest entry. Per round,
+//! host-only/off, exact/off and off-again/off are ratios; the figure is the median ratio with
+//! a bootstrap 95% interval, and the control's interval shows how small an effect the
+//! machine's noise lets the benchmark see. Beside the direct comparison, the host-only mode's
+//! cost by the machine's cost model (probe_cost's figure per mark times the runs' marks).
+//! Figures only, no pass/fail.
 //!
 //!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE --amplify K
-//!         --default-only [-- HOST_FLAGS]]
+//!         --default-only | --exact-only [-- HOST_FLAGS]]
 //!
 //! `--default-only` leaves out exact mode and --no-markers (rounds take half as long).
+//! `--exact-only` runs host-only, exact, off and off again, and compares exact mode with the
+//! host-only mode directly (host CPU, and the busiest entry's p50: a pooled burst's with
+//! `--cmds cmds/pooled.cmds -- --allocator pooling`).
 //!
 //! FILE is relative to the repository root (default cmds/overhead.cmds, about 10 s; 30
 //! rounds, about 20 minutes). Needs root (the probes) and a release build of skillprof and
@@ -42,6 +45,7 @@ struct Options {
     /// The amplified condition's `--mark-repeat`.
     amplify: u32,
     default_only: bool,
+    exact_only: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +70,8 @@ struct Measured {
     wall_ms: f64,
     /// Marks the host's ledger counted (0 with probes off).
     marks: u64,
+    /// The median latency of the requests of the entry with the most of them.
+    p50_ms: f64,
 }
 
 fn main() -> Result<()> {
@@ -79,22 +85,23 @@ fn main() -> Result<()> {
     let mut rng = fastrand::Rng::with_seed(0x0ae7_4ead);
     let mut rounds: Vec<[Measured; 6]> = Vec::new();
     for round in 1..=options.rounds {
-        let mut order = vec![
-            Condition::Default,
-            Condition::Off,
-            Condition::OffAgain,
-            Condition::Amplified,
-        ];
+        let mut order = vec![Condition::Default, Condition::Off, Condition::OffAgain];
+        if !options.exact_only {
+            order.push(Condition::Amplified);
+        }
         if !options.default_only {
-            order.extend([Condition::Exact, Condition::NoMarkers]);
+            order.push(Condition::Exact);
+        }
+        if !options.default_only && !options.exact_only {
+            order.push(Condition::NoMarkers);
         }
         rng.shuffle(&mut order);
         let mut measured = [Measured::default(); 6];
         for condition in order {
             let figures = run(&skillprof, &options, condition, out.path())?;
             eprintln!(
-                "round {round}/{}: {condition:?}: host CPU {:.0} ms, wall {:.0} ms",
-                options.rounds, figures.host_cpu_ms, figures.wall_ms
+                "round {round}/{}: {condition:?}: host CPU {:.0} ms, wall {:.0} ms, p50 {:.1} ms",
+                options.rounds, figures.host_cpu_ms, figures.wall_ms, figures.p50_ms
             );
             measured[condition as usize] = figures;
         }
@@ -114,6 +121,7 @@ fn parse_options() -> Result<Options> {
         host_flags: Vec::new(),
         amplify: 33,
         default_only: false,
+        exact_only: false,
     };
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
@@ -124,6 +132,7 @@ fn parse_options() -> Result<Options> {
             "--cmds" => options.cmds = repo.join(args.next().context("--cmds FILE")?),
             "--amplify" => options.amplify = args.next().context("--amplify K")?.parse()?,
             "--default-only" => options.default_only = true,
+            "--exact-only" => options.exact_only = true,
             "--" => options.host_flags = args.by_ref().collect(),
             _ => {}
         }
@@ -131,6 +140,10 @@ fn parse_options() -> Result<Options> {
     ensure!(
         options.rounds >= 2,
         "--rounds must be at least 2 for an interval"
+    );
+    ensure!(
+        !(options.default_only && options.exact_only),
+        "--default-only and --exact-only leave out each other's conditions: choose one"
     );
     ensure!(
         (2..=1000).contains(&options.amplify),
@@ -141,11 +154,11 @@ fn parse_options() -> Result<Options> {
 
 fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) -> Result<Measured> {
     let args: &[&str] = match condition {
-        Condition::Default => &[],
-        Condition::Exact => &["--trace-syscalls"],
+        Condition::Default => &["--probes", "host-only"],
+        Condition::Exact => &["--probes", "exact"],
         Condition::Off | Condition::OffAgain => &["--no-probes"],
-        Condition::NoMarkers => &["--no-markers"],
-        Condition::Amplified => &[],
+        Condition::NoMarkers => &["--probes", "host-only", "--no-markers"],
+        Condition::Amplified => &["--probes", "host-only"],
     };
     let repeat = options.amplify.to_string();
     let mut host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
@@ -160,12 +173,19 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         out,
         &format!("{condition:?}"),
     )?;
+    let busiest = records
+        .iter()
+        .filter_map(|record| {
+            Some((record.measure.outcome.latencies.len(), record.measure.latency()?))
+        })
+        .max_by_key(|(requests, _)| *requests)
+        .map_or(f64::NAN, |(_, latency)| latency.p50_ms);
     // Host start-up and the profiler's set-up are not what the probes slow down, and after
     // `stop` the host's CPU time is no longer readable: the workload's entries only.
     Ok(records
         .iter()
         .filter(|record| record.measure.cmd != "stop")
-        .fold(Measured::default(), |sum, record| Measured {
+        .fold(Measured { p50_ms: busiest, ..Measured::default() }, |sum, record| Measured {
             host_cpu_ms: sum.host_cpu_ms + record.measure.host_cpu_ms().unwrap_or(0.0),
             serving_cpu_ms: sum.serving_cpu_ms
                 + match record.measure.cmd.contains("execute") {
@@ -174,10 +194,52 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
                 },
             wall_ms: sum.wall_ms + record.measure.took_ms(),
             marks: sum.marks + record.probe(Probe::Markers, |c| c.marks.hits).unwrap_or(0),
+            p50_ms: sum.p50_ms,
         }))
 }
 
+/// `--exact-only`: exact mode against the host-only mode, round by round, beside the
+/// control.
+fn report_exact(options: &Options, rounds: &[[Measured; 6]]) {
+    let ratios = |over: Condition, base: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
+        rounds
+            .iter()
+            .map(|round| metric(&round[over as usize]) / metric(&round[base as usize]))
+            .collect()
+    };
+    println!(
+        "\nexact mode against the host-only mode on {}{}, {} rounds of host-only / exact / off \
+         / off again in random order",
+        options.cmds.display(),
+        match options.host_flags.is_empty() {
+            true => String::new(),
+            false => format!(" (host: {})", options.host_flags.join(" ")),
+        },
+        rounds.len()
+    );
+    let metrics: [(&str, fn(&Measured) -> f64); 4] = [
+        ("host CPU", |m| m.host_cpu_ms),
+        ("host CPU while serving", |m| m.serving_cpu_ms),
+        ("wall", |m| m.wall_ms),
+        ("busiest entry's p50", |m| m.p50_ms),
+    ];
+    for (name, metric) in metrics {
+        println!(
+            "{name}: host-only {:.1}, exact {:.1} (medians, ms); exact / host-only {}; \
+             exact / off {}; control, off again / off {}",
+            median_of(rounds, Condition::Default, metric),
+            median_of(rounds, Condition::Exact, metric),
+            change(&ratios(Condition::Exact, Condition::Default, metric), 3),
+            change(&ratios(Condition::Exact, Condition::Off, metric), 5),
+            change(&ratios(Condition::OffAgain, Condition::Off, metric), 7),
+        );
+    }
+}
+
 fn report(options: &Options, rounds: &[[Measured; 6]]) {
+    if options.exact_only {
+        return report_exact(options, rounds);
+    }
     let ratios = |condition: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
         rounds
             .iter()

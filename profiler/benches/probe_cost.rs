@@ -39,7 +39,7 @@ use anyhow::{Context, Result, bail, ensure};
 use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_TYPE_TRACEPOINT, perf_event_attr};
 use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel, EventCost, Ns, Per};
-use skillprof::probes::{self, Mechanism, Probe, ProbeOptions, ProbeSession};
+use skillprof::probes::{self, Mechanism, Probe, ProbeMode, ProbeOptions, ProbeSession};
 use skillprof::stats;
 use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, ledger};
 
@@ -184,7 +184,10 @@ fn main() -> Result<()> {
                     let options = ProbeOptions {
                         force_fallback: attach == Attach::Fallback,
                         self_cost: attach == Attach::SelfCost,
-                        trace_syscalls: attach != Attach::Default,
+                        mode: match attach {
+                            Attach::Default => ProbeMode::HostOnly,
+                            _ => ProbeMode::Exact,
+                        },
                         max_entries: 2,
                         ..ProbeOptions::default()
                     };

@@ -385,7 +385,7 @@ fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
     let output = run(
         &workload,
         &out,
-        &["--trace-syscalls", "--max-map-count", "1024"],
+        &["--max-map-count", "1024"],
     );
     assert_eq!(
         fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(),

@@ -20,7 +20,7 @@ use common::exercise::{
 use common::require_root;
 use serde_json::{Value, json};
 use skillprof::{
-    probes::{Mechanism, Probe, ProbeOptions, ProbeSession},
+    probes::{Mechanism, Probe, ProbeMode, ProbeOptions, ProbeSession},
     record::Row,
     record::probes::probe_columns,
 };
@@ -103,7 +103,9 @@ fn run_workload(
 
 fn options() -> ProbeOptions {
     ProbeOptions {
-        trace_syscalls: true,
+        mode: ProbeMode::Exact,
+        // Timed too: the latency probe attaches by each mechanism the syscalls probe does.
+        syscall_latency: true,
         max_entries: STEPS.len() as u32 + 2,
         ..ProbeOptions::default()
     }
@@ -293,8 +295,9 @@ fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
     }
 }
 
-/// Skill attribution: in every entry the skill rows sum to the entry's counts; the touch
-/// step's faults are all the marked skill's (in `call`), every other step's the host's.
+/// Skill attribution: in every entry the skill rows sum to the entry's counts of memory calls;
+/// the touch step's faults are the marked skill's (in `call`, by its thread's own count),
+/// and no other step marked a skill.
 fn check_skill_rows(session: &ProbeSession, rows: &[Row]) {
     use skillprof::probes::markers::Phase;
     for (i, ((step, _), row)) in STEPS.iter().zip(rows).enumerate() {
@@ -308,9 +311,6 @@ fn check_skill_rows(session: &ProbeSession, rows: &[Row]) {
             skills.iter().map(|r| read(&r.counts)).sum()
         };
         let summed = [
-            ("faults_user", sum(|c| c.faults.user)),
-            ("faults_user_write", sum(|c| c.faults.user_write)),
-            ("faults_kernel", sum(|c| c.faults.kernel)),
             ("mmap_calls", sum(|c| c.syscalls[0].calls)),
             ("mmap_bytes", sum(|c| c.syscalls[0].bytes)),
             ("munmap_calls", sum(|c| c.syscalls[1].calls)),
@@ -332,10 +332,10 @@ fn check_skill_rows(session: &ProbeSession, rows: &[Row]) {
             assert_eq!(called.name(), "exercise");
             assert_eq!(called.phase, Phase::Call);
             assert_eq!(called.counts.phase.runs, 1);
-            assert!(called.counts.faults.user >= TOUCHED, "{called:#?}");
+            assert!(called.counts.task.minflt >= TOUCHED, "{called:#?}");
             println!(
                 "skill rows: touch step: {} faults in exercise/call of {} in the entry",
-                called.counts.faults.user,
+                called.counts.task.minflt,
                 int(row, "faults_user")
             );
         } else {
@@ -363,7 +363,7 @@ fn exact_counts_are_attributed_to_their_entries() {
     let mut exercise = Exercise::start();
     // With the probes' own cost measured, which the end of this test checks.
     let measured = ProbeOptions {
-        trace_syscalls: true,
+        mode: ProbeMode::Exact,
         self_cost: true,
         ..options()
     };
@@ -514,7 +514,7 @@ fn events_stream_what_the_aggregates_count() {
     let session = ProbeSession::start(
         exercise.pid(),
         &ProbeOptions {
-            trace_syscalls: true,
+            mode: ProbeMode::Exact,
             events: Some(path.clone()),
             ..options()
         },

@@ -1,9 +1,11 @@
-//! Only the host pays: in the default mode no program that runs for every process's syscalls
-//! or page faults is in the kernel, read back from the kernel's own list of loaded BPF
-//! programs; in exact mode (`--trace-syscalls`) they are, which shows the check can fail. The
-//! default mode's fault count is the kernel's count of the process's faults, its per-skill
-//! rows come from the host's ledger with no program per mark (the marker's uprobe is exact
-//! mode's), and a detached session leaves the ledger's lease at 0 (the host stops recording).
+//! Only the host pays: in the host-only mode (the default of a session, of `run --attach` and
+//! of `watch`) no program that runs for every process's syscalls or page faults is in the
+//! kernel, read back from the kernel's own list of loaded BPF programs; in exact mode they
+//! are, which shows the check can fail. The host-only mode's fault count is the kernel's
+//! count of the process's faults, its per-skill rows come from the host's ledger with no
+//! program per mark (exact mode reads each thread's skill from its slot in the ledger; the
+//! marker's uprobe only streams marks with --events), and a detached session leaves the
+//! ledger's lease at 0 (the host stops recording).
 //!
 //! One test in its own binary: the other probe tests load the same programs in parallel, and
 //! the kernel's list is machine-wide. Root only (CI runs it as root); without root it fails
@@ -11,29 +13,13 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-
 use common::exercise::Exercise;
-use common::{loaded_ids, loaded_since, require_root};
-use skillprof::probes::{PROBES, ProbeOptions, ProbeSession};
+use common::{loaded_ids, loaded_since, require_root, taxing_programs};
+use skillprof::probes::{ProbeMode, ProbeOptions, ProbeSession};
 use skillprof::record::probes::Probe;
 use skillprof::sample::process;
 
 const ROOT: &str = "the probe mode test loads BPF programs";
-
-/// The kernel keeps a program's name to 15 bytes.
-const NAME_LEN: usize = 15;
-
-/// The programs of the probes that run for every process, as the kernel names them.
-fn taxing_programs() -> BTreeSet<String> {
-    PROBES
-        .iter()
-        .filter(|plan| plan.probe.taxes_every_process())
-        .flat_map(|plan| plan.plan.iter())
-        .flat_map(|how| how.hooks.iter())
-        .map(|hook| hook.program().chars().take(NAME_LEN).collect())
-        .collect()
-}
 
 #[test]
 fn the_default_mode_loads_no_program_that_taxes_other_processes() {
@@ -84,7 +70,7 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
             .unwrap();
         assert!(status.exact_only(), "{probe}: {status:?}");
         assert!(
-            status.detail.contains("--trace-syscalls"),
+            status.detail.contains("--probes exact"),
             "{probe} does not say how to get it: {}",
             status.detail
         );
@@ -145,16 +131,23 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
         pid,
         &ProbeOptions {
             max_entries: 2,
-            trace_syscalls: true,
+            mode: ProbeMode::Exact,
             ..ProbeOptions::default()
         },
     )
     .unwrap();
     let ours = loaded_since(&before);
     println!("exact mode loaded: {ours:?}");
+    // Each call's skill comes from the thread's mark slot in its TLS: no probe on the marks.
+    assert!(!ours.contains("uprobe_mark"), "{ours:?}");
+    let markers = exact
+        .statuses()
+        .iter()
+        .find(|status| status.probe == Probe::Markers)
+        .unwrap();
     assert!(
-        ours.contains("uprobe_mark"),
-        "exact mode did not follow the exercise's marker: {ours:?}"
+        markers.attached && markers.detail.contains("from the thread's mark slot"),
+        "{markers:?}"
     );
     assert!(
         ours.intersection(&taxing).next().is_some(),

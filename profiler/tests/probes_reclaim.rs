@@ -22,7 +22,7 @@ use common::exercise::{
 use common::require_root;
 use serde_json::json;
 use skillprof::{
-    probes::{ProbeOptions, ProbeSession},
+    probes::{ProbeMode, ProbeOptions, ProbeSession},
     system::cgroup::MemoryCgroup,
 };
 
@@ -75,7 +75,7 @@ fn memcg_reclaim_and_lru_shrinking_are_seen_and_attributed() {
     let session = ProbeSession::start(
         exercise.pid(),
         &ProbeOptions {
-            trace_syscalls: true,
+            mode: ProbeMode::Exact,
             max_entries: 3,
             ..ProbeOptions::default()
         },

@@ -19,7 +19,8 @@ use common::require_root;
 use serde_json::json;
 use skillprof::hostctl::process::monotonic_ns;
 use skillprof::probes::{
-    ProbeOptions, ProbeSession, StopBreakdown, StopTimeline, TeardownSource, stop_breakdown,
+    ProbeMode, ProbeOptions, ProbeSession, StopBreakdown, StopTimeline, TeardownSource,
+    stop_breakdown,
 };
 use skillprof::record::Row;
 
@@ -51,7 +52,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
     let mut session = ProbeSession::start(
         pid,
         &ProbeOptions {
-            trace_syscalls: true,
+            mode: ProbeMode::Exact,
             max_entries: 3,
             ..ProbeOptions::default()
         },

@@ -47,7 +47,7 @@ fn on_demand() -> &'static Path {
         run(
             "on-demand",
             &smoke_cmds(),
-            &["--trace-syscalls", "--cost-model", absent.to_str().unwrap()],
+            &["--cost-model", absent.to_str().unwrap()],
         )
     })
 }
@@ -59,7 +59,6 @@ fn pooling() -> &'static Path {
     RUN.get_or_init(|| {
         let model = cost_model();
         let args = [
-            "--trace-syscalls",
             "--cost-model",
             model.to_str().unwrap(),
             "--",
@@ -573,13 +572,14 @@ fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
     };
     let expected = format!(
         "- probe cost mode: modelled (BPF stats off): {} syscalls ({}) × 500 ns + {} faults ({}) \
-         × 100 ns + {} marks (uprobe) × 300 ns ≈ {} of CPU [95% CI {}, {}] (probe_cost's \
+         × 100 ns + {} marks ({}) × 300 ns ≈ {} of CPU [95% CI {}, {}] (probe_cost's \
          figures of the test, 15 rounds)",
         skillprof::units::count(syscalls as f64),
         mechanism("syscalls"),
         skillprof::units::count(faults as f64),
         mechanism("page_faults"),
         skillprof::units::count(marks as f64),
+        mechanism("markers"),
         ms(SYSCALL_NS.median, FAULT_NS.median, MARK_NS.median),
         ms(SYSCALL_NS.lo, FAULT_NS.lo, MARK_NS.lo),
         ms(SYSCALL_NS.hi, FAULT_NS.hi, MARK_NS.hi),

@@ -95,20 +95,42 @@ fn smoke_run_leaves_four_consistent_files() {
         );
     }
 
-    // Kernel evidence, attributed to the right entry: the skill touches every page of the
-    // 1,000 KB it allocates, so that entry saw at least 250 page faults, which the default
-    // mode takes from the kernel's own count; the per-fault programs stay out of it.
-    let [executions, instantiate, minflt, faults_user] =
-        ["executions", "host_instantiate_ms", "minflt", "faults_user"].map(|c| column(&header, c));
+    // Kernel evidence, attributed to the right entry, without a flag: a started host is
+    // profiled in exact mode. The skill touches every page of the 1,000 KB it allocates, so
+    // that entry saw at least 250 page faults, each counted by the fault programs as the
+    // kernel counted it (minflt), and the instance's memory was mapped and unmapped.
+    let [executions, instantiate, minflt, majflt] =
+        ["executions", "host_instantiate_ms", "minflt", "majflt"].map(|c| column(&header, c));
+    let [faults_user, faults_kernel, mmap_calls, munmap_calls, mmap_lat] = [
+        "faults_user",
+        "faults_kernel",
+        "mmap_calls",
+        "munmap_calls",
+        "mmap_lat_us",
+    ]
+    .map(|c| column(&header, c));
     let execute_skill = rows
         .iter()
         .find(|r| r[1].starts_with("execute_skill"))
         .unwrap();
     assert_eq!(int(execute_skill, executions), 1);
     assert!(int(execute_skill, minflt) >= 250, "{execute_skill:?}");
+    // Summed over the run: an entry's programs and its /proc readings switch at the boundary
+    // a moment apart, so a fault there can land on either side.
+    let (mut counted, mut kernel) = (0, 0);
+    for row in rows.iter().filter(|row| !row[minflt].is_empty()) {
+        counted += int(row, faults_user) + int(row, faults_kernel);
+        kernel += int(row, minflt) + int(row, majflt);
+    }
+    assert!(
+        counted.abs_diff(kernel) <= kernel.unsigned_abs() / 200 + 5,
+        "the fault programs counted {counted}, the kernel {kernel}"
+    );
+    assert!(int(execute_skill, mmap_calls) > 0, "{execute_skill:?}");
+    assert!(int(execute_skill, munmap_calls) > 0, "{execute_skill:?}");
     assert_eq!(
-        execute_skill[faults_user], "",
-        "the default mode ran a per-fault program: {execute_skill:?}"
+        execute_skill[mmap_lat], "",
+        "calls timed without --syscall-latency: {execute_skill:?}"
     );
     // The host's descriptors against its limit, which it inherits from skillprof.
     let [fds_peak, fds_limit] = ["fds_peak", "fds_limit"].map(|c| column(&header, c));
@@ -222,18 +244,25 @@ fn smoke_run_leaves_four_consistent_files() {
         "the host's own config"
     );
     assert_eq!(meta["probes"]["enabled"], true);
+    assert_eq!(meta["probes"]["mode"], "exact");
     let statuses = meta["probes"]["statuses"].as_array().unwrap();
     for taxing in ["syscalls", "page_faults"] {
         assert!(
-            statuses.iter().any(|s| s["probe"] == taxing
-                && s["attached"] == false
-                && s["attempts"][0]["outcome"] == "exact_only"),
-            "{taxing} is not left out of the default mode: {statuses:?}"
+            statuses
+                .iter()
+                .any(|s| s["probe"] == taxing && s["attached"] == true),
+            "{taxing} is not attached in a lab run: {statuses:?}"
         );
     }
+    assert!(
+        statuses.iter().any(|s| s["probe"] == "syscall_latency"
+            && s["attached"] == false
+            && s["attempts"][0]["outcome"] == "not_asked"),
+        "{statuses:?}"
+    );
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
     assert!(
-        explain.contains("probe mode: default, only the host pays"),
+        explain.contains("probe mode: exact (the default for a host skillprof starts)"),
         "{explain}"
     );
     assert!(
@@ -560,8 +589,8 @@ fn runs_through_its_profile(profile: &str, emulation: &[&str], workloads: &[&str
     let api = emulation[1];
     let dir = tempfile::tempdir().unwrap();
     let host = [
-        // The probes' per-fault and per-call counts of the host, below: exact mode.
-        "--trace-syscalls",
+        // The probes' per-fault and per-call counts of the host, below: exact mode, a
+        // started host's default.
         "--host-profile",
         profile,
         "--",
@@ -879,7 +908,8 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
         &cmds_file,
         &out,
         &[
-            "--trace-syscalls",
+            "--probes",
+            "exact",
             "--attach",
             &pid_text,
             "--host-url",
@@ -943,6 +973,29 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
     assert!(host.skills.join("their_own.wasm").exists());
     assert_eq!(host.get("/skills/their_own")["state"], "registered");
     assert!(!host.skills.join("sample_rs1.wasm").exists());
+
+    // Attached without --probes, only the host pays: no syscall or fault program.
+    let listing = dir.path().join("listing.cmds");
+    fs::write(&listing, "skills
+").unwrap();
+    let (_, folder) = run_ok(
+        &listing,
+        &dir.path().join("host-only"),
+        &["--attach", &pid_text, "--host-url", &url],
+    );
+    let attached = common::cli::meta(&folder);
+    assert_eq!(attached["probes"]["mode"], "host-only", "{attached}");
+    let statuses = attached["probes"]["statuses"].as_array().unwrap();
+    for taxing in ["syscalls", "syscall_latency", "page_faults"] {
+        assert!(
+            statuses.iter().any(|s| s["probe"] == taxing
+                && s["attached"] == false
+                && s["attempts"][0]["outcome"] == "exact_only"),
+            "{taxing} is not left out of an attached run: {statuses:?}"
+        );
+    }
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(explain.contains("probe mode: host-only"), "{explain}");
 }
 
 /// A request that touches 200 MiB and frees it before it answers: its entry's rss_peak_kb is

@@ -15,7 +15,7 @@ use skillprof::hostctl::client::Http;
 mod common;
 use common::cli::eventually;
 use common::outside_host::OutsideHost;
-use common::{loaded_ids, loaded_since, require_root};
+use common::{loaded_ids, loaded_since, require_root, taxing_programs};
 
 /// The two tests one at a time: each checks that the programs its watch loaded are gone
 /// after it, which another watch's programs would confuse.
@@ -231,6 +231,13 @@ fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compil
         .unwrap();
     let before = loaded_ids();
     let (watch, watch_port, stderr) = start_watch(&host, dir.path());
+    // Host-only by default: no program on any syscall or fault path of the machine.
+    let loaded = loaded_since(&before);
+    let taxing: Vec<String> = loaded.intersection(&taxing_programs()).cloned().collect();
+    assert!(
+        taxing.is_empty() && !loaded.is_empty(),
+        "the watch loaded {loaded:?}, of which every process pays for {taxing:?}"
+    );
     let (_prometheus, prometheus_port) = start_prometheus(dir.path(), watch_port);
 
     // Load: rounds of concurrent requests, 3 to watched_a and 2 to watched_b each; then

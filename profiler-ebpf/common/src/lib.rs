@@ -29,6 +29,9 @@ pub const NR_BRK: u32 = 12;
 pub const NR_MREMAP: u32 = 25;
 pub const NR_MADVISE: u32 = 28;
 pub const NR_EXIT_GROUP: u32 = 231;
+/// The host's ledger reads its thread's counters with getrusage(2) at each mark, just after
+/// storing the mark in the thread's mark slot: the exact mode reads the slot there.
+pub const NR_GETRUSAGE: u32 = 98;
 /// mmap's and mprotect's `prot` bit that makes pages executable (`libc::PROT_EXEC`).
 pub const PROT_EXEC: u64 = 4;
 
@@ -449,19 +452,15 @@ impl Combine for Counters {
 // Per-thread syscall state
 // ---------------------------------------------------------------------------------------------
 
-/// Saved at syscall entry, per thread of the host (key: tid), consumed at exit.
+/// With `--syscall-latency`: saved at syscall entry, per thread of the host (key: tid),
+/// consumed at exit.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SysEnter {
     pub ts_ns: u64,
-    pub args: [u64; 3],
     /// The syscall number.
     pub nr: u32,
-    /// The entry current at syscall entry: the call is attributed to it.
-    pub entry: u32,
-    /// The skill and phase current at syscall entry (see [`Mark`]).
-    pub skill: u32,
-    pub phase: u32,
+    pub _pad: u32,
 }
 
 #[cfg(any(feature = "user", feature = "marker"))]
@@ -474,9 +473,9 @@ pub mod ledger;
 /// The marker function a host calls, `extern "C"`, at each mark (see [`ledger::mark`]):
 /// `skillhost_mark(request: u64, skill: u32, phase: u32)`. `phase` is a `PHASE_*` number,
 /// with [`PHASE_FIRST`] on the first stretch of a phase instance (one compile, one
-/// instantiation, one call), and [`PHASE_IDLE`] when the thread stops working for it. Only
-/// the exact mode follows it (a uprobe, for each fault's and call's skill); the default mode
-/// reads the host's ledger.
+/// instantiation, one call), and [`PHASE_IDLE`] when the thread stops working for it. A
+/// uprobe follows it only to stream each mark (`--events`): the default mode reads the host's
+/// ledger at the boundaries, and the exact mode's programs read the thread's mark slot.
 pub const MARKER_SYMBOL: &str = "skillhost_mark";
 
 pub const PHASE_IDLE: u32 = 0;
@@ -517,17 +516,6 @@ pub extern "C" fn skillhost_mark(_request: u64, _skill: u32, _phase: u32) {
 #[inline(never)]
 pub extern "C" fn skillhost_mark(request: u64, skill: u32, phase: u32) {
     core::hint::black_box((request, skill, phase));
-}
-
-/// Per host thread (key: tid): what the thread works on now, for the exact mode's per-fault
-/// and per-call attribution.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Mark {
-    pub request: u64,
-    pub skill: u32,
-    /// A `PHASE_*` number without [`PHASE_FIRST`] or [`PHASE_HELPER`].
-    pub phase: u32,
 }
 
 /// Key of the per-skill counters: an entry, a skill, a phase.
@@ -614,17 +602,18 @@ impl Combine for FailureCounts {
 }
 
 /// What one skill's phase did in one entry. In the `SKILLS` map (exact mode, per CPU) the
-/// programs count `faults` and `syscalls`: every event the entry's [`Counters`] count there
-/// is counted in exactly one row (the [`HOST_SKILL`] row takes the unmarked ones), so they
-/// sum to the entry. `phase`, `task` and `failed` come from the host's ledger, in every mode.
+/// programs count `syscalls`: every call the entry's [`Counters`] count is counted in
+/// exactly one row (the [`HOST_SKILL`] row takes the unmarked ones), so they sum to the
+/// entry. `phase`, `task` (the faults and CPU by skill) and `failed` come from the host's
+/// ledger, in every mode.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
-// Records from before `task` read it as 0.
+// Records from before `task` read it as 0; their per-skill `faults` (exact mode until the
+// programs stopped counting faults by skill) are left unread.
 #[cfg_attr(feature = "user", serde(default))]
 pub struct SkillCounters {
     pub phase: PhaseCounts,
-    pub faults: FaultCounts,
     pub syscalls: [CallCounts; SYSCALLS],
     /// From the threads' own counters, in every mode.
     pub task: TaskCounts,
@@ -636,7 +625,6 @@ impl Combine for SkillCounters {
     fn combine(&mut self, other: &Self) {
         self.task.combine(&other.task);
         self.phase.combine(&other.phase);
-        self.faults.combine(&other.faults);
         self.syscalls.combine(&other.syscalls);
         self.failed.combine(&other.failed);
     }

@@ -17,15 +17,20 @@ const NAMED: usize = 3;
 
 pub fn sentence(record: &EntryRecord) -> Option<String> {
     let rows = record.probes.as_ref()?.skills.as_ref()?;
-    let total: u64 = rows.iter().map(SkillRow::faults).sum();
+    let by_skills: u64 = rows.iter().map(SkillRow::faults).sum();
+    // The rows hold what each skill's threads took between their marks; the rest of the
+    // kernel's count for the whole host is its own threads'.
+    let total = record
+        .measure
+        .faults()
+        .map_or(by_skills, |(minor, major)| (minor + major).max(by_skills));
     if total == 0 {
         return None;
     }
     let share = |faults: u64| 100.0 * faults as f64 / total as f64;
     let mut skills = faults_by_skill(rows);
-    let host: u64 = skills
-        .remove(&None)
-        .map_or(0, |phases| phases.values().sum());
+    skills.remove(&None);
+    let host = total - by_skills;
     let mut ranked: Vec<(&str, u64, BTreeMap<Phase, u64>)> = skills
         .into_iter()
         .filter_map(|(name, phases)| Some((name?, phases.values().sum(), phases)))
@@ -223,9 +228,9 @@ mod tests {
     use super::*;
     use crate::record::fixture::{probed, record};
 
-    fn row(skill: Option<&str>, phase: Phase, user: u64) -> SkillRow {
+    fn row(skill: Option<&str>, phase: Phase, faults: u64) -> SkillRow {
         let mut counts = SkillCounters::default();
-        counts.faults.user = user;
+        counts.task.minflt = faults;
         SkillRow {
             skill: skill.map(str::to_owned),
             phase,
@@ -236,12 +241,16 @@ mod tests {
     #[test]
     fn names_the_skills_that_dominate_and_their_phases() {
         let mut entry = probed(record("p_add_py 5", 1000.0), |_| {});
+        // The kernel counted 1,000 faults of the host; its own threads took what the skills'
+        // threads did not.
+        entry.measure.after.as_mut().unwrap().minflt = 997;
+        entry.measure.after.as_mut().unwrap().majflt = 3;
         let mut rows = vec![
             row(Some("sample_py3"), Phase::Compile, 409),
             row(Some("sample_py1"), Phase::Call, 122),
             row(Some("sample_py1"), Phase::Instantiate, 78),
             row(Some("sample_py3"), Phase::Instantiate, 1),
-            row(None, Phase::Host, 70),
+            row(None, Phase::Host, 0),
         ];
         for (i, faults) in [(2, 150), (4, 100), (5, 70)] {
             rows.push(row(

@@ -514,7 +514,7 @@ fn start_probes(bands: usize, info: &mut ProbesInfo) -> Option<ProbeSession> {
     // exact mode, as an experiment on this machine rather than a production host.
     let options = ProbeOptions {
         max_entries: 2 * bands as u32,
-        trace_syscalls: true,
+        mode: crate::probes::ProbeMode::Exact,
         ..ProbeOptions::default()
     };
     match ProbeSession::start(std::process::id(), &options) {

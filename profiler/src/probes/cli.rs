@@ -15,7 +15,7 @@ use super::{
     metrics::ProbeMetrics,
     plan::{Mechanism, Outcome, PROBES, ProbeStatus},
     privileges,
-    session::{MechanismArgs, ProbeCosts, ProbeSession},
+    session::{MechanismArgs, ProbeCosts, ProbeMode, ProbeSession},
     tables,
     tracefs::Tracefs,
 };
@@ -99,7 +99,8 @@ pub fn run(args: ProbesArgs) -> Result<()> {
     };
     // A check of what this kernel attaches: every probe, the exact mode's too.
     let mut options = args.selection.options(args.events.clone(), 1)?;
-    options.trace_syscalls = true;
+    options.mode = ProbeMode::Exact;
+    options.syscall_latency = true;
     let (force_fallback, mechanisms) = (options.force_fallback, options.mechanisms.clone());
     let session = ProbeSession::start(pid, &options)?;
     let mut self_mmaps = 0;

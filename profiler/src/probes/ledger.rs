@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use memmap2::MmapRaw;
 use skillprof_common::ledger::{
-    LEASE_NS, LEASE_RENEW_NS, LEDGER_BYTES, LEDGER_MAGIC, LEDGER_NAME, LedgerView,
+    LEASE_NS, LEASE_RENEW_NS, LEDGER_BYTES, LEDGER_MAGIC, LEDGER_NAME, LedgerView, NO_MARK_SLOT,
 };
 use skillprof_common::{
     FAILURE_PHASES, FailureCounts, PHASES, PhaseCounts, SKILL_NAME_LEN, TaskCounts,
@@ -143,6 +143,18 @@ impl HostLedger {
         }
         ledger.lease = Some(Lease::start(Arc::clone(&ledger.map)));
         Ok(ledger)
+    }
+
+    /// Where each thread's mark slot is: its distance from the thread's FS base, as the host
+    /// found it when it made the ledger; `Err` says why the host could not.
+    pub fn mark_slot(&self) -> Result<u64, String> {
+        match self.view().header.mark_slot.load(Ordering::Relaxed) {
+            NO_MARK_SLOT => Err("the host could not say where its threads' mark slots are \
+                                 (not x86_64, or arch_prctl refused): memory calls are not \
+                                 attributed to skills (the ledger's rows still are)"
+                .to_owned()),
+            offset => Ok(offset),
+        }
     }
 
     fn view(&self) -> LedgerView<'_> {

@@ -1,6 +1,7 @@
 //! Skill attribution from the host's marks: its ledger (every mode) gives each skill's phases
-//! their instances, time and the threads' own faults and CPU; in exact mode a uprobe on
-//! `skillhost_mark` also attributes each fault and call the programs count. Each entry's rows
+//! their instances, time and the threads' own faults and CPU; in exact mode the programs
+//! also attribute each memory call they count, reading the thread's skill from its mark slot
+//! (a thread-local the host writes at each mark). Each entry's rows
 //! (skill × phase) come back as typed [`SkillRow`]s. A host that keeps no ledger (another
 //! binary, a skillhost told not to mark) keeps entry attribution only, and the probe table
 //! says so.
@@ -59,21 +60,32 @@ pub fn attach(ebpf: &mut Ebpf, tgid: u32, marker: &Marker) -> Result<String> {
     ))
 }
 
-/// The status line of the markers: the host's ledger (or why there is none) and, in exact
-/// mode, where the marker's uprobe attached (or why not).
+/// The status line of the markers: the host's ledger (or why there is none), in exact mode
+/// whether the programs read each thread's skill from it (or why not), and with `--events`
+/// where the marker's uprobe attached.
 pub fn status<T>(
     ledger: Result<T, String>,
+    attribution: Option<Result<(), &String>>,
     uprobe: &Result<String, String>,
-    exact: bool,
 ) -> ProbeStatus {
     const LEDGER: &str = "the host's ledger (instances, time, faults and CPU per skill and \
                           phase, read at each boundary)";
-    let detail = ledger.map(|_| match (uprobe, exact) {
-        (Ok(place), _) => format!("{LEDGER}; {place}: each fault and call by skill"),
-        (Err(why), true) => {
-            format!("{LEDGER}; no uprobe ({why}): faults and calls by skill not attributed")
+    let detail = ledger.map(|_| {
+        let mut detail = LEDGER.to_owned();
+        match attribution {
+            Some(Ok(())) => detail.push_str(
+                "; each memory call by skill, from the thread's mark slot in its TLS",
+            ),
+            Some(Err(why)) => {
+                detail.push_str("; memory calls not by skill: ");
+                detail.push_str(why);
+            }
+            None => detail.push_str("; no program, no probe per mark"),
         }
-        (Err(_), false) => format!("{LEDGER}; no program, no probe per mark"),
+        if let Ok(place) = uprobe {
+            detail.push_str(&format!("; {place}: each mark streamed"));
+        }
+        detail
     });
     match uprobe {
         Ok(_) => ProbeStatus::single(Probe::Markers, Mechanism::Uprobe, &detail, &[PROGRAM]),
@@ -127,21 +139,18 @@ pub fn faults_by_skill(rows: &[SkillRow]) -> BTreeMap<Option<&str>, BTreeMap<Pha
     faults
 }
 
-/// Whether `rows` hold exactly what `counters` count: every fault and syscall a program adds
-/// to an entry's counters it adds to one skill row too, so once both are read at rest the
-/// rows sum to the counters.
+/// Whether `rows` hold exactly what `counters` count: every syscall a program adds to an
+/// entry's counters it adds to one skill row too, so once both are read at rest the rows sum
+/// to the counters. (Faults are the ledger's by skill: the programs count them by entry.)
 pub fn rows_sum_to(rows: &[SkillRow], counters: &Counters) -> bool {
     let mut sum = SkillCounters::default();
     for row in rows {
         sum.combine(&row.counts);
     }
-    let faults = |f: &skillprof_common::FaultCounts| (f.user, f.user_write, f.kernel, f.gup);
-    faults(&sum.faults) == faults(&counters.faults)
-        && sum
-            .syscalls
-            .iter()
-            .zip(&counters.syscalls)
-            .all(|(row, entry)| (row.calls, row.bytes) == (entry.calls, entry.bytes))
+    sum.syscalls
+        .iter()
+        .zip(&counters.syscalls)
+        .all(|(row, entry)| (row.calls, row.bytes) == (entry.calls, entry.bytes))
 }
 
 impl SkillRow {
@@ -150,15 +159,10 @@ impl SkillRow {
         self.skill.as_deref().unwrap_or(HOST_ROW)
     }
 
-    /// Page faults of every kind (user, kernel-mode on user addresses, get_user_pages), as
-    /// the fault programs counted them in exact mode; otherwise as the threads' own counters
-    /// did between their marks.
+    /// Page faults, as the threads' own counters counted them between their marks (the
+    /// host's ledger, in every mode).
     pub fn faults(&self) -> u64 {
-        let f = &self.counts.faults;
-        match f.user + f.kernel + f.gup {
-            0 => self.counts.task.minflt + self.counts.task.majflt,
-            counted => counted,
-        }
+        self.counts.task.minflt + self.counts.task.majflt
     }
 }
 
@@ -184,7 +188,7 @@ pub struct LedgerMarks {
 }
 
 impl Attribution {
-    /// From `ledger`, with the exact mode's rows if the marker's uprobe attached.
+    /// From `ledger`, with the exact mode's rows if the programs attribute to skills.
     pub fn new(ledger: HostLedger, ebpf: Option<&mut Ebpf>) -> Result<Attribution> {
         Ok(Attribution {
             ledger,

@@ -29,6 +29,7 @@ mod session;
 pub mod stacks;
 pub mod stop;
 pub mod tables;
+mod task_layout;
 mod tracefs;
 
 pub use crate::record::probes::Probe;
@@ -37,6 +38,8 @@ pub use cli::{ProbesArgs, is_required, run};
 pub use metrics::ProbeMetrics;
 pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
 pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};
-pub use session::{CostMode, MechanismArgs, ProbeCosts, ProbeOptions, ProbeSession, ProgramCost};
+pub use session::{
+    CostMode, MechanismArgs, ProbeCosts, ProbeMode, ProbeOptions, ProbeSession, ProgramCost,
+};
 pub use stop::{StopBreakdown, StopPart, StopTimeline, TeardownSource, stop_breakdown};
 pub use tracefs::{Tracefs, ensure_mounted as ensure_tracefs};

@@ -22,7 +22,9 @@ fn object() -> Result<&'static [u8]> {
 /// Globals in the object.
 const TARGET_TGID: &str = "TARGET_TGID";
 const STREAM_EVENTS: &str = "STREAM_EVENTS";
-const ATTRIBUTE_SKILLS: &str = "ATTRIBUTE_SKILLS";
+const TASK_FSBASE: &str = "TASK_FSBASE";
+const MARK_SLOT: &str = "MARK_SLOT";
+const SYSCALL_LATENCY: &str = "SYSCALL_LATENCY";
 const STACKS: &str = "STACKS";
 /// Maps in the object.
 pub const ENTRY: &str = "ENTRY";
@@ -45,32 +47,57 @@ const STACK_TRACES_STACKS: u32 = 16384;
 const RING_BYTES_STREAMING: u32 = 16 << 20;
 const RING_BYTES_IDLE: u32 = 4096;
 
-/// Loads the object into the kernel (maps created, no program loaded yet) with its filter set
-/// to `tgid`, room for `max_entries` entries, and the ring buffer, per-event skill
-/// attribution (exact mode, when the host has markers) and stack walks on or off.
+/// Where the programs find the skill of the current thread of the host.
+#[derive(Clone, Copy, Debug)]
+pub struct MarkSlots {
+    /// The offset of `thread.fsbase` in the kernel's `struct task_struct`.
+    pub task_fsbase: u64,
+    /// The host's mark slot's distance from a thread's FS base.
+    pub mark_slot: u64,
+}
+
+/// What the programs are loaded for: load-time constants and map sizes.
+pub struct Settings {
+    /// The process whose events are counted.
+    pub tgid: u32,
+    /// Entries the run can have.
+    pub max_entries: u32,
+    /// Stream every event to the ring buffer (`--events`).
+    pub stream_events: bool,
+    /// Per-event skill attribution (exact mode, a host with a ledger): where each thread's
+    /// mark slot is.
+    pub attribution: Option<MarkSlots>,
+    /// Time each memory call (`--syscall-latency`).
+    pub syscall_latency: bool,
+    /// Walk the user stack at each fault and memory call (`--stacks`).
+    pub stacks: bool,
+}
+
+/// Loads the object into the kernel (maps created, no program loaded yet) as `settings` say.
+/// Whatever a setting turns off, the verifier removes from every program.
 ///
 /// BPF memory is charged to the memory cgroup (kernel >= 5.11); RLIMIT_MEMLOCK is not raised
 /// (it cannot be on the machines skillprof runs on).
-pub fn load(
-    tgid: u32,
-    max_entries: u32,
-    stream_events: bool,
-    skills: bool,
-    stacks: bool,
-) -> Result<Ebpf> {
+pub fn load(settings: &Settings) -> Result<Ebpf> {
     let object = object()?;
-    let stream = u32::from(stream_events);
-    let (skills, walk) = (u32::from(skills), u32::from(stacks));
+    let stream = u32::from(settings.stream_events);
+    let (task_fsbase, mark_slot) = settings
+        .attribution
+        .map_or((0, 0), |slots| (slots.task_fsbase, slots.mark_slot));
+    let latency = u32::from(settings.syscall_latency);
+    let walk = u32::from(settings.stacks);
     EbpfLoader::new()
-        .override_global(TARGET_TGID, &tgid, true)
+        .override_global(TARGET_TGID, &settings.tgid, true)
         .override_global(STREAM_EVENTS, &stream, true)
-        .override_global(ATTRIBUTE_SKILLS, &skills, true)
+        .override_global(TASK_FSBASE, &task_fsbase, true)
+        .override_global(MARK_SLOT, &mark_slot, true)
+        .override_global(SYSCALL_LATENCY, &latency, true)
         .override_global(STACKS, &walk, true)
-        .map_max_entries(STACK_TRACES, if stacks { STACK_TRACES_STACKS } else { 1 })
-        .map_max_entries(COUNTERS, max_entries.max(1))
+        .map_max_entries(STACK_TRACES, if settings.stacks { STACK_TRACES_STACKS } else { 1 })
+        .map_max_entries(COUNTERS, settings.max_entries.max(1))
         .map_max_entries(
             EVENTS,
-            if stream_events {
+            if settings.stream_events {
                 RING_BYTES_STREAMING
             } else {
                 RING_BYTES_IDLE

@@ -142,17 +142,32 @@ pub struct ProbePlan {
     pub plan: &'static [Attach],
 }
 
+impl ProbePlan {
+    fn mechanisms(&self) -> Vec<Mechanism> {
+        self.plan.iter().map(|how| how.mechanism).collect()
+    }
+}
+
 impl ProbeStatus {
-    /// A probe left out of the default mode: every mechanism of its plan skipped, and why.
+    /// A probe left out of the host-only mode: every mechanism of its plan skipped, and why.
     pub fn exact_mode_only(probe: &ProbePlan) -> Self {
-        let why = "exact mode only (--trace-syscalls): its programs run for every process on \
+        let why = "exact mode only (--probes exact): its programs run for every process on \
                    the machine, not only the host";
-        let mechanisms: Vec<Mechanism> = probe.plan.iter().map(|how| how.mechanism).collect();
-        Self::left_to_exact_mode(probe.probe, &mechanisms, why)
+        Self::left_out(probe.probe, &probe.mechanisms(), Outcome::ExactOnly, why)
     }
 
-    /// A probe the default mode leaves out, and `why`, for each of its `mechanisms`.
+    /// A probe that measures what the run did not ask for, and the flag that asks.
+    pub fn left_unasked(probe: &ProbePlan, flag: &str) -> Self {
+        let why = format!("not asked for ({flag})");
+        Self::left_out(probe.probe, &probe.mechanisms(), Outcome::NotAsked, &why)
+    }
+
+    /// A probe the host-only mode leaves out, and `why`, for each of its `mechanisms`.
     pub fn left_to_exact_mode(probe: Probe, mechanisms: &[Mechanism], why: &str) -> Self {
+        Self::left_out(probe, mechanisms, Outcome::ExactOnly, why)
+    }
+
+    fn left_out(probe: Probe, mechanisms: &[Mechanism], outcome: Outcome, why: &str) -> Self {
         ProbeStatus {
             probe,
             mechanism: mechanisms[0],
@@ -162,7 +177,7 @@ impl ProbeStatus {
                 .iter()
                 .map(|&mechanism| Attempt {
                     mechanism,
-                    outcome: Outcome::ExactOnly,
+                    outcome: outcome.clone(),
                     detail: why.to_owned(),
                 })
                 .collect(),
@@ -269,62 +284,51 @@ macro_rules! kprobe {
 }
 
 pub const PROBES: &[ProbePlan] = &[
+    // A call is counted at its exit (its arguments are in the saved user registers), so the
+    // entry hooks are exit_group's, for the stop's timeline, and getrusage's, where the host's
+    // ledger marks (the skill the thread's calls count for from then on); the latency probe
+    // adds the others, with the same mechanism, when the run asks for it.
     ProbePlan {
         probe: Probe::Syscalls,
-        what: "mmap, munmap, mremap, mprotect, madvise, brk (calls, bytes, errors, latency) and exit_group",
+        what: "mmap, munmap, mremap, mprotect, madvise, brk (calls, bytes, errors), counted at their exit, by skill from the host's marks (getrusage), and exit_group",
         plan: &[
             Attach {
                 mechanism: Mechanism::Fentry,
                 hooks: &[
-                    fentry!("fentry_sys_mmap", "__x64_sys_mmap"),
                     fexit!("fexit_sys_mmap", "__x64_sys_mmap"),
-                    fentry!("fentry_sys_munmap", "__x64_sys_munmap"),
                     fexit!("fexit_sys_munmap", "__x64_sys_munmap"),
-                    fentry!("fentry_sys_mremap", "__x64_sys_mremap"),
                     fexit!("fexit_sys_mremap", "__x64_sys_mremap"),
-                    fentry!("fentry_sys_mprotect", "__x64_sys_mprotect"),
                     fexit!("fexit_sys_mprotect", "__x64_sys_mprotect"),
-                    fentry!("fentry_sys_madvise", "__x64_sys_madvise"),
                     fexit!("fexit_sys_madvise", "__x64_sys_madvise"),
-                    fentry!("fentry_sys_brk", "__x64_sys_brk"),
                     fexit!("fexit_sys_brk", "__x64_sys_brk"),
                     fentry!("fentry_sys_exit_group", "__x64_sys_exit_group"),
+                    fentry!("fentry_sys_getrusage", "__x64_sys_getrusage"),
                 ],
             },
             Attach {
                 mechanism: Mechanism::Kprobe,
                 hooks: &[
-                    kprobe!("kprobe_sys_enter", "__x64_sys_mmap"),
-                    kprobe!("kprobe_sys_enter", "__x64_sys_munmap"),
-                    kprobe!("kprobe_sys_enter", "__x64_sys_mremap"),
-                    kprobe!("kprobe_sys_enter", "__x64_sys_mprotect"),
-                    kprobe!("kprobe_sys_enter", "__x64_sys_madvise"),
-                    kprobe!("kprobe_sys_enter", "__x64_sys_brk"),
-                    kprobe!("kprobe_sys_enter", "__x64_sys_exit_group"),
                     kprobe!("kretprobe_sys_exit", "__x64_sys_mmap"),
                     kprobe!("kretprobe_sys_exit", "__x64_sys_munmap"),
                     kprobe!("kretprobe_sys_exit", "__x64_sys_mremap"),
                     kprobe!("kretprobe_sys_exit", "__x64_sys_mprotect"),
                     kprobe!("kretprobe_sys_exit", "__x64_sys_madvise"),
                     kprobe!("kretprobe_sys_exit", "__x64_sys_brk"),
+                    kprobe!("kprobe_sys_enter", "__x64_sys_exit_group"),
+                    kprobe!("kprobe_sys_enter", "__x64_sys_getrusage"),
                 ],
             },
             Attach {
                 mechanism: Mechanism::Tracepoint,
                 hooks: &[
-                    tp!("tp_sys_enter", "syscalls", "sys_enter_mmap"),
-                    tp!("tp_sys_enter", "syscalls", "sys_enter_munmap"),
-                    tp!("tp_sys_enter", "syscalls", "sys_enter_mremap"),
-                    tp!("tp_sys_enter", "syscalls", "sys_enter_mprotect"),
-                    tp!("tp_sys_enter", "syscalls", "sys_enter_madvise"),
-                    tp!("tp_sys_enter", "syscalls", "sys_enter_brk"),
-                    tp!("tp_sys_enter", "syscalls", "sys_enter_exit_group"),
                     tp!("tp_sys_exit", "syscalls", "sys_exit_mmap"),
                     tp!("tp_sys_exit", "syscalls", "sys_exit_munmap"),
                     tp!("tp_sys_exit", "syscalls", "sys_exit_mremap"),
                     tp!("tp_sys_exit", "syscalls", "sys_exit_mprotect"),
                     tp!("tp_sys_exit", "syscalls", "sys_exit_madvise"),
                     tp!("tp_sys_exit", "syscalls", "sys_exit_brk"),
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_exit_group"),
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_getrusage"),
                 ],
             },
             // Last: the raw syscall tracepoints run a program for every syscall of every process
@@ -339,6 +343,51 @@ pub const PROBES: &[ProbePlan] = &[
                     btf!("btf_sys_enter", "sys_enter"),
                     btf!("btf_sys_exit", "sys_exit"),
                 ],
+            },
+        ],
+    },
+    // Attached only with --syscall-latency, by the mechanism the syscalls probe attached with
+    // (tp_btf's sys_enter program is already on every call: it times them itself).
+    ProbePlan {
+        probe: Probe::SyscallLatency,
+        what: "the time of each counted call, enter to exit: a program at each call's entry and two clock reads",
+        plan: &[
+            Attach {
+                mechanism: Mechanism::Fentry,
+                hooks: &[
+                    fentry!("fentry_sys_mmap", "__x64_sys_mmap"),
+                    fentry!("fentry_sys_munmap", "__x64_sys_munmap"),
+                    fentry!("fentry_sys_mremap", "__x64_sys_mremap"),
+                    fentry!("fentry_sys_mprotect", "__x64_sys_mprotect"),
+                    fentry!("fentry_sys_madvise", "__x64_sys_madvise"),
+                    fentry!("fentry_sys_brk", "__x64_sys_brk"),
+                ],
+            },
+            Attach {
+                mechanism: Mechanism::Kprobe,
+                hooks: &[
+                    kprobe!("kprobe_sys_enter", "__x64_sys_mmap"),
+                    kprobe!("kprobe_sys_enter", "__x64_sys_munmap"),
+                    kprobe!("kprobe_sys_enter", "__x64_sys_mremap"),
+                    kprobe!("kprobe_sys_enter", "__x64_sys_mprotect"),
+                    kprobe!("kprobe_sys_enter", "__x64_sys_madvise"),
+                    kprobe!("kprobe_sys_enter", "__x64_sys_brk"),
+                ],
+            },
+            Attach {
+                mechanism: Mechanism::Tracepoint,
+                hooks: &[
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_mmap"),
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_munmap"),
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_mremap"),
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_mprotect"),
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_madvise"),
+                    tp!("tp_sys_enter", "syscalls", "sys_enter_brk"),
+                ],
+            },
+            Attach {
+                mechanism: Mechanism::TpBtf,
+                hooks: &[],
             },
         ],
     },
@@ -621,7 +670,12 @@ impl Attacher {
                     let mut programs: Vec<String> =
                         how.hooks.iter().map(|h| h.program().to_string()).collect();
                     programs.dedup();
-                    let detail = summarize(&places);
+                    let detail = match places.is_empty() {
+                        true => "by the programs of the syscalls probe, which see every call's \
+                                 entry already"
+                            .to_owned(),
+                        false => summarize(&places),
+                    };
                     attempts.push(Attempt {
                         mechanism: how.mechanism,
                         outcome: Outcome::Attached,

@@ -33,11 +33,12 @@ use super::{
     publish::{self, PublishClock},
     stacks::{EntryStacks, Stacks},
     stop::StopTimeline,
+    task_layout,
     tracefs::Tracefs,
 };
 
 use crate::record::probes::Probe;
-pub use crate::record::probes::{ProbeCosts, ProgramCost};
+pub use crate::record::probes::{ProbeCosts, ProbeMode, ProgramCost};
 
 // The BPF side uses x86_64 syscall numbers and `__x64_sys_*` function names.
 #[cfg(not(target_arch = "x86_64"))]
@@ -51,6 +52,7 @@ const _: () = {
     assert!(NR_MADVISE as i64 == libc::SYS_madvise);
     assert!(NR_BRK as i64 == libc::SYS_brk);
     assert!(NR_EXIT_GROUP as i64 == libc::SYS_exit_group);
+    assert!(NR_GETRUSAGE as i64 == libc::SYS_getrusage);
 };
 
 /// How to run the probes.
@@ -70,9 +72,12 @@ pub struct ProbeOptions {
     pub stacks: bool,
     /// Without `self_cost`: estimate the cost from this cost model (`probe_cost`'s figures).
     pub cost_model: Option<PathBuf>,
-    /// Exact mode (`--trace-syscalls`): also the programs that every process's syscalls and
-    /// page faults run through. Implied by `stacks` and `events`.
-    pub trace_syscalls: bool,
+    /// Exact mode: also the programs that every process's syscalls and page faults run
+    /// through. Implied by `stacks` and `events`.
+    pub mode: ProbeMode,
+    /// In exact mode, also time each memory call (`--syscall-latency`): a program at each
+    /// call's entry, and two clock reads.
+    pub syscall_latency: bool,
     /// Leave the host's markers unprobed (`--no-markers`): entries only.
     pub no_markers: bool,
 }
@@ -130,7 +135,8 @@ impl MechanismArgs {
             mechanisms,
             self_cost: self.self_cost,
             cost_model: (!self.self_cost).then(|| self.cost_model.clone()),
-            trace_syscalls: false,
+            mode: ProbeMode::HostOnly,
+            syscall_latency: false,
             no_markers: false,
         })
     }
@@ -139,7 +145,15 @@ impl MechanismArgs {
 impl ProbeOptions {
     /// Exact mode: asked for, or needed by the per-call events or the stacks.
     pub fn exact(&self) -> bool {
-        self.trace_syscalls || self.stacks || self.events.is_some()
+        self.mode == ProbeMode::Exact || self.stacks || self.events.is_some()
+    }
+
+    /// The mode that runs.
+    pub fn mode(&self) -> ProbeMode {
+        match self.exact() {
+            true => ProbeMode::Exact,
+            false => ProbeMode::HostOnly,
+        }
     }
 
     fn allowed(&self) -> Allowed {
@@ -202,6 +216,7 @@ pub struct ProbeSession {
     statuses: Vec<ProbeStatus>,
     tracefs: Option<Tracefs>,
     tgid: u32,
+    mode: ProbeMode,
     max_entries: u32,
     current: Mutex<u32>,
     rss_stat: RssStat,
@@ -255,23 +270,34 @@ impl ProbeSession {
             ),
             Err(why) => (Err(why.clone()), Err(why.clone()), Err(why)),
         };
-        // The marker's uprobe only in exact mode: the default mode's rows are the ledger's.
-        let marker = marker.and_then(|marker| match (exact, &ledger) {
+        // The marker's uprobe only streams the marks (`--events`): the rows are the ledger's,
+        // and the exact mode's programs read each thread's skill from its slot there.
+        let marker = marker.and_then(|marker| match (options.events.is_some(), &ledger) {
             (true, Ok(_)) => Ok(marker),
-            (false, _) => Err("exact mode only".to_owned()),
+            (false, _) => Err("only with --events".to_owned()),
             (true, Err(why)) => Err(why.clone()),
         });
+        let mark_slots = match (exact, &ledger) {
+            (true, Ok(ledger)) => Some(ledger.mark_slot().and_then(|mark_slot| {
+                Ok(object::MarkSlots {
+                    task_fsbase: task_layout::fsbase_offset()?,
+                    mark_slot,
+                })
+            })),
+            _ => None,
+        };
         let pool = PoolFunctions {
             found: pool,
             binary,
         };
-        let mut ebpf = object::load(
+        let mut ebpf = object::load(&object::Settings {
             tgid,
             max_entries,
-            options.events.is_some(),
-            marker.is_ok(),
-            options.stacks,
-        )?;
+            stream_events: options.events.is_some(),
+            attribution: mark_slots.as_ref().and_then(|slots| slots.as_ref().ok().copied()),
+            syscall_latency: exact && options.syscall_latency,
+            stacks: options.stacks,
+        })?;
         seed_kswapd(&mut ebpf)?;
         seed_brk(&mut ebpf, tgid)?;
         let diagnostics = Diagnostics::default();
@@ -280,24 +306,25 @@ impl ProbeSession {
 
         let mut attacher = Attacher::default();
         let allowed = options.allowed();
-        let mut statuses: Vec<ProbeStatus> = PROBES
-            .iter()
-            .map(|probe| {
-                if probe.probe.taxes_every_process() && !exact {
-                    ProbeStatus::exact_mode_only(probe)
-                } else {
-                    attacher.attach(&mut ebpf, probe, &allowed)
-                }
-            })
-            .collect();
+        let mut statuses: Vec<ProbeStatus> = Vec::new();
+        for probe in PROBES {
+            let status = if probe.probe.taxes_every_process() && !exact {
+                ProbeStatus::exact_mode_only(probe)
+            } else if probe.probe == Probe::SyscallLatency {
+                latency_status(&mut attacher, &mut ebpf, probe, &statuses, options)
+            } else {
+                attacher.attach(&mut ebpf, probe, &allowed)
+            };
+            statuses.push(status);
+        }
         let rss_stat = defer_rss_stat(&mut ebpf, &mut statuses)?;
         let uprobe = marker.and_then(|marker| {
             markers::attach(&mut ebpf, tgid, &marker).map_err(|e| format!("{e:#}"))
         });
         statuses.push(markers::status(
             ledger.as_ref().map_err(String::clone),
+            mark_slots.as_ref().map(|slots| slots.as_ref().map(|_| ())),
             &uprobe,
-            exact,
         ));
         statuses.push(pool.attach_decommits(&mut ebpf, tgid));
         statuses.push(pool.attach_pagemap_scan(&mut ebpf, tgid));
@@ -307,10 +334,11 @@ impl ProbeSession {
             false => None,
         };
         statuses.push(published);
+        let attributed = matches!(mark_slots, Some(Ok(_)));
         let markers = match ledger {
             Ok(ledger) => Some(Mutex::new(Attribution::new(
                 ledger,
-                uprobe.is_ok().then_some(&mut ebpf),
+                attributed.then_some(&mut ebpf),
             )?)),
             Err(_) => None,
         };
@@ -341,7 +369,7 @@ impl ProbeSession {
             None => ProbeStatus::left_to_exact_mode(
                 Probe::MajorFaults,
                 &[Mechanism::PerfCounter],
-                "exact mode only (--trace-syscalls): the default mode reads the kernel's own \
+                "exact mode only (--probes exact): the host-only mode reads the kernel's own \
                  count of the host's major faults (majflt) at each boundary, and a perf \
                  counter on every host thread would add to each of their context switches",
             ),
@@ -376,6 +404,7 @@ impl ProbeSession {
             statuses,
             tracefs: attacher.tracefs(),
             tgid,
+            mode: options.mode(),
             max_entries,
             current: Mutex::new(0),
             rss_stat,
@@ -436,6 +465,11 @@ impl ProbeSession {
 
     pub fn tgid(&self) -> u32 {
         self.tgid
+    }
+
+    /// Which programs run.
+    pub fn mode(&self) -> ProbeMode {
+        self.mode
     }
 
     /// From now on, events are attributed to entry `index`.
@@ -731,6 +765,32 @@ impl ProbeCosts {
             why.push_str(no_model);
         }
         CostMode::Unknown(why)
+    }
+}
+
+/// The latency probe: attached only when asked for, and then by the mechanism the syscalls
+/// probe attached with, whose exit programs read the entry instants it keeps.
+fn latency_status(
+    attacher: &mut Attacher,
+    ebpf: &mut Ebpf,
+    probe: &super::plan::ProbePlan,
+    statuses: &[ProbeStatus],
+    options: &ProbeOptions,
+) -> ProbeStatus {
+    if !options.syscall_latency {
+        return ProbeStatus::left_unasked(probe, "--syscall-latency");
+    }
+    match statuses
+        .iter()
+        .find(|s| s.probe == Probe::Syscalls && s.attached)
+    {
+        Some(syscalls) => attacher.attach(ebpf, probe, &Allowed::Only(vec![syscalls.mechanism])),
+        None => ProbeStatus::single(
+            probe.probe,
+            probe.plan[0].mechanism,
+            &Err("the syscalls probe did not attach: there is no call to time".to_owned()),
+            &[],
+        ),
     }
 }
 

@@ -40,9 +40,35 @@ pub enum Outcome {
     Failed,
     /// Not tried: excluded by `--mechanism`/`--force-fallback`, or a better one attached.
     Skipped,
-    /// Not tried: the probe taxes every process, and the run was not in exact mode
-    /// (`--trace-syscalls`).
+    /// Not tried: the probe taxes every process, and the run was in the host-only mode
+    /// (`--probes host-only`).
     ExactOnly,
+    /// Not tried: it measures what the run did not ask for (`--syscall-latency`).
+    NotAsked,
+}
+
+/// Which programs a session runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeMode {
+    /// Every memory call (mmap, munmap, mremap, mprotect, madvise, brk) and page fault of the
+    /// host, by kind, entry and skill: programs on the syscall and fault paths, which every
+    /// process on the machine passes through.
+    Exact,
+    /// Only the host pays: no program on any syscall or fault path; faults per entry are the
+    /// kernel's own counts, per skill the host's ledger.
+    #[default]
+    HostOnly,
+}
+
+impl ProbeMode {
+    /// As the flag and meta.json spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeMode::Exact => "exact",
+            ProbeMode::HostOnly => "host-only",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -69,14 +95,20 @@ pub struct ProbeStatus {
 }
 
 impl ProbeStatus {
-    /// Left out by the default mode rather than refused by the kernel.
+    /// Left out by the host-only mode rather than refused by the kernel.
     pub fn exact_only(&self) -> bool {
+        self.left_out_as(Outcome::ExactOnly)
+    }
+
+    /// Left out because the run did not ask for what it measures.
+    pub fn not_asked(&self) -> bool {
+        self.left_out_as(Outcome::NotAsked)
+    }
+
+    fn left_out_as(&self, outcome: Outcome) -> bool {
         !self.attached
             && !self.attempts.is_empty()
-            && self
-                .attempts
-                .iter()
-                .all(|a| a.outcome == Outcome::ExactOnly)
+            && self.attempts.iter().all(|a| a.outcome == outcome)
     }
 }
 
@@ -290,6 +322,8 @@ pub struct Counted {
 #[serde(rename_all = "snake_case")]
 pub enum Probe {
     Syscalls,
+    /// The syscalls' entry programs that time each call (`--syscall-latency`).
+    SyscallLatency,
     PageFaults,
     Kswapd,
     DirectReclaim,
@@ -316,9 +350,12 @@ pub enum Probe {
 impl Probe {
     /// Whether its programs run for every process's events, not only the host's: a syscall
     /// tracepoint slows every syscall on the machine, and the fault programs run on every
-    /// fault. Those attach in exact mode only (`--trace-syscalls`).
+    /// fault. Those attach in exact mode only.
     pub fn taxes_every_process(self) -> bool {
-        matches!(self, Probe::Syscalls | Probe::PageFaults)
+        matches!(
+            self,
+            Probe::Syscalls | Probe::SyscallLatency | Probe::PageFaults
+        )
     }
 
     /// Whether it follows a function of the host's binary rather than the kernel: a host
@@ -330,8 +367,9 @@ impl Probe {
         )
     }
 
-    pub const ALL: [Probe; 17] = [
+    pub const ALL: [Probe; 18] = [
         Probe::Syscalls,
+        Probe::SyscallLatency,
         Probe::PageFaults,
         Probe::Kswapd,
         Probe::DirectReclaim,
@@ -354,6 +392,7 @@ impl Probe {
     pub fn name(self) -> &'static str {
         match self {
             Probe::Syscalls => "syscalls",
+            Probe::SyscallLatency => "syscall_latency",
             Probe::PageFaults => "page_faults",
             Probe::Kswapd => "kswapd",
             Probe::DirectReclaim => "direct_reclaim",
@@ -497,14 +536,14 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
             let (what, bytes) = SYSCALL_HELP[kind];
             let sc = move |c: &Counters| c.syscalls[kind];
             let errors = |which: &str| format!("{what} that failed with {which}");
-            col(format!("{name}_calls"), Count, format!("{what} (a call counts in the entry current when it entered)"), Syscalls, count(move |c| sc(c).calls));
+            col(format!("{name}_calls"), Count, format!("{what} (a call counts in the entry current when it returned)"), Syscalls, count(move |c| sc(c).calls));
             col(format!("{name}_bytes"), Bytes, format!("{what}: their {bytes}"), Syscalls, count(move |c| sc(c).bytes));
             col(format!("{name}_errors"), Count, format!("{what} that failed"), Syscalls, count(move |c| sc(c).errors));
             col(format!("{name}_enomem"), Count, errors("ENOMEM (out of memory, or of mappings: vm.max_map_count)"), Syscalls, count(move |c| sc(c).enomem));
             col(format!("{name}_einval"), Count, errors("EINVAL"), Syscalls, count(move |c| sc(c).einval));
             col(format!("{name}_eagain"), Count, errors("EAGAIN"), Syscalls, count(move |c| sc(c).eagain));
-            col(format!("{name}_lat_us"), Us, format!("{what}: time from enter to exit, summed over the calls"), Syscalls, ns_as(move |c| sc(c).lat_ns, us));
-            col(format!("{name}_lat_max_us"), Us, format!("{what}: the slowest call, enter to exit"), Syscalls, ns_as(move |c| sc(c).lat_max_ns, us));
+            col(format!("{name}_lat_us"), Us, format!("{what}: time from enter to exit, summed over the calls (with --syscall-latency)"), SyscallLatency, ns_as(move |c| sc(c).lat_ns, us));
+            col(format!("{name}_lat_max_us"), Us, format!("{what}: the slowest call, enter to exit (with --syscall-latency)"), SyscallLatency, ns_as(move |c| sc(c).lat_max_ns, us));
         }
         for (class, name) in ADVICE_NAMES.iter().enumerate() {
             col(format!("madv_{name}_calls"), Count, format!("madvise(2) calls with advice {name}"), Syscalls, count(move |c| c.madvise[class].calls));
@@ -740,33 +779,6 @@ pub mod skill_columns {
         Unit::Ms,
         "time inside the phase, summed over its runs (a compile's worker threads included)",
     );
-    pub static FAULTS: Column = Column::new(
-        "faults",
-        Unit::Count,
-        "page faults of every kind in the phase: user, kernel-mode on user addresses, get_user_pages",
-    );
-    pub static FAULTS_USER: Column =
-        Column::new("faults_user", Unit::Count, "user-mode page faults");
-    pub static FAULTS_USER_WRITE: Column = Column::new(
-        "faults_user_write",
-        Unit::Count,
-        "faults_user that were writes",
-    );
-    pub static FAULTS_MAJOR: Column = Column::new(
-        "faults_major",
-        Unit::Count,
-        "faults_user that were major (fexit handle_mm_fault only; 0 otherwise)",
-    );
-    pub static FAULTS_KERNEL: Column = Column::new(
-        "faults_kernel",
-        Unit::Count,
-        "page faults in kernel mode on the host's user addresses",
-    );
-    pub static FAULTS_GUP: Column = Column::new(
-        "faults_gup",
-        Unit::Count,
-        "page faults taken for get_user_pages (fexit handle_mm_fault only; 0 otherwise)",
-    );
     pub static SYSCALL_CALLS: Column = Column::new(
         "*_calls",
         Unit::Count,
@@ -801,7 +813,7 @@ pub mod skill_columns {
     );
 
     /// In row order.
-    pub const ALL: [&Column; 16] = [
+    pub const ALL: [&Column; 10] = [
         &SKILL,
         &PHASE,
         &RUNS,
@@ -809,66 +821,43 @@ pub mod skill_columns {
         &TASK_MINFLT,
         &TASK_MAJFLT,
         &TASK_CPU_MS,
-        &FAULTS,
-        &FAULTS_USER,
-        &FAULTS_USER_WRITE,
-        &FAULTS_MAJOR,
-        &FAULTS_KERNEL,
-        &FAULTS_GUP,
         &SYSCALL_CALLS,
         &SYSCALL_BYTES,
         &FAILED,
     ];
 }
 
-/// Which of a skill row's figures the entry's programs counted: the per-fault and per-call
-/// ones only in exact mode. What was not counted is left empty, never 0.
-#[derive(Clone, Copy, Debug)]
-pub struct SkillCounted {
-    pub faults: bool,
-    pub syscalls: bool,
-}
-
 impl ProbeMetrics {
-    pub fn skill_counted(&self) -> SkillCounted {
-        SkillCounted {
-            faults: self.attached.contains_key(&Probe::PageFaults),
-            syscalls: self.attached.contains_key(&Probe::Syscalls),
-        }
+    /// Whether the entry's programs counted its memory calls by skill (exact mode): where
+    /// they did not, skills.csv leaves those cells empty, never 0.
+    pub fn calls_by_skill(&self) -> bool {
+        self.attached.contains_key(&Probe::Syscalls)
     }
 }
 
 impl SkillRow {
     /// The row's cells in skills.csv (after the entry's own).
-    pub fn write_cells(&self, row: &mut Row, counted: SkillCounted) {
+    pub fn write_cells(&self, row: &mut Row, calls_counted: bool) {
         use skill_columns::*;
         let c = &self.counts;
-        let f = &c.faults;
-        let faults = |n: u64| counted.faults.then_some(n);
         row.put(&SKILL, self.skill.as_deref().unwrap_or("host"))
             .put(&PHASE, self.phase.as_str())
             .put(&RUNS, c.phase.runs)
             .put(&TIME_MS, c.phase.ns as f64 / 1e6)
             .put(&TASK_MINFLT, c.task.minflt)
             .put(&TASK_MAJFLT, c.task.majflt)
-            .put(&TASK_CPU_MS, c.task.cpu_ns as f64 / 1e6)
-            .put(&FAULTS, faults(f.user + f.kernel + f.gup))
-            .put(&FAULTS_USER, faults(f.user))
-            .put(&FAULTS_USER_WRITE, faults(f.user_write))
-            .put(&FAULTS_MAJOR, faults(f.major))
-            .put(&FAULTS_KERNEL, faults(f.kernel))
-            .put(&FAULTS_GUP, faults(f.gup));
+            .put(&TASK_CPU_MS, c.task.cpu_ns as f64 / 1e6);
         for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
             let (n, bytes) = (calls.calls, calls.bytes);
             row.put_in(
                 &SYSCALL_CALLS,
                 format!("{name}_calls"),
-                counted.syscalls.then_some(n),
+                calls_counted.then_some(n),
             )
             .put_in(
                 &SYSCALL_BYTES,
                 format!("{name}_bytes"),
-                counted.syscalls.then_some(bytes),
+                calls_counted.then_some(bytes),
             );
         }
         for (reason, name) in FAILURE_NAMES.iter().enumerate() {

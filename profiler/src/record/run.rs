@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::memcg::Version;
-use super::probes::{ProbeCosts, ProbeStatus, Tracefs};
+use super::probes::{ProbeCosts, ProbeMode, ProbeStatus, Tracefs};
 use super::profile::{HostSpec, PythonSample};
 use crate::machine::Machine;
 
@@ -145,6 +145,9 @@ pub struct CmdsInfo {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ProbesInfo {
     pub enabled: bool,
+    /// Which programs ran (absent in runs before the modes were named, and with probes off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ProbeMode>,
     pub tracefs: Option<Tracefs>,
     pub statuses: Vec<ProbeStatus>,
     /// The profiler's own cost, read at the end of the run.

@@ -455,7 +455,7 @@ fn probes_live(run: &Run) -> Markup {
     let (live, missing): (Vec<_>, Vec<_>) = probes
         .statuses
         .iter()
-        .filter(|s| !s.exact_only())
+        .filter(|s| !s.exact_only() && !s.not_asked())
         .partition(|s| s.attached);
     let exact_only: Vec<_> = probes.statuses.iter().filter(|s| s.exact_only()).collect();
     html! {
@@ -468,9 +468,9 @@ fn probes_live(run: &Run) -> Markup {
             " (hover for why; others cover their ground)"
         }
         @if !exact_only.is_empty() {
-            "; left out by the default mode, which taxes no other process: "
+            "; left out by the host-only mode, which taxes no other process: "
             (joined(exact_only, ", ", |s| html! { (s.probe) }))
-            " (" code { "--trace-syscalls" } " attaches them)"
+            " (" code { "--probes exact" } " attaches them)"
         }
     }
 }

@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::band::Band;
 use crate::hostctl::{HostStartArgs, PythonSample, TrimBy};
-use crate::probes::MechanismArgs;
+use crate::probes::{MechanismArgs, ProbeMode};
 
 const LONG_ABOUT: &str = "\
 Run a cmds workload against a skill host and measure every entry.
@@ -204,15 +204,25 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_probes: bool,
 
-    /// Exact mode: also trace every syscall and page fault, for per-call counts, bytes,
-    /// errnos and latencies, per-fault splits (read/write, user/kernel) and stacks. Off by
-    /// default because no kernel can trace one process's syscalls alone: a syscall
-    /// tracepoint makes every syscall of every process on the machine take the slow path,
-    /// and the fault programs run on every process's faults. The default mode reads the
-    /// host's own counters at entry boundaries and in its markers instead. --stacks and
-    /// --events imply it.
-    #[arg(long, conflicts_with = "no_probes")]
+    /// Which probes run. `exact`, the default for a host skillprof starts (a lab run): every
+    /// memory call (mmap, munmap, mremap, mprotect, madvise, brk) and page fault of the host,
+    /// by kind, entry and skill, from programs on the syscall and fault paths, which every
+    /// process on the machine passes through (the head of explain.md says what they cost).
+    /// `host-only`, the default with --attach (a production host): no program on any syscall
+    /// or fault path, so only the host pays; faults per entry are the kernel's own counts and
+    /// per skill the host's ledger's. --stacks and --events need exact.
+    #[arg(long, value_enum, value_name = "MODE", conflicts_with = "no_probes")]
+    pub probes: Option<ProbeMode>,
+
+    /// The same as --probes exact (the flag of earlier versions).
+    #[arg(long, hide = true, conflicts_with_all = ["no_probes", "probes"])]
     pub trace_syscalls: bool,
+
+    /// In exact mode, also time each memory call from its entry to its exit
+    /// (`*_lat_us`, `*_lat_max_us`): a program at every call's entry too, and two clock reads
+    /// per call. Without it those columns stay empty.
+    #[arg(long, conflicts_with = "no_probes")]
+    pub syscall_latency: bool,
 
     /// Leave the host's markers unread: no per-skill rows (skills.csv), entries only, and no
     /// lease on the host's ledger, so its marks record nothing. While skillprof reads the
@@ -222,7 +232,7 @@ pub struct RunArgs {
     pub no_markers: bool,
 
     /// Also stream every kernel event to events.csv (time, entry, thread, kind, fields),
-    /// and report events lost when the ring buffer was full.
+    /// and report events lost when the ring buffer was full. Needs exact mode.
     #[arg(long, conflicts_with = "no_probes")]
     pub events: bool,
 
@@ -230,7 +240,8 @@ pub struct RunArgs {
     /// write per entry stacks/ENTRY.folded and a flamegraph stacks/ENTRY.svg: which code took
     /// the faults, by skill (a wasm function, by its name in wasmtime's perf map, which
     /// skillhost then writes; or wasmtime itself: instantiation, memory growth,
-    /// compilation). The kernel walks frame pointers: skillhost is built with them.
+    /// compilation). The kernel walks frame pointers: skillhost is built with them. Needs
+    /// exact mode.
     #[arg(long, conflicts_with = "no_probes")]
     pub stacks: bool,
 
@@ -284,4 +295,86 @@ pub struct RunArgs {
     /// Flags for skillhost (or appended to --host-bin's arguments), after `--`.
     #[arg(last = true, value_name = "HOST_FLAGS")]
     pub host_flags: Vec<String>,
+}
+
+impl RunArgs {
+    /// The probe mode that runs: asked for, or by situation (exact for a host skillprof
+    /// starts, host-only for one it attaches to). `Err` when a flag needs the other mode.
+    pub fn probe_mode(&self) -> anyhow::Result<ProbeMode> {
+        let asked = match self.trace_syscalls {
+            true => Some(ProbeMode::Exact),
+            false => self.probes,
+        };
+        let needs_exact = [
+            (self.stacks, "--stacks walks the stack at each fault and memory call"),
+            (self.events, "--events streams each fault and memory call"),
+            (self.syscall_latency, "--syscall-latency times each memory call"),
+        ];
+        if asked == Some(ProbeMode::HostOnly)
+            && let Some((_, why)) = needs_exact.iter().find(|(on, _)| *on)
+        {
+            anyhow::bail!("{why}: it needs --probes exact, not host-only");
+        }
+        let by_situation = match self.attach {
+            Some(_) => ProbeMode::HostOnly,
+            None => ProbeMode::Exact,
+        };
+        let needed = needs_exact.iter().any(|(on, _)| *on);
+        Ok(match (asked, needed) {
+            (Some(mode), _) => mode,
+            (None, true) => ProbeMode::Exact,
+            (None, false) => by_situation,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn mode(flags: &[&str]) -> anyhow::Result<ProbeMode> {
+        let argv = ["skillprof", "w.cmds"].iter().chain(flags);
+        Cli::try_parse_from(argv)?.run.probe_mode()
+    }
+
+    const ATTACH: [&str; 4] = ["--attach", "1", "--host-url", "http://127.0.0.1:1"];
+
+    #[test]
+    fn a_started_host_is_traced_exactly_an_attached_one_only_pays_itself() {
+        assert_eq!(mode(&[]).unwrap(), ProbeMode::Exact);
+        assert_eq!(mode(&ATTACH).unwrap(), ProbeMode::HostOnly);
+        let chosen = [&ATTACH[..], &["--probes", "exact"]].concat();
+        assert_eq!(mode(&chosen).unwrap(), ProbeMode::Exact);
+        assert_eq!(
+            mode(&["--probes", "host-only"]).unwrap(),
+            ProbeMode::HostOnly
+        );
+        // The flag of earlier versions still works.
+        let old = [&ATTACH[..], &["--trace-syscalls"]].concat();
+        assert_eq!(mode(&old).unwrap(), ProbeMode::Exact);
+        // What needs exact mode asks for it on an attached host.
+        let stacks = [&ATTACH[..], &["--stacks"]].concat();
+        assert_eq!(mode(&stacks).unwrap(), ProbeMode::Exact);
+    }
+
+    #[test]
+    fn what_needs_exact_mode_is_refused_with_host_only() {
+        for flag in ["--stacks", "--events", "--syscall-latency"] {
+            let error = mode(&["--probes", "host-only", flag]).unwrap_err().to_string();
+            assert!(
+                error.contains(flag) && error.contains("--probes exact"),
+                "{error}"
+            );
+        }
+        assert!(mode(&["--probes", "exact", "--trace-syscalls"]).is_err());
+        assert!(mode(&["--probes", "sometimes"]).is_err());
+    }
 }

@@ -20,7 +20,8 @@ pub use args::RunArgs;
 use crate::cmds::{self, InFlightCap};
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    // Validate the whole workload before anything starts.
+    // Validate the flags and the whole workload before anything starts.
+    args.probe_mode()?;
     let plan = cmds::read(&args.cmds, InFlightCap::new(args.max_in_flight))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -28,7 +28,8 @@ impl Probing {
         let events = args.events.then(|| folder.join("events.csv"));
         let mut options = args.mechanisms.options(events, entries as u32 + 1)?;
         options.stacks = args.stacks;
-        options.trace_syscalls = args.trace_syscalls;
+        options.mode = args.probe_mode()?;
+        options.syscall_latency = args.syscall_latency;
         options.no_markers = args.no_markers;
         Ok(Probing::Live(Box::new(ProbeSession::start(pid, &options)?)))
     }
@@ -37,12 +38,14 @@ impl Probing {
         match self {
             Probing::Live(session) => ProbesInfo {
                 enabled: true,
+                mode: Some(session.mode()),
                 tracefs: session.tracefs(),
                 statuses: session.statuses().to_vec(),
                 costs: None,
             },
             Probing::Off => ProbesInfo {
                 enabled: false,
+                mode: None,
                 tracefs: None,
                 statuses: Vec::new(),
                 costs: None,

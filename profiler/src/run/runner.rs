@@ -655,7 +655,7 @@ impl Run {
         if let Some(probes) = &record.probes
             && let Some(rows) = &probes.skills
         {
-            let counted = probes.skill_counted();
+            let counted = probes.calls_by_skill();
             self.skills
                 .write(measure.index, &measure.cmd, rows, |row, cells| {
                     row.write_cells(cells, counted)
@@ -1146,23 +1146,33 @@ fn measurement(info: &RunInfo) -> Vec<String> {
         .collect();
     if exact_only.is_empty() {
         lines.push(
-            "probe mode: exact (--trace-syscalls, or implied by --stacks or --events): every \
-             syscall and page fault of every process on the machine ran through the probes \
-             (about +100 ns per syscall and +80 ns per fault here, docs/probes.md)"
+            "probe mode: exact (the default for a host skillprof starts): every memory call and \
+             page fault of the host counted by kind, entry and skill; their programs run on \
+             every process's syscalls and faults on this machine (what they cost: below, and \
+             docs/probes.md); --probes host-only leaves them out"
                 .to_owned(),
         );
+        if probes.statuses.iter().any(|s| s.not_asked()) {
+            lines.push(
+                "memory calls not timed (--syscall-latency times them, with a program at each \
+                 call's entry and two clock reads)"
+                    .to_owned(),
+            );
+        }
     } else {
         lines.push(format!(
-            "probe mode: default, only the host pays: {} left out (their programs run for \
+            "probe mode: host-only, only the host pays: {} left out (their programs run for \
              every process); faults per entry are the kernel's own counts (minflt, majflt); \
-             --trace-syscalls for per-call counts, bytes, errnos and per-fault splits",
+             --probes exact for per-call counts, bytes, errnos and per-fault splits",
             exact_only.join(", ")
         ));
     }
     let missing: Vec<&str> = probes
         .statuses
         .iter()
-        .filter(|s| !s.attached && !s.exact_only() && !s.probe.follows_the_host())
+        .filter(|s| {
+            !s.attached && !s.exact_only() && !s.not_asked() && !s.probe.follows_the_host()
+        })
         .map(|s| s.probe.name())
         .collect();
     if !missing.is_empty() {

@@ -186,7 +186,7 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
     );
 
     let rows = snapshot.probes.skills.as_deref().unwrap_or_default();
-    let counted = snapshot.probes.skill_counted();
+    let counted = snapshot.probes.calls_by_skill();
     for ((skill, phase), counts) in by_skill_and_phase(rows) {
         let labels = format!(
             "skill=\"{}\",phase=\"{}\"",

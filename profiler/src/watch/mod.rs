@@ -29,7 +29,7 @@ use crate::cmds::MAX_WATCH_S;
 use crate::hostctl::HostStartArgs;
 use crate::hostctl::process::ExitWatch;
 use crate::hostctl::profile::HostProfile;
-use crate::probes::{self, ProbeOptions, ProbeSession};
+use crate::probes::{self, ProbeMode, ProbeOptions, ProbeSession};
 use host::Watched;
 use snapshot::Reader;
 
@@ -105,6 +105,13 @@ pub struct WatchArgs {
     #[arg(long)]
     pub no_markers: bool,
 
+    /// Which probes run: `host-only` (the default: no program on any syscall or fault path,
+    /// so only the host pays) or `exact` (every memory call and page fault of the host, by
+    /// kind and skill, from programs every process on the machine passes through; see
+    /// `skillprof run --help`).
+    #[arg(long, value_enum, value_name = "MODE", default_value = "host-only")]
+    pub probes: ProbeMode,
+
     /// Also record the host's life as run folders in DIR, one entry per --window, one folder
     /// per --run-windows, for report, explain, compare, export and capacity. Each folder is
     /// a `skillprof run --attach` of `watch SECONDS` lines (its log in DIR/record.log).
@@ -162,6 +169,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
                 keep: args.keep as usize,
                 host_profile: args.host_profile.clone(),
                 no_markers: args.no_markers,
+                probes: args.probes,
             }
             .prepare()
         })
@@ -171,6 +179,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
     let options = ProbeOptions {
         max_entries: 1,
         no_markers: args.no_markers,
+        mode: args.probes,
         ..ProbeOptions::default()
     };
     let session = ProbeSession::start(pid, &options)?;

@@ -14,6 +14,8 @@ use anyhow::{Context, Result};
 use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 
+use crate::probes::ProbeMode;
+
 /// What `--record` was asked for.
 #[derive(Clone, Debug)]
 pub struct Recording {
@@ -23,6 +25,8 @@ pub struct Recording {
     pub keep: usize,
     pub host_profile: String,
     pub no_markers: bool,
+    /// The watch's probe mode, which each recording run keeps.
+    pub probes: ProbeMode,
 }
 
 /// Samples every second, not every 100 ms: a window is a minute, a folder an hour.
@@ -113,6 +117,7 @@ impl Recording {
             .arg(&self.dir)
             .args(["--interval-ms", SAMPLE_EVERY_MS])
             .args(self.no_markers.then_some("--no-markers"))
+            .args(["--probes", self.probes.as_str()])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

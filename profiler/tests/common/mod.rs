@@ -40,6 +40,18 @@ pub fn loaded_ids() -> std::collections::BTreeSet<u32> {
         .collect()
 }
 
+/// The programs of the probes that run for every process (every syscall or page fault on
+/// the machine), as the kernel names them (15 bytes).
+pub fn taxing_programs() -> std::collections::BTreeSet<String> {
+    skillprof::probes::PROBES
+        .iter()
+        .filter(|plan| plan.probe.taxes_every_process())
+        .flat_map(|plan| plan.plan.iter())
+        .flat_map(|how| how.hooks.iter())
+        .map(|hook| hook.program().chars().take(15).collect())
+        .collect()
+}
+
 /// Names of the programs loaded in the kernel now that were not loaded before (by id).
 pub fn loaded_since(
     before: &std::collections::BTreeSet<u32>,
