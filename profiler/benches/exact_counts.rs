@@ -58,7 +58,7 @@ fn workloads() -> Result<Vec<Workload>> {
                 })
             }
             "--" => {
-                let flags = args.by_ref().collect();
+                let flags = args.by_ref().filter(|a| a != "--bench").collect();
                 match &mut chosen {
                     Some(workload) => workload.host_flags = flags,
                     None => bail!("host flags after -- need --cmds FILE"),

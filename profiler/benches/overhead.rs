@@ -133,7 +133,7 @@ fn parse_options() -> Result<Options> {
             "--amplify" => options.amplify = args.next().context("--amplify K")?.parse()?,
             "--default-only" => options.default_only = true,
             "--exact-only" => options.exact_only = true,
-            "--" => options.host_flags = args.by_ref().collect(),
+            "--" => options.host_flags = args.by_ref().filter(|a| a != "--bench").collect(),
             _ => {}
         }
     }
