@@ -15,14 +15,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use skillprof::record::EntryRecord;
 use skillprof_common::{SYSCALL_NAMES, SYSCALLS};
 
 mod common;
-use common::{run_records, skillprof_binary};
+use common::{Host, run_records, skillprof_binary};
 
 struct Workload {
     cmds: PathBuf,
@@ -87,7 +86,7 @@ fn compare(skillprof: &Path, bpftrace: &Path, workload: &Workload) -> Result<()>
     let dir = tempfile::tempdir()?;
     let skills = dir.path().join("skills");
     std::fs::create_dir_all(&skills)?;
-    let host = Host::start(skillprof, &skills, &workload.host_flags)?;
+    let host = Host::start(skillprof, &skills, &workload.host_flags, None)?;
     let counter = Counter::start(bpftrace, host.pid())?;
     let url = format!("http://127.0.0.1:{}", host.port);
     let pid = host.pid().to_string();
@@ -149,48 +148,6 @@ fn compare(skillprof: &Path, bpftrace: &Path, workload: &Workload) -> Result<()>
 
 fn calls(record: &EntryRecord, kind: usize) -> Option<u64> {
     record.probe(skillprof::probes::Probe::Syscalls, |c| c.syscalls[kind].calls)
-}
-
-/// A skillhost started by hand, as a team's host would be, killed when dropped.
-struct Host {
-    child: Child,
-    port: u16,
-}
-
-impl Host {
-    fn start(skillprof: &Path, skills: &Path, flags: &[String]) -> Result<Host> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new(skillprof.with_file_name("skillhost"))
-            .arg("--skills-dir")
-            .arg(skills)
-            .args(["--port", &port.to_string()])
-            .args(flags)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting skillhost")?;
-        let host = Host { child, port };
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            ensure!(
-                started.elapsed() < Duration::from_secs(30),
-                "skillhost did not listen on port {port} within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(host)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// bpftrace counting one process's memory calls by kind until it is told to stop (killed if

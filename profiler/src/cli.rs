@@ -35,6 +35,8 @@ pub enum Command {
     Sweep(crate::capacity::sweep::SweepArgs),
     // About and help come from WatchArgs.
     Watch(crate::watch::WatchArgs),
+    // About and help come from SloArgs.
+    Slo(crate::slo::SloArgs),
 }
 
 /// Does what `command` asks; the exit code says how it ended.
@@ -50,5 +52,6 @@ pub fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Capacity(args) => done(crate::capacity::run(args)),
         Command::Sweep(args) => done(crate::capacity::sweep::run(args)),
         Command::Watch(args) => crate::watch::run(args),
+        Command::Slo(args) => crate::slo::run(args),
     }
 }

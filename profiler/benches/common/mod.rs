@@ -132,3 +132,61 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|value| value.split(' ').next()?.parse().ok())
 }
+
+/// A skillhost started by hand, as a team's host would be, on `cpus` if given; killed when
+/// dropped.
+pub struct Host {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl Host {
+    pub fn start(
+        skillprof: &Path,
+        skills: &Path,
+        flags: &[String],
+        cpus: Option<&[usize]>,
+    ) -> Result<Host> {
+        use std::os::unix::process::CommandExt as _;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut command = Command::new(skillprof.with_file_name("skillhost"));
+        command
+            .arg("--skills-dir")
+            .arg(skills)
+            .args(["--port", &port.to_string(), "--scan-interval-ms", "50"])
+            .args(flags)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(cpus) = cpus {
+            let cpus = cpus.to_vec();
+            // SAFETY: sched_setaffinity is async-signal-safe.
+            unsafe {
+                command.pre_exec(move || skillprof::system::affinity::pin_current_thread(&cpus));
+            }
+        }
+        let child = command.spawn().context("starting skillhost")?;
+        let host = Host { child, port };
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            ensure!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "skillhost did not listen on port {port} within 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(host)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

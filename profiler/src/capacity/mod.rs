@@ -5,6 +5,7 @@
 pub mod dependence;
 pub mod model;
 pub mod sweep;
+pub mod traffic;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -102,6 +103,28 @@ pub struct CapacityArgs {
     /// still goes to explain.md), for jq and scripts.
     #[arg(long)]
     pub json: bool,
+
+    /// The rate the fleet must serve, requests per second: with --slo, the servers it needs
+    /// within the experiments' latency target, at --cores per server.
+    #[arg(long, value_name = "RPS", requires = "slo", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+
+    /// A `skillprof slo` experiment folder (repeatable): each host configuration's peak rate
+    /// within its target; per CPU count the best is a server's rate.
+    #[arg(long, value_name = "DIR", requires = "rate")]
+    pub slo: Vec<PathBuf>,
+
+    /// The skills the fleet holds: with --rate, the servers for them by memory too, and the
+    /// fleet the larger of the two counts.
+    #[arg(long, value_name = "K", requires = "rate")]
+    pub fleet_skills: Option<u64>,
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err(format!("a rate is requests per second above 0, got {text:?}")),
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +157,17 @@ struct Capacity {
     runs: Vec<String>,
     machine: Machine,
     kinds: Vec<KindCapacity>,
+    /// With --rate: the servers the rate needs, and the fleet with --fleet-skills.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traffic: Option<Fleet>,
+}
+
+/// The fleet for a rate (and a number of skills).
+#[derive(Serialize)]
+struct Fleet {
+    rate: traffic::RateCapacity,
+    /// With --fleet-skills, per kind: the servers memory needs for them, fewest to most.
+    by_memory: Vec<(SkillKind, u64, (u64, u64))>,
 }
 
 #[derive(Serialize)]
@@ -221,10 +255,15 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     }
     let out = args.out.clone().unwrap_or_else(|| args.runs[0].clone());
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let traffic = args
+        .rate
+        .map(|rate| fleet(rate, cores, &args.slo, args.fleet_skills, &answered))
+        .transpose()?;
     let capacity = Capacity {
         runs: runs.iter().map(|run| run.name.clone()).collect(),
         machine,
         kinds: answered,
+        traffic,
     };
     let json = out.join("capacity.json");
     let document = serde_json::to_string_pretty(&capacity)? + "\n";
@@ -241,6 +280,46 @@ pub fn run(args: CapacityArgs) -> Result<()> {
         json.display()
     );
     Ok(())
+}
+
+/// The servers `rate` needs at `cores` per server, from the slo experiments in `folders`,
+/// and with `skills`, the servers memory needs for them per kind.
+fn fleet(
+    rate: f64,
+    cores: u32,
+    folders: &[PathBuf],
+    skills: Option<u64>,
+    kinds: &[KindCapacity],
+) -> Result<Fleet> {
+    let reports = folders
+        .iter()
+        .map(|folder| {
+            let report = crate::slo::read(folder)?;
+            Ok((folder.display().to_string(), report))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (points, target) = traffic::points(&reports)?;
+    let best = points.iter().max_by_key(|p| p.peak_rps).cloned();
+    let latency = best.and_then(|point| traffic::peak_latency_ms(&reports, &point));
+    let by_memory = match skills {
+        None => Vec::new(),
+        Some(skills) => kinds
+            .iter()
+            .map(|kind| {
+                let fit = &kind.predicted.skills;
+                let servers = |per: f64| (skills as f64 / per.max(1.0)).ceil() as u64;
+                (
+                    kind.predicted.kind,
+                    servers(fit.value),
+                    (servers(fit.high), servers(fit.low)),
+                )
+            })
+            .collect(),
+    };
+    Ok(Fleet {
+        rate: traffic::answer(rate, cores, points, target, latency),
+        by_memory,
+    })
 }
 
 /// The ingredients for `cores`: from the runs made at that parallelism, or between the
@@ -515,6 +594,98 @@ fn section(capacity: &Capacity) -> String {
             let _ = write!(text, "\n{}", dependence::table(&kind.dependence));
         }
     }
+    if let Some(fleet) = &capacity.traffic {
+        text.push_str(&fleet_words(fleet, &capacity.kinds));
+    }
+    text
+}
+
+/// The fleet for a rate, in words: a server's rate at the asked cores and how it was found,
+/// the servers the rate needs, the servers the skills need, the larger, and Little's law.
+fn fleet_words(fleet: &Fleet, kinds: &[KindCapacity]) -> String {
+    let rate = &fleet.rate;
+    let (low, high) = rate.per_server_rps;
+    let measured: Vec<String> = rate
+        .points
+        .iter()
+        .map(|p| format!("{}/s on {} CPU(s) ({})", count(f64::from(p.peak_rps)), p.cpus, p.config))
+        .collect();
+    let per_server = match rate.basis {
+        traffic::RateBasis::Measured => format!(
+            "{}/s, measured at {} cores",
+            count(low),
+            rate.cores
+        ),
+        traffic::RateBasis::Usl { sigma, kappa, .. } => format!(
+            "{}/s by the Universal Scalability Law fitted to {} core counts (contention σ = \
+             {sigma:.4}, coherency κ = {kappa:.5})",
+            count(low),
+            rate.points.len()
+        ),
+        traffic::RateBasis::Bounded => format!(
+            "between {}/s and {}/s: measured at {} core count(s) only, so this is a bound, not \
+             a measurement: at least the best rate measured, at most linear in the cores from \
+             the best rate per CPU (six or more core counts, from a bigger machine, give a \
+             Universal Scalability Law fit)",
+            count(low),
+            count(high),
+            rate.points.len()
+        ),
+    };
+    let servers = match rate.servers {
+        (fewest, most) if fewest == most => count(fewest as f64),
+        (fewest, most) => format!("{} to {}", count(fewest as f64), count(most as f64)),
+    };
+    let mut text = format!(
+        "\n### Traffic: {}/s within {}\n\nA server's peak within the target: {}. At {} cores a \
+         server serves {per_server}. {}/s needs **{servers} server(s)** by rate.",
+        count(rate.rate_rps),
+        rate.target,
+        measured.join(", "),
+        rate.cores,
+        count(rate.rate_rps),
+    );
+    for (kind, servers, (fewest, most)) in &fleet.by_memory {
+        let name = match kind {
+            SkillKind::Python => "Python",
+            SkillKind::Rust => "Rust",
+        };
+        let by_rate = rate.servers.1;
+        let _ = write!(
+            text,
+            " The skills of the fleet ({name}) need {} server(s) by memory ({} to {}): the \
+             fleet needs **{}**, {} bounding it.",
+            count(*servers as f64),
+            count(*fewest as f64),
+            count(*most as f64),
+            count((*servers).max(by_rate) as f64),
+            if *servers >= by_rate { "memory" } else { "the rate" }
+        );
+    }
+    if let Some(in_flight) = rate.in_flight_per_server {
+        let _ = write!(
+            text,
+            " Little's law: at {}/s and its median latency, a server holds about {in_flight:.1} \
+             requests in flight",
+            count(high)
+        );
+        let beside = kinds
+            .iter()
+            .filter_map(|kind| Some((kind.predicted.kind, kind.predicted.requests.as_ref()?)))
+            .map(|(kind, requests)| format!("{} beside {kind:?} skills", count(requests.value)))
+            .collect::<Vec<_>>();
+        match beside.is_empty() {
+            true => text.push('.'),
+            false => {
+                let _ = write!(
+                    text,
+                    ", against the parallel requests its memory holds ({}).",
+                    beside.join(", ")
+                );
+            }
+        }
+    }
+    text.push('\n');
     text
 }
 

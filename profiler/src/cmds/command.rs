@@ -58,6 +58,10 @@ pub enum Command {
         /// Skill name and MEMORY_KB, in line order.
         skills: Vec<(String, u64)>,
     },
+    /// Traffic to one skill for a while: at a rate on a schedule (`o_execute`, open loop,
+    /// latency from each request's scheduled send) or from N senders that each wait for
+    /// their answer (`c_execute`, closed loop, as `hey -c N`); a skillprof extension.
+    Traffic(Traffic),
     /// Locust's master and `load.workers` workers, each in a network namespace of its own,
     /// hold `load.users` users on the listed skills for `load.duration_s` (a skillprof
     /// extension: load from several simulated client machines).
@@ -92,6 +96,28 @@ pub struct Load {
     pub workers: u32,
     pub duration_s: u32,
 }
+
+/// What an `o_execute` or `c_execute` line sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Traffic {
+    pub skill: String,
+    pub load: TrafficLoad,
+    /// The whole step; its first fifth warms up and is not measured.
+    pub seconds: u32,
+    pub memory_kb: u64,
+    pub wait_ms: u64,
+}
+
+/// How a traffic line sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrafficLoad {
+    Open { rps: u32, poisson: bool },
+    Closed { concurrency: u32 },
+}
+
+/// The highest rate one `o_execute` may ask for: far above what one machine sends, a bound
+/// on a typo.
+pub const MAX_RPS: u32 = 1_000_000;
 
 /// The most Locust workers one line may start: each is a Python process and a namespace.
 pub const MAX_WORKERS: u32 = 32;
@@ -259,6 +285,54 @@ const SIGNATURES: &[Signature] = &[
         },
     ),
     takes(
+        "o_execute",
+        "NAME RATE SECONDS [ARRIVALS] [MEMORY_KB] [WAIT_MS]",
+        |args| {
+            let rps = args.required_count(1)?;
+            if rps > MAX_RPS {
+                return Err(args.problem(format!(
+                    "RATE must be at most {MAX_RPS} requests per second, got {rps}"
+                )));
+            }
+            let poisson = match args.text(3).as_deref() {
+                None | Some("constant") => false,
+                Some("poisson") => true,
+                Some(other) => {
+                    return Err(args.problem(format!(
+                        "ARRIVALS must be constant or poisson, got {other:?}"
+                    )));
+                }
+            };
+            Ok(Command::Traffic(Traffic {
+                skill: args.required_text(0),
+                load: TrafficLoad::Open { rps, poisson },
+                seconds: args.traffic_seconds(2)?,
+                memory_kb: args.amount(4)?,
+                wait_ms: args.amount(5)?,
+            }))
+        },
+    ),
+    takes(
+        "c_execute",
+        "NAME CONCURRENCY SECONDS [MEMORY_KB] [WAIT_MS]",
+        |args| {
+            let concurrency = args.required_count(1)?;
+            if args.cap.check(concurrency, 1).is_err() {
+                let cap = args.cap;
+                return Err(args.problem(format!(
+                    "CONCURRENCY must be at most {cap} (--max-in-flight), got {concurrency}"
+                )));
+            }
+            Ok(Command::Traffic(Traffic {
+                skill: args.required_text(0),
+                load: TrafficLoad::Closed { concurrency },
+                seconds: args.traffic_seconds(2)?,
+                memory_kb: args.amount(3)?,
+                wait_ms: args.amount(4)?,
+            }))
+        },
+    ),
+    takes(
         "l_execute_all",
         "TOPIC MEMORY_KB WAIT_MS USERS WORKERS DURATION_S",
         |args| {
@@ -419,6 +493,17 @@ impl<'a> Args<'a> {
 
     fn required_count(&self, index: usize) -> Result<u32, String> {
         Ok(self.count(index)?.expect("the argument count was checked"))
+    }
+
+    /// A traffic step's SECONDS: at least 1, at most [`MAX_DURATION_S`].
+    fn traffic_seconds(&self, index: usize) -> Result<u32, String> {
+        let seconds = self.required_count(index)?;
+        if seconds > MAX_DURATION_S {
+            return Err(self.problem(format!(
+                "SECONDS must be at most {MAX_DURATION_S}, got {seconds}"
+            )));
+        }
+        Ok(seconds)
     }
 
     /// The integer at `index`, if given. The harness typed `1.5` as a float and `1e3` too;

@@ -9,7 +9,9 @@ mod hash;
 mod in_flight;
 mod lexer;
 
-pub use command::{Command, DEFAULT_TOPIC, FILL_MAX, Load, MAX_WATCH_S, SkillKind};
+pub use command::{
+    Command, DEFAULT_TOPIC, FILL_MAX, Load, MAX_RPS, MAX_WATCH_S, SkillKind, Traffic, TrafficLoad,
+};
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
 use anyhow::Context;

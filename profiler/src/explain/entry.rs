@@ -12,6 +12,7 @@ use skillprof_common::{
 
 use crate::band::Band;
 use crate::hostctl::ptrace_trim::Call;
+use crate::record::traffic::Load;
 use crate::record::{EntryRecord, FillStop};
 use crate::units::{bytes, change, count, many, ms};
 
@@ -32,6 +33,7 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     parts.extend(untimed(record));
     parts.extend(cpu(record));
     parts.extend(load(record));
+    parts.extend(traffic(record));
     parts.extend(failures(record));
     parts.extend(reserved(record));
     parts.extend(address_space(record));
@@ -321,6 +323,71 @@ fn load(record: &EntryRecord) -> Option<String> {
         ms(total.max_ms),
         load.locust_cpu_s
     ))
+}
+
+/// A traffic step: what it asked, what the host answered, the latency percentiles, and
+/// whether the generator kept its schedule (if it did not, the step measured the generator).
+fn traffic(record: &EntryRecord) -> Option<String> {
+    let step = record.measure.outcome.traffic.as_ref()?;
+    let (how, from) = match step.load {
+        Load::Open { rps, arrivals } => (
+            format!("open loop at {}/s ({})", count(f64::from(rps)), arrivals.name()),
+            "from the scheduled send",
+        ),
+        Load::Closed { concurrency } => (
+            format!(
+                "closed loop of {} sender(s), each waiting for its answer",
+                count(f64::from(concurrency))
+            ),
+            "from the send (a closed loop's figure: a stall delays the senders, not the count)",
+        ),
+    };
+    let latency = &step.latency;
+    let mut text = format!(
+        "{how} to {}: {:.1}/s answered, {} sent in {:.1} s measured ({:.1} s warm-up left out), \
+         latency {from} p50 {}, p90 {}, p99 {}, p99.9 {}, max {} (service p99 {})",
+        step.skill,
+        step.achieved_rps(),
+        count(step.sent as f64),
+        step.measured_s,
+        step.warmup_s,
+        ms(latency.p50_ms),
+        ms(latency.p90_ms),
+        ms(latency.p99_ms),
+        ms(latency.p999_ms),
+        ms(latency.max_ms),
+        ms(step.service.p99_ms),
+    );
+    if step.asked_rps().is_some() {
+        text.push_str(&format!(
+            "; {} sends late by over 1 ms (send lag p99 {})",
+            count(step.late_sends as f64),
+            ms(step.send_lag_p99_ms)
+        ));
+    }
+    text.push_str(&format!(
+        "; the generator used {} of CPU on CPU(s) {}",
+        ms(step.generator_cpu_ms),
+        step.generator_cpus
+    ));
+    if step.generator_cpus == "any" {
+        text.push_str(" (beside the host's: --load-cpus and --host-cpus keep them apart)");
+    }
+    if let Some(why) = step.generator_limited() {
+        text.push_str(&format!(
+            "; THE GENERATOR COULD NOT HOLD ITS SCHEDULE ({why}): this step measured the \
+             generator, not the host's limit"
+        ));
+    }
+    if step.still_growing() {
+        text.push_str(&format!(
+            "; the latency was still growing at the end (median {} in the first fifth, {} in \
+             the last): the host fell behind and its queue grew",
+            ms(step.first_fifth_p50_ms),
+            ms(step.last_fifth_p50_ms)
+        ));
+    }
+    Some(text)
 }
 
 fn requests_failed(record: &EntryRecord) -> Option<String> {

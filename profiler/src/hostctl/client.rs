@@ -158,6 +158,15 @@ impl Client {
         self.http.base()
     }
 
+    /// The same host and dialect with a connection pool of its own: its connections are
+    /// driven by the runtime that uses it (a load generator pinned to a CPU of its own).
+    pub fn with_own_pool(&self) -> Client {
+        Client {
+            http: Http::new(self.base()),
+            dialect: Arc::clone(&self.dialect),
+        }
+    }
+
     pub fn dialect(&self) -> &Dialect {
         &self.dialect
     }

@@ -50,6 +50,7 @@ impl HostSpec {
             registry: profile.registry,
             dialect: profile.dialect,
             files: BTreeMap::new(),
+            cpus: None,
         })
     }
 
@@ -83,6 +84,7 @@ impl HostSpec {
             registry: profile.registry,
             dialect: profile.dialect,
             files: profile.start.files,
+            cpus: None,
         })
     }
 
@@ -219,6 +221,12 @@ impl HostProcess {
                 }
                 Ok(())
             });
+        }
+        if let Some(cpus) = spec.cpus.clone() {
+            // SAFETY: sched_setaffinity is async-signal-safe; the list was parsed before.
+            unsafe {
+                command.pre_exec(move || crate::system::affinity::pin_current_thread(&cpus.0));
+            }
         }
         if let Some(procs) = cgroup {
             let fd = procs.as_raw_fd();

@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::process::HostSpec;
 use super::profile::HostProfile;
+use crate::system::affinity::CpuList;
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct HostStartArgs {
@@ -26,6 +27,13 @@ pub struct HostStartArgs {
     /// besides the profile's.
     #[arg(long = "host-env", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub host_env: Vec<(String, String)>,
+
+    /// The CPUs the started host may run on, a list like `1` or `2-3` (its affinity, set
+    /// before it starts, which its threads inherit): with the load generator on others
+    /// (`--load-cpus`), the host's CPU is the host's alone. Its available parallelism is
+    /// then these CPUs, as on a machine that has only them.
+    #[arg(long, value_name = "LIST")]
+    pub host_cpus: Option<CpuList>,
 }
 
 impl HostStartArgs {
@@ -45,7 +53,9 @@ impl HostStartArgs {
             })
             .transpose()?;
         let env = [&self.host_env[..], env].concat();
-        HostSpec::new(profile, bin, &self.host_args, flags, &env)
+        let mut spec = HostSpec::new(profile, bin, &self.host_args, flags, &env)?;
+        spec.cpus = self.host_cpus.clone();
+        Ok(spec)
     }
 }
 

@@ -16,7 +16,7 @@ pub mod cost_model;
 mod events;
 mod formats;
 mod host_symbol;
-mod ledger;
+pub mod ledger;
 mod majflt;
 pub mod markers;
 mod metrics;

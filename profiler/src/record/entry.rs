@@ -11,6 +11,7 @@ use super::composition::EntryComposition;
 use super::field::{Column, Row, Unit};
 use super::host::{HostCounters, Stopped, Trimmed};
 use super::locust::LoadEntry;
+use super::traffic::TrafficStep;
 use super::memcg::MemcgEntry;
 use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
 use super::process::{self, ProcessStat};
@@ -63,6 +64,7 @@ impl Metrics for EntryRecord {
         MemcgEntry::write_cells(self.memcg.as_ref(), row);
         StackSummary::write_cells(self.stacks.as_ref(), row);
         LoadEntry::write_cells(self.load.as_ref(), row);
+        TrafficStep::write_cells(self.measure.outcome.traffic.as_ref(), row);
         HostCounters::write_cells(self.host.as_ref(), row);
         EntryComposition::write_cells(self.held.as_ref(), row);
     }
@@ -319,7 +321,7 @@ impl Metrics for EntryMeasure {
 }
 
 /// What an entry's requests did.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub requests: u64,
     pub errors: u64,
@@ -350,6 +352,9 @@ pub struct Outcome {
     /// Failed answers by HTTP status (transport errors are the rest of `errors`).
     #[serde(default)]
     pub statuses: std::collections::BTreeMap<u16, u64>,
+    /// `o_execute`/`c_execute` only: what the step's traffic asked and got.
+    #[serde(default)]
+    pub traffic: Option<super::traffic::TrafficStep>,
     /// Every skill execution's span, until the probes' code publishes are named by them.
     #[serde(skip)]
     pub spans: Vec<super::probes::RequestSpan>,

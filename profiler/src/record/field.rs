@@ -24,6 +24,8 @@ pub enum Unit {
     Seconds,
     /// Percent (`_pct`).
     Percent,
+    /// A ratio: a share of 1, or an amount per request.
+    Ratio,
     /// Text: a name, a band, a message, an exit status.
     Text,
 }
@@ -38,7 +40,7 @@ impl Unit {
             Unit::Us => Some("microseconds"),
             Unit::Seconds => Some("seconds"),
             Unit::Percent => Some("percent"),
-            Unit::Count | Unit::Text => None,
+            Unit::Count | Unit::Ratio | Unit::Text => None,
         }
     }
 }
@@ -236,6 +238,7 @@ pub fn markdown(columns: &[&'static Column]) -> String {
             Unit::Us => "µs",
             Unit::Seconds => "s",
             Unit::Percent => "%",
+            Unit::Ratio => "ratio",
             Unit::Text => "text",
         };
         let _ = writeln!(

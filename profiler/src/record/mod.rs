@@ -21,6 +21,8 @@ pub mod process;
 pub mod profile;
 mod run;
 pub mod sampling;
+pub mod slo;
+pub mod traffic;
 
 pub use entry::{EntryMeasure, EntryRecord, Fill, FillStop, Latency, Outcome, Step};
 pub use field::{Cell, Column, Row, Unit, Value};
@@ -43,6 +45,7 @@ pub fn columns() -> Vec<&'static Column> {
     columns.extend(memcg::MemcgEntry::COLUMNS);
     columns.extend(probes::StackSummary::COLUMNS);
     columns.extend(locust::LoadEntry::COLUMNS);
+    columns.extend(traffic::TrafficStep::COLUMNS);
     columns.extend(host::HostCounters::COLUMNS);
     columns.extend(composition::EntryComposition::COLUMNS);
     columns

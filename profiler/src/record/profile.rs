@@ -150,6 +150,9 @@ pub struct HostSpec {
     /// Files for a fresh working directory of the host's own (none: skillprof's).
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// The CPUs the host may run on (`--host-cpus`; absent: every CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<crate::system::affinity::CpuList>,
 }
 
 #[derive(

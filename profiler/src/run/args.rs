@@ -7,6 +7,7 @@ use clap::Args;
 use crate::band::Band;
 use crate::hostctl::{HostStartArgs, PythonSample, TrimBy};
 use crate::probes::{MechanismArgs, ProbeMode};
+use crate::system::affinity::{self, CpuList};
 
 const LONG_ABOUT: &str = "\
 Run a cmds workload against a skill host and measure every entry.
@@ -282,6 +283,13 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 120, value_name = "S")]
     pub pressure_timeout_s: u64,
 
+    /// The CPUs skillprof's load generator runs on for `o_execute` and `c_execute` lines, a
+    /// list like `0` (with the host on others, `--host-cpus`, the host's CPU is the host's
+    /// alone) [default: wherever the kernel puts it, sharing the host's CPUs, which each
+    /// traffic entry then says].
+    #[arg(long, value_name = "LIST")]
+    pub load_cpus: Option<CpuList>,
+
     /// Locust for `l_execute_all` lines: its `locust` executable (default: build/venv-locust,
     /// where scripts/setup.sh installs the pinned version).
     #[arg(long, value_name = "PATH")]
@@ -298,6 +306,16 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// Refuses a load generator on the host's CPUs.
+    pub fn check_cpus(&self) -> anyhow::Result<()> {
+        match (&self.host.host_cpus, &self.load_cpus) {
+            (Some(host), Some(load)) => {
+                affinity::disjoint(("--host-cpus", &host.0), ("--load-cpus", &load.0))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The probe mode that runs: asked for, or by situation (exact for a host skillprof
     /// starts, host-only for one it attaches to). `Err` when a flag needs the other mode.
     pub fn probe_mode(&self) -> anyhow::Result<ProbeMode> {

@@ -22,6 +22,7 @@ use crate::cmds::{self, InFlightCap};
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     // Validate the flags and the whole workload before anything starts.
     args.probe_mode()?;
+    args.check_cpus()?;
     let plan = cmds::read(&args.cmds, InFlightCap::new(args.max_in_flight))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

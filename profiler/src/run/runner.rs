@@ -367,6 +367,7 @@ impl Run {
                 list_timeout: Duration::from_secs(args.list_timeout_s),
                 in_place: args.no_atomic_copy,
                 trim_by: self.info.trim_by,
+                load_cpus: args.load_cpus.clone(),
             },
         )?;
         self.host = Some(host);

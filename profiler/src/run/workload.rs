@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
-use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind};
+use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind, Traffic, TrafficLoad};
 use crate::hostctl::process::monotonic_ns;
 use crate::hostctl::profile::Route;
 use crate::hostctl::{
@@ -18,6 +18,9 @@ use crate::hostctl::{
 };
 use crate::record::Outcome;
 use crate::record::probes::RequestSpan;
+use crate::record::traffic::{Arrivals, Load};
+use crate::system::affinity::CpuList;
+use crate::traffic::generator::{self, StepPlan};
 
 impl Outcome {
     /// Counts one skill execution: its latency, the host's split of it, and its result.
@@ -92,6 +95,8 @@ pub struct Settings {
     pub in_place: bool,
     /// How `trim` reaches the host's allocator (a plan with `trim` only).
     pub trim_by: Option<TrimBy>,
+    /// Where the load generator of traffic lines runs (`--load-cpus`).
+    pub load_cpus: Option<CpuList>,
 }
 
 async fn timed_execute(client: &Client, name: &str, input: &Value) -> (Result<Reply>, RequestSpan) {
@@ -229,6 +234,30 @@ impl Workload {
                 }
                 Ok(())
             }
+            Command::Traffic(traffic) => {
+                let step = generator::run(&self.client, self.traffic_plan(traffic)).await;
+                match step {
+                    Ok(step) => {
+                        outcome.requests += step.sent;
+                        if step.errors.total() > 0 {
+                            outcome.errors += step.errors.total();
+                            outcome.first_error.get_or_insert(format!(
+                                "{} of {} requests to {} failed ({} without an answer, {} \
+                                 answered outside 2xx, {} unanswered when the step ended)",
+                                step.errors.total(),
+                                step.sent,
+                                step.skill,
+                                step.errors.transport,
+                                step.errors.status,
+                                step.errors.unanswered
+                            ));
+                        }
+                        outcome.traffic = Some(step);
+                    }
+                    Err(error) => outcome.fail(format!("{}: {error:#}", traffic.skill)),
+                }
+                Ok(())
+            }
             Command::Watch(seconds) => {
                 tokio::time::sleep(std::time::Duration::from_secs(u64::from(*seconds))).await;
                 Ok(())
@@ -237,6 +266,26 @@ impl Workload {
             Command::LExecuteAll(_) => unreachable!("the runner holds Locust's swarm itself"),
             Command::Stop => unreachable!("the runner stops the host itself"),
             Command::Pressure(_) => unreachable!("the runner holds the pressure itself"),
+        }
+    }
+
+    /// What a traffic line sends, and from which CPUs.
+    fn traffic_plan(&self, traffic: &Traffic) -> StepPlan {
+        StepPlan {
+            skill: traffic.skill.clone(),
+            input: sample_input(DEFAULT_TOPIC, traffic.memory_kb, traffic.wait_ms),
+            load: match traffic.load {
+                TrafficLoad::Open { rps, poisson } => Load::Open {
+                    rps,
+                    arrivals: match poisson {
+                        true => Arrivals::Poisson,
+                        false => Arrivals::Constant,
+                    },
+                },
+                TrafficLoad::Closed { concurrency } => Load::Closed { concurrency },
+            },
+            length: Duration::from_secs(u64::from(traffic.seconds)),
+            cpus: self.settings.load_cpus.as_ref().map(|cpus| cpus.0.clone()),
         }
     }
 

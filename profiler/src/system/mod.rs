@@ -4,6 +4,7 @@
 //! them closes. The runner, the host starter, the load network and the pressure experiment all
 //! change the machine through this module; it knows nothing of them.
 
+pub mod affinity;
 pub mod cgroup;
 pub mod fork;
 pub mod guardian;

@@ -110,7 +110,7 @@ static OWN_SCRAPE: Column = Column::new(
 
 /// Whether a column's figure only grows while the watch runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Counter,
     Gauge,
 }
@@ -310,13 +310,13 @@ fn by_skill_and_phase(rows: &[SkillRow]) -> BTreeMap<(Option<String>, Phase), Sk
 /// Families in the order first seen, each with its points: OpenMetrics wants a family's
 /// points together, and skill series arrive skill by skill.
 #[derive(Default)]
-struct Families {
+pub(crate) struct Families {
     order: Vec<String>,
     by_name: BTreeMap<String, (String, Vec<String>)>,
 }
 
 impl Families {
-    fn add(
+    pub(crate) fn add(
         &mut self,
         group: &str,
         column: &str,
@@ -359,7 +359,7 @@ impl Families {
     }
 
     /// A series named after its own column (not a family member's).
-    fn column(
+    pub(crate) fn column(
         &mut self,
         group: &str,
         column: &'static Column,
@@ -370,7 +370,7 @@ impl Families {
         self.add(group, column.name, column, kind, labels, value);
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut text = String::new();
         for name in &self.order {
             let (head, points) = &self.by_name[name];

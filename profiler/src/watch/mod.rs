@@ -7,7 +7,7 @@
 //! untouched; a SIGKILL of skillprof leaves nothing attached either (the kernel drops a
 //! process's BPF links with its file descriptors).
 
-mod exposition;
+pub(crate) mod exposition;
 mod host;
 mod record;
 mod serve;

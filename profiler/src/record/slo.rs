@@ -1,0 +1,288 @@
+//! `skillprof slo`: how much traffic a host serves within a latency target, per host
+//! configuration. One [`SloStep`] per step of traffic (the search for each configuration's
+//! peak, then the table of load points), each with the evidence of what bounded it; the
+//! [`SloReport`] is what slo.json holds and every view of the experiment reads.
+
+use serde::{Deserialize, Serialize};
+
+use super::field::{Column, Row, Unit};
+use super::traffic::{Arrivals, TrafficStep};
+
+/// pN ≤ T: the latency quantile a target bounds, and the bound.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// As written: p50, p90, p99 or p99.9.
+    pub quantile: String,
+    pub ms: f64,
+}
+
+impl Target {
+    /// The step's latency at the target's quantile (from the scheduled send).
+    pub fn latency_ms(&self, step: &TrafficStep) -> f64 {
+        let l = &step.latency;
+        match self.quantile.as_str() {
+            "p50" => l.p50_ms,
+            "p90" => l.p90_ms,
+            "p99.9" => l.p999_ms,
+            _ => l.p99_ms,
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ≤ {} ms", self.quantile, self.ms)
+    }
+}
+
+/// One way to run the host: its worker threads, its CPUs, its allocator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostConfig {
+    /// Async worker threads (TOKIO_WORKER_THREADS); `None`: the host's default.
+    pub workers: Option<u32>,
+    /// The CPUs the host runs on.
+    pub cpus: Vec<usize>,
+    /// skillhost's `--allocator`; `None`: the host's default.
+    pub allocator: Option<String>,
+}
+
+impl HostConfig {
+    /// "1 worker, 1 CPU, pooling": how tables and explain.md name it.
+    pub fn label(&self) -> String {
+        let workers = match self.workers {
+            Some(1) => "1 worker".to_owned(),
+            Some(n) => format!("{n} workers"),
+            None => "default workers".to_owned(),
+        };
+        let cpus = match self.cpus.len() {
+            1 => "1 CPU".to_owned(),
+            n => format!("{n} CPUs"),
+        };
+        match &self.allocator {
+            Some(allocator) => format!("{workers}, {cpus}, {allocator}"),
+            None => format!("{workers}, {cpus}"),
+        }
+    }
+}
+
+/// Why a step counts as meeting the target or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Sustained, and the quantile within the target.
+    Met,
+    /// Sustained, the quantile 101-150% of the target.
+    Near,
+    /// Sustained, the quantile above 150% of the target.
+    Over,
+    /// Not sustained: under 90% of the asked rate answered, errors, or a queue still growing.
+    Fail,
+    /// The generator could not send the rate: the step says nothing of the host.
+    Generator,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::Near => "101-150%",
+            Verdict::Over => ">150%",
+            Verdict::Fail => "FAIL",
+            Verdict::Generator => "generator",
+        }
+    }
+
+    pub fn met(self) -> bool {
+        self == Verdict::Met
+    }
+}
+
+/// What bounded a step, from the host's own counters over it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The host's CPU time over the step (all threads, user + system).
+    pub host_cpu_ms: f64,
+    /// The step's wall time, warm-up included.
+    pub wall_ms: f64,
+    /// Time the host's threads waited to run, runnable but not running (schedstat).
+    pub run_delay_ms: f64,
+    /// The host's page faults (minflt + majflt).
+    pub faults: u64,
+    /// TLB shootdown interrupts, all CPUs (the `TLB` line of /proc/interrupts): the machine's,
+    /// the host's unmaps above all.
+    pub tlb_shootdowns: u64,
+    /// The host's CPU by phase of its work (its ledger: compile, instantiate, call, and the
+    /// threads' time outside any skill), ms; empty without a ledger.
+    pub phases_cpu_ms: Vec<(String, f64)>,
+    /// Requests the host answered in the step (measured and warm-up).
+    pub answered: u64,
+    /// The host died in the step: how it ended and the end of its log.
+    pub died: Option<String>,
+}
+
+impl Evidence {
+    /// The host's CPU used as a share of the CPUs it was given.
+    pub fn cpu_share(&self, cpus: usize) -> f64 {
+        self.host_cpu_ms / (self.wall_ms * cpus.max(1) as f64).max(1e-9)
+    }
+
+    /// Per request answered: what divides by 0 is 0.
+    pub fn per_request(&self, value: f64) -> f64 {
+        match self.answered {
+            0 => 0.0,
+            n => value / n as f64,
+        }
+    }
+}
+
+/// Where a step stood in the experiment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Finding a configuration's peak.
+    Search,
+    /// A load point of the table.
+    Table,
+}
+
+/// One step of traffic at one rate on one configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloStep {
+    /// The configuration's index in [`SloReport::configs`].
+    pub config: usize,
+    pub stage: Stage,
+    pub rps: u32,
+    pub verdict: Verdict,
+    pub traffic: TrafficStep,
+    pub evidence: Evidence,
+}
+
+/// What a configuration came to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigPeak {
+    pub config: HostConfig,
+    /// The highest rate that met the target; `None` if none did.
+    pub peak_rps: Option<u32>,
+    /// The lowest rate that did not.
+    pub missed_rps: Option<u32>,
+}
+
+/// The whole experiment: slo.json.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloReport {
+    pub target: Target,
+    pub skill: String,
+    pub input: serde_json::Value,
+    pub arrivals: Arrivals,
+    pub step_s: u32,
+    /// The host profile, and what every configuration ran.
+    pub host_profile: String,
+    pub machine_cpus: usize,
+    /// Where the generator ran (none: beside the host).
+    pub generator_cpus: Option<Vec<usize>>,
+    pub configs: Vec<ConfigPeak>,
+    /// The table's rates: fractions of the highest peak (or the rates asked for).
+    pub load_points: Vec<u32>,
+    pub steps: Vec<SloStep>,
+    /// When it ran, and whether every step did.
+    pub started: String,
+    pub complete: bool,
+}
+
+impl SloReport {
+    /// The table's cell of configuration `config` at `rps`.
+    pub fn cell(&self, config: usize, rps: u32) -> Option<&SloStep> {
+        self.steps
+            .iter()
+            .rev()
+            .find(|s| s.config == config && s.stage == Stage::Table && s.rps == rps)
+    }
+
+    /// The highest peak of any configuration.
+    pub fn best_peak(&self) -> Option<u32> {
+        self.configs.iter().filter_map(|c| c.peak_rps).max()
+    }
+}
+
+macro_rules! columns {
+    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
+        $(pub static $id: Column = Column::new($name, Unit::$unit, $help);)*
+    };
+}
+
+columns! {
+    CONFIG "config" Text "the host's configuration: worker threads, CPUs, allocator";
+    STAGE "stage" Text "search (finding the configuration's peak) or table (a load point)";
+    RPS "asked_rps" Count "the rate asked for, requests per second";
+    ACHIEVED "achieved_rps" Count "requests answered with 2xx per second of the measured window";
+    VERDICT "verdict" Text "met (sustained, within the target), 101-150% or >150% of the target, FAIL (under 90% of the rate answered, errors, or latency still growing at the end), generator (the generator could not send the rate)";
+    TARGET_MS "target_latency_ms" Ms "the step's latency at the target's quantile, from the scheduled send";
+    P50 "p50_ms" Ms "median latency from the scheduled send";
+    P99 "p99_ms" Ms "99th percentile latency from the scheduled send";
+    P999 "p999_ms" Ms "99.9th percentile latency from the scheduled send";
+    MAX "max_ms" Ms "slowest request, from its scheduled send";
+    ERRORS "errors" Count "requests that failed: no answer, an answer outside 2xx, or none by the end of the drain";
+    LATE "late_sends" Count "sends more than 1 ms after their scheduled time";
+    CPU_SHARE "host_cpu_share" Ratio "the host's CPU time over the step against the CPUs it was given (1: all of them, all the time)";
+    CPU_PER_REQUEST "host_cpu_us_per_request" Us "the host's CPU time per request answered";
+    RUN_DELAY "run_delay_us_per_request" Us "time the host's threads waited for a CPU, runnable, per request answered (schedstat)";
+    FAULTS "faults_per_request" Ratio "the host's page faults per request answered";
+    TLB "tlb_shootdowns_per_request" Ratio "TLB shootdown interrupts of the machine per request answered";
+    GENERATOR_CPU "generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step";
+}
+
+impl SloStep {
+    pub const COLUMNS: [&'static Column; 18] = [
+        &CONFIG,
+        &STAGE,
+        &RPS,
+        &ACHIEVED,
+        &VERDICT,
+        &TARGET_MS,
+        &P50,
+        &P99,
+        &P999,
+        &MAX,
+        &ERRORS,
+        &LATE,
+        &CPU_SHARE,
+        &CPU_PER_REQUEST,
+        &RUN_DELAY,
+        &FAULTS,
+        &TLB,
+        &GENERATOR_CPU,
+    ];
+
+    /// steps.csv's row of this step.
+    pub fn row(&self, report: &SloReport) -> Row {
+        let config = &report.configs[self.config].config;
+        let e = &self.evidence;
+        let t = &self.traffic;
+        let mut row = Row::default();
+        row.put(&CONFIG, config.label())
+            .put(
+                &STAGE,
+                match self.stage {
+                    Stage::Search => "search",
+                    Stage::Table => "table",
+                },
+            )
+            .put(&RPS, self.rps)
+            .put(&ACHIEVED, t.achieved_rps())
+            .put(&VERDICT, self.verdict.name())
+            .put(&TARGET_MS, report.target.latency_ms(t))
+            .put(&P50, t.latency.p50_ms)
+            .put(&P99, t.latency.p99_ms)
+            .put(&P999, t.latency.p999_ms)
+            .put(&MAX, t.latency.max_ms)
+            .put(&ERRORS, t.errors.total())
+            .put(&LATE, t.late_sends)
+            .put(&CPU_SHARE, e.cpu_share(config.cpus.len()))
+            .put(&CPU_PER_REQUEST, e.per_request(e.host_cpu_ms * 1e3))
+            .put(&RUN_DELAY, e.per_request(e.run_delay_ms * 1e3))
+            .put(&FAULTS, e.per_request(e.faults as f64))
+            .put(&TLB, e.per_request(e.tlb_shootdowns as f64))
+            .put(&GENERATOR_CPU, t.generator_cpu_ms);
+        row
+    }
+}

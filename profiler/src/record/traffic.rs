@@ -1,0 +1,216 @@
+//! Traffic at a rate (`o_execute`, `c_execute`): what one step of load asked of the host and
+//! what the host gave, measured by skillprof's own generator.
+//!
+//! Open loop: requests are sent on a schedule, and each one's latency counts from its
+//! scheduled send, so a host that stalls is charged for every request it kept waiting (the
+//! correction for coordinated omission that wrk2 and oha's `--latency-correction` make).
+//! Closed loop: N senders, each sending again when answered (`hey -c N`): its latency counts
+//! from the actual send, and a stall hides behind the senders it blocks.
+
+use serde::{Deserialize, Serialize};
+
+use super::field::{Column, Row, Unit};
+
+/// How a step's requests were sent.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Load {
+    /// At `rps` requests per second, whatever the host answers.
+    Open { rps: u32, arrivals: Arrivals },
+    /// `concurrency` senders, each waiting for its answer.
+    Closed { concurrency: u32 },
+}
+
+/// The spacing of an open loop's sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    /// Every 1/rate seconds.
+    Constant,
+    /// Exponentially distributed gaps of mean 1/rate (a Poisson process, as independent
+    /// clients make).
+    Poisson,
+}
+
+impl Arrivals {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrivals::Constant => "constant",
+            Arrivals::Poisson => "poisson",
+        }
+    }
+}
+
+/// Latency percentiles of a step's measured requests, in milliseconds (from HDR histograms
+/// of microsecond resolution).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Failed requests of a step, by why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficErrors {
+    /// No HTTP answer: the connection failed or broke.
+    pub transport: u64,
+    /// Answered outside 2xx.
+    pub status: u64,
+    /// Still unanswered when the step's drain time ran out.
+    pub unanswered: u64,
+}
+
+impl TrafficErrors {
+    pub fn total(&self) -> u64 {
+        self.transport + self.status + self.unanswered
+    }
+}
+
+/// One step of traffic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrafficStep {
+    pub skill: String,
+    pub load: Load,
+    /// The measured window, after the warm-up.
+    pub measured_s: f64,
+    /// The warm-up, whose requests are sent and not measured.
+    pub warmup_s: f64,
+    /// Requests sent in the measured window (scheduled in it, for an open loop).
+    pub sent: u64,
+    /// Of those, answered with 2xx.
+    pub ok: u64,
+    pub errors: TrafficErrors,
+    /// Requests sent more than a millisecond after their scheduled time (open loop): the
+    /// generator could not keep its schedule.
+    pub late_sends: u64,
+    /// 99th percentile of the send lag (actual send - scheduled send), ms.
+    pub send_lag_p99_ms: f64,
+    /// From the scheduled send (open loop) or the actual send (closed loop) to the answer.
+    pub latency: Percentiles,
+    /// From the actual send to the answer: the host's service time as the client saw it.
+    pub service: Percentiles,
+    /// The median latency of the window's first and last fifths: a queue still growing at
+    /// the step's end shows as a last fifth far above the first.
+    pub first_fifth_p50_ms: f64,
+    pub last_fifth_p50_ms: f64,
+    /// CPU time of the generator's threads over the step, and the CPUs it ran on.
+    pub generator_cpu_ms: f64,
+    pub generator_cpus: String,
+}
+
+impl TrafficStep {
+    /// The rate the step asked for, for an open loop.
+    pub fn asked_rps(&self) -> Option<f64> {
+        match self.load {
+            Load::Open { rps, .. } => Some(f64::from(rps)),
+            Load::Closed { .. } => None,
+        }
+    }
+
+    /// Answered requests per second of the measured window.
+    pub fn achieved_rps(&self) -> f64 {
+        self.ok as f64 / self.measured_s.max(1e-9)
+    }
+
+    /// Why the generator could not hold its schedule, if it could not: then the step is no
+    /// measure of the host's limit. Late sends beyond 1% of the requests, or a generator
+    /// busy for more than 90% of one CPU.
+    pub fn generator_limited(&self) -> Option<String> {
+        let busy = self.generator_cpu_ms / ((self.measured_s + self.warmup_s) * 1e3);
+        if self.asked_rps().is_some() && self.late_sends * 100 > self.sent.max(1) {
+            return Some(format!(
+                "{} of {} sends were more than 1 ms late (send lag p99 {:.2} ms)",
+                self.late_sends, self.sent, self.send_lag_p99_ms
+            ));
+        }
+        (busy > 0.9).then(|| {
+            format!(
+                "the generator was busy {:.0}% of a CPU ({} ms of CPU)",
+                busy * 100.0,
+                self.generator_cpu_ms.round()
+            )
+        })
+    }
+
+    /// Whether the latency was still climbing when the step ended: the host fell behind and
+    /// its queue grew (a last fifth's median over twice the first's, and over 1 ms more).
+    pub fn still_growing(&self) -> bool {
+        self.last_fifth_p50_ms > 2.0 * self.first_fifth_p50_ms
+            && self.last_fifth_p50_ms > self.first_fifth_p50_ms + 1.0
+    }
+}
+
+macro_rules! columns {
+    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
+        $(static $id: Column = Column::new($name, Unit::$unit, $help);)*
+    };
+}
+
+columns! {
+    LOAD "traffic_load" Text "o_execute/c_execute only: open at RATE (constant or poisson arrivals), or closed with N senders";
+    ASKED "traffic_asked_rps" Count "open loop: the rate asked for, requests per second";
+    ACHIEVED "traffic_achieved_rps" Count "requests answered with 2xx per second of the measured window (the warm-up left out)";
+    SENT "traffic_sent" Count "requests sent in the measured window (open loop: scheduled in it)";
+    ERRORS "traffic_errors" Count "of those, failed: no answer (transport), an answer outside 2xx, or none by the end of the drain";
+    ERRORS_STATUS "traffic_errors_status" Count "failed with an answer outside 2xx";
+    LATE "traffic_late_sends" Count "open loop: requests sent more than 1 ms after their scheduled time (the generator fell behind its schedule)";
+    LAG_P99 "traffic_send_lag_p99_ms" Ms "open loop: 99th percentile of the send lag, actual send - scheduled send";
+    P50 "traffic_p50_ms" Ms "median latency: open loop from each request's scheduled send (a stall counts for every request it delayed), closed loop from its send";
+    P90 "traffic_p90_ms" Ms "90th percentile latency, as traffic_p50_ms";
+    P99 "traffic_p99_ms" Ms "99th percentile latency, as traffic_p50_ms";
+    P999 "traffic_p999_ms" Ms "99.9th percentile latency, as traffic_p50_ms";
+    MAX "traffic_max_ms" Ms "slowest request, as traffic_p50_ms";
+    SERVICE_P99 "traffic_service_p99_ms" Ms "99th percentile from the actual send to the answer";
+    GENERATOR_CPU "traffic_generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step";
+}
+
+impl TrafficStep {
+    pub const COLUMNS: [&'static Column; 15] = [
+        &LOAD,
+        &ASKED,
+        &ACHIEVED,
+        &SENT,
+        &ERRORS,
+        &ERRORS_STATUS,
+        &LATE,
+        &LAG_P99,
+        &P50,
+        &P90,
+        &P99,
+        &P999,
+        &MAX,
+        &SERVICE_P99,
+        &GENERATOR_CPU,
+    ];
+
+    /// How the load column says it.
+    pub fn load_text(&self) -> String {
+        match self.load {
+            Load::Open { rps, arrivals } => format!("open {rps}/s {}", arrivals.name()),
+            Load::Closed { concurrency } => format!("closed {concurrency}"),
+        }
+    }
+
+    /// The `traffic_*` columns, absent for any other command.
+    pub fn write_cells(step: Option<&TrafficStep>, row: &mut Row) {
+        let open = step.filter(|s| s.asked_rps().is_some());
+        row.put(&LOAD, step.map(TrafficStep::load_text))
+            .put(&ASKED, step.and_then(TrafficStep::asked_rps))
+            .put(&ACHIEVED, step.map(TrafficStep::achieved_rps))
+            .put(&SENT, step.map(|s| s.sent))
+            .put(&ERRORS, step.map(|s| s.errors.total()))
+            .put(&ERRORS_STATUS, step.map(|s| s.errors.status))
+            .put(&LATE, open.map(|s| s.late_sends))
+            .put(&LAG_P99, open.map(|s| s.send_lag_p99_ms))
+            .put(&P50, step.map(|s| s.latency.p50_ms))
+            .put(&P90, step.map(|s| s.latency.p90_ms))
+            .put(&P99, step.map(|s| s.latency.p99_ms))
+            .put(&P999, step.map(|s| s.latency.p999_ms))
+            .put(&MAX, step.map(|s| s.latency.max_ms))
+            .put(&SERVICE_P99, step.map(|s| s.service.p99_ms))
+            .put(&GENERATOR_CPU, step.map(|s| s.generator_cpu_ms));
+    }
+}

@@ -1,0 +1,202 @@
+//! What bounded a step, from the host's own counters and the kernel's, read at the step's
+//! two ends: the host's CPU against the CPUs it was given, the time its threads waited for a
+//! CPU (schedstat), its faults, the machine's TLB shootdowns, and its CPU by phase from its
+//! ledger. [`bound`] says it in words.
+
+use std::fs;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use skillprof_common::PHASE_NAMES;
+
+use crate::probes::ledger::{HostLedger, LedgerReading};
+use crate::record::slo::{Evidence, HostConfig, Target, Verdict};
+use crate::record::traffic::TrafficStep;
+use crate::units::{count, ms};
+
+/// The counters at one end of a step.
+pub struct Reading {
+    at: Instant,
+    cpu_ms: f64,
+    faults: u64,
+    run_delay_ns: u64,
+    tlb: u64,
+    ledger: Option<LedgerReading>,
+}
+
+/// Reads the host `pid`'s counters now (and its ledger's, if skillprof maps it).
+pub fn read(pid: u32, ledger: Option<&HostLedger>) -> Result<Reading> {
+    let process = procfs::process::Process::new(pid as i32)
+        .with_context(|| format!("the host, process {pid}"))?;
+    let stat = process
+        .stat()
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    let ticks = procfs::ticks_per_second() as f64;
+    Ok(Reading {
+        at: Instant::now(),
+        cpu_ms: (stat.utime + stat.stime) as f64 * 1e3 / ticks,
+        faults: stat.minflt + stat.majflt,
+        run_delay_ns: run_delay_ns(pid),
+        tlb: tlb_shootdowns(),
+        ledger: ledger.map(HostLedger::read),
+    })
+}
+
+/// The time every thread of `pid` has waited to run, runnable (schedstat's second field,
+/// ns). Threads that exited are not in it; a host's workers live as long as it does.
+fn run_delay_ns(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// TLB shootdown interrupts so far, summed over the CPUs (/proc/interrupts' `TLB` line).
+fn tlb_shootdowns() -> u64 {
+    let Ok(text) = fs::read_to_string("/proc/interrupts") else {
+        return 0;
+    };
+    text.lines()
+        .find(|line| line.trim_start().starts_with("TLB:"))
+        .map_or(0, |line| {
+            line.split_whitespace()
+                .skip(1)
+                .map_while(|field| field.parse::<u64>().ok())
+                .sum()
+        })
+}
+
+/// What happened between two readings, for `answered` requests.
+pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
+    let host_cpu_ms = after.cpu_ms - before.cpu_ms;
+    let phases_cpu_ms = match (&before.ledger, &after.ledger) {
+        (Some(before), Some(after)) => {
+            let mut by_phase = [0.0; PHASE_NAMES.len()];
+            for (_, phase, change) in after.since(before).rows {
+                if let Some(cpu) = by_phase.get_mut(phase as usize) {
+                    *cpu += change.task.cpu_ns as f64 / 1e6;
+                }
+            }
+            // What no mark covered is the host's own: its HTTP server, its runtime.
+            let marked: f64 = by_phase.iter().sum();
+            by_phase[0] = (host_cpu_ms - marked).max(0.0);
+            PHASE_NAMES
+                .iter()
+                .zip(by_phase)
+                .map(|(name, cpu)| ((*name).to_owned(), cpu))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    Evidence {
+        host_cpu_ms,
+        wall_ms: after.at.duration_since(before.at).as_secs_f64() * 1e3,
+        run_delay_ms: after.run_delay_ns.saturating_sub(before.run_delay_ns) as f64 / 1e6,
+        faults: after.faults.saturating_sub(before.faults),
+        tlb_shootdowns: after.tlb.saturating_sub(before.tlb),
+        phases_cpu_ms,
+        answered,
+        died: None,
+    }
+}
+
+/// The step's verdict against `target`: sustained (at least 90% of an open loop's rate
+/// answered, no errors, the latency not still growing at the end) and within the target,
+/// or by how much not.
+pub fn verdict(step: &TrafficStep, target: &Target) -> Verdict {
+    if step.generator_limited().is_some() {
+        return Verdict::Generator;
+    }
+    let served = step
+        .asked_rps()
+        .is_none_or(|asked| step.achieved_rps() >= 0.9 * asked);
+    if !served || step.errors.total() > 0 || step.still_growing() {
+        return Verdict::Fail;
+    }
+    let ratio = target.latency_ms(step) / target.ms;
+    match ratio {
+        r if r <= 1.0 => Verdict::Met,
+        r if r <= 1.5 => Verdict::Near,
+        _ => Verdict::Over,
+    }
+}
+
+/// What bounded the step, in words: the generator, the host's death, its errors, its CPU
+/// (and which phase of its work took most of it), waiting for a CPU, or none of those.
+pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String {
+    if let Some(died) = &evidence.died {
+        return format!("the host died: {died}");
+    }
+    if let Some(why) = step.generator_limited() {
+        return format!("generator-limited: {why}");
+    }
+    let cpus = config.cpus.len();
+    let share = evidence.cpu_share(cpus);
+    let rate = step.achieved_rps();
+    let per_request = evidence.per_request(evidence.host_cpu_ms * 1e3);
+    let cpu = format!(
+        "{share:.2} of its {} at {}/s, {} of CPU per request",
+        match cpus {
+            1 => "1 CPU".to_owned(),
+            n => format!("{n} CPUs"),
+        },
+        count(rate),
+        micros(per_request),
+    );
+    let busiest = evidence
+        .phases_cpu_ms
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|(_, cpu)| evidence.host_cpu_ms > 0.0 && *cpu > 0.0)
+        .map(|(phase, cpu)| {
+            let what = match phase.as_str() {
+                "host" => "in the host's own work (HTTP, runtime, outside any skill)",
+                "compile" => "compiling",
+                "instantiate" => "instantiating",
+                _ => "in the skill's call",
+            };
+            format!(", {:.0}% of it {what}", 100.0 * cpu / evidence.host_cpu_ms)
+        })
+        .unwrap_or_default();
+    let waited = evidence.per_request(evidence.run_delay_ms);
+    let errors = step.errors.total();
+    if errors > 0 {
+        return format!(
+            "failing: {errors} of {} requests failed ({} without an answer, {} outside 2xx, {} \
+             unanswered at the end); the host used {cpu}",
+            count(step.sent as f64),
+            step.errors.transport,
+            step.errors.status,
+            step.errors.unanswered
+        );
+    }
+    // The kernel's own work for the host (its network stack's softirqs) is not charged to
+    // it: a host at 0.8 of its CPUs has the rest of them busy for it.
+    if share >= 0.8 {
+        return format!("CPU-bound: {cpu}{busiest}");
+    }
+    if waited > 0.3 * step.latency.p50_ms {
+        return format!(
+            "waiting for a CPU: its threads waited {} per request to run (the median request \
+             took {}); the host used {cpu}",
+            ms(waited),
+            ms(step.latency.p50_ms)
+        );
+    }
+    format!(
+        "not CPU-bound: the host used {cpu}{busiest}; its threads waited {} per request for a \
+         CPU, so the time went elsewhere (the skill's own waiting, a stall, the queue)",
+        ms(waited)
+    )
+}
+
+fn micros(us: f64) -> String {
+    match us {
+        us if us >= 1000.0 => ms(us / 1e3),
+        us => format!("{us:.0} µs"),
+    }
+}

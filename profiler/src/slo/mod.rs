@@ -1,0 +1,527 @@
+//! `skillprof slo`: how many requests per second a host serves within a latency target, with
+//! which configuration. For each configuration (worker threads × CPUs × allocator) it starts
+//! the host with the skill, searches the highest rate whose open-loop step meets the target
+//! (steps, then bisection), then runs the table: every configuration at fractions of the
+//! highest peak (swan's experiment), each cell the step's latency at the target's quantile,
+//! against the target. Every step carries the evidence of what bounded it.
+//!
+//! The host runs on the configuration's CPUs (the last ones of the machine) and the load
+//! generator on the others, when any are left: on a 2-core machine, a 1-CPU host and its
+//! generator each have a CPU of their own.
+
+mod evidence;
+mod output;
+pub mod search;
+mod table;
+pub mod target;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use clap::Args;
+
+use crate::hostctl::{HostProfile, HostProcess, HostStartArgs, SampleSkills, SkillsDir};
+use crate::probes::ledger::HostLedger;
+use crate::record::slo::{ConfigPeak, HostConfig, SloReport, SloStep, Stage, Target, Verdict};
+use crate::record::traffic::{Arrivals, Load};
+use crate::system::affinity;
+use crate::traffic::generator::{self, StepPlan};
+use search::Search;
+
+const LONG_ABOUT: &str = "\
+How much traffic a host serves within a latency target, and with which configuration.
+
+For each host configuration (--workers × --cpus × --allocator) skillprof starts the host with \
+the skill (--skill), and sends it open-loop traffic: requests on a schedule, each one's \
+latency counted from its scheduled send, so a stall is charged to every request it delayed. \
+It searches the highest rate whose step meets the target (--target, e.g. p99<=10ms): from \
+--start-rps, doubling until a step misses, then bisecting to within 5%. A step is sustained \
+when at least 90% of the rate was answered, nothing failed and the latency was not still \
+growing at its end. Then the table: every configuration at --points fractions of the highest \
+peak, each cell the step's latency against the target (met; 101-150%; above 150%; FAIL when \
+not sustained), and the fewest CPUs and workers that meet the target at each load named.
+
+Every step says what bounded it: the host's CPU against the CPUs it had (and by phase of its \
+work, from its ledger), the time its threads waited for a CPU, its faults and the machine's \
+TLB shootdowns per request, the generator's own CPU. A step the generator could not send is \
+marked as such, never taken for the host's limit.
+
+The host runs on the last CPUs of the machine (as many as the configuration has), the \
+generator on the others when any are left. The experiment folder (--out/slo-STAMP or \
+--run-dir) holds steps.csv, slo.json, explain.md, report.html and openmetrics.txt; \
+`skillprof capacity --rate R --slo DIR` turns it into servers for a fleet.
+
+Examples:
+  sudo skillprof slo --skill hello --target p99<=10ms
+  sudo skillprof slo --skill rust --target p99<=20ms --workers 1,2 --cpus 1,2
+  sudo skillprof slo --skill python --target p99<=50ms --rps 20,40    # fixed rates, no search";
+
+/// Which sample skill the traffic calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SkillChoice {
+    /// hello: answers a greeting and does nothing else (the host's cost per request).
+    Hello,
+    /// sample_rs: the Rust sample, allocating --memory-kb and sleeping --wait-ms.
+    Rust,
+    /// sample_py: the Python sample (pure Python), the same work.
+    Python,
+}
+
+impl SkillChoice {
+    fn component(self) -> &'static str {
+        match self {
+            SkillChoice::Hello => "hello",
+            SkillChoice::Rust => "sample_rs",
+            SkillChoice::Python => "sample_py",
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+#[command(about = "How much traffic a host serves within a latency target, per configuration", long_about = LONG_ABOUT)]
+pub struct SloArgs {
+    /// The latency target: a quantile (p50, p90, p99, p99.9), <=, a time with its unit.
+    #[arg(long, value_name = "pN<=TIME", value_parser = target::parse)]
+    pub target: Target,
+
+    /// The skill the requests call.
+    #[arg(long, value_enum, default_value = "hello")]
+    pub skill: SkillChoice,
+
+    /// KiB each request asks the skill to allocate (rust, python).
+    #[arg(long, default_value_t = 0, value_name = "KIB")]
+    pub memory_kb: u64,
+
+    /// ms each request asks the skill to sleep (rust, python).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub wait_ms: u64,
+
+    /// The host's async worker threads to try (TOKIO_WORKER_THREADS), comma-separated
+    /// [default: the host's own default].
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    pub workers: Vec<u32>,
+
+    /// How many CPUs to give the host, comma-separated: it runs on the machine's last ones.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', default_value = "1")]
+    pub cpus: Vec<usize>,
+
+    /// skillhost's allocators to try, comma-separated (on-demand, pooling) [default: the
+    /// host's].
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub allocator: Vec<String>,
+
+    /// Fixed rates to run, comma-separated, instead of searching each configuration's peak;
+    /// the table is then these rates.
+    #[arg(long, value_name = "RPS,...", value_delimiter = ',')]
+    pub rps: Vec<u32>,
+
+    /// The search's first rate.
+    #[arg(long, default_value_t = 100, value_name = "RPS")]
+    pub start_rps: u32,
+
+    /// The search's highest rate.
+    #[arg(long, default_value_t = 200_000, value_name = "RPS")]
+    pub max_rps: u32,
+
+    /// Load points of the table: 1/N, 2/N, ... N/N of the highest peak.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub points: u32,
+
+    /// Seconds of each step; its first fifth warms up and is not measured.
+    #[arg(long, default_value_t = 5, value_name = "S")]
+    pub step_s: u32,
+
+    /// The spacing of the sends.
+    #[arg(long, value_enum, default_value = "constant")]
+    pub arrivals: ArrivalsChoice,
+
+    /// Folder under which the experiment's folder is made.
+    #[arg(long, default_value = "runs", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The experiment's folder itself (created if missing, refused unless empty).
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub run_dir: Option<PathBuf>,
+
+    /// The host: a built-in profile or a TOML file (see `skillprof run --help`).
+    #[arg(long, value_name = "NAME|FILE", default_value = "skillhost")]
+    pub host_profile: String,
+
+    #[command(flatten)]
+    pub host: HostStartArgs,
+
+    /// How long the host may take to answer its health route, in seconds.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub ready_timeout_s: u64,
+
+    /// Flags for the host, after `--`.
+    #[arg(last = true, value_name = "HOST_FLAGS")]
+    pub host_flags: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArrivalsChoice {
+    Constant,
+    Poisson,
+}
+
+pub use output::read;
+
+pub fn run(args: SloArgs) -> Result<ExitCode> {
+    let machine_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let configs = configurations(&args, machine_cpus)?;
+    let profile = HostProfile::load(&args.host_profile)?;
+    let samples = SampleSkills::beside_executable(profile.registry.world)?;
+    let component = samples.path(args.skill.component())?;
+    let folder = folder(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = runtime.block_on(experiment(
+        &args,
+        profile,
+        &component,
+        configs,
+        machine_cpus,
+        &folder,
+    ))?;
+    output::write(&folder, &report)?;
+    eprintln!("{}", output::summary(&report));
+    eprintln!("slo: experiment folder {}", folder.display());
+    Ok(match report.complete {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    })
+}
+
+/// Every configuration to try, checked against this machine before anything starts.
+fn configurations(args: &SloArgs, machine_cpus: usize) -> Result<Vec<HostConfig>> {
+    ensure!(args.step_s >= 2, "--step-s must be at least 2 (a fifth warms up)");
+    ensure!(args.points >= 1, "--points must be at least 1");
+    ensure!(
+        args.rps.iter().all(|&rps| rps >= 1) && args.start_rps >= 1,
+        "a rate must be at least 1 request per second"
+    );
+    ensure!(args.max_rps >= args.start_rps, "--max-rps is below --start-rps");
+    ensure!(
+        args.workers.iter().all(|&w| w >= 1),
+        "--workers: a host needs at least 1 worker thread"
+    );
+    for &cpus in &args.cpus {
+        ensure!(
+            (1..=machine_cpus).contains(&cpus),
+            "--cpus {cpus}: this machine has {machine_cpus} CPUs"
+        );
+    }
+    ensure!(
+        args.host.host_cpus.is_none(),
+        "--host-cpus: slo places the host itself (on the last --cpus CPUs of the machine)"
+    );
+    if !args.allocator.is_empty() && args.host_profile != "skillhost" {
+        bail!(
+            "--allocator is skillhost's flag; for host profile {} pass the host's own flags \
+             after --",
+            args.host_profile
+        );
+    }
+    for allocator in &args.allocator {
+        ensure!(
+            ["on-demand", "pooling"].contains(&allocator.as_str()),
+            "--allocator {allocator}: skillhost's allocators are on-demand and pooling"
+        );
+    }
+    let workers: Vec<Option<u32>> = match args.workers.is_empty() {
+        true => vec![None],
+        false => args.workers.iter().copied().map(Some).collect(),
+    };
+    let allocators: Vec<Option<String>> = match args.allocator.is_empty() {
+        true => vec![None],
+        false => args.allocator.iter().cloned().map(Some).collect(),
+    };
+    let mut configs = Vec::new();
+    for &cpus in &args.cpus {
+        for &workers in &workers {
+            for allocator in &allocators {
+                configs.push(HostConfig {
+                    workers,
+                    cpus: (machine_cpus - cpus..machine_cpus).collect(),
+                    allocator: allocator.clone(),
+                });
+            }
+        }
+    }
+    Ok(configs)
+}
+
+fn folder(args: &SloArgs) -> Result<PathBuf> {
+    let stamp = chrono::Local::now().format("slo-%y%m%d_%H%M%S");
+    let folder = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| args.out.join(stamp.to_string()));
+    fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+    ensure!(
+        fs::read_dir(&folder)?.next().is_none(),
+        "{} is not empty: an experiment folder holds one experiment",
+        folder.display()
+    );
+    Ok(folder)
+}
+
+/// The CPUs the generator runs on beside a host on `host`: the rest of the machine, or
+/// `None` when the host has every CPU.
+fn generator_cpus(host: &[usize], machine_cpus: usize) -> Option<Vec<usize>> {
+    let rest: Vec<usize> = (0..machine_cpus).filter(|c| !host.contains(c)).collect();
+    (!rest.is_empty()).then_some(rest)
+}
+
+/// A started host with the skill listed and answering.
+struct Started {
+    host: HostProcess,
+    ledger: Option<HostLedger>,
+}
+
+async fn start(
+    args: &SloArgs,
+    profile: &HostProfile,
+    component: &Path,
+    config: &HostConfig,
+    folder: &Path,
+    index: usize,
+) -> Result<Started> {
+    let dir = folder.join(format!("host-{index}"));
+    let skills = SkillsDir::create(&dir.join("skills"), profile.registry.clone())?;
+    skills.add(SKILL, component)?;
+    let mut flags = args.host_flags.clone();
+    if let Some(allocator) = &config.allocator {
+        flags.extend(["--allocator".to_owned(), allocator.clone()]);
+    }
+    let env: Vec<(String, String)> = config
+        .workers
+        .map(|w| ("TOKIO_WORKER_THREADS".to_owned(), w.to_string()))
+        .into_iter()
+        .collect();
+    let mut spec = args.host.spec(profile.clone(), &flags, &env)?;
+    spec.cpus = Some(affinity::CpuList(config.cpus.clone()));
+    let host = HostProcess::start(
+        &spec,
+        skills.path(),
+        &dir.join("host.log"),
+        &dir.join("work"),
+        None,
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0),
+        Duration::from_secs(args.ready_timeout_s),
+    )
+    .await?;
+    host.client
+        .wait_until_listed(&[SKILL.to_owned()], Duration::from_secs(60))
+        .await?;
+    let first = host.client.execute(SKILL, &input(args)).await?;
+    ensure!(
+        first.is_ok(),
+        "the host did not run the skill: {} {}",
+        first.status,
+        first.error_message()
+    );
+    // The ledger gives the CPU by phase where the host keeps one; without, the steps say less.
+    let ledger = HostLedger::open(host.pid()).ok();
+    eprintln!(
+        "slo: [{}] host pid {} on CPU(s) {}, generator on {}",
+        config.label(),
+        host.pid(),
+        affinity::format_list(&config.cpus),
+        generator_cpus(&config.cpus, std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .map_or("the same CPUs".to_owned(), |cpus| affinity::format_list(&cpus))
+    );
+    Ok(Started { host, ledger })
+}
+
+/// The skill's name on the host.
+const SKILL: &str = "slo_skill";
+
+fn input(args: &SloArgs) -> serde_json::Value {
+    crate::hostctl::sample_input("slo", args.memory_kb, args.wait_ms)
+}
+
+/// One step at `rps` on a started host, with its evidence and verdict.
+async fn step(
+    args: &SloArgs,
+    started: &Started,
+    config: (usize, &HostConfig),
+    stage: Stage,
+    rps: u32,
+    machine_cpus: usize,
+) -> Result<SloStep> {
+    let exit = started.host.exit_watch()?;
+    let pid = started.host.pid();
+    let before = evidence::read(pid, started.ledger.as_ref())?;
+    let plan = StepPlan {
+        skill: SKILL.to_owned(),
+        input: input(args),
+        load: Load::Open {
+            rps,
+            arrivals: match args.arrivals {
+                ArrivalsChoice::Constant => Arrivals::Constant,
+                ArrivalsChoice::Poisson => Arrivals::Poisson,
+            },
+        },
+        length: Duration::from_secs(u64::from(args.step_s)),
+        cpus: generator_cpus(&config.1.cpus, machine_cpus),
+    };
+    let traffic = generator::run(&started.host.client, plan).await?;
+    let alive = evidence::read(pid, started.ledger.as_ref());
+    let answered = traffic.ok + traffic.errors.status;
+    let exited = tokio::time::timeout(Duration::from_millis(5), exit.exited())
+        .await
+        .is_ok();
+    let (mut found, died) = match (&alive, exited) {
+        (Ok(after), false) => (evidence::between(&before, after, answered), None),
+        _ => (
+            Default::default(),
+            Some(format!(
+                "process {pid} is gone; {}",
+                started.host.log_tail()
+            )),
+        ),
+    };
+    found.died = died;
+    let verdict = match found.died {
+        Some(_) => Verdict::Fail,
+        None => evidence::verdict(&traffic, &args.target),
+    };
+    let step = SloStep {
+        config: config.0,
+        stage,
+        rps,
+        verdict,
+        traffic,
+        evidence: found,
+    };
+    eprintln!(
+        "slo: [{}] {} {rps}/s: {} {} ms, {:.0}/s answered, {} ({})",
+        config.1.label(),
+        match stage {
+            Stage::Search => "search",
+            Stage::Table => "table",
+        },
+        args.target.quantile,
+        args.target.latency_ms(&step.traffic),
+        step.traffic.achieved_rps(),
+        verdict.name(),
+        evidence::bound(&step.traffic, &step.evidence, config.1)
+    );
+    Ok(step)
+}
+
+async fn experiment(
+    args: &SloArgs,
+    profile: HostProfile,
+    component: &Path,
+    configs: Vec<HostConfig>,
+    machine_cpus: usize,
+    folder: &Path,
+) -> Result<SloReport> {
+    let mut report = SloReport {
+        target: args.target.clone(),
+        skill: args.skill.component().to_owned(),
+        input: input(args),
+        arrivals: match args.arrivals {
+            ArrivalsChoice::Constant => Arrivals::Constant,
+            ArrivalsChoice::Poisson => Arrivals::Poisson,
+        },
+        step_s: args.step_s,
+        host_profile: args.host_profile.clone(),
+        machine_cpus,
+        generator_cpus: None,
+        configs: configs
+            .iter()
+            .map(|config| ConfigPeak {
+                config: config.clone(),
+                peak_rps: None,
+                missed_rps: None,
+            })
+            .collect(),
+        load_points: args.rps.clone(),
+        steps: Vec::new(),
+        started: chrono::Local::now().to_rfc3339(),
+        complete: true,
+    };
+    // The search, configuration by configuration (skipped for fixed rates).
+    if args.rps.is_empty() {
+        for (index, config) in configs.iter().enumerate() {
+            let started = start(args, &profile, component, config, folder, index).await?;
+            let mut search = Search::new(args.start_rps, args.max_rps);
+            while let Some(rps) = search.next() {
+                let step = step(
+                    args,
+                    &started,
+                    (index, config),
+                    Stage::Search,
+                    rps,
+                    machine_cpus,
+                )
+                .await?;
+                // A step the generator could not send brackets the search from above like a
+                // miss, and is marked as such: the peak comes from steps it did send.
+                search.record(rps, step.verdict.met());
+                if step.evidence.died.is_some() {
+                    search.stop();
+                    report.complete = false;
+                }
+                let died = step.evidence.died.is_some();
+                report.steps.push(step);
+                output::write(folder, &report)?;
+                if died {
+                    break;
+                }
+            }
+            let (met, missed) = search.bracket();
+            report.configs[index].peak_rps = met;
+            report.configs[index].missed_rps = missed;
+            stop(started).await;
+        }
+        report.load_points = table::load_points(report.best_peak(), args.points);
+    }
+    // The table: every configuration at every load point.
+    for (index, config) in configs.iter().enumerate() {
+        let started = start(args, &profile, component, config, folder, index).await?;
+        for &rps in &report.load_points.clone() {
+            let step = step(
+                args,
+                &started,
+                (index, config),
+                Stage::Table,
+                rps,
+                machine_cpus,
+            )
+            .await?;
+            let died = step.evidence.died.is_some();
+            report.complete &= !died;
+            report.steps.push(step);
+            output::write(folder, &report)?;
+            if died {
+                break;
+            }
+        }
+        if !args.rps.is_empty() {
+            let (met, missed) = table::bracket(&report, index);
+            report.configs[index].peak_rps = met;
+            report.configs[index].missed_rps = missed;
+        }
+        stop(started).await;
+    }
+    report.generator_cpus = configs
+        .first()
+        .and_then(|config| generator_cpus(&config.cpus, machine_cpus));
+    Ok(report)
+}
+
+/// Stops a host (its own reason to end is in the steps if it died).
+async fn stop(started: Started) {
+    drop(started.ledger);
+    let _ = started.host.stop(Duration::from_secs(30)).await;
+}
