@@ -170,6 +170,39 @@ fn repeat_count(count: i128, token: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traffic_lines_read_their_rate_arrivals_and_bounds() {
+        let cap = InFlightCap::DEFAULT;
+        let open = Command::parse("o_execute", &["hello", "2000", "10", "poisson"], cap).unwrap();
+        assert_eq!(
+            open,
+            Command::Traffic(command::Traffic {
+                skill: "hello".into(),
+                load: TrafficLoad::Open {
+                    rps: 2000,
+                    poisson: true
+                },
+                seconds: 10,
+                memory_kb: 0,
+                wait_ms: 0,
+            })
+        );
+        let closed = Command::parse("c_execute", &["hello", "150", "20", "100"], cap).unwrap();
+        assert!(matches!(
+            closed,
+            Command::Traffic(command::Traffic {
+                load: TrafficLoad::Closed { concurrency: 150 },
+                memory_kb: 100,
+                ..
+            })
+        ));
+        let refused = |args: &[&str]| Command::parse("o_execute", args, cap).unwrap_err();
+        assert!(refused(&["hello", "0", "5"]).contains("RATE must be at least 1"));
+        assert!(refused(&["hello", "10", "5", "bursty"]).contains("constant or poisson"));
+        assert!(refused(&["hello", "10", "99999"]).contains("SECONDS must be at most"));
+        assert!(refused(&["hello", "2000000", "5"]).contains("RATE must be at most"));
+    }
     use crate::band::Band;
     use Command::*;
 
@@ -431,7 +464,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -519,7 +552,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),
