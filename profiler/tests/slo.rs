@@ -158,6 +158,40 @@ fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
         "{peaks}"
     );
     assert_eq!(report["load_points"].as_array().unwrap().len(), 2);
+
+    // The fleet for a rate: capacity reads the experiment beside a run's memory answer (the
+    // stored run was made at 2 cores). One CPU count measured: a 2-core server's rate is a
+    // stated range, not a measurement.
+    let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rerender/run");
+    let out = dir.path().join("capacity");
+    let output = skillprof()
+        .arg("capacity")
+        .arg(&run)
+        .args(["--memory", "1G", "--kind", "rust", "--cores", "2"])
+        .args(["--rate", "20000", "--fleet-skills", "100", "--slo"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let section = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        section.contains("### Traffic: 20,000/s within p99 ≤ 10 ms")
+            && section.contains("so this is a bound, not a measurement")
+            && section.contains("server(s)** by rate")
+            && section.contains("the fleet needs"),
+        "{section}"
+    );
+    let capacity: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("capacity.json")).unwrap())
+            .unwrap();
+    let servers = &capacity["traffic"]["rate"]["servers"];
+    assert!(
+        servers[0].as_u64().unwrap() <= servers[1].as_u64().unwrap(),
+        "{capacity:#}"
+    );
+    assert_eq!(capacity["traffic"]["rate"]["basis"], "bounded");
 }
 
 #[test]

@@ -97,16 +97,10 @@ impl PressureCsv {
 
 /// pressure_samples.csv's columns: one row per reading of the balloon's controller.
 pub mod columns {
-    use crate::record::{Column, Unit};
-
-    macro_rules! columns {
-        ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-            $(pub static $id: Column = Column::new($name, Unit::$unit, $help);)*
-        };
-    }
+    use crate::record::field::columns;
 
     columns! {
-        T_S "t_s" Seconds "since the experiment started";
+        pub T_S "t_s" Seconds "since the experiment started";
         UNIX_S "unix_s" Seconds "the reading's wall-clock time";
         BAND "band" Text "the band aimed at";
         SETTLED "settled" Count "1 once free memory was in the band";

@@ -75,16 +75,10 @@ pub struct BandResult {
 
 /// pressure.csv's columns: one row per band (then the balloon's and the kernel's columns).
 pub mod columns {
-    use crate::record::{Column, Unit};
-
-    macro_rules! columns {
-        ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-            $(pub static $id: Column = Column::new($name, Unit::$unit, $help);)*
-        };
-    }
+    use crate::record::field::columns;
 
     columns! {
-        BAND "band" Text "the band held";
+        pub BAND "band" Text "the band held";
         OUTCOME "outcome" Text "held, or why not";
         REASON "reason" Text "what stopped the band, in words";
         SETTLE "settle_s" Seconds "time to get free memory into the band";

@@ -88,13 +88,9 @@ pub struct BandHeld {
     pub aborted: Option<String>,
 }
 
-use super::field::{Column, Row, Unit};
+use super::field::{Column, Row};
 
-macro_rules! columns {
-    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-        $(static $id: Column = Column::new($name, Unit::$unit, $help);)*
-    };
-}
+use crate::record::field::columns;
 
 columns! {
     BAND "pressure_band" Text "the band a balloon aimed at during the entry (readings every 50 ms of free memory as user memory reaches it: pages above each zone's lowmem reserve, summed over the zones that can serve user memory)";

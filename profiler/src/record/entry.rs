@@ -8,7 +8,7 @@ use skillprof_common::Counters;
 use super::Metrics;
 use super::balloon::BandHeld;
 use super::composition::EntryComposition;
-use super::field::{Column, Row, Unit};
+use super::field::{Column, Row};
 use super::host::{HostCounters, Stopped, Trimmed};
 use super::locust::LoadEntry;
 use super::traffic::TrafficStep;
@@ -192,11 +192,7 @@ impl EntryMeasure {
     }
 }
 
-macro_rules! columns {
-    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-        $(static $id: Column = Column::new($name, Unit::$unit, $help);)*
-    };
-}
+use crate::record::field::columns;
 
 columns! {
     INDEX "index" Count "entry number, from 0, in file order";

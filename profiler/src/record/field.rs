@@ -7,6 +7,17 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
+/// Declares columns, each a `static` [`Column`] with its name, unit and help, once:
+/// `columns! { ID "name" Unit "help"; ... }`; `columns! { pub ID ...; ... }` makes them all
+/// public.
+macro_rules! columns {
+    ($vis:vis $($id:ident $name:literal $unit:ident $help:literal;)*) => {
+        $($vis static $id: $crate::record::Column =
+            $crate::record::Column::new($name, $crate::record::Unit::$unit, $help);)*
+    };
+}
+pub(crate) use columns;
+
 /// What a column's numbers count, as its name's suffix says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unit {

@@ -51,11 +51,7 @@ pub struct NetworkInfo {
 
 use super::field::{Column, Row, Unit};
 
-macro_rules! columns {
-    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-        $(static $id: Column = Column::new($name, Unit::$unit, $help);)*
-    };
-}
+use crate::record::field::columns;
 
 columns! {
     USERS "load_users" Count "l_execute_all only: the Locust users the swarm held";

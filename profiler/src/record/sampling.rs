@@ -100,13 +100,9 @@ pub struct CpuShare {
 }
 
 use super::Metrics;
-use super::field::{Column, Row, Unit};
+use super::field::{Column, Row};
 
-macro_rules! columns {
-    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-        $(static $id: Column = Column::new($name, Unit::$unit, $help);)*
-    };
-}
+use crate::record::field::columns;
 
 columns! {
     RSS_PEAK "rss_peak_kb" Kib "largest host RSS during the entry: the kernel's high-water mark (VmHWM), reset at the entry's start through /proc/PID/clear_refs, so a peak between samples counts; where the reset is refused, the most of the samples and both ends (meta.json's rss_peak says which)";

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::field::{Column, Row, Unit};
+use super::field::{Column, Row};
 use super::traffic::{Arrivals, TrafficStep};
 
 /// pN ≤ T: the latency quantile a target bounds, and the bound.
@@ -114,7 +114,7 @@ pub struct Evidence {
     /// The host's CPU by phase of its work (its ledger: compile, instantiate, call, and the
     /// threads' time outside any skill), ms; empty without a ledger.
     pub phases_cpu_ms: Vec<(String, f64)>,
-    /// Requests the host answered in the step (measured and warm-up).
+    /// Requests the host answered in the step (warm-up and drain included).
     pub answered: u64,
     /// The host died in the step: how it ended and the end of its log.
     pub died: Option<String>,
@@ -178,8 +178,6 @@ pub struct SloReport {
     /// The host profile, and what every configuration ran.
     pub host_profile: String,
     pub machine_cpus: usize,
-    /// Where the generator ran (none: beside the host).
-    pub generator_cpus: Option<Vec<usize>>,
     pub configs: Vec<ConfigPeak>,
     /// The table's rates: fractions of the highest peak (or the rates asked for).
     pub load_points: Vec<u32>,
@@ -204,17 +202,13 @@ impl SloReport {
     }
 }
 
-macro_rules! columns {
-    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-        $(pub static $id: Column = Column::new($name, Unit::$unit, $help);)*
-    };
-}
+use crate::record::field::columns;
 
 columns! {
-    CONFIG "config" Text "the host's configuration: worker threads, CPUs, allocator";
+    pub CONFIG "config" Text "the host's configuration: worker threads, CPUs, allocator";
     STAGE "stage" Text "search (finding the configuration's peak) or table (a load point)";
     RPS "asked_rps" Count "the rate asked for, requests per second";
-    ACHIEVED "achieved_rps" Count "requests answered with 2xx per second of the measured window";
+    ACHIEVED "achieved_rps" Count "answers with 2xx per second that arrived within the measured window";
     VERDICT "verdict" Text "met (sustained, within the target), 101-150% or >150% of the target, FAIL (under 90% of the rate answered, errors, or latency still growing at the end), generator (the generator could not send the rate)";
     TARGET_MS "target_latency_ms" Ms "the step's latency at the target's quantile, from the scheduled send";
     P50 "p50_ms" Ms "median latency from the scheduled send";

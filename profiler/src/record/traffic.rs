@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::field::{Column, Row, Unit};
+use super::field::{Column, Row};
 
 /// How a step's requests were sent.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -80,8 +80,15 @@ pub struct TrafficStep {
     pub warmup_s: f64,
     /// Requests sent in the measured window (scheduled in it, for an open loop).
     pub sent: u64,
-    /// Of those, answered with 2xx.
+    /// Of those, answered with 2xx (during the step or its drain).
     pub ok: u64,
+    /// Answers with 2xx that arrived within the measured window, whenever their requests
+    /// were sent: the throughput the host delivered.
+    #[serde(default)]
+    pub delivered: u64,
+    /// Every answer of the step, warm-up and drain included.
+    #[serde(default)]
+    pub answered_all: u64,
     pub errors: TrafficErrors,
     /// Requests sent more than a millisecond after their scheduled time (open loop): the
     /// generator could not keep its schedule.
@@ -110,9 +117,10 @@ impl TrafficStep {
         }
     }
 
-    /// Answered requests per second of the measured window.
+    /// Answers per second within the measured window: what the host delivered, not what
+    /// it caught up on after the step.
     pub fn achieved_rps(&self) -> f64 {
-        self.ok as f64 / self.measured_s.max(1e-9)
+        self.delivered as f64 / self.measured_s.max(1e-9)
     }
 
     /// Why the generator could not hold its schedule, if it could not: then the step is no
@@ -143,16 +151,12 @@ impl TrafficStep {
     }
 }
 
-macro_rules! columns {
-    ($($id:ident $name:literal $unit:ident $help:literal;)*) => {
-        $(static $id: Column = Column::new($name, Unit::$unit, $help);)*
-    };
-}
+use crate::record::field::columns;
 
 columns! {
     LOAD "traffic_load" Text "o_execute/c_execute only: open at RATE (constant or poisson arrivals), or closed with N senders";
     ASKED "traffic_asked_rps" Count "open loop: the rate asked for, requests per second";
-    ACHIEVED "traffic_achieved_rps" Count "requests answered with 2xx per second of the measured window (the warm-up left out)";
+    ACHIEVED "traffic_achieved_rps" Count "answers with 2xx per second that arrived within the measured window (the warm-up and the drain after the step left out): what the host delivered";
     SENT "traffic_sent" Count "requests sent in the measured window (open loop: scheduled in it)";
     ERRORS "traffic_errors" Count "of those, failed: no answer (transport), an answer outside 2xx, or none by the end of the drain";
     ERRORS_STATUS "traffic_errors_status" Count "failed with an answer outside 2xx";

@@ -374,7 +374,7 @@ async fn step(
     };
     let traffic = generator::run(&started.host.client, plan).await?;
     let alive = evidence::read(pid, started.ledger.as_ref());
-    let answered = traffic.ok + traffic.errors.status;
+    let answered = traffic.answered_all;
     let exited = tokio::time::timeout(Duration::from_millis(5), exit.exited())
         .await
         .is_ok();
@@ -436,7 +436,6 @@ async fn experiment(
         step_s: args.step_s,
         host_profile: args.host_profile.clone(),
         machine_cpus,
-        generator_cpus: None,
         configs: configs
             .iter()
             .map(|config| ConfigPeak {
@@ -514,9 +513,6 @@ async fn experiment(
         }
         stop(started).await;
     }
-    report.generator_cpus = configs
-        .first()
-        .and_then(|config| generator_cpus(&config.cpus, machine_cpus));
     Ok(report)
 }
 

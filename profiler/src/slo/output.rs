@@ -15,7 +15,6 @@ use super::{evidence, table};
 use crate::output::commands_csv::CommandsCsv;
 use crate::record::slo::{SloReport, SloStep, Stage, Verdict};
 use crate::record::traffic::Arrivals;
-use crate::system::affinity;
 use crate::units::{count, ms};
 use crate::watch::exposition::{Families, Kind};
 
@@ -120,16 +119,18 @@ fn explain(report: &SloReport) -> String {
     );
     let _ = writeln!(
         text,
-        "- This machine: {} CPUs. {}",
+        "- This machine: {} CPUs. The host ran on the last ones (as many as its configuration \
+         has) and the load generator on the others{}.",
         report.machine_cpus,
-        match &report.generator_cpus {
-            Some(cpus) => format!(
-                "The load generator ran on CPU(s) {}, apart from the host's.",
-                affinity::format_list(cpus)
-            ),
-            None => "The load generator shared the host's CPUs (the host had them all): its \
-                     CPU is in the host's figures."
-                .to_owned(),
+        match report
+            .configs
+            .iter()
+            .any(|c| c.config.cpus.len() == report.machine_cpus)
+        {
+            true => "; beside a host with every CPU the generator shared them, so that host's \
+                     figures include the generator's work and their waits for a CPU: read them \
+                     as a lower bound",
+            false => "",
         }
     );
     if !report.complete {

@@ -106,6 +106,10 @@ struct Recorder {
     ok: u64,
     errors: TrafficErrors,
     late: u64,
+    /// Answers with 2xx that arrived within the measured window, whenever they were sent.
+    window_ok: u64,
+    /// Every answer of the step, warm-up and drain included.
+    answered: u64,
 }
 
 /// How one request ended.
@@ -129,6 +133,8 @@ impl Recorder {
             ok: 0,
             errors: TrafficErrors::default(),
             late: 0,
+            window_ok: 0,
+            answered: 0,
         })
     }
 
@@ -142,6 +148,14 @@ impl Recorder {
         self.sent += 1;
         self.late += u64::from(lag > LATE);
         let _ = self.lag.record(micros(lag));
+    }
+
+    /// Any request's answer, measured or not: what the window delivered.
+    fn delivered(&mut self, done: Instant, answer: &Answer) {
+        self.answered += 1;
+        if matches!(answer, Answer::Ok) && done >= self.warm_end && done < self.end {
+            self.window_ok += 1;
+        }
     }
 
     fn answered(&mut self, scheduled: Instant, sent: Instant, done: Instant, answer: Answer) {
@@ -234,14 +248,13 @@ async fn request(
         Err(_) => Answer::Transport,
     };
     drop(permit);
+    let done = Instant::now();
+    let mut recorder = shared.recorder.lock().unwrap();
+    recorder.delivered(done, &answer);
     if measured {
-        let done = Instant::now();
-        shared
-            .recorder
-            .lock()
-            .unwrap()
-            .answered(scheduled, sent, done, answer);
+        recorder.answered(scheduled, sent, done, answer);
     }
+    drop(recorder);
     shared.in_flight.end();
 }
 
@@ -359,6 +372,8 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
         warmup_s: plan.warmup().as_secs_f64(),
         sent: recorder.sent,
         ok: recorder.ok,
+        delivered: recorder.window_ok,
+        answered_all: recorder.answered,
         errors,
         late_sends: recorder.late,
         send_lag_p99_ms: recorder.lag.value_at_quantile(0.99) as f64 / 1e3,
