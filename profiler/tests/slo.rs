@@ -145,6 +145,21 @@ fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
     let peak = report["configs"][0]["peak_rps"].as_u64().unwrap();
     let missed = report["configs"][0]["missed_rps"].as_u64().unwrap();
     assert!(peak >= 1000 && missed > peak, "{report:#}");
+    // The skill's own phases hold a real share of the host's CPU, though each lasts far less
+    // than a scheduler tick (read as getrusage's stale CPU time, they held 0.2% and the idle
+    // wait that followed them took the rest).
+    let first = &report["steps"][0]["evidence"];
+    let skills: f64 = first["phases_cpu_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|phase| phase[0] != "host")
+        .map(|phase| phase[1].as_f64().unwrap())
+        .sum();
+    assert!(
+        skills > 0.1 * first["host_cpu_ms"].as_f64().unwrap(),
+        "{first:#}"
+    );
     let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();
     let peaks = explain
         .lines()

@@ -137,7 +137,27 @@ pub struct ThreadCounts {
     pub now_ns: u64,
     pub minflt: u64,
     pub majflt: u64,
+    /// As the scheduler last accounted it (a tick or a switch), not as of now.
     pub cpu_ns: u64,
+    /// Voluntary and involuntary context switches: fresh, unlike the CPU time.
+    pub switches: u64,
+}
+
+impl ThreadCounts {
+    /// The CPU time the thread ran from `since` to now. getrusage's CPU time is only as fresh
+    /// as the scheduler's last tick or switch, so a stretch shorter than a tick would read 0
+    /// and hand its time to whichever stretch holds the next switch (the host's idle wait).
+    /// A thread that was not switched out ran the whole stretch: its CPU time is the elapsed
+    /// time (interrupts and a hypervisor's steal included). One that was is credited
+    /// getrusage's change, never more than the elapsed time.
+    pub fn cpu_since(&self, since: &ThreadCounts) -> u64 {
+        let elapsed = self.now_ns.saturating_sub(since.now_ns);
+        if self.switches == since.switches {
+            elapsed
+        } else {
+            self.cpu_ns.saturating_sub(since.cpu_ns).min(elapsed)
+        }
+    }
 }
 
 /// The stretch a thread is in: its row and phase, since when, and its counters then.
@@ -192,10 +212,7 @@ impl LedgerView<'_> {
                 &counts.majflt,
                 now.majflt.saturating_sub(ended.since.majflt),
             );
-            add(
-                &counts.cpu_ns,
-                now.cpu_ns.saturating_sub(ended.since.cpu_ns),
-            );
+            add(&counts.cpu_ns, now.cpu_since(&ended.since));
             if next.is_none() {
                 add(&counts.marks, 1);
             }
@@ -403,8 +420,9 @@ mod writer {
         }
     }
 
-    /// The time and this thread's own counters: `getrusage(RUSAGE_THREAD)` (faults, and CPU
-    /// time as the scheduler last accounted it) and the monotonic clock (vDSO).
+    /// The time and this thread's own counters: `getrusage(RUSAGE_THREAD)` (faults, context
+    /// switches, and CPU time as the scheduler last accounted it) and the monotonic clock
+    /// (vDSO).
     fn thread_counts() -> Option<ThreadCounts> {
         let mut usage = core::mem::MaybeUninit::<libc::rusage>::zeroed();
         // SAFETY: a valid out pointer.
@@ -424,6 +442,34 @@ mod writer {
             minflt: usage.ru_minflt as u64,
             majflt: usage.ru_majflt as u64,
             cpu_ns: (micros(usage.ru_utime) + micros(usage.ru_stime)) * 1000,
+            switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadCounts;
+
+    fn at(now_ns: u64, cpu_ns: u64, switches: u64) -> ThreadCounts {
+        ThreadCounts {
+            now_ns,
+            cpu_ns,
+            switches,
+            ..ThreadCounts::default()
+        }
+    }
+
+    #[test]
+    fn a_stretch_without_a_switch_ran_all_of_it_though_getrusage_has_not_moved() {
+        assert_eq!(at(1_150_000, 0, 7).cpu_since(&at(1_000_000, 0, 7)), 150_000);
+    }
+
+    #[test]
+    fn a_stretch_with_a_switch_takes_getrusages_change_never_more_than_it_lasted() {
+        let since = at(1_000_000, 5_000_000, 7);
+        assert_eq!(at(3_000_000, 5_400_000, 8).cpu_since(&since), 400_000);
+        // Stale at its start by a tick of earlier stretches' time: capped.
+        assert_eq!(at(1_200_000, 6_000_000, 9).cpu_since(&since), 200_000);
     }
 }

@@ -803,7 +803,7 @@ pub mod skill_columns {
     pub static TASK_CPU_MS: Column = Column::new(
         "task_cpu_ms",
         Unit::Ms,
-        "CPU time the threads ran for the phase, the same way (user + system time, as the scheduler last accounted it)",
+        "CPU time the threads ran for the phase, the same way: a stretch's elapsed time when its thread was not switched out in it, getrusage's CPU time (as the scheduler last accounted it, at most the elapsed time) when it was",
     );
 
     pub static FAILED: Column = Column::new(
