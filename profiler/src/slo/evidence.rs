@@ -138,11 +138,13 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
     let share = evidence.cpu_share(cpus);
     let rate = step.achieved_rps();
     let per_request = evidence.per_request(evidence.host_cpu_ms * 1e3);
+    // In CPUs used, not the share, so that "1.62 of its 2 CPUs" reads as it is meant.
     let cpu = format!(
-        "{share:.2} of its {} at {}/s, {} of CPU per request",
+        "{:.2} of its {} at {}/s, {} of CPU per request",
+        share * cpus as f64,
         match cpus {
             1 => "1 CPU".to_owned(),
-            n => format!("{n} CPUs"),
+            n => format!("{n} CPUs ({:.0}%)", 100.0 * share),
         },
         count(rate),
         micros(per_request),
@@ -178,6 +180,15 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
     // it: a host at 0.8 of its CPUs has the rest of them busy for it.
     if share >= 0.8 {
         return format!("CPU-bound: {cpu}{busiest}");
+    }
+    // A host given every CPU shares them with the generator: the two together are what ran
+    // out, and the host's own share alone would read as headroom it did not have.
+    let generator = step.generator_cpu_ms / evidence.wall_ms.max(1e-9);
+    if step.generator_cpus == "any" && share + generator / cpus.max(1) as f64 >= 0.8 {
+        return format!(
+            "CPU-bound with the generator on the same CPUs: the host used {cpu}{busiest}, and \
+             the generator {generator:.2} more"
+        );
     }
     if waited > 0.3 * step.latency.p50_ms {
         return format!(
