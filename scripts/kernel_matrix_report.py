@@ -85,7 +85,12 @@ def why_not(attempt):
         return "EPERM"
     if "no kprobes" in detail:
         return "no kprobes"
-    return detail[:40]
+    # A uprobe on a host's wasmtime: `skillprof probes` checks skillprof's own binary, which
+    # has none ("<path> has no wasmtime CodeMemory::publish (...)").
+    what = re.search(r" has (no .+?)(?: \(|$)", detail)
+    if what:
+        return f"the probed binary has {what.group(1).strip()}"
+    return detail.split(" (")[0][:60]
 
 
 def mechanism_cell(status):
