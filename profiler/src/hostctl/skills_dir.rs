@@ -22,7 +22,11 @@ impl SkillsDir {
     pub fn create(path: &Path, registry: Registry) -> Result<Self> {
         fs::create_dir_all(path)
             .with_context(|| format!("creating the skills directory {}", path.display()))?;
-        Ok(SkillsDir::open(path, registry))
+        // Absolute: a host that runs in a working directory of its own (the 2025 engine)
+        // would read a relative one from there.
+        let path = fs::canonicalize(path)
+            .with_context(|| format!("resolving the skills directory {}", path.display()))?;
+        Ok(SkillsDir::open(&path, registry))
     }
 
     /// A directory that exists already: an attached host's, which holds its own skills too.
@@ -170,5 +174,24 @@ impl SampleSkills {
             path.display()
         );
         Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_directory_is_given_to_hosts_as_an_absolute_one() {
+        let dir = tempfile::tempdir_in(".").unwrap();
+        let relative = dir.path().strip_prefix(std::env::current_dir().unwrap()).unwrap();
+        assert!(relative.is_relative());
+        let registry = Registry {
+            file: "{name}.wasm".into(),
+            world: SkillWorld::Skillprof,
+        };
+        let skills = SkillsDir::create(&relative.join("skills"), registry).unwrap();
+        assert!(skills.path().is_absolute(), "{}", skills.path().display());
+        assert_eq!(skills.path(), dir.path().canonicalize().unwrap().join("skills"));
     }
 }

@@ -56,13 +56,16 @@ pub fn documentation(name: &str) -> Option<&'static Column> {
     columns().into_iter().find(|column| column.names(name))
 }
 
-/// docs/columns.md's tables, generated from [`columns`] and skills.csv's columns.
+/// docs/columns.md's tables, generated from [`columns`], skills.csv's columns and `skillprof
+/// slo`'s steps.csv.
 pub fn columns_markdown() -> String {
     format!(
         "{}\n## skills.csv\n\nAfter the entry's `entry` and `cmd`, one row per skill and phase \
-         of the entry (the host's markers name them):\n\n{}",
+         of the entry (the host's markers name them):\n\n{}\n## steps.csv (skillprof slo)\n\n\
+         One row per step of the experiment, searches and load points alike:\n\n{}",
         field::markdown(&columns()),
-        field::markdown(&probes::skill_columns::ALL)
+        field::markdown(&probes::skill_columns::ALL),
+        field::markdown(&slo::SloStep::COLUMNS)
     )
 }
 

@@ -106,6 +106,10 @@ pub struct Evidence {
     pub wall_ms: f64,
     /// Time the host's threads waited to run, runnable but not running (schedstat).
     pub run_delay_ms: f64,
+    /// The time on a CPU of the host's busiest thread (schedstat); 0 in experiments made
+    /// before it was read.
+    #[serde(default)]
+    pub busiest_thread_ms: f64,
     /// The host's page faults (minflt + majflt).
     pub faults: u64,
     /// TLB shootdown interrupts, all CPUs (the `TLB` line of /proc/interrupts): the machine's,
@@ -220,13 +224,14 @@ columns! {
     CPU_SHARE "host_cpu_share" Ratio "the host's CPU time over the step against the CPUs it was given (1: all of them, all the time)";
     CPU_PER_REQUEST "host_cpu_us_per_request" Us "the host's CPU time per request answered";
     RUN_DELAY "run_delay_us_per_request" Us "time the host's threads waited for a CPU, runnable, per request answered (schedstat)";
+    BUSIEST_THREAD "busiest_thread_share" Ratio "the time on a CPU of the host's busiest thread against the step's wall time (1: it never stopped running; schedstat)";
     FAULTS "faults_per_request" Ratio "the host's page faults per request answered";
     TLB "tlb_shootdowns_per_request" Ratio "TLB shootdown interrupts of the machine per request answered";
     GENERATOR_CPU "generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step";
 }
 
 impl SloStep {
-    pub const COLUMNS: [&'static Column; 18] = [
+    pub const COLUMNS: [&'static Column; 19] = [
         &CONFIG,
         &STAGE,
         &RPS,
@@ -242,6 +247,7 @@ impl SloStep {
         &CPU_SHARE,
         &CPU_PER_REQUEST,
         &RUN_DELAY,
+        &BUSIEST_THREAD,
         &FAULTS,
         &TLB,
         &GENERATOR_CPU,
@@ -274,6 +280,7 @@ impl SloStep {
             .put(&CPU_SHARE, e.cpu_share(config.cpus.len()))
             .put(&CPU_PER_REQUEST, e.per_request(e.host_cpu_ms * 1e3))
             .put(&RUN_DELAY, e.per_request(e.run_delay_ms * 1e3))
+            .put(&BUSIEST_THREAD, e.busiest_thread_ms / e.wall_ms.max(1e-9))
             .put(&FAULTS, e.per_request(e.faults as f64))
             .put(&TLB, e.per_request(e.tlb_shootdowns as f64))
             .put(&GENERATOR_CPU, t.generator_cpu_ms);

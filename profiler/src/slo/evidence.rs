@@ -1,8 +1,9 @@
 //! What bounded a step, from the host's own counters and the kernel's, read at the step's
-//! two ends: the host's CPU against the CPUs it was given, the time its threads waited for a
-//! CPU (schedstat), its faults, the machine's TLB shootdowns, and its CPU by phase from its
-//! ledger. [`bound`] says it in words.
+//! two ends: the host's CPU against the CPUs it was given, each thread's time on a CPU and
+//! waiting for one (schedstat), its faults, the machine's TLB shootdowns, and its CPU by
+//! phase from its ledger. [`bound`] says it in words.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::time::Instant;
 
@@ -19,7 +20,8 @@ pub struct Reading {
     at: Instant,
     cpu_ms: f64,
     faults: u64,
-    run_delay_ns: u64,
+    /// Each thread's schedstat: time on a CPU and time waiting for one, ns.
+    threads: BTreeMap<u32, (u64, u64)>,
     tlb: u64,
     ledger: Option<LedgerReading>,
 }
@@ -36,23 +38,28 @@ pub fn read(pid: u32, ledger: Option<&HostLedger>) -> Result<Reading> {
         at: Instant::now(),
         cpu_ms: (stat.utime + stat.stime) as f64 * 1e3 / ticks,
         faults: stat.minflt + stat.majflt,
-        run_delay_ns: run_delay_ns(pid),
+        threads: schedstats(pid),
         tlb: tlb_shootdowns(),
         ledger: ledger.map(HostLedger::read),
     })
 }
 
-/// The time every thread of `pid` has waited to run, runnable (schedstat's second field,
-/// ns). Threads that exited are not in it; a host's workers live as long as it does.
-fn run_delay_ns(pid: u32) -> u64 {
+/// Each thread of `pid` by tid: its time on a CPU and its time waiting to run, runnable
+/// (schedstat's first two fields, ns). Threads that exited are not in it; a host's workers
+/// live as long as it does.
+fn schedstats(pid: u32) -> BTreeMap<u32, (u64, u64)> {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return BTreeMap::new();
     };
     tasks
         .filter_map(Result::ok)
-        .filter_map(|task| fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .sum()
+        .filter_map(|task| {
+            let tid = task.file_name().to_str()?.parse().ok()?;
+            let line = fs::read_to_string(task.path().join("schedstat")).ok()?;
+            let mut fields = line.split_whitespace().map(|f| f.parse::<u64>().ok());
+            Some((tid, (fields.next()??, fields.next()??)))
+        })
+        .collect()
 }
 
 /// TLB shootdown interrupts so far, summed over the CPUs (/proc/interrupts' `TLB` line).
@@ -68,6 +75,10 @@ fn tlb_shootdowns() -> u64 {
                 .map_while(|field| field.parse::<u64>().ok())
                 .sum()
         })
+}
+
+fn waited(reading: &Reading) -> u64 {
+    reading.threads.values().map(|(_, waited)| waited).sum()
 }
 
 /// What happened between two readings, for `answered` requests.
@@ -95,7 +106,16 @@ pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
     Evidence {
         host_cpu_ms,
         wall_ms: after.at.duration_since(before.at).as_secs_f64() * 1e3,
-        run_delay_ms: after.run_delay_ns.saturating_sub(before.run_delay_ns) as f64 / 1e6,
+        run_delay_ms: waited(after).saturating_sub(waited(before)) as f64 / 1e6,
+        busiest_thread_ms: after
+            .threads
+            .iter()
+            .map(|(tid, (on_cpu, _))| {
+                on_cpu.saturating_sub(before.threads.get(tid).map_or(0, |(before, _)| *before))
+            })
+            .max()
+            .unwrap_or(0) as f64
+            / 1e6,
         faults: after.faults.saturating_sub(before.faults),
         tlb_shootdowns: after.tlb.saturating_sub(before.tlb),
         phases_cpu_ms,
@@ -126,7 +146,8 @@ pub fn verdict(step: &TrafficStep, target: &Target) -> Verdict {
 }
 
 /// What bounded the step, in words: the generator, the host's death, its errors, its CPU
-/// (and which phase of its work took most of it), waiting for a CPU, or none of those.
+/// (and which phase of its work took most of it), one thread that never stopped, waiting
+/// for a CPU, or none of those.
 pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String {
     if let Some(died) = &evidence.died {
         return format!("the host died: {died}");
@@ -190,6 +211,20 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
              the generator {generator:.2} more"
         );
     }
+    // One thread that never stopped: the rest of the CPUs could not help it (a single
+    // worker, or work that stays on one thread).
+    let thread = evidence.busiest_thread_ms / evidence.wall_ms.max(1e-9);
+    if thread >= 0.9 {
+        let workers = match config.workers {
+            Some(1) => "1 worker thread".to_owned(),
+            Some(n) => format!("{n} worker threads"),
+            None => "the host's default worker threads".to_owned(),
+        };
+        return format!(
+            "thread-bound: its busiest thread was on a CPU {thread:.2} of the step, with \
+             {workers}; the host used {cpu}{busiest}"
+        );
+    }
     if waited > 0.3 * step.latency.p50_ms {
         return format!(
             "waiting for a CPU: its threads waited {} per request to run (the median request \
@@ -209,5 +244,77 @@ fn micros(us: f64) -> String {
     match us {
         us if us >= 1000.0 => ms(us / 1e3),
         us => format!("{us:.0} µs"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::traffic::{Arrivals, Load, Percentiles, TrafficErrors};
+
+    fn step(generator_cpus: &str, generator_cpu_ms: f64) -> TrafficStep {
+        TrafficStep {
+            skill: "s".into(),
+            load: Load::Open { rps: 400, arrivals: Arrivals::Constant },
+            measured_s: 3.2,
+            warmup_s: 0.8,
+            sent: 1280,
+            ok: 1280,
+            delivered: 1280,
+            answered_all: 1600,
+            errors: TrafficErrors::default(),
+            late_sends: 0,
+            send_lag_p99_ms: 0.1,
+            latency: Percentiles { p50_ms: 5.0, ..Percentiles::default() },
+            service: Percentiles::default(),
+            first_fifth_p50_ms: 5.0,
+            last_fifth_p50_ms: 5.0,
+            generator_cpu_ms,
+            generator_cpus: generator_cpus.into(),
+        }
+    }
+
+    fn config(workers: Option<u32>, cpus: usize) -> HostConfig {
+        HostConfig { workers, cpus: (0..cpus).collect(), allocator: None }
+    }
+
+    fn evidence(host_cpu_ms: f64, busiest_thread_ms: f64) -> Evidence {
+        Evidence {
+            host_cpu_ms,
+            wall_ms: 4000.0,
+            busiest_thread_ms,
+            answered: 1600,
+            ..Evidence::default()
+        }
+    }
+
+    #[test]
+    fn the_cpus_given_used_up_bound_the_step_in_cpus_used() {
+        let said = bound(&step("0", 100.0), &evidence(3400.0, 3400.0), &config(Some(2), 1));
+        assert!(said.starts_with("CPU-bound: 0.85 of its 1 CPU at 400/s, 2.1 ms of CPU"), "{said}");
+        let said = bound(&step("0", 100.0), &evidence(7000.0, 3500.0), &config(Some(2), 2));
+        assert!(said.starts_with("CPU-bound: 1.75 of its 2 CPUs (88%) at 400/s"), "{said}");
+    }
+
+    #[test]
+    fn one_thread_that_never_stopped_bounds_a_host_with_cpus_to_spare() {
+        let said = bound(&step("0", 100.0), &evidence(3700.0, 3680.0), &config(Some(1), 2));
+        assert!(
+            said.starts_with("thread-bound: its busiest thread was on a CPU 0.92 of the step, with 1 worker thread; the host used 0.93 of its 2 CPUs (46%)"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn cpus_shared_with_the_generator_bound_them_together() {
+        let said = bound(&step("any", 1800.0), &evidence(4800.0, 2500.0), &config(Some(2), 2));
+        assert!(
+            said.starts_with("CPU-bound with the generator on the same CPUs: the host used 1.20 of its 2 CPUs (60%)")
+                && said.ends_with("and the generator 0.45 more"),
+            "{said}"
+        );
+        // The generator elsewhere is not the host's business.
+        let said = bound(&step("0", 1800.0), &evidence(4800.0, 2500.0), &config(Some(2), 2));
+        assert!(said.starts_with("not CPU-bound"), "{said}");
     }
 }
