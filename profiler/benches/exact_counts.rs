@@ -44,7 +44,9 @@ fn main() -> Result<()> {
 }
 
 fn workloads() -> Result<Vec<Workload>> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()?;
     // cargo bench passes `--bench`; skip what is not ours.
     let mut args = std::env::args().skip(1);
     let mut chosen: Option<Workload> = None;
@@ -118,7 +120,10 @@ fn compare(skillprof: &Path, bpftrace: &Path, workload: &Workload) -> Result<()>
             false => format!(" (host: {})", workload.host_flags.join(" ")),
         }
     );
-    println!("{:10} {:>12} {:>12} {:>8}", "kind", "skillprof", "bpftrace", "diff");
+    println!(
+        "{:10} {:>12} {:>12} {:>8}",
+        "kind", "skillprof", "bpftrace", "diff"
+    );
     for (kind, name) in SYSCALL_NAMES.iter().enumerate().take(SYSCALLS) {
         let ours: u64 = records.iter().filter_map(|r| calls(r, kind)).sum();
         let theirs = counted.get(*name).copied().unwrap_or(0);
@@ -147,7 +152,9 @@ fn compare(skillprof: &Path, bpftrace: &Path, workload: &Workload) -> Result<()>
 }
 
 fn calls(record: &EntryRecord, kind: usize) -> Option<u64> {
-    record.probe(skillprof::probes::Probe::Syscalls, |c| c.syscalls[kind].calls)
+    record.probe(skillprof::probes::Probe::Syscalls, |c| {
+        c.syscalls[kind].calls
+    })
 }
 
 /// bpftrace counting one process's memory calls by kind until it is told to stop (killed if

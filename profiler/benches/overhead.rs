@@ -176,7 +176,10 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
     let busiest = records
         .iter()
         .filter_map(|record| {
-            Some((record.measure.outcome.latencies.len(), record.measure.latency()?))
+            Some((
+                record.measure.outcome.latencies.len(),
+                record.measure.latency()?,
+            ))
         })
         .max_by_key(|(requests, _)| *requests)
         .map_or(f64::NAN, |(_, latency)| latency.p50_ms);
@@ -185,17 +188,23 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
     Ok(records
         .iter()
         .filter(|record| record.measure.cmd != "stop")
-        .fold(Measured { p50_ms: busiest, ..Measured::default() }, |sum, record| Measured {
-            host_cpu_ms: sum.host_cpu_ms + record.measure.host_cpu_ms().unwrap_or(0.0),
-            serving_cpu_ms: sum.serving_cpu_ms
-                + match record.measure.cmd.contains("execute") {
-                    true => record.measure.host_cpu_ms().unwrap_or(0.0),
-                    false => 0.0,
-                },
-            wall_ms: sum.wall_ms + record.measure.took_ms(),
-            marks: sum.marks + record.probe(Probe::Markers, |c| c.marks.hits).unwrap_or(0),
-            p50_ms: sum.p50_ms,
-        }))
+        .fold(
+            Measured {
+                p50_ms: busiest,
+                ..Measured::default()
+            },
+            |sum, record| Measured {
+                host_cpu_ms: sum.host_cpu_ms + record.measure.host_cpu_ms().unwrap_or(0.0),
+                serving_cpu_ms: sum.serving_cpu_ms
+                    + match record.measure.cmd.contains("execute") {
+                        true => record.measure.host_cpu_ms().unwrap_or(0.0),
+                        false => 0.0,
+                    },
+                wall_ms: sum.wall_ms + record.measure.took_ms(),
+                marks: sum.marks + record.probe(Probe::Markers, |c| c.marks.hits).unwrap_or(0),
+                p50_ms: sum.p50_ms,
+            },
+        ))
 }
 
 /// `--exact-only`: exact mode against the host-only mode, round by round, beside the

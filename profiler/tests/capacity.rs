@@ -382,11 +382,7 @@ fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
     );
     let before = fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
     let out = dir.path().join("runs");
-    let output = run(
-        &workload,
-        &out,
-        &["--max-map-count", "1024"],
-    );
+    let output = run(&workload, &out, &["--max-map-count", "1024"]);
     assert_eq!(
         fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(),
         before,

@@ -101,7 +101,13 @@ fn smoke_run_leaves_four_consistent_files() {
     // kernel counted it (minflt), and the instance's memory was mapped and unmapped.
     let [executions, instantiate, minflt, majflt] =
         ["executions", "host_instantiate_ms", "minflt", "majflt"].map(|c| column(&header, c));
-    let [faults_user, faults_kernel, mmap_calls, munmap_calls, mmap_lat] = [
+    let [
+        faults_user,
+        faults_kernel,
+        mmap_calls,
+        munmap_calls,
+        mmap_lat,
+    ] = [
         "faults_user",
         "faults_kernel",
         "mmap_calls",
@@ -976,8 +982,11 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
 
     // Attached without --probes, only the host pays: no syscall or fault program.
     let listing = dir.path().join("listing.cmds");
-    fs::write(&listing, "skills
-").unwrap();
+    fs::write(
+        &listing, "skills
+",
+    )
+    .unwrap();
     let (_, folder) = run_ok(
         &listing,
         &dir.path().join("host-only"),

@@ -144,7 +144,10 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
     // Shares of the whole host's faults: the two skills' split 4:1, all while called.
     let share = |skill: &str| -> f64 {
         let at = paragraph.find(&format!("{skill} ")).unwrap() + skill.len() + 1;
-        let digits: String = paragraph[at..].chars().take_while(char::is_ascii_digit).collect();
+        let digits: String = paragraph[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
         digits.parse().unwrap()
     };
     let (a, b) = (share("sample_rs1"), share("sample_rs2"));
@@ -233,7 +236,10 @@ fn in_the_host_only_mode_each_skill_s_faults_come_from_its_threads_own_counters(
     );
     for skill in ["sample_rs1", "sample_rs2"] {
         let compile = phase(0, skill, "compile");
-        assert_eq!(compile["mmap_calls"], "", "no syscall program ran: {compile:?}");
+        assert_eq!(
+            compile["mmap_calls"], "",
+            "no syscall program ran: {compile:?}"
+        );
         // The host's failures, from its ledger: a reason counts in its own phase only.
         assert_eq!(
             (
@@ -276,11 +282,7 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
         "add_rs\np_execute 2 sample_rs1:1024\n",
     );
     // skillhost told not to mark: a host that does not know skillprof keeps no ledger.
-    let (output, folder) = run_ok(
-        &workload,
-        &dir.path().join("runs"),
-        &["--", "--no-marks"],
-    );
+    let (output, folder) = run_ok(&workload, &dir.path().join("runs"), &["--", "--no-marks"]);
     let said = describe(&output);
     assert!(
         said.contains("warning: skill attribution OFF, entry windows only")

@@ -86,7 +86,10 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
         said.push_str(&line.unwrap());
         said.push('\n');
     }
-    assert!(!status.success(), "a dead host ends the experiment incomplete:\n{said}");
+    assert!(
+        !status.success(),
+        "a dead host ends the experiment incomplete:\n{said}"
+    );
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("slo.json")).unwrap()).unwrap();
@@ -111,18 +114,27 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
 
     // The table and the words.
     let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();
-    assert!(explain.contains("## Table: p99 in ms at each rate"), "{explain}");
+    assert!(
+        explain.contains("## Table: p99 in ms at each rate"),
+        "{explain}"
+    );
     assert!(explain.contains("INCOMPLETE: the host died"), "{explain}");
     assert!(
         explain.contains("## Steps that missed the target") && explain.contains("the host died"),
         "{explain}"
     );
     let page = std::fs::read_to_string(folder.join("report.html")).unwrap();
-    assert!(page.contains("class=\"met\"") && page.contains("class=\"fail\""), "{page}");
+    assert!(
+        page.contains("class=\"met\"") && page.contains("class=\"fail\""),
+        "{page}"
+    );
     let csv = std::fs::read_to_string(folder.join("steps.csv")).unwrap();
     assert_eq!(csv.lines().count(), 4, "{csv}");
     let metrics = std::fs::read_to_string(folder.join("openmetrics.txt")).unwrap();
-    assert!(metrics.contains("skillprof_slo_p99_ms{config="), "{metrics}");
+    assert!(
+        metrics.contains("skillprof_slo_p99_ms{config="),
+        "{metrics}"
+    );
 }
 
 /// What the CPU-bound knee looks like: a search on one CPU ends where the host's CPU is spent,
@@ -199,8 +211,7 @@ fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
         "{section}"
     );
     let capacity: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("capacity.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("capacity.json")).unwrap()).unwrap();
     let servers = &capacity["traffic"]["rate"]["servers"];
     assert!(
         servers[0].as_u64().unwrap() <= servers[1].as_u64().unwrap(),
@@ -228,14 +239,24 @@ fn bad_input_is_refused_before_anything_runs() {
     };
     refused(&["--target", "p99<=10"], "no unit");
     refused(&["--target", "p99<=10ms", "--rps", "0"], "at least 1");
-    refused(&["--target", "p99<=10ms", "--cpus", "64"], "this machine has");
-    refused(&["--target", "p99<=10ms", "--workers", "0"], "at least 1 worker");
+    refused(
+        &["--target", "p99<=10ms", "--cpus", "64"],
+        "this machine has",
+    );
+    refused(
+        &["--target", "p99<=10ms", "--workers", "0"],
+        "at least 1 worker",
+    );
     refused(
         &["--target", "p99<=10ms", "--allocator", "slab"],
         "allocators are on-demand and pooling",
     );
     // And a traffic line of a cmds file.
-    let cmds = write_cmds(dir.path(), "zero.cmds", "add_rs\no_execute sample_rs1 0 5\n");
+    let cmds = write_cmds(
+        dir.path(),
+        "zero.cmds",
+        "add_rs\no_execute sample_rs1 0 5\n",
+    );
     let output = skillprof()
         .arg("run")
         .arg(&cmds)
@@ -266,17 +287,32 @@ fn a_run_sends_traffic_at_a_rate_and_says_what_it_got() {
     let (output, folder) = common::cli::run_ok(
         &cmds,
         &out,
-        &["--host-cpus", "1", "--load-cpus", "0", "--probes", "host-only"],
+        &[
+            "--host-cpus",
+            "1",
+            "--load-cpus",
+            "0",
+            "--probes",
+            "host-only",
+        ],
     );
     let rows = common::cli::csv_rows(&folder.join("commands.csv"));
     let open = &rows[1];
-    assert_eq!(open["traffic_load"], "open 300/s poisson", "{}", describe(&output));
+    assert_eq!(
+        open["traffic_load"],
+        "open 300/s poisson",
+        "{}",
+        describe(&output)
+    );
     let achieved: f64 = open["traffic_achieved_rps"].parse().unwrap();
     assert!((250.0..=350.0).contains(&achieved), "{open:?}");
     assert_eq!(open["traffic_errors"], "0", "{open:?}");
     let closed = &rows[2];
     assert_eq!(closed["traffic_load"], "closed 2");
-    assert_eq!(closed["traffic_late_sends"], "", "a closed loop has no schedule");
+    assert_eq!(
+        closed["traffic_late_sends"], "",
+        "a closed loop has no schedule"
+    );
     let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();
     assert!(
         explain.contains("open loop at 300/s (poisson) to sample_rs1")

@@ -278,13 +278,8 @@ mod writer {
         const ARCH_GET_FS: libc::c_long = 0x1003;
         let mut fs_base: u64 = 0;
         // SAFETY: ARCH_GET_FS writes the calling thread's FS base into the given u64.
-        let got = unsafe {
-            libc::syscall(
-                libc::SYS_arch_prctl,
-                ARCH_GET_FS,
-                &mut fs_base as *mut u64,
-            )
-        };
+        let got =
+            unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_GET_FS, &mut fs_base as *mut u64) };
         let slot = MARK_SLOT.with(|slot| slot.as_ptr() as u64);
         match got == 0 && fs_base != 0 {
             true => slot.wrapping_sub(fs_base),

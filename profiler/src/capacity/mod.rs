@@ -123,7 +123,9 @@ pub struct CapacityArgs {
 fn parse_rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
-        _ => Err(format!("a rate is requests per second above 0, got {text:?}")),
+        _ => Err(format!(
+            "a rate is requests per second above 0, got {text:?}"
+        )),
     }
 }
 
@@ -608,14 +610,19 @@ fn fleet_words(fleet: &Fleet, kinds: &[KindCapacity]) -> String {
     let measured: Vec<String> = rate
         .points
         .iter()
-        .map(|p| format!("{}/s on {} CPU(s) ({})", count(f64::from(p.peak_rps)), p.cpus, p.config))
+        .map(|p| {
+            format!(
+                "{}/s on {} CPU(s) ({})",
+                count(f64::from(p.peak_rps)),
+                p.cpus,
+                p.config
+            )
+        })
         .collect();
     let per_server = match rate.basis {
-        traffic::RateBasis::Measured => format!(
-            "{}/s, measured at {} cores",
-            count(low),
-            rate.cores
-        ),
+        traffic::RateBasis::Measured => {
+            format!("{}/s, measured at {} cores", count(low), rate.cores)
+        }
         traffic::RateBasis::Usl { sigma, kappa, .. } => format!(
             "{}/s by the Universal Scalability Law fitted to {} core counts (contention σ = \
              {sigma:.4}, coherency κ = {kappa:.5})",
@@ -659,7 +666,11 @@ fn fleet_words(fleet: &Fleet, kinds: &[KindCapacity]) -> String {
             count(*fewest as f64),
             count(*most as f64),
             count((*servers).max(by_rate) as f64),
-            if *servers >= by_rate { "memory" } else { "the rate" }
+            if *servers >= by_rate {
+                "memory"
+            } else {
+                "the rate"
+            }
         );
     }
     if let Some(in_flight) = rate.in_flight_per_server {

@@ -120,11 +120,21 @@ pub fn answer(
 ) -> RateCapacity {
     let n = f64::from(cores);
     let (basis, per_server) = match points.iter().find(|p| p.cpus as u32 == cores) {
-        Some(point) => (RateBasis::Measured, (point.peak_rps as f64, point.peak_rps as f64)),
+        Some(point) => (
+            RateBasis::Measured,
+            (point.peak_rps as f64, point.peak_rps as f64),
+        ),
         None => match usl(&points) {
             Some((lambda, sigma, kappa)) => {
                 let x = lambda * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0));
-                (RateBasis::Usl { lambda, sigma, kappa }, (x, x))
+                (
+                    RateBasis::Usl {
+                        lambda,
+                        sigma,
+                        kappa,
+                    },
+                    (x, x),
+                )
             }
             None => {
                 let best = points.iter().map(|p| p.peak_rps as f64).fold(0.0, f64::max);
@@ -207,7 +217,10 @@ mod tests {
             .collect();
         let (l, s, k) = usl(&points).unwrap();
         assert_eq!(l, 1000.0);
-        assert!((s - sigma).abs() < 0.002 && (k - kappa).abs() < 0.0002, "{s} {k}");
+        assert!(
+            (s - sigma).abs() < 0.002 && (k - kappa).abs() < 0.0002,
+            "{s} {k}"
+        );
         assert!(usl(&points[..5]).is_none(), "five counts are too few");
         let fleet = answer(100_000.0, 64, points, target(), Some(2.0));
         assert!(matches!(fleet.basis, RateBasis::Usl { .. }));
@@ -217,12 +230,24 @@ mod tests {
 
     #[test]
     fn from_one_and_two_cpus_the_rate_at_sixteen_is_a_range_and_says_so() {
-        let fleet = answer(50_000.0, 16, vec![point(1, 1800), point(2, 3200)], target(), None);
+        let fleet = answer(
+            50_000.0,
+            16,
+            vec![point(1, 1800), point(2, 3200)],
+            target(),
+            None,
+        );
         assert_eq!(fleet.basis, RateBasis::Bounded);
         // At most linear from the best per CPU (1,800/s); at least the best measured.
         assert_eq!(fleet.per_server_rps, (3200.0, 28_800.0));
         assert_eq!(fleet.servers, (2, 16));
-        let measured = answer(50_000.0, 2, vec![point(1, 1800), point(2, 3200)], target(), Some(1.0));
+        let measured = answer(
+            50_000.0,
+            2,
+            vec![point(1, 1800), point(2, 3200)],
+            target(),
+            Some(1.0),
+        );
         assert_eq!(measured.basis, RateBasis::Measured);
         assert_eq!(measured.servers, (16, 16));
         assert_eq!(measured.in_flight_per_server, Some(3.2));

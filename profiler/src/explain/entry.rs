@@ -331,7 +331,11 @@ fn traffic(record: &EntryRecord) -> Option<String> {
     let step = record.measure.outcome.traffic.as_ref()?;
     let (how, from) = match step.load {
         Load::Open { rps, arrivals } => (
-            format!("open loop at {}/s ({})", count(f64::from(rps)), arrivals.name()),
+            format!(
+                "open loop at {}/s ({})",
+                count(f64::from(rps)),
+                arrivals.name()
+            ),
             "from the scheduled send",
         ),
         Load::Closed { concurrency } => (

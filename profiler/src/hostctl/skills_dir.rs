@@ -184,7 +184,10 @@ mod tests {
     #[test]
     fn a_relative_directory_is_given_to_hosts_as_an_absolute_one() {
         let dir = tempfile::tempdir_in(".").unwrap();
-        let relative = dir.path().strip_prefix(std::env::current_dir().unwrap()).unwrap();
+        let relative = dir
+            .path()
+            .strip_prefix(std::env::current_dir().unwrap())
+            .unwrap();
         assert!(relative.is_relative());
         let registry = Registry {
             file: "{name}.wasm".into(),
@@ -192,6 +195,9 @@ mod tests {
         };
         let skills = SkillsDir::create(&relative.join("skills"), registry).unwrap();
         assert!(skills.path().is_absolute(), "{}", skills.path().display());
-        assert_eq!(skills.path(), dir.path().canonicalize().unwrap().join("skills"));
+        assert_eq!(
+            skills.path(),
+            dir.path().canonicalize().unwrap().join("skills")
+        );
     }
 }

@@ -73,9 +73,8 @@ pub fn status<T>(
     let detail = ledger.map(|_| {
         let mut detail = LEDGER.to_owned();
         match attribution {
-            Some(Ok(())) => detail.push_str(
-                "; each memory call by skill, from the thread's mark slot in its TLS",
-            ),
+            Some(Ok(())) => detail
+                .push_str("; each memory call by skill, from the thread's mark slot in its TLS"),
             Some(Err(why)) => {
                 detail.push_str("; memory calls not by skill: ");
                 detail.push_str(why);

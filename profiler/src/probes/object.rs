@@ -93,7 +93,14 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         .override_global(MARK_SLOT, &mark_slot, true)
         .override_global(SYSCALL_LATENCY, &latency, true)
         .override_global(STACKS, &walk, true)
-        .map_max_entries(STACK_TRACES, if settings.stacks { STACK_TRACES_STACKS } else { 1 })
+        .map_max_entries(
+            STACK_TRACES,
+            if settings.stacks {
+                STACK_TRACES_STACKS
+            } else {
+                1
+            },
+        )
         .map_max_entries(COUNTERS, settings.max_entries.max(1))
         .map_max_entries(
             EVENTS,

@@ -294,7 +294,9 @@ impl ProbeSession {
             tgid,
             max_entries,
             stream_events: options.events.is_some(),
-            attribution: mark_slots.as_ref().and_then(|slots| slots.as_ref().ok().copied()),
+            attribution: mark_slots
+                .as_ref()
+                .and_then(|slots| slots.as_ref().ok().copied()),
             syscall_latency: exact && options.syscall_latency,
             stacks: options.stacks,
         })?;

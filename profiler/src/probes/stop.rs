@@ -17,6 +17,7 @@
 //! `observed: false`, and one observed out of order is clamped and marked too; so the
 //! breakdown never invents time, and says where it could not cut.
 
+use crate::record::probes::STOP_PARTS;
 use serde::Serialize;
 use skillprof_common::StopState;
 
@@ -115,16 +116,6 @@ impl StopTimeline {
     }
 }
 
-/// The parts of a stop, in order, and what each spans; every breakdown has exactly these.
-pub const PARTS: [(&str, &str); 6] = [
-    ("signal", "signal (SIGTERM sent → delivered)"),
-    ("drain", "drain (graceful shutdown → exit_group)"),
-    ("exit", "exit (→ teardown starts)"),
-    ("teardown", "address-space teardown"),
-    ("last_thread", "last thread (→ parent notified)"),
-    ("reap", "reap (→ reaped)"),
-];
-
 impl StopBreakdown {
     pub fn part(&self, name: &str) -> Option<&StopPart> {
         self.parts.iter().find(|p| p.name == name)
@@ -175,7 +166,7 @@ pub fn stop_breakdown(
         ),
         None => "address-space teardown: not observed".to_string(),
     };
-    let ends: [(&'static str, Option<u64>, String); PARTS.len()] = [
+    let ends: [(&'static str, Option<u64>, String); STOP_PARTS.len()] = [
         (
             "signal",
             timeline.signal_delivered_ns,
@@ -211,8 +202,8 @@ pub fn stop_breakdown(
     ];
     let mut parts = Vec::with_capacity(ends.len());
     let mut previous = sigterm_sent_ns;
-    for ((name, end, mut detail), (part, _)) in ends.into_iter().zip(PARTS) {
-        debug_assert_eq!(name, part, "the parts are built in PARTS order");
+    for ((name, end, mut detail), (part, _)) in ends.into_iter().zip(STOP_PARTS) {
+        debug_assert_eq!(name, part, "the parts are built in STOP_PARTS order");
         let (at, observed) = match end {
             Some(t) if t >= previous && t <= reaped_ns => (t, true),
             Some(t) => {

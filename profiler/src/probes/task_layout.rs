@@ -20,7 +20,8 @@ pub fn fsbase_offset() -> Result<u64, String> {
 }
 
 fn read() -> Result<u64> {
-    let btf = Btf::from_file(VMLINUX).with_context(|| format!("reading the kernel's BTF ({VMLINUX})"))?;
+    let btf =
+        Btf::from_file(VMLINUX).with_context(|| format!("reading the kernel's BTF ({VMLINUX})"))?;
     let task = named_struct(&btf, "task_struct")?;
     let (thread_at, thread) = member(&btf, &task, "thread")?;
     let Type::Struct(thread) = thread else {
@@ -66,6 +67,9 @@ mod tests {
     #[test]
     fn finds_the_fs_base_in_this_kernels_task_struct() {
         let offset = super::fsbase_offset().unwrap();
-        assert!(offset > 0 && offset < 64 * 1024 && offset % 8 == 0, "{offset}");
+        assert!(
+            offset > 0 && offset < 64 * 1024 && offset % 8 == 0,
+            "{offset}"
+        );
     }
 }

@@ -11,11 +11,11 @@ use super::composition::EntryComposition;
 use super::field::{Column, Row};
 use super::host::{HostCounters, Stopped, Trimmed};
 use super::locust::LoadEntry;
-use super::traffic::TrafficStep;
 use super::memcg::MemcgEntry;
 use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
 use super::process::{self, ProcessStat};
 use super::sampling::{EntrySampling, ZoneId};
+use super::traffic::TrafficStep;
 use crate::stats::nearest_rank;
 
 /// Everything measured of one entry.

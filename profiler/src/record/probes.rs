@@ -629,7 +629,8 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
     })
 }
 
-/// The parts of a stop, in order, with what each spans (the stop_*_ms columns).
+/// The parts of a stop, in order, with what each spans (the stop_*_ms columns); every
+/// breakdown has exactly these.
 pub const STOP_PARTS: [(&str, &str); 6] = [
     ("signal", "signal (SIGTERM sent → delivered)"),
     ("drain", "drain (graceful shutdown → exit_group)"),

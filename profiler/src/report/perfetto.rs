@@ -25,8 +25,8 @@ use serde_json::{Map, Value, json};
 use super::plots::timeseries::column_rates;
 use super::read::{Event, Run};
 use crate::output::samples_csv::{Column, ZoneColumn};
-use crate::probes::stop::PARTS;
 use crate::record::event::{Body, Field};
+use crate::record::probes::STOP_PARTS;
 
 /// Synthetic process ids, above any real pid (pid_max is at most 2^22).
 const RUN_PID: u64 = 2_000_000_000;
@@ -186,7 +186,7 @@ fn entries(trace: &mut Trace, run: &Run) -> Result<()> {
         // entry's took_ms by the rounding of the files: the last part is cut at its end).
         if let Some(stop) = &record.stop {
             let mut start = entry.begin_s;
-            for (name, words) in PARTS {
+            for (name, words) in STOP_PARTS {
                 let Some(part) = stop.part(name) else {
                     continue;
                 };

@@ -324,9 +324,15 @@ impl RunArgs {
             false => self.probes,
         };
         let needs_exact = [
-            (self.stacks, "--stacks walks the stack at each fault and memory call"),
+            (
+                self.stacks,
+                "--stacks walks the stack at each fault and memory call",
+            ),
             (self.events, "--events streams each fault and memory call"),
-            (self.syscall_latency, "--syscall-latency times each memory call"),
+            (
+                self.syscall_latency,
+                "--syscall-latency times each memory call",
+            ),
         ];
         if asked == Some(ProbeMode::HostOnly)
             && let Some((_, why)) = needs_exact.iter().find(|(on, _)| *on)
@@ -386,7 +392,9 @@ mod tests {
     #[test]
     fn what_needs_exact_mode_is_refused_with_host_only() {
         for flag in ["--stacks", "--events", "--syscall-latency"] {
-            let error = mode(&["--probes", "host-only", flag]).unwrap_err().to_string();
+            let error = mode(&["--probes", "host-only", flag])
+                .unwrap_err()
+                .to_string();
             assert!(
                 error.contains(flag) && error.contains("--probes exact"),
                 "{error}"

@@ -1171,9 +1171,7 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     let missing: Vec<&str> = probes
         .statuses
         .iter()
-        .filter(|s| {
-            !s.attached && !s.exact_only() && !s.not_asked() && !s.probe.follows_the_host()
-        })
+        .filter(|s| !s.attached && !s.exact_only() && !s.not_asked() && !s.probe.follows_the_host())
         .map(|s| s.probe.name())
         .collect();
     if !missing.is_empty() {

@@ -255,7 +255,10 @@ mod tests {
     fn step(generator_cpus: &str, generator_cpu_ms: f64) -> TrafficStep {
         TrafficStep {
             skill: "s".into(),
-            load: Load::Open { rps: 400, arrivals: Arrivals::Constant },
+            load: Load::Open {
+                rps: 400,
+                arrivals: Arrivals::Constant,
+            },
             measured_s: 3.2,
             warmup_s: 0.8,
             sent: 1280,
@@ -265,7 +268,10 @@ mod tests {
             errors: TrafficErrors::default(),
             late_sends: 0,
             send_lag_p99_ms: 0.1,
-            latency: Percentiles { p50_ms: 5.0, ..Percentiles::default() },
+            latency: Percentiles {
+                p50_ms: 5.0,
+                ..Percentiles::default()
+            },
             service: Percentiles::default(),
             first_fifth_p50_ms: 5.0,
             last_fifth_p50_ms: 5.0,
@@ -275,7 +281,11 @@ mod tests {
     }
 
     fn config(workers: Option<u32>, cpus: usize) -> HostConfig {
-        HostConfig { workers, cpus: (0..cpus).collect(), allocator: None }
+        HostConfig {
+            workers,
+            cpus: (0..cpus).collect(),
+            allocator: None,
+        }
     }
 
     fn evidence(host_cpu_ms: f64, busiest_thread_ms: f64) -> Evidence {
@@ -290,15 +300,33 @@ mod tests {
 
     #[test]
     fn the_cpus_given_used_up_bound_the_step_in_cpus_used() {
-        let said = bound(&step("0", 100.0), &evidence(3400.0, 3400.0), &config(Some(2), 1));
-        assert!(said.starts_with("CPU-bound: 0.85 of its 1 CPU at 400/s, 2.1 ms of CPU"), "{said}");
-        let said = bound(&step("0", 100.0), &evidence(7000.0, 3500.0), &config(Some(2), 2));
-        assert!(said.starts_with("CPU-bound: 1.75 of its 2 CPUs (88%) at 400/s"), "{said}");
+        let said = bound(
+            &step("0", 100.0),
+            &evidence(3400.0, 3400.0),
+            &config(Some(2), 1),
+        );
+        assert!(
+            said.starts_with("CPU-bound: 0.85 of its 1 CPU at 400/s, 2.1 ms of CPU"),
+            "{said}"
+        );
+        let said = bound(
+            &step("0", 100.0),
+            &evidence(7000.0, 3500.0),
+            &config(Some(2), 2),
+        );
+        assert!(
+            said.starts_with("CPU-bound: 1.75 of its 2 CPUs (88%) at 400/s"),
+            "{said}"
+        );
     }
 
     #[test]
     fn one_thread_that_never_stopped_bounds_a_host_with_cpus_to_spare() {
-        let said = bound(&step("0", 100.0), &evidence(3700.0, 3680.0), &config(Some(1), 2));
+        let said = bound(
+            &step("0", 100.0),
+            &evidence(3700.0, 3680.0),
+            &config(Some(1), 2),
+        );
         assert!(
             said.starts_with("thread-bound: its busiest thread was on a CPU 0.92 of the step, with 1 worker thread; the host used 0.93 of its 2 CPUs (46%)"),
             "{said}"
@@ -307,14 +335,22 @@ mod tests {
 
     #[test]
     fn cpus_shared_with_the_generator_bound_them_together() {
-        let said = bound(&step("any", 1800.0), &evidence(4800.0, 2500.0), &config(Some(2), 2));
+        let said = bound(
+            &step("any", 1800.0),
+            &evidence(4800.0, 2500.0),
+            &config(Some(2), 2),
+        );
         assert!(
             said.starts_with("CPU-bound with the generator on the same CPUs: the host used 1.20 of its 2 CPUs (60%)")
                 && said.ends_with("and the generator 0.45 more"),
             "{said}"
         );
         // The generator elsewhere is not the host's business.
-        let said = bound(&step("0", 1800.0), &evidence(4800.0, 2500.0), &config(Some(2), 2));
+        let said = bound(
+            &step("0", 1800.0),
+            &evidence(4800.0, 2500.0),
+            &config(Some(2), 2),
+        );
         assert!(said.starts_with("not CPU-bound"), "{said}");
     }
 }

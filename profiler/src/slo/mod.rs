@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Args;
 
-use crate::hostctl::{HostProfile, HostProcess, HostStartArgs, SampleSkills, SkillsDir};
+use crate::hostctl::{HostProcess, HostProfile, HostStartArgs, SampleSkills, SkillsDir};
 use crate::probes::ledger::HostLedger;
 use crate::record::slo::{ConfigPeak, HostConfig, SloReport, SloStep, Stage, Target, Verdict};
 use crate::record::traffic::{Arrivals, Load};
@@ -200,13 +200,19 @@ pub fn run(args: SloArgs) -> Result<ExitCode> {
 
 /// Every configuration to try, checked against this machine before anything starts.
 fn configurations(args: &SloArgs, machine_cpus: usize) -> Result<Vec<HostConfig>> {
-    ensure!(args.step_s >= 2, "--step-s must be at least 2 (a fifth warms up)");
+    ensure!(
+        args.step_s >= 2,
+        "--step-s must be at least 2 (a fifth warms up)"
+    );
     ensure!(args.points >= 1, "--points must be at least 1");
     ensure!(
         args.rps.iter().all(|&rps| rps >= 1) && args.start_rps >= 1,
         "a rate must be at least 1 request per second"
     );
-    ensure!(args.max_rps >= args.start_rps, "--max-rps is below --start-rps");
+    ensure!(
+        args.max_rps >= args.start_rps,
+        "--max-rps is below --start-rps"
+    );
     ensure!(
         args.workers.iter().all(|&w| w >= 1),
         "--workers: a host needs at least 1 worker thread"
@@ -334,8 +340,13 @@ async fn start(
         config.label(),
         host.pid(),
         affinity::format_list(&config.cpus),
-        generator_cpus(&config.cpus, std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .map_or("the same CPUs".to_owned(), |cpus| affinity::format_list(&cpus))
+        generator_cpus(
+            &config.cpus,
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        )
+        .map_or("the same CPUs".to_owned(), |cpus| affinity::format_list(
+            &cpus
+        ))
     );
     Ok(Started { host, ledger })
 }

@@ -39,16 +39,23 @@ pub fn write(folder: &Path, report: &SloReport) -> Result<()> {
 /// slo.json read back.
 pub fn read(folder: &Path) -> Result<SloReport> {
     let path = folder.join(JSON);
-    let text =
-        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// The peaks, one line each, for stderr at the end.
 pub fn summary(report: &SloReport) -> String {
-    let mut text = format!("slo: {} on {}, target {}", report.skill, report.host_profile, report.target);
+    let mut text = format!(
+        "slo: {} on {}, target {}",
+        report.skill, report.host_profile, report.target
+    );
     for peak in &report.configs {
-        let _ = write!(text, "\n  {}: {}", peak.config.label(), peak_words(report, peak));
+        let _ = write!(
+            text,
+            "\n  {}: {}",
+            peak.config.label(),
+            peak_words(report, peak)
+        );
     }
     text
 }
@@ -127,7 +134,8 @@ fn explain(report: &SloReport) -> String {
             .iter()
             .any(|c| c.config.cpus.len() == report.machine_cpus)
         {
-            true => "; beside a host with every CPU the generator shared them, so that host's \
+            true =>
+                "; beside a host with every CPU the generator shared them, so that host's \
                      figures include the generator's work and their waits for a CPU: read them \
                      as a lower bound",
             false => "",
@@ -304,7 +312,14 @@ fn openmetrics(report: &SloReport) -> String {
             step.rps
         );
         for cell in row.cells() {
-            families.add("slo", &cell.name, cell.column, Kind::Gauge, &labels, &cell.value);
+            families.add(
+                "slo",
+                &cell.name,
+                cell.column,
+                Kind::Gauge,
+                &labels,
+                &cell.value,
+            );
         }
     }
     families.text()

@@ -23,7 +23,11 @@ pub fn bracket(report: &SloReport, config: usize) -> (Option<u32>, Option<u32>) 
         .steps
         .iter()
         .filter(|s| s.config == config && s.stage == Stage::Table);
-    let met = steps.clone().filter(|s| s.verdict.met()).map(|s| s.rps).max();
+    let met = steps
+        .clone()
+        .filter(|s| s.verdict.met())
+        .map(|s| s.rps)
+        .max();
     let missed = steps.filter(|s| !s.verdict.met()).map(|s| s.rps).min();
     (met, missed)
 }

@@ -106,7 +106,11 @@ mod tests {
         assert_eq!(parse_list("1,0,0-1").unwrap(), vec![0, 1]);
         assert!(parse_list("").is_err());
         assert!(parse_list("1-0").unwrap_err().contains("backwards"));
-        assert!(parse_list("4096").unwrap_err().contains("not on this machine"));
+        assert!(
+            parse_list("4096")
+                .unwrap_err()
+                .contains("not on this machine")
+        );
         assert!(parse_list("one").is_err());
         assert_eq!(format_list(&[0, 2, 3]), "0,2,3");
         assert!(disjoint(("--host-cpus", &[1]), ("--load-cpus", &[0])).is_ok());

@@ -128,7 +128,13 @@ impl Recorder {
             latency: histogram()?,
             service: histogram()?,
             lag: histogram()?,
-            fifths: [histogram()?, histogram()?, histogram()?, histogram()?, histogram()?],
+            fifths: [
+                histogram()?,
+                histogram()?,
+                histogram()?,
+                histogram()?,
+                histogram()?,
+            ],
             sent: 0,
             ok: 0,
             errors: TrafficErrors::default(),
@@ -166,7 +172,9 @@ impl Recorder {
         }
         let latency = micros(done.saturating_duration_since(scheduled));
         let _ = self.latency.record(latency);
-        let _ = self.service.record(micros(done.saturating_duration_since(sent)));
+        let _ = self
+            .service
+            .record(micros(done.saturating_duration_since(sent)));
         let window = (self.end - self.warm_end).as_secs_f64();
         let at = (scheduled - self.warm_end).as_secs_f64() / window;
         let fifth = ((at * 5.0) as usize).min(4);
@@ -226,12 +234,7 @@ impl InFlight {
 /// Sends one request and records it if it is measured. `dispatched`: when the schedule
 /// handed it over (its lateness is the generator's); it then waits for one of the
 /// generator's connections (its wait, like the answer's, counts from `scheduled`).
-async fn request(
-    client: Client,
-    shared: Arc<Shared>,
-    scheduled: Instant,
-    dispatched: Instant,
-) {
+async fn request(client: Client, shared: Arc<Shared>, scheduled: Instant, dispatched: Instant) {
     let measured = {
         let mut recorder = shared.recorder.lock().unwrap();
         let measured = recorder.measured(scheduled);

@@ -68,7 +68,10 @@ mod tests {
             Schedule::new(Arrivals::Poisson, 2000, Duration::from_secs(10), 7).collect();
         // 20,000 expected; a Poisson count's standard deviation is its square root (141).
         assert!((19_400..=20_600).contains(&times.len()), "{}", times.len());
-        let gaps: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
+        let gaps: Vec<f64> = times
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_secs_f64())
+            .collect();
         let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
         let deviation =
             (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();

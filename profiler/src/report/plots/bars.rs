@@ -14,11 +14,11 @@ use super::{
     run_colour, shade_entries, short,
 };
 use crate::output::samples_csv::Column;
-use crate::probes::stop::PARTS;
+use crate::record::probes::STOP_PARTS as PARTS;
 use crate::report::read::Run;
 use crate::units;
 
-/// Each part of the stop's colour, in `probes::stop::PARTS` order.
+/// Each part of the stop's colour, in `record::probes::STOP_PARTS` order.
 const STOP_COLOURS: [RGBColor; PARTS.len()] = [GREY, BLUE, GREEN, RED, PURPLE, BROWN];
 
 /// The stop row's parts in ms, if the run measured them.
