@@ -374,7 +374,7 @@ fn traffic(record: &EntryRecord) -> Option<String> {
         ms(step.generator_cpu_ms),
         step.generator_cpus
     ));
-    if step.generator_cpus == "any" {
+    if step.generator_unpinned() {
         text.push_str(" (beside the host's: --load-cpus and --host-cpus keep them apart)");
     }
     if let Some(why) = step.generator_limited() {

@@ -103,12 +103,21 @@ pub struct TrafficStep {
     /// the step's end shows as a last fifth far above the first.
     pub first_fifth_p50_ms: f64,
     pub last_fifth_p50_ms: f64,
-    /// CPU time of the generator's threads over the step, and the CPUs it ran on.
+    /// CPU time of the generator's threads over the step, and the CPUs it ran on (a list,
+    /// or [`UNPINNED`]).
     pub generator_cpu_ms: f64,
     pub generator_cpus: String,
 }
 
+/// `generator_cpus` of a generator that was not pinned: it ran on any CPU, the host's too.
+pub const UNPINNED: &str = "any";
+
 impl TrafficStep {
+    /// The generator was not pinned, so it may have run on the host's CPUs.
+    pub fn generator_unpinned(&self) -> bool {
+        self.generator_cpus == UNPINNED
+    }
+
     /// The rate the step asked for, for an open loop.
     pub fn asked_rps(&self) -> Option<f64> {
         match self.load {

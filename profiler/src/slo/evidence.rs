@@ -205,7 +205,7 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
     // A host given every CPU shares them with the generator: the two together are what ran
     // out, and the host's own share alone would read as headroom it did not have.
     let generator = step.generator_cpu_ms / evidence.wall_ms.max(1e-9);
-    if step.generator_cpus == "any" && share + generator / cpus.max(1) as f64 >= 0.8 {
+    if step.generator_unpinned() && share + generator / cpus.max(1) as f64 >= 0.8 {
         return format!(
             "CPU-bound with the generator on the same CPUs: the host used {cpu}{busiest}, and \
              the generator {generator:.2} more"
@@ -250,7 +250,7 @@ fn micros(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::traffic::{Arrivals, Load, Percentiles, TrafficErrors};
+    use crate::record::traffic::{Arrivals, Load, Percentiles, TrafficErrors, UNPINNED};
 
     fn step(generator_cpus: &str, generator_cpu_ms: f64) -> TrafficStep {
         TrafficStep {
@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn cpus_shared_with_the_generator_bound_them_together() {
         let said = bound(
-            &step("any", 1800.0),
+            &step(UNPINNED, 1800.0),
             &evidence(4800.0, 2500.0),
             &config(Some(2), 2),
         );

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 
 use super::schedule::Schedule;
 use crate::hostctl::Client;
-use crate::record::traffic::{Load, Percentiles, TrafficErrors, TrafficStep};
+use crate::record::traffic::{Load, Percentiles, TrafficErrors, TrafficStep, UNPINNED};
 use crate::system::affinity;
 
 /// The longest a step waits for its last answers.
@@ -389,10 +389,10 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
     })
 }
 
-/// Pins the calling thread to `cpus`; returns them as a list, or "any" when not pinned.
+/// Pins the calling thread to `cpus`; returns them as a list, or [`UNPINNED`].
 fn pin(cpus: Option<&[usize]>) -> Result<String> {
     let Some(cpus) = cpus else {
-        return Ok("any".into());
+        return Ok(UNPINNED.into());
     };
     affinity::pin_current_thread(cpus)
         .with_context(|| format!("pinning the load generator to CPUs {cpus:?}"))?;
