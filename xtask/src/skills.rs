@@ -1,6 +1,7 @@
 //! `cargo xtask build-skills`: the sample skills as wasm components, once per world: in
 //! build/skills/ for `skillprof:skill`, in build/skills/pharia-skill/ for the 2024 host's
-//! `pharia:skill@0.2`.
+//! `pharia:skill@0.2`, in build/skills/wasi-http/ for `wasi:http/proxy` (`wasmtime serve`;
+//! the Rust skills only).
 
 use std::ffi::OsString;
 use std::fs;
@@ -19,32 +20,50 @@ const WORLD: &str = "skill";
 /// A world the sample skills are built for. One source per skill: only the binding layer
 /// differs (the `skill_world` crate's feature, the Python binding module).
 struct World {
-    /// Its WIT package, repository-relative.
-    wit: &'static str,
     /// Cargo features that bind the Rust skills to it.
     rust_features: &'static [&'static str],
-    /// Its own target directory, so that building one world never invalidates the other's.
+    /// Its own target directory, so that building one world never invalidates the others'.
     target_dir: &'static str,
-    /// The module in skills/py_worlds that componentize-py builds, importing the skill's `app`.
-    python_module: &'static str,
+    /// How the Python skills are bound to it (none: only the Rust skills are built for it).
+    python: Option<PythonWorld>,
     /// Where its components go, repository-relative.
     out: &'static str,
 }
 
-const WORLDS: [World; 2] = [
+struct PythonWorld {
+    /// The world's WIT package, repository-relative.
+    wit: &'static str,
+    /// The module in skills/py_worlds that componentize-py builds, importing the skill's `app`.
+    module: &'static str,
+}
+
+const WORLDS: [World; 3] = [
     World {
-        wit: "skills/wit/skillprof",
         rust_features: &[],
         target_dir: "build/skills-target",
-        python_module: "skillprof_skill",
+        python: Some(PythonWorld {
+            wit: "skills/wit/skillprof",
+            module: "skillprof_skill",
+        }),
         out: "build/skills",
     },
     World {
-        wit: "skills/wit/pharia",
         rust_features: &["skill_world/pharia"],
         target_dir: "build/skills-target-pharia",
-        python_module: "pharia_skill",
+        python: Some(PythonWorld {
+            wit: "skills/wit/pharia",
+            module: "pharia_skill",
+        }),
         out: "build/skills/pharia-skill",
+    },
+    // The peer host `wasmtime serve` runs wasi:http/proxy components. The Rust skills' binding
+    // is the `wasip2` crate's; a Python one would need the wasi:http WIT packages vendored for
+    // componentize-py, and the peer comparison needs only hello.
+    World {
+        rust_features: &["skill_world/wasi-http"],
+        target_dir: "build/skills-target-wasi-http",
+        python: None,
+        out: "build/skills/wasi-http",
     },
 ];
 
@@ -98,9 +117,11 @@ pub fn build() -> Result<()> {
         fs::create_dir_all(&paths.out)
             .with_context(|| format!("creating {}", paths.out.display()))?;
         build_rust(&paths)?;
-        PYTHON_SKILLS
-            .iter()
-            .try_for_each(|skill| build_python(&paths, skill))?;
+        if let Some(python) = &world.python {
+            PYTHON_SKILLS
+                .iter()
+                .try_for_each(|skill| build_python(&paths, python, skill))?;
+        }
     }
     Ok(())
 }
@@ -181,8 +202,8 @@ fn check_target_installed(root: &Path) -> Result<()> {
 
 /// componentize-py takes 15-30 s and has no cache of its own, so it runs only when a file on
 /// the skill's Python path or the world's WIT changed since the last component was written.
-fn build_python(paths: &Paths, skill: &PythonSkill) -> Result<()> {
-    let wit = paths.root.join(paths.world.wit);
+fn build_python(paths: &Paths, world: &PythonWorld, skill: &PythonSkill) -> Result<()> {
+    let wit = paths.root.join(world.wit);
     let python_path: Vec<PathBuf> = skill
         .python_path
         .iter()
@@ -222,7 +243,7 @@ fn build_python(paths: &Paths, skill: &PythonSkill) -> Result<()> {
         command.arg("--python-path").arg(dir);
     }
     let status = command
-        .arg(paths.world.python_module)
+        .arg(world.module)
         .arg("--output")
         .arg(&partial)
         .status()

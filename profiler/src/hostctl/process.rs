@@ -88,10 +88,50 @@ impl HostSpec {
         })
     }
 
-    fn expand(&self, text: &str, skills_dir: &Path, address: Ipv4Addr, port: u16) -> String {
-        text.replace("{skills_dir}", &skills_dir.display().to_string())
-            .replace("{address}", &address.to_string())
-            .replace("{port}", &port.to_string())
+    /// What the start's strings name, for one start: see [`crate::record::profile::Start`].
+    fn placeholders(
+        &self,
+        skills_dir: &Path,
+        address: Ipv4Addr,
+        port: u16,
+    ) -> Result<Vec<(&'static str, String)>> {
+        let mut placeholders = vec![
+            ("{skills_dir}", skills_dir.display().to_string()),
+            ("{address}", address.to_string()),
+            ("{port}", port.to_string()),
+        ];
+        let texts = self.args.iter().chain(self.env.iter().map(|(_, v)| v));
+        if texts
+            .chain(self.files.values())
+            .any(|text| text.contains("{skill_file}"))
+        {
+            placeholders.push(("{skill_file}", one_skill_file(skills_dir)?));
+        }
+        Ok(placeholders)
+    }
+}
+
+fn expand(text: &str, placeholders: &[(&str, String)]) -> String {
+    placeholders
+        .iter()
+        .fold(text.to_owned(), |text, (from, to)| text.replace(from, to))
+}
+
+/// The skills directory's one file, for a host that serves the component it is started with.
+fn one_skill_file(skills_dir: &Path) -> Result<String> {
+    let files: Vec<PathBuf> = fs::read_dir(skills_dir)
+        .with_context(|| format!("reading {}", skills_dir.display()))?
+        .map(|entry| entry.map(|entry| entry.path()))
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("reading {}", skills_dir.display()))?;
+    match files.as_slice() {
+        [file] => Ok(file.display().to_string()),
+        _ => bail!(
+            "the host serves the one component it is started with ({{skill_file}}), and {} \
+             holds {} files",
+            skills_dir.display(),
+            files.len()
+        ),
     }
 }
 
@@ -178,27 +218,20 @@ impl HostProcess {
         let address = *address.ip();
         let output = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let mut command = Command::new(&spec.bin);
+        let placeholders = spec.placeholders(skills_dir, address, port)?;
         if !spec.files.is_empty() {
             fs::create_dir_all(workdir)
                 .with_context(|| format!("creating {}", workdir.display()))?;
             for (name, text) in &spec.files {
                 let path = workdir.join(name);
-                fs::write(&path, spec.expand(text, skills_dir, address, port))
+                fs::write(&path, expand(text, &placeholders))
                     .with_context(|| format!("writing {}", path.display()))?;
             }
             command.current_dir(workdir);
         }
         command
-            .args(
-                spec.args
-                    .iter()
-                    .map(|arg| spec.expand(arg, skills_dir, address, port)),
-            )
-            .envs(
-                spec.env
-                    .iter()
-                    .map(|(k, v)| (k, spec.expand(v, skills_dir, address, port))),
-            )
+            .args(spec.args.iter().map(|arg| expand(arg, &placeholders)))
+            .envs(spec.env.iter().map(|(k, v)| (k, expand(v, &placeholders))))
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)
             .stderr(output)

@@ -1,6 +1,5 @@
-//! Host profiles: how to start a host and how to speak its dialect of the skill API. Two
-//! ship (`skillhost`, `pharia-kernel-2024`); `--host-profile FILE` reads a user's TOML of the
-//! same shape. A profile is data: the client and the process starter read it, nothing else
+//! Host profiles: how to start a host and how to speak its dialect of the skill API. Four
+//! ship (profiler/profiles/); `--host-profile FILE` reads a user's TOML of the same shape. A profile is data: the client and the process starter read it, nothing else
 //! branches on which host it is.
 
 use std::fmt;
@@ -13,11 +12,12 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
 pub use crate::record::profile::{
-    Dialect, ExecuteBody, HostProfile, Listing, Registry, Route, Routes, SkillWorld, Start,
+    Dialect, ExecuteBody, HostProfile, Listing, Registry, RegistryRoutes, Route, Routes,
+    SkillWorld, Start,
 };
 
 /// The profiles that ship, by name.
-const BUILT_IN: [(&str, &str); 3] = [
+const BUILT_IN: [(&str, &str); 4] = [
     ("skillhost", include_str!("../../profiles/skillhost.toml")),
     (
         "pharia-kernel-2024",
@@ -27,6 +27,10 @@ const BUILT_IN: [(&str, &str); 3] = [
         "pharia-engine-2025",
         include_str!("../../profiles/pharia-engine-2025.toml"),
     ),
+    (
+        "wasmtime-serve",
+        include_str!("../../profiles/wasmtime-serve.toml"),
+    ),
 ];
 
 impl SkillWorld {
@@ -35,6 +39,7 @@ impl SkillWorld {
         match self {
             SkillWorld::Skillprof => "",
             SkillWorld::Pharia => "pharia-skill",
+            SkillWorld::WasiHttp => "wasi-http",
         }
     }
 }
@@ -44,6 +49,7 @@ impl fmt::Display for SkillWorld {
         f.write_str(match self {
             SkillWorld::Skillprof => "skillprof:skill",
             SkillWorld::Pharia => "pharia:skill@0.2",
+            SkillWorld::WasiHttp => "wasi:http/proxy",
         })
     }
 }
@@ -103,11 +109,28 @@ impl HostProfile {
     fn check(&self) -> Result<(), (&'static str, String)> {
         let dialect = &self.dialect;
         let routes = &dialect.routes;
-        let mut about_no_skill = vec![
-            ("health", &routes.health),
+        let registry = [
             ("skills", &routes.skills),
             ("cached_skills", &routes.cached_skills),
+            ("drop_cached", &routes.drop_cached),
         ];
+        if let Some((missing, _)) = registry.iter().find(|(_, route)| route.is_none())
+            && let Some((given, _)) = registry.iter().find(|(_, route)| route.is_some())
+        {
+            return Err((
+                given,
+                format!(
+                    "without {missing}: a host that registers skills has skills, \
+                     cached_skills and drop_cached, one serving a single component none"
+                ),
+            ));
+        }
+        let mut about_no_skill = vec![("health", &routes.health)];
+        about_no_skill.extend(
+            registry[..2]
+                .iter()
+                .filter_map(|(name, route)| route.as_ref().map(|route| (*name, route))),
+        );
         if let Some(trim) = &routes.trim {
             about_no_skill.push(("trim", trim));
         }
@@ -119,10 +142,11 @@ impl HostProfile {
                 ));
             }
         }
-        for (name, route) in [
-            ("execute", &routes.execute),
-            ("drop_cached", &routes.drop_cached),
-        ] {
+        let mut about_one_skill = vec![("execute", &routes.execute)];
+        if let Some(drop_cached) = &routes.drop_cached {
+            about_one_skill.push(("drop_cached", drop_cached));
+        }
+        for (name, route) in about_one_skill {
             let placeholders = route.placeholders();
             for placeholder in &placeholders {
                 if !PLACEHOLDERS.contains(placeholder) {
@@ -146,7 +170,9 @@ impl HostProfile {
                 return Err((name, "{namespace} without {name}: no skill is named".into()));
             }
             let names_skill = has("name") || has("skill");
-            let needs_skill = name == "drop_cached" || dialect.execute_body == ExecuteBody::Input;
+            // A host of one component (no registry routes) runs it whatever the path.
+            let needs_skill = name == "drop_cached"
+                || (dialect.execute_body == ExecuteBody::Input && routes.skills.is_some());
             if needs_skill && !names_skill {
                 return Err((
                     name,
@@ -169,6 +195,25 @@ impl HostProfile {
 
     pub fn skillhost() -> HostProfile {
         HostProfile::load("skillhost").expect("the built-in profiles parse (a unit test checks)")
+    }
+}
+
+impl Routes {
+    /// The routes that register, list and drop skills; an error for a host that serves the
+    /// one component it was started with.
+    pub fn registry(&self) -> Result<RegistryRoutes> {
+        match (&self.skills, &self.cached_skills, &self.drop_cached) {
+            (Some(skills), Some(cached_skills), Some(drop_cached)) => Ok(RegistryRoutes {
+                skills: skills.clone(),
+                cached_skills: cached_skills.clone(),
+                drop_cached: drop_cached.clone(),
+            }),
+            _ => bail!(
+                "the host profile has no skills, cached_skills or drop_cached route: its host \
+                 serves the one component it was started with, and registers no skills while \
+                 it runs"
+            ),
+        }
     }
 }
 
@@ -356,7 +401,10 @@ mod tests {
         let dialect = HostProfile::load("pharia-kernel-2024").unwrap().dialect;
         assert_eq!(dialect.qualify("sample_py1"), "dev/sample_py1");
         assert_eq!(
-            dialect.path(&dialect.routes.drop_cached, "sample_py1"),
+            dialect.path(
+                &dialect.routes.registry().unwrap().drop_cached,
+                "sample_py1"
+            ),
             "/cached_skills/dev%2Fsample_py1"
         );
         assert_eq!(
@@ -381,7 +429,7 @@ mod tests {
             "/v1/skills/dev/sample%20py/run"
         );
         assert_eq!(
-            dialect.path(&routes.drop_cached, "hello"),
+            dialect.path(&routes.registry().unwrap().drop_cached, "hello"),
             "/cached_skills/dev/hello"
         );
         assert_eq!(
@@ -416,6 +464,17 @@ mod tests {
         assert_eq!(dialect.listed(answer).unwrap(), ["a", "b"]);
         let wrong = dialect.listed(serde_json::json!([{"name": "dev/a"}]));
         assert!(format!("{:#}", wrong.unwrap_err()).contains("no string field \"id\""));
+    }
+
+    #[test]
+    fn a_host_of_one_component_has_no_registry_routes_and_a_half_registry_is_refused() {
+        let serve = HostProfile::load("wasmtime-serve").unwrap();
+        assert_eq!(serve.registry.world, SkillWorld::WasiHttp);
+        let refused = format!("{:#}", serve.dialect.routes.registry().unwrap_err());
+        assert!(refused.contains("serves the one component"), "{refused}");
+        let text = with_line(r#"cached_skills = "GET /cached_skills""#, "");
+        let err = format!("{:#}", HostProfile::parse(&text).unwrap_err());
+        assert!(err.contains("without cached_skills"), "{err}");
     }
 
     /// A profile of the 2025 engine with one line replaced.
@@ -524,7 +583,7 @@ mod tests {
         let dialect = HostProfile::skillhost().dialect;
         assert_eq!(dialect.qualify("hello"), "hello");
         assert_eq!(
-            dialect.path(&dialect.routes.drop_cached, "hello"),
+            dialect.path(&dialect.routes.registry().unwrap().drop_cached, "hello"),
             "/cached_skills/hello"
         );
         assert!(dialect.headers.is_empty());

@@ -18,8 +18,9 @@ pub struct HostStartArgs {
     #[arg(long, value_name = "PATH")]
     pub host_bin: Option<PathBuf>,
 
-    /// An argument for the host (repeatable), instead of the profile's. `{skills_dir}` and
-    /// `{port}` are replaced.
+    /// An argument for the host (repeatable), instead of the profile's. `{skills_dir}`,
+    /// `{address}`, `{port}` and `{skill_file}` (a host of one component: the skills
+    /// directory's one file) are replaced.
     #[arg(long = "host-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub host_args: Vec<String>,
 

@@ -39,10 +39,15 @@ pub enum SkillWorld {
     /// The Pharia Kernel's of 2024 (skills/wit/pharia), `skill-handler` exported.
     #[serde(rename = "pharia:skill@0.2")]
     Pharia,
+    /// A wasi:http proxy (`wasmtime serve`'s): every request runs the skill on its body.
+    #[serde(rename = "wasi:http/proxy")]
+    WasiHttp,
 }
 
 /// How to start the host; `{skills_dir}`, `{address}` (where it listens: loopback, or the
-/// load network's host address) and `{port}` are replaced in every string.
+/// load network's host address) and `{port}` are replaced in every string, and
+/// `{skill_file}` by the skills directory's one skill file, for a host that serves the one
+/// component it is started with (`wasmtime serve`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Start {
@@ -104,7 +109,9 @@ pub enum Listing {
 /// namespace, `{skill}` both as the host names the skill (`dev/hello`) in one path segment
 /// (its `/` percent-encoded); each is percent-encoded. Only `execute` and `drop_cached` take
 /// them. A route may end with the statuses that mean success (`-> 200, 204`; default: any
-/// 2xx).
+/// 2xx). A host that serves the one component it was started with (a wasi:http host) has no
+/// `skills`, `cached_skills` or `drop_cached`: what it runs is fixed at its start, so it
+/// serves `skillprof slo` and traffic, not the cmds that add and drop skills.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Routes {
@@ -112,15 +119,27 @@ pub struct Routes {
     /// Executes a skill with its input (see [`ExecuteBody`]).
     pub execute: Route,
     /// Answer: the registered skills (see [`Listing`]), in any order.
-    pub skills: Route,
+    #[serde(default)]
+    pub skills: Option<Route>,
     /// Answer: the compiled skills, as `skills`.
-    pub cached_skills: Route,
+    #[serde(default)]
+    pub cached_skills: Option<Route>,
     /// Drops a skill's compiled copy.
-    pub drop_cached: Route,
+    #[serde(default)]
+    pub drop_cached: Option<Route>,
     /// Asks the host's allocator to give its free memory back (the cmds command `trim`).
     /// Without one, `trim` needs `skillprof run --trim-by ptrace`.
     #[serde(default)]
     pub trim: Option<Route>,
+}
+
+/// The routes of a host that registers skills while it runs ([`Routes`] has all three or
+/// none).
+#[derive(Clone, Debug)]
+pub struct RegistryRoutes {
+    pub skills: Route,
+    pub cached_skills: Route,
+    pub drop_cached: Route,
 }
 
 /// `METHOD /path` or `METHOD /path -> STATUS, ...`, as a profile writes it.

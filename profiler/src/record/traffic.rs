@@ -89,6 +89,10 @@ pub struct TrafficStep {
     /// Every answer of the step, warm-up and drain included.
     #[serde(default)]
     pub answered_all: u64,
+    /// The answers that arrived before the schedule's end (warm-up included, the drain left
+    /// out): the work the host did while it was sent load.
+    #[serde(default)]
+    pub answered_by_end: u64,
     pub errors: TrafficErrors,
     /// Requests sent more than a millisecond after their scheduled time (open loop): the
     /// generator could not keep its schedule.

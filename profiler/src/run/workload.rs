@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind, Traffic, TrafficLoad};
 use crate::hostctl::process::monotonic_ns;
-use crate::hostctl::profile::Route;
+use crate::hostctl::profile::{RegistryRoutes, Route};
 use crate::hostctl::{
     Client, PythonSample, Reply, SampleSkills, SkillsDir, TrimBy, sample_input, trim,
 };
@@ -72,6 +72,7 @@ impl Outcome {
 
 pub struct Workload {
     client: Client,
+    routes: RegistryRoutes,
     /// `None` for an attached host whose plan writes no skill file (checked before the run).
     skills: Option<SkillsDir>,
     sample_py: PathBuf,
@@ -120,6 +121,7 @@ impl Workload {
         settings: Settings,
     ) -> Result<Self> {
         Ok(Workload {
+            routes: client.dialect().routes.registry()?,
             client,
             skills,
             sample_py: samples.path(settings.python.component())?,
@@ -147,12 +149,12 @@ impl Workload {
             Command::PAddPy(n) => self.add(SkillKind::Python, *n, outcome).await,
             Command::PAddRs(n) => self.add(SkillKind::Rust, *n, outcome).await,
             Command::Skills => {
-                let route = &self.client.dialect().routes.skills;
+                let route = &self.routes.skills;
                 outcome.count(&route.to_string(), self.client.call(route).await);
                 Ok(())
             }
             Command::CachedSkills => {
-                let route = &self.client.dialect().routes.cached_skills;
+                let route = &self.routes.cached_skills;
                 outcome.count(&route.to_string(), self.client.call(route).await);
                 Ok(())
             }
@@ -205,8 +207,10 @@ impl Workload {
                 Ok(())
             }
             Command::DropCachedSkill(name) => {
-                let route = self.client.dialect().routes.cached_skills.clone();
-                match self.named_or_first(name, &route, outcome).await {
+                match self
+                    .named_or_first(name, &self.routes.cached_skills, outcome)
+                    .await
+                {
                     Some(name) => {
                         let reply = self.client.drop_cached(&name).await;
                         outcome.count(&format!("drop {name}"), reply);
@@ -216,8 +220,10 @@ impl Workload {
                 Ok(())
             }
             Command::DeleteSkill(name) => {
-                let route = self.client.dialect().routes.skills.clone();
-                match self.named_or_first(name, &route, outcome).await {
+                match self
+                    .named_or_first(name, &self.routes.skills, outcome)
+                    .await
+                {
                     Some(name) => self.delete(&name, outcome).await?,
                     None => outcome.fail("delete_skill: no skill is registered".to_owned()),
                 }
@@ -361,8 +367,7 @@ impl Workload {
     }
 
     async fn listed(&self, outcome: &mut Outcome) -> Vec<String> {
-        let route = self.client.dialect().routes.skills.clone();
-        self.list(&route, outcome).await
+        self.list(&self.routes.skills, outcome).await
     }
 
     /// `name`, or else the first of the listing at `route` in sorted order.

@@ -1,5 +1,5 @@
-//! What bounded a step, from the host's own counters and the kernel's, read at the step's
-//! two ends: the host's CPU against the CPUs it was given, each thread's time on a CPU and
+//! What bounded a step, from the host's own counters and the kernel's, read when its schedule
+//! starts and when it ends (the drain after it left out): the host's CPU against the CPUs it was given, each thread's time on a CPU and
 //! waiting for one (schedstat), its faults, the machine's TLB shootdowns, and its CPU by
 //! phase from its ledger. [`bound`] says it in words.
 
@@ -265,6 +265,7 @@ mod tests {
             ok: 1280,
             delivered: 1280,
             answered_all: 1600,
+            answered_by_end: 1600,
             errors: TrafficErrors::default(),
             late_sends: 0,
             send_lag_p99_ms: 0.1,

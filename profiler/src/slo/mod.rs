@@ -23,6 +23,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Args;
 
+use crate::hostctl::profile::SkillWorld;
 use crate::hostctl::{HostProcess, HostProfile, HostStartArgs, SampleSkills, SkillsDir};
 use crate::probes::ledger::HostLedger;
 use crate::record::slo::{ConfigPeak, HostConfig, SloReport, SloStep, Stage, Target, Verdict};
@@ -174,6 +175,12 @@ pub fn run(args: SloArgs) -> Result<ExitCode> {
     let machine_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let configs = configurations(&args, machine_cpus)?;
     let profile = HostProfile::load(&args.host_profile)?;
+    ensure!(
+        !(profile.registry.world == SkillWorld::WasiHttp && args.skill == SkillChoice::Python),
+        "--skill python: the Python samples are not built as wasi:http/proxy components (the \
+         world of host profile {}); hello and rust are",
+        args.host_profile
+    );
     let samples = SampleSkills::beside_executable(profile.registry.world)?;
     let component = samples.path(args.skill.component())?;
     let folder = folder(&args)?;
@@ -383,9 +390,16 @@ async fn step(
         length: Duration::from_secs(u64::from(args.step_s)),
         cpus: generator_cpus(&config.1.cpus, machine_cpus),
     };
-    let traffic = generator::run(&started.host.client, plan).await?;
-    let alive = evidence::read(pid, started.ledger.as_ref());
-    let answered = traffic.answered_all;
+    // The counters at the schedule's end: the drain after it (up to 10 s for the answers a
+    // saturated host still owes) is no part of the load, and would dilute the host's CPU share.
+    let length = plan.length;
+    let at_end = async {
+        tokio::time::sleep(generator::START_DELAY + length).await;
+        evidence::read(pid, started.ledger.as_ref())
+    };
+    let (traffic, alive) = tokio::join!(generator::run(&started.host.client, plan), at_end);
+    let traffic = traffic?;
+    let answered = traffic.answered_by_end;
     let exited = tokio::time::timeout(Duration::from_millis(5), exit.exited())
         .await
         .is_ok();

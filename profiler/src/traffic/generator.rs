@@ -26,6 +26,8 @@ use crate::hostctl::Client;
 use crate::record::traffic::{Load, Percentiles, TrafficErrors, TrafficStep, UNPINNED};
 use crate::system::affinity;
 
+/// How long after `run` is called its schedule starts (once the scheduler thread is up).
+pub const START_DELAY: Duration = Duration::from_millis(20);
 /// The longest a step waits for its last answers.
 pub const DRAIN: Duration = Duration::from_secs(10);
 /// A send this much after its scheduled time is late.
@@ -110,6 +112,8 @@ struct Recorder {
     window_ok: u64,
     /// Every answer of the step, warm-up and drain included.
     answered: u64,
+    /// Answers before the schedule's end, warm-up included.
+    answered_by_end: u64,
 }
 
 /// How one request ended.
@@ -141,6 +145,7 @@ impl Recorder {
             late: 0,
             window_ok: 0,
             answered: 0,
+            answered_by_end: 0,
         })
     }
 
@@ -159,6 +164,7 @@ impl Recorder {
     /// Any request's answer, measured or not: what the window delivered.
     fn delivered(&mut self, done: Instant, answer: &Answer) {
         self.answered += 1;
+        self.answered_by_end += u64::from(done < self.end);
         if matches!(answer, Answer::Ok) && done >= self.warm_end && done < self.end {
             self.window_ok += 1;
         }
@@ -279,8 +285,7 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
         .enable_all()
         .build()
         .context("starting the load generator's runtime")?;
-    // The schedule starts a moment from now, once the scheduler thread is up.
-    let start = Instant::now() + Duration::from_millis(20);
+    let start = Instant::now() + START_DELAY;
     let recorder = Mutex::new(Recorder::new(start, &plan)?);
     let shared = Arc::new(Shared {
         plan,
@@ -377,6 +382,7 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
         ok: recorder.ok,
         delivered: recorder.window_ok,
         answered_all: recorder.answered,
+        answered_by_end: recorder.answered_by_end,
         errors,
         late_sends: recorder.late,
         send_lag_p99_ms: recorder.lag.value_at_quantile(0.99) as f64 / 1e3,

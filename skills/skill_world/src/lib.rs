@@ -2,10 +2,11 @@
 //! `fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure>` once and calls
 //! `skill_world::export_skill!(run)`. Without features the component implements
 //! `skillprof:skill` (a world-level `run`); with `pharia` it exports
-//! `pharia:skill/skill-handler@0.2.0`, as the 2024 host requires (`cargo xtask build-skills`
-//! builds both).
+//! `pharia:skill/skill-handler@0.2.0`, as the 2024 host requires; with `wasi-http` it is a
+//! `wasi:http/proxy` component whose every request runs the skill on its body, as
+//! `wasmtime serve` requires (`cargo xtask build-skills` builds all three).
 
-#[cfg(not(feature = "pharia"))]
+#[cfg(not(any(feature = "pharia", feature = "wasi-http")))]
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -30,6 +31,12 @@ pub mod bindings {
     pub use self::exports::pharia::skill::skill_handler::{Error, Guest};
 }
 
+#[cfg(feature = "wasi-http")]
+mod wasi_http;
+#[cfg(feature = "wasi-http")]
+#[doc(hidden)]
+pub use {wasi_http::handle, wasip2};
+
 /// Why a skill gave no answer. Both worlds have these two cases, under their own names.
 #[derive(Debug)]
 pub enum Failure {
@@ -39,6 +46,7 @@ pub enum Failure {
     Internal(String),
 }
 
+#[cfg(not(feature = "wasi-http"))]
 impl From<Failure> for bindings::Error {
     fn from(failure: Failure) -> Self {
         match failure {
@@ -49,6 +57,7 @@ impl From<Failure> for bindings::Error {
 }
 
 /// Exports `$run` as the skill's entry point in the world this crate was built for.
+#[cfg(not(feature = "wasi-http"))]
 #[macro_export]
 macro_rules! export_skill {
     ($run:path) => {
@@ -61,5 +70,25 @@ macro_rules! export_skill {
         }
 
         $crate::bindings::export_bindings!(Skill);
+    };
+}
+
+/// Exports `$run` as the component's `wasi:http/incoming-handler`.
+#[cfg(feature = "wasi-http")]
+#[macro_export]
+macro_rules! export_skill {
+    ($run:path) => {
+        struct Skill;
+
+        impl $crate::wasip2::exports::http::incoming_handler::Guest for Skill {
+            fn handle(
+                request: $crate::wasip2::http::types::IncomingRequest,
+                response: $crate::wasip2::http::types::ResponseOutparam,
+            ) {
+                $crate::handle(request, response, $run)
+            }
+        }
+
+        $crate::wasip2::http::proxy::export!(Skill);
     };
 }

@@ -1,0 +1,371 @@
+//! skillhost against `wasmtime serve`, the peer of wasmCloud's throughput study (March 2024:
+//! `hey -z 20s -c 150` against a hello component, 22-23k req/s on one 16-core node). Both
+//! serve the hello skill on the machine's last CPU; every generator runs on the others.
+//!
+//! - the peak: `skillprof slo --target p99<=10ms --cpus 1` for each host, in interleaved
+//!   rounds (A, B, A, the hosts' places swapped every round), each peak divided by the host
+//!   CPU it used at that rate: skillhost / wasmtime serve as a median ratio with its 95%
+//!   bootstrap interval, and a round's first run / its third (the same host: the
+//!   off-versus-off control);
+//! - wasmCloud's measurement reproduced: `hey -z 20s -c 150` against each host (closed loop:
+//!   saturation throughput, each latency measured from its own send), beside skillprof's
+//!   closed loop of 150 senders and its open loop at the host's median peak (each latency
+//!   from the scheduled send).
+//!
+//!     scripts/build-peers.sh
+//!     cargo bench -p skillprof --bench peer_throughput [-- --rounds N --step-s S --hey-s S]
+//!
+//! Needs the release build, the sample skills (`cargo xtask build-skills`, which builds the
+//! wasi:http ones too) and build/peers/; no root.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use skillprof::hostctl::{Client, HostProfile, SampleSkills, SkillWorld};
+use skillprof::record::slo::{SloReport, Stage};
+use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
+use skillprof::traffic::generator::{self, StepPlan};
+
+mod common;
+use common::{Host, change, free_port, skillprof_binary};
+
+const TARGET: &str = "p99<=10ms";
+const WASMTIME: &str = "wasmtime-50.0.1";
+const HEY: &str = "hey-v0.1.4";
+
+/// A host under test: how `skillprof slo` names it, and how it is started by hand.
+#[derive(Clone, Copy, PartialEq)]
+enum Peer {
+    Skillhost,
+    WasmtimeServe,
+}
+
+impl Peer {
+    fn name(self) -> &'static str {
+        match self {
+            Peer::Skillhost => "skillhost",
+            Peer::WasmtimeServe => "wasmtime serve",
+        }
+    }
+
+    fn profile(self) -> &'static str {
+        match self {
+            Peer::Skillhost => "skillhost",
+            Peer::WasmtimeServe => "wasmtime-serve",
+        }
+    }
+
+    fn world(self) -> SkillWorld {
+        match self {
+            Peer::Skillhost => SkillWorld::Skillprof,
+            Peer::WasmtimeServe => SkillWorld::WasiHttp,
+        }
+    }
+}
+
+struct Options {
+    rounds: usize,
+    step_s: u32,
+    hey_s: u32,
+}
+
+fn options() -> Result<Options> {
+    let mut options = Options {
+        rounds: 5,
+        step_s: 3,
+        hey_s: 20,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--rounds" => options.rounds = value()?.parse()?,
+            "--step-s" => options.step_s = value()?.parse()?,
+            "--hey-s" => options.hey_s = value()?.parse()?,
+            // cargo bench passes --bench to every benchmark binary.
+            "--bench" => {}
+            other => bail!("unknown argument {other} (--rounds N --step-s S --hey-s S)"),
+        }
+    }
+    ensure!(options.rounds >= 2, "--rounds: at least 2 for an interval");
+    Ok(options)
+}
+
+fn peer_binary(name: &str) -> Result<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../build/peers")
+        .join(name);
+    ensure!(
+        path.is_file(),
+        "{} is missing: scripts/build-peers.sh builds it",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// One host's peak at the target on one CPU, from one `skillprof slo`.
+struct Peak {
+    rps: u32,
+    /// The host's CPU used at the peak step, in CPUs.
+    cpus_used: f64,
+}
+
+impl Peak {
+    fn per_cpu(&self) -> f64 {
+        f64::from(self.rps) / self.cpus_used.max(1e-9)
+    }
+}
+
+fn slo_peak(skillprof: &Path, peer: Peer, step_s: u32, out: &Path) -> Result<Peak> {
+    let folder = out.join("slo");
+    let mut command = Command::new(skillprof);
+    command
+        .args(["slo", "--skill", "hello", "--target", TARGET, "--cpus", "1"])
+        .args(["--points", "1", "--start-rps", "1000"])
+        .args([
+            "--step-s",
+            &step_s.to_string(),
+            "--host-profile",
+            peer.profile(),
+        ])
+        .arg("--run-dir")
+        .arg(&folder);
+    if peer == Peer::WasmtimeServe {
+        command.arg("--host-bin").arg(peer_binary(WASMTIME)?);
+    }
+    let output = command.output().context("running skillprof slo")?;
+    ensure!(
+        output.status.success(),
+        "skillprof slo against {} failed: {}",
+        peer.name(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: SloReport = skillprof::slo::read(&folder)?;
+    std::fs::remove_dir_all(&folder)?;
+    let rps = report.configs[0]
+        .peak_rps
+        .with_context(|| format!("{} met {TARGET} at no rate", peer.name()))?;
+    let step = report
+        .steps
+        .iter()
+        .find(|s| s.stage == Stage::Search && s.rps == rps)
+        .context("the peak's step is missing")?;
+    Ok(Peak {
+        rps,
+        cpus_used: step.evidence.cpu_share(1),
+    })
+}
+
+/// A host started by hand on `cpus` serving hello, with a client in its dialect.
+fn start(skillprof: &Path, peer: Peer, cpus: &[usize], dir: &Path) -> Result<(Host, Client)> {
+    let samples = SampleSkills::beside_executable(peer.world())?;
+    let skills = dir.join(peer.profile());
+    std::fs::create_dir_all(&skills)?;
+    let hello = skills.join("hello.wasm");
+    std::fs::copy(samples.path("hello")?, &hello)?;
+    let host = match peer {
+        Peer::Skillhost => Host::start(skillprof, &skills, &[], Some(cpus))?,
+        Peer::WasmtimeServe => {
+            let port = free_port()?;
+            let mut command = Command::new(peer_binary(WASMTIME)?);
+            command
+                .args(["serve", "-Scli", "--addr", &format!("127.0.0.1:{port}")])
+                .arg(&hello);
+            Host::launch(command, port, Some(cpus))?
+        }
+    };
+    let client = Client::new(
+        &format!("http://127.0.0.1:{}", host.port),
+        HostProfile::load(peer.profile())?.dialect,
+    );
+    Ok((host, client))
+}
+
+/// hey's summary: requests per second and its p99, ms.
+fn hey(client: &Client, seconds: u32, cpus: &[usize]) -> Result<(f64, f64)> {
+    use std::os::unix::process::CommandExt as _;
+    let dialect = client.dialect();
+    let route = &dialect.routes.execute;
+    let input = serde_json::json!({});
+    let mut command = Command::new(peer_binary(HEY)?);
+    command
+        .args(["-z", &format!("{seconds}s"), "-c", "150"])
+        .args(["-m", route.method.as_str(), "-T", "application/json"])
+        .args(["-d", &dialect.execute_body("hello", &input)])
+        .arg(format!("{}{}", client.base(), dialect.path(route, "hello")));
+    let cpus = cpus.to_vec();
+    // SAFETY: sched_setaffinity is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || skillprof::system::affinity::pin_current_thread(&cpus));
+    }
+    let output = command.output().context("running hey")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    ensure!(output.status.success(), "hey failed: {text}");
+    let rate = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Requests/sec:"))
+        .and_then(|rate| rate.trim().parse().ok())
+        .with_context(|| format!("no Requests/sec in hey's output: {text}"))?;
+    let p99_s: f64 = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("99% in "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no 99% line in hey's output: {text}"))?;
+    let statuses = text
+        .lines()
+        .skip_while(|line| !line.contains("Status code distribution"))
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(", ");
+    ensure!(
+        statuses.starts_with("[200]") && !statuses.contains(','),
+        "hey got answers other than 200: {statuses}"
+    );
+    Ok((rate, p99_s * 1e3))
+}
+
+fn main() -> Result<()> {
+    let options = options()?;
+    let machine = std::thread::available_parallelism()?.get();
+    ensure!(machine >= 2, "the generator and the host need a CPU each");
+    let (host_cpus, generator_cpus) = (vec![machine - 1], (0..machine - 1).collect::<Vec<_>>());
+    let skillprof = skillprof_binary()?;
+    peer_binary(WASMTIME)?;
+    peer_binary(HEY)?;
+    let dir = tempfile::tempdir()?;
+
+    println!(
+        "\nhello on one CPU (CPU {}), generators on CPU(s) {}; {} rounds of skillprof slo \
+         --target {TARGET} --step-s {}",
+        machine - 1,
+        skillprof::system::affinity::format_list(&generator_cpus),
+        options.rounds,
+        options.step_s
+    );
+    // Rounds alternate skillhost, wasmtime serve, skillhost with wasmtime serve, skillhost,
+    // wasmtime serve, so that neither host holds a place in the order: the first and third
+    // runs of a round are the same host (the control).
+    let mut rounds: Vec<Vec<(Peer, Peak)>> = Vec::new();
+    for round in 1..=options.rounds {
+        let (a, b) = match round % 2 {
+            1 => (Peer::Skillhost, Peer::WasmtimeServe),
+            _ => (Peer::WasmtimeServe, Peer::Skillhost),
+        };
+        let mut got = Vec::new();
+        for peer in [a, b, a] {
+            got.push((
+                peer,
+                slo_peak(&skillprof, peer, options.step_s, dir.path())?,
+            ));
+        }
+        let shown: Vec<String> = got
+            .iter()
+            .map(|(peer, peak)| {
+                format!(
+                    "{} {}/s on {:.2} CPU ({:.0}/s per CPU)",
+                    peer.name(),
+                    peak.rps,
+                    peak.cpus_used,
+                    peak.per_cpu()
+                )
+            })
+            .collect();
+        println!("  round {round}: {}", shown.join(", "));
+        rounds.push(got);
+    }
+    // Per round: skillhost's mean over wasmtime serve's mean, and the first run over the third.
+    let ratio = |of: fn(&Peak) -> f64| -> (Vec<f64>, Vec<f64>) {
+        let mean = |round: &[(Peer, Peak)], peer: Peer| {
+            let values: Vec<f64> = round
+                .iter()
+                .filter(|(p, _)| *p == peer)
+                .map(|(_, peak)| of(peak))
+                .collect();
+            values.iter().sum::<f64>() / values.len() as f64
+        };
+        rounds
+            .iter()
+            .map(|round| {
+                (
+                    mean(round, Peer::Skillhost) / mean(round, Peer::WasmtimeServe),
+                    of(&round[0].1) / of(&round[2].1),
+                )
+            })
+            .unzip()
+    };
+    let (per_cpu, per_cpu_control) = ratio(Peak::per_cpu);
+    let (rate, rate_control) = ratio(|peak| f64::from(peak.rps));
+    println!(
+        "\nskillhost / wasmtime serve, req/s per host CPU at {TARGET}: {} (median of {} \
+         rounds, 95% bootstrap interval); peak req/s: {}",
+        change(&per_cpu, 45),
+        options.rounds,
+        change(&rate, 46)
+    );
+    println!(
+        "control, a round's first run / its third (the same host): per CPU {}, peak {}",
+        change(&per_cpu_control, 47),
+        change(&rate_control, 48)
+    );
+
+    println!(
+        "\nwasmCloud's measurement, hey -z {}s -c 150, beside skillprof's generator \
+         (latency from the send / from the scheduled send)",
+        options.hey_s
+    );
+    let runtime = tokio::runtime::Runtime::new()?;
+    for peer in [Peer::Skillhost, Peer::WasmtimeServe] {
+        let (host, client) = start(&skillprof, peer, &host_cpus, dir.path())?;
+        let first = runtime.block_on(client.execute("hello", &serde_json::json!({})))?;
+        ensure!(
+            first.is_ok(),
+            "{} did not run hello: {} {}",
+            peer.name(),
+            first.status,
+            first.error_message()
+        );
+        let (hey_rate, hey_p99) = hey(&client, options.hey_s, &generator_cpus)?;
+        let step = |load: Load| -> Result<TrafficStep> {
+            runtime.block_on(generator::run(
+                &client,
+                StepPlan {
+                    skill: "hello".into(),
+                    input: serde_json::json!({}),
+                    load,
+                    length: Duration::from_secs(u64::from(options.hey_s)),
+                    cpus: Some(generator_cpus.clone()),
+                },
+            ))
+        };
+        let closed = step(Load::Closed { concurrency: 150 })?;
+        let mut peak_rates: Vec<u32> = rounds
+            .iter()
+            .flatten()
+            .filter(|(p, _)| *p == peer)
+            .map(|(_, peak)| peak.rps)
+            .collect();
+        peak_rates.sort_unstable();
+        let median_peak = peak_rates[peak_rates.len() / 2];
+        let open = step(Load::Open {
+            rps: median_peak,
+            arrivals: Arrivals::Constant,
+        })?;
+        println!(
+            "  {:<15} hey: {hey_rate:>8.0}/s, p99 {hey_p99:>6.2} ms | skillprof closed, 150 \
+             senders: {:>8.0}/s, p99 {:>6.2} ms | open at {median_peak}/s: {:>8.0}/s, p99 \
+             {:>6.2} ms, {} errors",
+            peer.name(),
+            closed.achieved_rps(),
+            closed.latency.p99_ms,
+            open.achieved_rps(),
+            open.latency.p99_ms,
+            open.errors.total()
+        );
+        drop(host);
+    }
+    Ok(())
+}
