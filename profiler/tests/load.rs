@@ -1,6 +1,7 @@
-//! `l_execute_all` for real: Locust's master and workers (build/venv-locust, from
-//! scripts/setup.sh), the workers in network namespaces the run makes, against skillhost on
-//! the run's bridge. The counts agree with the host's own, and nothing the run made is left
+//! `l_execute_all` and `lo_execute` for real: Locust's master and workers (build/venv-locust,
+//! from scripts/setup.sh), the workers in network namespaces the run makes, against skillhost
+//! on the run's bridge. The counts agree with the host's own, an open loop from two workers
+//! charges a stall of the host to every request it delayed, and nothing the run made is left
 //! after a normal end, Ctrl-C or SIGKILL of skillprof. Bad lines are refused before anything
 //! runs.
 
@@ -152,6 +153,91 @@ fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() 
     assert_nothing_left(&folder, Duration::from_secs(5));
 }
 
+/// `lo_execute` from two workers, the host stopped for a second in the middle: the workers'
+/// merged latencies count from each scheduled send, so the stall shows in the p99 and the
+/// max; every worker's sends are summed, and Locust's merged count is theirs.
+#[test]
+fn an_open_loop_from_two_workers_is_measured_from_its_schedule_and_sees_a_stall() {
+    require_root(ROOT);
+    let _machine = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = write_cmds(
+        dir.path(),
+        "open.cmds",
+        "add_rs\nlo_execute sample_rs1 200 10 2\n",
+    );
+    let (child, folder) = start_long_run(dir.path(), &cmds, &[]);
+    let pid = host_pid(&folder);
+    // The swarm is under way once the host works: its CPU time moves.
+    let cpu_ticks = || -> u64 {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let idle = cpu_ticks();
+    eventually(Duration::from_secs(60), "the swarm's requests", || {
+        (cpu_ticks() < idle + 5).then(|| "the host has not started working".to_owned())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let host = nix::unistd::Pid::from_raw(pid);
+    nix::sys::signal::kill(host, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    nix::sys::signal::kill(host, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let commands = csv_rows(&folder.join("commands.csv"));
+    let entry = commands
+        .iter()
+        .find(|row| row["cmd"].starts_with("lo_execute"))
+        .expect("the lo_execute entry");
+    assert_eq!(number(entry, "load_asked_rps"), 200.0);
+    assert_eq!(number(entry, "load_workers"), 2.0);
+    let requests = number(entry, "load_requests");
+    // 10 s at 200/s from two schedules of 100/s each.
+    assert!(
+        (1_900.0..=2_010.0).contains(&requests),
+        "{requests} requests\n{}",
+        describe(&output)
+    );
+    assert_eq!(number(entry, "load_failures"), 0.0, "{entry:?}");
+    // About 200 requests were due while the host was stopped, the first kept a second: from
+    // their scheduled sends, they are the slowest tenth.
+    let (p50, p99, max) = (
+        number(entry, "load_p50_ms"),
+        number(entry, "load_p99_ms"),
+        number(entry, "load_max_ms"),
+    );
+    assert!(p50 < 100.0, "p50 {p50} ms: {entry:?}");
+    assert!(max >= 900.0, "max {max} ms: {entry:?}");
+    assert!(p99 >= 500.0, "p99 {p99} ms: {entry:?}");
+    // Each worker wrote what its schedule sent; Locust's merged count is their sum.
+    let written: Vec<serde_json::Value> = fs::read_dir(folder.join("locust"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.contains(".schedule.") && name.ends_with(".json")
+        })
+        .map(|p| serde_json::from_slice(&fs::read(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(written.len(), 2, "{written:?}");
+    let field = |name: &str| -> f64 { written.iter().map(|w| w[name].as_f64().unwrap()).sum() };
+    assert_eq!(field("sent") - field("unanswered"), requests, "{written:?}");
+    assert_eq!(number(entry, "load_late_sends"), field("late_sends"));
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    assert!(
+        explain.contains("Locust's 2 worker(s) sent an open loop at 200/s in all")
+            && explain.contains("latency from each scheduled send"),
+        "{explain}"
+    );
+    assert_nothing_left(&folder, Duration::from_secs(5));
+}
+
 /// Starts a 60 s swarm and returns once it is being held.
 fn start_swarm(dir: &Path) -> (std::process::Child, PathBuf) {
     let (child, folder) = start_long_run(dir, &cmds(dir, 60), &[]);
@@ -273,7 +359,7 @@ fn bad_load_lines_are_refused_before_anything_runs() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--locust-timeout-s is for l_execute_all lines"),
+        stderr.contains("--locust-timeout-s is for l_execute_all and lo_execute lines"),
         "{}",
         describe(&output)
     );

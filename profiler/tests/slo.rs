@@ -251,6 +251,32 @@ fn bad_input_is_refused_before_anything_runs() {
         &["--target", "p99<=10ms", "--allocator", "slab"],
         "allocators are on-demand and pooling",
     );
+    refused(
+        &[
+            "--target",
+            "p99<=10ms",
+            "--host-profile",
+            "wasmtime-serve",
+            "--skill",
+            "python",
+        ],
+        "not built as wasi:http/proxy",
+    );
+    // `run` adds and drops skills, which a host of one component cannot.
+    let cmds = write_cmds(dir.path(), "one.cmds", "add_rs\nexecute_skill sample_rs1\n");
+    let output = skillprof()
+        .arg("run")
+        .arg(&cmds)
+        .args(["--no-probes", "--host-profile", "wasmtime-serve", "--out"])
+        .arg(dir.path().join("runs"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("skillprof slo --host-profile wasmtime-serve"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("runs").exists());
     // And a traffic line of a cmds file.
     let cmds = write_cmds(
         dir.path(),

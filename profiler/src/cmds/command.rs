@@ -63,8 +63,9 @@ pub enum Command {
     /// their answer (`c_execute`, closed loop, as `hey -c N`); a skillprof extension.
     Traffic(Traffic),
     /// Locust's master and `load.workers` workers, each in a network namespace of its own,
-    /// hold `load.users` users on the listed skills for `load.duration_s` (a skillprof
-    /// extension: load from several simulated client machines).
+    /// hold `load.users` users on the listed skills for `load.duration_s` (`l_execute_all`),
+    /// or send one skill traffic at a rate, each worker its share on its own schedule
+    /// (`lo_execute`): a skillprof extension, load from several simulated client machines.
     LExecuteAll(Load),
     /// Evict a compiled skill from the host's cache; `None`: the first cached one in sorted order.
     DropCachedSkill(Option<String>),
@@ -86,7 +87,8 @@ pub enum Command {
 }
 
 /// What `l_execute_all` asks of Locust: each user sends the input to one listed skill (users
-/// spread over the skills in turn), again as soon as it is answered.
+/// spread over the skills in turn), again as soon as it is answered. What `lo_execute` asks:
+/// one user per worker, sending its skill its share of the rate on a schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Load {
     pub topic: String,
@@ -95,6 +97,27 @@ pub struct Load {
     pub users: u32,
     pub workers: u32,
     pub duration_s: u32,
+    /// `lo_execute`'s open loop; `None` for `l_execute_all`.
+    pub schedule: Option<LoadSchedule>,
+}
+
+impl Load {
+    /// The cmds command that asked for it.
+    pub fn command(&self) -> &'static str {
+        match self.schedule {
+            Some(_) => "lo_execute",
+            None => "l_execute_all",
+        }
+    }
+}
+
+/// An open loop from Locust's workers: `rps` in all to one skill, each of the workers
+/// sending `rps / workers` on a schedule of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadSchedule {
+    pub skill: String,
+    pub rps: u32,
+    pub poisson: bool,
 }
 
 /// What an `o_execute` or `c_execute` line sends.
@@ -288,21 +311,8 @@ const SIGNATURES: &[Signature] = &[
         "o_execute",
         "NAME RATE SECONDS [ARRIVALS] [MEMORY_KB] [WAIT_MS]",
         |args| {
-            let rps = args.required_count(1)?;
-            if rps > MAX_RPS {
-                return Err(args.problem(format!(
-                    "RATE must be at most {MAX_RPS} requests per second, got {rps}"
-                )));
-            }
-            let poisson = match args.text(3).as_deref() {
-                None | Some("constant") => false,
-                Some("poisson") => true,
-                Some(other) => {
-                    return Err(args.problem(format!(
-                        "ARRIVALS must be constant or poisson, got {other:?}"
-                    )));
-                }
-            };
+            let rps = args.rate(1)?;
+            let poisson = args.arrivals(3)?;
             Ok(Command::Traffic(Traffic {
                 skill: args.required_text(0),
                 load: TrafficLoad::Open { rps, poisson },
@@ -343,6 +353,7 @@ const SIGNATURES: &[Signature] = &[
                 users: args.required_count(3)?,
                 workers: args.required_count(4)?,
                 duration_s: args.required_count(5)?,
+                schedule: None,
             };
             let cap = args.cap;
             if cap.check(load.users, 1).is_err() {
@@ -371,6 +382,39 @@ const SIGNATURES: &[Signature] = &[
                 )));
             }
             Ok(Command::LExecuteAll(load))
+        },
+    ),
+    takes(
+        "lo_execute",
+        "NAME RATE SECONDS WORKERS [ARRIVALS] [MEMORY_KB] [WAIT_MS]",
+        |args| {
+            let rps = args.rate(1)?;
+            let workers = args.required_count(3)?;
+            if workers > MAX_WORKERS {
+                return Err(args.problem(format!(
+                    "WORKERS must be at most {MAX_WORKERS}, got {workers}"
+                )));
+            }
+            if rps < workers {
+                return Err(args.problem(format!(
+                    "RATE must be at least WORKERS, so that every worker sends: got {rps}/s \
+                     for {workers} workers"
+                )));
+            }
+            let seconds = args.traffic_seconds(2)?;
+            Ok(Command::LExecuteAll(Load {
+                topic: DEFAULT_TOPIC.to_owned(),
+                memory_kb: args.amount(5)?,
+                wait_ms: args.amount(6)?,
+                users: workers,
+                workers,
+                duration_s: seconds,
+                schedule: Some(LoadSchedule {
+                    skill: args.required_text(0),
+                    rps,
+                    poisson: args.arrivals(4)?,
+                }),
+            }))
         },
     ),
     takes("drop_cached_skill", "[NAME]", |args| {
@@ -493,6 +537,28 @@ impl<'a> Args<'a> {
 
     fn required_count(&self, index: usize) -> Result<u32, String> {
         Ok(self.count(index)?.expect("the argument count was checked"))
+    }
+
+    /// A traffic step's RATE: at least 1, at most [`MAX_RPS`].
+    fn rate(&self, index: usize) -> Result<u32, String> {
+        let rps = self.required_count(index)?;
+        if rps > MAX_RPS {
+            return Err(self.problem(format!(
+                "RATE must be at most {MAX_RPS} requests per second, got {rps}"
+            )));
+        }
+        Ok(rps)
+    }
+
+    /// A traffic step's ARRIVALS: `constant` (the default) or `poisson` (true).
+    fn arrivals(&self, index: usize) -> Result<bool, String> {
+        match self.text(index).as_deref() {
+            None | Some("constant") => Ok(false),
+            Some("poisson") => Ok(true),
+            Some(other) => Err(self.problem(format!(
+                "ARRIVALS must be constant or poisson, got {other:?}"
+            ))),
+        }
     }
 
     /// A traffic step's SECONDS: at least 1, at most [`MAX_DURATION_S`].

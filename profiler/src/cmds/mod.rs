@@ -10,7 +10,8 @@ mod in_flight;
 mod lexer;
 
 pub use command::{
-    Command, DEFAULT_TOPIC, FILL_MAX, Load, MAX_RPS, MAX_WATCH_S, SkillKind, Traffic, TrafficLoad,
+    Command, DEFAULT_TOPIC, FILL_MAX, Load, LoadSchedule, MAX_RPS, MAX_WATCH_S, SkillKind, Traffic,
+    TrafficLoad,
 };
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
@@ -202,6 +203,29 @@ mod tests {
         assert!(refused(&["hello", "10", "5", "bursty"]).contains("constant or poisson"));
         assert!(refused(&["hello", "10", "99999"]).contains("SECONDS must be at most"));
         assert!(refused(&["hello", "2000000", "5"]).contains("RATE must be at most"));
+        let from_locust =
+            Command::parse("lo_execute", &["hello", "3000", "10", "3", "poisson"], cap).unwrap();
+        assert_eq!(
+            from_locust,
+            Command::LExecuteAll(command::Load {
+                topic: DEFAULT_TOPIC.into(),
+                memory_kb: 0,
+                wait_ms: 0,
+                users: 3,
+                workers: 3,
+                duration_s: 10,
+                schedule: Some(LoadSchedule {
+                    skill: "hello".into(),
+                    rps: 3000,
+                    poisson: true,
+                }),
+            })
+        );
+        let refused = |args: &[&str]| Command::parse("lo_execute", args, cap).unwrap_err();
+        assert!(refused(&["hello", "2", "5", "3"]).contains("RATE must be at least WORKERS"));
+        assert!(refused(&["hello", "100", "5", "99"]).contains("WORKERS must be at most"));
+        assert!(refused(&["hello", "100", "5", "2", "bursty"]).contains("constant or poisson"));
+        assert!(refused(&["hello", "100", "5"]).contains("WORKERS"));
     }
     use crate::band::Band;
     use Command::*;
@@ -383,6 +407,7 @@ mod tests {
                         users: 2000,
                         workers: 4,
                         duration_s: 30,
+                        schedule: None,
                     }),
                 ),
             ),
@@ -464,7 +489,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -552,7 +577,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),

@@ -292,8 +292,8 @@ fn cpu(record: &EntryRecord) -> Option<String> {
     Some(text)
 }
 
-/// An `l_execute_all`: what Locust held and measured, and whether the host's own count
-/// agrees.
+/// An `l_execute_all` or `lo_execute`: what Locust held and measured, and whether the host's
+/// own count agrees.
 fn load(record: &EntryRecord) -> Option<String> {
     let load = record.load.as_ref()?;
     let total = &load.total;
@@ -309,11 +309,47 @@ fn load(record: &EntryRecord) -> Option<String> {
         ),
         None => String::new(),
     };
+    let (who, from) = match &load.schedule {
+        Some(schedule) => (
+            format!(
+                "Locust's {} worker(s) sent an open loop at {}/s in all ({}, each worker its \
+                 share on a schedule of its own; {} sends late by over 2 ms, the worst \
+                 worker's send lag p99 {}{})",
+                load.workers,
+                count(f64::from(schedule.asked_rps)),
+                match schedule.poisson {
+                    true => "Poisson arrivals",
+                    false => "evenly spaced",
+                },
+                count(schedule.late_sends as f64),
+                ms(schedule.send_lag_p99_ms),
+                match schedule.unanswered {
+                    0 => String::new(),
+                    n => format!(", {} never answered", count(n as f64)),
+                }
+            ),
+            ", latency from each scheduled send (the workers' histograms merged by Locust's \
+             master)",
+        ),
+        None => (
+            format!(
+                "Locust held {} users on {} worker(s)",
+                count(load.users as f64),
+                load.workers
+            ),
+            "",
+        ),
+    };
+    let limited = match load.schedule.as_ref().and_then(|s| s.workers_limited()) {
+        Some(why) => format!(
+            ". The workers could not hold the schedule ({why}): the entry measured them, not \
+             the host"
+        ),
+        None => String::new(),
+    };
     Some(format!(
-        "Locust held {} users on {} worker(s) for {:.1} s: {} requests ({:.1}/s), p50 {}, p90 \
-         {}, p99 {}, max {}{host}; Locust itself used {:.1} s of CPU",
-        count(load.users as f64),
-        load.workers,
+        "{who} for {:.1} s: {} requests ({:.1}/s){from}, p50 {}, p90 {}, p99 {}, max \
+         {}{host}; Locust itself used {:.1} s of CPU{limited}",
         load.held_s,
         count(total.requests as f64),
         load.requests_per_s(),

@@ -1,16 +1,29 @@
-"""skillprof's Locust user, written into each run folder and loaded by the master and every
+"""skillprof's Locust users, written into each run folder and loaded by the master and every
 worker. The plan (which requests to send) is a JSON file skillprof writes from the host
 profile's dialect, named by SKILLPROF_LOAD_PLAN, so this file knows no host API.
 
-Each user is given one request (one skill) in turn, and sends it again as soon as it is
-answered: the skill's own WAIT_MS is the think time."""
+l_execute_all (SkillUser, a closed loop): each user is given one request (one skill) in turn,
+and sends it again as soon as it is answered: the skill's own WAIT_MS is the think time.
+
+lo_execute (ScheduleUser, an open loop): one user per worker sends its share of the rate on
+a schedule of its own, each request in a greenlet of its own so that a slow answer never
+delays the next send, and reports each request's time from its scheduled send, so that a
+stall is charged to every request it delayed; the master merges the workers' histograms.
+At its end the user writes what Locust's figures cannot hold (sends, late sends, the send
+lag) beside the plan, and stops."""
 
 import itertools
 import json
 import os
+import random
+import resource
+import time
 
+import gevent
+import gevent.pool
 import locust.stats
 from locust import FastHttpUser, constant, task
+from locust.exception import StopUser
 
 # The master's /stats/requests reports these per skill and in total (its default is 95 and
 # 99); the median is reported apart.
@@ -23,6 +36,7 @@ _turn = itertools.count()
 
 
 class SkillUser(FastHttpUser):
+    abstract = "schedule" in PLAN
     wait_time = constant(0)
     # A request sleeps WAIT_MS in the skill; a timeout shorter than that would fail them all.
     network_timeout = PLAN["timeout_s"]
@@ -49,3 +63,80 @@ class SkillUser(FastHttpUser):
                 response.success()
             elif success:
                 response.failure(f"status {response.status_code}, expected one of {success}")
+
+
+# A send this much after its scheduled time is late. gevent's timers wake within about a
+# millisecond of the time asked (its loop waits in whole milliseconds), so a worker that keeps
+# up is up to 1.3 ms late on its 99th percentile; skillprof's own generator, 1 ms.
+LATE_S = 0.002
+
+
+class ScheduleUser(FastHttpUser):
+    abstract = "schedule" not in PLAN
+    wait_time = constant(0)
+    network_timeout = PLAN["timeout_s"]
+    connection_timeout = PLAN["timeout_s"]
+    # Connections on the wire at once: past them, sends wait for one (their time still counts
+    # from the schedule).
+    concurrency = 256
+
+    @task
+    def schedule(self):
+        plan = PLAN["schedule"]
+        request = PLAN["requests"][0]
+        rate = plan["rps"]
+        # Each worker's own seed: the workers' Poisson arrivals are independent, so their sum
+        # is Poisson at the whole rate.
+        rng = random.Random(os.getpid())
+        start = time.monotonic() + 0.02
+        end = start + plan["seconds"]
+        cpu_before = self._cpu()
+        lags = []
+        late = 0
+        pool = gevent.pool.Pool()
+        due = start
+        while due < end:
+            delay = due - time.monotonic()
+            if delay > 0:
+                gevent.sleep(delay)
+            lag = time.monotonic() - due
+            lags.append(lag)
+            late += lag > LATE_S
+            pool.spawn(self._send, request, due)
+            due += rng.expovariate(rate) if plan["poisson"] else 1.0 / rate
+        pool.join(timeout=PLAN["timeout_s"])
+        lags.sort()
+        summary = {
+            "sent": len(lags),
+            "late_sends": late,
+            "send_lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] * 1e3 if lags else 0.0,
+            "unanswered": len(pool),
+            "cpu_s": self._cpu() - cpu_before,
+        }
+        path = f"{plan['out']}.{os.getpid()}.json"
+        with open(path + ".partial", "w", encoding="utf-8") as out:
+            json.dump(summary, out)
+        os.rename(path + ".partial", path)
+        raise StopUser()
+
+    def _send(self, request, due):
+        success = request["success"]
+        with self.client.request(
+            request["method"],
+            request["path"],
+            data=request["body"],
+            headers=request["headers"],
+            name=request["skill"],
+            catch_response=True,
+        ) as response:
+            # From the scheduled send, not from this one.
+            response.request_meta["response_time"] = (time.monotonic() - due) * 1e3
+            if response.status_code and success and response.status_code in success:
+                response.success()
+            elif response.status_code and success:
+                response.failure(f"status {response.status_code}, expected one of {success}")
+
+    @staticmethod
+    def _cpu():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime

@@ -1,5 +1,5 @@
-//! One `l_execute_all`: Locust's master in the root namespace, its workers each in a worker
-//! namespace of the load network, all in the run's Locust cgroup. skillprof drives the master
+//! One `l_execute_all` or `lo_execute`: Locust's master in the root namespace, its workers
+//! each in a worker namespace of the load network, all in the run's Locust cgroup. skillprof drives the master
 //! through its web API: wait until every worker has connected, start the swarm, stop it,
 //! read the merged figures.
 
@@ -22,7 +22,7 @@ use crate::cmds::Load;
 use crate::hostctl::client::{Http, Reply};
 use crate::hostctl::process::free_port;
 use crate::hostctl::{Dialect, sample_input};
-use crate::record::locust::{LoadEntry, LoadRow};
+use crate::record::locust::{LoadEntry, LoadRow, ScheduleKept};
 use crate::sample::{self, process};
 use crate::system::cgroup::Cgroup;
 
@@ -62,6 +62,12 @@ pub struct Swarm {
     api: Http,
     load: Load,
     held: Duration,
+    /// Where `lo_execute`'s workers write what their schedules came to: this, `.PID.json`.
+    schedules: PathBuf,
+}
+
+fn schedule_prefix(folder: &Path, index: usize) -> PathBuf {
+    folder.join(format!("{index}.schedule"))
 }
 
 impl Swarm {
@@ -107,11 +113,17 @@ impl Swarm {
                 })
             })
             .collect();
-        fs::write(
-            &plan,
-            serde_json::to_vec_pretty(&json!({ "timeout_s": timeout_s, "requests": requests }))?,
-        )
-        .with_context(|| format!("writing {}", plan.display()))?;
+        let mut plan_json = json!({ "timeout_s": timeout_s, "requests": requests });
+        if let Some(schedule) = &load.schedule {
+            plan_json["schedule"] = json!({
+                "rps": f64::from(schedule.rps) / f64::from(load.workers),
+                "poisson": schedule.poisson,
+                "seconds": load.duration_s,
+                "out": schedule_prefix(setup.folder, index),
+            });
+        }
+        fs::write(&plan, serde_json::to_vec_pretty(&plan_json)?)
+            .with_context(|| format!("writing {}", plan.display()))?;
 
         let address = setup.network.info().host_address;
         let master_port = free_port(address)?;
@@ -162,6 +174,7 @@ impl Swarm {
             api: Http::new(&format!("http://127.0.0.1:{web_port}")),
             load: load.clone(),
             held: Duration::ZERO,
+            schedules: schedule_prefix(setup.folder, index),
         };
         swarm
             .wait_for_workers(setup.connect_timeout, setup.folder, index)
@@ -222,6 +235,15 @@ impl Swarm {
             bail!("Locust refused to start the swarm: {}", answer.message);
         }
         tokio::time::sleep(Duration::from_secs(self.load.duration_s.into())).await;
+        if self.load.schedule.is_some() {
+            // Each worker's user ends its schedule, waits for its answers and writes what it
+            // sent; stopped before that, it would write nothing.
+            let deadline = Instant::now() + stop_timeout(&self.load);
+            while self.schedules_written()?.len() < self.workers.len() && Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
         self.post("/stop", &[]).await?;
         // The master's /stop returns once it has told the workers; the users are stopped
         // when no worker reports one running.
@@ -254,6 +276,7 @@ impl Swarm {
         }
         let locust_cpu_s = self.cpu_seconds();
         self.end().await;
+        let schedule = self.schedule_kept()?;
         let row = |stat: &ApiStat| LoadRow {
             name: stat.name.clone(),
             requests: stat.num_requests,
@@ -289,7 +312,76 @@ impl Swarm {
             errors: errors.into_iter().collect(),
             host_served,
             locust_cpu_s,
+            schedule,
         })
+    }
+
+    /// The files `lo_execute`'s workers wrote at their schedules' end.
+    fn schedules_written(&self) -> Result<Vec<PathBuf>> {
+        let folder = self.schedules.parent().context("the Locust folder")?;
+        let prefix = self
+            .schedules
+            .file_name()
+            .and_then(|name| name.to_str())
+            .context("the schedule files' prefix")?
+            .to_owned();
+        let mut written = Vec::new();
+        for entry in
+            fs::read_dir(folder).with_context(|| format!("reading {}", folder.display()))?
+        {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name.starts_with(&format!("{prefix}.")) && name.ends_with(".json") {
+                written.push(path);
+            }
+        }
+        Ok(written)
+    }
+
+    /// What the workers' schedules came to, summed; an error unless every worker wrote.
+    fn schedule_kept(&self) -> Result<Option<ScheduleKept>> {
+        let Some(schedule) = &self.load.schedule else {
+            return Ok(None);
+        };
+        #[derive(Deserialize)]
+        struct Written {
+            sent: u64,
+            late_sends: u64,
+            send_lag_p99_ms: f64,
+            unanswered: u64,
+        }
+        let files = self.schedules_written()?;
+        if files.len() != self.workers.len() {
+            bail!(
+                "{} of {} Locust workers wrote what their schedules sent ({}.*.json): the \
+                 others were stopped before their schedule's end; see their logs",
+                files.len(),
+                self.workers.len(),
+                self.schedules.display()
+            );
+        }
+        let mut kept = ScheduleKept {
+            asked_rps: schedule.rps,
+            poisson: schedule.poisson,
+            seconds: self.load.duration_s,
+            sent: 0,
+            late_sends: 0,
+            send_lag_p99_ms: 0.0,
+            unanswered: 0,
+        };
+        for file in files {
+            let text = fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let written: Written = serde_json::from_slice(&text)
+                .with_context(|| format!("{} is not a worker's schedule", file.display()))?;
+            kept.sent += written.sent;
+            kept.late_sends += written.late_sends;
+            kept.send_lag_p99_ms = kept.send_lag_p99_ms.max(written.send_lag_p99_ms);
+            kept.unanswered += written.unanswered;
+        }
+        Ok(Some(kept))
     }
 
     /// CPU time of the master and the workers so far.

@@ -3,7 +3,8 @@
 //!   (`probes::markers::SkillRow`): what each skill's compiles, instantiations and calls cost
 //!   in faults and address-space syscalls, and the unattributed `host` row. Within an entry
 //!   the rows sum to the entry's own counts in commands.csv. Only with a host with markers.
-//! - `load.csv`: entry × skill of every `l_execute_all`, from Locust's merged figures
+//! - `load.csv`: entry × skill of every `l_execute_all` and `lo_execute`, from Locust's merged
+//!   figures
 //!   (`locust::LoadRow`), with its `Aggregated` row: the total of commands.csv's `load_*`.
 
 use std::fs::File;

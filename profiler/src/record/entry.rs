@@ -35,7 +35,7 @@ pub struct EntryRecord {
     /// `--stacks`: what the entry's stacks came to.
     #[serde(default)]
     pub stacks: Option<StackSummary>,
-    /// `l_execute_all`: what Locust's swarm did and the host served.
+    /// `l_execute_all`, `lo_execute`: what Locust's swarm did and the host served.
     #[serde(default)]
     pub load: Option<LoadEntry>,
     /// What the host itself counted over the entry (its `/metrics`), if it counts.

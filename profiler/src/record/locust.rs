@@ -1,4 +1,5 @@
-//! Locust's swarm over an `l_execute_all` entry, and the load network the run made.
+//! Locust's swarm over an `l_execute_all` or `lo_execute` entry, and the load network the run
+//! made.
 
 use std::net::Ipv4Addr;
 
@@ -36,6 +37,43 @@ pub struct LoadEntry {
     /// CPU time of Locust's processes (master and workers) over the entry, in seconds: on
     /// one machine, they and the host share the cores.
     pub locust_cpu_s: f64,
+    /// `lo_execute`'s open loop: what the workers' schedules asked and how well they kept
+    /// them. Its latencies (`total`) count from each request's scheduled send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleKept>,
+}
+
+/// The open loop of `lo_execute`, summed over Locust's workers from what each wrote at its
+/// schedule's end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleKept {
+    pub asked_rps: u32,
+    pub poisson: bool,
+    /// The schedule's length.
+    pub seconds: u32,
+    /// Requests the workers sent, all of them (Locust keeps no warm-up apart).
+    pub sent: u64,
+    /// Sends more than 2 ms after their scheduled time (a Python worker's timers wake within
+    /// about 1 ms): the workers fell behind.
+    pub late_sends: u64,
+    /// The worst worker's 99th percentile of the send lag, ms.
+    pub send_lag_p99_ms: f64,
+    /// Requests still unanswered when a worker stopped waiting (Locust never counted them).
+    pub unanswered: u64,
+}
+
+impl ScheduleKept {
+    /// Why the workers could not hold the schedule, if they could not (late sends beyond 1%
+    /// of the requests): then the entry measured the workers, not the host.
+    pub fn workers_limited(&self) -> Option<String> {
+        (self.late_sends * 100 > self.sent.max(1)).then(|| {
+            format!(
+                "{} of {} sends were more than 2 ms late, the worst worker's send lag p99 \
+                 {:.2} ms",
+                self.late_sends, self.sent, self.send_lag_p99_ms
+            )
+        })
+    }
 }
 
 /// What the run made, for meta.json and for anyone checking it is gone.
@@ -54,17 +92,19 @@ use super::field::{Column, Row, Unit};
 use crate::record::field::columns;
 
 columns! {
-    USERS "load_users" Count "l_execute_all only: the Locust users the swarm held";
+    USERS "load_users" Count "l_execute_all and lo_execute only: the Locust users the swarm held (lo_execute: one per worker)";
     WORKERS "load_workers" Count "Locust workers, each in a network namespace of the run's making";
     REQUESTS "load_requests" Count "requests Locust counted, all skills, merged by its master from every worker";
     FAILURES "load_failures" Count "of those, failures";
-    RPS "load_rps" Count "requests per second of the held window";
+    RPS "load_rps" Count "requests per second of the held window (lo_execute: of the schedule)";
     P50 "load_p50_ms" Ms "median response time, from Locust's histogram (which rounds times above 100 ms to two significant digits)";
     P90 "load_p90_ms" Ms "90th percentile response time, from Locust's histogram";
     P99 "load_p99_ms" Ms "99th percentile response time, from Locust's histogram";
     MAX "load_max_ms" Ms "slowest response";
     SERVED "load_host_served" Count "executions the host itself counted over the entry, from its /metrics (empty for a host without them)";
     CPU "load_locust_cpu_s" Seconds "CPU time of Locust's master and workers: on one machine they share the cores with the host";
+    ASKED "load_asked_rps" Count "lo_execute only: the rate asked of the workers in all (each sends its share on a schedule of its own; latencies then count from each scheduled send)";
+    LATE "load_late_sends" Count "lo_execute only: sends more than 2 ms after their scheduled time, all workers (a Python worker's timers wake within about 1 ms)";
 }
 
 /// load.csv's columns after the entry's own, one row per skill.
@@ -103,12 +143,19 @@ impl LoadRow {
 }
 
 impl LoadEntry {
-    pub const COLUMNS: [&'static Column; 11] = [
+    pub const COLUMNS: [&'static Column; 13] = [
         &USERS, &WORKERS, &REQUESTS, &FAILURES, &RPS, &P50, &P90, &P99, &MAX, &SERVED, &CPU,
+        &ASKED, &LATE,
     ];
 
+    /// Over the held window; for a schedule, over the schedule (the swarm's start and stop
+    /// are no part of it).
     pub fn requests_per_s(&self) -> f64 {
-        self.total.requests as f64 / self.held_s.max(1e-9)
+        let seconds = match &self.schedule {
+            Some(schedule) => f64::from(schedule.seconds),
+            None => self.held_s,
+        };
+        self.total.requests as f64 / seconds.max(1e-9)
     }
 
     /// The `load_*` columns, absent for any other command.
@@ -125,5 +172,8 @@ impl LoadEntry {
             .put(&MAX, total.map(|t| t.max_ms))
             .put(&SERVED, entry.and_then(|e| e.host_served))
             .put(&CPU, entry.map(|e| e.locust_cpu_s));
+        let schedule = entry.and_then(|e| e.schedule.as_ref());
+        row.put(&ASKED, schedule.map(|s| s.asked_rps))
+            .put(&LATE, schedule.map(|s| s.late_sends));
     }
 }

@@ -54,7 +54,7 @@ pub struct RunInfo {
     /// `--memory-max`: the host's memory cgroup.
     #[serde(default)]
     pub memory_cgroup: Option<CgroupInfo>,
-    /// `l_execute_all`: what the run made for Locust, all removed at the end.
+    /// `l_execute_all`, `lo_execute`: what the run made for Locust, all removed at the end.
     #[serde(default)]
     pub load: Option<LoadInfo>,
     /// The OOM killer took the host: how we know (the cgroup's or the machine's count).

@@ -44,10 +44,11 @@ A `trim` line asks the host's allocator to give back the free memory it keeps, a
 entry's RSS drop is what it had kept: through the host profile's trim route (skillhost's POST \
 /admin/trim), or --trim-by ptrace, glibc's malloc_trim(0) called inside any glibc host.
 
-`l_execute_all` lines drive Locust (from scripts/setup.sh): a master and workers, each worker \
-in a network namespace the run makes (veth pairs and a bridge, no route out), the host \
-listening on the bridge's address. The swarm is the entry; Locust's merged requests, failures \
-and percentiles per skill are read back beside the host's own served count. Root is needed, \
+`l_execute_all` and `lo_execute` lines drive Locust (from scripts/setup.sh): a master and \
+workers, each worker in a network namespace the run makes (veth pairs and a bridge, no route \
+out), the host listening on the bridge's address. The swarm is the entry; Locust's merged \
+requests, failures and percentiles per skill are read back beside the host's own served count \
+(lo_execute's latencies count from each scheduled send). Root is needed, \
 and everything made is removed on every exit path (see cmds/README.md).
 
 The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
@@ -61,7 +62,7 @@ The run folder runs/YYMMDD_HHMMSS.mmm/ receives:
   skills.csv                 with a host that has markers: per entry, skill and phase, summing to the entry
   stacks/N.folded, N.svg     with --stacks: entry N's faults and syscalls by user stack, and a flamegraph
   events.csv                 with --events: every kernel event, timestamped
-  load.csv, locust/          with l_execute_all: Locust's figures per skill; its plans and logs
+  load.csv, locust/          with l_execute_all, lo_execute: Locust's figures per skill; its plans and logs
 Every file is flushed after each entry. Ctrl-C or SIGTERM stop the host, finish the files, mark \
 the run incomplete in meta.json with the entries not run, and exit non-zero.
 
@@ -290,12 +291,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST")]
     pub load_cpus: Option<CpuList>,
 
-    /// Locust for `l_execute_all` lines: its `locust` executable (default: build/venv-locust,
+    /// Locust for `l_execute_all` and `lo_execute` lines: its `locust` executable (default: build/venv-locust,
     /// where scripts/setup.sh installs the pinned version).
     #[arg(long, value_name = "PATH")]
     pub locust: Option<PathBuf>,
 
-    /// How long an `l_execute_all` waits for every Locust worker to connect to the master;
+    /// How long an `l_execute_all` or `lo_execute` waits for every Locust worker to connect to the master;
     /// past it the entry fails with the reason and the run goes on [default: 60].
     #[arg(long, value_name = "S")]
     pub locust_timeout_s: Option<u64>,

@@ -1,4 +1,4 @@
-//! The runner's side of `l_execute_all`: the load network and Locust's cgroup, made once for
+//! The runner's side of `l_execute_all` and `lo_execute`: the load network and Locust's cgroup, made once for
 //! the run when its file has such a line, and one swarm per entry.
 
 use std::net::Ipv4Addr;
@@ -34,7 +34,7 @@ pub fn require_usable(args: &RunArgs, plan: &Plan) -> Result<Option<(PathBuf, u3
             _ => None,
         })
         .collect();
-    let Some(&(_, line)) = loads.first() else {
+    let Some(&(first, line)) = loads.first() else {
         // A Locust flag on a file without load lines would be silently ignored.
         let flag = match (&args.locust, args.locust_timeout_s) {
             (Some(_), _) => "--locust",
@@ -42,21 +42,23 @@ pub fn require_usable(args: &RunArgs, plan: &Plan) -> Result<Option<(PathBuf, u3
             (None, None) => return Ok(None),
         };
         bail!(
-            "{flag} is for l_execute_all lines, and {} has none",
+            "{flag} is for l_execute_all and lo_execute lines, and {} has none",
             args.cmds.display()
         );
     };
     if args.attach.is_some() {
         bail!(
-            "line {line}: l_execute_all sends load from network namespaces of the run's making \
+            "line {line}: {} sends load from network namespaces of the run's making \
              to a host that listens on their bridge, so it needs a host the run starts: drop \
-             --attach"
+             --attach",
+            first.command()
         );
     }
     if !crate::system::running_as_root() {
         bail!(
-            "line {line}: l_execute_all makes network namespaces for Locust's workers, which \
-             needs root: run as root (e.g. `sudo skillprof run ...`)"
+            "line {line}: {} makes network namespaces for Locust's workers, which \
+             needs root: run as root (e.g. `sudo skillprof run ...`)",
+            first.command()
         );
     }
     let locust = match &args.locust {
@@ -65,8 +67,9 @@ pub fn require_usable(args: &RunArgs, plan: &Plan) -> Result<Option<(PathBuf, u3
     };
     if !locust.is_file() {
         bail!(
-            "line {line}: l_execute_all needs Locust, and {} is missing: run `scripts/setup.sh` \
+            "line {line}: {} needs Locust, and {} is missing: run `scripts/setup.sh` \
              (it installs the pinned Locust into build/venv-locust), or pass --locust PATH",
+            first.command(),
             locust.display()
         );
     }
@@ -176,7 +179,7 @@ pub async fn hold(
     let mut swarm = match swarm {
         Ok(swarm) => swarm,
         Err(error) => {
-            outcome.fail(format!("l_execute_all: {error:#}"));
+            outcome.fail(format!("Locust: {error:#}"));
             return Ok(None);
         }
     };
@@ -184,7 +187,7 @@ pub async fn hold(
         held = swarm.hold() => match held {
             Ok(()) => Ok(Some(swarm)),
             Err(error) => {
-                outcome.fail(format!("l_execute_all: {error:#}"));
+                outcome.fail(format!("Locust: {error:#}"));
                 Ok(None)
             }
         },
@@ -208,9 +211,7 @@ pub async fn finish(swarm: Swarm, served: Option<u64>, outcome: &mut Outcome) ->
             Some(load)
         }
         Err(error) => {
-            outcome.fail(format!(
-                "l_execute_all: reading Locust's figures: {error:#}"
-            ));
+            outcome.fail(format!("reading Locust's figures: {error:#}"));
             None
         }
     }

@@ -58,6 +58,13 @@ pub async fn execute(args: RunArgs, plan: Plan) -> Result<ExitCode> {
     let locust = locust_room::require_usable(&args, &plan)?;
     let mut signals = Signals::install()?;
     let profile = HostProfile::load(&args.host_profile)?;
+    profile.dialect.routes.registry().with_context(|| {
+        format!(
+            "--host-profile {}: `skillprof run` adds and drops skills while the host runs; \
+             measure this host's traffic with `skillprof slo --host-profile {0}`",
+            args.host_profile
+        )
+    })?;
     let trim_line = plan
         .entries
         .iter()
@@ -246,7 +253,7 @@ struct Run {
     entries: EntriesJsonl,
     skills: EntryRowsCsv,
     load_csv: EntryRowsCsv,
-    /// `l_execute_all`: the load network and Locust's cgroup, removed at the end.
+    /// `l_execute_all`, `lo_execute`: the load network and Locust's cgroup, removed at the end.
     load: Option<LoadRoom>,
     /// Handed to the sampler when the host is up.
     samples_csv: Option<SamplesCsv>,
@@ -433,7 +440,11 @@ impl Run {
             let swarm = match &entry.command {
                 Command::LExecuteAll(load) => {
                     let room = self.load.as_ref().expect("made for a plan with load lines");
-                    Some(match workload.ours_listed().await {
+                    let skills = match &load.schedule {
+                        Some(schedule) => Ok(vec![schedule.skill.clone()]),
+                        None => workload.ours_listed().await,
+                    };
+                    Some(match skills {
                         Ok(skills) => {
                             self.progress.note(&format!(
                                 "  locust: starting the master and {} worker(s) in their \
