@@ -273,3 +273,24 @@ impl EngineConfig {
         Duration::from_millis(self.epoch_tick_ms.max(1))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use skillprof::generated_docs::Generated;
+
+    use super::HostConfig;
+
+    /// `SKILLPROF_BLESS=1 cargo test -p skillhost config` rewrites it.
+    #[test]
+    fn the_cli_reference_documents_every_flag_of_skillhost() {
+        let reference = Generated {
+            file: "docs/cli.md",
+            name: "skillhost",
+            bless: "SKILLPROF_BLESS=1 cargo test -p skillhost config",
+        };
+        reference
+            .check(&skillprof::cli_reference::markdown(&HostConfig::command()))
+            .unwrap();
+    }
+}

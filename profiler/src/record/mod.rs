@@ -73,30 +73,15 @@ pub fn columns_markdown() -> String {
 mod tests {
     use super::*;
 
-    const BEGIN: &str = "<!-- columns: generated from the field table in profiler/src/record/; a test keeps this list true -->\n";
-    const END: &str = "<!-- end columns -->";
-
     /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites docs/columns.md.
     #[test]
     fn the_column_reference_documents_every_column() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/columns.md");
-        let readme = std::fs::read_to_string(&path).unwrap();
-        let start = readme.find(BEGIN).expect("the column reference's markers") + BEGIN.len();
-        let end = start
-            + readme[start..]
-                .find(END)
-                .expect("the column reference's end marker");
-        let table = columns_markdown();
-        if std::env::var_os("SKILLPROF_BLESS").is_some() {
-            let blessed = format!("{}{table}{}", &readme[..start], &readme[end..]);
-            std::fs::write(&path, blessed).unwrap();
-        } else {
-            assert_eq!(
-                readme[start..end],
-                table,
-                "docs/columns.md is stale: run `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record`"
-            );
-        }
+        let reference = crate::generated_docs::Generated {
+            file: "docs/columns.md",
+            name: "columns",
+            bless: "SKILLPROF_BLESS=1 cargo test -p skillprof --lib record",
+        };
+        reference.check(&columns_markdown()).unwrap();
     }
 
     /// Every cell a record writes belongs to a documented column, in the table's order, and

@@ -102,8 +102,8 @@ pub struct RunArgs {
     pub json: bool,
 
     /// How to start the host and speak its dialect of the skill API: a built-in profile
-    /// (`skillhost`, `pharia-kernel-2024`) or a TOML file of the same shape (see
-    /// profiler/profiles/). It sets the host's arguments, environment, working-directory
+    /// (`skillhost`, `pharia-kernel-2024`, `pharia-engine-2025`; `wasmtime-serve` serves
+    /// `skillprof slo` only) or a TOML file of the same shape (docs/profiles.md). It sets the host's arguments, environment, working-directory
     /// files, skill names (namespaces), routes and headers.
     #[arg(long, value_name = "NAME|FILE", default_value = "skillhost")]
     pub host_profile: String,

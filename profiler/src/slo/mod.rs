@@ -147,7 +147,8 @@ pub struct SloArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "out")]
     pub run_dir: Option<PathBuf>,
 
-    /// The host: a built-in profile or a TOML file (see `skillprof run --help`).
+    /// The host: a built-in profile (`skillhost`, `pharia-kernel-2024`, `pharia-engine-2025`,
+    /// `wasmtime-serve`) or a TOML file (docs/profiles.md).
     #[arg(long, value_name = "NAME|FILE", default_value = "skillhost")]
     pub host_profile: String,
 
