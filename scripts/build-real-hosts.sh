@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
             shift
             ;;
         -h | --help)
-            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+            header_help "$0"
             exit 0
             ;;
         *) die "unknown argument $1 (see $0 --help)" ;;

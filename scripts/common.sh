@@ -14,6 +14,9 @@ die() {
     exit 1
 }
 
+# `header_help SCRIPT`: SCRIPT's --help, its header comment down to `set -euo`.
+header_help() { sed -n '2,/^set -euo/p' "$1" | sed '$d; s/^# \{0,1\}//'; }
+
 # `need COMMAND HOW`: stops with HOW (how to get it) when COMMAND is missing.
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 is missing: $2"; }
 

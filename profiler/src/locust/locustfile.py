@@ -16,7 +16,6 @@ import itertools
 import json
 import os
 import random
-import resource
 import time
 
 import gevent
@@ -35,6 +34,26 @@ with open(os.environ["SKILLPROF_LOAD_PLAN"], encoding="utf-8") as plan_file:
 _turn = itertools.count()
 
 
+def send(client, request, due=None):
+    """One request of the plan; with `due`, its time counts from that scheduled instant."""
+    success = request["success"]
+    # The host profile's statuses of success, or else Locust's own rule (below 400).
+    with client.request(
+        request["method"],
+        request["path"],
+        data=request["body"],
+        headers=request["headers"],
+        name=request["skill"],
+        catch_response=True,
+    ) as response:
+        if due is not None:
+            response.request_meta["response_time"] = (time.monotonic() - due) * 1e3
+        if success and response.status_code in success:
+            response.success()
+        elif success:
+            response.failure(f"status {response.status_code}, expected one of {success}")
+
+
 class SkillUser(FastHttpUser):
     abstract = "schedule" in PLAN
     wait_time = constant(0)
@@ -48,21 +67,7 @@ class SkillUser(FastHttpUser):
 
     @task
     def execute(self):
-        request = self.request
-        success = request["success"]
-        # The host profile's statuses of success, or else Locust's own rule (below 400).
-        with self.client.request(
-            request["method"],
-            request["path"],
-            data=request["body"],
-            headers=request["headers"],
-            name=request["skill"],
-            catch_response=True,
-        ) as response:
-            if success and response.status_code in success:
-                response.success()
-            elif success:
-                response.failure(f"status {response.status_code}, expected one of {success}")
+        send(self.client, self.request)
 
 
 # A send this much after its scheduled time is late. gevent's timers wake within about a
@@ -90,7 +95,6 @@ class ScheduleUser(FastHttpUser):
         rng = random.Random(os.getpid())
         start = time.monotonic() + 0.02
         end = start + plan["seconds"]
-        cpu_before = self._cpu()
         lags = []
         late = 0
         pool = gevent.pool.Pool()
@@ -102,7 +106,7 @@ class ScheduleUser(FastHttpUser):
             lag = time.monotonic() - due
             lags.append(lag)
             late += lag > LATE_S
-            pool.spawn(self._send, request, due)
+            pool.spawn(send, self.client, request, due)
             due += rng.expovariate(rate) if plan["poisson"] else 1.0 / rate
         pool.join(timeout=PLAN["timeout_s"])
         lags.sort()
@@ -111,32 +115,9 @@ class ScheduleUser(FastHttpUser):
             "late_sends": late,
             "send_lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] * 1e3 if lags else 0.0,
             "unanswered": len(pool),
-            "cpu_s": self._cpu() - cpu_before,
         }
         path = f"{plan['out']}.{os.getpid()}.json"
         with open(path + ".partial", "w", encoding="utf-8") as out:
             json.dump(summary, out)
         os.rename(path + ".partial", path)
         raise StopUser()
-
-    def _send(self, request, due):
-        success = request["success"]
-        with self.client.request(
-            request["method"],
-            request["path"],
-            data=request["body"],
-            headers=request["headers"],
-            name=request["skill"],
-            catch_response=True,
-        ) as response:
-            # From the scheduled send, not from this one.
-            response.request_meta["response_time"] = (time.monotonic() - due) * 1e3
-            if response.status_code and success and response.status_code in success:
-                response.success()
-            elif response.status_code and success:
-                response.failure(f"status {response.status_code}, expected one of {success}")
-
-    @staticmethod
-    def _cpu():
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
