@@ -263,7 +263,7 @@ fn bad_input_is_refused_before_anything_runs() {
         "not built as wasi:http/proxy",
     );
     // `run` adds and drops skills, which a host of one component cannot.
-    let cmds = write_cmds(dir.path(), "one.cmds", "add_rs\nexecute_skill sample_rs1\n");
+    let cmds = write_cmds(dir.path(), "one.cmds", "add_rs\nskills\n");
     let output = skillprof()
         .arg("run")
         .arg(&cmds)
