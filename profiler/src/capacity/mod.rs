@@ -73,7 +73,7 @@ pub struct CapacityArgs {
     #[arg(required = true, value_name = "RUN")]
     pub runs: Vec<PathBuf>,
 
-    /// The machine's memory (e.g. 64G, 3G, 512M).
+    /// The machine's memory (e.g. 64G, 3G, 512M), in binary units: 64G is 64 GiB.
     #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub memory: u64,
 
