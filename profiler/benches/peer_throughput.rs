@@ -18,24 +18,28 @@
 //! Needs the release build, the sample skills (`cargo xtask build-skills`, which builds the
 //! wasi:http ones too) and build/peers/; no root.
 
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use skillprof::hostctl::{Client, HostProfile, SampleSkills, SkillWorld};
+use skillprof::hostctl::{
+    Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillWorld, SkillsDir,
+};
 use skillprof::record::slo::{SloReport, Stage};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
+use skillprof::system::affinity::CpuList;
 use skillprof::traffic::generator::{self, StepPlan};
 
 mod common;
-use common::{Host, change, free_port, skillprof_binary};
+use common::{change, skillprof_binary};
 
 const TARGET: &str = "p99<=10ms";
 const WASMTIME: &str = "wasmtime-50.0.1";
 const HEY: &str = "hey-v0.1.4";
 
-/// A host under test: how `skillprof slo` names it, and how it is started by hand.
+/// A host under test: its profile, and the world of the hello it serves.
 #[derive(Clone, Copy, PartialEq)]
 enum Peer {
     Skillhost,
@@ -158,29 +162,35 @@ fn slo_peak(skillprof: &Path, peer: Peer, step_s: u32, out: &Path) -> Result<Pea
     })
 }
 
-/// A host started by hand on `cpus` serving hello, with a client in its dialect.
-fn start(skillprof: &Path, peer: Peer, cpus: &[usize], dir: &Path) -> Result<(Host, Client)> {
-    let samples = SampleSkills::beside_executable(peer.world())?;
-    let skills = dir.join(peer.profile());
-    std::fs::create_dir_all(&skills)?;
-    let hello = skills.join("hello.wasm");
-    std::fs::copy(samples.path("hello")?, &hello)?;
-    let host = match peer {
-        Peer::Skillhost => Host::start(skillprof, &skills, &[], Some(cpus))?,
-        Peer::WasmtimeServe => {
-            let port = free_port()?;
-            let mut command = Command::new(peer_binary(WASMTIME)?);
-            command
-                .args(["serve", "-Scli", "--addr", &format!("127.0.0.1:{port}")])
-                .arg(&hello);
-            Host::launch(command, port, Some(cpus))?
-        }
+/// A host started on `cpus` from its profile, as `skillprof slo` starts it, serving hello.
+async fn start(peer: Peer, cpus: &[usize], dir: &Path) -> Result<HostProcess> {
+    let profile = HostProfile::load(peer.profile())?;
+    let bin = match peer {
+        Peer::Skillhost => None,
+        Peer::WasmtimeServe => Some(peer_binary(WASMTIME)?),
     };
-    let client = Client::new(
-        &format!("http://127.0.0.1:{}", host.port),
-        HostProfile::load(peer.profile())?.dialect,
-    );
-    Ok((host, client))
+    let folder = dir.join(peer.profile());
+    let skills = SkillsDir::create(&folder.join("skills"), profile.registry.clone())?;
+    skills.add(
+        "hello",
+        &SampleSkills::beside_executable(peer.world())?.path("hello")?,
+    )?;
+    let mut spec = HostSpec::new(profile, bin, &[], &[], &[])?;
+    spec.cpus = Some(CpuList(cpus.to_vec()));
+    let host = HostProcess::start(
+        &spec,
+        skills.path(),
+        &folder.join("host.log"),
+        &folder.join("work"),
+        None,
+        SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
+        Duration::from_secs(60),
+    )
+    .await?;
+    host.client
+        .wait_until_listed(&["hello".to_owned()], Duration::from_secs(60))
+        .await?;
+    Ok(host)
 }
 
 /// hey's summary: requests per second and its p99, ms.
@@ -319,7 +329,8 @@ fn main() -> Result<()> {
     );
     let runtime = tokio::runtime::Runtime::new()?;
     for peer in [Peer::Skillhost, Peer::WasmtimeServe] {
-        let (host, client) = start(&skillprof, peer, &host_cpus, dir.path())?;
+        let host = runtime.block_on(start(peer, &host_cpus, dir.path()))?;
+        let client = host.client.clone();
         let first = runtime.block_on(client.execute("hello", &serde_json::json!({})))?;
         ensure!(
             first.is_ok(),
@@ -365,7 +376,7 @@ fn main() -> Result<()> {
             open.latency.p99_ms,
             open.errors.total()
         );
-        drop(host);
+        runtime.block_on(host.stop(Duration::from_secs(30)))?;
     }
     Ok(())
 }

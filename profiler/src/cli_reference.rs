@@ -52,7 +52,10 @@ fn name(arg: &Arg) -> String {
         let value = arg
             .get_value_names()
             .and_then(|names| names.first())
-            .map_or_else(|| arg.get_id().to_string().to_uppercase(), ToString::to_string);
+            .map_or_else(
+                || arg.get_id().to_string().to_uppercase(),
+                ToString::to_string,
+            );
         return format!("`{value}`");
     }
     let mut names = Vec::new();
@@ -143,7 +146,10 @@ mod tests {
             .lines()
             .find(|line| line.starts_with("| `--step-s` |"))
             .expect("slo's --step-s");
-        assert!(row.contains("| `S` | `5` |") && row.contains("warms up"), "{row}");
+        assert!(
+            row.contains("| `S` | `5` |") && row.contains("warms up"),
+            "{row}"
+        );
         assert!(!text.contains("## skillprof help"), "{text}");
     }
 }

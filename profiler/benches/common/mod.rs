@@ -126,13 +126,6 @@ impl RealHost {
     }
 }
 
-/// A loopback port free now.
-pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// The value of the sample `series` (a name with its labels) in an OpenMetrics exposition.
 pub fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -140,7 +133,7 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
         .and_then(|value| value.split(' ').next()?.parse().ok())
 }
 
-/// A host started by hand, as a team's host would be, on `cpus` if given; killed when
+/// A skillhost started by hand, as a team's host would be, on `cpus` if given; killed when
 /// dropped.
 pub struct Host {
     pub child: std::process::Child,
@@ -148,27 +141,22 @@ pub struct Host {
 }
 
 impl Host {
-    /// skillhost serving `skills`, with `flags`.
     pub fn start(
         skillprof: &Path,
         skills: &Path,
         flags: &[String],
         cpus: Option<&[usize]>,
     ) -> Result<Host> {
-        let port = free_port()?;
+        use std::os::unix::process::CommandExt as _;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let mut command = Command::new(skillprof.with_file_name("skillhost"));
         command
             .arg("--skills-dir")
             .arg(skills)
             .args(["--port", &port.to_string(), "--scan-interval-ms", "50"])
-            .args(flags);
-        Host::launch(command, port, cpus)
-    }
-
-    /// `command`, which listens on 127.0.0.1:`port` (from [`free_port`]).
-    pub fn launch(mut command: Command, port: u16, cpus: Option<&[usize]>) -> Result<Host> {
-        use std::os::unix::process::CommandExt as _;
-        command
+            .args(flags)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         if let Some(cpus) = cpus {
@@ -178,16 +166,13 @@ impl Host {
                 command.pre_exec(move || skillprof::system::affinity::pin_current_thread(&cpus));
             }
         }
-        let program = command.get_program().to_string_lossy().into_owned();
-        let child = command
-            .spawn()
-            .with_context(|| format!("starting {program}"))?;
+        let child = command.spawn().context("starting skillhost")?;
         let host = Host { child, port };
         let started = std::time::Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             ensure!(
                 started.elapsed() < std::time::Duration::from_secs(30),
-                "{program} did not listen on port {port} within 30 s"
+                "skillhost did not listen on port {port} within 30 s"
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }

@@ -1,7 +1,7 @@
 //! One `l_execute_all` or `lo_execute`: Locust's master in the root namespace, its workers
-//! each in a worker namespace of the load network, all in the run's Locust cgroup. skillprof drives the master
-//! through its web API: wait until every worker has connected, start the swarm, stop it,
-//! read the merged figures.
+//! each in a worker namespace of the load network, all in the run's Locust cgroup. skillprof
+//! drives the master through its web API: wait until every worker has connected, start the
+//! swarm, stop it, read the merged figures.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -62,12 +62,15 @@ pub struct Swarm {
     api: Http,
     load: Load,
     held: Duration,
-    /// Where `lo_execute`'s workers write what their schedules came to: this, `.PID.json`.
-    schedules: PathBuf,
+    /// The Locust folder, where `lo_execute`'s workers write what their schedules came to.
+    folder: PathBuf,
+    index: usize,
 }
 
-fn schedule_prefix(folder: &Path, index: usize) -> PathBuf {
-    folder.join(format!("{index}.schedule"))
+/// The start of the names of entry `index`'s schedule files: each worker writes
+/// `NAME.PID.json`.
+fn schedule_name(index: usize) -> String {
+    format!("{index}.schedule")
 }
 
 impl Swarm {
@@ -119,7 +122,7 @@ impl Swarm {
                 "rps": f64::from(schedule.rps) / f64::from(load.workers),
                 "poisson": schedule.poisson,
                 "seconds": load.duration_s,
-                "out": schedule_prefix(setup.folder, index),
+                "out": setup.folder.join(schedule_name(index)),
             });
         }
         fs::write(&plan, serde_json::to_vec_pretty(&plan_json)?)
@@ -174,7 +177,8 @@ impl Swarm {
             api: Http::new(&format!("http://127.0.0.1:{web_port}")),
             load: load.clone(),
             held: Duration::ZERO,
-            schedules: schedule_prefix(setup.folder, index),
+            folder: setup.folder.to_owned(),
+            index,
         };
         swarm
             .wait_for_workers(setup.connect_timeout, setup.folder, index)
@@ -318,23 +322,17 @@ impl Swarm {
 
     /// The files `lo_execute`'s workers wrote at their schedules' end.
     fn schedules_written(&self) -> Result<Vec<PathBuf>> {
-        let folder = self.schedules.parent().context("the Locust folder")?;
-        let prefix = self
-            .schedules
-            .file_name()
-            .and_then(|name| name.to_str())
-            .context("the schedule files' prefix")?
-            .to_owned();
+        let prefix = format!("{}.", schedule_name(self.index));
         let mut written = Vec::new();
-        for entry in
-            fs::read_dir(folder).with_context(|| format!("reading {}", folder.display()))?
+        for entry in fs::read_dir(&self.folder)
+            .with_context(|| format!("reading {}", self.folder.display()))?
         {
             let path = entry?.path();
             let name = path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .unwrap_or_default();
-            if name.starts_with(&format!("{prefix}.")) && name.ends_with(".json") {
+            if name.starts_with(&prefix) && name.ends_with(".json") {
                 written.push(path);
             }
         }
@@ -360,7 +358,7 @@ impl Swarm {
                  others were stopped before their schedule's end; see their logs",
                 files.len(),
                 self.workers.len(),
-                self.schedules.display()
+                self.folder.join(schedule_name(self.index)).display()
             );
         }
         let mut kept = ScheduleKept {
