@@ -72,7 +72,8 @@ class SkillUser(FastHttpUser):
 
 # A send this much after its scheduled time is late. gevent's timers wake within about a
 # millisecond of the time asked (its loop waits in whole milliseconds), so a worker that keeps
-# up is up to 1.3 ms late on its 99th percentile; skillprof's own generator, 1 ms.
+# up was 1.1-1.4 ms late on its 99th percentile (cmds/locust_open.cmds); skillprof's own
+# generator's rule is 1 ms.
 LATE_S = 0.002
 
 
