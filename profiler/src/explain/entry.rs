@@ -233,7 +233,7 @@ fn time(record: &EntryRecord) -> Option<String> {
         ));
     }
     let listing = outcome.listing.as_secs_f64() * 1e3;
-    let Some((instantiate, call)) = record.measure.host_split_ms() else {
+    let Some((instantiate, call)) = record.measure.outcome.host_split_ms() else {
         return Some(text);
     };
     let mut split = Vec::new();
@@ -525,8 +525,8 @@ fn failure_causes(record: &EntryRecord) -> Option<String> {
 /// Said when it is large or moved by a GiB or more.
 fn reserved(record: &EntryRecord) -> Option<String> {
     const GIB: f64 = (1u64 << 30) as f64;
-    let vms = nonzero(Some(record.measure.vms_after_kb() as f64))? * 1024.0;
-    let moved = record.measure.vms_diff_kb() as f64 * 1024.0;
+    let vms = nonzero(Some(record.measure.process().vms_after_kb() as f64))? * 1024.0;
+    let moved = record.measure.process().vms_diff_kb() as f64 * 1024.0;
     (vms >= 1024.0 * GIB || moved.abs() >= GIB).then(|| {
         format!(
             "{} of address space reserved ({} in the entry)",

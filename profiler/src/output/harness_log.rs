@@ -101,8 +101,8 @@ impl From<&EntryMeasure> for LoggedEntry {
             took_ms: measure.took.as_millis() as u64,
             rss_diff_kb: measure.rss_diff_kb(),
             rss_kb: measure.rss_after_kb(),
-            vms_diff_kb: measure.vms_diff_kb(),
-            vms_kb: measure.vms_after_kb(),
+            vms_diff_kb: measure.process().vms_diff_kb(),
+            vms_kb: measure.process().vms_after_kb(),
             cmd: measure.cmd.clone(),
         }
     }

@@ -88,97 +88,60 @@ pub struct BandHeld {
     pub aborted: Option<String>,
 }
 
-use super::field::{Column, Row};
+use super::field::{Row, Value, fields};
 
-use crate::record::field::columns;
-
-columns! {
-    BAND "pressure_band" Text "the band a balloon aimed at during the entry (readings every 50 ms of free memory as user memory reaches it: pages above each zone's lowmem reserve, summed over the zones that can serve user memory)";
-    READS "pressure_reads" Count "readings of free memory during the entry";
-    IN_BAND "pressure_in_band_pct" Percent "share of the readings inside the band";
-    MIN_FREE "pressure_min_free_kb" Kib "the least free memory read";
-    MAX_FREE "pressure_max_free_kb" Kib "the most free memory read";
-    LOWEST "pressure_lowest_band" Text "the lowest band a reading fell into";
-    HIGHEST "pressure_highest_band" Text "the highest band a reading fell into";
-    LOWER "pressure_band_lower_kb" Kib "the band's lower end at the last reading (the watermarks include the kernel's boost)";
-    UPPER "pressure_band_upper_kb" Kib "the band's upper end at the last reading (empty for baseline)";
-    BALLOON "pressure_balloon_kb" Kib "what the balloon held at the end of the entry";
-    BALLOON_MAX "pressure_balloon_max_kb" Kib "the most the balloon held during the entry";
-    ADJUSTMENTS "pressure_adjustments" Count "balloon resizes";
-    FLOOR "pressure_floor_crossings" Count "readings below min + margin, each making the balloon give memory back";
-    LATE "pressure_late_steps" Count "controller steps that overran their time limit while free memory stayed above the high watermark: the machine was slow to hand out memory, and the entry's times include that";
-    SLOWEST "pressure_slowest_step_ms" Ms "the slowest controller step";
-    ZONE "pressure_zone_*" Text "per populated zone: pressure_zone_<node>_<name>_min_usable_kb (fewest free KiB above the zone's lowmem reserve in any reading) and pressure_zone_<node>_<name>_lowest_band (its lowest band against its own watermarks); empty for a zone that cannot serve user memory (DMA)";
-    EASED "pressure_eased" Text "why the aim was eased: the kernel had little to reclaim";
-    ABORTED "pressure_aborted" Text "why the hold stopped";
-}
-
-impl BandHeld {
-    /// The balloon's columns, in row order.
-    pub const COLUMNS: [&'static Column; 18] = [
-        &BAND,
-        &READS,
-        &IN_BAND,
-        &MIN_FREE,
-        &MAX_FREE,
-        &LOWEST,
-        &HIGHEST,
-        &LOWER,
-        &UPPER,
-        &BALLOON,
-        &BALLOON_MAX,
-        &ADJUSTMENTS,
-        &FLOOR,
-        &LATE,
-        &SLOWEST,
-        &ZONE,
-        &EASED,
-        &ABORTED,
-    ];
-
-    /// The `pressure_*` cells; absent without a balloon. `zones`: the run's zone set, so that
-    /// every row has the same columns.
-    pub fn write_cells(held: Option<&BandHeld>, zones: &[ZoneId], row: &mut Row) {
+fields! {
+    impl BandHeld: pub fn write_cells(held: Option<&BandHeld>, zones: &[ZoneId], row: &mut Row) -> row {
         let kb = |pages: u64| pages * procfs::page_size() / 1024;
         let read = held.filter(|held| held.reads > 0);
-        row.put(&BAND, held.map(|h| h.band.name()))
-            .put(&READS, held.map(|h| h.reads))
-            .put(&IN_BAND, read.map(BandHeld::in_band_percent))
-            .put(&MIN_FREE, read.map(|h| kb(h.min_free_pages)))
-            .put(&MAX_FREE, read.map(|h| kb(h.max_free_pages)))
-            .put(&LOWEST, read.map(|h| h.lowest_band.name()))
-            .put(&HIGHEST, read.map(|h| h.highest_band.name()))
-            .put(&LOWER, held.map(|h| kb(h.bounds.lower)))
-            .put(&UPPER, held.and_then(|h| h.bounds.upper).map(kb))
-            .put(&BALLOON, held.map(|h| h.balloon_bytes / 1024))
-            .put(&BALLOON_MAX, held.map(|h| h.max_balloon_bytes / 1024))
-            .put(&ADJUSTMENTS, held.map(|h| h.adjustments))
-            .put(&FLOOR, held.map(|h| h.floor_crossings))
-            .put(&LATE, held.map(|h| h.late_steps))
-            .put(&SLOWEST, held.map(|h| h.slowest_step_ms));
-        let unread = |id: &ZoneId| ZoneHeld {
-            id: id.clone(),
-            min_usable_pages: None,
-            lowest_band: None,
-        };
-        let zones = match held {
-            Some(held) => held.zones.clone(),
-            None => zones.iter().map(unread).collect(),
-        };
-        for zone in &zones {
-            let column = |what: &str| format!("pressure_{}", zone.id.column(what));
-            row.put_in(
-                &ZONE,
-                column("min_usable_kb"),
-                zone.min_usable_pages.map(kb),
-            )
-            .put_in(
-                &ZONE,
-                column("lowest_band"),
-                zone.lowest_band.map(Band::name),
-            );
-        }
-        row.put(&EASED, held.and_then(|h| h.eased.as_deref()))
-            .put(&ABORTED, held.and_then(|h| h.aborted.as_deref()));
     }
+    BAND "pressure_band" Text "the band a balloon aimed at during the entry (readings every 50 ms of free memory as user memory reaches it: pages above each zone's lowmem reserve, summed over the zones that can serve user memory)" = held.map(|h| h.band.name());
+    READS "pressure_reads" Count "readings of free memory during the entry" = held.map(|h| h.reads);
+    IN_BAND "pressure_in_band_pct" Percent "share of the readings inside the band" = read.map(BandHeld::in_band_percent);
+    MIN_FREE "pressure_min_free_kb" Kib "the least free memory read" = read.map(|h| kb(h.min_free_pages));
+    MAX_FREE "pressure_max_free_kb" Kib "the most free memory read" = read.map(|h| kb(h.max_free_pages));
+    LOWEST "pressure_lowest_band" Text "the lowest band a reading fell into" = read.map(|h| h.lowest_band.name());
+    HIGHEST "pressure_highest_band" Text "the highest band a reading fell into" = read.map(|h| h.highest_band.name());
+    LOWER "pressure_band_lower_kb" Kib "the band's lower end at the last reading (the watermarks include the kernel's boost)" = held.map(|h| kb(h.bounds.lower));
+    UPPER "pressure_band_upper_kb" Kib "the band's upper end at the last reading (empty for baseline)" = held.and_then(|h| h.bounds.upper).map(kb);
+    BALLOON "pressure_balloon_kb" Kib "what the balloon held at the end of the entry" = held.map(|h| h.balloon_bytes / 1024);
+    BALLOON_MAX "pressure_balloon_max_kb" Kib "the most the balloon held during the entry" = held.map(|h| h.max_balloon_bytes / 1024);
+    ADJUSTMENTS "pressure_adjustments" Count "balloon resizes" = held.map(|h| h.adjustments);
+    FLOOR "pressure_floor_crossings" Count "readings below min + margin, each making the balloon give memory back" = held.map(|h| h.floor_crossings);
+    LATE "pressure_late_steps" Count "controller steps that overran their time limit while free memory stayed above the high watermark: the machine was slow to hand out memory, and the entry's times include that" = held.map(|h| h.late_steps);
+    SLOWEST "pressure_slowest_step_ms" Ms "the slowest controller step" = held.map(|h| h.slowest_step_ms);
+    ZONE "pressure_zone_*" Text "per populated zone: pressure_zone_<node>_<name>_min_usable_kb (fewest free KiB above the zone's lowmem reserve in any reading) and pressure_zone_<node>_<name>_lowest_band (its lowest band against its own watermarks); empty for a zone that cannot serve user memory (DMA)" for zone_cells(held, zones);
+    EASED "pressure_eased" Text "why the aim was eased: the kernel had little to reclaim" = held.and_then(|h| h.eased.as_deref());
+    ABORTED "pressure_aborted" Text "why the hold stopped" = held.and_then(|h| h.aborted.as_deref());
+}
+
+/// The `pressure_zone_*` cells: every zone of the run's set, so that every row has the same
+/// columns; empty for a zone without a balloon's readings.
+fn zone_cells(held: Option<&BandHeld>, zones: &[ZoneId]) -> Vec<(String, Value)> {
+    let kb = |pages: u64| pages * procfs::page_size() / 1024;
+    let unread = |id: &ZoneId| ZoneHeld {
+        id: id.clone(),
+        min_usable_pages: None,
+        lowest_band: None,
+    };
+    let zones = match held {
+        Some(held) => held.zones.clone(),
+        None => zones.iter().map(unread).collect(),
+    };
+    zones
+        .iter()
+        .flat_map(|zone| {
+            let column = |what: &str| format!("pressure_{}", zone.id.column(what));
+            [
+                (
+                    column("min_usable_kb"),
+                    zone.min_usable_pages.map(kb).into(),
+                ),
+                (
+                    column("lowest_band"),
+                    zone.lowest_band.map(Band::name).into(),
+                ),
+            ]
+        })
+        .collect()
 }

@@ -29,62 +29,18 @@ pub struct EntryComposition {
     pub after: Composition,
 }
 
-use super::field::{Column, Row, Unit};
+use super::field::{Row, fields};
 
-static HEAP: Column = Column::new(
-    "held_heap_kb",
-    Unit::Kib,
-    "what holds the host's resident memory at the end of the entry, from /proc/PID/smaps (the held_* parts sum to the smaps total; docs/memory.md says how each is recognised; empty once the host is gone): the allocator's, the brk heap, malloc's arenas (told by glibc's heap headers, however many there are) and its large chunks",
-);
-static WASM: Column = Column::new(
-    "held_wasm_kb",
-    Unit::Kib,
-    "wasm linear memories: the open parts of wasmtime's reservations, and their copy-on-write images",
-);
-static CODE: Column = Column::new(
-    "held_code_kb",
-    Unit::Kib,
-    "compiled code: anonymous executable mappings and the read-only data beside them",
-);
-static FILES: Column = Column::new(
-    "held_files_kb",
-    Unit::Kib,
-    "mapped files: the binary and its libraries",
-);
-static STACKS: Column = Column::new("held_stacks_kb", Unit::Kib, "thread and fiber stacks");
-static MAPPINGS: Column = Column::new(
-    "held_mappings",
-    Unit::Count,
-    "the host's mappings (VMAs) at the end of the entry",
-);
-static ARENAS: Column = Column::new(
-    "held_arenas",
-    Unit::Count,
-    "malloc's thread arenas, from the headers glibc writes at the start of each heap; empty where the host's memory could not be read and the heaps were told by their layout alone",
-);
-static READ_MS: Column = Column::new(
-    "held_read_ms",
-    Unit::Ms,
-    "what reading and classifying smaps cost the profiler",
-);
-
-impl EntryComposition {
-    pub const COLUMNS: [&'static Column; 8] = [
-        &HEAP, &WASM, &CODE, &FILES, &STACKS, &MAPPINGS, &ARENAS, &READ_MS,
-    ];
-
-    /// The `held_*` cells: each part at the entry's end, and what reading smaps cost there.
-    /// Absent without a reading (the host gone, as after stop).
-    pub fn write_cells(entry: Option<&EntryComposition>, row: &mut Row) {
+fields! {
+    impl EntryComposition: pub fn write_cells(entry: Option<&EntryComposition>, row: &mut Row) -> row {
         let after = entry.map(|e| e.after);
-        for (column, (_, kb)) in [&HEAP, &WASM, &CODE, &FILES, &STACKS]
-            .into_iter()
-            .zip(after.unwrap_or_default().parts())
-        {
-            row.put(column, after.map(|_| kb));
-        }
-        row.put(&MAPPINGS, after.map(|a| a.mappings))
-            .put(&ARENAS, after.and_then(|a| a.arenas))
-            .put(&READ_MS, after.map(|a| a.read_us as f64 / 1e3));
     }
+    HEAP "held_heap_kb" Kib "what holds the host's resident memory at the end of the entry, from /proc/PID/smaps (the held_* parts sum to the smaps total; docs/memory.md says how each is recognised; empty once the host is gone): the allocator's, the brk heap, malloc's arenas (told by glibc's heap headers, however many there are) and its large chunks" = after.map(|a| a.heap_kb);
+    WASM "held_wasm_kb" Kib "wasm linear memories: the open parts of wasmtime's reservations, and their copy-on-write images" = after.map(|a| a.wasm_kb);
+    CODE "held_code_kb" Kib "compiled code: anonymous executable mappings and the read-only data beside them" = after.map(|a| a.code_kb);
+    FILES "held_files_kb" Kib "mapped files: the binary and its libraries" = after.map(|a| a.files_kb);
+    STACKS "held_stacks_kb" Kib "thread and fiber stacks" = after.map(|a| a.stacks_kb);
+    MAPPINGS "held_mappings" Count "the host's mappings (VMAs) at the end of the entry" = after.map(|a| a.mappings);
+    ARENAS "held_arenas" Count "malloc's thread arenas, from the headers glibc writes at the start of each heap; empty where the host's memory could not be read and the heaps were told by their layout alone" = after.and_then(|a| a.arenas);
+    READ_MS "held_read_ms" Ms "what reading and classifying smaps cost the profiler" = after.map(|a| a.read_us as f64 / 1e3);
 }

@@ -13,7 +13,7 @@ use super::host::{HostCounters, Stopped, Trimmed};
 use super::locust::LoadEntry;
 use super::memcg::MemcgEntry;
 use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
-use super::process::{self, ProcessStat};
+use super::process::{ProcessChange, ProcessStat};
 use super::sampling::{EntrySampling, ZoneId};
 use super::traffic::TrafficStep;
 use crate::stats::nearest_rank;
@@ -121,30 +121,36 @@ impl EntryMeasure {
         self.took.as_secs_f64() * 1e3
     }
 
+    /// The host process across the entry.
+    pub fn process(&self) -> ProcessChange<'_> {
+        ProcessChange {
+            before: &self.before,
+            after: self.after.as_ref(),
+        }
+    }
+
     /// Minor and major faults of the host during the entry; `None` once it is gone.
     pub fn faults(&self) -> Option<(u64, u64)> {
-        let after = self.after.as_ref()?;
-        Some((
-            after.minflt.saturating_sub(self.before.minflt),
-            after.majflt.saturating_sub(self.before.majflt),
-        ))
+        self.process().faults()
     }
 
     /// After `stop` the host is gone: its memory then reads 0, as in the harness.
     pub fn rss_after_kb(&self) -> u64 {
-        self.after.as_ref().map_or(0, |after| after.rss_kb)
+        self.process().rss_after_kb()
     }
 
     pub fn rss_diff_kb(&self) -> i64 {
-        self.rss_after_kb() as i64 - self.before.rss_kb as i64
+        self.process().rss_diff_kb()
     }
 
-    pub fn vms_after_kb(&self) -> u64 {
-        self.after.as_ref().map_or(0, |after| after.vms_kb)
+    /// CPU time the host used during the entry; `None` once it is gone.
+    pub fn host_cpu_ms(&self) -> Option<f64> {
+        self.process().host_cpu_ms()
     }
 
-    pub fn vms_diff_kb(&self) -> i64 {
-        self.vms_after_kb() as i64 - self.before.vms_kb as i64
+    /// `None` for an entry without executions.
+    pub fn latency(&self) -> Option<Latency> {
+        self.outcome.latency()
     }
 }
 
@@ -156,10 +162,10 @@ pub struct Latency {
     pub max_ms: f64,
 }
 
-impl EntryMeasure {
+impl Outcome {
     /// `None` for an entry without executions.
     pub fn latency(&self) -> Option<Latency> {
-        let mut latencies = self.outcome.latencies.clone();
+        let mut latencies = self.latencies.clone();
         latencies.sort();
         if latencies.is_empty() {
             return None;
@@ -176,144 +182,68 @@ impl EntryMeasure {
     /// if the host sent none.
     pub fn host_split_ms(&self) -> Option<(f64, f64)> {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        (self.outcome.host_timed > 0).then(|| {
-            (
-                ms(self.outcome.host_instantiate),
-                ms(self.outcome.host_call),
-            )
-        })
-    }
-
-    /// CPU time the host used during the entry; `None` once it is gone.
-    pub fn host_cpu_ms(&self) -> Option<f64> {
-        let after = self.after.as_ref()?;
-        let ticks = after.cpu_ticks.saturating_sub(self.before.cpu_ticks);
-        Some(process::ticks_to_seconds(ticks) * 1e3)
+        (self.host_timed > 0).then(|| (ms(self.host_instantiate), ms(self.host_call)))
     }
 }
 
-use crate::record::field::columns;
+use super::field::fields;
 
-columns! {
-    INDEX "index" Count "entry number, from 0, in file order";
-    CMD "cmd" Text "the entry as the harness names it: its tokens joined by single spaces";
-    LINE "line" Count "line of the cmds file (empty for the implicit stop)";
-    REPEAT "repeat" Count "how often the command ran within the entry";
-    STARTED "started_s" Seconds "start of the entry, in seconds since the host was ready";
-    TOOK "took_ms" Ms "wall time of the entry, as the 2024 harness timed it (delete_skill: without the wait for the host to stop listing the skill, which listing_ms has)";
-    RSS_BEFORE "rss_before_kb" Kib "host resident set size before the entry";
-    RSS_AFTER "rss_after_kb" Kib "host resident set size after the entry (0 after stop)";
-    RSS_DIFF "rss_diff_kb" Kib "rss_after_kb - rss_before_kb";
-    VMS_BEFORE "vms_before_kb" Kib "host virtual memory size before the entry";
-    VMS_AFTER "vms_after_kb" Kib "host virtual memory size after the entry (0 after stop)";
-    VMS_DIFF "vms_diff_kb" Kib "vms_after_kb - vms_before_kb";
-    MINFLT "minflt" Count "minor page faults of the host during the entry (/proc/PID/stat)";
-    MAJFLT "majflt" Count "major page faults of the host during the entry (/proc/PID/stat)";
-    THREADS "threads" Count "host threads at the end of the entry";
-    HOST_CPU "host_cpu_ms" Ms "CPU time the host used during the entry, user + system, all threads (/proc/PID/stat, in 10 ms ticks; empty after stop). Far below took_ms on a CPU-bound entry: the host waited for a CPU";
-    REQUESTS "requests" Count "HTTP requests the entry sent to the host";
-    REQUEST_ERRORS "request_errors" Count "requests that failed: transport errors and non-2xx answers";
-    FIRST_ERROR "first_error" Text "the first failure's message";
-    EXECUTIONS "executions" Count "skill executions among the requests";
-    P50 "execute_p50_ms" Ms "median latency of the skill executions, as the runner saw them";
-    P99 "execute_p99_ms" Ms "99th percentile (nearest rank) of the skill executions' latency";
-    MAX "execute_max_ms" Ms "slowest skill execution";
-    INSTANTIATE "host_instantiate_ms" Ms "time the host spent instantiating skills, summed over the executions (its Server-Timing header; empty if the host sends none)";
-    CALL "host_call_ms" Ms "time the host spent in the skills' run calls, summed (Server-Timing)";
-    LISTING "listing_ms" Ms "time spent waiting for the host to list (or unlist) skills after the skills directory changed; for delete_skill it is not in took_ms, which counts the file's removal only, as the 2024 harness timed it";
-    FILL_FITTED "fill_fitted" Count "fill_py/fill_rs only: skills added and executed before the one that stopped the fill";
-    FILL_STOPPED "fill_stopped" Text "fill_py/fill_rs only, why the fill stopped: limit (the next skill made the host's memory cgroup reach its limit, so the kernel began reclaiming from it), failed (the next skill could not be added or executed), killed (the host was killed, by the OOM killer if memcg_oom_kills says so), max (MAX skills fitted)";
-    TRIM_BY "trim_by" Text "trim only, how the host's allocator was asked to give its free memory back: route (the host profile's trim route, skillhost's POST /admin/trim) or ptrace (glibc's malloc_trim(0) called in one of the host's threads, --trim-by ptrace). The entry's rss_diff_kb is what it had kept";
-    TRIM_HELD "trim_held_ms" Ms "trim only: how long the host was held, the route's answer, or one thread stopped, calling malloc_trim and put back (the profiler's cost)";
-    EXIT_STATUS "exit_status" Text "stop only: how the host ended (exit code or signal)";
-    KILLED "killed" Count "stop only: 1 if the host ignored SIGTERM and was SIGKILLed";
+fields! {
+    impl EntryMeasure: fn write_identity(&self, row: &mut Row) -> row {}
+    INDEX "index" Count "entry number, from 0, in file order" = self.index;
+    CMD "cmd" Text "the entry as the harness names it: its tokens joined by single spaces" = self.cmd.as_str();
+    LINE "line" Count "line of the cmds file (empty for the implicit stop)" = self.line;
+    REPEAT "repeat" Count "how often the command ran within the entry" = self.repeat;
+    STARTED "started_s" Seconds "start of the entry, in seconds since the host was ready" = self.started.as_secs_f64();
+    TOOK "took_ms" Ms "wall time of the entry, as the 2024 harness timed it (delete_skill: without the wait for the host to stop listing the skill, which listing_ms has)" = self.took_ms();
+}
+
+/// Its groups' cells: the entry, the host process across it, its requests, how the host ended.
+impl Metrics for EntryMeasure {
+    fn write(&self, row: &mut Row) {
+        self.write_identity(row);
+        self.process().write(row);
+        self.outcome.write(row);
+        Stopped::write_cells(self.stopped.as_ref(), row);
+    }
 }
 
 impl EntryMeasure {
-    pub const COLUMNS: [&'static Column; 32] = [
-        &INDEX,
-        &CMD,
-        &LINE,
-        &REPEAT,
-        &STARTED,
-        &TOOK,
-        &RSS_BEFORE,
-        &RSS_AFTER,
-        &RSS_DIFF,
-        &VMS_BEFORE,
-        &VMS_AFTER,
-        &VMS_DIFF,
-        &MINFLT,
-        &MAJFLT,
-        &THREADS,
-        &HOST_CPU,
-        &REQUESTS,
-        &REQUEST_ERRORS,
-        &FIRST_ERROR,
-        &EXECUTIONS,
-        &P50,
-        &P99,
-        &MAX,
-        &INSTANTIATE,
-        &CALL,
-        &LISTING,
-        &FILL_FITTED,
-        &FILL_STOPPED,
-        &TRIM_BY,
-        &TRIM_HELD,
-        &EXIT_STATUS,
-        &KILLED,
-    ];
+    /// Its columns, each group's in row order.
+    pub fn columns() -> impl Iterator<Item = &'static Column> {
+        [
+            Self::COLUMNS,
+            ProcessChange::COLUMNS,
+            Outcome::COLUMNS,
+            Stopped::COLUMNS,
+        ]
+        .into_iter()
+        .flatten()
+        .copied()
+    }
 }
 
-impl Metrics for EntryMeasure {
-    fn write(&self, row: &mut Row) {
-        let after = self.after.as_ref();
-        let faults = self.faults();
-        let cpu_ms = self.host_cpu_ms();
-        // The process columns together: all measured, or all absent once the host is gone.
-        let alive = after.is_some() && faults.is_some() && cpu_ms.is_some();
+fields! {
+    impl Outcome: fn write(&self, row: &mut Row) -> row {
         let latency = self.latency();
         let split = self.host_split_ms();
-        let fill = self.outcome.fill.as_ref();
-        let trim = self.outcome.trim.as_ref();
-        let stopped = self.stopped.as_ref();
-        row.put(&INDEX, self.index)
-            .put(&CMD, self.cmd.as_str())
-            .put(&LINE, self.line)
-            .put(&REPEAT, self.repeat)
-            .put(&STARTED, self.started.as_secs_f64())
-            .put(&TOOK, self.took_ms())
-            .put(&RSS_BEFORE, self.before.rss_kb)
-            .put(&RSS_AFTER, self.rss_after_kb())
-            .put(&RSS_DIFF, self.rss_diff_kb())
-            .put(&VMS_BEFORE, self.before.vms_kb)
-            .put(&VMS_AFTER, self.vms_after_kb())
-            .put(&VMS_DIFF, self.vms_diff_kb())
-            .put(&MINFLT, faults.filter(|_| alive).map(|f| f.0))
-            .put(&MAJFLT, faults.filter(|_| alive).map(|f| f.1))
-            .put(&THREADS, after.filter(|_| alive).map(|a| a.threads))
-            .put(&HOST_CPU, cpu_ms.filter(|_| alive))
-            .put(&REQUESTS, self.outcome.requests)
-            .put(&REQUEST_ERRORS, self.outcome.errors)
-            .put(&FIRST_ERROR, self.outcome.first_error.as_deref())
-            .put(&EXECUTIONS, self.outcome.latencies.len())
-            .put(&P50, latency.map(|l| l.p50_ms))
-            .put(&P99, latency.map(|l| l.p99_ms))
-            .put(&MAX, latency.map(|l| l.max_ms))
-            .put(&INSTANTIATE, split.map(|s| s.0))
-            .put(&CALL, split.map(|s| s.1))
-            .put(&LISTING, self.outcome.listing.as_secs_f64() * 1e3)
-            .put(&FILL_FITTED, fill.map(|fill| fill.fitted))
-            .put(&FILL_STOPPED, fill.map(|fill| fill.stopped.name()))
-            .put(&TRIM_BY, trim.map(|trim| trim.by().name()))
-            .put(&TRIM_HELD, trim.map(|trim| trim.held_us as f64 / 1e3))
-            .put(
-                &EXIT_STATUS,
-                stopped.and_then(|s| s.status).map(|s| s.to_string()),
-            )
-            .put(&KILLED, stopped.map(|s| u8::from(s.killed)));
+        let fill = self.fill.as_ref();
+        let trim = self.trim.as_ref();
     }
+    REQUESTS "requests" Count "HTTP requests the entry sent to the host" = self.requests;
+    REQUEST_ERRORS "request_errors" Count "requests that failed: transport errors and non-2xx answers" = self.errors;
+    FIRST_ERROR "first_error" Text "the first failure's message" = self.first_error.as_deref();
+    EXECUTIONS "executions" Count "skill executions among the requests" = self.latencies.len();
+    P50 "execute_p50_ms" Ms "median latency of the skill executions, as the runner saw them" = latency.map(|l| l.p50_ms);
+    P99 "execute_p99_ms" Ms "99th percentile (nearest rank) of the skill executions' latency" = latency.map(|l| l.p99_ms);
+    MAX "execute_max_ms" Ms "slowest skill execution" = latency.map(|l| l.max_ms);
+    INSTANTIATE "host_instantiate_ms" Ms "time the host spent instantiating skills, summed over the executions (its Server-Timing header; empty if the host sends none)" = split.map(|s| s.0);
+    CALL "host_call_ms" Ms "time the host spent in the skills' run calls, summed (Server-Timing)" = split.map(|s| s.1);
+    LISTING "listing_ms" Ms "time spent waiting for the host to list (or unlist) skills after the skills directory changed; for delete_skill it is not in took_ms, which counts the file's removal only, as the 2024 harness timed it" = self.listing.as_secs_f64() * 1e3;
+    FILL_FITTED "fill_fitted" Count "fill_py/fill_rs only: skills added and executed before the one that stopped the fill" = fill.map(|fill| fill.fitted);
+    FILL_STOPPED "fill_stopped" Text "fill_py/fill_rs only, why the fill stopped: limit (the next skill made the host's memory cgroup reach its limit, so the kernel began reclaiming from it), failed (the next skill could not be added or executed), killed (the host was killed, by the OOM killer if memcg_oom_kills says so), max (MAX skills fitted)" = fill.map(|fill| fill.stopped.name());
+    TRIM_BY "trim_by" Text "trim only, how the host's allocator was asked to give its free memory back: route (the host profile's trim route, skillhost's POST /admin/trim) or ptrace (glibc's malloc_trim(0) called in one of the host's threads, --trim-by ptrace). The entry's rss_diff_kb is what it had kept" = trim.map(|trim| trim.by().name());
+    TRIM_HELD "trim_held_ms" Ms "trim only: how long the host was held, the route's answer, or one thread stopped, calling malloc_trim and put back (the profiler's cost)" = trim.map(|trim| trim.held_us as f64 / 1e3);
 }
 
 /// What an entry's requests did.

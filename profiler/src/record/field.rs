@@ -9,7 +9,7 @@ use std::fmt::{self, Write as _};
 
 /// Declares columns, each a `static` [`Column`] with its name, unit and help, once:
 /// `columns! { ID "name" Unit "help"; ... }`; `columns! { pub ID ...; ... }` makes them all
-/// public.
+/// public. For columns written with no record of their own (pressure.csv's, say).
 macro_rules! columns {
     ($vis:vis $($id:ident $name:literal $unit:ident $help:literal;)*) => {
         $($vis static $id: $crate::record::Column =
@@ -17,6 +17,67 @@ macro_rules! columns {
     };
 }
 pub(crate) use columns;
+
+/// A record group's columns, each declared once with the value it writes, from which come
+/// the group's `COLUMNS` (in row order) and the function that writes its cells:
+///
+/// ```ignore
+/// fields! {
+///     impl Metrics for Group: fn write(&self, row: &mut Row) -> row { let shared = ...; }
+///     ID "name" Unit "help" = value;             // one cell
+///     FAMILY "name_*" Unit "help" for cells;     // (name, value) pairs of a family
+///     OTHER "other_*" Unit "help" => { ... };     // cells written by a block of its own
+/// }
+/// ```
+///
+/// `impl Group: fn ...` makes the function inherent (`write_cells(entry: Option<&Group>,
+/// row: &mut Row)`, for groups a record may lack). A new figure is one line here.
+macro_rules! fields {
+    (@put $row:ident $id:ident = $value:expr) => {
+        $row.put(&$id, $value);
+    };
+    (@put $row:ident $id:ident => $cells:expr) => {
+        $cells;
+    };
+    (@put $row:ident $id:ident for $cells:expr) => {
+        for (name, value) in $cells {
+            $row.put_in(&$id, name, value);
+        }
+    };
+    (@columns $group:ty; $($id:ident $name:literal $unit:ident $help:literal)*) => {
+        $(pub static $id: $crate::record::Column =
+            $crate::record::Column::new($name, $crate::record::Unit::$unit, $help);)*
+        impl $group {
+            /// Its columns, in row order.
+            pub const COLUMNS: &'static [&'static $crate::record::Column] = &[$(&$id),*];
+        }
+    };
+    (
+        impl $trait:ident for $group:ty: fn $f:ident $params:tt -> $row:ident { $($prelude:tt)* }
+        $($id:ident $name:literal $unit:ident $help:literal $op:tt $value:expr;)*
+    ) => {
+        $crate::record::field::fields!(@columns $group; $($id $name $unit $help)*);
+        impl $trait for $group {
+            fn $f $params {
+                $($prelude)*
+                $($crate::record::field::fields!(@put $row $id $op $value);)*
+            }
+        }
+    };
+    (
+        impl $group:ty: $vis:vis fn $f:ident $params:tt -> $row:ident { $($prelude:tt)* }
+        $($id:ident $name:literal $unit:ident $help:literal $op:tt $value:expr;)*
+    ) => {
+        $crate::record::field::fields!(@columns $group; $($id $name $unit $help)*);
+        impl $group {
+            $vis fn $f $params {
+                $($prelude)*
+                $($crate::record::field::fields!(@put $row $id $op $value);)*
+            }
+        }
+    };
+}
+pub(crate) use fields;
 
 /// What a column's numbers count, as its name's suffix says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

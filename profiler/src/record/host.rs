@@ -113,63 +113,20 @@ pub struct Call {
     pub returned: u64,
 }
 
-use super::field::{Column, Row, Unit};
+use super::field::{Row, fields};
 
-static COUNTED_REQUESTS: Column = Column::new(
-    "counted_requests",
-    Unit::Count,
-    "the host's own count over the entry, from its Prometheus /metrics (skillhost's; empty for a host without them, and for stop): execute_skill requests it answered",
-);
-static COUNTED_FAILED: Column = Column::new(
-    "counted_failed",
-    Unit::Count,
-    "of those, answered outside 2xx (the host's count)",
-);
-static COUNTED_COMPILATIONS: Column = Column::new(
-    "counted_compilations",
-    Unit::Count,
-    "components Cranelift compiled (the host's count): a second compile of a skill shows here",
-);
-static COUNTED_INSTANCES: Column = Column::new(
-    "counted_instances",
-    Unit::Count,
-    "instances created (the host's count)",
-);
-static HEAP_IN_USE: Column = Column::new(
-    "host_heap_in_use_kb",
-    Unit::Kib,
-    "the host's malloc at the end of the entry, as it reports it on /metrics (skillhost, with glibc's mallinfo2; empty for a host without it): handed out, not yet freed",
-);
-static HEAP_FREE: Column = Column::new(
-    "host_heap_free_kb",
-    Unit::Kib,
-    "the host's malloc: freed, and kept in malloc's arenas instead of being returned (resident where it was touched)",
-);
+fields! {
+    impl HostCounters: pub fn write_cells(entry: Option<&HostCounters>, row: &mut Row) -> row {}
+    COUNTED_REQUESTS "counted_requests" Count "the host's own count over the entry, from its Prometheus /metrics (skillhost's; empty for a host without them, and for stop): execute_skill requests it answered" = entry.map(|c| c.requests);
+    COUNTED_FAILED "counted_failed" Count "of those, answered outside 2xx (the host's count)" = entry.map(|c| c.failed);
+    COUNTED_COMPILATIONS "counted_compilations" Count "components Cranelift compiled (the host's count): a second compile of a skill shows here" = entry.map(|c| c.compilations);
+    COUNTED_INSTANCES "counted_instances" Count "instances created (the host's count)" = entry.map(|c| c.instances);
+    HEAP_IN_USE "host_heap_in_use_kb" Kib "the host's malloc at the end of the entry, as it reports it on /metrics (skillhost, with glibc's mallinfo2; empty for a host without it): handed out, not yet freed" = entry.and_then(|c| c.heap_in_use_bytes).map(|b| b / 1024);
+    HEAP_FREE "host_heap_free_kb" Kib "the host's malloc: freed, and kept in malloc's arenas instead of being returned (resident where it was touched)" = entry.and_then(|c| c.heap_free_bytes).map(|b| b / 1024);
+}
 
-impl HostCounters {
-    pub const COLUMNS: [&'static Column; 6] = [
-        &COUNTED_REQUESTS,
-        &COUNTED_FAILED,
-        &COUNTED_COMPILATIONS,
-        &COUNTED_INSTANCES,
-        &HEAP_IN_USE,
-        &HEAP_FREE,
-    ];
-
-    /// The entry's `counted_*` and `host_heap_*` cells: absent for a host without
-    /// skillhost's metrics, and for `stop` (the host is gone before it can be asked).
-    pub fn write_cells(entry: Option<&HostCounters>, row: &mut Row) {
-        row.put(&COUNTED_REQUESTS, entry.map(|c| c.requests))
-            .put(&COUNTED_FAILED, entry.map(|c| c.failed))
-            .put(&COUNTED_COMPILATIONS, entry.map(|c| c.compilations))
-            .put(&COUNTED_INSTANCES, entry.map(|c| c.instances))
-            .put(
-                &HEAP_IN_USE,
-                entry.and_then(|c| c.heap_in_use_bytes).map(|b| b / 1024),
-            )
-            .put(
-                &HEAP_FREE,
-                entry.and_then(|c| c.heap_free_bytes).map(|b| b / 1024),
-            );
-    }
+fields! {
+    impl Stopped: pub fn write_cells(stopped: Option<&Stopped>, row: &mut Row) -> row {}
+    EXIT_STATUS "exit_status" Text "stop only: how the host ended (exit code or signal)" = stopped.and_then(|s| s.status).map(|s| s.to_string());
+    KILLED "killed" Count "stop only: 1 if the host ignored SIGTERM and was SIGKILLed" = stopped.map(|s| u8::from(s.killed));
 }

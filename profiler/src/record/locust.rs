@@ -87,67 +87,46 @@ pub struct NetworkInfo {
     pub namespaces: Vec<String>,
 }
 
-use super::field::{Column, Row, Unit};
+use super::field::{Row, fields};
 
-use crate::record::field::columns;
-
-columns! {
-    USERS "load_users" Count "l_execute_all and lo_execute only: the Locust users the swarm held (lo_execute: one per worker)";
-    WORKERS "load_workers" Count "Locust workers, each in a network namespace of the run's making";
-    REQUESTS "load_requests" Count "requests Locust counted, all skills, merged by its master from every worker";
-    FAILURES "load_failures" Count "of those, failures";
-    RPS "load_rps" Count "requests per second of the held window (lo_execute: of the schedule)";
-    P50 "load_p50_ms" Ms "median response time, from Locust's histogram (which rounds times above 100 ms to two significant digits)";
-    P90 "load_p90_ms" Ms "90th percentile response time, from Locust's histogram";
-    P99 "load_p99_ms" Ms "99th percentile response time, from Locust's histogram";
-    MAX "load_max_ms" Ms "slowest response";
-    SERVED "load_host_served" Count "executions the host itself counted over the entry, from its /metrics (empty for a host without them)";
-    CPU "load_locust_cpu_s" Seconds "CPU time of Locust's master and workers: on one machine they share the cores with the host";
-    ASKED "load_asked_rps" Count "lo_execute only: the rate asked of the workers in all (each sends its share on a schedule of its own; latencies then count from each scheduled send)";
-    LATE "load_late_sends" Count "lo_execute only: sends more than 2 ms after their scheduled time, all workers (a Python worker's timers wake within about 1 ms)";
+fields! {
+    impl LoadEntry: pub fn write_cells(entry: Option<&LoadEntry>, row: &mut Row) -> row {
+        let total = entry.map(|e| &e.total);
+        let schedule = entry.and_then(|e| e.schedule.as_ref());
+    }
+    USERS "load_users" Count "l_execute_all and lo_execute only: the Locust users the swarm held (lo_execute: one per worker)" = entry.map(|e| e.users);
+    WORKERS "load_workers" Count "Locust workers, each in a network namespace of the run's making" = entry.map(|e| e.workers);
+    REQUESTS "load_requests" Count "requests Locust counted, all skills, merged by its master from every worker" = total.map(|t| t.requests);
+    FAILURES "load_failures" Count "of those, failures" = total.map(|t| t.failures);
+    RPS "load_rps" Count "requests per second of the held window (lo_execute: of the schedule)" = entry.map(LoadEntry::requests_per_s);
+    P50 "load_p50_ms" Ms "median response time, from Locust's histogram (which rounds times above 100 ms to two significant digits)" = total.map(|t| t.p50_ms);
+    P90 "load_p90_ms" Ms "90th percentile response time, from Locust's histogram" = total.map(|t| t.p90_ms);
+    P99 "load_p99_ms" Ms "99th percentile response time, from Locust's histogram" = total.map(|t| t.p99_ms);
+    MAX "load_max_ms" Ms "slowest response" = total.map(|t| t.max_ms);
+    SERVED "load_host_served" Count "executions the host itself counted over the entry, from its /metrics (empty for a host without them)" = entry.and_then(|e| e.host_served);
+    CPU "load_locust_cpu_s" Seconds "CPU time of Locust's master and workers: on one machine they share the cores with the host" = entry.map(|e| e.locust_cpu_s);
+    ASKED "load_asked_rps" Count "lo_execute only: the rate asked of the workers in all (each sends its share on a schedule of its own; latencies then count from each scheduled send)" = schedule.map(|s| s.asked_rps);
+    LATE "load_late_sends" Count "lo_execute only: sends more than 2 ms after their scheduled time, all workers (a Python worker's timers wake within about 1 ms)" = schedule.map(|s| s.late_sends);
 }
 
 /// load.csv's columns after the entry's own, one row per skill.
 pub mod load_columns {
-    use super::{Column, Unit};
+    use super::{LoadRow, Row, fields};
 
-    pub static SKILL: Column =
-        Column::new("skill", Unit::Text, "the skill (Aggregated: all of them)");
-    pub static REQUESTS: Column = Column::new("requests", Unit::Count, "requests Locust counted");
-    pub static FAILURES: Column = Column::new("failures", Unit::Count, "of those, failures");
-    pub static AVG_MS: Column = Column::new("avg_ms", Unit::Ms, "mean response time");
-    pub static P50_MS: Column = Column::new("p50_ms", Unit::Ms, "median response time");
-    pub static P90_MS: Column = Column::new("p90_ms", Unit::Ms, "90th percentile response time");
-    pub static P99_MS: Column = Column::new("p99_ms", Unit::Ms, "99th percentile response time");
-    pub static MAX_MS: Column = Column::new("max_ms", Unit::Ms, "slowest response");
-
-    /// In row order.
-    pub const ALL: [&Column; 8] = [
-        &SKILL, &REQUESTS, &FAILURES, &AVG_MS, &P50_MS, &P90_MS, &P99_MS, &MAX_MS,
-    ];
-}
-
-impl LoadRow {
-    /// load.csv's cells for this skill.
-    pub fn write_cells(&self, row: &mut Row) {
-        use load_columns::*;
-        row.put(&SKILL, self.name.as_str())
-            .put(&REQUESTS, self.requests)
-            .put(&FAILURES, self.failures)
-            .put(&AVG_MS, self.avg_ms)
-            .put(&P50_MS, self.p50_ms)
-            .put(&P90_MS, self.p90_ms)
-            .put(&P99_MS, self.p99_ms)
-            .put(&MAX_MS, self.max_ms);
+    fields! {
+        impl LoadRow: pub fn write_cells(&self, row: &mut Row) -> row {}
+        SKILL "skill" Text "the skill (Aggregated: all of them)" = self.name.as_str();
+        REQUESTS "requests" Count "requests Locust counted" = self.requests;
+        FAILURES "failures" Count "of those, failures" = self.failures;
+        AVG_MS "avg_ms" Ms "mean response time" = self.avg_ms;
+        P50_MS "p50_ms" Ms "median response time" = self.p50_ms;
+        P90_MS "p90_ms" Ms "90th percentile response time" = self.p90_ms;
+        P99_MS "p99_ms" Ms "99th percentile response time" = self.p99_ms;
+        MAX_MS "max_ms" Ms "slowest response" = self.max_ms;
     }
 }
 
 impl LoadEntry {
-    pub const COLUMNS: [&'static Column; 13] = [
-        &USERS, &WORKERS, &REQUESTS, &FAILURES, &RPS, &P50, &P90, &P99, &MAX, &SERVED, &CPU,
-        &ASKED, &LATE,
-    ];
-
     /// Over the held window; for a schedule, over the schedule (the swarm's start and stop
     /// are no part of it).
     pub fn requests_per_s(&self) -> f64 {
@@ -156,24 +135,5 @@ impl LoadEntry {
             None => self.held_s,
         };
         self.total.requests as f64 / seconds.max(1e-9)
-    }
-
-    /// The `load_*` columns, absent for any other command.
-    pub fn write_cells(entry: Option<&LoadEntry>, row: &mut Row) {
-        let total = entry.map(|e| &e.total);
-        row.put(&USERS, entry.map(|e| e.users))
-            .put(&WORKERS, entry.map(|e| e.workers))
-            .put(&REQUESTS, total.map(|t| t.requests))
-            .put(&FAILURES, total.map(|t| t.failures))
-            .put(&RPS, entry.map(LoadEntry::requests_per_s))
-            .put(&P50, total.map(|t| t.p50_ms))
-            .put(&P90, total.map(|t| t.p90_ms))
-            .put(&P99, total.map(|t| t.p99_ms))
-            .put(&MAX, total.map(|t| t.max_ms))
-            .put(&SERVED, entry.and_then(|e| e.host_served))
-            .put(&CPU, entry.map(|e| e.locust_cpu_s));
-        let schedule = entry.and_then(|e| e.schedule.as_ref());
-        row.put(&ASKED, schedule.map(|s| s.asked_rps))
-            .put(&LATE, schedule.map(|s| s.late_sends));
     }
 }

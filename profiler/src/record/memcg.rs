@@ -34,52 +34,25 @@ pub struct MemcgEntry {
     pub after: MemcgStat,
 }
 
-use super::field::{Column, Row, Unit};
+use super::field::{Row, fields};
 
-static LIMIT: Column = Column::new(
-    "memcg_limit_kb",
-    Unit::Kib,
-    "with --memory-max: the hard limit of the host's memory cgroup",
-);
-static USAGE: Column = Column::new(
-    "memcg_usage_kb",
-    Unit::Kib,
-    "what the cgroup was charged at the end of the entry: the host's memory, the page cache it brought in, the kernel memory it caused",
-);
-static PEAK: Column = Column::new(
-    "memcg_peak_kb",
-    Unit::Kib,
-    "the most the cgroup was charged during the entry, by the kernel's own account (cgroup v2: since the run began)",
-);
-static LIMIT_HITS: Column = Column::new(
-    "memcg_limit_hits",
-    Unit::Count,
-    "charges that hit the limit and reclaimed first, during the entry (v1 memory.failcnt, v2 memory.events max)",
-);
-static OOM_KILLS: Column = Column::new(
-    "memcg_oom_kills",
-    Unit::Count,
-    "processes the OOM killer killed in the cgroup during the entry",
-);
+fields! {
+    impl MemcgEntry: pub fn write_cells(entry: Option<&MemcgEntry>, row: &mut Row) -> row {
+        let kb = |bytes: u64| bytes / 1024;
+    }
+    LIMIT "memcg_limit_kb" Kib "with --memory-max: the hard limit of the host's memory cgroup" = entry.map(|e| kb(e.limit_bytes));
+    USAGE "memcg_usage_kb" Kib "what the cgroup was charged at the end of the entry: the host's memory, the page cache it brought in, the kernel memory it caused" = entry.map(|e| kb(e.after.usage_bytes));
+    PEAK "memcg_peak_kb" Kib "the most the cgroup was charged during the entry, by the kernel's own account (cgroup v2: since the run began)" = entry.map(|e| kb(e.after.peak_bytes));
+    LIMIT_HITS "memcg_limit_hits" Count "charges that hit the limit and reclaimed first, during the entry (v1 memory.failcnt, v2 memory.events max)" = entry.map(MemcgEntry::limit_hits);
+    OOM_KILLS "memcg_oom_kills" Count "processes the OOM killer killed in the cgroup during the entry" = entry.map(MemcgEntry::oom_kills);
+}
 
 impl MemcgEntry {
-    pub const COLUMNS: [&'static Column; 5] = [&LIMIT, &USAGE, &PEAK, &LIMIT_HITS, &OOM_KILLS];
-
     pub fn limit_hits(&self) -> u64 {
         self.after.limit_hits.saturating_sub(self.before.limit_hits)
     }
 
     pub fn oom_kills(&self) -> u64 {
         self.after.oom_kills.saturating_sub(self.before.oom_kills)
-    }
-
-    /// The `memcg_*` cells, absent for a run without `--memory-max`.
-    pub fn write_cells(entry: Option<&MemcgEntry>, row: &mut Row) {
-        let kb = |bytes: u64| bytes / 1024;
-        row.put(&LIMIT, entry.map(|e| kb(e.limit_bytes)))
-            .put(&USAGE, entry.map(|e| kb(e.after.usage_bytes)))
-            .put(&PEAK, entry.map(|e| kb(e.after.peak_bytes)))
-            .put(&LIMIT_HITS, entry.map(MemcgEntry::limit_hits))
-            .put(&OOM_KILLS, entry.map(MemcgEntry::oom_kills));
     }
 }

@@ -37,7 +37,7 @@ pub trait Metrics {
 
 /// Every column of commands.csv, in row order: the field table every view reads.
 pub fn columns() -> Vec<&'static Column> {
-    let mut columns = EntryMeasure::COLUMNS.to_vec();
+    let mut columns: Vec<&'static Column> = EntryMeasure::columns().collect();
     columns.extend(sampling::EntrySampling::COLUMNS);
     columns.extend(probes::probe_columns().iter().map(|column| column.column));
     columns.extend(probes::StopBreakdown::COLUMNS);
@@ -64,8 +64,8 @@ pub fn columns_markdown() -> String {
          of the entry (the host's markers name them):\n\n{}\n## steps.csv (skillprof slo)\n\n\
          One row per step of the experiment, searches and load points alike:\n\n{}",
         field::markdown(&columns()),
-        field::markdown(&probes::skill_columns::ALL),
-        field::markdown(&slo::SloStep::COLUMNS)
+        field::markdown(probes::SkillRow::COLUMNS),
+        field::markdown(slo::SloStep::COLUMNS)
     )
 }
 

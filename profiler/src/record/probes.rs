@@ -9,7 +9,7 @@ use skillprof_common::{
     SYSCALL_NAMES, SYSCALLS, SkillCounters,
 };
 
-use super::field::{Column, Row, Unit, Value};
+use super::field::{Column, Row, Unit, Value, fields};
 
 /// How a program is attached to the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -640,192 +640,60 @@ pub const STOP_PARTS: [(&str, &str); 6] = [
     ("reap", "reap (→ reaped)"),
 ];
 
-static STOP_TOTAL: Column = Column::new(
-    "stop_total_ms",
-    Unit::Ms,
-    "stop only: from SIGTERM sent to the host reaped; the parts below sum to it",
-);
-static STOP_PART_COLUMNS: [Column; 6] = [
-    Column::new(
-        "stop_signal_ms",
-        Unit::Ms,
-        "stop only: SIGTERM sent → delivered",
-    ),
-    Column::new(
-        "stop_drain_ms",
-        Unit::Ms,
-        "stop only: delivered → exit_group (the host's graceful drain)",
-    ),
-    Column::new(
-        "stop_exit_ms",
-        Unit::Ms,
-        "stop only: exit_group → the address-space teardown starts",
-    ),
-    Column::new(
-        "stop_teardown_ms",
-        Unit::Ms,
-        "stop only: the address-space teardown",
-    ),
-    Column::new(
-        "stop_last_thread_ms",
-        Unit::Ms,
-        "stop only: teardown → the last thread exits and the parent is notified",
-    ),
-    Column::new("stop_reap_ms", Unit::Ms, "stop only: notified → reaped"),
-];
-static STOP_DRAIN_MUNMAPS: Column = Column::new(
-    "stop_drain_munmaps",
-    Unit::Count,
-    "stop only: munmap calls the host made while draining (between SIGTERM and exit_group)",
-);
-static STOP_DRAIN_MUNMAP_BYTES: Column = Column::new(
-    "stop_drain_munmap_bytes",
-    Unit::Bytes,
-    "stop only: what those munmap calls unmapped",
-);
-static STOP_TEARDOWN_PAGES: Column = Column::new(
-    "stop_teardown_pages",
-    Unit::Count,
-    "stop only: pages the teardown freed",
-);
-static STOP_TEARDOWN_BY: Column = Column::new(
-    "stop_teardown_by",
-    Unit::Text,
-    "stop only: how the teardown was timed: exit_mmap (function probes) or rss_stat (the first to the last RSS decrement)",
-);
-
-impl StopBreakdown {
-    /// The stop columns, in row order.
-    pub const COLUMNS: [&'static Column; 11] = [
-        &STOP_TOTAL,
-        &STOP_PART_COLUMNS[0],
-        &STOP_PART_COLUMNS[1],
-        &STOP_PART_COLUMNS[2],
-        &STOP_PART_COLUMNS[3],
-        &STOP_PART_COLUMNS[4],
-        &STOP_PART_COLUMNS[5],
-        &STOP_DRAIN_MUNMAPS,
-        &STOP_DRAIN_MUNMAP_BYTES,
-        &STOP_TEARDOWN_PAGES,
-        &STOP_TEARDOWN_BY,
-    ];
-
-    /// The `stop_*` cells of an entry: its breakdown's, or absent ones for an entry without
-    /// (every entry but `stop`, or no probes), so that every row has the same columns.
-    pub fn write_cells(stop: Option<&StopBreakdown>, row: &mut Row) {
+// The stop's columns: the parts in `STOP_PARTS` order, then what the drain and the teardown did.
+fields! {
+    impl StopBreakdown: pub fn write_cells(stop: Option<&StopBreakdown>, row: &mut Row) -> row {
         let ms = |ns: u64| ns as f64 / 1e6;
-        row.put(&STOP_TOTAL, stop.map(|s| ms(s.total_ns)));
-        for (i, column) in STOP_PART_COLUMNS.iter().enumerate() {
-            let part = stop.and_then(|s| s.parts.get(i));
-            row.put(column, part.map(|p| ms(p.duration_ns)));
-        }
-        row.put(&STOP_DRAIN_MUNMAPS, stop.map(|s| s.drain_munmap_calls))
-            .put(&STOP_DRAIN_MUNMAP_BYTES, stop.map(|s| s.drain_munmap_bytes))
-            .put(
-                &STOP_TEARDOWN_PAGES,
-                stop.and_then(|s| s.teardown_pages_freed),
-            )
-            .put(
-                &STOP_TEARDOWN_BY,
-                stop.and_then(|s| s.teardown_source).map(|t| t.as_str()),
-            );
+        let part = |i: usize| stop.and_then(|s| s.parts.get(i)).map(|p| ms(p.duration_ns));
     }
+    STOP_TOTAL "stop_total_ms" Ms "stop only: from SIGTERM sent to the host reaped; the parts below sum to it" = stop.map(|s| ms(s.total_ns));
+    STOP_SIGNAL "stop_signal_ms" Ms "stop only: SIGTERM sent → delivered" = part(0);
+    STOP_DRAIN "stop_drain_ms" Ms "stop only: delivered → exit_group (the host's graceful drain)" = part(1);
+    STOP_EXIT "stop_exit_ms" Ms "stop only: exit_group → the address-space teardown starts" = part(2);
+    STOP_TEARDOWN "stop_teardown_ms" Ms "stop only: the address-space teardown" = part(3);
+    STOP_LAST_THREAD "stop_last_thread_ms" Ms "stop only: teardown → the last thread exits and the parent is notified" = part(4);
+    STOP_REAP "stop_reap_ms" Ms "stop only: notified → reaped" = part(5);
+    STOP_DRAIN_MUNMAPS "stop_drain_munmaps" Count "stop only: munmap calls the host made while draining (between SIGTERM and exit_group)" = stop.map(|s| s.drain_munmap_calls);
+    STOP_DRAIN_MUNMAP_BYTES "stop_drain_munmap_bytes" Bytes "stop only: what those munmap calls unmapped" = stop.map(|s| s.drain_munmap_bytes);
+    STOP_TEARDOWN_PAGES "stop_teardown_pages" Count "stop only: pages the teardown freed" = stop.and_then(|s| s.teardown_pages_freed);
+    STOP_TEARDOWN_BY "stop_teardown_by" Text "stop only: how the teardown was timed: exit_mmap (function probes) or rss_stat (the first to the last RSS decrement)" = stop.and_then(|s| s.teardown_source).map(|t| t.as_str());
 }
 
-static STACKS_SAMPLES: Column = Column::new(
-    "stacks_samples",
-    Unit::Count,
-    "with --stacks: the host's user stacks walked at its page faults and address-space syscalls during the entry (stacks/ENTRY.folded and ENTRY.svg show them)",
-);
-static STACKS_LOST: Column = Column::new(
-    "stacks_lost",
-    Unit::Count,
-    "with --stacks: stacks not kept (the stack map was full, or another stack had the same hash)",
-);
-static STACKS_TOP_NAMED: Column = Column::new(
-    "stacks_top_named",
-    Unit::Count,
-    "with --stacks: stacks whose innermost frame has a name (a native symbol, or a wasm function from wasmtime's perf map)",
-);
-
-impl StackSummary {
-    pub const COLUMNS: [&'static Column; 3] = [&STACKS_SAMPLES, &STACKS_LOST, &STACKS_TOP_NAMED];
-
-    /// The stacks_* cells: absent without `--stacks`.
-    pub fn write_cells(summary: Option<&StackSummary>, row: &mut Row) {
-        row.put(&STACKS_SAMPLES, summary.map(|s| s.samples))
-            .put(&STACKS_LOST, summary.map(|s| s.lost))
-            .put(&STACKS_TOP_NAMED, summary.map(|s| s.top_named));
-    }
+fields! {
+    impl StackSummary: pub fn write_cells(summary: Option<&StackSummary>, row: &mut Row) -> row {}
+    STACKS_SAMPLES "stacks_samples" Count "with --stacks: the host's user stacks walked at its page faults and address-space syscalls during the entry (stacks/ENTRY.folded and ENTRY.svg show them)" = summary.map(|s| s.samples);
+    STACKS_LOST "stacks_lost" Count "with --stacks: stacks not kept (the stack map was full, or another stack had the same hash)" = summary.map(|s| s.lost);
+    STACKS_TOP_NAMED "stacks_top_named" Count "with --stacks: stacks whose innermost frame has a name (a native symbol, or a wasm function from wasmtime's perf map)" = summary.map(|s| s.top_named);
 }
 
 /// skills.csv's columns after the entry's own: one row per skill and phase of an entry.
 pub mod skill_columns {
-    use super::{Column, Unit};
+    use super::{FAILURE_NAMES, FAILURE_PHASES, Row, SYSCALL_NAMES, SkillRow, fields};
 
-    pub static SKILL: Column = Column::new(
-        "skill",
-        Unit::Text,
-        "the skill the host's markers named, or host: what no marker covered (the runtime, the allocator, background threads)",
-    );
-    pub static PHASE: Column =
-        Column::new("phase", Unit::Text, "compile, instantiate, call, or host");
-    pub static RUNS: Column = Column::new(
-        "runs",
-        Unit::Count,
-        "times the phase ran for the skill in the entry",
-    );
-    pub static TIME_MS: Column = Column::new(
-        "time_ms",
-        Unit::Ms,
-        "time inside the phase, summed over its runs (a compile's worker threads included)",
-    );
-    pub static SYSCALL_CALLS: Column = Column::new(
-        "*_calls",
-        Unit::Count,
-        "per address-space syscall kind (mmap, munmap, mremap, mprotect, madvise, brk): <kind>_calls, the calls in the phase",
-    );
-    pub static SYSCALL_BYTES: Column = Column::new(
-        "*_bytes",
-        Unit::Bytes,
-        "per address-space syscall kind: <kind>_bytes, the lengths of those calls",
-    );
-
-    pub static TASK_MINFLT: Column = Column::new(
-        "task_minflt",
-        Unit::Count,
-        "minor page faults of the threads while they worked on the phase: each thread's own counter (getrusage RUSAGE_THREAD) from one of its marks to the next, kept by the host in its ledger, in every mode; the host row has none (the entry's minflt less the skills' is what no mark covered)",
-    );
-    pub static TASK_MAJFLT: Column = Column::new(
-        "task_majflt",
-        Unit::Count,
-        "major page faults, the same way",
-    );
-    pub static TASK_CPU_MS: Column = Column::new(
-        "task_cpu_ms",
-        Unit::Ms,
-        "CPU time the threads ran for the phase, the same way: a stretch's elapsed time when its thread was not switched out in it, getrusage's CPU time (as the scheduler last accounted it, at most the elapsed time) when it was",
-    );
-
-    pub static FAILED: Column = Column::new(
-        "failed_*",
-        Unit::Count,
-        "per reason the host failed one of the skill's requests in the phase, from its ledger in every mode (empty in the other phases): failed_unloadable (compile: the module did not compile or load), failed_no_slot (instantiate: the pooling allocator had no free slot), and the call's failed_input (the skill rejected its input), failed_error (it reported an error), failed_trap (it trapped: a panic, an out-of-bounds access, memory growth refused), failed_output (its answer was not JSON), failed_deadline (it ran past the host's deadline)",
-    );
-
-    /// In row order.
-    pub const ALL: [&Column; 10] = [
-        &SKILL,
-        &PHASE,
-        &RUNS,
-        &TIME_MS,
-        &TASK_MINFLT,
-        &TASK_MAJFLT,
-        &TASK_CPU_MS,
-        &SYSCALL_CALLS,
-        &SYSCALL_BYTES,
-        &FAILED,
-    ];
+    fields! {
+        impl SkillRow: pub fn write_cells(&self, row: &mut Row, calls_counted: bool) -> row {
+            let c = &self.counts;
+        }
+        SKILL "skill" Text "the skill the host's markers named, or host: what no marker covered (the runtime, the allocator, background threads)" = self.skill.as_deref().unwrap_or("host");
+        PHASE "phase" Text "compile, instantiate, call, or host" = self.phase.as_str();
+        RUNS "runs" Count "times the phase ran for the skill in the entry" = c.phase.runs;
+        TIME_MS "time_ms" Ms "time inside the phase, summed over its runs (a compile's worker threads included)" = c.phase.ns as f64 / 1e6;
+        TASK_MINFLT "task_minflt" Count "minor page faults of the threads while they worked on the phase: each thread's own counter (getrusage RUSAGE_THREAD) from one of its marks to the next, kept by the host in its ledger, in every mode; the host row has none (the entry's minflt less the skills' is what no mark covered)" = c.task.minflt;
+        TASK_MAJFLT "task_majflt" Count "major page faults, the same way" = c.task.majflt;
+        TASK_CPU_MS "task_cpu_ms" Ms "CPU time the threads ran for the phase, the same way: a stretch's elapsed time when its thread was not switched out in it, getrusage's CPU time (as the scheduler last accounted it, at most the elapsed time) when it was" = c.task.cpu_ns as f64 / 1e6;
+        // Each kind's calls and bytes side by side: mmap_calls, mmap_bytes, munmap_calls, ...
+        SYSCALL_CALLS "*_calls" Count "per address-space syscall kind (mmap, munmap, mremap, mprotect, madvise, brk): <kind>_calls, the calls in the phase" => {
+            for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
+                row.put_in(&SYSCALL_CALLS, format!("{name}_calls"), calls_counted.then_some(calls.calls))
+                    .put_in(&SYSCALL_BYTES, format!("{name}_bytes"), calls_counted.then_some(calls.bytes));
+            }
+        };
+        SYSCALL_BYTES "*_bytes" Bytes "per address-space syscall kind: <kind>_bytes, the lengths of those calls" => {};
+        FAILED "failed_*" Count "per reason the host failed one of the skill's requests in the phase, from its ledger in every mode (empty in the other phases): failed_unloadable (compile: the module did not compile or load), failed_no_slot (instantiate: the pooling allocator had no free slot), and the call's failed_input (the skill rejected its input), failed_error (it reported an error), failed_trap (it trapped: a panic, an out-of-bounds access, memory growth refused), failed_output (its answer was not JSON), failed_deadline (it ran past the host's deadline)" for FAILURE_NAMES.iter().enumerate().map(|(reason, name)| {
+            let in_phase = FAILURE_PHASES[reason] == self.phase as u32 && self.skill.is_some();
+            (format!("failed_{name}"), in_phase.then_some(c.failed.by_reason[reason]))
+        });
+    }
 }
 
 impl ProbeMetrics {
@@ -833,41 +701,5 @@ impl ProbeMetrics {
     /// they did not, skills.csv leaves those cells empty, never 0.
     pub fn calls_by_skill(&self) -> bool {
         self.attached.contains_key(&Probe::Syscalls)
-    }
-}
-
-impl SkillRow {
-    /// The row's cells in skills.csv (after the entry's own).
-    pub fn write_cells(&self, row: &mut Row, calls_counted: bool) {
-        use skill_columns::*;
-        let c = &self.counts;
-        row.put(&SKILL, self.skill.as_deref().unwrap_or("host"))
-            .put(&PHASE, self.phase.as_str())
-            .put(&RUNS, c.phase.runs)
-            .put(&TIME_MS, c.phase.ns as f64 / 1e6)
-            .put(&TASK_MINFLT, c.task.minflt)
-            .put(&TASK_MAJFLT, c.task.majflt)
-            .put(&TASK_CPU_MS, c.task.cpu_ns as f64 / 1e6);
-        for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
-            let (n, bytes) = (calls.calls, calls.bytes);
-            row.put_in(
-                &SYSCALL_CALLS,
-                format!("{name}_calls"),
-                calls_counted.then_some(n),
-            )
-            .put_in(
-                &SYSCALL_BYTES,
-                format!("{name}_bytes"),
-                calls_counted.then_some(bytes),
-            );
-        }
-        for (reason, name) in FAILURE_NAMES.iter().enumerate() {
-            let in_phase = FAILURE_PHASES[reason] == self.phase as u32 && self.skill.is_some();
-            row.put_in(
-                &FAILED,
-                format!("failed_{name}"),
-                in_phase.then_some(c.failed.by_reason[reason]),
-            );
-        }
     }
 }

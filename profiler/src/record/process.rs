@@ -1,4 +1,7 @@
-//! The host process from one read of /proc/PID/stat.
+//! The host process from one read of /proc/PID/stat at an entry's boundary, and what changed
+//! between the two readings of an entry.
+
+use super::field::{Row, fields};
 
 /// Memory in KB as psutil's `memory_info()` reports rss and vms, which the 2024 harness
 /// logged; faults are the process's own (children's are not included).
@@ -16,4 +19,62 @@ pub struct ProcessStat {
 /// CPU time in seconds from /proc/PID/stat's clock ticks (USER_HZ, 100 on Linux).
 pub fn ticks_to_seconds(ticks: u64) -> f64 {
     ticks as f64 / procfs::ticks_per_second().max(1) as f64
+}
+
+/// The host process across one entry: its readings before and after.
+#[derive(Clone, Copy, Debug)]
+pub struct ProcessChange<'a> {
+    pub before: &'a ProcessStat,
+    /// `None` once the host is gone (after `stop`): its memory then reads 0, as in the
+    /// harness, and its counters are not known.
+    pub after: Option<&'a ProcessStat>,
+}
+
+impl ProcessChange<'_> {
+    /// Minor and major faults of the host during the entry; `None` once it is gone.
+    pub fn faults(&self) -> Option<(u64, u64)> {
+        let after = self.after?;
+        Some((
+            after.minflt.saturating_sub(self.before.minflt),
+            after.majflt.saturating_sub(self.before.majflt),
+        ))
+    }
+
+    pub fn rss_after_kb(&self) -> u64 {
+        self.after.map_or(0, |after| after.rss_kb)
+    }
+
+    pub fn rss_diff_kb(&self) -> i64 {
+        self.rss_after_kb() as i64 - self.before.rss_kb as i64
+    }
+
+    pub fn vms_after_kb(&self) -> u64 {
+        self.after.map_or(0, |after| after.vms_kb)
+    }
+
+    pub fn vms_diff_kb(&self) -> i64 {
+        self.vms_after_kb() as i64 - self.before.vms_kb as i64
+    }
+
+    /// CPU time the host used during the entry; `None` once it is gone.
+    pub fn host_cpu_ms(&self) -> Option<f64> {
+        let ticks = self.after?.cpu_ticks.saturating_sub(self.before.cpu_ticks);
+        Some(ticks_to_seconds(ticks) * 1e3)
+    }
+}
+
+fields! {
+    impl ProcessChange<'_>: pub fn write(&self, row: &mut Row) -> row {
+        let faults = self.faults();
+    }
+    RSS_BEFORE "rss_before_kb" Kib "host resident set size before the entry" = self.before.rss_kb;
+    RSS_AFTER "rss_after_kb" Kib "host resident set size after the entry (0 after stop)" = self.rss_after_kb();
+    RSS_DIFF "rss_diff_kb" Kib "rss_after_kb - rss_before_kb" = self.rss_diff_kb();
+    VMS_BEFORE "vms_before_kb" Kib "host virtual memory size before the entry" = self.before.vms_kb;
+    VMS_AFTER "vms_after_kb" Kib "host virtual memory size after the entry (0 after stop)" = self.vms_after_kb();
+    VMS_DIFF "vms_diff_kb" Kib "vms_after_kb - vms_before_kb" = self.vms_diff_kb();
+    MINFLT "minflt" Count "minor page faults of the host during the entry (/proc/PID/stat)" = faults.map(|f| f.0);
+    MAJFLT "majflt" Count "major page faults of the host during the entry (/proc/PID/stat)" = faults.map(|f| f.1);
+    THREADS "threads" Count "host threads at the end of the entry" = self.after.map(|a| a.threads);
+    HOST_CPU "host_cpu_ms" Ms "CPU time the host used during the entry, user + system, all threads (/proc/PID/stat, in 10 ms ticks; empty after stop). Far below took_ms on a CPU-bound entry: the host waited for a CPU" = self.host_cpu_ms();
 }

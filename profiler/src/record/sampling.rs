@@ -100,89 +100,48 @@ pub struct CpuShare {
 }
 
 use super::Metrics;
-use super::field::{Column, Row};
+use super::field::{Row, Value, fields};
 
-use crate::record::field::columns;
-
-columns! {
-    RSS_PEAK "rss_peak_kb" Kib "largest host RSS during the entry: the kernel's high-water mark (VmHWM), reset at the entry's start through /proc/PID/clear_refs, so a peak between samples counts; where the reset is refused, the most of the samples and both ends (meta.json's rss_peak says which)";
-    MAPS_PEAK "maps_peak" Count "most memory mappings (VMAs) the host held in any count of the entry (/proc/PID/maps, at both ends and once a second between), against maps_limit: past it, mmap and mprotect fail with ENOMEM";
-    MAPS_LIMIT "maps_limit" Count "vm.max_map_count at the end of the entry: the mappings one process may hold";
-    FDS_PEAK "fds_peak" Count "most open file descriptors the host held in any count of the entry (/proc/PID/fd, at both ends and once a second between), against fds_limit: every connection in flight holds one";
-    FDS_LIMIT "fds_limit" Count "the host's soft RLIMIT_NOFILE (/proc/PID/limits) at the entry's last count: past it, accept, open and socket fail with EMFILE; empty when unlimited";
-    THREADS_PEAK "threads_peak" Count "most threads the host ran in any sample of the entry (/proc/PID/stat): a compile's own threads (skillhost: one per CPU) are gone by its end";
-    SAMPLES "samples" Count "samples the sampler took during the entry, both boundary samples included";
-    PSI_SOME "psi_some_us" Us "memory stall time during the entry in which at least one task stalled (/proc/pressure/memory; empty without PSI)";
-    PSI_FULL "psi_full_us" Us "memory stall time during the entry in which all non-idle tasks stalled at once (empty without PSI)";
-    CPU_BUSY "cpu_busy_pct" Percent "share of all the machine's CPU time that was busy during the entry, every process (/proc/stat; empty when no 10 ms tick passed)";
-    CPU_STEAL "cpu_steal_pct" Percent "share of all the machine's CPU time the hypervisor gave to other guests while this one wanted to run";
-    ZONES_MIN_FREE "zones_min_free_pages" Count "fewest free pages user allocations could reach (each zone's free pages above its reserve, summed over the zones that serve user memory) in any sample of the entry";
-    ZONES_LOWEST "zones_lowest_band" Text "lowest watermark band those reachable free pages fell into, against the same zones' summed watermarks (boost included): baseline [promo, inf), promo [high, promo), high [low, high), low [min, low), min [0, min); baseline starts at high without promo";
-    ZONE "zone_*" Text "per populated zone, zone_<node>_<name>_min_free_pages (fewest free pages above the zone's reserve in any sample) and zone_<node>_<name>_lowest_band (its lowest band, as zones_lowest_band, against the zone's own watermarks)";
-    VMSTAT "vmstat_*" Count "change of a /proc/vmstat counter over the entry (pgfault, pgmajfault, pgscan_*, pgsteal_*, allocstall_*, pgrefill, workingset_*, pswpin, pswpout; workingset_nodes is a gauge and can fall)";
-}
-
-impl Handles {
-    /// Its columns, each the most seen over the entry.
-    pub const COLUMNS: [&'static Column; 3] = [&MAPS_PEAK, &FDS_PEAK, &FDS_LIMIT];
+fields! {
+    impl Metrics for EntrySampling: fn write(&self, row: &mut Row) -> row {}
+    RSS_PEAK "rss_peak_kb" Kib "largest host RSS during the entry: the kernel's high-water mark (VmHWM), reset at the entry's start through /proc/PID/clear_refs, so a peak between samples counts; where the reset is refused, the most of the samples and both ends (meta.json's rss_peak says which)" = self.rss_peak_kb;
+    MAPS_PEAK "maps_peak" Count "most memory mappings (VMAs) the host held in any count of the entry (/proc/PID/maps, at both ends and once a second between), against maps_limit: past it, mmap and mprotect fail with ENOMEM" = self.handles.maps_peak;
+    MAPS_LIMIT "maps_limit" Count "vm.max_map_count at the end of the entry: the mappings one process may hold" = self.maps_limit;
+    FDS_PEAK "fds_peak" Count "most open file descriptors the host held in any count of the entry (/proc/PID/fd, at both ends and once a second between), against fds_limit: every connection in flight holds one" = self.handles.fds_peak;
+    FDS_LIMIT "fds_limit" Count "the host's soft RLIMIT_NOFILE (/proc/PID/limits) at the entry's last count: past it, accept, open and socket fail with EMFILE; empty when unlimited" = self.handles.fds_limit;
+    THREADS_PEAK "threads_peak" Count "most threads the host ran in any sample of the entry (/proc/PID/stat): a compile's own threads (skillhost: one per CPU) are gone by its end" = self.threads_peak;
+    SAMPLES "samples" Count "samples the sampler took during the entry, both boundary samples included" = self.samples;
+    PSI_SOME "psi_some_us" Us "memory stall time during the entry in which at least one task stalled (/proc/pressure/memory; empty without PSI)" = self.psi_some_us;
+    PSI_FULL "psi_full_us" Us "memory stall time during the entry in which all non-idle tasks stalled at once (empty without PSI)" = self.psi_full_us;
+    CPU_BUSY "cpu_busy_pct" Percent "share of all the machine's CPU time that was busy during the entry, every process (/proc/stat; empty when no 10 ms tick passed)" = self.cpu.map(|cpu| cpu.busy_pct);
+    CPU_STEAL "cpu_steal_pct" Percent "share of all the machine's CPU time the hypervisor gave to other guests while this one wanted to run" = self.cpu.map(|cpu| cpu.steal_pct);
+    ZONES_MIN_FREE "zones_min_free_pages" Count "fewest free pages user allocations could reach (each zone's free pages above its reserve, summed over the zones that serve user memory) in any sample of the entry" = self.zones_lowest.free_pages;
+    ZONES_LOWEST "zones_lowest_band" Text "lowest watermark band those reachable free pages fell into, against the same zones' summed watermarks (boost included): baseline [promo, inf), promo [high, promo), high [low, high), low [min, low), min [0, min); baseline starts at high without promo" = self.zones_lowest.band.name();
+    ZONE "zone_*" Text "per populated zone, zone_<node>_<name>_min_free_pages (fewest free pages above the zone's reserve in any sample) and zone_<node>_<name>_lowest_band (its lowest band, as zones_lowest_band, against the zone's own watermarks)" for self.zone_cells();
+    VMSTAT "vmstat_*" Count "change of a /proc/vmstat counter over the entry (pgfault, pgmajfault, pgscan_*, pgsteal_*, allocstall_*, pgrefill, workingset_*, pswpin, pswpout; workingset_nodes is a gauge and can fall)" for self.vmstat.iter().map(|(counter, change)| (format!("vmstat_{counter}"), *change));
 }
 
 impl EntrySampling {
-    pub const COLUMNS: [&'static Column; 15] = [
-        &RSS_PEAK,
-        &MAPS_PEAK,
-        &MAPS_LIMIT,
-        &FDS_PEAK,
-        &FDS_LIMIT,
-        &THREADS_PEAK,
-        &SAMPLES,
-        &PSI_SOME,
-        &PSI_FULL,
-        &CPU_BUSY,
-        &CPU_STEAL,
-        &ZONES_MIN_FREE,
-        &ZONES_LOWEST,
-        &ZONE,
-        &VMSTAT,
-    ];
-
     /// Takes a reading of the host's RSS made outside the sampler into the peak: the host
     /// can grow and shrink again between the runner's reading and the boundary sample.
     pub fn cover_rss(&mut self, rss_kb: u64) {
         self.rss_peak_kb = self.rss_peak_kb.max(Some(rss_kb));
     }
-}
 
-impl Metrics for EntrySampling {
-    fn write(&self, row: &mut Row) {
-        row.put(&RSS_PEAK, self.rss_peak_kb)
-            .put(&MAPS_PEAK, self.handles.maps_peak)
-            .put(&MAPS_LIMIT, self.maps_limit)
-            .put(&FDS_PEAK, self.handles.fds_peak)
-            .put(&FDS_LIMIT, self.handles.fds_limit)
-            .put(&THREADS_PEAK, self.threads_peak)
-            .put(&SAMPLES, self.samples)
-            .put(&PSI_SOME, self.psi_some_us)
-            .put(&PSI_FULL, self.psi_full_us)
-            .put(&CPU_BUSY, self.cpu.map(|cpu| cpu.busy_pct))
-            .put(&CPU_STEAL, self.cpu.map(|cpu| cpu.steal_pct))
-            .put(&ZONES_MIN_FREE, self.zones_lowest.free_pages)
-            .put(&ZONES_LOWEST, self.zones_lowest.band.name());
-        for (zone, lowest) in &self.zone_lowest {
-            row.put_in(
-                &ZONE,
-                zone.column("min_free_pages"),
-                lowest.map(|l| l.free_pages),
-            )
-            .put_in(
-                &ZONE,
-                zone.column("lowest_band"),
-                lowest.map(|l| l.band.name()),
-            );
-        }
-        for (counter, change) in &self.vmstat {
-            row.put_in(&VMSTAT, format!("vmstat_{counter}"), *change);
-        }
+    /// The `zone_*` cells: each zone's fewest free pages and lowest band.
+    fn zone_cells(&self) -> impl Iterator<Item = (String, Value)> + '_ {
+        self.zone_lowest.iter().flat_map(|(zone, lowest)| {
+            [
+                (
+                    zone.column("min_free_pages"),
+                    lowest.map(|l| l.free_pages).into(),
+                ),
+                (
+                    zone.column("lowest_band"),
+                    lowest.map(|l| l.band.name()).into(),
+                ),
+            ]
+        })
     }
 }
 

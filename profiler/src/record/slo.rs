@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::field::{Column, Row};
+use super::field::{Row, fields};
 use super::traffic::{Arrivals, TrafficStep};
 
 /// pN ≤ T: the latency quantile a target bounds, and the bound.
@@ -206,84 +206,38 @@ impl SloReport {
     }
 }
 
-use crate::record::field::columns;
-
-columns! {
-    pub CONFIG "config" Text "the host's configuration: worker threads, CPUs, allocator";
-    STAGE "stage" Text "search (finding the configuration's peak) or table (a load point)";
-    RPS "asked_rps" Count "the rate asked for, requests per second";
-    ACHIEVED "achieved_rps" Count "answers with 2xx per second that arrived within the measured window";
-    VERDICT "verdict" Text "met (sustained, within the target), 101-150% or >150% of the target, FAIL (under 90% of the rate answered, errors, or latency still growing at the end), generator (the generator could not send the rate)";
-    TARGET_MS "target_latency_ms" Ms "the step's latency at the target's quantile, from the scheduled send";
-    P50 "p50_ms" Ms "median latency from the scheduled send";
-    P99 "p99_ms" Ms "99th percentile latency from the scheduled send";
-    P999 "p999_ms" Ms "99.9th percentile latency from the scheduled send";
-    MAX "max_ms" Ms "slowest request, from its scheduled send";
-    ERRORS "errors" Count "requests that failed: no answer, an answer outside 2xx, or none by the end of the drain";
-    LATE "late_sends" Count "sends more than 1 ms after their scheduled time";
-    CPU_SHARE "host_cpu_share" Ratio "the host's CPU time over the step against the CPUs it was given (1: all of them, all the time)";
-    CPU_PER_REQUEST "host_cpu_us_per_request" Us "the host's CPU time per request answered";
-    RUN_DELAY "run_delay_us_per_request" Us "time the host's threads waited for a CPU, runnable, per request answered (schedstat)";
-    BUSIEST_THREAD "busiest_thread_share" Ratio "the time on a CPU of the host's busiest thread against the step's wall time (1: it never stopped running; schedstat)";
-    FAULTS "faults_per_request" Ratio "the host's page faults per request answered";
-    TLB "tlb_shootdowns_per_request" Ratio "TLB shootdown interrupts of the machine per request answered";
-    GENERATOR_CPU "generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step";
-}
-
-impl SloStep {
-    pub const COLUMNS: [&'static Column; 19] = [
-        &CONFIG,
-        &STAGE,
-        &RPS,
-        &ACHIEVED,
-        &VERDICT,
-        &TARGET_MS,
-        &P50,
-        &P99,
-        &P999,
-        &MAX,
-        &ERRORS,
-        &LATE,
-        &CPU_SHARE,
-        &CPU_PER_REQUEST,
-        &RUN_DELAY,
-        &BUSIEST_THREAD,
-        &FAULTS,
-        &TLB,
-        &GENERATOR_CPU,
-    ];
-
-    /// steps.csv's row of this step.
-    pub fn row(&self, report: &SloReport) -> Row {
+fields! {
+    impl SloStep: fn write_cells(&self, report: &SloReport, row: &mut Row) -> row {
         let config = &report.configs[self.config].config;
         let e = &self.evidence;
         let t = &self.traffic;
+    }
+    CONFIG "config" Text "the host's configuration: worker threads, CPUs, allocator" = config.label();
+    STAGE "stage" Text "search (finding the configuration's peak) or table (a load point)" = match self.stage { Stage::Search => "search", Stage::Table => "table" };
+    RPS "asked_rps" Count "the rate asked for, requests per second" = self.rps;
+    ACHIEVED "achieved_rps" Count "answers with 2xx per second that arrived within the measured window" = t.achieved_rps();
+    VERDICT "verdict" Text "met (sustained, within the target), 101-150% or >150% of the target, FAIL (under 90% of the rate answered, errors, or latency still growing at the end), generator (the generator could not send the rate)" = self.verdict.name();
+    TARGET_MS "target_latency_ms" Ms "the step's latency at the target's quantile, from the scheduled send" = report.target.latency_ms(t);
+    P50 "p50_ms" Ms "median latency from the scheduled send" = t.latency.p50_ms;
+    P99 "p99_ms" Ms "99th percentile latency from the scheduled send" = t.latency.p99_ms;
+    P999 "p999_ms" Ms "99.9th percentile latency from the scheduled send" = t.latency.p999_ms;
+    MAX "max_ms" Ms "slowest request, from its scheduled send" = t.latency.max_ms;
+    ERRORS "errors" Count "requests that failed: no answer, an answer outside 2xx, or none by the end of the drain" = t.errors.total();
+    LATE "late_sends" Count "sends more than 1 ms after their scheduled time" = t.late_sends;
+    CPU_SHARE "host_cpu_share" Ratio "the host's CPU time over the step against the CPUs it was given (1: all of them, all the time)" = e.cpu_share(config.cpus.len());
+    CPU_PER_REQUEST "host_cpu_us_per_request" Us "the host's CPU time per request answered" = e.per_request(e.host_cpu_ms * 1e3);
+    RUN_DELAY "run_delay_us_per_request" Us "time the host's threads waited for a CPU, runnable, per request answered (schedstat)" = e.per_request(e.run_delay_ms * 1e3);
+    BUSIEST_THREAD "busiest_thread_share" Ratio "the time on a CPU of the host's busiest thread against the step's wall time (1: it never stopped running; schedstat)" = e.busiest_thread_ms / e.wall_ms.max(1e-9);
+    FAULTS "faults_per_request" Ratio "the host's page faults per request answered" = e.per_request(e.faults as f64);
+    TLB "tlb_shootdowns_per_request" Ratio "TLB shootdown interrupts of the machine per request answered" = e.per_request(e.tlb_shootdowns as f64);
+    GENERATOR_CPU "generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step" = t.generator_cpu_ms;
+}
+
+impl SloStep {
+    /// steps.csv's row of this step.
+    pub fn row(&self, report: &SloReport) -> Row {
         let mut row = Row::default();
-        row.put(&CONFIG, config.label())
-            .put(
-                &STAGE,
-                match self.stage {
-                    Stage::Search => "search",
-                    Stage::Table => "table",
-                },
-            )
-            .put(&RPS, self.rps)
-            .put(&ACHIEVED, t.achieved_rps())
-            .put(&VERDICT, self.verdict.name())
-            .put(&TARGET_MS, report.target.latency_ms(t))
-            .put(&P50, t.latency.p50_ms)
-            .put(&P99, t.latency.p99_ms)
-            .put(&P999, t.latency.p999_ms)
-            .put(&MAX, t.latency.max_ms)
-            .put(&ERRORS, t.errors.total())
-            .put(&LATE, t.late_sends)
-            .put(&CPU_SHARE, e.cpu_share(config.cpus.len()))
-            .put(&CPU_PER_REQUEST, e.per_request(e.host_cpu_ms * 1e3))
-            .put(&RUN_DELAY, e.per_request(e.run_delay_ms * 1e3))
-            .put(&BUSIEST_THREAD, e.busiest_thread_ms / e.wall_ms.max(1e-9))
-            .put(&FAULTS, e.per_request(e.faults as f64))
-            .put(&TLB, e.per_request(e.tlb_shootdowns as f64))
-            .put(&GENERATOR_CPU, t.generator_cpu_ms);
+        self.write_cells(report, &mut row);
         row
     }
 }

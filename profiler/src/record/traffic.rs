@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::field::{Column, Row};
+use super::field::{Row, fields};
 
 /// How a step's requests were sent.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -164,70 +164,33 @@ impl TrafficStep {
     }
 }
 
-use crate::record::field::columns;
-
-columns! {
-    LOAD "traffic_load" Text "o_execute/c_execute only: open at RATE (constant or poisson arrivals), or closed with N senders";
-    ASKED "traffic_asked_rps" Count "open loop: the rate asked for, requests per second";
-    ACHIEVED "traffic_achieved_rps" Count "answers with 2xx per second that arrived within the measured window (the warm-up and the drain after the step left out): what the host delivered";
-    SENT "traffic_sent" Count "requests sent in the measured window (open loop: scheduled in it)";
-    ERRORS "traffic_errors" Count "of those, failed: no answer (transport), an answer outside 2xx, or none by the end of the drain";
-    ERRORS_STATUS "traffic_errors_status" Count "failed with an answer outside 2xx";
-    LATE "traffic_late_sends" Count "open loop: requests sent more than 1 ms after their scheduled time (the generator fell behind its schedule)";
-    LAG_P99 "traffic_send_lag_p99_ms" Ms "open loop: 99th percentile of the send lag, actual send - scheduled send";
-    P50 "traffic_p50_ms" Ms "median latency: open loop from each request's scheduled send (a stall counts for every request it delayed), closed loop from its send";
-    P90 "traffic_p90_ms" Ms "90th percentile latency, as traffic_p50_ms";
-    P99 "traffic_p99_ms" Ms "99th percentile latency, as traffic_p50_ms";
-    P999 "traffic_p999_ms" Ms "99.9th percentile latency, as traffic_p50_ms";
-    MAX "traffic_max_ms" Ms "slowest request, as traffic_p50_ms";
-    SERVICE_P99 "traffic_service_p99_ms" Ms "99th percentile from the actual send to the answer";
-    GENERATOR_CPU "traffic_generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step";
+fields! {
+    impl TrafficStep: pub fn write_cells(step: Option<&TrafficStep>, row: &mut Row) -> row {
+        let open = step.filter(|s| s.asked_rps().is_some());
+    }
+    LOAD "traffic_load" Text "o_execute/c_execute only: open at RATE (constant or poisson arrivals), or closed with N senders" = step.map(TrafficStep::load_text);
+    ASKED "traffic_asked_rps" Count "open loop: the rate asked for, requests per second" = step.and_then(TrafficStep::asked_rps);
+    ACHIEVED "traffic_achieved_rps" Count "answers with 2xx per second that arrived within the measured window (the warm-up and the drain after the step left out): what the host delivered" = step.map(TrafficStep::achieved_rps);
+    SENT "traffic_sent" Count "requests sent in the measured window (open loop: scheduled in it)" = step.map(|s| s.sent);
+    ERRORS "traffic_errors" Count "of those, failed: no answer (transport), an answer outside 2xx, or none by the end of the drain" = step.map(|s| s.errors.total());
+    ERRORS_STATUS "traffic_errors_status" Count "failed with an answer outside 2xx" = step.map(|s| s.errors.status);
+    LATE "traffic_late_sends" Count "open loop: requests sent more than 1 ms after their scheduled time (the generator fell behind its schedule)" = open.map(|s| s.late_sends);
+    LAG_P99 "traffic_send_lag_p99_ms" Ms "open loop: 99th percentile of the send lag, actual send - scheduled send" = open.map(|s| s.send_lag_p99_ms);
+    P50 "traffic_p50_ms" Ms "median latency: open loop from each request's scheduled send (a stall counts for every request it delayed), closed loop from its send" = step.map(|s| s.latency.p50_ms);
+    P90 "traffic_p90_ms" Ms "90th percentile latency, as traffic_p50_ms" = step.map(|s| s.latency.p90_ms);
+    P99 "traffic_p99_ms" Ms "99th percentile latency, as traffic_p50_ms" = step.map(|s| s.latency.p99_ms);
+    P999 "traffic_p999_ms" Ms "99.9th percentile latency, as traffic_p50_ms" = step.map(|s| s.latency.p999_ms);
+    MAX "traffic_max_ms" Ms "slowest request, as traffic_p50_ms" = step.map(|s| s.latency.max_ms);
+    SERVICE_P99 "traffic_service_p99_ms" Ms "99th percentile from the actual send to the answer" = step.map(|s| s.service.p99_ms);
+    GENERATOR_CPU "traffic_generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step" = step.map(|s| s.generator_cpu_ms);
 }
 
 impl TrafficStep {
-    pub const COLUMNS: [&'static Column; 15] = [
-        &LOAD,
-        &ASKED,
-        &ACHIEVED,
-        &SENT,
-        &ERRORS,
-        &ERRORS_STATUS,
-        &LATE,
-        &LAG_P99,
-        &P50,
-        &P90,
-        &P99,
-        &P999,
-        &MAX,
-        &SERVICE_P99,
-        &GENERATOR_CPU,
-    ];
-
     /// How the load column says it.
     pub fn load_text(&self) -> String {
         match self.load {
             Load::Open { rps, arrivals } => format!("open {rps}/s {}", arrivals.name()),
             Load::Closed { concurrency } => format!("closed {concurrency}"),
         }
-    }
-
-    /// The `traffic_*` columns, absent for any other command.
-    pub fn write_cells(step: Option<&TrafficStep>, row: &mut Row) {
-        let open = step.filter(|s| s.asked_rps().is_some());
-        row.put(&LOAD, step.map(TrafficStep::load_text))
-            .put(&ASKED, step.and_then(TrafficStep::asked_rps))
-            .put(&ACHIEVED, step.map(TrafficStep::achieved_rps))
-            .put(&SENT, step.map(|s| s.sent))
-            .put(&ERRORS, step.map(|s| s.errors.total()))
-            .put(&ERRORS_STATUS, step.map(|s| s.errors.status))
-            .put(&LATE, open.map(|s| s.late_sends))
-            .put(&LAG_P99, open.map(|s| s.send_lag_p99_ms))
-            .put(&P50, step.map(|s| s.latency.p50_ms))
-            .put(&P90, step.map(|s| s.latency.p90_ms))
-            .put(&P99, step.map(|s| s.latency.p99_ms))
-            .put(&P999, step.map(|s| s.latency.p999_ms))
-            .put(&MAX, step.map(|s| s.latency.max_ms))
-            .put(&SERVICE_P99, step.map(|s| s.service.p99_ms))
-            .put(&GENERATOR_CPU, step.map(|s| s.generator_cpu_ms));
     }
 }
