@@ -838,7 +838,7 @@ impl Watched<'_> {
     fn step(&self) -> Result<(Step, Option<MemcgStat>), Abort> {
         let memcg = self.cgroup.map(MemoryCgroup::read).transpose()?;
         let step = Step {
-            rss_kb: host_process(self.pid)?.rss_kb,
+            rss_kb: alive(process::read(Path::new(sample::PROC), self.pid))?.rss_kb,
             memcg_kb: memcg.map(|memcg| memcg.usage_bytes / 1024),
         };
         Ok((step, memcg))
@@ -1016,9 +1016,13 @@ fn reset_peak(info: &mut RunInfo, progress: &Progress, pid: u32) -> bool {
     reset.is_ok()
 }
 
-/// The host's counters now; its absence means it died between entries.
+/// The host's counters at an entry's boundary; their absence means it died.
 fn host_process(pid: u32) -> Result<ProcessStat, Abort> {
-    match process::read(Path::new(sample::PROC), pid) {
+    alive(process::at_boundary(Path::new(sample::PROC), pid))
+}
+
+fn alive(read: Result<ProcessStat, ProcessError>) -> Result<ProcessStat, Abort> {
+    match read {
         Ok(stat) => Ok(stat),
         Err(ProcessError::Gone { .. }) => Err(host_gone()),
         Err(error) => Err(Abort::Failed(error.into())),

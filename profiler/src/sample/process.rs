@@ -96,6 +96,14 @@ pub fn peak_rss_kb(proc_root: &Path, pid: u32) -> Option<u64> {
         .vmhwm
 }
 
+/// The process at an entry's boundary: what [`read`] reads, and the counts too dear to read at
+/// every sample (each walks the process's threads). A new per-entry reading of the host
+/// process is one more field of [`ProcessStat`], read here.
+pub fn at_boundary(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
+    read(proc_root, pid)
+}
+
+/// The process from its /proc/PID/stat alone, cheap enough for every sample.
 pub fn read(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
     let path = proc_root.join(pid.to_string()).join("stat");
     match fs::read_to_string(&path) {
