@@ -386,9 +386,8 @@ mod tests {
                 rss_kb: 43244,
                 vms_kb: 267296,
                 minflt: 10257,
-                majflt: 0,
                 threads: 4,
-                cpu_ticks: 0,
+                ..ProcessStat::default()
             }),
             handles: Some(crate::record::sampling::Handles {
                 maps_peak: Some(120),

@@ -120,10 +120,8 @@ mod tests {
             process: rss_kb.map(|rss_kb| ProcessStat {
                 rss_kb,
                 vms_kb: 1,
-                minflt: 0,
-                majflt: 0,
                 threads: 1,
-                cpu_ticks: 0,
+                ..ProcessStat::default()
             }),
             handles: rss_kb.map(|_| Handles {
                 maps_peak: Some(40),
