@@ -289,6 +289,17 @@ fn cpu(record: &EntryRecord) -> Option<String> {
             text.push_str(&format!(" and {steal:.0}% stolen by the hypervisor"));
         }
     }
+    if let Some((yielded, preempted)) = record.measure.process().switches()
+        && preempted > yielded
+    {
+        text.push_str(&format!(
+            "; its threads were preempted more often than they yielded ({} involuntary \
+             context switches against {} voluntary): they wanted more CPU than they got, and \
+             waited for one runnable",
+            count(preempted as f64),
+            count(yielded as f64)
+        ));
+    }
     Some(text)
 }
 
@@ -800,6 +811,20 @@ mod tests {
         assert!(held(&add).unwrap().ends_with("may read as wasm memory"));
         add.held = None;
         assert_eq!(held(&add), None);
+    }
+
+    #[test]
+    fn threads_preempted_more_than_they_yielded_are_named() {
+        let mut run = record("o_execute", 2000.0);
+        run.measure.before.switches = Some((1_000, 200));
+        run.measure.after.as_mut().unwrap().switches = Some((1_500, 4_200));
+        let said = cpu(&run).unwrap();
+        assert!(
+            said.contains("preempted more often than they yielded (4,000 involuntary context switches against 500 voluntary)"),
+            "{said}"
+        );
+        run.measure.after.as_mut().unwrap().switches = Some((9_000, 4_200));
+        assert!(!cpu(&run).unwrap().contains("preempted"));
     }
 
     #[test]

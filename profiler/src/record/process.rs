@@ -14,6 +14,12 @@ pub struct ProcessStat {
     pub threads: u64,
     /// utime + stime, in clock ticks (USER_HZ).
     pub cpu_ticks: u64,
+    /// Context switches of the threads alive at the reading, summed over their own counters
+    /// (at entry boundaries only): `(voluntary, involuntary)`. A thread gives up its CPU
+    /// voluntarily when it blocks or sleeps; involuntarily when the scheduler takes it off
+    /// while it still wants to run. `None` if they could not be read, and in older records.
+    #[serde(default)]
+    pub switches: Option<(u64, u64)>,
 }
 
 /// CPU time in seconds from /proc/PID/stat's clock ticks (USER_HZ, 100 on Linux).
@@ -56,6 +62,16 @@ impl ProcessChange<'_> {
         self.vms_after_kb() as i64 - self.before.vms_kb as i64
     }
 
+    /// The host's threads' `(voluntary, involuntary)` context switches during the entry; a
+    /// thread that ended within it took its own count with it. `None` once the host is gone.
+    pub fn switches(&self) -> Option<(u64, u64)> {
+        let (before, after) = (self.before.switches?, self.after?.switches?);
+        Some((
+            after.0.saturating_sub(before.0),
+            after.1.saturating_sub(before.1),
+        ))
+    }
+
     /// CPU time the host used during the entry; `None` once it is gone.
     pub fn host_cpu_ms(&self) -> Option<f64> {
         let ticks = self.after?.cpu_ticks.saturating_sub(self.before.cpu_ticks);
@@ -66,6 +82,7 @@ impl ProcessChange<'_> {
 fields! {
     impl ProcessChange<'_>: pub fn write(&self, row: &mut Row) -> row {
         let faults = self.faults();
+        let switches = self.switches();
     }
     RSS_BEFORE "rss_before_kb" Kib "host resident set size before the entry" = self.before.rss_kb;
     RSS_AFTER "rss_after_kb" Kib "host resident set size after the entry (0 after stop)" = self.rss_after_kb();
@@ -77,4 +94,6 @@ fields! {
     MAJFLT "majflt" Count "major page faults of the host during the entry (/proc/PID/stat)" = faults.map(|f| f.1);
     THREADS "threads" Count "host threads at the end of the entry" = self.after.map(|a| a.threads);
     HOST_CPU "host_cpu_ms" Ms "CPU time the host used during the entry, user + system, all threads (/proc/PID/stat, in 10 ms ticks; empty after stop). Far below took_ms on a CPU-bound entry: the host waited for a CPU" = self.host_cpu_ms();
+    VOLUNTARY_SWITCHES "voluntary_ctxt_switches" Count "times the host's threads gave up a CPU during the entry, blocking or sleeping: summed over each thread's own count (/proc/PID/task/*/status) at both ends; a thread that ended within the entry took its count with it; empty after stop" = switches.map(|s| s.0);
+    INVOLUNTARY_SWITCHES "nonvoluntary_ctxt_switches" Count "times the scheduler took a CPU from the host's threads while they still wanted to run (preempted, or their time slice ended), counted as voluntary_ctxt_switches: more of these than of those says the host's threads were short of CPUs" = switches.map(|s| s.1);
 }

@@ -100,7 +100,27 @@ pub fn peak_rss_kb(proc_root: &Path, pid: u32) -> Option<u64> {
 /// every sample (each walks the process's threads). A new per-entry reading of the host
 /// process is one more field of [`ProcessStat`], read here.
 pub fn at_boundary(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
-    read(proc_root, pid)
+    let mut stat = read(proc_root, pid)?;
+    stat.switches = switches(proc_root, pid);
+    Ok(stat)
+}
+
+/// `(voluntary, involuntary)` context switches summed over the process's threads: each
+/// thread's /proc/PID/task/TID/status counts its own, and /proc/PID/status only the main
+/// thread's. A thread that exits during the walk is left out.
+fn switches(proc_root: &Path, pid: u32) -> Option<(u64, u64)> {
+    let process = procfs::process::Process::new_with_root(proc_root.join(pid.to_string())).ok()?;
+    let mut sum = (0, 0);
+    for status in process
+        .tasks()
+        .ok()?
+        .flatten()
+        .filter_map(|task| task.status().ok())
+    {
+        sum.0 += status.voluntary_ctxt_switches?;
+        sum.1 += status.nonvoluntary_ctxt_switches?;
+    }
+    Some(sum)
 }
 
 /// The process from its /proc/PID/stat alone, cheap enough for every sample.
@@ -154,6 +174,7 @@ pub fn parse(line: &str, page_size_bytes: u64) -> Result<ProcessStat, ProcessErr
         cpu_ticks: field(14)? + field(15)?,
         vms_kb: field(23)? / 1024,
         rss_kb: field(24)? * page_size_bytes / 1024,
+        switches: None,
     })
 }
 
@@ -177,6 +198,7 @@ mod tests {
                 majflt: 0,
                 threads: 4,
                 cpu_ticks: 8 + 2,
+                switches: None,
             }
         );
     }
@@ -227,6 +249,30 @@ mod tests {
         assert!(
             reset + 32 * 1024 < peak,
             "after the reset {reset} KB, before {peak} KB"
+        );
+    }
+
+    #[test]
+    fn context_switches_are_summed_over_the_threads() {
+        let proc_root = Path::new("/proc");
+        let before = at_boundary(proc_root, std::process::id()).unwrap();
+        // A thread that sleeps gives up its CPU: voluntary switches of a thread that is not
+        // the main one, which /proc/PID/status alone would miss.
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || {
+            for _ in 0..5 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            wait.recv().unwrap();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let during = at_boundary(proc_root, std::process::id()).unwrap();
+        go.send(()).unwrap();
+        sleeper.join().unwrap();
+        let (voluntary, _) = during.switches.unwrap();
+        assert!(
+            voluntary >= before.switches.unwrap().0 + 5,
+            "{during:?} after {before:?}"
         );
     }
 
