@@ -432,9 +432,14 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
             && document.contains("no cost model at"),
         "{document}"
     );
-    let explained = explain::paragraphs(&document);
+    // The report and explain.md say the same of each entry, both from its record.
+    let explained = explain::paragraphs(&records);
     assert_eq!(explained.len(), rows.len(), "one explanation per entry");
     for paragraph in &explained {
+        assert!(
+            document.contains(paragraph.as_str()),
+            "explain.md lacks {paragraph}"
+        );
         let paragraph = serialised(paragraph);
         assert!(table.contains(&paragraph), "no explanation {paragraph}");
     }

@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::cmds::SkillKind;
+use crate::explain;
 use crate::output::entries_jsonl;
 use crate::units::{bytes, count};
 use dependence::{Point, Source};
@@ -271,7 +272,7 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     let document = serde_json::to_string_pretty(&capacity)? + "\n";
     fs::write(&json, &document).with_context(|| format!("writing {}", json.display()))?;
     let section = section(&capacity);
-    append_to_explain(&out.join("explain.md"), &section)?;
+    explain::write_capacity(&out, &section)?;
     if args.json {
         print!("{document}");
     } else {
@@ -429,23 +430,6 @@ fn load(folder: &Path) -> Result<(RunRecords, Option<String>)> {
     ))
 }
 
-/// The heading explain.md's Capacity section starts with; a new prediction replaces it.
-pub const HEADING: &str = "## Capacity";
-
-fn append_to_explain(path: &Path, section: &str) -> Result<()> {
-    let existing = fs::read_to_string(path).unwrap_or_default();
-    let kept = match existing.find(HEADING) {
-        Some(start) => &existing[..start],
-        None => &existing,
-    };
-    let mut text = kept.trim_end().to_owned();
-    if !text.is_empty() {
-        text.push_str("\n\n");
-    }
-    text.push_str(section);
-    fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
 fn kb(kb: f64) -> String {
     bytes(kb * 1024.0)
 }
@@ -466,8 +450,9 @@ fn range(figure: &Figure, say: impl Fn(f64) -> String) -> String {
 fn section(capacity: &Capacity) -> String {
     let machine = &capacity.machine;
     let mut text = format!(
-        "{HEADING}\n\nFor a machine of {} with {} cores and {:.0}% headroom ({} for the host), \
+        "{}\n\nFor a machine of {} with {} cores and {:.0}% headroom ({} for the host), \
          from {}:\n\n",
+        explain::CAPACITY_HEADING,
         bytes(machine.memory_bytes as f64),
         machine.cores,
         machine.headroom * 100.0,

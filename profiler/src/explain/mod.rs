@@ -1,40 +1,71 @@
-//! From one entry's record to a paragraph of evidence: what the entry cost in memory and time,
+//! explain.md, and its only writer: from one entry's record to a paragraph of evidence: what the entry cost in memory and time,
 //! which kernel activity it caused, and, for `stop`, where the shutdown's time went. Only
 //! what was measured speaks; an unmeasured figure is left unsaid, never read as zero.
 
 mod entry;
+mod run;
 mod skills;
 mod stop;
 
 use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
 
-use crate::record::EntryRecord;
+use anyhow::{Context, Result};
+
+use crate::output::{entries_jsonl, meta};
+use crate::record::{EntryRecord, RunInfo};
 
 pub use entry::{failures, paragraph};
 
 /// explain.md: a header about how the run was measured, then one paragraph per entry.
-pub fn document(title: &str, measurement: &[String], records: &[EntryRecord]) -> String {
-    let mut text = format!("# {title}\n\n");
-    for line in measurement {
+pub fn document(info: &RunInfo, records: &[EntryRecord]) -> String {
+    let mut text = format!("# {} ({})\n\n", info.cmds.file, info.run);
+    for line in run::head(info, records) {
         let _ = writeln!(text, "- {line}");
     }
     text.push('\n');
-    for (index, record) in records.iter().enumerate() {
-        let _ = writeln!(text, "{}\n", paragraph(record, &records[..index]));
+    for paragraph in paragraphs(records) {
+        let _ = writeln!(text, "{paragraph}\n");
     }
     text
 }
 
-/// The entry paragraphs of an explain.md that [`document`] wrote, in entry order: what a
-/// report shows beside each entry, read back rather than rewritten from a CSV.
-pub fn paragraphs(document: &str) -> Vec<String> {
-    // A later section (`skillprof capacity` adds one) is not an entry's.
-    let entries = document.split("\n## ").next().unwrap_or(document);
-    entries
-        .split("\n\n")
-        .skip(2)
-        .map(str::trim)
-        .filter(|paragraph| !paragraph.is_empty())
-        .map(str::to_owned)
+/// Each entry's paragraph, in entry order: what explain.md says of it, and a report shows
+/// beside it.
+pub fn paragraphs(records: &[EntryRecord]) -> Vec<String> {
+    (0..records.len())
+        .map(|index| paragraph(&records[index], &records[..index]))
         .collect()
+}
+
+/// The file's name, in a run folder or beside a capacity prediction.
+pub const FILE: &str = "explain.md";
+
+/// The heading of the section `skillprof capacity` adds below a run's entries.
+pub const CAPACITY_HEADING: &str = "## Capacity";
+
+/// Writes a run's explain.md into its folder.
+pub fn write_run(folder: &Path, info: &RunInfo, records: &[EntryRecord]) -> Result<String> {
+    let text = document(info, records);
+    write(folder, &text)?;
+    Ok(text)
+}
+
+/// Writes `section`, a capacity prediction's, as the Capacity section of `folder`'s
+/// explain.md: below the run's own document when `folder` is a run folder (rendered again
+/// from its meta.json and entries.jsonl), alone otherwise. A new prediction replaces the last.
+pub fn write_capacity(folder: &Path, section: &str) -> Result<()> {
+    let entries = folder.join(entries_jsonl::FILE);
+    let mut text = match folder.join(meta::FILE).exists() && entries.exists() {
+        true => document(&meta::read(folder)?, &entries_jsonl::read(&entries)?),
+        false => String::new(),
+    };
+    text.push_str(section);
+    write(folder, &text)
+}
+
+fn write(folder: &Path, text: &str) -> Result<()> {
+    let path = folder.join(FILE);
+    fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }

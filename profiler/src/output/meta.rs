@@ -8,6 +8,29 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::record::RunInfo;
+
+/// The file's name in a run folder.
+pub const FILE: &str = "meta.json";
+
+/// The meta.json of the run folder `folder`.
+pub fn read(folder: &Path) -> Result<RunInfo> {
+    let path = folder.join(FILE);
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{} has no readable meta.json: is it a skillprof run folder?",
+            folder.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "reading {} (a run of another skillprof version? this one reads the meta.json it \
+             writes)",
+            path.display()
+        )
+    })
+}
+
 pub fn write(path: &Path, meta: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(meta)? + "\n";
     let partial = PathBuf::from(format!("{}.partial", path.display()));

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 
 use crate::explain;
-use crate::output::entries_jsonl;
 use crate::output::harness_log::{self, RunLog};
 use crate::output::samples_csv::{self, SampleSeries};
+use crate::output::{entries_jsonl, meta};
 use crate::record::event::KernelEvent;
 use crate::record::{EntryRecord, Row, RunInfo};
 use crate::stats;
@@ -123,27 +123,11 @@ impl Run {
             "{} is not a run folder (skillprof run leaves one per run, e.g. runs/241022_204217.730)",
             folder.display()
         );
-        let meta_path = folder.join("meta.json");
-        let meta_text = fs::read_to_string(&meta_path).with_context(|| {
-            format!(
-                "{} has no readable meta.json: is it a skillprof run folder?",
-                folder.display()
-            )
-        })?;
-        let meta: RunInfo = serde_json::from_str(&meta_text).with_context(|| {
-            format!(
-                "reading {} (a run of another skillprof version? this one reads the meta.json \
-                 it writes)",
-                meta_path.display()
-            )
-        })?;
+        let meta = meta::read(folder)?;
         let log = RunLog::read(&harness_log::locate(folder)?)?;
         let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
         let rows = records.iter().map(EntryRecord::row).collect();
-        let explanations = match fs::read_to_string(folder.join("explain.md")) {
-            Ok(document) => explain::paragraphs(&document),
-            Err(_) => Vec::new(),
-        };
+        let explanations = explain::paragraphs(&records);
         let samples_path = folder.join("samples.csv");
         let samples = samples_csv::read(&samples_path)?;
         ensure!(
