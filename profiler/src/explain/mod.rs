@@ -46,10 +46,8 @@ pub const FILE: &str = "explain.md";
 pub const CAPACITY_HEADING: &str = "## Capacity";
 
 /// Writes a run's explain.md into its folder.
-pub fn write_run(folder: &Path, info: &RunInfo, records: &[EntryRecord]) -> Result<String> {
-    let text = document(info, records);
-    write(folder, &text)?;
-    Ok(text)
+pub fn write_run(folder: &Path, info: &RunInfo, records: &[EntryRecord]) -> Result<()> {
+    write(folder, &document(info, records))
 }
 
 /// Writes `section`, a capacity prediction's, as the Capacity section of `folder`'s

@@ -2,7 +2,8 @@
 //! harness's eval printed them, so that old and new tables can be diffed.
 
 use super::commands_csv;
-use super::harness_log::{self, LoggedEntry, RunLog};
+use super::harness_log::{self, Header, LoggedEntry, RunLog};
+use crate::record::EntryRecord;
 use crate::units::thousands;
 use anyhow::{Context, ensure};
 use chrono::NaiveDateTime;
@@ -90,6 +91,30 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
 /// The comparison table of `logs` (run logs or run folders), as `skillprof compare` prints it.
 pub fn table_of(logs: &[PathBuf]) -> anyhow::Result<String> {
     Ok(table(&load(logs)?, &[]))
+}
+
+/// The comparison table of the run just made, from its log's header and its records: what
+/// `skillprof compare` would print for its log, without reading the log back.
+pub fn table_of_run(
+    log: &std::path::Path,
+    started: NaiveDateTime,
+    header: Header,
+    records: &[EntryRecord],
+) -> String {
+    let run = Run {
+        id: 'a',
+        file_name: log.display().to_string(),
+        started,
+        log: RunLog {
+            header,
+            entries: records
+                .iter()
+                .map(|record| LoggedEntry::from(&record.measure))
+                .collect(),
+        },
+        extended: Vec::new(),
+    };
+    table(&[run], &[])
 }
 
 fn load(logs: &[PathBuf]) -> anyhow::Result<Vec<Run>> {

@@ -71,6 +71,23 @@ impl Metrics for EntryRecord {
 }
 
 impl EntryRecord {
+    /// The runner's own measure of an entry, before its measurers fill in their parts: the
+    /// sampler always does, the others where they ran.
+    pub fn new(measure: EntryMeasure) -> EntryRecord {
+        EntryRecord {
+            measure,
+            sampling: EntrySampling::unsampled(),
+            probes: None,
+            stop: None,
+            pressure: None,
+            memcg: None,
+            stacks: None,
+            load: None,
+            host: None,
+            held: None,
+        }
+    }
+
     /// The entry's commands.csv row.
     pub fn row(&self) -> Row {
         let mut row = Row::default();

@@ -122,6 +122,26 @@ fields! {
 }
 
 impl EntrySampling {
+    /// No samples yet.
+    pub fn unsampled() -> EntrySampling {
+        EntrySampling {
+            samples: 0,
+            rss_peak_kb: None,
+            handles: Handles::default(),
+            maps_limit: None,
+            threads_peak: None,
+            psi_some_us: None,
+            psi_full_us: None,
+            zones_lowest: Lowest {
+                free_pages: 0,
+                band: Band::Baseline,
+            },
+            zone_lowest: Vec::new(),
+            vmstat: Vec::new(),
+            cpu: None,
+        }
+    }
+
     /// Takes a reading of the host's RSS made outside the sampler into the peak: the host
     /// can grow and shrink again between the runner's reading and the boundary sample.
     pub fn cover_rss(&mut self, rss_kb: u64) {

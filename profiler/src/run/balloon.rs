@@ -8,13 +8,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use async_trait::async_trait;
 
 use crate::balloon::{Balloon, BandHeld, HeldBalloon, HoldOptions, NotHeld};
 use crate::band::Band;
-use crate::cmds::{Command, Plan};
+use crate::cmds::{Command, Entry, Plan};
+use crate::record::{EntryRecord, RunInfo, SysctlDuring};
 use crate::system::sysctl::{SCALE_FACTOR, SysctlChange};
 
+use super::config::PressureConfig;
 use super::interrupt::{Abort, Signals};
+use super::measure::{Begin, Host, Measurer, Running};
 use super::progress::Progress;
 
 /// A balloon squeezes every process on the machine, not only the host: like `skillprof
@@ -200,6 +204,62 @@ impl Pressure {
             tokio::task::spawn_blocking(move || held.release())
                 .await
                 .context("the releasing thread failed")??;
+        }
+        Ok(())
+    }
+}
+
+/// The balloon as an entry's measurer: what it held over the entry; and `pressure` lines are
+/// its to run.
+#[async_trait(?Send)]
+impl Measurer for Pressure {
+    async fn begin(&mut self, _begin: &mut Begin<'_>) -> Result<(), Abort> {
+        self.begin_entry();
+        Ok(())
+    }
+
+    async fn run(&mut self, entry: &Entry, running: &mut Running<'_>) -> Option<Result<(), Abort>> {
+        let Command::Pressure(band) = entry.command else {
+            return None;
+        };
+        Some(self.set(band, running.progress, running.signals).await)
+    }
+
+    async fn end(&mut self, record: &mut EntryRecord, _host: Host<'_>) -> Result<(), Abort> {
+        record.pressure = self.held();
+        Ok(())
+    }
+
+    /// The machine goes back first: it is not ours.
+    async fn finish(&mut self, info: &mut RunInfo) -> Result<()> {
+        Pressure::finish(self).await;
+        info.pressure_notes = std::mem::take(&mut self.notes);
+        info.pressure_balloon_pids = std::mem::take(&mut self.balloon_pids);
+        Ok(())
+    }
+}
+
+impl Pressure {
+    /// The run's pressure from its start: `--scale-factor` set and `--pressure`'s band held
+    /// (both said in `info`), or none yet.
+    pub async fn start(
+        &mut self,
+        config: &PressureConfig,
+        info: &mut RunInfo,
+        progress: &Progress,
+        signals: &mut Signals,
+    ) -> Result<(), Abort> {
+        if let Some(during) = config.scale_factor {
+            let (before, guardian) = self.set_scale_factor(during, progress)?;
+            info.scale_factor = Some(SysctlDuring {
+                before,
+                during: during.into(),
+            });
+            info.guardian_pids.push(guardian);
+        }
+        if let Some(band) = config.band {
+            info.pressure = Some(band.to_string());
+            self.set(Some(band), progress, signals).await?;
         }
         Ok(())
     }

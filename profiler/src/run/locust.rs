@@ -6,15 +6,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use async_trait::async_trait;
 
-use crate::cmds::{Command, Load, Plan};
+use crate::cmds::{Command, Entry, Load, Plan};
 use crate::hostctl::{Client, ExitWatch, SampleSkills};
 use crate::locust::{LoadEntry, LoadNetwork, NetworkInfo, Swarm, SwarmSetup};
-use crate::record::Outcome;
+use crate::record::{EntryRecord, Outcome, RunInfo};
 use crate::system::cgroup::Cgroup;
 
 use super::args::RunArgs;
 use super::interrupt::{Abort, Interruption, Signals};
+use super::measure::{Begin, Host, Measurer, Running};
 
 /// How long workers get to connect without `--locust-timeout-s`.
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 60;
@@ -167,10 +169,84 @@ impl LoadRoom {
     }
 }
 
+/// Locust as an entry's measurer: a load line's swarm starts before the entry's window (its
+/// start-up is not the host's work), is held as the entry's command, and is read once the
+/// host's own count of what it served is known.
+pub struct Locust {
+    room: Option<LoadRoom>,
+    /// Started for the entry; `Err`: it could not start, which fails the entry.
+    starting: Option<Result<Swarm>>,
+    held: Option<Swarm>,
+}
+
+impl Locust {
+    pub fn new(room: LoadRoom) -> Self {
+        Locust {
+            room: Some(room),
+            starting: None,
+            held: None,
+        }
+    }
+}
+
+#[async_trait(?Send)]
+impl Measurer for Locust {
+    async fn begin(&mut self, begin: &mut Begin<'_>) -> Result<(), Abort> {
+        let Command::LExecuteAll(load) = &begin.entry.command else {
+            return Ok(());
+        };
+        let room = self.room.as_ref().expect("made for a plan with load lines");
+        let skills = match &load.schedule {
+            Some(schedule) => Ok(vec![schedule.skill.clone()]),
+            None => begin.workload.ours_listed().await,
+        };
+        self.starting = Some(match skills {
+            Ok(skills) => {
+                begin.host.progress.note(&format!(
+                    "  locust: starting the master and {} worker(s) in their namespaces",
+                    load.workers
+                ));
+                room.start(begin.index, load, begin.host.client, skills, begin.signals)
+                    .await?
+            }
+            Err(error) => Err(error),
+        });
+        Ok(())
+    }
+
+    async fn run(
+        &mut self,
+        _entry: &Entry,
+        running: &mut Running<'_>,
+    ) -> Option<Result<(), Abort>> {
+        let swarm = self.starting.take()?;
+        Some(
+            hold(swarm, running.signals, running.exit, running.outcome)
+                .await
+                .map(|held| self.held = held),
+        )
+    }
+
+    async fn end(&mut self, record: &mut EntryRecord, _host: Host<'_>) -> Result<(), Abort> {
+        if let Some(swarm) = self.held.take() {
+            let served = record.host.map(|counted| counted.requests);
+            record.load = finish(swarm, served, &mut record.measure.outcome).await;
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self, _info: &mut RunInfo) -> Result<()> {
+        if let Some(room) = self.room.take() {
+            room.finish();
+        }
+        Ok(())
+    }
+}
+
 /// Holds the entry's swarm, unless it could not start (the entry then fails with the reason)
 /// or the run is interrupted, or the host exits. Returns the swarm to read once the entry's
 /// window is closed; a swarm that failed while held is ended here, its failure counted.
-pub async fn hold(
+async fn hold(
     swarm: Result<Swarm>,
     signals: &mut Signals,
     exit: &ExitWatch,
@@ -198,7 +274,7 @@ pub async fn hold(
 
 /// Reads the held swarm's figures into the entry's outcome: Locust's requests and failures
 /// are the entry's, its first distinct failure the entry's first error.
-pub async fn finish(swarm: Swarm, served: Option<u64>, outcome: &mut Outcome) -> Option<LoadEntry> {
+async fn finish(swarm: Swarm, served: Option<u64>, outcome: &mut Outcome) -> Option<LoadEntry> {
     match swarm.finish(served).await {
         Ok(load) => {
             outcome.requests += load.total.requests;

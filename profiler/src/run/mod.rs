@@ -1,14 +1,20 @@
-//! `skillprof run`: sequences a plan's entries against a host, marks each entry's
-//! boundaries for the sampler (and the probes), and hands one result record per entry to
-//! the output formats. It owns the notion of "the current entry".
+//! `skillprof run`: the flags become one checked configuration (`config`), then the runner
+//! sequences the plan's entries against a host: the measurers (`measure`) begin and end
+//! around each entry and fill its record, the sinks (`sinks`) write every view of it. It owns
+//! the notion of "the current entry".
 
 mod args;
 mod balloon;
+mod config;
+mod entry;
 mod interrupt;
 mod locust;
+mod measure;
 mod probing;
 mod progress;
+mod readings;
 mod runner;
+mod sinks;
 mod workload;
 
 use std::process::ExitCode;

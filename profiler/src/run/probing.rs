@@ -1,18 +1,23 @@
 //! The runner's side of the probes: a live session on the host, or none (`--no-probes`),
 //! and in both cases the same columns in every row, so commands.csv keeps one header.
 
-use std::path::Path;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
 
 use anyhow::Result;
 
+use crate::cmds::Command;
 use crate::hostctl::Stopped;
+use crate::output;
 use crate::probes::{
-    self, ProbeCosts, ProbeMetrics, ProbeSession, StopBreakdown, stacks::EntryStacks,
+    self, ProbeCosts, ProbeMetrics, ProbeOptions, ProbeSession, StopBreakdown, stacks::EntryStacks,
     stop_breakdown,
 };
-use crate::record::ProbesInfo;
+use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 
-use super::args::RunArgs;
+use super::interrupt::Abort;
+use super::measure::{Begin, Host, Measurer};
 
 pub enum Probing {
     Live(Box<ProbeSession>),
@@ -20,18 +25,12 @@ pub enum Probing {
 }
 
 impl Probing {
-    /// Attaches to the host `pid` unless probes are off; `entries` is the plan's length.
-    pub fn start(args: &RunArgs, pid: u32, entries: usize, folder: &Path) -> Result<Self> {
-        if args.no_probes {
-            return Ok(Probing::Off);
+    /// Attaches to the host `pid` with `options`, or none (`--no-probes`).
+    pub fn start(options: Option<&ProbeOptions>, pid: u32) -> Result<Self> {
+        match options {
+            Some(options) => Ok(Probing::Live(Box::new(ProbeSession::start(pid, options)?))),
+            None => Ok(Probing::Off),
         }
-        let events = args.events.then(|| folder.join("events.csv"));
-        let mut options = args.mechanisms.options(events, entries as u32 + 1)?;
-        options.stacks = args.stacks;
-        options.mode = args.probe_mode()?;
-        options.syscall_latency = args.syscall_latency;
-        options.no_markers = args.no_markers;
-        Ok(Probing::Live(Box::new(ProbeSession::start(pid, &options)?)))
     }
 
     pub fn info(&self) -> ProbesInfo {
@@ -126,4 +125,61 @@ fn breakdown(session: &ProbeSession, stopped: &Stopped) -> Result<StopBreakdown>
         stopped.signalled_ns,
         stopped.reaped_ns,
     ))
+}
+
+/// The probes as an entry's measurer: their counts, the stop's breakdown, and with
+/// `--stacks` the entry's flamegraph in the run folder's stacks/.
+pub struct Probes {
+    pub probing: Probing,
+    pub folder: PathBuf,
+}
+
+#[async_trait(?Send)]
+impl Measurer for Probes {
+    async fn begin(&mut self, begin: &mut Begin<'_>) -> Result<(), Abort> {
+        if matches!(begin.entry.command, Command::Stop) {
+            self.probing.arm_stop()?;
+        }
+        self.probing.begin_entry(begin.index)?;
+        Ok(())
+    }
+
+    async fn end(&mut self, record: &mut EntryRecord, host: Host<'_>) -> Result<(), Abort> {
+        let measure = &mut record.measure;
+        let (mut probes, stop) = self
+            .probing
+            .entry(measure.index, measure.stopped.as_ref())?;
+        if let Some(probes) = &mut probes {
+            probes.name_publishes(&std::mem::take(&mut measure.outcome.spans));
+        }
+        // Symbolised while the host runs: the stop entry's stacks die with it. A failure
+        // costs the flamegraph, not the run.
+        if measure.stopped.is_none() {
+            let stacks = self
+                .probing
+                .stacks(measure.index, probes.as_ref())
+                .unwrap_or_else(|error| {
+                    host.progress.note(&format!(
+                        "warning: entry {}: no stacks: {error:#}",
+                        measure.index
+                    ));
+                    None
+                });
+            if let Some(stacks) = stacks {
+                output::stacks::write(&self.folder, measure.index, &measure.cmd, &stacks)?;
+                record.stacks = Some(stacks.summary);
+            }
+        }
+        record.probes = probes;
+        record.stop = stop;
+        Ok(())
+    }
+
+    async fn finish(&mut self, info: &mut RunInfo) -> anyhow::Result<()> {
+        let costs = self.probing.costs()?;
+        if let Some(probes) = &mut info.probes {
+            probes.costs = costs;
+        }
+        Ok(())
+    }
 }

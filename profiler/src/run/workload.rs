@@ -88,6 +88,7 @@ pub struct Workload {
 }
 
 /// How the run's command line says the workload is driven.
+#[derive(Clone)]
 pub struct Settings {
     pub python: PythonSample,
     pub cap: InFlightCap,
