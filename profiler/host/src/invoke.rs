@@ -4,32 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::limits::MemoryLimiter;
 use crate::marks::{PHASE_CALL, PHASE_INSTANTIATE, PhaseCell, Work};
-use crate::metrics::{LiveInstance, Metrics};
+use crate::metrics::Metrics;
+use crate::request::RequestState;
 use crate::world::{SkillError, SkillPre};
-
-/// Per-request store state: WASI (no files, no network, no environment) and the
-/// memory limiter.
-pub struct RequestState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    limiter: MemoryLimiter,
-    _live: LiveInstance,
-}
-
-impl WasiView for RequestState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
 
 /// A skill's JSON output and where the request's time went.
 pub struct Answer {
@@ -74,14 +55,12 @@ pub struct Invocation<'a> {
 impl Invocation<'_> {
     pub async fn run(&self, input: &[u8]) -> Result<Answer, Failure> {
         let engine = self.pre.engine();
-        let state = RequestState {
-            wasi: WasiCtx::builder().inherit_stderr().build(),
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(self.memory_limit),
-            _live: self.metrics.instance_started(self.skill),
-        };
+        let state = RequestState::new(
+            MemoryLimiter::new(self.memory_limit),
+            self.metrics.instance_started(self.skill),
+        );
         let mut store = Store::new(engine, state);
-        store.limiter(|state| &mut state.limiter);
+        store.limiter(RequestState::limiter);
 
         let started = Instant::now();
         let deadline = self.deadline;
@@ -140,7 +119,7 @@ impl Invocation<'_> {
         // Guests turn refused memory growth into all kinds of errors; name the real cause.
         Err(Failure::Skill(
             fault,
-            match store.data().limiter.refusal() {
+            match store.data().refusal() {
                 Some(refusal) => {
                     format!("skill '{skill}' {problem} (the host refused memory growth: {refusal})")
                 }

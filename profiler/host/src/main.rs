@@ -13,6 +13,7 @@ mod marks;
 mod metrics;
 mod names;
 mod registry;
+mod request;
 mod world;
 
 use std::io::Write;

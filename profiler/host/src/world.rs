@@ -8,7 +8,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store};
 
 use crate::config::Api;
-use crate::invoke::RequestState;
+use crate::request::RequestState;
 
 mod skillprof_world {
     wasmtime::component::bindgen!({
