@@ -226,7 +226,8 @@ fn report_exact(options: &Options, rounds: &[[Measured; 6]]) {
         },
         rounds.len()
     );
-    let metrics: [(&str, fn(&Measured) -> f64); 4] = [
+    type Metric = (&'static str, fn(&Measured) -> f64);
+    let metrics: [Metric; 4] = [
         ("host CPU", |m| m.host_cpu_ms),
         ("host CPU while serving", |m| m.serving_cpu_ms),
         ("wall", |m| m.wall_ms),

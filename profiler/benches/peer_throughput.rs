@@ -13,7 +13,7 @@
 //!   from the scheduled send).
 //!
 //!     scripts/build-peers.sh
-//!     cargo bench -p skillprof --bench peer_throughput [-- --rounds N --step-s S --hey-s S]
+//!   cargo bench -p skillprof --bench peer_throughput [-- --rounds N --step-s S --hey-s S]
 //!
 //! Needs the release build, the sample skills (`cargo xtask build-skills`, which builds the
 //! wasi:http ones too) and build/peers/; no root.

@@ -68,7 +68,7 @@ mod tests {
     fn finds_the_fs_base_in_this_kernels_task_struct() {
         let offset = super::fsbase_offset().unwrap();
         assert!(
-            offset > 0 && offset < 64 * 1024 && offset % 8 == 0,
+            offset > 0 && offset < 64 * 1024 && offset.is_multiple_of(8),
             "{offset}"
         );
     }
