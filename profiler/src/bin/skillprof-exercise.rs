@@ -150,40 +150,8 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
             })?;
             Ok(None)
         }
-        Some("populate") => {
-            let mut failed = None;
-            take_untouched(state, number(1)?, |start, pages| {
-                // SAFETY: a span of a live read-write mapping.
-                let rc =
-                    unsafe { libc::madvise(start.cast(), pages * PAGE, libc::MADV_POPULATE_WRITE) };
-                if rc != 0 {
-                    failed = Some(std::io::Error::last_os_error());
-                }
-            })?;
-            match failed {
-                Some(error) => Err(format!("madvise(MADV_POPULATE_WRITE): {error}")),
-                None => Ok(None),
-            }
-        }
-        Some("read-into") => {
-            let zero = state.zero;
-            if zero < 0 {
-                return Err("/dev/zero did not open".into());
-            }
-            take_untouched(state, number(1)?, |start, pages| {
-                let mut done = 0;
-                while done < pages * PAGE {
-                    // SAFETY: into a live read-write mapping, within the span.
-                    let n =
-                        unsafe { libc::read(zero, start.add(done).cast(), pages * PAGE - done) };
-                    if n <= 0 {
-                        break;
-                    }
-                    done += n as usize;
-                }
-            })?;
-            Ok(None)
-        }
+        Some("populate") => populate(state, number(1)?),
+        Some("read-into") => read_into(state, number(1)?),
         Some("munmap") => {
             let k = number(1)?;
             if k > state.regions.len() {
@@ -250,51 +218,8 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
             state.drain_bytes = number(1)? * MIB;
             Ok(None)
         }
-        Some("wait-sigterm") => {
-            // SIGTERM stays blocked from before the reply until sigsuspend unblocks it and
-            // waits in one step. With a flag check and pause(), a SIGTERM sent right after
-            // the reply could land between the two, and the wait never ended (a kernel-matrix
-            // guest hung so).
-            // SAFETY: this (only) thread's signal mask, from and into sets on the stack.
-            let waiting = unsafe {
-                let mut term: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut term);
-                libc::sigaddset(&mut term, libc::SIGTERM);
-                let mut before: libc::sigset_t = std::mem::zeroed();
-                libc::sigprocmask(libc::SIG_BLOCK, &term, &mut before);
-                libc::sigdelset(&mut before, libc::SIGTERM);
-                before
-            };
-            reply(state, "ok waiting");
-            while !SIGTERM.load(Ordering::SeqCst) {
-                // SAFETY: waits for a signal with `waiting` as the mask, SIGTERM unblocked.
-                unsafe { libc::sigsuspend(&waiting) };
-            }
-            drain_and_exit(state)
-        }
-        Some("readfile") => {
-            let path =
-                CString::new(*words.get(1).ok_or("missing path")?).map_err(|e| e.to_string())?;
-            // SAFETY: a NUL-terminated path; the fd is closed below.
-            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
-            if fd < 0 {
-                return Err(format!("open: {}", std::io::Error::last_os_error()));
-            }
-            let mut total = 0usize;
-            loop {
-                // SAFETY: reads into our own buffer.
-                let n = unsafe {
-                    libc::read(fd, state.read_buf.as_mut_ptr().cast(), state.read_buf.len())
-                };
-                if n <= 0 {
-                    break;
-                }
-                total += n as usize;
-            }
-            // SAFETY: our fd.
-            unsafe { libc::close(fd) };
-            Ok(Some(format!("ok read={total}")))
-        }
+        Some("wait-sigterm") => wait_sigterm(state),
+        Some("readfile") => readfile(state, words.get(1).ok_or("missing path")?),
         Some("faults") => {
             // SAFETY: fills a zeroed struct.
             let usage = unsafe {
@@ -324,6 +249,90 @@ fn run(state: &mut State, words: &[&str]) -> Result<Option<String>, String> {
         Some("exit") => std::process::exit(0),
         _ => Err(format!("unknown command {words:?}")),
     }
+}
+
+/// Faults in the next `pages` untouched pages with one madvise(MADV_POPULATE_WRITE) per span:
+/// faults the kernel takes for get_user_pages.
+fn populate(state: &mut State, pages: usize) -> Result<Option<String>, String> {
+    let mut failed = None;
+    take_untouched(state, pages, |start, pages| {
+        // SAFETY: a span of a live read-write mapping.
+        let rc = unsafe { libc::madvise(start.cast(), pages * PAGE, libc::MADV_POPULATE_WRITE) };
+        if rc != 0 {
+            failed = Some(std::io::Error::last_os_error());
+        }
+    })?;
+    match failed {
+        Some(error) => Err(format!("madvise(MADV_POPULATE_WRITE): {error}")),
+        None => Ok(None),
+    }
+}
+
+/// Fills the next `pages` untouched pages by read(2) from /dev/zero: faults taken in the
+/// kernel, copying to user memory.
+fn read_into(state: &mut State, pages: usize) -> Result<Option<String>, String> {
+    let zero = state.zero;
+    if zero < 0 {
+        return Err("/dev/zero did not open".into());
+    }
+    take_untouched(state, pages, |start, pages| {
+        let mut done = 0;
+        while done < pages * PAGE {
+            // SAFETY: into a live read-write mapping, within the span.
+            let n = unsafe { libc::read(zero, start.add(done).cast(), pages * PAGE - done) };
+            if n <= 0 {
+                break;
+            }
+            done += n as usize;
+        }
+    })?;
+    Ok(None)
+}
+
+/// Answers, then waits for SIGTERM, drains and exits.
+fn wait_sigterm(state: &mut State) -> Result<Option<String>, String> {
+    // SIGTERM stays blocked from before the reply until sigsuspend unblocks it and
+    // waits in one step. With a flag check and pause(), a SIGTERM sent right after
+    // the reply could land between the two, and the wait never ended (a kernel-matrix
+    // guest hung so).
+    // SAFETY: this (only) thread's signal mask, from and into sets on the stack.
+    let waiting = unsafe {
+        let mut term: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut term);
+        libc::sigaddset(&mut term, libc::SIGTERM);
+        let mut before: libc::sigset_t = std::mem::zeroed();
+        libc::sigprocmask(libc::SIG_BLOCK, &term, &mut before);
+        libc::sigdelset(&mut before, libc::SIGTERM);
+        before
+    };
+    reply(state, "ok waiting");
+    while !SIGTERM.load(Ordering::SeqCst) {
+        // SAFETY: waits for a signal with `waiting` as the mask, SIGTERM unblocked.
+        unsafe { libc::sigsuspend(&waiting) };
+    }
+    drain_and_exit(state)
+}
+
+/// Reads the file at `path` through the page cache; answers how many bytes.
+fn readfile(state: &mut State, path: &str) -> Result<Option<String>, String> {
+    let path = CString::new(path).map_err(|e| e.to_string())?;
+    // SAFETY: a NUL-terminated path; the fd is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
+    if fd < 0 {
+        return Err(format!("open: {}", std::io::Error::last_os_error()));
+    }
+    let mut total = 0usize;
+    loop {
+        // SAFETY: reads into our own buffer.
+        let n = unsafe { libc::read(fd, state.read_buf.as_mut_ptr().cast(), state.read_buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        total += n as usize;
+    }
+    // SAFETY: our fd.
+    unsafe { libc::close(fd) };
+    Ok(Some(format!("ok read={total}")))
 }
 
 /// Hands `each` the next `pages` untouched pages of the mappings, one span per mapping
