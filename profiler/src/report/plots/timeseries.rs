@@ -881,21 +881,30 @@ fn reclaim(run: &Run) -> Result<Figure> {
         }
         Ok(())
     })?;
-    let wakes = total(&|i| {
-        run.record(i)?
-            .probe(Probe::Kswapd, |c| c.kswapd.wakes as f64)
-    });
-    let count = total(&|i| {
-        run.record(i)?
-            .probe(Probe::DirectReclaim, |c| c.direct.host as f64)
-    });
+    Ok(Figure::svg(
+        "reclaim",
+        TITLE,
+        svg,
+        reclaim_caption(run, from_events),
+    ))
+}
+
+/// What the reclaim plot shows, how it was made, and the run's totals.
+fn reclaim_caption(run: &Run, from_events: bool) -> String {
+    let total = |value: &dyn Fn(&crate::record::EntryRecord) -> Option<f64>| -> Option<f64> {
+        let values: Vec<f64> = run.records.iter().filter_map(value).collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    };
+    let wakes = total(&|r| r.probe(Probe::Kswapd, |c| c.kswapd.wakes as f64));
+    let count = total(&|r| r.probe(Probe::DirectReclaim, |c| c.direct.host as f64));
+    let reclaimed_ms = total(&|r| r.probe(Probe::DirectReclaim, |c| c.direct.host_ns as f64 / 1e6));
     let summary = match (wakes, count) {
         (Some(w), Some(c)) => format!(
             "Over the run kswapd woke {} time(s) and the host reclaimed directly {} time(s) \
              ({} in all).",
             units::count(w),
             units::count(c),
-            units::ms(total(&direct_reclaim_ms).unwrap_or(0.0))
+            units::ms(reclaimed_ms.unwrap_or(0.0))
         ),
         _ => String::new(),
     };
@@ -913,16 +922,11 @@ fn reclaim(run: &Run) -> Result<Figure> {
          100%."
             .to_owned()
     };
-    Ok(Figure::svg(
-        "reclaim",
-        TITLE,
-        svg,
-        format!(
-            "kswapd wakes when free memory falls below a zone's low watermark and reclaims in \
-             the background; direct reclaim is an allocation reclaiming by itself, a stall the \
-             host feels. {method} {summary}"
-        ),
-    ))
+    format!(
+        "kswapd wakes when free memory falls below a zone's low watermark and reclaims in the \
+         background; direct reclaim is an allocation reclaiming by itself, a stall the host \
+         feels. {method} {summary}"
+    )
 }
 
 /// kswapd's awake spans from its wake and sleep events, per kswapd thread; a span still open
