@@ -222,6 +222,77 @@ pub struct ProbeSession {
     rss_stat: RssStat,
 }
 
+/// The host's functions the probes follow, found in one pass over its symbol table: the
+/// marker (whose uprobe only streams the marks, with `--events`: the rows are the ledger's),
+/// the pooling allocator's, and wasmtime's code publish.
+fn host_functions(
+    tgid: u32,
+    options: &ProbeOptions,
+    ledger: &Result<HostLedger, String>,
+) -> (
+    Result<host_symbol::HostSymbol, String>,
+    PoolFunctions,
+    Result<Option<host_symbol::HostSymbol>, String>,
+) {
+    let binary = host_symbol::binary(tgid);
+    let (marker, pool, publish) = match host_symbol::find_each(
+        tgid,
+        [
+            &markers::is_marker,
+            &pool::is_batching_flag,
+            &pool::is_decommit_pages,
+            &pool::is_rustix_ioctl,
+            &publish::is_code_publish,
+        ],
+    ) {
+        Ok([marker, flag, decommit, ioctl, publish]) => (
+            marker.ok_or_else(|| markers::missing(&binary)),
+            Ok([flag, decommit, ioctl]),
+            Ok(publish),
+        ),
+        Err(why) => (Err(why.clone()), Err(why.clone()), Err(why)),
+    };
+    let marker = marker.and_then(|marker| match (options.events.is_some(), ledger) {
+        (true, Ok(_)) => Ok(marker),
+        (false, _) => Err("only with --events".to_owned()),
+        (true, Err(why)) => Err(why.clone()),
+    });
+    let pool = PoolFunctions {
+        found: pool,
+        binary,
+    };
+    (marker, pool, publish)
+}
+
+/// The major-fault perf counter's status: on every host thread in exact mode; the kernel's
+/// own majflt, read at the boundaries, says the same in the default mode, where a perf counter
+/// on every host thread would add to each of their context switches.
+fn major_faults_status(majflt: &Option<Result<MajorFaults>>, tgid: u32) -> ProbeStatus {
+    match majflt {
+        Some(opened) => ProbeStatus::single(
+            Probe::MajorFaults,
+            Mechanism::PerfCounter,
+            &opened
+                .as_ref()
+                .map(|m| {
+                    format!(
+                        "PERF_COUNT_SW_PAGE_FAULTS_MAJ on {} threads of {tgid} (inherited)",
+                        m.threads()
+                    )
+                })
+                .map_err(|e| format!("{e:#}")),
+            &[],
+        ),
+        None => ProbeStatus::left_to_exact_mode(
+            Probe::MajorFaults,
+            &[Mechanism::PerfCounter],
+            "exact mode only (--probes exact): the host-only mode reads the kernel's own \
+             count of the host's major faults (majflt) at each boundary, and a perf \
+             counter on every host thread would add to each of their context switches",
+        ),
+    }
+}
+
 impl ProbeSession {
     /// Loads the object filtered to `tgid`, attaches every probe by its plan and, with
     /// `self_cost`, enables BPF stats (off again when the session drops). Only a failure to
@@ -251,32 +322,7 @@ impl ProbeSession {
             true => Err("off (--no-markers): entries only, no per-skill rows".to_owned()),
             false => HostLedger::open(tgid),
         };
-        // One pass over the host's symbol table for every function a probe follows.
-        let binary = host_symbol::binary(tgid);
-        let (marker, pool, publish) = match host_symbol::find_each(
-            tgid,
-            [
-                &markers::is_marker,
-                &pool::is_batching_flag,
-                &pool::is_decommit_pages,
-                &pool::is_rustix_ioctl,
-                &publish::is_code_publish,
-            ],
-        ) {
-            Ok([marker, flag, decommit, ioctl, publish]) => (
-                marker.ok_or_else(|| markers::missing(&binary)),
-                Ok([flag, decommit, ioctl]),
-                Ok(publish),
-            ),
-            Err(why) => (Err(why.clone()), Err(why.clone()), Err(why)),
-        };
-        // The marker's uprobe only streams the marks (`--events`): the rows are the ledger's,
-        // and the exact mode's programs read each thread's skill from its slot there.
-        let marker = marker.and_then(|marker| match (options.events.is_some(), &ledger) {
-            (true, Ok(_)) => Ok(marker),
-            (false, _) => Err("only with --events".to_owned()),
-            (true, Err(why)) => Err(why.clone()),
-        });
+        let (marker, pool, publish) = host_functions(tgid, options, &ledger);
         let mark_slots = match (exact, &ledger) {
             (true, Ok(ledger)) => Some(ledger.mark_slot().and_then(|mark_slot| {
                 Ok(object::MarkSlots {
@@ -285,10 +331,6 @@ impl ProbeSession {
                 })
             })),
             _ => None,
-        };
-        let pool = PoolFunctions {
-            found: pool,
-            binary,
         };
         let mut ebpf = object::load(&object::Settings {
             tgid,
@@ -353,29 +395,7 @@ impl ProbeSession {
         // The kernel's own majflt, read at the boundaries, says the same in the default mode;
         // a perf counter on every host thread adds to each of their context switches.
         let majflt = exact.then(|| MajorFaults::open(tgid));
-        statuses.push(match &majflt {
-            Some(opened) => ProbeStatus::single(
-                Probe::MajorFaults,
-                Mechanism::PerfCounter,
-                &opened
-                    .as_ref()
-                    .map(|m| {
-                        format!(
-                            "PERF_COUNT_SW_PAGE_FAULTS_MAJ on {} threads of {tgid} (inherited)",
-                            m.threads()
-                        )
-                    })
-                    .map_err(|e| format!("{e:#}")),
-                &[],
-            ),
-            None => ProbeStatus::left_to_exact_mode(
-                Probe::MajorFaults,
-                &[Mechanism::PerfCounter],
-                "exact mode only (--probes exact): the host-only mode reads the kernel's own \
-                 count of the host's major faults (majflt) at each boundary, and a perf \
-                 counter on every host thread would add to each of their context switches",
-            ),
-        });
+        statuses.push(major_faults_status(&majflt, tgid));
 
         let entry_map = Array::try_from(take(&mut ebpf, object::ENTRY)?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, object::COUNTERS)?)?;
