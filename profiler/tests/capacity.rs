@@ -15,16 +15,6 @@ use common::cli::{
 };
 use common::require_root;
 
-/// One test at a time: the map-count test lowers a limit every process on the machine lives
-/// under, and the fills measure memory that a neighbour's host would share the machine with.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// What these tests do that needs root.
 const ROOT: &str = "the capacity tests run the host in a memory cgroup of its own";
 
@@ -90,7 +80,7 @@ fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
 #[test]
 fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests() {
     require_root(ROOT);
-    let _serial = serial();
+    let _serial = common::machine();
     let dir = tempfile::tempdir().unwrap();
     // The source: the first skill, a hundred more, requests in flight; under a limit it never
     // reaches, so that memory is what the kernel charges (what a limit limits). malloc grows
@@ -199,7 +189,7 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
 #[test]
 fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
     require_root(ROOT);
-    let _serial = serial();
+    let _serial = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let source = write_cmds(dir.path(), "source.cmds", "add_rs\n100 add_rs\n");
     let fill = write_cmds(dir.path(), "fill.cmds", "add_rs\nfill_rs 1000\n");
@@ -278,7 +268,7 @@ fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
 #[test]
 fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_written() {
     require_root(ROOT);
-    let _serial = serial();
+    let _serial = common::machine();
     let dir = tempfile::tempdir().unwrap();
     // 200 MB in one request, in a 64 MiB cgroup without swap: the OOM killer takes the host.
     let workload = write_cmds(
@@ -325,7 +315,7 @@ fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_writt
 #[test]
 fn the_cgroup_is_removed_after_ctrl_c() {
     require_root(ROOT);
-    let _serial = serial();
+    let _serial = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let (child, folder) = start_long_run(
         dir.path(),
@@ -349,7 +339,7 @@ fn the_cgroup_is_removed_after_ctrl_c() {
 #[test]
 fn the_cgroup_and_the_host_in_it_are_removed_after_a_sigkill() {
     require_root(ROOT);
-    let _serial = serial();
+    let _serial = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let (mut child, folder) = start_long_run(
         dir.path(),
@@ -371,7 +361,7 @@ fn the_cgroup_and_the_host_in_it_are_removed_after_a_sigkill() {
 #[test]
 fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
     require_root(ROOT);
-    let _serial = serial();
+    let _serial = common::machine();
     let dir = tempfile::tempdir().unwrap();
     // Each sleeping on-demand instance holds several mappings: 300 of them need about 2,000,
     // twice the limit the run sets (and restores).

@@ -7,27 +7,17 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+
 use std::time::{Duration, Instant};
 
 use common::cli::{
-    alive, csv_rows, describe, eventually, host_pid, meta, run, run_ok, skillprof, start_long_run,
-    write_cmds,
+    alive, cell, csv_rows, describe, eventually, host_pid, meta, run, run_ok, skillprof,
+    start_long_run, write_cmds,
 };
 use common::require_root;
-
-/// One swarm at a time: the machine has two cores.
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    MACHINE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// What these tests do that needs root.
 const ROOT: &str = "the load tests make network namespaces, veth links and a cgroup";
@@ -38,12 +28,6 @@ fn cmds(dir: &Path, duration_s: u32) -> PathBuf {
         "load.cmds",
         &format!("p_add_rs 2\nl_execute_all World 0 200 20 2 {duration_s}\n"),
     )
-}
-
-fn number(row: &BTreeMap<String, String>, column: &str) -> f64 {
-    row[column]
-        .parse()
-        .unwrap_or_else(|_| panic!("{column} is {:?}", row[column]))
 }
 
 /// No namespace, link, cgroup or Locust process of the run is left.
@@ -99,7 +83,7 @@ fn processes_running(needle: &str) -> Vec<u32> {
 #[test]
 fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let (output, folder) = run_ok(&cmds(dir.path(), 15), &dir.path().join("runs"), &[]);
     let commands = csv_rows(&folder.join("commands.csv"));
@@ -107,36 +91,49 @@ fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() 
         .iter()
         .find(|row| row["cmd"].starts_with("l_execute_all"))
         .expect("the l_execute_all entry");
-    let requests = number(entry, "load_requests");
+    let requests = cell::<f64>(entry, "load_requests");
     // 20 users, each request sleeping 200 ms, for 15 s: about 1,500 requests.
     assert!(
         requests > 300.0,
         "{requests} requests\n{}",
         describe(&output)
     );
-    assert_eq!(number(entry, "load_failures"), 0.0, "{}", describe(&output));
-    assert_eq!(number(entry, "requests"), requests);
-    let served = number(entry, "load_host_served");
+    assert_eq!(
+        cell::<f64>(entry, "load_failures"),
+        0.0,
+        "{}",
+        describe(&output)
+    );
+    assert_eq!(cell::<f64>(entry, "requests"), requests);
+    let served = cell::<f64>(entry, "load_host_served");
     // Users finish the request they are in when stopped: at most one per user is in flight
     // at either edge of the window.
     assert!(
         (served - requests).abs() <= 20.0,
         "Locust counted {requests}, the host served {served}"
     );
-    assert!(number(entry, "load_p50_ms") >= 200.0, "{entry:?}");
+    assert!(cell::<f64>(entry, "load_p50_ms") >= 200.0, "{entry:?}");
     // Locust's percentiles are its histogram's buckets (two significant digits above
     // 100 ms: 476 ms reads 480), its max the exact time: the p99 may round past the max.
-    let (p99, max) = (number(entry, "load_p99_ms"), number(entry, "load_max_ms"));
+    let (p99, max) = (
+        cell::<f64>(entry, "load_p99_ms"),
+        cell::<f64>(entry, "load_max_ms"),
+    );
     assert!(max >= p99 * 0.95, "p99 {p99} ms, max {max} ms");
-    assert!(number(entry, "took_ms") >= 15_000.0, "{entry:?}");
+    assert!(cell::<f64>(entry, "took_ms") >= 15_000.0, "{entry:?}");
     // load.csv: one row per skill and the total, which is commands.csv's.
     let load = csv_rows(&folder.join("load.csv"));
     let skills: Vec<&str> = load.iter().map(|row| row["skill"].as_str()).collect();
     assert_eq!(skills, ["sample_rs1", "sample_rs2", "Aggregated"]);
-    let per_skill: f64 = load[..2].iter().map(|row| number(row, "requests")).sum();
+    let per_skill: f64 = load[..2]
+        .iter()
+        .map(|row| cell::<f64>(row, "requests"))
+        .sum();
     assert_eq!(per_skill, requests);
     assert!(
-        load[..2].iter().all(|row| number(row, "requests") > 0.0),
+        load[..2]
+            .iter()
+            .all(|row| cell::<f64>(row, "requests") > 0.0),
         "every skill gets users: {load:?}"
     );
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
@@ -159,7 +156,7 @@ fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() 
 #[test]
 fn an_open_loop_from_two_workers_is_measured_from_its_schedule_and_sees_a_stall() {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let cmds = write_cmds(
         dir.path(),
@@ -195,22 +192,22 @@ fn an_open_loop_from_two_workers_is_measured_from_its_schedule_and_sees_a_stall(
         .iter()
         .find(|row| row["cmd"].starts_with("lo_execute"))
         .expect("the lo_execute entry");
-    assert_eq!(number(entry, "load_asked_rps"), 200.0);
-    assert_eq!(number(entry, "load_workers"), 2.0);
-    let requests = number(entry, "load_requests");
+    assert_eq!(cell::<f64>(entry, "load_asked_rps"), 200.0);
+    assert_eq!(cell::<f64>(entry, "load_workers"), 2.0);
+    let requests = cell::<f64>(entry, "load_requests");
     // 10 s at 200/s from two schedules of 100/s each.
     assert!(
         (1_900.0..=2_010.0).contains(&requests),
         "{requests} requests\n{}",
         describe(&output)
     );
-    assert_eq!(number(entry, "load_failures"), 0.0, "{entry:?}");
+    assert_eq!(cell::<f64>(entry, "load_failures"), 0.0, "{entry:?}");
     // About 200 requests were due while the host was stopped, the first kept a second: from
     // their scheduled sends, they are the slowest tenth.
     let (p50, p99, max) = (
-        number(entry, "load_p50_ms"),
-        number(entry, "load_p99_ms"),
-        number(entry, "load_max_ms"),
+        cell::<f64>(entry, "load_p50_ms"),
+        cell::<f64>(entry, "load_p99_ms"),
+        cell::<f64>(entry, "load_max_ms"),
     );
     assert!(p50 < 100.0, "p50 {p50} ms: {entry:?}");
     assert!(max >= 900.0, "max {max} ms: {entry:?}");
@@ -228,7 +225,7 @@ fn an_open_loop_from_two_workers_is_measured_from_its_schedule_and_sees_a_stall(
     assert_eq!(written.len(), 2, "{written:?}");
     let field = |name: &str| -> f64 { written.iter().map(|w| w[name].as_f64().unwrap()).sum() };
     assert_eq!(field("sent") - field("unanswered"), requests, "{written:?}");
-    assert_eq!(number(entry, "load_late_sends"), field("late_sends"));
+    assert_eq!(cell::<f64>(entry, "load_late_sends"), field("late_sends"));
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
     assert!(
         explain.contains("Locust's 2 worker(s) sent an open loop at 200/s in all")
@@ -262,7 +259,7 @@ fn start_swarm(dir: &Path) -> (std::process::Child, PathBuf) {
 #[test]
 fn ctrl_c_mid_swarm_ends_the_run_and_removes_everything() {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let (child, folder) = start_swarm(dir.path());
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
@@ -280,7 +277,7 @@ fn ctrl_c_mid_swarm_ends_the_run_and_removes_everything() {
 #[test]
 fn sigkill_of_skillprof_leaves_the_guardians_to_remove_everything() {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let (mut child, folder) = start_swarm(dir.path());
     child.kill().unwrap();
@@ -300,7 +297,7 @@ fn sigkill_of_skillprof_leaves_the_guardians_to_remove_everything() {
 #[test]
 fn workers_that_do_not_connect_in_time_fail_the_entry_and_the_run_goes_on() {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("timeout.cmds");
     fs::write(&path, "add_rs\nl_execute_all World 0 100 4 2 5\nskills\n").unwrap();

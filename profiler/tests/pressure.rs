@@ -12,23 +12,13 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::cli::{alive, csv_rows, eventually, meta, run_folder, run_ok, skillprof};
+use common::cli::{alive, cell, csv_rows, eventually, meta, run_folder, run_ok, skillprof};
 use common::require_root;
 use serde_json::Value;
-
-/// One experiment at a time.
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    // A failed test must not fail the others that wait.
-    MACHINE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 const SCALE_FACTOR: &str = "/proc/sys/vm/watermark_scale_factor";
 /// What the balloon's memory may still be missing from MemAvailable afterwards: other
@@ -122,12 +112,6 @@ fn pids(meta: &Value, key: &str) -> Vec<u64> {
         .collect()
 }
 
-fn number(row: &std::collections::BTreeMap<String, String>, column: &str) -> f64 {
-    row[column]
-        .parse()
-        .unwrap_or_else(|_| panic!("{column} = {:?} in {row:?}", row[column]))
-}
-
 /// The flags every experiment here uses: both changes to the machine, so that every test
 /// checks both come back.
 const CHANGES: [&str; 6] = [
@@ -162,7 +146,7 @@ fn refuses_to_run_without_root() {
 /// returned directory.
 fn quick_experiment(args: &[&str]) -> (std::process::Output, PathBuf, tempfile::TempDir) {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let before = before();
     let out = tempfile::tempdir().unwrap();
     let output = skillprof()
@@ -192,16 +176,16 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
     for row in &bands {
         let band = &row["band"];
         assert_eq!(row["outcome"], "held", "{band}: {}", row["reason"]);
-        assert_eq!(number(row, "iterations"), 50.0);
-        assert!(number(row, "iter_median_ms") > 0.0);
+        assert_eq!(cell::<f64>(row, "iterations"), 50.0);
+        assert!(cell::<f64>(row, "iter_median_ms") > 0.0);
         // Each band's slowdown against baseline, with its bootstrap interval.
         if band == "baseline" {
             assert!(row["vs_baseline_pct"].is_empty(), "{row:?}");
         } else {
             let (lo, median, hi) = (
-                number(row, "vs_baseline_lo_pct"),
-                number(row, "vs_baseline_pct"),
-                number(row, "vs_baseline_hi_pct"),
+                cell::<f64>(row, "vs_baseline_lo_pct"),
+                cell::<f64>(row, "vs_baseline_pct"),
+                cell::<f64>(row, "vs_baseline_hi_pct"),
             );
             assert!(
                 lo.is_finite() && median.is_finite() && lo <= hi,
@@ -211,19 +195,19 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
         // Held within tolerance: nearly every reading in the band, none more than a band's
         // width outside it.
         assert!(
-            number(row, "pressure_in_band_pct") >= 90.0,
+            cell::<f64>(row, "pressure_in_band_pct") >= 90.0,
             "{band}: {row:?}"
         );
         // The band is the one at the last reading: a watermark boost may have moved it a
         // little since the fewest and most free pages were read.
-        let lower = number(row, "pressure_band_lower_kb");
+        let lower = cell::<f64>(row, "pressure_band_lower_kb");
         if row["pressure_band_upper_kb"].is_empty() {
             assert!(
-                number(row, "pressure_min_free_kb") >= lower,
+                cell::<f64>(row, "pressure_min_free_kb") >= lower,
                 "{band}: {row:?}"
             );
         } else {
-            let upper = number(row, "pressure_band_upper_kb");
+            let upper = cell::<f64>(row, "pressure_band_upper_kb");
             let width = upper - lower;
             // --scale-factor 100 makes each band ~1% of memory wide, not 0.1%.
             assert!(
@@ -232,11 +216,11 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
             );
             let tolerance = width / 2.0;
             assert!(
-                number(row, "pressure_min_free_kb") >= lower - tolerance,
+                cell::<f64>(row, "pressure_min_free_kb") >= lower - tolerance,
                 "{band}: {row:?}"
             );
             assert!(
-                number(row, "pressure_max_free_kb") < upper + tolerance,
+                cell::<f64>(row, "pressure_max_free_kb") < upper + tolerance,
                 "{band}: {row:?}"
             );
         }
@@ -246,13 +230,13 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
     assert!(
         samples
             .iter()
-            .all(|s| number(s, "swaptotal_kb") >= 200.0 * 1024.0),
+            .all(|s| cell::<f64>(s, "swaptotal_kb") >= 200.0 * 1024.0),
         "the swap file was not on during the experiment"
     );
     assert!(
         samples
             .iter()
-            .any(|s| number(s, "balloon_kb") > 1024.0 * 1024.0)
+            .any(|s| cell::<f64>(s, "balloon_kb") > 1024.0 * 1024.0)
     );
     let svg = fs::read_to_string(folder.join("free_vs_watermarks.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("promo [high, promo)"));
@@ -315,9 +299,9 @@ fn per_zone_mode_holds_high_with_every_zone_in_its_own_band() {
     }
     let high = &bands[1];
     assert_eq!(high["outcome"], "held", "{high:?}\n{progress}");
-    assert_eq!(number(high, "iterations"), 50.0);
+    assert_eq!(cell::<f64>(high, "iterations"), 50.0);
     assert!(
-        number(high, "pressure_in_band_pct") >= 90.0,
+        cell::<f64>(high, "pressure_in_band_pct") >= 90.0,
         "{high:?}\n{progress}"
     );
     // Every zone that serves user memory, DMA32 and Normal here, was in high at its lowest:
@@ -420,7 +404,7 @@ fn balloon_of(parent: u32) -> i32 {
 #[test]
 fn a_balloon_stalled_with_memory_free_is_waited_for() {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let before = before();
     let out = tempfile::tempdir().unwrap();
     let (mut child, lines) = spawn_promo(out.path(), "100");
@@ -458,7 +442,7 @@ fn a_balloon_stalled_with_memory_free_is_waited_for() {
     assert_machine_restored(&before, &folder, Duration::from_secs(10));
     let bands = csv_rows(&folder.join("pressure.csv"));
     assert_eq!(bands[0]["outcome"], "held", "{stdout}");
-    assert_eq!(number(&bands[0], "iterations"), 100.0);
+    assert_eq!(cell::<f64>(&bands[0], "iterations"), 100.0);
 }
 
 fn stop_mid_band(signal: libc::c_int) -> (ExitStatus, PathBuf, Before, tempfile::TempDir) {
@@ -484,7 +468,7 @@ fn stop_mid_band(signal: libc::c_int) -> (ExitStatus, PathBuf, Before, tempfile:
 }
 
 fn assert_interrupted(signal: libc::c_int, name: &str) {
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let (status, folder, before, _out) = stop_mid_band(signal);
     assert_eq!(status.code(), Some(128 + signal), "{status:?}");
     assert_machine_restored(&before, &folder, Duration::from_secs(10));
@@ -498,7 +482,7 @@ fn assert_interrupted(signal: libc::c_int, name: &str) {
     let bands = csv_rows(&folder.join("pressure.csv"));
     assert_eq!(bands.len(), 1);
     assert_eq!(bands[0]["outcome"], "interrupted");
-    assert!(number(&bands[0], "iterations") > 0.0);
+    assert!(cell::<f64>(&bands[0], "iterations") > 0.0);
 }
 
 #[test]
@@ -515,7 +499,7 @@ fn sigterm_mid_band_restores_the_machine() {
 /// delete it and the page-cache file, and the balloon ends as its pipe closes.
 #[test]
 fn after_sigkill_mid_band_the_guardians_remove_swap_and_page_cache_and_restore_the_machine() {
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let (status, folder, before, _out) = stop_mid_band(libc::SIGKILL);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
@@ -533,7 +517,7 @@ fn after_sigkill_mid_band_the_guardians_remove_swap_and_page_cache_and_restore_t
 #[test]
 fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
     require_root(ROOT);
-    let _machine = one_at_a_time();
+    let _machine = common::machine();
     let before = before();
     let dir = tempfile::tempdir().unwrap();
     let cmds_file = dir.path().join("pressure.cmds");
@@ -569,10 +553,10 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
     for row in &rows[1..3] {
         assert_eq!(row["pressure_band"], "promo", "{row:?}");
         assert!(
-            number(row, "pressure_in_band_pct") >= 80.0,
+            cell::<f64>(row, "pressure_in_band_pct") >= 80.0,
             "{stderr}\n{row:?}"
         );
-        assert!(number(row, "pressure_balloon_kb") > 0.0, "{row:?}");
+        assert!(cell::<f64>(row, "pressure_balloon_kb") > 0.0, "{row:?}");
         assert_eq!(row["pressure_aborted"], "", "{row:?}");
         // The sampler sees the same memory the balloon holds in the band.
         assert!(

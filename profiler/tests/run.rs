@@ -11,38 +11,34 @@ use skillprof::output::harness_log::RunLog;
 
 mod common;
 use common::cli::{
-    alive, describe, host_pid, long_workload, meta, repo_cmds, run, run_folder, run_ok, skillprof,
-    smoke_cmds, start_long_run, write_cmds,
+    CsvRow, alive, cell, csv_rows, describe, host_pid, long_workload, meta, repo_cmds, run,
+    run_folder, run_ok, skillprof, smoke_cmds, start_long_run, write_cmds,
 };
 use common::outside_host::OutsideHost;
 
-fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+/// A CSV file's header and its rows by column name.
+fn read_csv(path: &Path) -> (Vec<String>, Vec<CsvRow>) {
     let mut reader = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = reader
+    let header = reader
         .headers()
         .unwrap()
         .iter()
         .map(str::to_owned)
         .collect();
-    let rows = reader
-        .records()
-        .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .map(|r| r.iter().map(str::to_owned).collect::<Vec<_>>())
-        .collect();
-    (header, rows)
+    (header, csv_rows(path))
 }
 
-fn column(header: &[String], name: &str) -> usize {
-    header
-        .iter()
-        .position(|h| h == name)
-        .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+/// `name`, once the header says the file has it.
+fn column<'a>(header: &[String], name: &'a str) -> &'a str {
+    assert!(
+        header.iter().any(|h| h == name),
+        "no column {name} in {header:?}"
+    );
+    name
 }
 
-fn int(row: &[String], index: usize) -> i64 {
-    row[index]
-        .parse()
-        .unwrap_or_else(|_| panic!("not an integer: {:?} in {row:?}", row[index]))
+fn int(row: &CsvRow, column: &str) -> i64 {
+    cell(row, column)
 }
 
 #[test]
@@ -117,7 +113,7 @@ fn smoke_run_leaves_four_consistent_files() {
     .map(|c| column(&header, c));
     let execute_skill = rows
         .iter()
-        .find(|r| r[1].starts_with("execute_skill"))
+        .find(|r| r["cmd"].starts_with("execute_skill"))
         .unwrap();
     assert_eq!(int(execute_skill, executions), 1);
     assert!(int(execute_skill, minflt) >= 250, "{execute_skill:?}");
@@ -158,7 +154,7 @@ fn smoke_run_leaves_four_consistent_files() {
         );
     }
     // The stop breakdown's parts add up to its total, which is the stop's wall time.
-    let number = |row: &[String], name: &str| row[column(&header, name)].parse::<f64>().unwrap();
+    let number = |row: &CsvRow, name: &str| cell::<f64>(row, column(&header, name));
     let parts: f64 = ["signal", "drain", "exit", "teardown", "last_thread", "reap"]
         .iter()
         .map(|part| number(stop, &format!("stop_{part}_ms")))
@@ -174,7 +170,7 @@ fn smoke_run_leaves_four_consistent_files() {
     // for the host to stop listing the skill is in listing_ms, and the next entry starts
     // after both.
     let deletes: Vec<usize> = (0..rows.len())
-        .filter(|&i| rows[i][1].starts_with("delete_skill"))
+        .filter(|&i| rows[i]["cmd"].starts_with("delete_skill"))
         .collect();
     assert!(!deletes.is_empty());
     for i in deletes {
@@ -969,7 +965,7 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
         assert_eq!(counted, int(row, column(&header, "executions")), "{row:?}");
     }
     // The probes followed the attached process.
-    let add_rs = rows.iter().find(|row| row[1] == "add_rs").unwrap();
+    let add_rs = rows.iter().find(|row| row["cmd"] == "add_rs").unwrap();
     assert!(
         int(add_rs, column(&header, "faults_user")) > 0,
         "{add_rs:?}"
@@ -1034,7 +1030,7 @@ fn an_entrys_peak_is_the_kernels_high_water_mark_even_between_samples() {
     let (header, rows) = read_csv(&folder.join("commands.csv"));
     let execute = rows
         .iter()
-        .find(|row| row[1].starts_with("execute_skill"))
+        .find(|row| row["cmd"].starts_with("execute_skill"))
         .unwrap();
     let [before, after, peak] =
         ["rss_before_kb", "rss_after_kb", "rss_peak_kb"].map(|c| int(execute, column(&header, c)));
@@ -1122,10 +1118,13 @@ fn the_hosts_memory_splits_by_holder_and_malloc_keeps_what_a_compile_freed() {
             "held_read_ms",
         ]
         .map(|name| column(&header, name));
-        let parts = ["heap", "wasm", "code", "files", "stacks"]
-            .map(|part| column(&header, &format!("held_{part}_kb")));
+        let parts = ["heap", "wasm", "code", "files", "stacks"].map(|part| {
+            let name = format!("held_{part}_kb");
+            column(&header, &name);
+            name
+        });
         for row in &rows[..2] {
-            let sum: i64 = parts.iter().map(|&part| int(row, part)).sum();
+            let sum: i64 = parts.iter().map(|part| int(row, part)).sum();
             let rss = int(row, rss);
             assert!(
                 (sum - rss).abs() * 100 <= rss,
@@ -1133,7 +1132,7 @@ fn the_hosts_memory_splits_by_holder_and_malloc_keeps_what_a_compile_freed() {
                 describe(&output)
             );
             assert!(int(row, in_use) <= rss, "{row:?}");
-            assert!(row[read_ms].parse::<f64>().unwrap() > 0.0, "{row:?}");
+            assert!(cell::<f64>(row, read_ms) > 0.0, "{row:?}");
         }
         let add = &rows[0];
         (int(add, heap), int(add, in_use))

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::cli::{csv_rows, describe, meta, run_ok, write_cmds};
+use common::cli::{cell, csv_rows, describe, meta, run_ok, write_cmds};
 use common::require_root;
 
 const PAGE_KB: u64 = 4;
@@ -19,13 +19,6 @@ const B_KB: u64 = 2048;
 
 /// What these tests do that needs root.
 const ROOT: &str = "the skill attribution tests load BPF programs and a uprobe";
-
-fn int(row: &BTreeMap<String, String>, column: &str) -> u64 {
-    row.get(column)
-        .unwrap_or_else(|| panic!("no column {column}"))
-        .parse()
-        .unwrap_or_else(|e| panic!("{column} = {:?}: {e}", row[column]))
-}
 
 /// Both sample skills, then the same requests of each without and with memory to touch.
 fn two_skills(dir: &Path) -> PathBuf {
@@ -65,17 +58,17 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
     for (index, entry) in commands.iter().enumerate() {
         let rows: Vec<_> = skills
             .iter()
-            .filter(|row| int(row, "entry") == index as u64)
+            .filter(|row| cell::<u64>(row, "entry") == index as u64)
             .collect();
         assert!(
             rows.iter().any(|row| row["skill"] == "host"),
             "entry {index} has no host row"
         );
         for column in summed {
-            let sum: u64 = rows.iter().map(|row| int(row, column)).sum();
+            let sum: u64 = rows.iter().map(|row| cell::<u64>(row, column)).sum();
             assert_eq!(
                 sum,
-                int(entry, column),
+                cell::<u64>(entry, column),
                 "entry {index} ({}): skills.csv's {column} sums to {sum}, commands.csv says {}",
                 entry["cmd"],
                 entry[column]
@@ -87,7 +80,9 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
         skills
             .iter()
             .find(|row| {
-                int(row, "entry") == entry && row["skill"] == skill && row["phase"] == "call"
+                cell::<u64>(row, "entry") == entry
+                    && row["skill"] == skill
+                    && row["phase"] == "call"
             })
             .unwrap_or_else(|| panic!("no call row of {skill} in entry {entry}"))
     };
@@ -95,22 +90,22 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
         skills
             .iter()
             .find(|row| {
-                int(row, "entry") == 0 && row["skill"] == skill && row["phase"] == "compile"
+                cell::<u64>(row, "entry") == 0 && row["skill"] == skill && row["phase"] == "compile"
             })
             .unwrap_or_else(|| panic!("{skill} was compiled in entry 0, but has no compile row"))
     });
     // The two skills are the same module, compiled at once: one compile can wait for the
     // other's and do almost nothing itself. Between them, the compile's work is theirs, and
     // publishing its code protects it: those calls are the compiling skill's, not the host's.
-    let together = |column: &str| -> u64 { compiles.iter().map(|c| int(c, column)).sum() };
+    let together = |column: &str| -> u64 { compiles.iter().map(|c| cell::<u64>(c, column)).sum() };
     assert!(together("task_minflt") > 100, "{compiles:?}");
     assert!(together("mprotect_calls") > 0, "{compiles:?}");
     for skill in ["sample_rs1", "sample_rs2"] {
         let compile = compiles.iter().find(|c| c["skill"] == skill).unwrap();
-        assert_eq!(int(compile, "runs"), 1);
+        assert_eq!(cell::<u64>(compile, "runs"), 1);
         for entry in [1, 2] {
             assert_eq!(
-                int(call(entry, skill), "runs"),
+                cell::<u64>(call(entry, skill), "runs"),
                 TIMES,
                 "{skill} in entry {entry}"
             );
@@ -120,8 +115,8 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
     // need not start on a page boundary (at most one more page per chunk of >= 100 KiB), and
     // a little allocator metadata, above what the same requests without memory faulted.
     for (skill, kb) in [("sample_rs1", A_KB), ("sample_rs2", B_KB)] {
-        let with = int(call(2, skill), "task_minflt");
-        let without = int(call(1, skill), "task_minflt");
+        let with = cell::<u64>(call(2, skill), "task_minflt");
+        let without = cell::<u64>(call(1, skill), "task_minflt");
         let touched = with - without;
         let pages = TIMES * kb / PAGE_KB;
         let chunks = TIMES * kb.div_ceil(100);
@@ -202,17 +197,17 @@ fn in_the_host_only_mode_each_skill_s_faults_come_from_its_threads_own_counters(
         skills
             .iter()
             .find(|row| {
-                int(row, "entry") == entry && row["skill"] == skill && row["phase"] == phase
+                cell::<u64>(row, "entry") == entry && row["skill"] == skill && row["phase"] == phase
             })
             .unwrap_or_else(|| panic!("no {phase} row of {skill} in entry {entry}"))
     };
     for (index, entry) in commands.iter().enumerate().take(3) {
         let rows = skills
             .iter()
-            .filter(|row| int(row, "entry") == index as u64);
-        let sum: u64 = rows.map(|row| int(row, "task_minflt")).sum();
+            .filter(|row| cell::<u64>(row, "entry") == index as u64);
+        let sum: u64 = rows.map(|row| cell::<u64>(row, "task_minflt")).sum();
         assert!(
-            sum <= int(entry, "minflt"),
+            sum <= cell::<u64>(entry, "minflt"),
             "entry {index}: the skills' threads took {sum} faults, the kernel counted {} for \
              the whole host",
             entry["minflt"]
@@ -224,7 +219,7 @@ fn in_the_host_only_mode_each_skill_s_faults_come_from_its_threads_own_counters(
     // other's and do almost nothing itself. Between them, the compile's work is theirs.
     let compiles = ["sample_rs1", "sample_rs2"].map(|skill| phase(0, skill, "compile"));
     assert!(
-        compiles.iter().map(|c| int(c, "task_minflt")).max() > Some(100),
+        compiles.iter().map(|c| cell::<u64>(c, "task_minflt")).max() > Some(100),
         "{compiles:?}"
     );
     assert!(
@@ -260,8 +255,8 @@ fn in_the_host_only_mode_each_skill_s_faults_come_from_its_threads_own_counters(
         );
     }
     for (skill, kb) in [("sample_rs1", A_KB), ("sample_rs2", B_KB)] {
-        let touched = int(phase(2, skill, "call"), "task_minflt")
-            - int(phase(1, skill, "call"), "task_minflt");
+        let touched = cell::<u64>(phase(2, skill, "call"), "task_minflt")
+            - cell::<u64>(phase(1, skill, "call"), "task_minflt");
         let pages = TIMES * kb / PAGE_KB;
         let chunks = TIMES * kb.div_ceil(100);
         assert!(
@@ -299,7 +294,7 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
     // The entries are still measured.
     let commands = csv_rows(&folder.join("commands.csv"));
     let mixed = &commands[1];
-    assert!(int(mixed, "faults_user") >= 2 * 256, "{mixed:?}");
+    assert!(cell::<u64>(mixed, "faults_user") >= 2 * 256, "{mixed:?}");
     assert_eq!(
         mixed["marks_hits"], "",
         "a probe that did not attach writes empty cells"
@@ -317,11 +312,11 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
     let called = skills
         .iter()
         .find(|row| {
-            int(row, "entry") == 1 && row["skill"] == "sample_rs1" && row["phase"] == "call"
+            cell::<u64>(row, "entry") == 1 && row["skill"] == "sample_rs1" && row["phase"] == "call"
         })
         .unwrap_or_else(|| panic!("no call row of sample_rs1: {skills:#?}"));
-    assert_eq!(int(called, "runs"), 2, "{called:?}");
-    assert!(int(called, "task_minflt") >= 256, "{called:?}");
+    assert_eq!(cell::<u64>(called, "runs"), 2, "{called:?}");
+    assert!(cell::<u64>(called, "task_minflt") >= 256, "{called:?}");
 }
 
 #[test]
@@ -363,7 +358,10 @@ fn stacks_name_the_wasm_function_that_touched_the_pages() {
     assert!(folder.join("stacks/1.svg").exists());
     let commands = csv_rows(&folder.join("commands.csv"));
     let entry = &commands[1];
-    let (samples, named) = (int(entry, "stacks_samples"), int(entry, "stacks_top_named"));
+    let (samples, named) = (
+        cell::<u64>(entry, "stacks_samples"),
+        cell::<u64>(entry, "stacks_top_named"),
+    );
     println!(
         "stacks: {samples} samples, {named} with a named innermost frame ({:.1}%), {} lost",
         100.0 * named as f64 / samples as f64,
@@ -372,7 +370,10 @@ fn stacks_name_the_wasm_function_that_touched_the_pages() {
     assert!(samples >= pages, "{entry:?}");
     assert!(named * 100 >= samples * 90, "{entry:?}");
     // A walk can fail (the kernel could not read a frame); rarely, and counted.
-    assert!(int(entry, "stacks_lost") * 100 <= samples, "{entry:?}");
+    assert!(
+        cell::<u64>(entry, "stacks_lost") * 100 <= samples,
+        "{entry:?}"
+    );
     // The share with a named innermost frame is printed at the head of explain.md.
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
     let head = explain

@@ -17,16 +17,6 @@ use common::cli::eventually;
 use common::outside_host::OutsideHost;
 use common::{loaded_ids, loaded_since, require_root, taxing_programs};
 
-/// The two tests one at a time: each checks that the programs its watch loaded are gone
-/// after it, which another watch's programs would confuse.
-static ONE_WATCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_watch() -> std::sync::MutexGuard<'static, ()> {
-    ONE_WATCH
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Every program loaded since `before` is gone (the kernel frees them when their last file
 /// descriptor closes).
 fn nothing_left_since(before: &std::collections::BTreeSet<u32>) {
@@ -203,7 +193,7 @@ fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
 #[test]
 fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compile_again() {
     require_root("skillprof watch loads BPF probes");
-    let _one = one_watch();
+    let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let host = OutsideHost::start(dir.path());
     let samples = skillprof::hostctl::SampleSkills::beside_executable(
@@ -444,7 +434,7 @@ async fn futures_join<F: std::future::Future>(requests: [F; 5]) -> Vec<F::Output
 #[test]
 fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_series() {
     require_root("skillprof watch loads BPF probes");
-    let _one = one_watch();
+    let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     // skillhost without its symbols and told not to mark: no ledger, no marker, and no
     // wasmtime function to follow, as a host that does not know skillprof.
@@ -495,7 +485,7 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
 #[test]
 fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
     require_root("skillprof watch loads BPF probes");
-    let _one = one_watch();
+    let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let host = OutsideHost::start(dir.path());
     // And a skill of the host's that fails: the windows say which and why.
@@ -629,7 +619,7 @@ fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
 #[test]
 fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
     require_root("skillprof watch loads BPF probes");
-    let _one = one_watch();
+    let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let skills = dir.path().join("skills");
     fs::create_dir_all(&skills).unwrap();

@@ -165,8 +165,25 @@ pub fn entries(folder: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A CSV row by column name, as a user's script reads it.
+pub type CsvRow = std::collections::BTreeMap<String, String>;
+
+/// The cell `column` of `row` as a `T`: the tests' one cell parser. Panics, naming the row,
+/// where the cell is missing or not a `T` (an empty cell, not measured, is not a number).
+pub fn cell<T: std::str::FromStr>(row: &CsvRow, column: &str) -> T {
+    let text = row
+        .get(column)
+        .unwrap_or_else(|| panic!("no column {column} in {row:?}"));
+    text.parse().unwrap_or_else(|_| {
+        panic!(
+            "{column} is {text:?}, not a {}, in {row:?}",
+            std::any::type_name::<T>()
+        )
+    })
+}
+
 /// A CSV file as rows of named cells.
-pub fn csv_rows(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
+pub fn csv_rows(path: &Path) -> Vec<CsvRow> {
     let mut reader =
         csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let header = reader.headers().unwrap().clone();

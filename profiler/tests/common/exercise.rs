@@ -92,13 +92,14 @@ pub fn row(metrics: &ProbeMetrics) -> Row {
     row
 }
 
-/// An integer cell; panics if it is missing or empty.
+/// An integer cell, typed as the record wrote it; panics if it is missing or empty.
 pub fn int(row: &Row, column: &str) -> u64 {
-    let cell = row
-        .csv(column)
-        .unwrap_or_else(|| panic!("no column {column} in {row:?}"));
-    cell.parse()
-        .unwrap_or_else(|_| panic!("column {column} is {cell:?}, not an integer"))
+    match row.get(column) {
+        Some(skillprof::record::Value::Int(value)) => {
+            u64::try_from(*value).unwrap_or_else(|_| panic!("{column} is {value}"))
+        }
+        other => panic!("column {column} is {other:?}, not an integer, in {row:?}"),
+    }
 }
 
 // ---- the kernel matrix -------------------------------------------------------------------
@@ -336,15 +337,9 @@ pub fn kernel_release() -> String {
 
 /// An integer cell as JSON: `null` if empty (not measured by this mechanism).
 pub fn cell_json(row: &Row, column: &str) -> Value {
-    let cell = row
-        .csv(column)
-        .unwrap_or_else(|| panic!("no column {column} in {row:?}"));
-    if cell.is_empty() {
-        Value::Null
-    } else {
-        json!(
-            cell.parse::<u64>()
-                .unwrap_or_else(|_| panic!("column {column} is {cell:?}, not an integer"))
-        )
+    match row.get(column) {
+        Some(skillprof::record::Value::Absent) => Value::Null,
+        Some(_) => json!(int(row, column)),
+        None => panic!("no column {column} in {row:?}"),
     }
 }

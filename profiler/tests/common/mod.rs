@@ -8,6 +8,16 @@ pub mod exercise;
 pub mod outside_host;
 pub mod tools_python;
 
+/// One test of a binary at a time on the machine, for tests that change what every process
+/// lives under (a sysctl, a balloon), measure memory or CPU a neighbour would share, or count
+/// the kernel's programs. A test that failed holding it does not fail the ones that wait.
+pub fn machine() -> std::sync::MutexGuard<'static, ()> {
+    static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    MACHINE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Stops a test that needs root, loudly: CI runs the suite as root, and a skipped test would
 /// pass while proving nothing. `needs` says what the test does that needs it.
 pub fn require_root(needs: &str) {
