@@ -95,7 +95,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
     for part in &breakdown.parts {
         println!(
             "  {:12} {:>10.3} ms  {}{}",
-            part.name,
+            part.phase.name(),
             part.duration_ns as f64 / 1e6,
             part.detail,
             if part.observed { "" } else { " [NOT OBSERVED]" }
@@ -151,7 +151,7 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
         assert!(
             part.observed,
             "part {} was not observed: {breakdown:#?}",
-            part.name
+            part.phase.name()
         );
     }
     // The kernel saw the SIGTERM, the drain, exit_group and the teardown.
@@ -177,7 +177,13 @@ fn stop_breakdown_of_a_process_holding_over_a_gigabyte_adds_up() {
         "teardown freed {pages} pages; {held_pages} were held"
     );
     // The teardown of > 1 GiB is a real part of the stop.
-    assert!(breakdown.part("teardown").unwrap().duration_ns > 0);
+    assert!(
+        breakdown
+            .part(skillprof::record::probes::StopPhase::Teardown)
+            .unwrap()
+            .duration_ns
+            > 0
+    );
 
     // The drain's munmaps are in the stop entry too.
     let stop = row(&session.entry(2).unwrap());

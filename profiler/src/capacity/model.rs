@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::cmds::{self, Command, InFlightCap, SkillKind};
+use crate::cmds::{Command, SkillKind};
 use crate::record::EntryRecord;
 use crate::stats::{median, nearest_rank, theil_sen, theil_sen_ci};
 
@@ -182,10 +182,9 @@ pub struct Missing {
 /// host's noise (a malloc arena more or less) is most of the figure.
 pub const MIN_IN_FLIGHT: usize = 10;
 
-/// Each entry's command, read back from its name with the cmds grammar.
+/// Each entry's command, as its record keeps it.
 fn command(record: &EntryRecord) -> Option<Command> {
-    let plan = cmds::parse("entry", &record.measure.cmd, InFlightCap::new(u64::MAX)).ok()?;
-    plan.entries.into_iter().next().map(|entry| entry.command)
+    record.measure.cmd.command().cloned()
 }
 
 /// Skills of `kind` one step of the entry adds, if it adds any.
@@ -205,6 +204,178 @@ fn source(run: &RunRecords, record: &EntryRecord) -> String {
     )
 }
 
+/// How a run's memory is read: by its memory cgroup's charge, or by the host's RSS.
+#[derive(Clone, Copy)]
+struct Reading {
+    basis: Basis,
+}
+
+impl Reading {
+    /// The cgroup's charge where every adding entry has one (it counts page tables and kernel
+    /// memory RSS misses), else RSS.
+    fn of(adding: &[(&RunRecords, &EntryRecord, u32)]) -> Reading {
+        let charged = adding.iter().all(|(_, record, _)| {
+            record.memcg.is_some()
+                && record
+                    .measure
+                    .outcome
+                    .steps
+                    .iter()
+                    .all(|s| s.memcg_kb.is_some())
+        });
+        Reading {
+            basis: if charged { Basis::Memcg } else { Basis::Rss },
+        }
+    }
+
+    fn before_kb(self, record: &EntryRecord) -> f64 {
+        match (self.basis, &record.memcg) {
+            (Basis::Memcg, Some(memcg)) => memcg.before.usage_bytes as f64 / 1024.0,
+            _ => record.measure.before.rss_kb as f64,
+        }
+    }
+
+    /// An entry's peak: the kernel's own where the cgroup gives one (a sampled RSS peak can
+    /// fall between samples, and RSS misses the page tables of every instance), else the
+    /// sampled RSS peak.
+    fn peak_kb(self, record: &EntryRecord) -> Option<f64> {
+        match (self.basis, &record.memcg) {
+            (Basis::Memcg, Some(memcg)) => Some(memcg.after.peak_bytes as f64 / 1024.0),
+            _ => record.sampling.rss_peak_kb.map(|peak| peak as f64),
+        }
+    }
+
+    fn step_kb(self, step: &crate::record::Step) -> f64 {
+        match self.basis {
+            Basis::Memcg => step.memcg_kb.unwrap_or(0) as f64,
+            Basis::Rss => step.rss_kb as f64,
+        }
+    }
+}
+
+/// What the further skills' steps give: each entry's series of (skills, memory), the
+/// transients above the last step, and the CPU per skill.
+#[derive(Default)]
+struct FurtherSkills {
+    marginal: Vec<Vec<(f64, f64)>>,
+    marginal_from: Vec<String>,
+    /// The first run's first series of further skills, the one that pays the warm-up.
+    warming: Option<(usize, String)>,
+    transient: (Vec<f64>, Vec<String>),
+    first_transient: (Vec<f64>, Vec<String>),
+    cpu: (Vec<f64>, Vec<String>),
+}
+
+impl FurtherSkills {
+    fn of(
+        adding: &[(&RunRecords, &EntryRecord, u32)],
+        reading: Reading,
+        is_first: &dyn Fn(&EntryRecord) -> bool,
+        first_run: &RunRecords,
+    ) -> FurtherSkills {
+        let mut further = FurtherSkills::default();
+        for (run, record, per_step) in adding {
+            let steps = &record.measure.outcome.steps;
+            // (skills added so far, memory) from the entry's start; the first skill of the
+            // run and a fill's last step (the skill that did not fit) are not further skills
+            // held.
+            let mut series = vec![(0.0, reading.before_kb(record))];
+            for (index, step) in steps.iter().enumerate() {
+                let unheld = record
+                    .measure
+                    .outcome
+                    .fill
+                    .is_some_and(|fill| index as u32 >= fill.fitted);
+                if is_first(record) && index == 0 {
+                    series = vec![(0.0, reading.step_kb(step))];
+                } else if !unheld {
+                    let skills = series.len() as f64 * f64::from(*per_step);
+                    series.push((skills, reading.step_kb(step)));
+                }
+            }
+            if series.len() > 1 {
+                if further.warming.is_none() && std::ptr::eq(*run, first_run) {
+                    further.warming = Some((further.marginal.len(), source(run, record)));
+                }
+                further.marginal.push(series);
+                further.marginal_from.push(source(run, record));
+            }
+            if let (Some(peak), Some(last)) = (reading.peak_kb(record), steps.last()) {
+                let (values, from) = match is_first(record) {
+                    true => &mut further.first_transient,
+                    false => &mut further.transient,
+                };
+                values.push((peak - reading.step_kb(last)).max(0.0));
+                from.push(source(run, record));
+            }
+            if let Some(cpu_ms) = record.measure.host_cpu_ms() {
+                let skills = f64::from(*per_step) * steps.len() as f64;
+                further.cpu.0.push(cpu_ms / skills);
+                further.cpu.1.push(source(run, record));
+            }
+        }
+        further
+    }
+
+    /// The first run's warm-up: how far its first series sits above the marginal slope.
+    fn warmup_kb(&self, marginal_kb: &Figure) -> Figure {
+        self.warming
+            .as_ref()
+            .and_then(|(index, from)| {
+                let series = &self.marginal[*index];
+                let start = series[0].1;
+                let above: Vec<f64> = series
+                    .iter()
+                    .map(|(skills, kb)| kb - start - marginal_kb.value * skills)
+                    .collect();
+                Figure::of(above, vec![from.clone()])
+            })
+            .unwrap_or_else(|| Figure::exact(0.0, String::new()))
+    }
+}
+
+/// The largest transient seen: the one a budget must leave room for.
+fn largest((values, from): (Vec<f64>, Vec<String>)) -> Option<Figure> {
+    Figure::of(values, from).map(|mut figure| {
+        figure.value = figure.high;
+        figure
+    })
+}
+
+/// Memory per request in flight, from the concurrent entries with enough of them.
+fn per_request_kb(runs: &[RunRecords], reading: Reading) -> Option<Figure> {
+    let (mut per_request, mut from) = (Vec::new(), Vec::new());
+    for run in runs {
+        for record in &run.records {
+            let in_flight = record.measure.outcome.latencies.len();
+            let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
+            if let (true, true, Some(peak)) = (
+                concurrent,
+                in_flight >= MIN_IN_FLIGHT,
+                reading.peak_kb(record),
+            ) {
+                per_request.push((peak - reading.before_kb(record)) / in_flight as f64);
+                from.push(source(run, record));
+            }
+        }
+    }
+    Figure::of(per_request, from)
+}
+
+/// The first skill: the run's first entry adds one skill of this kind and nothing came
+/// before it, and it got as far as one step (a host that died in it gives none). Every run
+/// that starts so gives one reading of each; the first such run also gives the warm-up, the
+/// mappings and the threads.
+fn firsts(runs: &[RunRecords], kind: SkillKind) -> Vec<(&RunRecords, &EntryRecord)> {
+    runs.iter()
+        .filter_map(|run| {
+            let record = run.records.first()?;
+            let added = adds(&command(record)?, kind) == Some(1);
+            (added && !record.measure.outcome.steps.is_empty()).then_some((run, record))
+        })
+        .collect()
+}
+
 /// The figures for `kind`, or what the runs lack for them.
 pub fn ingredients(
     runs: &[RunRecords],
@@ -219,47 +390,8 @@ pub fn ingredients(
             (!record.measure.outcome.steps.is_empty()).then_some((run, record, per_step))
         })
         .collect();
-    let basis = if adding.iter().all(|(_, record, _)| {
-        record
-            .measure
-            .outcome
-            .steps
-            .iter()
-            .all(|s| s.memcg_kb.is_some())
-    }) && adding.iter().all(|(_, record, _)| record.memcg.is_some())
-    {
-        Basis::Memcg
-    } else {
-        Basis::Rss
-    };
-    let before_kb = |record: &EntryRecord| match (basis, &record.memcg) {
-        (Basis::Memcg, Some(memcg)) => memcg.before.usage_bytes as f64 / 1024.0,
-        _ => record.measure.before.rss_kb as f64,
-    };
-    // An entry's peak: the kernel's own where the cgroup gives one (a sampled RSS peak can
-    // fall between samples, and RSS misses the page tables of every instance), else the
-    // sampled RSS peak.
-    let peak_kb = |record: &EntryRecord| match (basis, &record.memcg) {
-        (Basis::Memcg, Some(memcg)) => Some(memcg.after.peak_bytes as f64 / 1024.0),
-        _ => record.sampling.rss_peak_kb.map(|peak| peak as f64),
-    };
-    let step_kb = |step: &crate::record::Step| match basis {
-        Basis::Memcg => step.memcg_kb.unwrap_or(0) as f64,
-        Basis::Rss => step.rss_kb as f64,
-    };
-
-    // The first skill: the run's first entry adds one skill of this kind and nothing came
-    // before it, and it got as far as one step (a host that died in it gives none).
-    // Every run that starts so gives one reading of each; the first such run also gives the
-    // warm-up, the mappings and the threads.
-    let firsts: Vec<(&RunRecords, &EntryRecord)> = runs
-        .iter()
-        .filter_map(|run| {
-            let record = run.records.first()?;
-            let added = adds(&command(record)?, kind) == Some(1);
-            (added && !record.measure.outcome.steps.is_empty()).then_some((run, record))
-        })
-        .collect();
+    let reading = Reading::of(&adding);
+    let firsts = firsts(runs, kind);
     let mut missing = Vec::new();
     let Some(&(first_run, first_record)) = firsts.first() else {
         missing.push(Missing {
@@ -277,107 +409,29 @@ pub fn ingredients(
         )
         .expect("at least one first skill")
     };
-    let idle_kb = of_firsts(&|record| before_kb(record));
-    let first_kb =
-        of_firsts(&|record| step_kb(&record.measure.outcome.steps[0]) - before_kb(record));
-
-    // Every further step that added skills of this kind, per skill.
-    let (mut marginal, mut marginal_from) = (Vec::new(), Vec::new());
-    // The first run's first series of further skills: the one that pays the warm-up.
-    let mut warming = None;
-    let (mut transient, mut transient_from) = (Vec::new(), Vec::new());
-    let (mut first_transient, mut first_transient_from) = (Vec::new(), Vec::new());
-    let (mut cpu, mut cpu_from) = (Vec::new(), Vec::new());
-    for (run, record, per_step) in &adding {
-        let steps = &record.measure.outcome.steps;
-        // (skills added so far, memory) from the entry's start; the first skill of the run
-        // and a fill's last step (the skill that did not fit) are not further skills held.
-        let mut series = vec![(0.0, before_kb(record))];
-        for (index, step) in steps.iter().enumerate() {
-            let is_first = is_first(record) && index == 0;
-            let unheld = record
-                .measure
-                .outcome
-                .fill
-                .is_some_and(|fill| index as u32 >= fill.fitted);
-            if is_first {
-                series = vec![(0.0, step_kb(step))];
-            } else if !unheld {
-                let skills = series.len() as f64 * f64::from(*per_step);
-                series.push((skills, step_kb(step)));
-            }
-        }
-        if series.len() > 1 {
-            if warming.is_none() && std::ptr::eq(*run, first_run) {
-                warming = Some((marginal.len(), source(run, record)));
-            }
-            marginal.push(series);
-            marginal_from.push(source(run, record));
-        }
-        if let (Some(peak), Some(last)) = (peak_kb(record), steps.last()) {
-            let (values, from) = if is_first(record) {
-                (&mut first_transient, &mut first_transient_from)
-            } else {
-                (&mut transient, &mut transient_from)
-            };
-            values.push((peak - step_kb(last)).max(0.0));
-            from.push(source(run, record));
-        }
-        if let Some(cpu_ms) = record.measure.host_cpu_ms() {
-            let skills = f64::from(*per_step) * steps.len() as f64;
-            cpu.push(cpu_ms / skills);
-            cpu_from.push(source(run, record));
-        }
-    }
-    let Some(marginal_kb) = Figure::slope_of(&marginal, marginal_from) else {
+    let idle_kb = of_firsts(&|record| reading.before_kb(record));
+    let first_kb = of_firsts(&|record| {
+        reading.step_kb(&record.measure.outcome.steps[0]) - reading.before_kb(record)
+    });
+    let further = FurtherSkills::of(&adding, reading, &is_first, first_run);
+    let Some(marginal_kb) = Figure::slope_of(&further.marginal, further.marginal_from.clone())
+    else {
         missing.push(Missing {
             figure: format!("the cost of each further {prefix} skill"),
             add: format!("4 add_{prefix} after the first"),
         });
         return Err(missing);
     };
-    let warmup_kb = warming
-        .and_then(|(index, from)| {
-            let series = &marginal[index];
-            let start = series[0].1;
-            let above: Vec<f64> = series
-                .iter()
-                .map(|(skills, kb)| kb - start - marginal_kb.value * skills)
-                .collect();
-            Figure::of(above, vec![from])
-        })
-        .unwrap_or_else(|| Figure::exact(0.0, String::new()));
-    // The largest transient seen: the one a budget must leave room for.
-    let largest = |values: Vec<f64>, from: Vec<String>| {
-        Figure::of(values, from).map(|mut figure| {
-            figure.value = figure.high;
-            figure
-        })
-    };
-    let first_transient_kb = largest(first_transient, first_transient_from);
+    let warmup_kb = further.warmup_kb(&marginal_kb);
+    let first_transient_kb = largest(further.first_transient);
     // Without a further skill's, the first one's stands in.
-    let transient_kb = largest(transient, transient_from)
+    let transient_kb = largest(further.transient)
         .or_else(|| first_transient_kb.clone())
         .unwrap_or_else(|| Figure::exact(0.0, String::new()));
+    let (cpu, cpu_from) = further.cpu;
     let cpu_per_skill_ms =
         Figure::of(cpu, cpu_from).unwrap_or_else(|| Figure::exact(0.0, String::new()));
-
-    let (mut per_request, mut per_request_from) = (Vec::new(), Vec::new());
-    for run in runs {
-        for record in &run.records {
-            let in_flight = record.measure.outcome.latencies.len();
-            let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
-            if let (true, true, Some(peak)) =
-                (concurrent, in_flight >= MIN_IN_FLIGHT, peak_kb(record))
-            {
-                let grew = peak - before_kb(record);
-                per_request.push(grew / in_flight as f64);
-                per_request_from.push(source(run, record));
-            }
-        }
-    }
-    let per_request_kb = Figure::of(per_request, per_request_from);
-    let mappings = mappings(runs, kind, first_run, first_record);
+    let per_request_kb = per_request_kb(runs, reading);
     if per_request_kb.is_none() {
         missing.push(Missing {
             figure: format!(
@@ -386,7 +440,6 @@ pub fn ingredients(
             add: "p_execute_all JohnDoe 42 9000 10".to_owned(),
         });
     }
-    let first_held = first_held(firsts.iter().map(|(_, record)| *record));
     let compile_threads = adding
         .iter()
         .filter_map(|(_, record, _)| record.sampling.threads_peak)
@@ -398,7 +451,7 @@ pub fn ingredients(
     Ok((
         Ingredients {
             kind,
-            basis,
+            basis: reading.basis,
             idle_kb,
             first_kb,
             marginal_kb,
@@ -407,8 +460,8 @@ pub fn ingredients(
             first_transient_kb,
             per_request_kb,
             cpu_per_skill_ms,
-            mappings,
-            first_held,
+            mappings: mappings(runs, kind, first_run, first_record),
+            first_held: first_held(firsts.iter().map(|(_, record)| *record)),
             compile_threads,
         },
         missing,

@@ -106,14 +106,7 @@ fn held(record: &EntryRecord) -> Option<String> {
         .growth()
         .into_iter()
         .filter(|(_, kb)| kb.unsigned_abs() >= 1024)
-        .map(|(part, kb)| {
-            let name = match part {
-                "wasm" => "wasm memory",
-                "code" => "compiled code",
-                other => other,
-            };
-            format!("{name} {}", change(kb as f64 * 1024.0))
-        })
+        .map(|(holder, kb)| format!("{} {}", holder.words(), change(kb as f64 * 1024.0)))
         .collect();
     if moved.is_empty() {
         return None;

@@ -6,14 +6,15 @@
 
 use crate::probes::StopBreakdown;
 use crate::record::EntryRecord;
+use crate::record::probes::StopPhase;
 use crate::units::{bytes, count, many, ms};
 
 /// How a sentence says a part of the stop breakdown.
-fn words(part: &str) -> &str {
-    match part {
-        "teardown" => "address-space teardown",
-        "last_thread" => "last thread",
-        other => other,
+fn words(phase: StopPhase) -> &'static str {
+    match phase {
+        StopPhase::Teardown => "address-space teardown",
+        StopPhase::LastThread => "last thread",
+        other => other.name(),
     }
 }
 
@@ -36,9 +37,9 @@ pub fn sentence(record: &EntryRecord) -> String {
     };
     let parts: Vec<String> = stop
         .parts()
-        .map(|(name, duration, _)| {
+        .map(|(phase, duration, _)| {
             let duration = duration.as_secs_f64() * 1e3;
-            format!("{} {}{}", ms(duration), words(name), detail(stop, name))
+            format!("{} {}{}", ms(duration), words(phase), detail(stop, phase))
         })
         .collect();
     format!(
@@ -48,14 +49,14 @@ pub fn sentence(record: &EntryRecord) -> String {
     )
 }
 
-fn detail(stop: &StopBreakdown, part: &str) -> String {
-    match part {
-        "drain" if stop.drain_munmap_calls > 0 => format!(
+fn detail(stop: &StopBreakdown, phase: StopPhase) -> String {
+    match phase {
+        StopPhase::Drain if stop.drain_munmap_calls > 0 => format!(
             " ({} munmap, {})",
             count(stop.drain_munmap_calls as f64),
             bytes(stop.drain_munmap_bytes as f64)
         ),
-        "teardown" => {
+        StopPhase::Teardown => {
             let pages = stop
                 .teardown_pages_freed
                 .map(|p| format!("{} pages freed", many(p as f64)));
@@ -83,6 +84,7 @@ mod tests {
     use crate::hostctl::Stopped;
     use crate::probes::{StopBreakdown, StopPart, TeardownSource};
     use crate::record::fixture::record;
+    use crate::record::probes::StopPhase;
 
     fn stopped(took_ms: f64) -> Option<Stopped> {
         Some(Stopped {
@@ -99,8 +101,8 @@ mod tests {
         let mut stop = record("stop", 1220.3);
         stop.measure.after = None;
         stop.measure.stopped = stopped(1220.3);
-        let part = |name: &str, ms: f64| StopPart {
-            name: name.to_owned(),
+        let part = |phase, ms: f64| StopPart {
+            phase,
             start_ns: 0,
             duration_ns: (ms * 1e6) as u64,
             observed: true,
@@ -109,12 +111,12 @@ mod tests {
         stop.stop = Some(StopBreakdown {
             total_ns: 1_220_300_000,
             parts: vec![
-                part("signal", 0.1),
-                part("drain", 38.0),
-                part("exit", 0.2),
-                part("teardown", 1151.0),
-                part("last_thread", 0.8),
-                part("reap", 30.2),
+                part(StopPhase::Signal, 0.1),
+                part(StopPhase::Drain, 38.0),
+                part(StopPhase::Exit, 0.2),
+                part(StopPhase::Teardown, 1151.0),
+                part(StopPhase::LastThread, 0.8),
+                part(StopPhase::Reap, 30.2),
             ],
             teardown_source: Some(TeardownSource::ExitMmap),
             teardown_pages_freed: Some(5_600_000),

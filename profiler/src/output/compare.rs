@@ -3,10 +3,11 @@
 
 use super::commands_csv;
 use super::harness_log::{self, Header, LoggedEntry, RunLog};
-use crate::record::EntryRecord;
+use crate::record::{EntryRecord, RunInfo};
 use crate::units::thousands;
 use anyhow::{Context, ensure};
 use chrono::NaiveDateTime;
+use chrono::SubsecRound as _;
 use std::{
     io::{self, Write},
     path::PathBuf,
@@ -88,33 +89,53 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The comparison table of `logs` (run logs or run folders), as `skillprof compare` prints it.
-pub fn table_of(logs: &[PathBuf]) -> anyhow::Result<String> {
-    Ok(table(&load(logs)?, &[]))
+/// A run of skillprof's, as its typed files hold it: where its log is, when it started, the
+/// log's header and the entries' records.
+pub struct Recorded<'a> {
+    pub log: PathBuf,
+    pub started: NaiveDateTime,
+    pub header: Header,
+    pub records: &'a [EntryRecord],
 }
 
-/// The comparison table of the run just made, from its log's header and its records: what
-/// `skillprof compare` would print for its log, without reading the log back.
-pub fn table_of_run(
-    log: &std::path::Path,
-    started: NaiveDateTime,
-    header: Header,
-    records: &[EntryRecord],
-) -> String {
-    let run = Run {
-        id: 'a',
-        file_name: log.display().to_string(),
-        started,
-        log: RunLog {
-            header,
-            entries: records
-                .iter()
-                .map(|record| LoggedEntry::from(&record.measure))
-                .collect(),
-        },
-        extended: Vec::new(),
-    };
-    table(&[run], &[])
+impl<'a> Recorded<'a> {
+    /// The run whose meta.json is `info`, in `folder`, with its records.
+    pub fn of(folder: &std::path::Path, info: &RunInfo, records: &'a [EntryRecord]) -> Self {
+        let started = chrono::DateTime::parse_from_rfc3339(&info.started)
+            .map(|at| at.naive_local().trunc_subsecs(3))
+            .unwrap_or_default();
+        Recorded {
+            log: folder.join(format!("{}{}", info.run, harness_log::FILE_SUFFIX)),
+            started,
+            header: Header::of(info),
+            records,
+        }
+    }
+}
+
+/// What `skillprof compare` would print for the logs of `runs`, made from their records
+/// rather than their logs read back; refused as compare refuses logs that cannot be compared.
+pub fn table_of_records(runs: &[Recorded<'_>]) -> anyhow::Result<String> {
+    let runs: Vec<Run> = runs
+        .iter()
+        .zip('a'..='z')
+        .map(|(run, id)| Run {
+            id,
+            file_name: run.log.display().to_string(),
+            started: run.started,
+            log: RunLog {
+                header: run.header.clone(),
+                entries: run
+                    .records
+                    .iter()
+                    .map(|record| LoggedEntry::from(&record.measure))
+                    .collect(),
+            },
+            extended: Vec::new(),
+        })
+        .collect();
+    refuse_mismatches(&runs)?;
+    Ok(table(&runs, &[]))
 }
 
 fn load(logs: &[PathBuf]) -> anyhow::Result<Vec<Run>> {

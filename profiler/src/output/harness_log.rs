@@ -5,7 +5,7 @@
 
 use anyhow::{Context, bail};
 
-use crate::record::EntryMeasure;
+use crate::record::{EntryMeasure, RunInfo};
 use chrono::{DateTime, Local, NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::{
@@ -75,6 +75,25 @@ pub struct Header {
     pub cmds: CmdsFile,
 }
 
+impl Header {
+    /// The header skillprof wrote for the run `info` is the meta.json of.
+    pub fn of(info: &RunInfo) -> Header {
+        Header {
+            machine: info.machine.harness(),
+            binary: Binary {
+                bin: info.host.spec.bin.display().to_string(),
+                hash: info.host.sha1.clone(),
+                modified: info.host.modified.clone(),
+            },
+            cmds: CmdsFile {
+                filename: info.cmds.file.clone(),
+                hash: info.cmds.hash.clone(),
+                modified: info.cmds.modified.clone(),
+            },
+        }
+    }
+}
+
 /// One entry of the workload, measured on the host process. Memory is in KB; after `stop`
 /// the host is gone and rss and vms read 0.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,7 +122,7 @@ impl From<&EntryMeasure> for LoggedEntry {
             rss_kb: measure.rss_after_kb(),
             vms_diff_kb: measure.process().vms_diff_kb(),
             vms_kb: measure.process().vms_after_kb(),
-            cmd: measure.cmd.clone(),
+            cmd: measure.cmd.to_string(),
         }
     }
 }

@@ -8,7 +8,40 @@ pub mod entry_rows_csv;
 pub mod harness_log;
 pub mod json_stdout;
 pub mod meta;
+pub mod openmetrics;
 pub mod pressure_csv;
 pub mod run_json;
 pub mod samples_csv;
 pub mod stacks;
+
+use crate::record::{self, field, probes, slo};
+
+/// docs/columns.md's tables: commands.csv's ([`record::columns`]), skills.csv's, samples.csv's
+/// and `skillprof slo`'s steps.csv.
+pub fn columns_markdown() -> String {
+    format!(
+        "{}\n## skills.csv\n\nAfter the entry's `entry` and `cmd`, one row per skill and phase \
+         of the entry (the host's markers name them):\n\n{}\n## samples.csv\n\nOne row per \
+         sample, every interval (100 ms by default) and at both boundaries of every entry; a \
+         value not measured is an empty cell, never 0:\n\n{}\n## steps.csv (skillprof slo)\n\n\
+         One row per step of the experiment, searches and load points alike:\n\n{}",
+        field::markdown(&record::columns()),
+        field::markdown(probes::SkillRow::COLUMNS),
+        field::markdown(&samples_csv::columns()),
+        field::markdown(slo::SloStep::COLUMNS)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib output` rewrites docs/columns.md.
+    #[test]
+    fn the_column_reference_documents_every_column() {
+        let reference = crate::generated_docs::Generated {
+            file: "docs/columns.md",
+            name: "columns",
+            bless: "SKILLPROF_BLESS=1 cargo test -p skillprof --lib output",
+        };
+        reference.check(&super::columns_markdown()).unwrap();
+    }
+}

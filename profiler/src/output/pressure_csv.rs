@@ -44,6 +44,7 @@ use anyhow::{Context, Result};
 use super::commands_csv::CommandsCsv;
 use crate::balloon::HoldSample;
 use crate::record::Row;
+use crate::record::field::fields;
 
 pub struct PressureCsv {
     rows: CommandsCsv,
@@ -62,7 +63,15 @@ impl PressureCsv {
     }
 
     pub fn write(&mut self, sample: &HoldSample) -> Result<()> {
-        use columns::*;
+        let mut row = Row::default();
+        self.cells(sample, &mut row);
+        self.rows.write(&row)
+    }
+}
+
+// pressure_samples.csv's columns: one row per reading of the balloon's controller.
+fields! {
+    impl PressureCsv: fn cells(&self, sample: &HoldSample, row: &mut Row) -> row {
         let kb = |pages: u64| pages * self.page_kb;
         let marks = sample.reach.watermarks;
         let since = |at: Instant| at.saturating_duration_since(self.started).as_secs_f64();
@@ -71,53 +80,24 @@ impl PressureCsv {
             .duration_since(UNIX_EPOCH)
             .ok()
             .map(|since| since.as_secs_f64());
-        let mut row = Row::default();
-        row.put(&T_S, since(sample.at))
-            .put(&UNIX_S, unix)
-            .put(&BAND, sample.band.name())
-            .put(&SETTLED, u8::from(sample.settled))
-            .put(&FREE, kb(sample.reach.free_pages))
-            .put(&MIN, kb(marks.min))
-            .put(&LOW, kb(marks.low))
-            .put(&HIGH, kb(marks.high))
-            .put(&PROMO, marks.promo.map(kb))
-            .put(&BOOST, kb(sample.reach.boost_pages))
-            .put(&BALLOON, sample.balloon_bytes / 1024)
-            .put(&MEMFREE, sample.meminfo.memfree_kb)
-            .put(&MEMAVAILABLE, sample.meminfo.memavailable_kb)
-            .put(&SWAPTOTAL, sample.meminfo.swaptotal_kb)
-            .put(&PSI_SOME, sample.psi.as_ref().map(|psi| psi.some_avg10))
-            .put(&PSI_FULL, sample.psi.as_ref().map(|psi| psi.full_avg10));
-        for zone in &sample.reach.zones {
-            row.put_in(&ZONE, zone.id.column("usable_kb"), kb(zone.usable_pages()));
-        }
-        self.rows.write(&row)
     }
-}
-
-/// pressure_samples.csv's columns: one row per reading of the balloon's controller.
-pub mod columns {
-    use crate::record::field::columns;
-
-    columns! {
-        pub T_S "t_s" Seconds "since the experiment started";
-        UNIX_S "unix_s" Seconds "the reading's wall-clock time";
-        BAND "band" Text "the band aimed at";
-        SETTLED "settled" Count "1 once free memory was in the band";
-        FREE "free_kb" Kib "free memory as user allocations reach it (above each zone's lowmem reserve, summed)";
-        MIN "min_kb" Kib "the min watermark, summed over the same zones";
-        LOW "low_kb" Kib "the low watermark";
-        HIGH "high_kb" Kib "the high watermark";
-        PROMO "promo_kb" Kib "the promo watermark (empty before kernel 6.3)";
-        BOOST "boost_kb" Kib "the kernel's watermark boost";
-        BALLOON "balloon_kb" Kib "what the balloon held";
-        MEMFREE "memfree_kb" Kib "/proc/meminfo MemFree";
-        MEMAVAILABLE "memavailable_kb" Kib "/proc/meminfo MemAvailable";
-        SWAPTOTAL "swaptotal_kb" Kib "/proc/meminfo SwapTotal";
-        PSI_SOME "psi_some_avg10" Percent "memory PSI some, 10 s average";
-        PSI_FULL "psi_full_avg10" Percent "memory PSI full, 10 s average";
-        ZONE "zone_*" Kib "per zone: zone_<node>_<name>_usable_kb, its free memory above its lowmem reserve";
-    }
+    T_S "t_s" Seconds "since the experiment started" = since(sample.at);
+    UNIX_S "unix_s" Seconds "the reading's wall-clock time" = unix;
+    BAND "band" Text "the band aimed at" = sample.band.name();
+    SETTLED "settled" Count "1 once free memory was in the band" = u8::from(sample.settled);
+    FREE "free_kb" Kib "free memory as user allocations reach it (above each zone's lowmem reserve, summed)" = kb(sample.reach.free_pages);
+    MIN "min_kb" Kib "the min watermark, summed over the same zones" = kb(marks.min);
+    LOW "low_kb" Kib "the low watermark" = kb(marks.low);
+    HIGH "high_kb" Kib "the high watermark" = kb(marks.high);
+    PROMO "promo_kb" Kib "the promo watermark (empty before kernel 6.3)" = marks.promo.map(kb);
+    BOOST "boost_kb" Kib "the kernel's watermark boost" = kb(sample.reach.boost_pages);
+    BALLOON "balloon_kb" Kib "what the balloon held" = sample.balloon_bytes / 1024;
+    MEMFREE "memfree_kb" Kib "/proc/meminfo MemFree" = sample.meminfo.memfree_kb;
+    MEMAVAILABLE "memavailable_kb" Kib "/proc/meminfo MemAvailable" = sample.meminfo.memavailable_kb;
+    SWAPTOTAL "swaptotal_kb" Kib "/proc/meminfo SwapTotal" = sample.meminfo.swaptotal_kb;
+    PSI_SOME "psi_some_avg10" Percent "memory PSI some, 10 s average" = sample.psi.as_ref().map(|psi| psi.some_avg10);
+    PSI_FULL "psi_full_avg10" Percent "memory PSI full, 10 s average" = sample.psi.as_ref().map(|psi| psi.full_avg10);
+    ZONE "zone_*" Kib "per zone: zone_<node>_<name>_usable_kb, its free memory above its lowmem reserve" for sample.reach.zones.iter().map(|zone| (zone.id.column("usable_kb"), kb(zone.usable_pages())));
 }
 
 /// What the watermark plot needs of one reading.

@@ -1,27 +1,13 @@
 //! `samples.csv`: the host process and the system, one row per sample, taken every interval
 //! (100 ms by default) and at both boundaries of every entry. A value that was not measured
-//! is an empty cell, never 0.
-//!
-//! | column | meaning |
-//! |---|---|
-//! | `t_s` | seconds since the sampler started |
-//! | `unix_s` | the wall clock at the reading, seconds since the Unix epoch (ms precision): DuckDB's `to_timestamp(unix_s)`, pandas' `pd.to_datetime(df.unix_s, unit="s")` |
-//! | `entry` | index of the entry being measured; empty between entries |
-//! | `rss_kb`, `vms_kb` | host resident set and virtual memory size (/proc/PID/stat, as psutil's `memory_info()`); empty once the host has exited |
-//! | `minflt`, `majflt` | host minor and major page faults since it started |
-//! | `threads` | host threads |
-//! | `psi_some_total_us`, `psi_full_total_us` | memory stall time since boot (/proc/pressure/memory): `some`, at least one task stalled; `full`, all non-idle tasks at once; empty if the kernel has no PSI |
-//! | `psi_some_avg10`, `psi_full_avg10` | the same, as percent of the last 10 s |
-//! | `memfree_kb`, `memavailable_kb` | /proc/meminfo MemFree and MemAvailable |
-//! | `zones_free_pages` | free memory as user allocations reach it: each zone's free pages above its reserve (the `protection:` line), summed over the zones that can serve user memory at all (not DMA here); the watermark bands are judged on this |
-//! | `zones_min_pages`, `zones_low_pages`, `zones_high_pages`, `zones_promo_pages` | the current watermarks (boost included) summed over the same zones (promo: empty before kernel 6.3) |
-//! | `zone_<node>_<name>_free_pages`, `..._min_pages`, `..._low_pages`, `..._high_pages`, `..._promo_pages` | the same for each populated zone (the set is fixed by the first sample) |
-//! | `zone_<node>_<name>_managed_pages` | pages the zone manages; grows during a run while memory is initialised lazily, and the watermarks with it |
+//! is an empty cell, never 0. Each column is declared once below, with its unit and help
+//! (docs/columns.md's samples.csv section is made from them) and how it is filled.
 
 use std::{fs::File, path::Path, time::UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
+use crate::record::{self, Unit};
 use crate::sample::{
     Sample, SampleSink,
     zoneinfo::{self, Zone, ZoneId},
@@ -63,98 +49,227 @@ pub enum ZoneColumn {
 type Cell = fn(&Sample) -> Option<String>;
 type ZoneCell = fn(&Zone) -> Option<u64>;
 
-/// The columns before the per-zone ones: name, key, and how each is filled.
-const COLUMNS: &[(&str, Column, Cell)] = &[
-    ("t_s", Column::TS, |s| {
-        Some(format!("{:.3}", s.t.as_secs_f64()))
-    }),
-    ("unix_s", Column::UnixS, |s| {
-        let since = s.at.duration_since(UNIX_EPOCH).ok()?;
-        Some(format!("{:.3}", since.as_secs_f64()))
-    }),
-    ("entry", Column::Entry, |s| {
-        s.entry.map(|entry| entry.to_string())
-    }),
-    ("rss_kb", Column::RssKb, |s| {
-        Some(s.process?.rss_kb.to_string())
-    }),
-    ("vms_kb", Column::VmsKb, |s| {
-        Some(s.process?.vms_kb.to_string())
-    }),
-    ("minflt", Column::Minflt, |s| {
-        Some(s.process?.minflt.to_string())
-    }),
-    ("majflt", Column::Majflt, |s| {
-        Some(s.process?.majflt.to_string())
-    }),
-    ("threads", Column::Threads, |s| {
-        Some(s.process?.threads.to_string())
-    }),
-    ("psi_some_total_us", Column::PsiSomeTotalUs, |s| {
-        Some(s.system.psi?.some_total_us.to_string())
-    }),
-    ("psi_full_total_us", Column::PsiFullTotalUs, |s| {
-        Some(s.system.psi?.full_total_us.to_string())
-    }),
-    ("psi_some_avg10", Column::PsiSomeAvg10, |s| {
-        Some(format!("{:.2}", s.system.psi?.some_avg10))
-    }),
-    ("psi_full_avg10", Column::PsiFullAvg10, |s| {
-        Some(format!("{:.2}", s.system.psi?.full_avg10))
-    }),
-    ("memfree_kb", Column::MemfreeKb, |s| {
-        Some(s.system.meminfo.memfree_kb.to_string())
-    }),
-    ("memavailable_kb", Column::MemavailableKb, |s| {
-        Some(s.system.meminfo.memavailable_kb.to_string())
-    }),
+/// The columns before the per-zone ones: the column, its key, and how it is filled.
+const COLUMNS: &[(record::Column, Column, Cell)] = &[
     (
-        "zones_free_pages",
+        record::Column::new("t_s", Unit::Seconds, "seconds since the sampler started"),
+        Column::TS,
+        |s| Some(format!("{:.3}", s.t.as_secs_f64())),
+    ),
+    (
+        record::Column::new(
+            "unix_s",
+            Unit::Seconds,
+            "the wall clock at the reading, seconds since the Unix epoch (ms precision): DuckDB's `to_timestamp(unix_s)`, pandas' `pd.to_datetime(df.unix_s, unit=\"s\")`",
+        ),
+        Column::UnixS,
+        |s| {
+            let since = s.at.duration_since(UNIX_EPOCH).ok()?;
+            Some(format!("{:.3}", since.as_secs_f64()))
+        },
+    ),
+    (
+        record::Column::new(
+            "entry",
+            Unit::Count,
+            "index of the entry being measured; empty between entries",
+        ),
+        Column::Entry,
+        |s| s.entry.map(|entry| entry.to_string()),
+    ),
+    (
+        record::Column::new(
+            "rss_kb",
+            Unit::Kib,
+            "host resident set size (/proc/PID/stat, as psutil's `memory_info()`); empty once the host has exited",
+        ),
+        Column::RssKb,
+        |s| Some(s.process?.rss_kb.to_string()),
+    ),
+    (
+        record::Column::new(
+            "vms_kb",
+            Unit::Kib,
+            "host virtual memory size; empty once the host has exited",
+        ),
+        Column::VmsKb,
+        |s| Some(s.process?.vms_kb.to_string()),
+    ),
+    (
+        record::Column::new(
+            "minflt",
+            Unit::Count,
+            "host minor page faults since it started",
+        ),
+        Column::Minflt,
+        |s| Some(s.process?.minflt.to_string()),
+    ),
+    (
+        record::Column::new(
+            "majflt",
+            Unit::Count,
+            "host major page faults since it started",
+        ),
+        Column::Majflt,
+        |s| Some(s.process?.majflt.to_string()),
+    ),
+    (
+        record::Column::new("threads", Unit::Count, "host threads"),
+        Column::Threads,
+        |s| Some(s.process?.threads.to_string()),
+    ),
+    (
+        record::Column::new(
+            "psi_some_total_us",
+            Unit::Us,
+            "memory stall time since boot in which at least one task stalled (/proc/pressure/memory); empty if the kernel has no PSI",
+        ),
+        Column::PsiSomeTotalUs,
+        |s| Some(s.system.psi?.some_total_us.to_string()),
+    ),
+    (
+        record::Column::new(
+            "psi_full_total_us",
+            Unit::Us,
+            "memory stall time since boot in which all non-idle tasks stalled at once",
+        ),
+        Column::PsiFullTotalUs,
+        |s| Some(s.system.psi?.full_total_us.to_string()),
+    ),
+    (
+        record::Column::new(
+            "psi_some_avg10",
+            Unit::Percent,
+            "the share of the last 10 s in which at least one task stalled on memory",
+        ),
+        Column::PsiSomeAvg10,
+        |s| Some(format!("{:.2}", s.system.psi?.some_avg10)),
+    ),
+    (
+        record::Column::new(
+            "psi_full_avg10",
+            Unit::Percent,
+            "the share of the last 10 s in which all non-idle tasks stalled on memory",
+        ),
+        Column::PsiFullAvg10,
+        |s| Some(format!("{:.2}", s.system.psi?.full_avg10)),
+    ),
+    (
+        record::Column::new("memfree_kb", Unit::Kib, "/proc/meminfo MemFree"),
+        Column::MemfreeKb,
+        |s| Some(s.system.meminfo.memfree_kb.to_string()),
+    ),
+    (
+        record::Column::new("memavailable_kb", Unit::Kib, "/proc/meminfo MemAvailable"),
+        Column::MemavailableKb,
+        |s| Some(s.system.meminfo.memavailable_kb.to_string()),
+    ),
+    (
+        record::Column::new(
+            "zones_free_pages",
+            Unit::Count,
+            "free memory as user allocations reach it: each zone's free pages above its reserve (the `protection:` line), summed over the zones that can serve user memory at all (not DMA here); the watermark bands are judged on this",
+        ),
         Column::Zones(ZoneColumn::FreePages),
         |s| Some(s.system.reach.free_pages.to_string()),
     ),
     (
-        "zones_min_pages",
+        record::Column::new(
+            "zones_min_pages",
+            Unit::Count,
+            "the min watermark (boost included), summed over the same zones",
+        ),
         Column::Zones(ZoneColumn::MinPages),
         |s| Some(s.system.reach.watermarks.min.to_string()),
     ),
     (
-        "zones_low_pages",
+        record::Column::new(
+            "zones_low_pages",
+            Unit::Count,
+            "the low watermark, summed over the same zones",
+        ),
         Column::Zones(ZoneColumn::LowPages),
         |s| Some(s.system.reach.watermarks.low.to_string()),
     ),
     (
-        "zones_high_pages",
+        record::Column::new(
+            "zones_high_pages",
+            Unit::Count,
+            "the high watermark, summed over the same zones",
+        ),
         Column::Zones(ZoneColumn::HighPages),
         |s| Some(s.system.reach.watermarks.high.to_string()),
     ),
     (
-        "zones_promo_pages",
+        record::Column::new(
+            "zones_promo_pages",
+            Unit::Count,
+            "the promo watermark, summed over the same zones (empty before kernel 6.3)",
+        ),
         Column::Zones(ZoneColumn::PromoPages),
         |s| Some(s.system.reach.watermarks.promo?.to_string()),
     ),
 ];
 
-/// The columns of each zone, named `zone_<node>_<name>_<suffix>`.
-const ZONE_COLUMNS: &[(&str, ZoneColumn, ZoneCell)] = &[
-    ("free_pages", ZoneColumn::FreePages, |zone| {
-        Some(zone.free_pages)
-    }),
-    ("min_pages", ZoneColumn::MinPages, |zone| {
-        Some(zone.watermarks.min)
-    }),
-    ("low_pages", ZoneColumn::LowPages, |zone| {
-        Some(zone.watermarks.low)
-    }),
-    ("high_pages", ZoneColumn::HighPages, |zone| {
-        Some(zone.watermarks.high)
-    }),
-    ("promo_pages", ZoneColumn::PromoPages, |zone| {
-        zone.watermarks.promo
-    }),
-    ("managed_pages", ZoneColumn::ManagedPages, |zone| {
-        Some(zone.managed_pages)
-    }),
+/// The columns of each zone, named `zone_<node>_<name>_<suffix>`: the suffix, the family,
+/// its key, and how it is filled.
+const ZONE_COLUMNS: &[(&str, record::Column, ZoneColumn, ZoneCell)] = &[
+    (
+        "free_pages",
+        record::Column::new(
+            "zone_*_free_pages",
+            Unit::Count,
+            "per populated zone, zone_<node>_<name>_free_pages: its free pages (the set of zones is fixed by the first sample)",
+        ),
+        ZoneColumn::FreePages,
+        |zone| Some(zone.free_pages),
+    ),
+    (
+        "min_pages",
+        record::Column::new(
+            "zone_*_min_pages",
+            Unit::Count,
+            "the zone's min watermark (boost included)",
+        ),
+        ZoneColumn::MinPages,
+        |zone| Some(zone.watermarks.min),
+    ),
+    (
+        "low_pages",
+        record::Column::new("zone_*_low_pages", Unit::Count, "the zone's low watermark"),
+        ZoneColumn::LowPages,
+        |zone| Some(zone.watermarks.low),
+    ),
+    (
+        "high_pages",
+        record::Column::new(
+            "zone_*_high_pages",
+            Unit::Count,
+            "the zone's high watermark",
+        ),
+        ZoneColumn::HighPages,
+        |zone| Some(zone.watermarks.high),
+    ),
+    (
+        "promo_pages",
+        record::Column::new(
+            "zone_*_promo_pages",
+            Unit::Count,
+            "the zone's promo watermark (empty before kernel 6.3)",
+        ),
+        ZoneColumn::PromoPages,
+        |zone| zone.watermarks.promo,
+    ),
+    (
+        "managed_pages",
+        record::Column::new(
+            "zone_*_managed_pages",
+            Unit::Count,
+            "pages the zone manages; grows during a run while memory is initialised lazily, and the watermarks with it",
+        ),
+        ZoneColumn::ManagedPages,
+        |zone| Some(zone.managed_pages),
+    ),
 ];
 
 pub struct SamplesCsv {
@@ -196,12 +311,26 @@ impl SampleSink for SamplesCsv {
     }
 }
 
+/// Every column, a zone's as a family (`zone_*_free_pages`), in file order: docs/columns.md's
+/// samples.csv section, and the help of the OpenMetrics series made of them.
+pub fn columns() -> Vec<&'static record::Column> {
+    let fixed = COLUMNS.iter().map(|(column, _, _)| column);
+    fixed
+        .chain(ZONE_COLUMNS.iter().map(|(_, column, _, _)| column))
+        .collect()
+}
+
+/// The column `name` is, or is a member of.
+pub fn documentation(name: &str) -> Option<&'static record::Column> {
+    columns().into_iter().find(|column| column.names(name))
+}
+
 fn header(zones: &[ZoneId]) -> Vec<String> {
-    let fixed = COLUMNS.iter().map(|(name, _, _)| name.to_string());
+    let fixed = COLUMNS.iter().map(|(column, _, _)| column.name.to_owned());
     let per_zone = zones.iter().flat_map(|zone| {
         ZONE_COLUMNS
             .iter()
-            .map(|(suffix, _, _)| zone.column(suffix))
+            .map(|(suffix, _, _, _)| zone.column(suffix))
     });
     fixed.chain(per_zone).collect()
 }
@@ -212,7 +341,7 @@ fn cells(sample: &Sample, zones: &[ZoneId]) -> Vec<String> {
         let zone = sample.system.zones.iter().find(|zone| zone.id == *id);
         ZONE_COLUMNS
             .iter()
-            .map(move |(_, _, cell)| zone.and_then(cell).map(|value| value.to_string()))
+            .map(move |(_, _, _, cell)| zone.and_then(cell).map(|value| value.to_string()))
     });
     fixed
         .chain(per_zone)
@@ -246,12 +375,12 @@ enum Slot {
 }
 
 fn slot(name: &str) -> Slot {
-    if let Some((_, key, _)) = COLUMNS.iter().find(|(column, _, _)| *column == name) {
+    if let Some((_, key, _)) = COLUMNS.iter().find(|(column, _, _)| column.name == name) {
         return Slot::Column(*key);
     }
     let zone = name.strip_prefix("zone_").and_then(|rest| {
         let (node, rest) = rest.split_once('_')?;
-        ZONE_COLUMNS.iter().find_map(|(suffix, key, _)| {
+        ZONE_COLUMNS.iter().find_map(|(suffix, _, key, _)| {
             let zone = rest.strip_suffix(suffix)?.strip_suffix('_')?;
             let id = ZoneId {
                 node: node.parse().ok()?,

@@ -15,6 +15,7 @@ use super::signals::{self, Interrupted};
 use crate::balloon::hold::{BandHeld, HeldBalloon, NotHeld, Settling};
 use crate::band::{self, Band};
 use crate::probes::ProbeSession;
+use crate::record::field::fields;
 use crate::record::{Metrics, Row};
 use crate::{stats, units};
 
@@ -73,47 +74,31 @@ pub struct BandResult {
     pub kernel: KernelMetrics,
 }
 
-/// pressure.csv's columns: one row per band (then the balloon's and the kernel's columns).
-pub mod columns {
-    use crate::record::field::columns;
-
-    columns! {
-        pub BAND "band" Text "the band held";
-        OUTCOME "outcome" Text "held, or why not";
-        REASON "reason" Text "what stopped the band, in words";
-        SETTLE "settle_s" Seconds "time to get free memory into the band";
-        BLOCK "block_kb" Kib "what each iteration allocates, touches and frees";
-        ITERATIONS "iterations" Count "iterations timed in the band";
-        MEAN "iter_mean_ms" Ms "mean iteration";
-        MEDIAN "iter_median_ms" Ms "median iteration";
-        P99 "iter_p99_ms" Ms "99th percentile iteration (nearest rank)";
-        MIN "iter_min_ms" Ms "fastest iteration";
-        MAX "iter_max_ms" Ms "slowest iteration";
-        VS "vs_baseline_pct" Percent "the median iteration against baseline's";
-        VS_LO "vs_baseline_lo_pct" Percent "its bootstrap 95% interval, low end";
-        VS_HI "vs_baseline_hi_pct" Percent "its bootstrap 95% interval, high end";
+// pressure.csv's columns: one row per band, then the balloon's and the kernel's.
+fields! {
+    impl BandResult: fn write_own(&self, row: &mut Row) -> row {
+        let times = self.times.as_ref();
+        let slowdown = self.vs_baseline;
     }
+    BAND "band" Text "the band held" = self.band.name();
+    OUTCOME "outcome" Text "held, or why not" = self.outcome.name();
+    REASON "reason" Text "what stopped the band, in words" = self.outcome.reason();
+    SETTLE "settle_s" Seconds "time to get free memory into the band" = self.settle.as_secs_f64();
+    BLOCK "block_kb" Kib "what each iteration allocates, touches and frees" = self.block_bytes / 1024;
+    ITERATIONS "iterations" Count "iterations timed in the band" = times.map_or(0, |t| t.count as u64);
+    MEAN "iter_mean_ms" Ms "mean iteration" = times.map(|s| s.mean_ms);
+    MEDIAN "iter_median_ms" Ms "median iteration" = times.map(|s| s.median_ms);
+    P99 "iter_p99_ms" Ms "99th percentile iteration (nearest rank)" = times.map(|s| s.p99_ms);
+    MIN "iter_min_ms" Ms "fastest iteration" = times.map(|s| s.min_ms);
+    MAX "iter_max_ms" Ms "slowest iteration" = times.map(|s| s.max_ms);
+    VS "vs_baseline_pct" Percent "the median iteration against baseline's" = slowdown.map(|s| s.median_pct);
+    VS_LO "vs_baseline_lo_pct" Percent "its bootstrap 95% interval, low end" = slowdown.map(|s| s.lo_pct);
+    VS_HI "vs_baseline_hi_pct" Percent "its bootstrap 95% interval, high end" = slowdown.map(|s| s.hi_pct);
 }
 
 impl Metrics for BandResult {
     fn write(&self, row: &mut Row) {
-        use columns::*;
-        let times = self.times.as_ref();
-        let slowdown = self.vs_baseline;
-        row.put(&BAND, self.band.name())
-            .put(&OUTCOME, self.outcome.name())
-            .put(&REASON, self.outcome.reason())
-            .put(&SETTLE, self.settle.as_secs_f64())
-            .put(&BLOCK, self.block_bytes / 1024)
-            .put(&ITERATIONS, times.map_or(0, |t| t.count as u64))
-            .put(&MEAN, times.map(|s| s.mean_ms))
-            .put(&MEDIAN, times.map(|s| s.median_ms))
-            .put(&P99, times.map(|s| s.p99_ms))
-            .put(&MIN, times.map(|s| s.min_ms))
-            .put(&MAX, times.map(|s| s.max_ms))
-            .put(&VS, slowdown.map(|s| s.median_pct))
-            .put(&VS_LO, slowdown.map(|s| s.lo_pct))
-            .put(&VS_HI, slowdown.map(|s| s.hi_pct));
+        self.write_own(row);
         BandHeld::write_cells(Some(&self.held), &[], row);
         self.kernel.write(row);
     }

@@ -17,7 +17,7 @@
 //! `observed: false`, and one observed out of order is clamped and marked too; so the
 //! breakdown never invents time, and says where it could not cut.
 
-use crate::record::probes::STOP_PARTS;
+use crate::record::probes::StopPhase;
 use serde::Serialize;
 use skillprof_common::StopState;
 
@@ -117,15 +117,15 @@ impl StopTimeline {
 }
 
 impl StopBreakdown {
-    pub fn part(&self, name: &str) -> Option<&StopPart> {
-        self.parts.iter().find(|p| p.name == name)
+    pub fn part(&self, phase: StopPhase) -> Option<&StopPart> {
+        self.parts.iter().find(|p| p.phase == phase)
     }
 
-    /// (name, duration, detail) for the explanation sentence.
-    pub fn parts(&self) -> impl Iterator<Item = (&str, std::time::Duration, &str)> {
+    /// (phase, duration, detail) for the explanation sentence.
+    pub fn parts(&self) -> impl Iterator<Item = (StopPhase, std::time::Duration, &str)> {
         self.parts.iter().map(|p| {
             (
-                p.name.as_str(),
+                p.phase,
                 std::time::Duration::from_nanos(p.duration_ns),
                 p.detail.as_str(),
             )
@@ -166,14 +166,14 @@ pub fn stop_breakdown(
         ),
         None => "address-space teardown: not observed".to_string(),
     };
-    let ends: [(&'static str, Option<u64>, String); STOP_PARTS.len()] = [
+    let ends: [(StopPhase, Option<u64>, String); StopPhase::ALL.len()] = [
         (
-            "signal",
+            StopPhase::Signal,
             timeline.signal_delivered_ns,
             format!("SIGTERM sent → {signal_name} dequeued by a host thread"),
         ),
         (
-            "drain",
+            StopPhase::Drain,
             timeline.exit_started(),
             format!(
                 "graceful drain until exit_group: {} munmap calls, {mib:.1} MiB",
@@ -181,29 +181,32 @@ pub fn stop_breakdown(
             ),
         ),
         (
-            "exit",
+            StopPhase::Exit,
             teardown.map(|(start, _, _)| start),
             format!(
                 "exit_group until the teardown starts: threads stopping ({} thread exits)",
                 timeline.thread_exits
             ),
         ),
-        ("teardown", teardown.map(|(_, end, _)| end), teardown_detail),
         (
-            "last_thread",
+            StopPhase::Teardown,
+            teardown.map(|(_, end, _)| end),
+            teardown_detail,
+        ),
+        (
+            StopPhase::LastThread,
             timeline.parent_notified_ns,
             "the rest of the last thread's exit, until the parent was notified".to_string(),
         ),
         (
-            "reap",
+            StopPhase::Reap,
             Some(reaped_ns),
             "exit notification → the runner's wait returned".to_string(),
         ),
     ];
     let mut parts = Vec::with_capacity(ends.len());
     let mut previous = sigterm_sent_ns;
-    for ((name, end, mut detail), (part, _)) in ends.into_iter().zip(STOP_PARTS) {
-        debug_assert_eq!(name, part, "the parts are built in STOP_PARTS order");
+    for (phase, end, mut detail) in ends {
         let (at, observed) = match end {
             Some(t) if t >= previous && t <= reaped_ns => (t, true),
             Some(t) => {
@@ -220,7 +223,7 @@ pub fn stop_breakdown(
             }
         };
         parts.push(StopPart {
-            name: name.to_owned(),
+            phase,
             start_ns: previous,
             duration_ns: at - previous,
             observed,
@@ -280,11 +283,17 @@ mod tests {
         t.parent_notified_ns = None;
         t.signal_delivered_ns = Some(900); // before SIGTERM was sent: clamped
         let breakdown = stop_breakdown(&t, 1_000, 10_000);
-        assert_eq!(breakdown.part("signal").unwrap().duration_ns, 0);
-        assert!(!breakdown.part("signal").unwrap().observed);
-        assert_eq!(breakdown.part("teardown").unwrap().duration_ns, 3_850);
-        assert_eq!(breakdown.part("last_thread").unwrap().duration_ns, 0);
-        assert_eq!(breakdown.part("reap").unwrap().duration_ns, 900);
+        assert_eq!(breakdown.part(StopPhase::Signal).unwrap().duration_ns, 0);
+        assert!(!breakdown.part(StopPhase::Signal).unwrap().observed);
+        assert_eq!(
+            breakdown.part(StopPhase::Teardown).unwrap().duration_ns,
+            3_850
+        );
+        assert_eq!(
+            breakdown.part(StopPhase::LastThread).unwrap().duration_ns,
+            0
+        );
+        assert_eq!(breakdown.part(StopPhase::Reap).unwrap().duration_ns, 900);
         let sum: u64 = breakdown.parts.iter().map(|p| p.duration_ns).sum();
         assert_eq!(sum, 9_000);
     }

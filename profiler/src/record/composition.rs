@@ -22,6 +22,79 @@ pub struct Composition {
     pub arenas: Option<u64>,
 }
 
+/// What holds a part of the host's resident memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// The allocator's: the brk heap, malloc's arenas and its large chunks.
+    Heap,
+    /// wasm linear memories and their copy-on-write images.
+    Wasm,
+    /// Compiled code and the read-only data beside it.
+    Code,
+    /// Mapped files: the binary and its libraries.
+    Files,
+    /// Thread and fiber stacks.
+    Stacks,
+}
+
+impl Holder {
+    pub const ALL: [Holder; 5] = [
+        Holder::Heap,
+        Holder::Wasm,
+        Holder::Code,
+        Holder::Files,
+        Holder::Stacks,
+    ];
+
+    /// As its `held_<name>_kb` column names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Holder::Heap => "heap",
+            Holder::Wasm => "wasm",
+            Holder::Code => "code",
+            Holder::Files => "files",
+            Holder::Stacks => "stacks",
+        }
+    }
+
+    /// As a sentence names it.
+    pub fn words(self) -> &'static str {
+        match self {
+            Holder::Wasm => "wasm memory",
+            Holder::Code => "compiled code",
+            other => other.name(),
+        }
+    }
+}
+
+impl Composition {
+    /// What `holder` holds, in KiB.
+    pub fn kb(&self, holder: Holder) -> u64 {
+        match holder {
+            Holder::Heap => self.heap_kb,
+            Holder::Wasm => self.wasm_kb,
+            Holder::Code => self.code_kb,
+            Holder::Files => self.files_kb,
+            Holder::Stacks => self.stacks_kb,
+        }
+    }
+
+    pub fn kb_mut(&mut self, holder: Holder) -> &mut u64 {
+        match holder {
+            Holder::Heap => &mut self.heap_kb,
+            Holder::Wasm => &mut self.wasm_kb,
+            Holder::Code => &mut self.code_kb,
+            Holder::Files => &mut self.files_kb,
+            Holder::Stacks => &mut self.stacks_kb,
+        }
+    }
+
+    /// Each holder's part, in column order; they sum to `rss_kb`.
+    pub fn parts(&self) -> [(Holder, u64); 5] {
+        Holder::ALL.map(|holder| (holder, self.kb(holder)))
+    }
+}
+
 /// The host's memory by holder at an entry's two boundaries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryComposition {

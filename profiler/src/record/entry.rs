@@ -16,6 +16,7 @@ use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
 use super::process::{ProcessChange, ProcessStat};
 use super::sampling::{EntrySampling, ZoneId};
 use super::traffic::TrafficStep;
+use crate::cmds::{self, Command, InFlightCap};
 use crate::stats::nearest_rank;
 
 /// Everything measured of one entry.
@@ -119,7 +120,7 @@ impl EntryRecord {
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EntryMeasure {
     pub index: usize,
-    pub cmd: String,
+    pub cmd: EntryCmd,
     pub line: Option<usize>,
     pub repeat: u32,
     /// Since the host was ready.
@@ -168,6 +169,77 @@ impl EntryMeasure {
     /// `None` for an entry without executions.
     pub fn latency(&self) -> Option<Latency> {
         self.outcome.latency()
+    }
+}
+
+/// The entry's command, typed, with its name as the harness writes it (its tokens joined by
+/// single spaces). Serialised as the name, and read back typed through the cmds grammar;
+/// `command` is `None` only for a name this version's grammar does not know.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryCmd {
+    name: String,
+    command: Option<Command>,
+}
+
+impl EntryCmd {
+    pub fn new(name: String, command: Command) -> EntryCmd {
+        EntryCmd {
+            name,
+            command: Some(command),
+        }
+    }
+
+    /// The entry named `name`, read through the cmds grammar.
+    pub fn named(name: &str) -> EntryCmd {
+        let command = cmds::parse("entry", name, InFlightCap::new(u64::MAX))
+            .ok()
+            .and_then(|plan| plan.entries.into_iter().next())
+            .map(|entry| entry.command);
+        EntryCmd {
+            name: name.to_owned(),
+            command,
+        }
+    }
+
+    pub fn command(&self) -> Option<&Command> {
+        self.command.as_ref()
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::ops::Deref for EntryCmd {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Display for EntryCmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl PartialEq<&str> for EntryCmd {
+    fn eq(&self, other: &&str) -> bool {
+        self.name == *other
+    }
+}
+
+impl serde::Serialize for EntryCmd {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EntryCmd {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Ok(EntryCmd::named(&name))
     }
 }
 

@@ -7,17 +7,6 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
-/// Declares columns, each a `static` [`Column`] with its name, unit and help, once:
-/// `columns! { ID "name" Unit "help"; ... }`; `columns! { pub ID ...; ... }` makes them all
-/// public. For columns written with no record of their own (pressure.csv's, say).
-macro_rules! columns {
-    ($vis:vis $($id:ident $name:literal $unit:ident $help:literal;)*) => {
-        $($vis static $id: $crate::record::Column =
-            $crate::record::Column::new($name, $crate::record::Unit::$unit, $help);)*
-    };
-}
-pub(crate) use columns;
-
 /// A record group's columns, each declared once with the value it writes, from which come
 /// the group's `COLUMNS` (in row order) and the function that writes its cells:
 ///

@@ -7,51 +7,31 @@ use skillprof_common::Counters;
 
 use super::probes::ProbeMetrics;
 use super::process::ProcessStat;
-use super::sampling::{EntrySampling, Lowest};
-use super::{EntryMeasure, EntryRecord};
+use super::sampling::Lowest;
+use super::{EntryCmd, EntryMeasure, EntryRecord};
 use crate::band::Band;
 
 /// An entry of `cmd` that took `took_ms`, with the host alive at both ends, no requests,
 /// nothing probed and free memory at baseline.
 pub fn record(cmd: &str, took_ms: f64) -> EntryRecord {
-    EntryRecord {
-        measure: EntryMeasure {
-            index: 0,
-            cmd: cmd.to_owned(),
-            line: Some(1),
-            repeat: 1,
-            started: Duration::ZERO,
-            took: Duration::from_secs_f64(took_ms / 1e3),
-            before: ProcessStat::default(),
-            after: Some(ProcessStat::default()),
-            outcome: Default::default(),
-            stopped: None,
-        },
-        sampling: EntrySampling {
-            samples: 2,
-            rss_peak_kb: None,
-            handles: Default::default(),
-            maps_limit: None,
-            threads_peak: None,
-            psi_some_us: None,
-            psi_full_us: None,
-            zones_lowest: Lowest {
-                free_pages: 1 << 20,
-                band: Band::Baseline,
-            },
-            zone_lowest: Vec::new(),
-            vmstat: Vec::new(),
-            cpu: None,
-        },
-        probes: None,
-        stop: None,
-        pressure: None,
-        memcg: None,
-        stacks: None,
-        load: None,
-        host: None,
-        held: None,
-    }
+    let mut record = EntryRecord::new(EntryMeasure {
+        index: 0,
+        cmd: EntryCmd::named(cmd),
+        line: Some(1),
+        repeat: 1,
+        started: Duration::ZERO,
+        took: Duration::from_secs_f64(took_ms / 1e3),
+        before: ProcessStat::default(),
+        after: Some(ProcessStat::default()),
+        outcome: Default::default(),
+        stopped: None,
+    });
+    record.sampling.samples = 2;
+    record.sampling.zones_lowest = Lowest {
+        free_pages: 1 << 20,
+        band: Band::Baseline,
+    };
+    record
 }
 
 /// Every probe attached, with these counts.

@@ -4,7 +4,8 @@
 //! Locust) fill its plain data in; every view (commands.csv, entries.jsonl, JSON,
 //! OpenMetrics, the report, explain) reads it. Each group of figures declares its columns
 //! next to its fields ([`field::Column`]: name, unit, help) and writes typed cells into a
-//! [`Row`]; [`columns`] is the table of all of them, from which docs/columns.md is made.
+//! [`Row`]; [`columns`] is the table of all of them, from which docs/columns.md is made
+//! (`output::columns_markdown`).
 
 pub mod balloon;
 pub mod composition;
@@ -24,7 +25,10 @@ pub mod sampling;
 pub mod slo;
 pub mod traffic;
 
-pub use entry::{EntryMeasure, EntryRecord, Fill, FillStop, Latency, Outcome, Step};
+pub use entry::{
+    EntryCmd, EntryMeasure, EntryRecord, Fill, FillStop, INDEX as INDEX_COLUMN, Latency, Outcome,
+    Step,
+};
 pub use field::{Cell, Column, Row, Unit, Value};
 pub use run::{
     CgroupInfo, CmdsInfo, HostInfo, LoadInfo, ProbesInfo, RunInfo, Status, SysctlDuring,
@@ -56,33 +60,9 @@ pub fn documentation(name: &str) -> Option<&'static Column> {
     columns().into_iter().find(|column| column.names(name))
 }
 
-/// docs/columns.md's tables, generated from [`columns`], skills.csv's columns and `skillprof
-/// slo`'s steps.csv.
-pub fn columns_markdown() -> String {
-    format!(
-        "{}\n## skills.csv\n\nAfter the entry's `entry` and `cmd`, one row per skill and phase \
-         of the entry (the host's markers name them):\n\n{}\n## steps.csv (skillprof slo)\n\n\
-         One row per step of the experiment, searches and load points alike:\n\n{}",
-        field::markdown(&columns()),
-        field::markdown(probes::SkillRow::COLUMNS),
-        field::markdown(slo::SloStep::COLUMNS)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `SKILLPROF_BLESS=1 cargo test -p skillprof --lib record` rewrites docs/columns.md.
-    #[test]
-    fn the_column_reference_documents_every_column() {
-        let reference = crate::generated_docs::Generated {
-            file: "docs/columns.md",
-            name: "columns",
-            bless: "SKILLPROF_BLESS=1 cargo test -p skillprof --lib record",
-        };
-        reference.check(&columns_markdown()).unwrap();
-    }
 
     /// Every cell a record writes belongs to a documented column, in the table's order, and
     /// every fixed column is written: the table and the rows cannot drift apart.

@@ -40,7 +40,7 @@ fn entries(run: &Run) -> impl Iterator<Item = &EntryRecord> {
 }
 
 fn named(record: &EntryRecord) -> Markup {
-    html! { "#" (record.measure.index) " " code { (record.measure.cmd) } }
+    html! { "#" (record.measure.index) " " code { (record.measure.cmd.as_str()) } }
 }
 
 /// RSS at the start and before the stop, and the most at any moment.

@@ -149,21 +149,25 @@ pub fn report(args: ReportArgs) -> Result<()> {
         args.runs.len()
     );
     let folders: Vec<PathBuf> = args.runs.iter().map(|p| folder_of(p)).collect();
-    // The same refusal as skillprof compare, for the same reasons, before anything is drawn.
-    let harness_table = if folders.len() > 1 {
-        Some(
-            compare::table_of(&folders)
-                .context("skillprof report compares runs of one workload only, entry by entry")?,
-        )
-    } else {
-        None
-    };
     let runs = folders
         .iter()
         .map(|folder| {
             Run::load(folder).with_context(|| format!("reading the run {}", folder.display()))
         })
         .collect::<Result<Vec<_>>>()?;
+    // The same refusal as skillprof compare, for the same reasons, before anything is drawn.
+    let harness_table = if runs.len() > 1 {
+        let recorded: Vec<compare::Recorded<'_>> = runs
+            .iter()
+            .map(|run| compare::Recorded::of(&run.folder, &run.meta, &run.records))
+            .collect();
+        Some(
+            compare::table_of_records(&recorded)
+                .context("skillprof report compares runs of one workload only, entry by entry")?,
+        )
+    } else {
+        None
+    };
     let page = match &harness_table {
         None => html::single(&runs[0])?,
         Some(table) => html::comparison(&runs, table)?,

@@ -26,7 +26,7 @@ use super::plots::timeseries::column_rates;
 use super::read::{Event, Run};
 use crate::output::samples_csv::{Column, ZoneColumn};
 use crate::record::event::{Body, Field};
-use crate::record::probes::STOP_PARTS;
+use crate::record::probes::StopPhase;
 
 /// Synthetic process ids, above any real pid (pid_max is at most 2^22).
 const RUN_PID: u64 = 2_000_000_000;
@@ -101,13 +101,13 @@ fn write_to(run: &Run, out: &mut dyn Write) -> Result<usize> {
             .fold(0.0, f64::min)
     });
     let origin_s = earliest_event.min(0.0);
-    let cmds = &run.log.header.cmds.filename;
+    let cmds = &run.meta.cmds.file;
     let other = json!({
         "producer": format!("skillprof {}", env!("CARGO_PKG_VERSION")),
         "run": run.name,
         "folder": run.folder.display().to_string(),
         "cmds": cmds,
-        "cmds_hash": run.log.header.cmds.hash,
+        "cmds_hash": run.meta.cmds.hash,
         "clock": format!(
             "microseconds on the sampler's clock (samples.csv t_s){}. {}",
             if origin_s < 0.0 {
@@ -186,19 +186,19 @@ fn entries(trace: &mut Trace, run: &Run) -> Result<()> {
         // entry's took_ms by the rounding of the files: the last part is cut at its end).
         if let Some(stop) = &record.stop {
             let mut start = entry.begin_s;
-            for (name, words) in STOP_PARTS {
-                let Some(part) = stop.part(name) else {
+            for phase in StopPhase::ALL {
+                let Some(part) = stop.part(phase) else {
                     continue;
                 };
                 let ms = part.duration_ns as f64 / 1e6;
                 let end = (start + ms / 1000.0).min(entry.end_s);
                 trace.slice(
-                    &format!("stop: {}", name.replace('_', " ")),
+                    &format!("stop: {}", phase.name().replace('_', " ")),
                     "stop",
                     (RUN_PID, RUN_PID),
                     start,
                     end,
-                    json!({"ms": ms, "what": words}),
+                    json!({"ms": ms, "what": phase.span()}),
                 )?;
                 start = end;
             }

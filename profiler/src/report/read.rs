@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 
 use crate::explain;
-use crate::output::harness_log::{self, RunLog};
 use crate::output::samples_csv::{self, SampleSeries};
 use crate::output::{entries_jsonl, meta};
 use crate::record::event::KernelEvent;
@@ -31,7 +30,6 @@ pub struct Run {
     /// `YYMMDD_HHMMSS.mmm`, from meta.json.
     pub name: String,
     pub meta: RunInfo,
-    pub log: RunLog,
     /// What each entry measured, as the run recorded it.
     pub records: Vec<EntryRecord>,
     /// Each record's commands.csv row, for the table of every column.
@@ -124,7 +122,6 @@ impl Run {
             folder.display()
         );
         let meta = meta::read(folder)?;
-        let log = RunLog::read(&harness_log::locate(folder)?)?;
         let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
         let rows = records.iter().map(EntryRecord::row).collect();
         let explanations = explain::paragraphs(&records);
@@ -147,7 +144,6 @@ impl Run {
             folder: folder.to_path_buf(),
             name,
             meta,
-            log,
             records,
             rows,
             explanations,
@@ -242,7 +238,7 @@ fn place_entries(
         };
         entries.push(EntrySpan {
             index: i,
-            cmd: record.measure.cmd.clone(),
+            cmd: record.measure.cmd.to_string(),
             begin_s,
             end_s: begin_s + took_ms / 1000.0,
             took_ms,

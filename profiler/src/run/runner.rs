@@ -20,8 +20,8 @@ use crate::output::meta;
 use crate::output::samples_csv::SamplesCsv;
 use crate::record::probes::Probe;
 use crate::record::{
-    CgroupInfo, CmdsInfo, EntryMeasure, EntryRecord, HostInfo, LoadInfo, Outcome, RunInfo, Status,
-    SysctlDuring,
+    CgroupInfo, CmdsInfo, EntryCmd, EntryMeasure, EntryRecord, HostInfo, LoadInfo, Outcome,
+    RunInfo, Status, SysctlDuring,
 };
 use crate::sample::process::{self, ProcessStat};
 use crate::sample::{self, vmstat};
@@ -248,7 +248,7 @@ impl Run {
             };
             let mut record = EntryRecord::new(EntryMeasure {
                 index,
-                cmd: entry.name.clone(),
+                cmd: EntryCmd::new(entry.name.clone(), entry.command.clone()),
                 line: entry.line,
                 repeat: entry.repeat,
                 started,

@@ -152,7 +152,12 @@ impl Sink for Summary {
         }
         // `skillprof compare`'s table of the log, from the records the log was written from.
         let log = &self.log;
-        let table = compare::table_of_run(&log.path, log.started, log.header.clone(), end.records);
+        let table = compare::table_of_records(&[compare::Recorded {
+            log: log.path.clone(),
+            started: log.started,
+            header: log.header.clone(),
+            records: end.records,
+        }])?;
         let explanation = explain::document(info, end.records);
         if self.json {
             eprint!("{table}\n{explanation}");

@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
 
-pub use crate::record::composition::{Composition, EntryComposition};
+pub use crate::record::composition::{Composition, EntryComposition, Holder};
 
 /// glibc's `HEAP_MAX_SIZE` on 64-bit: each heap of a thread arena is reserved as one window
 /// of this size, aligned to it (so that a chunk finds its heap by masking its address).
@@ -54,19 +54,10 @@ const HEADER_SPAN: u64 = PAGE;
 
 impl EntryComposition {
     /// Each part's growth over the entry, in KiB.
-    pub fn growth(&self) -> [(&'static str, i64); 5] {
+    pub fn growth(&self) -> [(Holder, i64); 5] {
         let (before, after) = (self.before.parts(), self.after.parts());
         std::array::from_fn(|i| (after[i].0, after[i].1 as i64 - before[i].1 as i64))
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Part {
-    Heap,
-    Wasm,
-    Code,
-    Files,
-    Stacks,
 }
 
 /// The first words of glibc's `heap_info` (malloc/arena.c, the same order since glibc 2.26):
@@ -162,26 +153,9 @@ impl Composition {
         for (map, part) in maps.iter().zip(parts) {
             let kb = map.extension.map.get("Rss").copied().unwrap_or(0) / 1024;
             composition.rss_kb += kb;
-            *match part {
-                Part::Heap => &mut composition.heap_kb,
-                Part::Wasm => &mut composition.wasm_kb,
-                Part::Code => &mut composition.code_kb,
-                Part::Files => &mut composition.files_kb,
-                Part::Stacks => &mut composition.stacks_kb,
-            } += kb;
+            *composition.kb_mut(part) += kb;
         }
         composition
-    }
-
-    /// The parts with their names, as columns and explain.md name them.
-    pub fn parts(&self) -> [(&'static str, u64); 5] {
-        [
-            ("heap", self.heap_kb),
-            ("wasm", self.wasm_kb),
-            ("code", self.code_kb),
-            ("files", self.files_kb),
-            ("stacks", self.stacks_kb),
-        ]
     }
 }
 
@@ -293,7 +267,7 @@ fn outside_heaps(map: &MemoryMap, windows: &[u64]) -> u64 {
 }
 
 /// Each mapping's part (`maps` in address order, as smaps lists them), and the arenas found.
-fn classify(maps: &[MemoryMap], memory: Option<&dyn HeaderReader>) -> (Vec<Part>, Option<u64>) {
+fn classify(maps: &[MemoryMap], memory: Option<&dyn HeaderReader>) -> (Vec<Holder>, Option<u64>) {
     let heaps = find_heaps(maps, memory);
     // Inaccessible regions too large for malloc: a wasm memory's reservation or guards.
     let wasm_guard: Vec<bool> = maps
@@ -344,32 +318,32 @@ fn classify(maps: &[MemoryMap], memory: Option<&dyn HeaderReader>) -> (Vec<Part>
     (parts, heaps.arenas.map(|arenas| arenas.len() as u64))
 }
 
-fn part_of(map: &MemoryMap, heap: bool, in_wasm: bool, below: Option<&MemoryMap>) -> Part {
+fn part_of(map: &MemoryMap, heap: bool, in_wasm: bool, below: Option<&MemoryMap>) -> Holder {
     match &map.pathname {
-        MMapPath::Stack | MMapPath::TStack(_) => Part::Stacks,
-        MMapPath::Heap => Part::Heap,
-        _ if is_wasm_image(map) => Part::Wasm,
-        MMapPath::Anonymous if map.perms.contains(MMPermissions::EXECUTE) => Part::Code,
+        MMapPath::Stack | MMapPath::TStack(_) => Holder::Stacks,
+        MMapPath::Heap => Holder::Heap,
+        _ if is_wasm_image(map) => Holder::Wasm,
+        MMapPath::Anonymous if map.perms.contains(MMPermissions::EXECUTE) => Holder::Code,
         MMapPath::Anonymous
             if map.perms.contains(MMPermissions::READ)
                 && !map.perms.contains(MMPermissions::WRITE) =>
         {
-            Part::Code
+            Holder::Code
         }
-        MMapPath::Anonymous if heap => Part::Heap,
+        MMapPath::Anonymous if heap => Holder::Heap,
         MMapPath::Anonymous
             if below.is_some_and(|guard| inaccessible(guard) && size(guard) == GUARD) =>
         {
-            Part::Stacks
+            Holder::Stacks
         }
-        MMapPath::Anonymous if in_wasm => Part::Wasm,
-        MMapPath::Anonymous | MMapPath::Other(_) => Part::Heap,
+        MMapPath::Anonymous if in_wasm => Holder::Wasm,
+        MMapPath::Anonymous | MMapPath::Other(_) => Holder::Heap,
         MMapPath::Path(_)
         | MMapPath::Vdso
         | MMapPath::Vvar
         | MMapPath::Vsyscall
         | MMapPath::Vsys(_)
-        | MMapPath::Rollup => Part::Files,
+        | MMapPath::Rollup => Holder::Files,
     }
 }
 

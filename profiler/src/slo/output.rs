@@ -13,10 +13,10 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::{evidence, table};
 use crate::output::commands_csv::CommandsCsv;
+use crate::output::openmetrics::{Families, Kind, escape};
 use crate::record::slo::{SloReport, SloStep, Stage, Verdict};
 use crate::record::traffic::Arrivals;
 use crate::units::{count, ms};
-use crate::watch::exposition::{Families, Kind};
 
 pub const JSON: &str = "slo.json";
 
@@ -304,7 +304,7 @@ fn openmetrics(report: &SloReport) -> String {
         let row = step.row(report);
         let labels = format!(
             "config=\"{}\",stage=\"{}\",asked_rps=\"{}\"",
-            crate::report::openmetrics::escape(&report.configs[step.config].config.label()),
+            escape(&report.configs[step.config].config.label()),
             match step.stage {
                 Stage::Search => "search",
                 Stage::Table => "table",

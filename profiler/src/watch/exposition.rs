@@ -7,16 +7,15 @@
 //! Counters count since the watch began. A column that is a maximum (`*_max_*`) is a gauge.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use skillprof_common::{Combine as _, SkillCounters};
 
 use super::snapshot::Snapshot;
+use crate::output::openmetrics::{Families, Kind, escape};
 use crate::probes::markers::Phase;
 use crate::record::composition::EntryComposition;
-use crate::record::field::{Column, Row, Unit, Value};
+use crate::record::field::{Column, Row, Unit};
 use crate::record::probes::{SkillRow, skill_columns};
-use crate::report::openmetrics::{escape, metric_name};
 
 /// The content type Prometheus asks for and reads.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -108,17 +107,20 @@ static OWN_SCRAPE: Column = Column::new(
     "how long the previous scrape took to read the probes, the host and the machine",
 );
 
-/// Whether a column's figure only grows while the watch runs.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Counter,
-    Gauge,
-}
-
 /// The text of one scrape. `probes`: each probe of the session and whether it attached.
 pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> String {
     let mut families = Families::default();
+    host(&mut families, snapshot);
+    skills(&mut families, snapshot);
+    watching(&mut families, probes, markers);
+    machine(&mut families, snapshot);
+    own(&mut families, snapshot);
+    families.text()
+}
 
+/// The host: what the probes counted, what holds its memory, its cgroup, and the mappings
+/// one process may hold (vm.max_map_count).
+fn host(families: &mut Families, snapshot: &Snapshot) {
     let mut host = Row::default();
     crate::probes::ProbeMetrics::write_cells(Some(&snapshot.probes), &mut host);
     for cell in host.cells() {
@@ -184,7 +186,10 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
         "",
         &snapshot.max_map_count.into(),
     );
+}
 
+/// Per skill and phase, from the host's ledger; and the compiles of a skill after its first.
+fn skills(families: &mut Families, snapshot: &Snapshot) {
     let rows = snapshot.probes.skills.as_deref().unwrap_or_default();
     let counted = snapshot.probes.calls_by_skill();
     for ((skill, phase), counts) in by_skill_and_phase(rows) {
@@ -232,6 +237,10 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
             );
         }
     }
+}
+
+/// What the watch itself sees: whether skills are told apart, and which probe is live.
+fn watching(families: &mut Families, probes: &[(String, bool)], markers: bool) {
     families.column(
         "watch",
         &PER_SKILL,
@@ -249,7 +258,10 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
             &u64::from(*live).into(),
         );
     }
+}
 
+/// The machine: memory pressure, and each zone's free pages against its watermarks.
+fn machine(families: &mut Families, snapshot: &Snapshot) {
     if let Some(psi) = &snapshot.psi {
         for (column, value) in [
             (&PSI_SOME, psi.some_total_us),
@@ -274,7 +286,10 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
             families.column("machine", column, Kind::Gauge, &labels, &value.into());
         }
     }
+}
 
+/// The watch's own cost: its CPU, its RSS, its last scrape.
+fn own(families: &mut Families, snapshot: &Snapshot) {
     let own = &snapshot.own;
     families.column(
         "self",
@@ -291,7 +306,6 @@ pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> 
         "",
         &(own.last_scrape.as_secs_f64() * 1e3).into(),
     );
-    families.text()
 }
 
 /// The rows summed by skill name and phase: a skill registered again (a changed file) has
@@ -305,82 +319,4 @@ fn by_skill_and_phase(rows: &[SkillRow]) -> BTreeMap<(Option<String>, Phase), Sk
             .combine(&row.counts);
     }
     summed
-}
-
-/// Families in the order first seen, each with its points: OpenMetrics wants a family's
-/// points together, and skill series arrive skill by skill.
-#[derive(Default)]
-pub(crate) struct Families {
-    order: Vec<String>,
-    by_name: BTreeMap<String, (String, Vec<String>)>,
-}
-
-impl Families {
-    pub(crate) fn add(
-        &mut self,
-        group: &str,
-        column: &str,
-        meta: &'static Column,
-        kind: Kind,
-        labels: &str,
-        value: &Value,
-    ) {
-        let Some(number) = value.number() else {
-            return;
-        };
-        let name = metric_name(group, column);
-        let (_, points) = self.by_name.entry(name.clone()).or_insert_with(|| {
-            self.order.push(name.clone());
-            let mut head = String::new();
-            let kind = match kind {
-                Kind::Counter => "counter",
-                Kind::Gauge => "gauge",
-            };
-            let _ = writeln!(head, "# TYPE {name} {kind}");
-            if let Some(unit) = meta.unit.openmetrics() {
-                // OpenMetrics: a family with a unit carries it as its name's suffix too.
-                if name.ends_with(&format!("_{unit}")) {
-                    let _ = writeln!(head, "# UNIT {name} {unit}");
-                }
-            }
-            let _ = writeln!(head, "# HELP {name} {}", escape(meta.help));
-            (head, Vec::new())
-        });
-        let sample = match kind {
-            Kind::Counter => format!("{name}_total"),
-            Kind::Gauge => name,
-        };
-        let labels = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        points.push(format!("{sample}{labels} {number}"));
-    }
-
-    /// A series named after its own column (not a family member's).
-    pub(crate) fn column(
-        &mut self,
-        group: &str,
-        column: &'static Column,
-        kind: Kind,
-        labels: &str,
-        value: &Value,
-    ) {
-        self.add(group, column.name, column, kind, labels, value);
-    }
-
-    pub(crate) fn text(&self) -> String {
-        let mut text = String::new();
-        for name in &self.order {
-            let (head, points) = &self.by_name[name];
-            text.push_str(head);
-            for point in points {
-                text.push_str(point);
-                text.push('\n');
-            }
-        }
-        text.push_str("# EOF\n");
-        text
-    }
 }

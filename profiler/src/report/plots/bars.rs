@@ -14,25 +14,25 @@ use super::{
     run_colour, shade_entries, short,
 };
 use crate::output::samples_csv::Column;
-use crate::record::probes::STOP_PARTS as PARTS;
+use crate::record::probes::StopPhase;
 use crate::report::read::Run;
 use crate::units;
 
-/// Each part of the stop's colour, in `record::probes::STOP_PARTS` order.
-const STOP_COLOURS: [RGBColor; PARTS.len()] = [GREY, BLUE, GREEN, RED, PURPLE, BROWN];
+/// Each part of the stop's colour, in `StopPhase::ALL` order.
+const STOP_COLOURS: [RGBColor; StopPhase::ALL.len()] = [GREY, BLUE, GREEN, RED, PURPLE, BROWN];
 
 /// The stop row's parts in ms, if the run measured them.
 pub fn stop_parts(run: &Run) -> Option<(Vec<f64>, f64)> {
     let stop = run
         .records
         .iter()
-        .rfind(|record| record.measure.cmd == "stop")?
+        .rfind(|record| record.measure.stopped.is_some())?
         .stop
         .as_ref()?;
     let ms = |ns: u64| ns as f64 / 1e6;
-    let parts = PARTS
+    let parts = StopPhase::ALL
         .iter()
-        .map(|(name, _)| stop.part(name).map_or(0.0, |part| ms(part.duration_ns)))
+        .map(|phase| stop.part(*phase).map_or(0.0, |part| ms(part.duration_ns)))
         .collect();
     Some((parts, ms(stop.total_ns)))
 }
@@ -50,7 +50,7 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
         } else if runs.iter().all(|run| {
             run.records
                 .iter()
-                .all(|record| record.measure.cmd != "stop")
+                .all(|record| record.measure.stopped.is_none())
         }) {
             "the run ended before its stop entry"
         } else {
@@ -77,7 +77,7 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
             let y = (measured.len() - 1 - row) as f64;
             let (low, high) = (y + 0.18, y + 0.62);
             let mut start = 0.0;
-            for (((name, _), colour), ms) in PARTS.iter().zip(STOP_COLOURS).zip(parts) {
+            for ((phase, colour), ms) in StopPhase::ALL.iter().zip(STOP_COLOURS).zip(parts) {
                 let end = start + ms;
                 chart
                     .draw_series([Rectangle::new(
@@ -86,7 +86,7 @@ pub fn stop(runs: &[&Run]) -> Result<Figure> {
                     )])
                     .map_err(drawing("a part of the stop"))?;
                 let width_px = ms / longest * f64::from(WIDTH - 80);
-                let label = format!("{} {}", name.replace('_', " "), units::ms(*ms));
+                let label = format!("{} {}", phase.name().replace('_', " "), units::ms(*ms));
                 if width_px > label.len() as f64 * 7.5 {
                     chart
                         .draw_series([Text::new(
@@ -169,14 +169,14 @@ pub fn horizontal_bars<'a, 'b>(
 
 /// The key under the stop bars: each part's colour and, for one run, its duration.
 fn stop_key(area: &DrawingArea<SVGBackend<'_>, Shift>, parts: Option<&Vec<f64>>) -> Result<()> {
-    let items: Vec<(String, RGBColor)> = PARTS
+    let items: Vec<(String, RGBColor)> = StopPhase::ALL
         .iter()
         .zip(STOP_COLOURS)
         .enumerate()
-        .map(|(i, ((_, words_of), colour))| {
+        .map(|(i, (phase, colour))| {
             let text = match parts {
-                Some(parts) => format!("{words_of}: {}", units::ms(parts[i])),
-                None => (*words_of).to_owned(),
+                Some(parts) => format!("{}: {}", phase.span(), units::ms(parts[i])),
+                None => phase.span().to_owned(),
             };
             (text, colour)
         })

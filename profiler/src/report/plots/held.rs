@@ -70,7 +70,7 @@ pub fn by_holder(run: &Run) -> Result<Figure> {
         let items: Vec<(String, RGBColor)> = Composition::default()
             .parts()
             .iter()
-            .map(|(part, _)| (*part).to_owned())
+            .map(|(holder, _)| holder.name().to_owned())
             .zip(COLOURS)
             .collect();
         key(&legend, &items)

@@ -32,7 +32,7 @@ fn shares(run: &Run) -> Shares {
                 .map(|(skill, phases)| (skill.map(str::to_owned), phases.values().sum()))
                 .collect();
             (faults.values().sum::<u64>() > 0)
-                .then(|| (record.measure.index, record.measure.cmd.clone(), faults))
+                .then(|| (record.measure.index, record.measure.cmd.to_string(), faults))
         })
         .collect()
 }

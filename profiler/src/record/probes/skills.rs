@@ -1,0 +1,56 @@
+//! The host's work by skill and phase (its markers' rows): skills.csv.
+
+use serde::{Deserialize, Serialize};
+use skillprof_common::{FAILURE_NAMES, FAILURE_PHASES, SYSCALL_NAMES, SkillCounters};
+
+use crate::record::field::{Row, fields};
+
+/// What a host thread was doing for a skill when an event happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// No marker covered it: the runtime, the allocator, background threads.
+    Host,
+    Compile,
+    Instantiate,
+    Call,
+}
+
+/// One skill's phase in one entry: what its threads did in it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SkillRow {
+    /// The skill's name; `None` for the unattributed row.
+    pub skill: Option<String>,
+    pub phase: Phase,
+    pub counts: SkillCounters,
+}
+
+/// skills.csv's columns after the entry's own: one row per skill and phase of an entry.
+pub mod skill_columns {
+    use super::{FAILURE_NAMES, FAILURE_PHASES, Row, SYSCALL_NAMES, SkillRow, fields};
+
+    fields! {
+        impl SkillRow: pub fn write_cells(&self, row: &mut Row, calls_counted: bool) -> row {
+            let c = &self.counts;
+        }
+        SKILL "skill" Text "the skill the host's markers named, or host: what no marker covered (the runtime, the allocator, background threads)" = self.skill.as_deref().unwrap_or("host");
+        PHASE "phase" Text "compile, instantiate, call, or host" = self.phase.as_str();
+        RUNS "runs" Count "times the phase ran for the skill in the entry" = c.phase.runs;
+        TIME_MS "time_ms" Ms "time inside the phase, summed over its runs (a compile's worker threads included)" = c.phase.ns as f64 / 1e6;
+        TASK_MINFLT "task_minflt" Count "minor page faults of the threads while they worked on the phase: each thread's own counter (getrusage RUSAGE_THREAD) from one of its marks to the next, kept by the host in its ledger, in every mode; the host row has none (the entry's minflt less the skills' is what no mark covered)" = c.task.minflt;
+        TASK_MAJFLT "task_majflt" Count "major page faults, the same way" = c.task.majflt;
+        TASK_CPU_MS "task_cpu_ms" Ms "CPU time the threads ran for the phase, the same way: a stretch's elapsed time when its thread was not switched out in it, getrusage's CPU time (as the scheduler last accounted it, at most the elapsed time) when it was" = c.task.cpu_ns as f64 / 1e6;
+        // Each kind's calls and bytes side by side: mmap_calls, mmap_bytes, munmap_calls, ...
+        SYSCALL_CALLS "*_calls" Count "per address-space syscall kind (mmap, munmap, mremap, mprotect, madvise, brk): <kind>_calls, the calls in the phase" => {
+            for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
+                row.put_in(&SYSCALL_CALLS, format!("{name}_calls"), calls_counted.then_some(calls.calls))
+                    .put_in(&SYSCALL_BYTES, format!("{name}_bytes"), calls_counted.then_some(calls.bytes));
+            }
+        };
+        SYSCALL_BYTES "*_bytes" Bytes "per address-space syscall kind: <kind>_bytes, the lengths of those calls" => {};
+        FAILED "failed_*" Count "per reason the host failed one of the skill's requests in the phase, from its ledger in every mode (empty in the other phases): failed_unloadable (compile: the module did not compile or load), failed_no_slot (instantiate: the pooling allocator had no free slot), and the call's failed_input (the skill rejected its input), failed_error (it reported an error), failed_trap (it trapped: a panic, an out-of-bounds access, memory growth refused), failed_output (its answer was not JSON), failed_deadline (it ran past the host's deadline)" for FAILURE_NAMES.iter().enumerate().map(|(reason, name)| {
+            let in_phase = FAILURE_PHASES[reason] == self.phase as u32 && self.skill.is_some();
+            (format!("failed_{name}"), in_phase.then_some(c.failed.by_reason[reason]))
+        });
+    }
+}
