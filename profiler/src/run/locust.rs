@@ -196,10 +196,10 @@ impl Measurer for Locust {
             return Ok(());
         };
         let room = self.room.as_ref().expect("made for a plan with load lines");
-        let skills = match &load.schedule {
-            Some(schedule) => Ok(vec![schedule.skill.clone()]),
-            None => begin.workload.ours_listed().await,
-        };
+        let skills = begin
+            .load_skills
+            .take()
+            .expect("the runner lists a load line's skills");
         self.starting = Some(match skills {
             Ok(skills) => {
                 begin.host.progress.note(&format!(

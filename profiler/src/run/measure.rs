@@ -14,7 +14,6 @@ use crate::record::{EntryRecord, Outcome, RunInfo};
 
 use super::interrupt::{Abort, Signals};
 use super::progress::Progress;
-use super::workload::Workload;
 
 /// The host as a measurer sees it.
 #[derive(Clone, Copy)]
@@ -29,8 +28,9 @@ pub struct Begin<'a> {
     pub index: usize,
     pub entry: &'a Entry,
     pub host: Host<'a>,
-    /// What runs the entry's command: Locust asks it which of the host's skills are ours.
-    pub workload: &'a Workload,
+    /// A load line's skills: its schedule's one, or those of this run the host lists; Locust
+    /// takes them. `None` for any other line.
+    pub load_skills: Option<anyhow::Result<Vec<String>>>,
     pub signals: &'a mut Signals,
 }
 
@@ -67,5 +67,186 @@ pub trait Measurer {
     /// changed on the machine, and fill in its share of the run's info.
     async fn finish(&mut self, _info: &mut RunInfo) -> anyhow::Result<()> {
         Ok(())
+    }
+}
+
+/// A run's measurers, in the order they begin an entry.
+#[derive(Default)]
+pub struct Measurers(pub Vec<Box<dyn Measurer>>);
+
+impl Measurers {
+    /// Begins each, in the list's order.
+    pub async fn begin(&mut self, begin: &mut Begin<'_>) -> Result<(), Abort> {
+        for measurer in &mut self.0 {
+            measurer.begin(begin).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the entry's command if one of them claims it: the first that does.
+    pub async fn run(
+        &mut self,
+        entry: &Entry,
+        running: &mut Running<'_>,
+    ) -> Option<Result<(), Abort>> {
+        for measurer in &mut self.0 {
+            if let Some(ran) = measurer.run(entry, running).await {
+                return Some(ran);
+            }
+        }
+        None
+    }
+
+    /// Ends each, in the reverse order: each reads what the ones after it filled in.
+    pub async fn end(&mut self, record: &mut EntryRecord, host: Host<'_>) -> Result<(), Abort> {
+        for measurer in self.0.iter_mut().rev() {
+            measurer.end(record, host).await?;
+        }
+        Ok(())
+    }
+
+    /// Finishes each, in the list's order (the balloon first: the machine is not ours), then
+    /// lets them go.
+    pub async fn finish(&mut self, info: &mut RunInfo) -> anyhow::Result<()> {
+        for measurer in &mut self.0 {
+            measurer.finish(info).await?;
+        }
+        self.0.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::cmds::{self, InFlightCap};
+    use crate::hostctl::{HostCounters, HostProfile};
+    use crate::record::fixture::record;
+
+    /// A measurer that says what it was asked, in `said`; `claims` the lines it runs.
+    struct StandIn {
+        name: &'static str,
+        claims: &'static str,
+        said: Rc<RefCell<Vec<String>>>,
+    }
+
+    #[async_trait(?Send)]
+    impl Measurer for StandIn {
+        async fn begin(&mut self, begin: &mut Begin<'_>) -> Result<(), Abort> {
+            let said = format!("begin {} {}", self.name, begin.index);
+            self.said.borrow_mut().push(said);
+            Ok(())
+        }
+
+        async fn run(
+            &mut self,
+            entry: &Entry,
+            running: &mut Running<'_>,
+        ) -> Option<Result<(), Abort>> {
+            if !entry.name.starts_with(self.claims) {
+                return None;
+            }
+            running.outcome.requests += 1;
+            let said = format!("run {} {}", self.name, entry.name);
+            self.said.borrow_mut().push(said);
+            Some(Ok(()))
+        }
+
+        async fn end(&mut self, record: &mut EntryRecord, _host: Host<'_>) -> Result<(), Abort> {
+            // The innermost fills in what the outer ones read.
+            let seen = record.host.map_or(0, |counted| counted.requests);
+            record.host = Some(HostCounters {
+                requests: seen + 1,
+                ..HostCounters::default()
+            });
+            let said = format!("end {} saw {seen}", self.name);
+            self.said.borrow_mut().push(said);
+            Ok(())
+        }
+    }
+
+    fn stand_ins(said: &Rc<RefCell<Vec<String>>>) -> Measurers {
+        let stand_in = |name, claims| -> Box<dyn Measurer> {
+            Box::new(StandIn {
+                name,
+                claims,
+                said: said.clone(),
+            })
+        };
+        Measurers(vec![
+            stand_in("balloon", "pressure"),
+            stand_in("locust", "l_execute_all"),
+            stand_in("sampler", "-"),
+        ])
+    }
+
+    /// The runner's contract with its measurers, without a host or root: they nest around an
+    /// entry, the first that claims a command runs it, and an outer one reads at its end what
+    /// the inner ones filled in.
+    #[tokio::test]
+    async fn measurers_nest_around_an_entry_and_one_runs_its_own_line() {
+        let said = Rc::new(RefCell::new(Vec::new()));
+        let mut measurers = stand_ins(&said);
+        let plan = cmds::parse("t.cmds", "pressure low\nadd_rs\n", InFlightCap::new(1)).unwrap();
+        let client = Client::new(
+            "http://127.0.0.1:9",
+            HostProfile::load("skillhost").unwrap().dialect,
+        );
+        let progress = Progress::new(plan.entries.len());
+        let host = Host {
+            pid: std::process::id(),
+            client: &client,
+            progress: &progress,
+        };
+        let mut signals = Signals::install().unwrap();
+        let exit = ExitWatch::of(std::process::id()).unwrap();
+        for (index, entry) in plan.entries.iter().take(2).enumerate() {
+            let mut begin = Begin {
+                index,
+                entry,
+                host,
+                load_skills: None,
+                signals: &mut signals,
+            };
+            assert!(measurers.begin(&mut begin).await.is_ok());
+            let mut outcome = Outcome::default();
+            let mut running = Running {
+                progress: &progress,
+                signals: &mut signals,
+                exit: &exit,
+                outcome: &mut outcome,
+            };
+            let ran = measurers.run(entry, &mut running).await;
+            assert_eq!(
+                ran.is_some(),
+                index == 0,
+                "only the pressure line is a measurer's"
+            );
+            let mut entry_record = record(&entry.name, 1.0);
+            entry_record.measure.outcome = outcome;
+            assert!(measurers.end(&mut entry_record, host).await.is_ok());
+            assert_eq!(entry_record.host.map(|counted| counted.requests), Some(3));
+        }
+        assert_eq!(
+            *said.borrow(),
+            [
+                "begin balloon 0",
+                "begin locust 0",
+                "begin sampler 0",
+                "run balloon pressure low",
+                "end sampler saw 0",
+                "end locust saw 1",
+                "end balloon saw 2",
+                "begin balloon 1",
+                "begin locust 1",
+                "begin sampler 1",
+                "end sampler saw 0",
+                "end locust saw 1",
+                "end balloon saw 2",
+            ]
+        );
     }
 }

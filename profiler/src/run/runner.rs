@@ -35,7 +35,7 @@ use super::config::{Attached, RunConfig, sha1_of};
 use super::entry::{self, Watched};
 use super::interrupt::{Abort, Interruption, Signals};
 use super::locust::{LoadRoom, Locust};
-use super::measure::{Begin, Host, Measurer, Running};
+use super::measure::{Begin, Host, Measurers, Running};
 use super::probing::{Probes, Probing};
 use super::progress::Progress;
 use super::readings::{Holding, HostCounting, Memcg, Sampling};
@@ -58,7 +58,7 @@ struct Run {
     info: RunInfo,
     sinks: Vec<Box<dyn Sink>>,
     /// Built once the host is up, in the order they begin (see `measure`).
-    measurers: Vec<Box<dyn Measurer>>,
+    measurers: Measurers,
     progress: Arc<Progress>,
     host: Option<HostProcess>,
     /// `--memory-max`: the host's memory cgroup, until its measurer takes it.
@@ -137,7 +137,7 @@ impl Run {
         };
         let run = Run {
             sinks: sinks::all(&log, &folder, config.json)?,
-            measurers: Vec::new(),
+            measurers: Measurers::default(),
             progress: Progress::new(config.plan.entries.len()).into(),
             host: None,
             cgroup: cgroup.map(Arc::new),
@@ -224,16 +224,14 @@ impl Run {
                 client: &client,
                 progress: &progress,
             };
-            for measurer in self.measurers.iter_mut() {
-                let mut begin = Begin {
-                    index,
-                    entry,
-                    host,
-                    workload: &workload,
-                    signals,
-                };
-                measurer.begin(&mut begin).await?;
-            }
+            let mut begin = Begin {
+                index,
+                entry,
+                host,
+                load_skills: load_skills(entry, &workload).await,
+                signals,
+            };
+            self.measurers.begin(&mut begin).await?;
             let before = host_process(pid)?;
             let started = ready.elapsed();
             let clock = Instant::now();
@@ -258,9 +256,7 @@ impl Run {
                 outcome,
                 stopped,
             });
-            for measurer in self.measurers.iter_mut().rev() {
-                measurer.end(&mut record, host).await?;
-            }
+            self.measurers.end(&mut record, host).await?;
             self.record(record)?;
             if let Some(died) = died {
                 return Err(died);
@@ -355,8 +351,8 @@ impl Run {
     ) -> Result<(), Abort> {
         let csv = self.samples_csv.take().expect("the sampler starts once");
         let sampling = Sampling::start(pid, config.interval, csv, self.info.host.attached)?;
-        self.measurers.push(Box::new(sampling));
-        self.measurers.push(Box::new(Holding::default()));
+        self.measurers.0.push(Box::new(sampling));
+        self.measurers.0.push(Box::new(Holding::default()));
         self.progress.watch_rss(pid);
         let probing = Probing::start(config.probes.as_ref(), pid)?;
         self.progress.note(&probing.describe());
@@ -377,20 +373,23 @@ impl Run {
             probing,
             folder: self.folder.clone(),
         };
-        self.measurers.insert(0, Box::new(probes));
-        self.measurers.insert(0, Box::new(HostCounting::default()));
+        self.measurers.0.insert(0, Box::new(probes));
+        self.measurers
+            .0
+            .insert(0, Box::new(HostCounting::default()));
         if let Some(room) = self.load_room.take() {
-            self.measurers.insert(0, Box::new(Locust::new(room)));
+            self.measurers.0.insert(0, Box::new(Locust::new(room)));
         }
         if let Some(cgroup) = &self.cgroup {
             self.measurers
+                .0
                 .insert(0, Box::new(Memcg::new(cgroup.clone())));
         }
         let mut pressure = Pressure::new(config.pressure.settle_timeout);
         let started = pressure
             .start(&config.pressure, &mut self.info, &self.progress, signals)
             .await;
-        self.measurers.insert(0, Box::new(pressure));
+        self.measurers.0.insert(0, Box::new(pressure));
         meta::write(&self.meta_path, &self.info)?;
         started
     }
@@ -419,14 +418,7 @@ impl Run {
             exit: watched.exit,
             outcome: &mut outcome,
         };
-        let mut ran = None;
-        for measurer in self.measurers.iter_mut() {
-            ran = measurer.run(entry, &mut running).await;
-            if ran.is_some() {
-                break;
-            }
-        }
-        let ended = match ran {
+        let ended = match self.measurers.run(entry, &mut running).await {
             Some(ended) => ended,
             None => {
                 let (done, ended) = entry::run(workload, entry, signals, watched).await;
@@ -484,10 +476,7 @@ impl Run {
             // The host is gone; its perf map was written for this run only.
             let _ = std::fs::remove_file(perf_map);
         }
-        for measurer in &mut self.measurers {
-            measurer.finish(&mut self.info).await?;
-        }
-        self.measurers.clear();
+        self.measurers.finish(&mut self.info).await?;
         if let Some(room) = self.load_room.take() {
             // The host never came up: Locust's measurer was not made.
             room.finish();
@@ -560,6 +549,17 @@ impl Run {
         self.info.reason = Some(reason);
         code
     }
+}
+
+/// A load line's skills: its schedule's one, or those of this run the host lists now.
+async fn load_skills(entry: &Entry, workload: &Workload) -> Option<Result<Vec<String>>> {
+    let Command::LExecuteAll(load) = &entry.command else {
+        return None;
+    };
+    Some(match &load.schedule {
+        Some(schedule) => Ok(vec![schedule.skill.clone()]),
+        None => workload.ours_listed().await,
+    })
 }
 
 /// The run's info as it starts: the host, the workload, the machine, the settings.
