@@ -207,7 +207,7 @@ fn syscall_count_columns() -> impl Iterator<Item = &'static str> {
                 && !c.column.name.contains("_lat_")
                 && !c.column.name.starts_with("events_")
         })
-        .map(|c| c.column.name)
+        .map(|c| &*c.column.name)
 }
 
 fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
@@ -483,7 +483,7 @@ fn fallback_mechanisms_count_the_same_as_the_preferred_ones() {
                 && !c.column.name.contains("_lat_")
                 && !c.column.name.starts_with("events_")
         })
-        .map(|c| c.column.name)
+        .map(|c| &*c.column.name)
         .collect();
     for (selection, other) in Selection::ALL.iter().zip(&rows).skip(1) {
         for (entry, (a, b)) in rows[0].iter().zip(other).enumerate() {

@@ -38,7 +38,7 @@ impl Families {
             let family = Family {
                 kind,
                 unit: meta.unit.openmetrics(),
-                help: meta.help,
+                help: &meta.help,
             };
             self.point(group, column, &family, labels, number, None);
         }
@@ -53,7 +53,7 @@ impl Families {
         labels: &str,
         value: &Value,
     ) {
-        self.add(group, column.name, column, kind, labels, value);
+        self.add(group, &column.name, column, kind, labels, value);
     }
 
     /// A point of `skillprof_<group>_<column>`, at `ms` (Unix milliseconds) when given.

@@ -326,7 +326,7 @@ pub fn documentation(name: &str) -> Option<&'static record::Column> {
 }
 
 fn header(zones: &[ZoneId]) -> Vec<String> {
-    let fixed = COLUMNS.iter().map(|(column, _, _)| column.name.to_owned());
+    let fixed = COLUMNS.iter().map(|(column, _, _)| column.name.to_string());
     let per_zone = zones.iter().flat_map(|zone| {
         ZONE_COLUMNS
             .iter()

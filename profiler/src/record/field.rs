@@ -107,17 +107,22 @@ impl Unit {
 }
 
 /// A column, or a family of columns whose name has a `*` (one per zone, per syscall kind,
-/// per vmstat counter): its name, unit and what it means.
+/// per vmstat counter): its name, unit and what it means. Declared columns borrow their
+/// text; the probes' columns, made from their tables of kinds, own it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Column {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub unit: Unit,
-    pub help: &'static str,
+    pub help: Cow<'static, str>,
 }
 
 impl Column {
     pub const fn new(name: &'static str, unit: Unit, help: &'static str) -> Column {
-        Column { name, unit, help }
+        Column {
+            name: Cow::Borrowed(name),
+            unit,
+            help: Cow::Borrowed(help),
+        }
     }
 
     /// Whether `name` is this column, or a member of this family (`*` stands for any text).
@@ -237,7 +242,7 @@ impl Row {
     pub fn put(&mut self, column: &'static Column, value: impl Into<Value>) -> &mut Self {
         debug_assert!(!column.is_family(), "{} is a family", column.name);
         self.cells.push(Cell {
-            name: Cow::Borrowed(column.name),
+            name: column.name.clone(),
             column,
             value: value.into(),
         });

@@ -43,7 +43,7 @@ pub trait Metrics {
 pub fn columns() -> Vec<&'static Column> {
     let mut columns: Vec<&'static Column> = EntryMeasure::columns().collect();
     columns.extend(sampling::EntrySampling::COLUMNS);
-    columns.extend(probes::probe_columns().iter().map(|column| column.column));
+    columns.extend(probes::probe_columns().iter().map(|column| &column.column));
     columns.extend(probes::StopBreakdown::COLUMNS);
     columns.extend(balloon::BandHeld::COLUMNS);
     columns.extend(memcg::MemcgEntry::COLUMNS);
@@ -94,7 +94,7 @@ mod tests {
                 column.name
             );
         }
-        let mut names: Vec<&str> = columns.iter().map(|column| column.name).collect();
+        let mut names: Vec<&str> = columns.iter().map(|column| &*column.name).collect();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), columns.len(), "a column is documented twice");

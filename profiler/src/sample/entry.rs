@@ -251,7 +251,7 @@ mod tests {
         };
         let want: Vec<&str> = EntrySampling::COLUMNS
             .iter()
-            .flat_map(|column| expanded(column.name))
+            .flat_map(|column| expanded(&column.name))
             .collect();
         assert_eq!(names, want);
         for name in names {

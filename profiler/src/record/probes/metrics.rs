@@ -104,7 +104,7 @@ impl ProbeMetrics {
     pub fn write_cells(probes: Option<&ProbeMetrics>, row: &mut Row) {
         for column in probe_columns() {
             let value = probes.map_or(Value::Absent, |probes| probes.measured(column));
-            row.put(column.column, value);
+            row.put(&column.column, value);
         }
     }
 }
@@ -127,7 +127,7 @@ enum Reading {
 
 /// One probe column: the column, the probe it needs, and where its value comes from.
 pub struct ProbeColumn {
-    pub column: &'static Column,
+    pub column: Column,
     pub probe: Probe,
     read: Reading,
 }
@@ -145,18 +145,19 @@ const SYSCALL_HELP: [(&str, &str); SYSCALLS] = [
     ),
 ];
 
-/// Every column the probes write, in row order, each with its own line in the reference.
-/// Built once; the generated names and help live for the whole process.
+/// Every column the probes write, in row order, each with its own line in the reference:
+/// built once from the tables of syscall kinds, advice and reclaim contexts, and kept for the
+/// whole process.
 pub fn probe_columns() -> &'static [ProbeColumn] {
     static COLUMNS: OnceLock<Vec<ProbeColumn>> = OnceLock::new();
     COLUMNS.get_or_init(|| {
         let mut out = Vec::new();
         let mut col = |name: String, unit: Unit, help: String, probe: Probe, read: Reading| {
-            let column: &'static Column = Box::leak(Box::new(Column {
-                name: Box::leak(name.into_boxed_str()),
+            let column = Column {
+                name: name.into(),
                 unit,
-                help: Box::leak(help.into_boxed_str()),
-            }));
+                help: help.into(),
+            };
             out.push(ProbeColumn {
                 column,
                 probe,

@@ -164,7 +164,7 @@ pub(super) fn entries_table(run: &Run, prefix: &str) -> Markup {
                 table class="sortable entries" id={ (prefix) "entries-table" } {
                     thead {
                         tr {
-                            th class="sticky1" title=(record::documentation("cmd").map_or("", |c| c.help)) {
+                            th class="sticky1" title=(record::documentation("cmd").map_or("", |c| &c.help)) {
                                 "entry"
                             }
                             th class="sticky2 text" { "explanation" }
