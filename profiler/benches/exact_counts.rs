@@ -43,31 +43,32 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// skillprof's exact counts against bpftrace's on the same workloads.
+#[derive(clap::Parser)]
+struct Flags {
+    /// One workload, from the repository's root (default: the reference ones).
+    #[arg(long)]
+    cmds: Option<String>,
+    /// The host's own flags for that workload, after `--`.
+    #[arg(last = true)]
+    host_flags: Vec<String>,
+}
+
 fn workloads() -> Result<Vec<Workload>> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .canonicalize()?;
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    let mut chosen: Option<Workload> = None;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--cmds" => {
-                chosen = Some(Workload {
-                    cmds: repo.join(args.next().context("--cmds FILE")?),
-                    host_flags: Vec::new(),
-                })
-            }
-            "--" => {
-                let flags = args.by_ref().filter(|a| a != "--bench").collect();
-                match &mut chosen {
-                    Some(workload) => workload.host_flags = flags,
-                    None => bail!("host flags after -- need --cmds FILE"),
-                }
-            }
-            _ => {}
+    let flags: Flags = common::flags();
+    let chosen = match (flags.cmds, flags.host_flags) {
+        (Some(cmds), host_flags) => Some(Workload {
+            cmds: repo.join(cmds),
+            host_flags,
+        }),
+        (None, host_flags) if !host_flags.is_empty() => {
+            bail!("host flags after -- need --cmds FILE")
         }
-    }
+        (None, _) => None,
+    };
     Ok(match chosen {
         Some(workload) => vec![workload],
         None => vec![

@@ -135,38 +135,43 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// The host's memory and compile time under each engine option, interleaved.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Interleaved rounds (at least 2, for an interval).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Emulate a machine of this many cores (skillprof run --cores).
+    #[arg(long)]
+    cores: Option<u32>,
+    /// Only these conditions (comma-separated names), beside the two baselines.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
 fn parse_options() -> Result<Options> {
-    let mut options = Options {
-        rounds: 3,
-        cores: None,
-        conditions: (0..CONDITIONS.len()).collect(),
-    };
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--rounds" => options.rounds = args.next().context("--rounds N")?.parse()?,
-            "--cores" => options.cores = Some(args.next().context("--cores N")?.parse()?),
-            "--only" => {
-                let names = args.next().context("--only NAME,...")?;
-                let mut chosen = vec![0, 1];
-                for name in names.split(',') {
-                    let index = CONDITIONS
-                        .iter()
-                        .position(|c| c.name == name)
-                        .with_context(|| {
-                            let known: Vec<&str> = CONDITIONS.iter().map(|c| c.name).collect();
-                            format!("--only {name}: the conditions are {}", known.join(", "))
-                        })?;
-                    if !chosen.contains(&index) {
-                        chosen.push(index);
-                    }
-                }
-                options.conditions = chosen;
+    let flags: Flags = common::flags();
+    let mut conditions: Vec<usize> = (0..CONDITIONS.len()).collect();
+    if !flags.only.is_empty() {
+        conditions = vec![0, 1];
+        for name in &flags.only {
+            let index = CONDITIONS
+                .iter()
+                .position(|c| c.name == name.as_str())
+                .with_context(|| {
+                    let known: Vec<&str> = CONDITIONS.iter().map(|c| c.name).collect();
+                    format!("--only {name}: the conditions are {}", known.join(", "))
+                })?;
+            if !conditions.contains(&index) {
+                conditions.push(index);
             }
-            _ => {}
         }
     }
+    let options = Options {
+        rounds: flags.rounds,
+        cores: flags.cores,
+        conditions,
+    };
     ensure!(
         options.rounds >= 2,
         "--rounds must be at least 2 for an interval"

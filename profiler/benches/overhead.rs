@@ -28,7 +28,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use skillprof::machine::Machine;
 use skillprof::probes::Mechanism;
 use skillprof::probes::cost_model::{self, CostModel, Counted, Per};
@@ -37,6 +37,29 @@ use skillprof::stats;
 
 mod common;
 use common::{change, run_records, skillprof_binary};
+
+/// What profiling costs the host: each mode against no profiler, interleaved.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Interleaved rounds (at least 2, for an interval).
+    #[arg(long, default_value_t = 30)]
+    rounds: usize,
+    /// The workload, from the repository's root.
+    #[arg(long, default_value = "cmds/overhead.cmds")]
+    cmds: PathBuf,
+    /// The amplified condition's skillhost --mark-repeat (2 to 1000).
+    #[arg(long, default_value_t = 33)]
+    amplify: u32,
+    /// Only the default mode's conditions.
+    #[arg(long)]
+    default_only: bool,
+    /// Only the exact mode's conditions.
+    #[arg(long)]
+    exact_only: bool,
+    /// The host's own flags, after `--`.
+    #[arg(last = true)]
+    host_flags: Vec<String>,
+}
 
 struct Options {
     rounds: usize,
@@ -115,28 +138,16 @@ fn parse_options() -> Result<Options> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .canonicalize()?;
-    let mut options = Options {
-        rounds: 30,
-        cmds: repo.join("cmds/overhead.cmds"),
-        host_flags: Vec::new(),
-        amplify: 33,
-        default_only: false,
-        exact_only: false,
+    let flags: Flags = common::flags();
+    let options = Options {
+        rounds: flags.rounds,
+        // cargo runs benches in profiler/: relative paths are taken from the repo root.
+        cmds: repo.join(flags.cmds),
+        host_flags: flags.host_flags,
+        amplify: flags.amplify,
+        default_only: flags.default_only,
+        exact_only: flags.exact_only,
     };
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--rounds" => options.rounds = args.next().context("--rounds N")?.parse()?,
-            // cargo runs benches in profiler/: relative paths are taken from the repo root.
-            "--cmds" => options.cmds = repo.join(args.next().context("--cmds FILE")?),
-            "--amplify" => options.amplify = args.next().context("--amplify K")?.parse()?,
-            "--default-only" => options.default_only = true,
-            "--exact-only" => options.exact_only = true,
-            "--" => options.host_flags = args.by_ref().filter(|a| a != "--bench").collect(),
-            _ => {}
-        }
-    }
     ensure!(
         options.rounds >= 2,
         "--rounds must be at least 2 for an interval"

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 use skillprof::hostctl::{
     Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillWorld, SkillsDir,
 };
@@ -75,24 +75,31 @@ struct Options {
     hey_s: u32,
 }
 
+/// skillhost against wasmtime serve, each serving the same component.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Interleaved rounds (at least 2, for an interval).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Seconds of each step of the search.
+    #[arg(long, default_value_t = 3)]
+    step_s: u32,
+    /// Seconds of hey's closed loop.
+    #[arg(long, default_value_t = 20)]
+    hey_s: u32,
+}
+
 fn options() -> Result<Options> {
-    let mut options = Options {
-        rounds: 5,
-        step_s: 3,
-        hey_s: 20,
+    let Flags {
+        rounds,
+        step_s,
+        hey_s,
+    } = common::flags();
+    let options = Options {
+        rounds,
+        step_s,
+        hey_s,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--rounds" => options.rounds = value()?.parse()?,
-            "--step-s" => options.step_s = value()?.parse()?,
-            "--hey-s" => options.hey_s = value()?.parse()?,
-            // cargo bench passes --bench to every benchmark binary.
-            "--bench" => {}
-            other => bail!("unknown argument {other} (--rounds N --step-s S --hey-s S)"),
-        }
-    }
     ensure!(options.rounds >= 2, "--rounds: at least 2 for an interval");
     Ok(options)
 }

@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use skillprof::record::EntryRecord;
 use skillprof::record::probes::Probe;
 use skillprof::stats;
@@ -110,15 +110,16 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// The pooling allocator's options against the on-demand one.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Interleaved rounds of every condition (at least 2, for an interval).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+}
+
 fn parse_rounds() -> Result<usize> {
-    let mut rounds = 5;
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        if arg == "--rounds" {
-            rounds = args.next().context("--rounds N")?.parse()?;
-        }
-    }
+    let Flags { rounds } = common::flags();
     ensure!(rounds >= 2, "--rounds must be at least 2 for an interval");
     Ok(rounds)
 }

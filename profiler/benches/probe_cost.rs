@@ -43,6 +43,8 @@ use skillprof::probes::{self, Mechanism, Probe, ProbeMode, ProbeOptions, ProbeSe
 use skillprof::stats;
 use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, ledger};
 
+mod common;
+
 const GETPPID_CALLS: usize = 200_000;
 const MMAP_PAIRS: usize = 20_000;
 /// Pages faulted in per pass (16 MiB), and passes over them: a page fault's cost is mostly
@@ -217,25 +219,19 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// What each probe's program costs per event, measured; writes the cost model.
+#[derive(clap::Parser)]
 struct Args {
+    /// Interleaved rounds (at least 3).
+    #[arg(long, default_value_t = 15)]
     rounds: usize,
+    /// Where the cost model is written.
+    #[arg(long, default_value = cost_model::DEFAULT_PATH)]
     model: PathBuf,
 }
 
 fn parse_args() -> Result<Args> {
-    let mut parsed = Args {
-        rounds: 15,
-        model: PathBuf::from(cost_model::DEFAULT_PATH),
-    };
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--rounds" => parsed.rounds = args.next().context("--rounds N")?.parse()?,
-            "--model" => parsed.model = args.next().context("--model FILE")?.into(),
-            _ => {}
-        }
-    }
+    let parsed: Args = common::flags();
     ensure!(parsed.rounds >= 3, "--rounds must be at least 3");
     Ok(parsed)
 }

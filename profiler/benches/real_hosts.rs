@@ -90,27 +90,27 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// skillprof run on the real 2024 and 2025 hosts.
+#[derive(clap::Parser)]
+struct Flags {
+    /// One host only: 2024 or 2025.
+    #[arg(long)]
+    only: Option<String>,
+    /// The workloads, comma-separated cmds files (default: the reference ones).
+    #[arg(long, value_delimiter = ',')]
+    cmds: Vec<String>,
+}
+
 fn parse_options() -> Result<(Vec<&'static RealHost>, Vec<String>)> {
-    let mut hosts: Vec<&RealHost> = REAL_HOSTS.iter().collect();
-    let mut workloads: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--only" => {
-                hosts = vec![real_host_named(&args.next().context("--only 2024|2025")?)?];
-            }
-            "--cmds" => {
-                workloads = args
-                    .next()
-                    .context("--cmds FILE,...")?
-                    .split(',')
-                    .map(str::to_owned)
-                    .collect();
-            }
-            _ => {}
-        }
-    }
+    let Flags { only, cmds } = common::flags();
+    let hosts = match only {
+        Some(name) => vec![real_host_named(&name)?],
+        None => REAL_HOSTS.iter().collect(),
+    };
+    let workloads = match cmds.is_empty() {
+        true => WORKLOADS.iter().map(|w| w.to_string()).collect(),
+        false => cmds,
+    };
     Ok((hosts, workloads))
 }
 

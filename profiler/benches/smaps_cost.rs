@@ -16,17 +16,21 @@ use anyhow::{Context, Result, ensure};
 use skillprof::sample::composition::Composition;
 use skillprof::stats;
 
+mod common;
+
 const SIZES: [u64; 4] = [1_000, 10_000, 30_000, 60_000];
 const PAGE: usize = 4096;
 
+/// What reading a host's smaps costs, by the mappings it holds.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Readings at each number of mappings (their median is reported).
+    #[arg(long, default_value_t = 7)]
+    readings: usize,
+}
+
 fn main() -> Result<()> {
-    let mut readings = 7;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        if arg == "--readings" {
-            readings = args.next().context("--readings N")?.parse()?;
-        }
-    }
+    let Flags { readings } = common::flags();
     let limit: u64 = std::fs::read_to_string("/proc/sys/vm/max_map_count")?
         .trim()
         .parse()?;

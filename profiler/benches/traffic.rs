@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, ensure};
+use anyhow::{Result, ensure};
 use skillprof::hostctl::{Client, HostProfile, SampleSkills, SkillWorld};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
 use skillprof::traffic::generator::{self, StepPlan};
@@ -25,14 +25,16 @@ use skillprof::traffic::generator::{self, StepPlan};
 mod common;
 use common::{Host, skillprof_binary};
 
+/// The load generator against skillhost, each on a CPU of its own.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Seconds of each step.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+}
+
 fn main() -> Result<()> {
-    let mut seconds = 10u64;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        if arg == "--seconds" {
-            seconds = args.next().context("--seconds S")?.parse()?;
-        }
-    }
+    let Flags { seconds } = common::flags();
     let cpus = std::thread::available_parallelism()?.get();
     ensure!(cpus >= 2, "the generator and the host need a CPU each");
     let (host_cpu, generator_cpu) = (vec![cpus - 1], vec![0]);

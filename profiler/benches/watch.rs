@@ -194,28 +194,31 @@ fn marks_modelled(marked: &[(f64, f64)]) {
     }
 }
 
+/// skillprof watch's own cost on a host with many skills.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Interleaved rounds.
+    #[arg(long, default_value_t = 8)]
+    rounds: usize,
+    /// Skills the host holds.
+    #[arg(long, default_value_t = 500)]
+    skills: usize,
+    /// Minutes of the long watch.
+    #[arg(long, default_value_t = 5)]
+    minutes: u64,
+}
+
 fn parse_options() -> Result<Options> {
-    let mut options = Options {
-        rounds: 8,
-        skills: 500,
-        minutes: 5,
+    let Flags {
+        rounds,
+        skills,
+        minutes,
+    } = common::flags();
+    let options = Options {
+        rounds,
+        skills,
+        minutes,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| -> Result<u64> {
-            args.next()
-                .with_context(|| format!("{name} N"))?
-                .parse()
-                .with_context(|| format!("{name}: a number"))
-        };
-        match arg.as_str() {
-            "--rounds" => options.rounds = value("--rounds")? as usize,
-            "--skills" => options.skills = value("--skills")? as usize,
-            "--minutes" => options.minutes = value("--minutes")?,
-            // cargo bench passes `--bench`.
-            _ => {}
-        }
-    }
     ensure!(
         options.rounds > 0 && options.skills > 0,
         "--rounds and --skills: at least 1"

@@ -53,20 +53,23 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// skillprof watch on the real 2024 and 2025 hosts.
+#[derive(clap::Parser)]
+struct Flags {
+    /// One host only: 2024 or 2025.
+    #[arg(long)]
+    only: Option<String>,
+    /// Seconds each host is watched.
+    #[arg(long, default_value_t = 40)]
+    seconds: u64,
+}
+
 fn parse_options() -> Result<(Vec<&'static RealHost>, u64)> {
-    let mut hosts: Vec<&RealHost> = REAL_HOSTS.iter().collect();
-    let mut seconds = 40;
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--only" => {
-                hosts = vec![real_host_named(&args.next().context("--only 2024|2025")?)?];
-            }
-            "--seconds" => seconds = args.next().context("--seconds N")?.parse()?,
-            _ => {}
-        }
-    }
+    let Flags { only, seconds } = common::flags();
+    let hosts = match only {
+        Some(name) => vec![real_host_named(&name)?],
+        None => REAL_HOSTS.iter().collect(),
+    };
     Ok((hosts, seconds))
 }
 

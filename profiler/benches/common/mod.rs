@@ -1,5 +1,5 @@
-//! What the run-driving benchmarks share: the skillprof binary beside them, one run's typed
-//! records, and a ratio's median change with its bootstrap interval.
+//! What the benchmarks share: their flags (clap), the skillprof binary beside them, one run's
+//! typed records, and a ratio's median change with its bootstrap interval.
 // Each benchmark is its own crate and uses part of this.
 #![allow(dead_code)]
 
@@ -13,6 +13,12 @@ use skillprof::record::EntryRecord;
 use skillprof::stats;
 
 const RESAMPLES: usize = 10_000;
+
+/// A benchmark's flags, parsed by clap from what `cargo bench --bench NAME -- FLAGS` hands it
+/// (cargo's own `--bench` left out): `--help` says each one.
+pub fn flags<T: clap::Parser>() -> T {
+    T::parse_from(std::env::args().filter(|arg| arg != "--bench"))
+}
 
 /// The release `skillprof` of the target directory this benchmark was built in.
 pub fn skillprof_binary() -> Result<PathBuf> {

@@ -149,23 +149,29 @@ async fn round_trip_p50(client: &Client) -> Result<f64> {
     Ok(nearest_rank(&samples, 0.50))
 }
 
+/// skillhost's own throughput and memory with copies of a skill.
+#[derive(clap::Parser)]
+struct Flags {
+    /// Copies of the sample skill the host holds.
+    #[arg(long, default_value_t = 10)]
+    copies: usize,
+    /// Seconds of each load.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Only the markers' cost.
+    #[arg(long)]
+    markers_only: bool,
+}
+
 fn parse_options() -> Result<Options> {
-    let mut options = Options {
-        copies: 10,
-        seconds: 10,
-        markers_only: false,
-    };
-    // cargo bench passes `--bench`; skip what is not ours.
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--copies" => options.copies = args.next().context("--copies N")?.parse()?,
-            "--seconds" => options.seconds = args.next().context("--seconds S")?.parse()?,
-            "--markers-only" => options.markers_only = true,
-            _ => {}
-        }
-    }
-    Ok(options)
+    use clap::Parser as _;
+    // cargo bench passes `--bench`: not ours.
+    let flags = Flags::parse_from(std::env::args().filter(|arg| arg != "--bench"));
+    Ok(Options {
+        copies: flags.copies,
+        seconds: flags.seconds,
+        markers_only: flags.markers_only,
+    })
 }
 
 struct Bench {
