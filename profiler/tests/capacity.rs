@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use skillprof::record::probes::Probe;
+use skillprof::record::{EntryRecord, FillStop};
 
 mod common;
 use common::cli::{
@@ -108,15 +110,18 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
     let out = dir.path().join("fill");
     let output = run(&fill, &out, &args(&["--no-probes", "--memory-max", LIMIT]));
     let folder = run_folder(&out);
-    let filled = &entries(&folder)[1]["measure"]["outcome"]["fill"];
-    let stopped = filled["stopped"].clone();
+    let filled = entries(&folder)[1]
+        .measure
+        .outcome
+        .fill
+        .expect("a fill entry records its fill");
     assert!(
-        stopped == "killed" || stopped.get("limit").is_some(),
-        "the fill must end at the limit: {filled}\n{}",
+        matches!(filled.stopped, FillStop::Killed | FillStop::Limit { .. }),
+        "the fill must end at the limit: {filled:?}\n{}",
         describe(&output)
     );
     // The first skill, then the fill's.
-    let fitted = 1.0 + filled["fitted"].as_f64().unwrap();
+    let fitted = 1.0 + f64::from(filled.fitted);
     let error = (skills - fitted).abs() / fitted;
     println!(
         "predicted {skills} Rust skills in {LIMIT}, {fitted} fitted: {:.1}% apart",
@@ -157,11 +162,10 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
     );
     let recorded = entries(&run_folder(&out));
     let requests_at = |n: usize| &recorded[n];
-    let limited = |entry: &Value| {
-        entry["memcg"]["after"]["limit_hits"].as_u64()
-            > entry["memcg"]["before"]["limit_hits"].as_u64()
-            || entry["measure"]["outcome"]["errors"].as_u64() > Some(0)
-            || entry["measure"]["after"].is_null()
+    let limited = |entry: &EntryRecord| {
+        entry.memcg.is_some_and(|memcg| memcg.limit_hits() > 0)
+            || entry.measure.outcome.errors > 0
+            || entry.measure.after.is_none()
     };
     println!(
         "predicted {requests} requests beside 10 skills in {LIMIT}: {} fit, {} did not",
@@ -170,16 +174,16 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
     );
     assert!(
         !limited(requests_at(2)),
-        "{} requests (15% under the prediction of {requests}) met the limit: {}\n{}",
+        "{} requests (15% under the prediction of {requests}) met the limit: {:?}\n{}",
         fewer * 10.0,
-        requests_at(2)["memcg"],
+        requests_at(2).memcg,
         describe(&output)
     );
     assert!(
         limited(requests_at(3)),
-        "{} requests (15% over the prediction of {requests}) did not meet the limit: {}",
+        "{} requests (15% over the prediction of {requests}) did not meet the limit: {:?}",
         more * 10.0,
-        requests_at(3)["memcg"]
+        requests_at(3).memcg
     );
 }
 
@@ -211,14 +215,17 @@ fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
             &out,
             &args(&["--no-probes", "--memory-max", LIMIT, "--cores", cores]),
         );
-        let filled = &entries(&run_folder(&out))[1]["measure"]["outcome"]["fill"];
-        let stopped = filled["stopped"].clone();
+        let filled = entries(&run_folder(&out))[1]
+            .measure
+            .outcome
+            .fill
+            .expect("a fill entry records its fill");
         assert!(
-            stopped == "killed" || stopped.get("limit").is_some(),
-            "the fill must end at the limit: {filled}\n{}",
+            matches!(filled.stopped, FillStop::Killed | FillStop::Limit { .. }),
+            "the fill must end at the limit: {filled:?}\n{}",
             describe(&output)
         );
-        let fitted = 1.0 + filled["fitted"].as_f64().unwrap();
+        let fitted = 1.0 + f64::from(filled.fitted);
         let error = (skills - fitted).abs() / fitted;
         println!(
             "--cores {cores}: predicted {skills} Rust skills in {LIMIT}, {fitted} fitted: {:.1}% apart",
@@ -297,8 +304,8 @@ fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_writt
     // The entry the host died in is recorded, with its kill and its failed request.
     let recorded = entries(&folder);
     assert_eq!(recorded.len(), 2);
-    assert!(recorded[1]["measure"]["after"].is_null());
-    assert_eq!(recorded[1]["memcg"]["after"]["oom_kills"], 1);
+    assert!(recorded[1].measure.after.is_none());
+    assert_eq!(recorded[1].memcg.map(|memcg| memcg.oom_kills()), Some(1));
     let csv = fs::read_to_string(folder.join("commands.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "{csv}");
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
@@ -308,7 +315,7 @@ fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_writt
         "{explain}"
     );
     // The probes saw it too: the entry has its counters.
-    assert!(!recorded[1]["probes"].is_null());
+    assert!(recorded[1].probes.is_some());
     assert!(!cgroup_dir(&folder).exists(), "the cgroup is removed");
 }
 
@@ -382,19 +389,27 @@ fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
     let folder = run_folder(&out);
     let recorded = entries(&folder);
     let requests = &recorded[1];
-    let errors = requests["measure"]["outcome"]["errors"].as_u64().unwrap();
-    assert!(errors > 0, "some requests must fail: {requests}");
+    let errors = requests.measure.outcome.errors;
+    assert!(errors > 0, "some requests must fail: {requests:?}");
     // The probes saw the kernel refuse: ENOMEM from mmap or mprotect, one per failed request.
-    let syscalls = requests["probes"]["counters"]["syscalls"]
-        .as_array()
-        .unwrap();
-    let enomem: u64 = syscalls.iter().map(|s| s["enomem"].as_u64().unwrap()).sum();
+    let enomem = requests
+        .probe(Probe::Syscalls, |c| {
+            c.syscalls.iter().map(|s| s.enomem).sum::<u64>()
+        })
+        .expect("the syscall probe attached");
     assert!(
         enomem >= errors,
-        "{enomem} ENOMEM for {errors} failed requests: {syscalls:?}"
+        "{enomem} ENOMEM for {errors} failed requests: {:?}",
+        requests.probes
     );
-    assert_eq!(requests["sampling"]["maps_limit"], 1024);
-    assert!(requests["sampling"]["maps_peak"].as_u64().unwrap() >= 973);
+    assert_eq!(requests.sampling.maps_limit, Some(1024));
+    assert!(
+        requests
+            .sampling
+            .handles
+            .maps_peak
+            .is_some_and(|peak| peak >= 973)
+    );
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
     let paragraph = explain
         .split("\n\n")

@@ -156,13 +156,11 @@ pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> Option
     }
 }
 
-/// A run folder's entries.jsonl, one JSON value per entry, as a user's script reads it.
-pub fn entries(folder: &Path) -> Vec<Value> {
-    fs::read_to_string(folder.join("entries.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+/// A run folder's entries, typed, through the reader the report and capacity use.
+pub fn entries(folder: &Path) -> Vec<skillprof::record::EntryRecord> {
+    let path = folder.join(skillprof::output::entries_jsonl::FILE);
+    skillprof::output::entries_jsonl::read(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e:#}", path.display()))
 }
 
 /// A CSV row by column name, as a user's script reads it.
