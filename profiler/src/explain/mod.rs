@@ -45,11 +45,6 @@ pub const FILE: &str = "explain.md";
 /// The heading of the section `skillprof capacity` adds below a run's entries.
 pub const CAPACITY_HEADING: &str = "## Capacity";
 
-/// Writes a run's explain.md into its folder.
-pub fn write_run(folder: &Path, info: &RunInfo, records: &[EntryRecord]) -> Result<()> {
-    write(folder, &document(info, records))
-}
-
 /// Writes `section`, a capacity prediction's, as the Capacity section of `folder`'s
 /// explain.md: below the run's own document when `folder` is a run folder (rendered again
 /// from its meta.json and entries.jsonl), alone otherwise. A new prediction replaces the last.
@@ -63,7 +58,8 @@ pub fn write_capacity(folder: &Path, section: &str) -> Result<()> {
     write(folder, &text)
 }
 
-fn write(folder: &Path, text: &str) -> Result<()> {
+/// Writes `text`, a [`document`], as `folder`'s explain.md.
+pub fn write(folder: &Path, text: &str) -> Result<()> {
     let path = folder.join(FILE);
     fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }

@@ -7,7 +7,6 @@ use crate::record::{EntryRecord, RunInfo};
 use crate::units::thousands;
 use anyhow::{Context, ensure};
 use chrono::NaiveDateTime;
-use chrono::SubsecRound as _;
 use std::{
     io::{self, Write},
     path::PathBuf,
@@ -100,16 +99,19 @@ pub struct Recorded<'a> {
 
 impl<'a> Recorded<'a> {
     /// The run whose meta.json is `info`, in `folder`, with its records.
-    pub fn of(folder: &std::path::Path, info: &RunInfo, records: &'a [EntryRecord]) -> Self {
-        let started = chrono::DateTime::parse_from_rfc3339(&info.started)
-            .map(|at| at.naive_local().trunc_subsecs(3))
-            .unwrap_or_default();
-        Recorded {
-            log: folder.join(format!("{}{}", info.run, harness_log::FILE_SUFFIX)),
-            started,
+    /// When it started is its log's name's, as compare reads any log's.
+    pub fn of(
+        folder: &std::path::Path,
+        info: &RunInfo,
+        records: &'a [EntryRecord],
+    ) -> anyhow::Result<Self> {
+        let log = folder.join(format!("{}{}", info.run, harness_log::FILE_SUFFIX));
+        Ok(Recorded {
+            started: harness_log::started(&log)?,
+            log,
             header: Header::of(info),
             records,
-        }
+        })
     }
 }
 

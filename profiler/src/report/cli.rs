@@ -157,10 +157,10 @@ pub fn report(args: ReportArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     // The same refusal as skillprof compare, for the same reasons, before anything is drawn.
     let harness_table = if runs.len() > 1 {
-        let recorded: Vec<compare::Recorded<'_>> = runs
+        let recorded = runs
             .iter()
             .map(|run| compare::Recorded::of(&run.folder, &run.meta, &run.records))
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         Some(
             compare::table_of_records(&recorded)
                 .context("skillprof report compares runs of one workload only, entry by entry")?,

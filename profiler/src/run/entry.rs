@@ -15,7 +15,6 @@ use crate::units;
 
 use super::interrupt::{Abort, Interruption, Signals};
 use super::progress::Progress;
-use super::runner::host_gone;
 use super::workload::Workload;
 
 /// How long the end of a dying host's exit may lag its closed connections.
@@ -139,6 +138,11 @@ async fn fill(
         }
     }
     Ok(())
+}
+
+/// The entry's end when the host exited under it.
+pub fn host_gone() -> Abort {
+    Abort::Interrupted(Interruption::HostExited)
 }
 
 /// A reading of the host process; its absence means the host died.

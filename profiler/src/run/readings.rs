@@ -116,7 +116,9 @@ impl Measurer for Sampling {
     }
 
     async fn finish(&mut self, info: &mut RunInfo) -> anyhow::Result<()> {
-        info.rss_peak = self.peak_how.take().or(info.rss_peak.take());
+        if let Some(how) = self.peak_how.take() {
+            info.rss_peak = Some(how);
+        }
         if let Some(sampler) = self.sampler.take() {
             info.sampler_cpu_ms = Some(sampler.finish()?.as_secs_f64() * 1e3);
         }
@@ -193,26 +195,22 @@ impl Memcg {
             before: None,
         }
     }
-
-    fn cgroup(&self) -> &MemoryCgroup {
-        &self.cgroup
-    }
 }
 
 #[async_trait(?Send)]
 impl Measurer for Memcg {
     async fn begin(&mut self, _begin: &mut Begin<'_>) -> Result<(), Abort> {
-        self.cgroup().reset_peak()?;
-        self.before = Some(self.cgroup().read()?);
+        self.cgroup.reset_peak()?;
+        self.before = Some(self.cgroup.read()?);
         Ok(())
     }
 
     async fn end(&mut self, record: &mut EntryRecord, _host: Host<'_>) -> Result<(), Abort> {
         let before = self.before.take().expect("read at the entry's begin");
         record.memcg = Some(MemcgEntry {
-            limit_bytes: self.cgroup().limit_bytes(),
+            limit_bytes: self.cgroup.limit_bytes(),
             before,
-            after: self.cgroup().read()?,
+            after: self.cgroup.read()?,
         });
         Ok(())
     }

@@ -27,7 +27,7 @@ use crate::sample::process::{self, ProcessStat};
 use crate::sample::{self, vmstat};
 use crate::system::cgroup::MemoryCgroup;
 use crate::system::sysctl::SysctlChange;
-use crate::units;
+use crate::{explain, units};
 
 use super::args::RunArgs;
 use super::balloon::Pressure;
@@ -501,10 +501,12 @@ impl Run {
         self.progress.finish();
         self.info.finished = Some(Local::now().to_rfc3339());
         meta::write(&self.meta_path, &self.info)?;
+        let explanation = explain::document(&self.info, &self.records);
         let end = RunEnd {
             folder: &self.folder,
             info: &self.info,
             records: &self.records,
+            explanation: &explanation,
         };
         for sink in &mut self.sinks {
             sink.run(&end)?;
@@ -625,10 +627,6 @@ fn set_map_limit(during: u64, info: &mut RunInfo) -> Result<SysctlChange> {
         change.original()
     );
     Ok(change)
-}
-
-pub(super) fn host_gone() -> Abort {
-    Abort::Interrupted(Interruption::HostExited)
 }
 
 /// The host's counters at an entry's boundary; their absence means it died.

@@ -23,6 +23,8 @@ pub struct RunEnd<'a> {
     pub folder: &'a Path,
     pub info: &'a RunInfo,
     pub records: &'a [EntryRecord],
+    /// explain.md's text, rendered once for the file and the terminal.
+    pub explanation: &'a str,
 }
 
 pub trait Sink {
@@ -126,7 +128,7 @@ impl Sink for ExplainMd {
     }
 
     fn run(&mut self, end: &RunEnd<'_>) -> Result<()> {
-        explain::write_run(end.folder, end.info, end.records)
+        explain::write(end.folder, end.explanation)
     }
 }
 
@@ -158,7 +160,7 @@ impl Sink for Summary {
             header: log.header.clone(),
             records: end.records,
         }])?;
-        let explanation = explain::document(info, end.records);
+        let explanation = end.explanation;
         if self.json {
             eprint!("{table}\n{explanation}");
             run_json::write(std::io::stdout().lock(), end.folder, info, end.records)?;
