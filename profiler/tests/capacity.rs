@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use skillprof::record::probes::Probe;
-use skillprof::record::{EntryRecord, FillStop};
+use skillprof::record::{EntryRecord, FillStop, Status};
 
 mod common;
 use common::cli::{
@@ -61,9 +61,10 @@ fn predict(source: &Path, limit: &str, extra: &[&str], out: &Path) -> Value {
 
 fn cgroup_dir(folder: &Path) -> PathBuf {
     PathBuf::from(
-        meta(folder)["memory_cgroup"]["dir"]
-            .as_str()
-            .expect("meta.json names the host's cgroup"),
+        meta(folder)
+            .memory_cgroup
+            .expect("meta.json names the host's cgroup")
+            .dir,
     )
 }
 
@@ -288,19 +289,17 @@ fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_writt
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let folder = run_folder(&out);
     let meta = meta(&folder);
-    assert_eq!(meta["status"], "incomplete", "{meta}");
-    let oom = meta["oom_killed"]
-        .as_str()
+    assert_eq!(meta.status, Status::Incomplete, "{meta:?}");
+    let oom = meta
+        .oom_killed
+        .as_deref()
         .expect("the run is marked OOM-killed");
     assert!(oom.contains("oom_kill 1"), "{oom}");
     assert!(
-        meta["reason"].as_str().unwrap().contains("OOM killer"),
-        "{meta}"
+        meta.reason.as_ref().unwrap().contains("OOM killer"),
+        "{meta:?}"
     );
-    assert_eq!(
-        meta["entries_not_run"],
-        serde_json::json!(["2: skills", "3: stop"])
-    );
+    assert_eq!(meta.entries_not_run, ["2: skills", "3: stop"]);
     // The entry the host died in is recorded, with its kill and its failed request.
     let recorded = entries(&folder);
     assert_eq!(recorded.len(), 2);

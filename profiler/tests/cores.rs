@@ -79,11 +79,8 @@ fn the_host_runs_with_an_n_core_machines_parallelism_through_any_profile() {
         // on six cores; two on this machine without the emulation.
         let workers = threads_named(pid, "tokio-rt-worker");
         assert!(workers >= 6, "{workers} tokio threads with {extra:?}");
-        let cores = &meta(&folder)["cores"];
-        assert_eq!(
-            (&cores["cores"], &cores["arena_max"]),
-            (&Value::from(6), &Value::from(48))
-        );
+        let cores = meta(&folder).cores.unwrap();
+        assert_eq!((cores.cores, cores.arena_max), (6, 48));
         interrupt(child);
         let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
         assert!(

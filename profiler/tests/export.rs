@@ -259,7 +259,7 @@ fn check_openmetrics(folder: &Path) {
     assert!(output.status.success(), "{}", describe(&output));
     let text = fs::read_to_string(&path).unwrap();
     let families = common::tools_python::run(OPENMETRICS, &[], &text);
-    let run = cli::meta(folder)["run"].as_str().unwrap().to_owned();
+    let run = cli::meta(folder).run;
 
     // One point per entry at its end, as commands.csv has it.
     let rows = cli::csv_rows(&folder.join("commands.csv"));

@@ -10,8 +10,9 @@ mod common;
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-
 use std::time::{Duration, Instant};
+
+use skillprof::record::Status;
 
 use common::cli::{
     alive, cell, csv_rows, describe, eventually, host_pid, meta, run, run_ok, skillprof,
@@ -33,13 +34,8 @@ fn cmds(dir: &Path, duration_s: u32) -> PathBuf {
 /// No namespace, link, cgroup or Locust process of the run is left.
 fn assert_nothing_left(folder: &Path, limit: Duration) {
     let meta = meta(folder);
-    let load = &meta["load"];
-    let namespaces: Vec<String> = load["namespaces"]
-        .as_array()
-        .expect("meta.json lists the load namespaces")
-        .iter()
-        .map(|ns| ns.as_str().unwrap().to_owned())
-        .collect();
+    let load = meta.load.expect("meta.json lists what the run made for Locust");
+    let namespaces = &load.network.namespaces;
     assert!(namespaces.len() >= 3, "{namespaces:?}");
     eventually(limit, "the load namespaces", || {
         let left: Vec<&String> = namespaces
@@ -48,14 +44,14 @@ fn assert_nothing_left(folder: &Path, limit: Duration) {
             .collect();
         (!left.is_empty()).then(|| format!("still there: {left:?}"))
     });
-    let link = load["link"].as_str().unwrap();
+    let link = &load.network.link;
     eventually(limit, "the host's veth link", || {
         Path::new("/sys/class/net")
             .join(link)
             .exists()
             .then(|| format!("{link} is still there"))
     });
-    let cgroup = load["cgroup"].as_str().unwrap();
+    let cgroup = &load.cgroup;
     eventually(limit, "Locust's cgroup", || {
         Path::new(cgroup)
             .exists()
@@ -142,10 +138,7 @@ fn a_swarm_from_two_namespaces_counts_what_the_host_served_and_leaves_nothing() 
         "{explain}"
     );
     // The host listened on the bridge only, where the run pointed it.
-    let host = meta(&folder)["host"]["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let host = meta(&folder).host.address.unwrap();
     assert!(host.starts_with("http://10.213."), "{host}");
     assert_nothing_left(&folder, Duration::from_secs(5));
 }
@@ -266,8 +259,8 @@ fn ctrl_c_mid_swarm_ends_the_run_and_removes_everything() {
     let output = child.wait_with_output().unwrap();
     assert!(!output.status.success(), "{}", describe(&output));
     assert_eq!(
-        meta(&folder)["status"],
-        "incomplete",
+        meta(&folder).status,
+        Status::Incomplete,
         "{}",
         describe(&output)
     );

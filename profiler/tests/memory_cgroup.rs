@@ -6,9 +6,9 @@
 //! gone afterwards. Root is needed: without it these fail loudly, never skip.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::Path;
 
-use serde_json::Value;
+use skillprof::record::memcg::Version;
 
 mod common;
 use common::cli::{describe, entries, meta, run, run_folder, write_cmds};
@@ -19,12 +19,14 @@ const ROOT: &str = "the memory cgroup tests make cgroups";
 
 /// The hierarchy the run must use: the kernel matrix's guest names it; elsewhere, the one
 /// this machine holds the memory controller in (v2 if its root offers it).
-fn expected_version() -> String {
-    std::env::var("SKILLPROF_EXPECT_CGROUP").unwrap_or_else(|_| {
-        let v2 = fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
-            .is_ok_and(|text| text.split_whitespace().any(|c| c == "memory"));
-        if v2 { "v2" } else { "v1" }.to_owned()
-    })
+fn expected_version() -> Version {
+    let named = std::env::var("SKILLPROF_EXPECT_CGROUP").ok();
+    let v2 = match named.as_deref() {
+        Some(name) => name == "v2",
+        None => fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .is_ok_and(|text| text.split_whitespace().any(|c| c == "memory")),
+    };
+    if v2 { Version::V2 } else { Version::V1 }
 }
 
 #[test]
@@ -43,8 +45,8 @@ fn a_limit_holds_and_the_oom_killer_is_seen_on_the_memory_controllers_hierarchy(
     let output = run(&fits, &out, &["--no-probes", "--memory-max", "96M"]);
     assert!(output.status.success(), "{}", describe(&output));
     let folder = run_folder(&out);
-    let cgroup = &meta(&folder)["memory_cgroup"];
-    assert_eq!(cgroup["version"], version.as_str(), "{cgroup}");
+    let cgroup = meta(&folder).memory_cgroup.unwrap();
+    assert_eq!(cgroup.version, version, "{cgroup:?}");
     let recorded = entries(&folder);
     let request = recorded[1]
         .memcg
@@ -56,8 +58,7 @@ fn a_limit_holds_and_the_oom_killer_is_seen_on_the_memory_controllers_hierarchy(
         "the peak holds the request's 20 MB: {request:?}"
     );
     assert!(peak <= 96 << 20, "{request:?}");
-    let dir_of = |cgroup: &Value| PathBuf::from(cgroup["dir"].as_str().unwrap());
-    assert!(!dir_of(cgroup).exists(), "the cgroup is removed");
+    assert!(!Path::new(&cgroup.dir).exists(), "the cgroup is removed");
 
     // 200 MB in one request: the OOM killer takes the host, and the run says so.
     let greedy = write_cmds(
@@ -71,17 +72,17 @@ fn a_limit_holds_and_the_oom_killer_is_seen_on_the_memory_controllers_hierarchy(
     let folder = run_folder(&out);
     let meta = meta(&folder);
     assert!(
-        meta["oom_killed"]
-            .as_str()
+        meta.oom_killed
+            .as_ref()
             .is_some_and(|oom| oom.contains("oom_kill 1")),
-        "{meta}"
+        "{meta:?}"
     );
     assert_eq!(
         entries(&folder)[1].memcg.map(|memcg| memcg.oom_kills()),
         Some(1)
     );
     assert!(
-        !dir_of(&meta["memory_cgroup"]).exists(),
+        !Path::new(&meta.memory_cgroup.unwrap().dir).exists(),
         "the cgroup is removed"
     );
 }

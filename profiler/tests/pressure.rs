@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 mod common;
 use common::cli::{alive, cell, csv_rows, eventually, meta, run_folder, run_ok, skillprof};
 use common::require_root;
-use serde_json::Value;
+use skillprof::pressure::meta::{PressureInfo, PressureStatus};
+use skillprof::record::Status;
 
 const SCALE_FACTOR: &str = "/proc/sys/vm/watermark_scale_factor";
 /// What the balloon's memory may still be missing from MemAvailable afterwards: other
@@ -79,16 +80,10 @@ fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
             .exists()
             .then(|| format!("{} is still there", page_cache.display()))
     });
-    let meta = meta(folder);
-    // `skillprof pressure` names its one balloon, `skillprof run` one per `pressure` hold.
-    let mut helpers = pids(&meta, "guardian_pids");
-    helpers.extend(meta["balloon_pid"].as_u64());
-    if meta.get("pressure_balloon_pids").is_some() {
-        helpers.extend(pids(&meta, "pressure_balloon_pids"));
-    }
+    let helpers = helper_pids(folder);
     assert!(!helpers.is_empty(), "meta.json names no helper process");
     eventually(limit, "skillprof's helper processes", || {
-        let left: Vec<_> = helpers.iter().filter(|&&pid| alive(pid)).collect();
+        let left: Vec<_> = helpers.iter().filter(|&&pid| alive(pid.into())).collect();
         (!left.is_empty()).then(|| format!("still running: {left:?}"))
     });
     eventually(limit, "the balloon's memory", || {
@@ -102,14 +97,23 @@ fn assert_machine_restored(before: &Before, folder: &Path, limit: Duration) {
     });
 }
 
-/// The process ids meta.json lists under `key`.
-fn pids(meta: &Value, key: &str) -> Vec<u64> {
-    meta[key]
-        .as_array()
-        .unwrap_or_else(|| panic!("meta.json has no list {key}: {meta}"))
-        .iter()
-        .map(|pid| pid.as_u64().unwrap())
-        .collect()
+/// The processes skillprof forked for the run in `folder`: `skillprof pressure` names its one
+/// balloon, `skillprof run` one per `pressure` hold; both their guardians.
+fn helper_pids(folder: &Path) -> Vec<u32> {
+    let is_experiment = folder
+        .file_name()
+        .is_some_and(|name| name.to_string_lossy().starts_with("pressure-"));
+    if is_experiment {
+        let meta = pressure_meta(folder);
+        meta.guardian_pids.into_iter().chain(meta.balloon_pid).collect()
+    } else {
+        let meta = meta(folder);
+        [meta.guardian_pids, meta.pressure_balloon_pids].concat()
+    }
+}
+
+fn pressure_meta(folder: &Path) -> PressureInfo {
+    skillprof::pressure::meta::read(folder).unwrap()
 }
 
 /// The flags every experiment here uses: both changes to the machine, so that every test
@@ -168,7 +172,7 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(meta(&folder)["status"], "complete");
+    assert_eq!(pressure_meta(&folder).status, PressureStatus::Complete);
 
     let bands = csv_rows(&folder.join("pressure.csv"));
     let names: Vec<&str> = bands.iter().map(|row| row["band"].as_str()).collect();
@@ -251,9 +255,9 @@ fn a_quick_experiment_holds_each_band_and_restores_the_machine() {
         compared.contains("548") && compared.contains('['),
         "{compared}"
     );
-    let cache = &meta(&folder)["page_cache"];
-    assert_eq!(cache["bytes"], 64 << 20, "{cache}");
-    assert!(cache["passes"].as_u64().unwrap() >= 1, "{cache}");
+    let cache = pressure_meta(&folder).page_cache.unwrap();
+    assert_eq!(cache.bytes, 64 << 20, "{cache:?}");
+    assert!(cache.passes >= 1, "{cache:?}");
 }
 
 /// Per zone, growing at the tail drains the zones in the allocator's order, Normal to its low
@@ -280,13 +284,10 @@ fn per_zone_mode_holds_high_with_every_zone_in_its_own_band() {
     assert_eq!(document["run_dir"], folder.to_str().unwrap());
     assert_eq!(document["meta"]["status"], "complete");
     assert!(progress.contains("balloon released"), "{progress}");
-    let meta = meta(&folder);
+    let meta = pressure_meta(&folder);
     assert!(
-        meta["bands_defined_on"]
-            .as_str()
-            .unwrap()
-            .contains("its own watermarks"),
-        "{meta}"
+        meta.bands_defined_on.contains("its own watermarks"),
+        "{meta:?}"
     );
     let bands = csv_rows(&folder.join("pressure.csv"));
     assert_eq!(bands[0]["outcome"], "held", "baseline: {:?}", bands[0]);
@@ -472,13 +473,10 @@ fn assert_interrupted(signal: libc::c_int, name: &str) {
     let (status, folder, before, _out) = stop_mid_band(signal);
     assert_eq!(status.code(), Some(128 + signal), "{status:?}");
     assert_machine_restored(&before, &folder, Duration::from_secs(10));
-    let meta = meta(&folder);
-    assert_eq!(meta["status"], "interrupted");
-    assert!(
-        meta["reason"].as_str().unwrap().contains(name),
-        "{}",
-        meta["reason"]
-    );
+    let meta = pressure_meta(&folder);
+    assert_eq!(meta.status, PressureStatus::Interrupted);
+    let reason = meta.reason.unwrap_or_default();
+    assert!(reason.contains(name), "{reason}");
     let bands = csv_rows(&folder.join("pressure.csv"));
     assert_eq!(bands.len(), 1);
     assert_eq!(bands[0]["outcome"], "interrupted");
@@ -505,8 +503,8 @@ fn after_sigkill_mid_band_the_guardians_remove_swap_and_page_cache_and_restore_t
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
     assert_machine_restored(&before, &folder, Duration::from_secs(60));
     assert_eq!(
-        meta(&folder)["status"],
-        "running",
+        pressure_meta(&folder).status,
+        PressureStatus::Running,
         "nobody was left to finish meta.json"
     );
 }
@@ -575,13 +573,11 @@ fn a_workload_runs_under_pressure_and_gives_the_memory_back() {
         "{explain}"
     );
     let meta = meta(&folder);
-    assert_eq!(meta["status"], "complete");
-    assert_eq!(pids(&meta, "pressure_balloon_pids").len(), 1, "{meta}");
-    assert_eq!(pids(&meta, "guardian_pids").len(), 1, "{meta}");
-    assert_eq!(meta["scale_factor"]["during"], 100);
-    assert_eq!(
-        meta["scale_factor"]["before"].as_str().unwrap(),
-        before.scale_factor.trim()
-    );
+    assert_eq!(meta.status, Status::Complete);
+    assert_eq!(meta.pressure_balloon_pids.len(), 1, "{meta:?}");
+    assert_eq!(meta.guardian_pids.len(), 1, "{meta:?}");
+    let scale_factor = meta.scale_factor.unwrap();
+    assert_eq!(scale_factor.during, 100);
+    assert_eq!(scale_factor.before, before.scale_factor.trim());
     assert_machine_restored(&before, &folder, Duration::from_secs(10));
 }

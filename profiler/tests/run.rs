@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use skillprof::cmds::{self, InFlightCap};
 use skillprof::output::harness_log::RunLog;
+use skillprof::record::host::TrimBy;
+use skillprof::record::profile::SkillWorld;
+use skillprof::record::probes::{Outcome, Probe, ProbeMode};
+use skillprof::record::Status;
 
 mod common;
 use common::cli::{
@@ -237,29 +241,29 @@ fn smoke_run_leaves_four_consistent_files() {
     assert_eq!(*tags.last().unwrap() as usize, plan.entries.len() - 1);
 
     let meta = meta(&folder);
-    assert_eq!(meta["status"], "complete");
-    assert_eq!(meta["cmds"]["hash"], plan.hash.as_str());
-    assert_eq!(meta["entries_run"], plan.entries.len());
-    assert!(meta["host"]["sha1"].as_str().unwrap().len() == 40);
+    assert_eq!(meta.status, Status::Complete);
+    assert_eq!(meta.cmds.hash, plan.hash);
+    assert_eq!(meta.entries_run, plan.entries.len());
+    assert!(meta.host.sha1.len() == 40);
     assert_eq!(
-        meta["host"]["config"]["engine"]["allocator"], "on-demand",
-        "the host's own config"
+        meta.host.config.as_ref().unwrap()["engine"]["allocator"],
+        "on-demand",
+        "the host's own config (the host's document, not skillprof's)"
     );
-    assert_eq!(meta["probes"]["enabled"], true);
-    assert_eq!(meta["probes"]["mode"], "exact");
-    let statuses = meta["probes"]["statuses"].as_array().unwrap();
-    for taxing in ["syscalls", "page_faults"] {
+    let probes = meta.probes.as_ref().unwrap();
+    assert!(probes.enabled);
+    assert_eq!(probes.mode, Some(ProbeMode::Exact));
+    let statuses = &probes.statuses;
+    for taxing in [Probe::Syscalls, Probe::PageFaults] {
         assert!(
-            statuses
-                .iter()
-                .any(|s| s["probe"] == taxing && s["attached"] == true),
+            statuses.iter().any(|s| s.probe == taxing && s.attached),
             "{taxing} is not attached in a lab run: {statuses:?}"
         );
     }
     assert!(
-        statuses.iter().any(|s| s["probe"] == "syscall_latency"
-            && s["attached"] == false
-            && s["attempts"][0]["outcome"] == "not_asked"),
+        statuses.iter().any(|s| s.probe == Probe::SyscallLatency
+            && !s.attached
+            && s.attempts[0].outcome == Outcome::NotAsked),
         "{statuses:?}"
     );
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
@@ -268,7 +272,7 @@ fn smoke_run_leaves_four_consistent_files() {
         "{explain}"
     );
     assert!(
-        meta["probes"]["costs"]["total_runs"].as_u64().unwrap() > 0,
+        probes.costs.as_ref().unwrap().total_runs > 0,
         "the profiler's own cost"
     );
 
@@ -282,25 +286,19 @@ fn smoke_run_leaves_four_consistent_files() {
 /// interruption does not.
 fn assert_incomplete_but_whole(folder: &Path, reason: &str, recorded: usize) {
     let meta = meta(folder);
-    assert_eq!(meta["status"], "incomplete", "{meta}");
-    let why = meta["reason"].as_str().unwrap();
+    assert_eq!(meta.status, Status::Incomplete, "{meta:?}");
+    let why = meta.reason.as_deref().unwrap();
     assert!(
         why.contains(reason),
         "reason {why:?} should mention {reason:?}"
     );
-    let not_run: Vec<&str> = meta["entries_not_run"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
     let entries = [
         "0: add_rs",
         "1: execute_skill sample_rs1 Long 0 60000",
         "2: skills",
         "3: stop",
     ];
-    assert_eq!(not_run, entries[recorded..]);
+    assert_eq!(meta.entries_not_run, entries[recorded..]);
     // Every file is there and parses, with the recorded entries in each.
     let log = RunLog::read(&skillprof::output::harness_log::locate(folder).unwrap()).unwrap();
     assert_eq!(log.entries.len(), recorded);
@@ -320,14 +318,13 @@ fn a_host_killed_mid_run_leaves_whole_files_and_a_failed_run() {
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     assert_incomplete_but_whole(&folder, "the host exited on its own", 2);
     assert!(
-        meta(&folder)["oom_killed"].is_null(),
+        meta(&folder).oom_killed.is_none(),
         "a plain SIGKILL is no OOM kill"
     );
     assert!(
-        meta(&folder)["reason"]
-            .as_str()
-            .unwrap()
-            .contains("signal: 9")
+        meta(&folder)
+            .reason
+            .is_some_and(|why| why.contains("signal: 9"))
     );
 }
 
@@ -397,7 +394,7 @@ fn without_probes_the_probe_columns_are_empty_not_zero() {
         int(&rows[1], column(&header, "minflt")) > 0,
         "procfs still measures"
     );
-    assert_eq!(meta(&folder)["probes"]["enabled"], false);
+    assert!(!meta(&folder).probes.unwrap().enabled);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("probes off (--no-probes)"),
@@ -438,7 +435,7 @@ fn json_puts_the_records_on_stdout_and_run_dir_is_the_exact_folder() {
     assert_eq!(document["meta"]["status"], "complete");
     assert_eq!(
         document["meta"]["cmds"]["hash"],
-        meta(&folder)["cmds"]["hash"]
+        meta(&folder).cmds.hash.as_str()
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -554,7 +551,7 @@ fn without_root_a_run_refuses_and_starts_nothing_unless_told_no_probes() {
     let procfs_only = run_as_nobody(dir.path(), &["--no-probes"]);
     assert!(procfs_only.status.success(), "{}", describe(&procfs_only));
     let folder = run_folder(&dir.path().join("runs"));
-    assert_eq!(meta(&folder)["probes"]["enabled"], false);
+    assert!(!meta(&folder).probes.unwrap().enabled);
 }
 
 /// The 2024 host end to end: skillhost speaking its dialect and running only its world
@@ -608,12 +605,12 @@ fn runs_through_its_profile(profile: &str, emulation: &[&str], workloads: &[&str
         let out = dir.path().join(workload);
         let (output, folder) = run_ok(&repo_cmds(workload), &out, &host);
         let meta = meta(&folder);
-        assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
-        assert_eq!(meta["status"], "complete");
-        assert_eq!(meta["host"]["profile"], profile);
-        assert_eq!(meta["host"]["registry"]["world"], "pharia:skill@0.2");
-        assert_eq!(meta["host"]["dialect"]["namespace"], "dev");
-        assert_eq!(meta["host"]["config"]["api"], api);
+        assert_eq!(meta.request_errors, 0, "{}", describe(&output));
+        assert_eq!(meta.status, Status::Complete);
+        assert_eq!(meta.host.spec.profile, profile);
+        assert_eq!(meta.host.spec.registry.world, SkillWorld::Pharia);
+        assert_eq!(meta.host.spec.dialect.namespace.as_deref(), Some("dev"));
+        assert_eq!(meta.host.config.as_ref().unwrap()["api"], api);
         let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
         assert!(
             explanation.contains(&format!("({profile} profile)"))
@@ -672,8 +669,8 @@ fn a_skill_copied_in_place_is_compiled_again_and_explain_names_it() {
         &["--no-atomic-copy", "--python-sample", "pure"],
     );
     let meta = meta(&folder);
-    assert_eq!(meta["atomic_copy"], false);
-    assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
+    assert!(!meta.atomic_copy);
+    assert_eq!(meta.request_errors, 0, "{}", describe(&output));
     let (header, rows) = read_csv(&folder.join("commands.csv"));
     let compilations = column(&header, "counted_compilations");
     assert_eq!(
@@ -924,12 +921,12 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
     // Left running, and every output says it was attached, not started.
     assert!(alive(pid.into()), "the attached host was stopped");
     let meta = meta(&folder);
-    assert_eq!(meta["host"]["attached"], true);
-    assert_eq!(meta["host"]["pid"], pid);
-    assert_eq!(meta["request_errors"], 0, "{}", describe(&output));
-    let not_run = meta["entries_not_run"].as_array().unwrap();
+    assert!(meta.host.attached);
+    assert_eq!(meta.host.pid, Some(pid));
+    assert_eq!(meta.request_errors, 0, "{}", describe(&output));
+    let not_run = &meta.entries_not_run;
     assert!(
-        not_run.len() == 1 && not_run[0].as_str().unwrap().contains("stop"),
+        not_run.len() == 1 && not_run[0].contains("stop"),
         "{not_run:?}"
     );
     let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
@@ -988,14 +985,14 @@ fn attaching_profiles_a_running_host_and_leaves_it_and_its_skills_alone() {
         &dir.path().join("host-only"),
         &["--attach", &pid_text, "--host-url", &url],
     );
-    let attached = common::cli::meta(&folder);
-    assert_eq!(attached["probes"]["mode"], "host-only", "{attached}");
-    let statuses = attached["probes"]["statuses"].as_array().unwrap();
-    for taxing in ["syscalls", "syscall_latency", "page_faults"] {
+    let probes = common::cli::meta(&folder).probes.unwrap();
+    assert_eq!(probes.mode, Some(ProbeMode::HostOnly), "{probes:?}");
+    let statuses = &probes.statuses;
+    for taxing in [Probe::Syscalls, Probe::SyscallLatency, Probe::PageFaults] {
         assert!(
-            statuses.iter().any(|s| s["probe"] == taxing
-                && s["attached"] == false
-                && s["attempts"][0]["outcome"] == "exact_only"),
+            statuses.iter().any(|s| s.probe == taxing
+                && !s.attached
+                && s.attempts[0].outcome == Outcome::ExactOnly),
             "{taxing} is not left out of an attached run: {statuses:?}"
         );
     }
@@ -1022,10 +1019,7 @@ fn an_entrys_peak_is_the_kernels_high_water_mark_even_between_samples() {
         &dir.path().join("runs"),
         &["--interval-ms", "5000"],
     );
-    let how = meta(&folder)["rss_peak"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let how = meta(&folder).rss_peak.unwrap_or_default();
     assert!(how.contains("VmHWM"), "{how}\n{}", describe(&output));
     let (header, rows) = read_csv(&folder.join("commands.csv"));
     let execute = rows
@@ -1162,7 +1156,7 @@ fn trim_gives_back_what_malloc_kept_by_route_and_by_ptrace() {
         "add_py\ntrim\nexecute_skill sample_py1 Alice 1000 0\n",
     )
     .unwrap();
-    for by in ["route", "ptrace"] {
+    for (by, trim_by_meta) in [("route", TrimBy::Route), ("ptrace", TrimBy::Ptrace)] {
         let out = dir.path().join(by);
         let (output, folder) = run_ok(
             &cmds_file,
@@ -1196,7 +1190,7 @@ fn trim_gives_back_what_malloc_kept_by_route_and_by_ptrace() {
             stop[exit], "exit status: 0",
             "the host did not exit cleanly: {stop:?}"
         );
-        assert_eq!(meta(&folder)["trim_by"], by);
+        assert_eq!(meta(&folder).trim_by, Some(trim_by_meta));
         let explanation = fs::read_to_string(folder.join("explain.md")).unwrap();
         let said = match by {
             "route" => "it had kept free (through the host's trim route",

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use skillprof::record::probes::{Mechanism, Probe};
+
 mod common;
 use common::cli::{cell, csv_rows, describe, meta, run_ok, write_cmds};
 use common::require_root;
@@ -153,28 +155,22 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
             && (a / (a + b) - 0.8).abs() < 0.03,
         "sample_rs1 touched 4/5 of the skills' pages, all while called: {paragraph}"
     );
-    let markers = meta(&folder)["probes"]["statuses"]
-        .as_array()
+    let markers = meta(&folder)
+        .probes
         .unwrap()
-        .iter()
-        .find(|s| s["probe"] == "markers")
-        .cloned()
+        .statuses
+        .into_iter()
+        .find(|s| s.probe == Probe::Markers)
         .unwrap();
-    assert_eq!(
-        markers["attached"],
-        true,
-        "{markers}\n{}",
-        describe(&output)
-    );
+    assert!(markers.attached, "{markers:?}\n{}", describe(&output));
     // The skill of each memory call is read from the thread's mark slot in its TLS: no
     // probe on the marks.
-    assert_eq!(markers["mechanism"], "ledger");
+    assert_eq!(markers.mechanism, Mechanism::Ledger);
     assert!(
-        markers["detail"]
-            .as_str()
-            .unwrap()
+        markers
+            .detail
             .contains("from the thread's mark slot in its TLS"),
-        "{markers}"
+        "{markers:?}"
     );
 }
 

@@ -16,6 +16,12 @@ use common::require_root;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
+use skillprof::record::slo::{SloReport, Verdict};
+
+/// An experiment's slo.json, read as capacity reads it.
+fn slo_report(folder: &std::path::Path) -> SloReport {
+    skillprof::slo::output::read(folder).unwrap()
+}
 
 const ROOT: &str = "skillprof slo maps the host's ledger";
 
@@ -91,26 +97,25 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
         "a dead host ends the experiment incomplete:\n{said}"
     );
 
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(folder.join("slo.json")).unwrap()).unwrap();
-    let steps = report["steps"].as_array().unwrap();
+    let report = slo_report(&folder);
+    let steps = &report.steps;
     assert_eq!(steps.len(), 3, "every step kept:\n{said}");
-    let p99 = |i: usize| steps[i]["traffic"]["latency"]["p99_ms"].as_f64().unwrap();
-    let max = |i: usize| steps[i]["traffic"]["latency"]["max_ms"].as_f64().unwrap();
-    assert_eq!(steps[0]["verdict"], "met", "{:#}", steps[0]);
-    assert!(p99(0) < 50.0, "{:#}", steps[0]);
-    assert_eq!(steps[0]["traffic"]["generator_cpus"], "0");
+    let p99 = |i: usize| steps[i].traffic.latency.p99_ms;
+    let max = |i: usize| steps[i].traffic.latency.max_ms;
+    assert_eq!(steps[0].verdict, Verdict::Met, "{:#?}", steps[0]);
+    assert!(p99(0) < 50.0, "{:#?}", steps[0]);
+    assert_eq!(steps[0].traffic.generator_cpus, "0");
     // The second's worth of requests scheduled while the host was stopped waited for it:
     // from their scheduled sends, the slowest waited about a second, and over 1% of the
     // step's did (200 of 800 measured), so the p99 shows it too.
-    assert!(max(1) > 800.0, "{:#}", steps[1]);
-    assert!(p99(1) > 500.0, "{:#}", steps[1]);
-    assert_ne!(steps[1]["verdict"], "met", "{:#}", steps[1]);
+    assert!(max(1) > 800.0, "{:#?}", steps[1]);
+    assert!(p99(1) > 500.0, "{:#?}", steps[1]);
+    assert_ne!(steps[1].verdict, Verdict::Met, "{:#?}", steps[1]);
     // The host's death ends its step as failed, with how it ended.
-    assert_eq!(steps[2]["verdict"], "fail", "{:#}", steps[2]);
-    let died = steps[2]["evidence"]["died"].as_str().unwrap_or_default();
-    assert!(died.contains("is gone"), "{:#}", steps[2]);
-    assert_eq!(report["complete"], false);
+    assert_eq!(steps[2].verdict, Verdict::Fail, "{:#?}", steps[2]);
+    let died = steps[2].evidence.died.as_deref().unwrap_or_default();
+    assert!(died.contains("is gone"), "{:#?}", steps[2]);
+    assert!(!report.complete);
 
     // The table and the words.
     let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();
@@ -152,26 +157,21 @@ fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", describe(&output));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(folder.join("slo.json")).unwrap()).unwrap();
-    let peak = report["configs"][0]["peak_rps"].as_u64().unwrap();
-    let missed = report["configs"][0]["missed_rps"].as_u64().unwrap();
-    assert!(peak >= 1000 && missed > peak, "{report:#}");
+    let report = slo_report(&folder);
+    let peak = report.configs[0].peak_rps.unwrap();
+    let missed = report.configs[0].missed_rps.unwrap();
+    assert!(peak >= 1000 && missed > peak, "{report:#?}");
     // The skill's own phases hold a real share of the host's CPU, though each lasts far less
     // than a scheduler tick (read as getrusage's stale CPU time, they held 0.2% and the idle
     // wait that followed them took the rest).
-    let first = &report["steps"][0]["evidence"];
-    let skills: f64 = first["phases_cpu_ms"]
-        .as_array()
-        .unwrap()
+    let first = &report.steps[0].evidence;
+    let skills: f64 = first
+        .phases_cpu_ms
         .iter()
-        .filter(|phase| phase[0] != "host")
-        .map(|phase| phase[1].as_f64().unwrap())
+        .filter(|(phase, _)| phase != "host")
+        .map(|(_, ms)| ms)
         .sum();
-    assert!(
-        skills > 0.1 * first["host_cpu_ms"].as_f64().unwrap(),
-        "{first:#}"
-    );
+    assert!(skills > 0.1 * first.host_cpu_ms, "{first:#?}");
     let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();
     let peaks = explain
         .lines()
@@ -184,7 +184,7 @@ fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
             && (peaks.contains("of its 1 CPU at") || peaks.contains("the generator could not")),
         "{peaks}"
     );
-    assert_eq!(report["load_points"].as_array().unwrap().len(), 2);
+    assert_eq!(report.load_points.len(), 2);
 
     // The fleet for a rate: capacity reads the experiment beside a run's memory answer (the
     // stored run was made at 2 cores). One CPU count measured: a 2-core server's rate is a

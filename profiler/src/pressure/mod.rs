@@ -8,6 +8,7 @@ pub mod experiment;
 mod iterations;
 pub mod kernel;
 pub mod kswapd;
+pub mod meta;
 mod signals;
 mod table;
 
@@ -20,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use chrono::Local;
-use serde::Serialize;
 
 pub use args::PressureArgs;
 
@@ -34,9 +34,9 @@ use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
 use crate::output::json_stdout::{self, JsonStdout};
 use crate::output::pressure_csv::PressureCsv;
-use crate::output::{harness_log, meta};
+use crate::output::harness_log;
 use crate::pressure::kswapd::Kswapd;
-use crate::probes::{ProbeOptions, ProbeSession, ProbeStatus};
+use crate::probes::{ProbeOptions, ProbeSession};
 use crate::record::{Metrics, Row};
 use crate::report::watermarks;
 use crate::sample::PROC;
@@ -45,6 +45,9 @@ use crate::system::swapfile::Swapfile;
 use crate::system::sysctl::{self, SCALE_FACTOR, SysctlChange};
 use crate::units;
 use experiment::{BandResult, Instruments, Outcome, Plan};
+use meta::{
+    BandSummary, PageCacheInfo, PressureInfo, PressureStatus, ProbesInfo, ScaleFactor, SwapInfo,
+};
 use procfs::page_size;
 
 /// The largest default iteration block: wide bands (--scale-factor) would otherwise make one
@@ -55,83 +58,17 @@ const INTERVAL: Duration = Duration::from_millis(50);
 /// The longest a run waits for stalls from before it to pass.
 const CALM_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// meta.json of a pressure run.
-#[derive(Serialize)]
-struct Info {
-    skillprof_version: &'static str,
-    kind: &'static str,
-    run: String,
-    started: String,
-    finished: Option<String>,
-    /// running, complete, aborted, not_reached, interrupted or failed.
-    status: &'static str,
-    reason: Option<String>,
-    command: Vec<String>,
-    machine: Machine,
-    bands_defined_on: &'static str,
-    levels: Vec<&'static str>,
-    iterations: u32,
-    block_bytes: Option<u64>,
-    margin_percent: u64,
-    psi_full_max: f64,
-    watermark_scale_factor: ScaleFactor,
-    min_free_kbytes: String,
-    swapfile: Option<SwapInfo>,
-    /// `--page-cache`: the file kept hot, its size, and how often it was read through.
-    page_cache: Option<PageCacheInfo>,
-    cpus: Option<Vec<usize>>,
-    probes: ProbesInfo,
-    /// Processes skillprof forked; none may outlive it.
-    balloon_pid: Option<u32>,
-    guardian_pids: Vec<u32>,
-    bands: Vec<BandSummary>,
-}
-
 /// meta.json and where it goes: saved whenever something a reader of a crashed run would
 /// need changes (the helper processes, the end).
 struct Meta {
     path: PathBuf,
-    info: Info,
+    info: PressureInfo,
 }
 
 impl Meta {
     fn save(&self) -> Result<()> {
-        meta::write(&self.path, &self.info)
+        crate::output::meta::write(&self.path, &self.info)
     }
-}
-
-#[derive(Serialize)]
-struct ScaleFactor {
-    before: String,
-    during: Option<u32>,
-}
-
-#[derive(Serialize)]
-struct SwapInfo {
-    path: PathBuf,
-    bytes: u64,
-}
-
-#[derive(Serialize)]
-struct PageCacheInfo {
-    path: PathBuf,
-    bytes: u64,
-    passes: u64,
-}
-
-#[derive(Serialize, Default)]
-struct ProbesInfo {
-    loaded: bool,
-    /// Why not, when they were wanted.
-    error: Option<String>,
-    statuses: Vec<ProbeStatus>,
-}
-
-#[derive(Serialize)]
-struct BandSummary {
-    band: &'static str,
-    outcome: &'static str,
-    reason: String,
 }
 
 pub fn run(args: PressureArgs) -> Result<ExitCode> {
@@ -151,13 +88,13 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
     let folder = args.out.join(format!("pressure-{stamp}"));
     fs::create_dir_all(&folder)
         .with_context(|| format!("creating the run folder {}", folder.display()))?;
-    let info = Info {
-        skillprof_version: env!("CARGO_PKG_VERSION"),
-        kind: "pressure",
+    let info = PressureInfo {
+        skillprof_version: env!("CARGO_PKG_VERSION").to_owned(),
+        kind: meta::KIND.to_owned(),
         run: stamp,
         started: Local::now().to_rfc3339(),
         finished: None,
-        status: "running",
+        status: PressureStatus::Running,
         reason: None,
         command: std::env::args().collect(),
         machine: Machine::read()?,
@@ -166,13 +103,15 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
                 "each zone that can serve user memory: its free pages above its lowmem \
                  reserve (protection against Movable) against its own watermarks; a band is \
                  held when every such zone is in it"
+                    .to_owned()
             }
             Basis::Summed => {
                 "free pages above each zone's lowmem reserve (protection against Movable), \
                  and those zones' watermarks, summed over the zones that can serve user memory"
+                    .to_owned()
             }
         },
-        levels: args.levels().iter().map(|band| band.name()).collect(),
+        levels: args.levels().iter().map(|band| band.name().to_owned()).collect(),
         iterations: args.iterations(),
         block_bytes: None,
         margin_percent: args.margin_percent,
@@ -208,7 +147,7 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
             code
         }
         Err(error) => {
-            info.status = "failed";
+            info.status = PressureStatus::Failed;
             info.reason = Some(format!("{error:#}"));
             ExitCode::FAILURE
         }
@@ -275,28 +214,28 @@ fn wait_until_calm(
 }
 
 /// The run's status, reason and exit code from its bands.
-fn verdict(results: &[BandResult]) -> (&'static str, Option<String>, ExitCode) {
+fn verdict(results: &[BandResult]) -> (PressureStatus, Option<String>, ExitCode) {
     let first_not_held = results.iter().find(|r| r.outcome != Outcome::Held);
     match first_not_held.map(|r| (r, &r.outcome)) {
         None => match signals::received() {
             // A signal before the first band, or between two.
             Some(signal) => (
-                "interrupted",
+                PressureStatus::Interrupted,
                 Some(format!("skillprof received {}", signal.name())),
                 ExitCode::from(signal.exit_code()),
             ),
-            None => ("complete", None, ExitCode::SUCCESS),
+            None => (PressureStatus::Complete, None, ExitCode::SUCCESS),
         },
         Some((result, Outcome::Interrupted(signal))) => (
-            "interrupted",
+            PressureStatus::Interrupted,
             Some(format!("{}: {}", result.band, result.outcome.reason())),
             ExitCode::from(signal.exit_code()),
         ),
         Some((result, outcome)) => (
             if matches!(outcome, Outcome::Aborted(_)) {
-                "aborted"
+                PressureStatus::Aborted
             } else {
-                "not_reached"
+                PressureStatus::NotReached
             },
             Some(format!("{}: {}", result.band, outcome.reason())),
             ExitCode::FAILURE,
@@ -452,8 +391,8 @@ fn run_experiment(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
         csv.write(&row)?;
         println!("{}", summary_line(result));
         info.bands.push(BandSummary {
-            band: result.band.name(),
-            outcome: result.outcome.name(),
+            band: result.band.name().to_owned(),
+            outcome: result.outcome.name().to_owned(),
             reason: result.outcome.reason(),
         });
         results.push(result.clone());

@@ -10,7 +10,7 @@
 //! generator each have a CPU of their own.
 
 mod evidence;
-mod output;
+pub mod output;
 pub mod search;
 mod table;
 pub mod target;

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 
 /// The built binary, without a backtrace setting leaking in from the caller.
 pub fn skillprof() -> Command {
@@ -79,8 +78,9 @@ pub fn run_folder(out: &Path) -> PathBuf {
     folders.into_iter().next().unwrap()
 }
 
-pub fn meta(folder: &Path) -> Value {
-    serde_json::from_str(&fs::read_to_string(folder.join("meta.json")).unwrap()).unwrap()
+/// A run folder's meta.json, read as the report reads it.
+pub fn meta(folder: &Path) -> skillprof::record::RunInfo {
+    skillprof::output::meta::read(folder).unwrap()
 }
 
 /// Running: not reaped, and not a zombie either (its memory is freed already).
@@ -139,8 +139,9 @@ pub fn start_long_run(dir: &Path, cmds_file: &Path, extra: &[&str]) -> (Child, P
 }
 
 pub fn host_pid(folder: &Path) -> i32 {
-    meta(folder)["host"]["pid"]
-        .as_i64()
+    meta(folder)
+        .host
+        .pid
         .expect("the host pid is in meta.json") as i32
 }
 
