@@ -29,11 +29,13 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
+use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Instant;
 
-use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
+use procfs::FromRead;
+use procfs::process::{MMPermissions, MMapPath, MemoryMap, MemoryMaps};
 
 pub use crate::record::composition::{Composition, EntryComposition, Holder};
 
@@ -128,18 +130,44 @@ impl HeaderReader for ProcMem {
     }
 }
 
+/// A host's smaps and memory, opened once and read again at will. The kernel checks who may
+/// read them when they are opened, so a watch that gives up its privileges afterwards
+/// (`--user`) still reads them.
+pub struct HostFiles {
+    smaps: File,
+    memory: Option<ProcMem>,
+}
+
+impl HostFiles {
+    /// `None` when the host is gone or its smaps cannot be opened.
+    pub fn open(proc_root: &Path, pid: u32) -> Option<HostFiles> {
+        let dir = proc_root.join(pid.to_string());
+        Some(HostFiles {
+            smaps: File::open(dir.join("smaps")).ok()?,
+            memory: File::open(dir.join("mem")).ok().map(ProcMem),
+        })
+    }
+
+    /// The composition now; `None` once the host is gone.
+    pub fn read(&self) -> Option<Composition> {
+        let started = Instant::now();
+        (&self.smaps).seek(SeekFrom::Start(0)).ok()?;
+        let maps = MemoryMaps::from_read(&self.smaps).ok()?;
+        // A process that has exited reads as no mappings at all.
+        if maps.0.is_empty() {
+            return None;
+        }
+        let memory = self.memory.as_ref().map(|m| m as &dyn HeaderReader);
+        let mut composition = Composition::of(&maps.0, memory);
+        composition.read_us = started.elapsed().as_micros() as u64;
+        Some(composition)
+    }
+}
+
 impl Composition {
     /// `None` when the host is gone or its smaps cannot be read.
     pub fn read(proc_root: &Path, pid: u32) -> Option<Composition> {
-        let started = Instant::now();
-        let dir = proc_root.join(pid.to_string());
-        let process = Process::new_with_root(dir.clone()).ok()?;
-        let maps = process.smaps().ok()?;
-        let memory = File::open(dir.join("mem")).ok().map(ProcMem);
-        let mut composition =
-            Composition::of(&maps.0, memory.as_ref().map(|m| m as &dyn HeaderReader));
-        composition.read_us = started.elapsed().as_micros() as u64;
-        Some(composition)
+        HostFiles::open(proc_root, pid)?.read()
     }
 
     /// `memory`: the host's memory, for malloc's heap headers; `None` when it cannot be read.

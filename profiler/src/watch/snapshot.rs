@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::probes::{ProbeMetrics, ProbeSession};
-use crate::sample::composition::Composition;
+use crate::sample::composition::{Composition, HostFiles};
 use crate::sample::psi::{self, Psi};
 use crate::sample::zoneinfo::{self, Zone};
 use crate::sample::{PROC, process};
@@ -45,6 +45,8 @@ pub struct OwnCost {
 /// What a scrape reads, and the readings it keeps between scrapes.
 pub struct Reader {
     pid: u32,
+    /// Opened while the watch has its privileges, so that it reads them without.
+    host_files: Option<HostFiles>,
     held: Mutex<Option<(Instant, Option<Composition>)>>,
     last_scrape: Mutex<Duration>,
 }
@@ -53,6 +55,7 @@ impl Reader {
     pub fn new(pid: u32) -> Self {
         Reader {
             pid,
+            host_files: HostFiles::open(Path::new(PROC), pid),
             held: Mutex::new(None),
             last_scrape: Mutex::new(Duration::ZERO),
         }
@@ -67,7 +70,7 @@ impl Reader {
             match &*kept {
                 Some((at, held)) if at.elapsed() < HELD_EVERY => *held,
                 _ => {
-                    let held = Composition::read(proc_root, self.pid);
+                    let held = self.host_files.as_ref().and_then(HostFiles::read);
                     *kept = Some((Instant::now(), held));
                     held
                 }
