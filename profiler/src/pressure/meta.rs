@@ -97,5 +97,6 @@ pub fn read(folder: &Path) -> Result<PressureInfo> {
     let path = folder.join(crate::output::meta::FILE);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("{} has no readable meta.json", folder.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("reading {} as a pressure run's", path.display()))
+    serde_json::from_str(&text)
+        .with_context(|| format!("reading {} as a pressure run's", path.display()))
 }

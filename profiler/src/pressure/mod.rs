@@ -32,9 +32,9 @@ use crate::balloon::safety::Safety;
 use crate::band::Band;
 use crate::machine::Machine;
 use crate::output::commands_csv::CommandsCsv;
+use crate::output::harness_log;
 use crate::output::json_stdout::{self, JsonStdout};
 use crate::output::pressure_csv::PressureCsv;
-use crate::output::harness_log;
 use crate::pressure::kswapd::Kswapd;
 use crate::probes::{ProbeOptions, ProbeSession};
 use crate::record::{Metrics, Row};
@@ -111,7 +111,11 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
                     .to_owned()
             }
         },
-        levels: args.levels().iter().map(|band| band.name().to_owned()).collect(),
+        levels: args
+            .levels()
+            .iter()
+            .map(|band| band.name().to_owned())
+            .collect(),
         iterations: args.iterations(),
         block_bytes: None,
         margin_percent: args.margin_percent,
