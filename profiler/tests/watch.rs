@@ -720,3 +720,333 @@ fn started_host(said: &str) -> i32 {
         .and_then(|rest| rest.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no started host in {said}"))
 }
+
+/// `openssl` with `args` in `dir`, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        common::cli::describe(&output)
+    );
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by it.
+fn certificates(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=skillprof test CA",
+        ],
+    );
+    for (name, extension) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth",
+        ),
+        ("client", "extendedKeyUsage=clientAuth"),
+    ] {
+        fs::write(dir.join(format!("{name}.ext")), format!("{extension}\n")).unwrap();
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN={name}"),
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &format!("{name}.crt"),
+                "-extfile",
+                &format!("{name}.ext"),
+            ],
+        );
+    }
+}
+
+/// Prometheus' view of each of its targets: job, health and last error.
+fn targets(port: u16) -> Vec<(String, String, String)> {
+    let Some((200, body)) = get(port, "/api/v1/targets") else {
+        return Vec::new();
+    };
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    answer["data"]["activeTargets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|target| {
+            let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+            (
+                text(&target["labels"]["job"]),
+                text(&target["health"]),
+                text(&target["lastError"]),
+            )
+        })
+        .collect()
+}
+
+/// The endpoint protected as Prometheus' exporters protect theirs: a real Prometheus scrapes
+/// it over TLS with a client certificate and basic auth and stores its series; the same
+/// Prometheus with a wrong password gets 401, and without the certificate or over plain
+/// HTTP gets no answer, and none of those stores a skillprof series. Off loopback without a
+/// web configuration, the watch refuses to start.
+#[test]
+fn prometheus_scrapes_the_watch_over_tls_with_basic_auth_and_wrong_credentials_get_nothing() {
+    require_root("skillprof watch loads BPF probes");
+    let _one = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    let pid = host.child.id().to_string();
+    let url = host.url();
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_skillprof"))
+        .args([
+            "watch",
+            "--attach",
+            &pid,
+            "--host-url",
+            &url,
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && said.contains("--web-config")
+            && said.contains("--insecure-listen"),
+        "{said}"
+    );
+
+    let certs = dir.path().join("certs");
+    fs::create_dir(&certs).unwrap();
+    certificates(&certs);
+    let hash = bcrypt::hash("scrape-s3cret", 6).unwrap();
+    let web = certs.join("web.yml");
+    fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+             client_ca_file: ca.crt\n  client_auth_type: RequireAndVerifyClientCert\n\
+             basic_auth_users:\n  prometheus: '{hash}'\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let stderr = dir.path().join("watch.err");
+    let watch = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_skillprof"))
+            .args(["watch", "--attach", &pid, "--host-url", &url])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--web-config")
+            .arg(&web)
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(Duration::from_secs(30), "the watch to serve", || {
+        let said = fs::read_to_string(&stderr).unwrap_or_default();
+        (!said.contains(&format!("serving https://127.0.0.1:{port}/metrics"))).then_some(said)
+    });
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(
+        said.contains("(TLS (client certificates required), basic auth (1 user(s), bcrypt))"),
+        "{said}"
+    );
+    assert_eq!(get(port, "/metrics"), None, "plain HTTP gets no answer");
+
+    // One Prometheus, four jobs against the one endpoint.
+    let prometheus_port = free_port();
+    let job = |name: &str, scheme: &str, tls: &str, password: &str| {
+        format!(
+            "  - job_name: {name}\n    scheme: {scheme}\n{tls}    basic_auth:\n      username: \
+             prometheus\n      password: {password}\n    static_configs:\n      - targets: \
+             ['127.0.0.1:{port}']\n"
+        )
+    };
+    let ca = certs.join("ca.crt");
+    let with_cert = format!(
+        "    tls_config:\n      ca_file: {}\n      cert_file: {}\n      key_file: {}\n",
+        ca.display(),
+        certs.join("client.crt").display(),
+        certs.join("client.key").display()
+    );
+    let without_cert = format!("    tls_config:\n      ca_file: {}\n", ca.display());
+    let config = dir.path().join("prometheus.yml");
+    fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n{}{}{}{}",
+            job("good", "https", &with_cert, "scrape-s3cret"),
+            job("wrong_password", "https", &with_cert, "guess"),
+            job("no_client_cert", "https", &without_cert, "scrape-s3cret"),
+            job("plain_http", "http", "", "scrape-s3cret"),
+        ),
+    )
+    .unwrap();
+    let _prometheus = Reaped(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(dir.path().join("prometheus.err")).unwrap())
+            .spawn()
+            .expect("Debian's prometheus (scripts/test.sh installs it)"),
+    );
+    eventually(Duration::from_secs(60), "every job scraped once", || {
+        let seen = targets(prometheus_port);
+        let scraped = seen.len() == 4
+            && seen
+                .iter()
+                .all(|(job, health, _)| health == if job == "good" { "up" } else { "down" });
+        (!scraped).then(|| format!("{seen:?}"))
+    });
+    let seen = targets(prometheus_port);
+    let error_of = |name: &str| {
+        seen.iter()
+            .find(|(job, _, _)| job == name)
+            .map(|(_, _, error)| error.clone())
+            .unwrap()
+    };
+    assert!(error_of("wrong_password").contains("401"), "{seen:?}");
+    assert!(
+        !error_of("no_client_cert").contains("401"),
+        "no HTTP answer at all: {seen:?}"
+    );
+    assert!(
+        !error_of("plain_http").contains("401"),
+        "no HTTP answer at all: {seen:?}"
+    );
+    eventually(Duration::from_secs(30), "the good job's series", || {
+        let stored = query(prometheus_port, "skillprof_self_cpu_ms_total{job=\"good\"}");
+        stored.is_empty().then(|| format!("{seen:?}"))
+    });
+    for job in ["wrong_password", "no_client_cert", "plain_http"] {
+        let stored = query(
+            prometheus_port,
+            &format!("{{job=\"{job}\", __name__=~\"skillprof_.*\"}}"),
+        );
+        assert!(stored.is_empty(), "{job} stored {stored:?}");
+    }
+    let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
+    assert!(status.success(), "{}", fs::read_to_string(&stderr).unwrap());
+}
+
+/// `--follow`: the attached host killed and started again (a new process on the same port,
+/// in the same cgroup, as systemd restarts a crashed unit) is watched again: the watch keeps
+/// serving, says what happened, re-attaches, counts the restart, and counts the new host's
+/// requests from 0.
+#[test]
+fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_requests_counted() {
+    require_root("skillprof watch loads BPF probes");
+    let _one = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    let first = host.child.id();
+    let (watch, port, stderr) = start_watch_with(&host, dir.path(), &["--follow"]);
+    let runs = "skillprof_skill_runs_total{skill=\"their_own\",phase=\"call\"}";
+    let execute = |host: &OutsideHost, times: usize| {
+        runtime().block_on(async {
+            for _ in 0..times {
+                let reply = host
+                    .client()
+                    .execute("their_own", &json!({}))
+                    .await
+                    .unwrap();
+                assert!(reply.is_ok(), "{}", reply.text());
+            }
+        })
+    };
+    execute(&host, 3);
+    assert_eq!(sample(&scrape(port).unwrap(), runs), Some(3.0));
+
+    let host = host.restarted();
+    let second = host.child.id();
+    eventually(
+        Duration::from_secs(20),
+        "the watch to follow the host",
+        || {
+            let said = fs::read_to_string(&stderr).unwrap();
+            (!said.contains(&format!(
+                "following the host: {second} took {first}'s place"
+            )))
+            .then_some(said)
+        },
+    );
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(
+        said.contains(&format!(
+            "the host {first} exited; --follow is waiting for its successor"
+        )),
+        "{said}"
+    );
+    let text = scrape(port).expect("the watch serves the new host");
+    assert_eq!(
+        sample(&text, "skillprof_watch_host_restarts_total"),
+        Some(1.0),
+        "{text}"
+    );
+    execute(&host, 2);
+    let text = scrape(port).unwrap();
+    assert_eq!(
+        sample(&text, runs),
+        Some(2.0),
+        "the new host's requests, from 0: {text}"
+    );
+
+    let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+    assert!(
+        said.contains(&format!("host {second} left running")),
+        "{said}"
+    );
+    assert!(runtime().block_on(host.client().healthy()));
+}

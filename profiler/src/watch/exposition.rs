@@ -30,6 +30,11 @@ static PER_SKILL: Column = Column::new(
     Unit::Count,
     "1 when the host marks its work (skillhost's markers) and the skill series are live; 0 when it has none: per-skill series need markers, the host series do not",
 );
+static RESTARTS: Column = Column::new(
+    "host_restarts",
+    Unit::Count,
+    "times the watched host exited and --follow attached to the process that took its place; the host series count from 0 again at each",
+);
 static PROBE_LIVE: Column = Column::new(
     "probe_live",
     Unit::Count,
@@ -108,11 +113,16 @@ static OWN_SCRAPE: Column = Column::new(
 );
 
 /// The text of one scrape. `probes`: each probe of the session and whether it attached.
-pub fn render(snapshot: &Snapshot, probes: &[(String, bool)], markers: bool) -> String {
+pub fn render(
+    snapshot: &Snapshot,
+    probes: &[(String, bool)],
+    markers: bool,
+    restarts: u64,
+) -> String {
     let mut families = Families::default();
     host(&mut families, snapshot);
     skills(&mut families, snapshot);
-    watching(&mut families, probes, markers);
+    watching(&mut families, probes, markers, restarts);
     machine(&mut families, snapshot);
     own(&mut families, snapshot);
     families.text()
@@ -240,7 +250,7 @@ fn skills(families: &mut Families, snapshot: &Snapshot) {
 }
 
 /// What the watch itself sees: whether skills are told apart, and which probe is live.
-fn watching(families: &mut Families, probes: &[(String, bool)], markers: bool) {
+fn watching(families: &mut Families, probes: &[(String, bool)], markers: bool, restarts: u64) {
     families.column(
         "watch",
         &PER_SKILL,
@@ -248,6 +258,7 @@ fn watching(families: &mut Families, probes: &[(String, bool)], markers: bool) {
         "",
         &u64::from(markers).into(),
     );
+    families.column("watch", &RESTARTS, Kind::Counter, "", &restarts.into());
     for (probe, live) in probes {
         let labels = format!("probe=\"{}\"", escape(probe));
         families.column(

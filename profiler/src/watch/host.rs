@@ -73,6 +73,20 @@ impl Watched {
         })
     }
 
+    /// The same watch on `pid`, the process that took an attached host's place (--follow),
+    /// once it answers where the host did.
+    pub async fn followed(self, pid: u32, args: &WatchArgs) -> Result<Watched> {
+        let url = args
+            .host_url
+            .as_deref()
+            .context("--follow needs --host-url")?;
+        let client = answering(pid, url, self.host.client.dialect().clone()).await?;
+        Ok(Watched {
+            host: HostProcess::attached(pid, client),
+            _workdir: None,
+        })
+    }
+
     pub fn started(&self) -> bool {
         !self.host.is_attached()
     }
@@ -107,7 +121,8 @@ impl Watched {
         let pid = self.host.pid();
         if !self.started() {
             return format!(
-                "the host {pid} exited (a restarted host has a new pid: watch it again)"
+                "the host {pid} exited (a restarted host has a new pid: watch it again, or \
+                 with --follow)"
             );
         }
         let tail = self.host.log_tail();

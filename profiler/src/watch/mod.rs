@@ -8,10 +8,12 @@
 //! process's BPF links with its file descriptors).
 
 pub(crate) mod exposition;
+mod follow;
 mod host;
 mod record;
 mod serve;
 mod snapshot;
+mod web_config;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -92,10 +94,32 @@ pub struct WatchArgs {
     #[arg(long, default_value = "skillhost", value_name = "NAME|FILE")]
     pub host_profile: String,
 
-    /// Serve OpenMetrics at http://ADDR/metrics. Loopback by default: anything else
-    /// exposes the host's skill names to whoever can reach the address.
+    /// Serve OpenMetrics at http://ADDR/metrics (https with --web-config's TLS). Loopback by
+    /// default; any other address is refused without --web-config (or --insecure-listen), as
+    /// it would show the host's skill names and memory to whoever can reach it.
     #[arg(long, default_value = "127.0.0.1:9477", value_name = "ADDR")]
     pub listen: SocketAddr,
+
+    /// Protect the endpoint as Prometheus' exporters do: a web configuration file in the
+    /// exporter-toolkit format (tls_server_config: cert_file, key_file, client_ca_file,
+    /// client_auth_type, min_version; basic_auth_users: user to bcrypt hash). See
+    /// docs/watch.md.
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
+
+    /// Serve plain, unauthenticated HTTP on a --listen address off loopback anyway (behind a
+    /// proxy that adds TLS and authentication, say).
+    #[arg(long)]
+    pub insecure_listen: bool,
+
+    /// With --attach: when the host exits, keep serving and attach to the process that takes
+    /// its place (a systemd or container restart, a deploy): the one listening on --host-url's
+    /// port that runs the same executable in the same cgroups. The host series count from 0
+    /// again for it (a counter reset, which rate() and increase() take in their stride), and
+    /// skillprof_watch_host_restarts_total counts the restarts. Without it, the watch ends
+    /// with exit code 3 when the host exits.
+    #[arg(long, requires = "attach")]
+    pub follow: bool,
 
     /// Stop after this many seconds (default: until SIGINT or SIGTERM).
     #[arg(long, value_name = "SECONDS")]
@@ -151,6 +175,19 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
 async fn watch(args: WatchArgs) -> Result<ExitCode> {
     probes::require_bpf("skillprof watch")?;
     let profile = HostProfile::load(&args.host_profile)?;
+    let protection = args
+        .web_config
+        .as_deref()
+        .map(web_config::Protection::load)
+        .transpose()?;
+    if !args.listen.ip().is_loopback() && protection.is_none() && !args.insecure_listen {
+        anyhow::bail!(
+            "--listen {}: off loopback, the endpoint would show the host's skill names and \
+             memory to anyone who reaches it. Protect it with --web-config FILE (TLS, basic \
+             auth; docs/watch.md), or say --insecure-listen if something in front does",
+            args.listen
+        );
+    }
     // Bound first: a busy address fails before anything is started or attached.
     let listener = TcpListener::bind(args.listen)
         .await
@@ -174,73 +211,127 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             .prepare()
         })
         .transpose()?;
-    let watched = Watched::begin(&args, profile).await?;
-    let pid = watched.host.pid();
+    let mut stops = Stops::catch(args.duration)?;
+    let mut watched = Watched::begin(&args, profile).await?;
+    let following = match (args.follow, args.host_url.as_deref()) {
+        (true, Some(url)) => Some(follow::Identity::of(watched.host.pid(), url)?),
+        _ => None,
+    };
     let options = ProbeOptions {
         max_entries: 1,
         no_markers: args.no_markers,
         mode: args.probes,
         ..ProbeOptions::default()
     };
-    let session = ProbeSession::start(pid, &options)?;
-    session.begin_entry(0)?;
-    eprint!("{}", probes::tables::statuses(session.statuses()));
-    let probes: Vec<(String, bool)> = session
-        .statuses()
-        .iter()
-        .map(|status| (status.probe.name().to_owned(), status.attached))
-        .collect();
-    let markers = probes
-        .iter()
-        .any(|(probe, live)| probe == probes::Probe::Markers.name() && *live);
-    if !markers {
+    let live = Arc::new(Mutex::new(Live {
+        attached: Some(Attachment::start(watched.host.pid(), &options)?),
+        restarts: 0,
+        gone: String::new(),
+    }));
+    let scheme = match protection.as_ref().and_then(|p| p.tls.as_ref()) {
+        Some(_) => "https",
+        None => "http",
+    };
+    eprintln!(
+        "skillprof watch: watching {} ({}); serving {scheme}://{address}/metrics{}",
+        watched.host.pid(),
+        args.host_profile,
+        protection
+            .as_ref()
+            .map(|p| format!(" ({})", p.summary))
+            .unwrap_or_default()
+    );
+    if let Some(identity) = &following {
         eprintln!(
-            "skillprof watch: per-skill series need a host that marks its work (skillhost's \
-             markers); this one gets the host series only (skillprof_watch_per_skill_series 0)"
+            "skillprof watch: --follow: should the host exit, its successor is the process of {}",
+            identity.describe()
         );
     }
-    eprintln!(
-        "skillprof watch: watching {pid} ({}); serving http://{address}/metrics",
-        args.host_profile
-    );
 
-    // Scrapes borrow the session; stopping takes it out, so that its drop detaches every
-    // probe however many connections are still open.
-    let session = Arc::new(Mutex::new(Some(session)));
-    let reader = Arc::new(Reader::new(pid));
     let scrape = {
-        let session = session.clone();
+        let live = live.clone();
         move || -> Result<String> {
-            let session = session.lock().unwrap();
-            let session = session.as_ref().context("the watch is stopping")?;
-            let snapshot = reader.read(session)?;
-            Ok(exposition::render(&snapshot, &probes, markers))
+            let live = live.lock().unwrap();
+            let attached = live.attached.as_ref().with_context(|| live.gone.clone())?;
+            let snapshot = attached.reader.read(&attached.session)?;
+            Ok(exposition::render(
+                &snapshot,
+                &attached.probes,
+                attached.markers,
+                live.restarts,
+            ))
         }
     };
-    let server = tokio::spawn(serve::serve(listener, Arc::new(scrape)));
+    let server = tokio::spawn(serve::serve(listener, Arc::new(scrape), protection));
     let stop_recording = Arc::new(Notify::new());
-    let recording = recording.map(|(recording, cmds)| {
-        eprintln!(
-            "skillprof watch: recording {} s windows into run folders in {} ({} per folder, \
-             the newest {} kept)",
-            recording.window_s,
-            recording.dir.display(),
-            recording.run_windows,
-            recording.keep
-        );
-        tokio::spawn(recording.run(
-            pid,
-            watched.host.client.base().to_owned(),
-            cmds,
-            stop_recording.clone(),
-        ))
-    });
+    // The URL stays the host's across restarts (--follow finds its successor there).
+    let host_url = watched_url(&args, &watched);
+    let start_recording = |pid: u32, kept: Vec<PathBuf>| {
+        recording.as_ref().map(|(recording, cmds)| {
+            eprintln!(
+                "skillprof watch: recording {} s windows of host {pid} into run folders in {} \
+                 ({} per folder, the newest {} kept)",
+                recording.window_s,
+                recording.dir.display(),
+                recording.run_windows,
+                recording.keep
+            );
+            tokio::spawn(recording.clone().run(
+                pid,
+                host_url.clone(),
+                cmds.clone(),
+                stop_recording.clone(),
+                kept,
+            ))
+        })
+    };
+    let mut recorder = start_recording(watched.host.pid(), Vec::new());
     let started = Instant::now();
-    let ended = until_stopped(pid, args.duration).await;
+    let ended = loop {
+        let pid = watched.host.pid();
+        let stopped = until_stopped(pid, &mut stops).await?;
+        let (Stopped::HostExited, Some(identity)) = (&stopped, &following) else {
+            break stopped;
+        };
+        // Followed: detach from the old host, keep serving (a scrape says why it has no
+        // host), and attach to its successor once one serves.
+        let gone = format!(
+            "the host {pid} exited; --follow is waiting for its successor ({})",
+            identity.describe()
+        );
+        eprintln!("skillprof watch: {gone}");
+        let exited_at = Instant::now();
+        {
+            let mut live = live.lock().unwrap();
+            live.gone = gone;
+            drop(live.attached.take());
+        }
+        let kept = match recorder.take() {
+            Some(recorder) => recorder.await.context("the recorder")??,
+            None => Vec::new(),
+        };
+        let next = match successor(identity, pid, &mut stops).await {
+            Ok(next) => next,
+            Err(how) => break Stopped::Asked(how),
+        };
+        watched = watched.followed(next, &args).await?;
+        let attachment = Attachment::start(next, &options)?;
+        {
+            let mut live = live.lock().unwrap();
+            live.attached = Some(attachment);
+            live.restarts += 1;
+        }
+        eprintln!(
+            "skillprof watch: following the host: {next} took {pid}'s place; attached {:.1} s \
+             after {pid} exited",
+            exited_at.elapsed().as_secs_f64()
+        );
+        recorder = start_recording(next, kept);
+    };
     server.abort();
-    if let Some(recording) = recording {
+    if let Some(recorder) = recorder {
         stop_recording.notify_one();
-        match recording.await.context("the recorder")? {
+        match recorder.await.context("the recorder")? {
             Ok(folders) => eprintln!(
                 "skillprof watch: {} run folder(s) recorded and kept: {}",
                 folders.len(),
@@ -253,9 +344,9 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             Err(error) => eprintln!("skillprof watch: recording failed: {error:#}"),
         }
     }
-    drop(session.lock().unwrap().take());
+    drop(live.lock().unwrap().attached.take());
     let seconds = started.elapsed().as_secs();
-    match ended? {
+    match ended {
         Stopped::Asked(how) => {
             let fate = watched.end(Duration::from_secs(args.stop_timeout_s)).await;
             eprintln!("skillprof watch: {how} after {seconds} s; probes detached, {fate}");
@@ -269,26 +360,130 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
     }
 }
 
+/// Where the watched host answers.
+fn watched_url(args: &WatchArgs, watched: &Watched) -> String {
+    args.host_url
+        .clone()
+        .unwrap_or_else(|| watched.host.client.base().to_owned())
+}
+
+/// The probes on one host process, and what a scrape reads of it.
+struct Attachment {
+    session: ProbeSession,
+    reader: Reader,
+    /// Each probe and whether it attached.
+    probes: Vec<(String, bool)>,
+    markers: bool,
+}
+
+impl Attachment {
+    /// Attaches to `pid` and says what attached.
+    fn start(pid: u32, options: &ProbeOptions) -> Result<Attachment> {
+        let session = ProbeSession::start(pid, options)?;
+        session.begin_entry(0)?;
+        eprint!("{}", probes::tables::statuses(session.statuses()));
+        let probes: Vec<(String, bool)> = session
+            .statuses()
+            .iter()
+            .map(|status| (status.probe.name().to_owned(), status.attached))
+            .collect();
+        let markers = probes
+            .iter()
+            .any(|(probe, live)| probe == probes::Probe::Markers.name() && *live);
+        if !markers {
+            eprintln!(
+                "skillprof watch: per-skill series need a host that marks its work (skillhost's \
+                 markers); this one gets the host series only (skillprof_watch_per_skill_series 0)"
+            );
+        }
+        Ok(Attachment {
+            session,
+            reader: Reader::new(pid),
+            probes,
+            markers,
+        })
+    }
+}
+
+/// What the scrapes read: the host attached now (none between a host's exit and its
+/// successor, `gone` saying why), and how many times the watch followed a restart.
+struct Live {
+    attached: Option<Attachment>,
+    restarts: u64,
+    gone: String,
+}
+
 enum Stopped {
     Asked(&'static str),
     HostExited,
 }
 
-/// Until SIGINT, SIGTERM, `duration` or the host's exit.
-async fn until_stopped(pid: u32, duration: Option<u64>) -> Result<Stopped> {
-    let mut interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
-    let host = ExitWatch::of(pid)?;
-    let elapsed = async {
-        match duration {
-            Some(seconds) => tokio::time::sleep(Duration::from_secs(seconds)).await,
-            None => std::future::pending().await,
+/// What stops the watch other than its host: SIGINT, SIGTERM, --duration. Caught once, so
+/// that a signal between two waits is not lost.
+struct Stops {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Stops {
+    fn catch(duration: Option<u64>) -> Result<Stops> {
+        Ok(Stops {
+            interrupt: signal(SignalKind::interrupt()).context("catching SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("catching SIGTERM")?,
+            deadline: duration
+                .map(|seconds| tokio::time::Instant::now() + Duration::from_secs(seconds)),
+        })
+    }
+
+    async fn asked(&mut self) -> &'static str {
+        let deadline = self.deadline;
+        let elapsed = async move {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = self.interrupt.recv() => "stopped by SIGINT",
+            _ = self.terminate.recv() => "stopped by SIGTERM",
+            () = elapsed => "--duration reached",
         }
+    }
+}
+
+/// Until a stop or the host's exit.
+async fn until_stopped(pid: u32, stops: &mut Stops) -> Result<Stopped> {
+    let host = match ExitWatch::of(pid) {
+        Ok(host) => host,
+        // Gone before it could be watched: it exited.
+        Err(_) if !std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+            return Ok(Stopped::HostExited);
+        }
+        Err(error) => return Err(error),
     };
     Ok(tokio::select! {
-        _ = interrupt.recv() => Stopped::Asked("stopped by SIGINT"),
-        _ = terminate.recv() => Stopped::Asked("stopped by SIGTERM"),
-        () = elapsed => Stopped::Asked("--duration reached"),
+        how = stops.asked() => Stopped::Asked(how),
         () = host.exited() => Stopped::HostExited,
     })
+}
+
+/// How often --follow looks for the host's successor: a scrape interval is seconds.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// The successor of host `gone`, once one serves; what stopped the watch, if that came first.
+async fn successor(
+    identity: &follow::Identity,
+    gone: u32,
+    stops: &mut Stops,
+) -> std::result::Result<u32, &'static str> {
+    loop {
+        if let Some(pid) = identity.successor().filter(|&pid| pid != gone) {
+            return Ok(pid);
+        }
+        tokio::select! {
+            how = stops.asked() => return Err(how),
+            () = tokio::time::sleep(FOLLOW_POLL) => {}
+        }
+    }
 }

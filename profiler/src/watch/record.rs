@@ -45,15 +45,17 @@ impl Recording {
     }
 
     /// Records host `pid` (serving `host_url`) until `stop` is notified or a run ends short
-    /// (the host gone: the run's log and meta.json say why). Returns the folders recorded.
+    /// (the host gone: the run's log and meta.json say why). `ours`: the folders this watch
+    /// recorded of the hosts before (--follow), kept by the same --keep. Returns the folders
+    /// recorded and kept.
     pub async fn run(
         self,
         pid: u32,
         host_url: String,
         cmds: PathBuf,
         stop: Arc<Notify>,
+        mut ours: Vec<PathBuf>,
     ) -> Result<Vec<PathBuf>> {
-        let mut ours: Vec<PathBuf> = Vec::new();
         loop {
             let before = run_folders(&self.dir);
             let mut child = self.start(pid, &host_url, &cmds)?;

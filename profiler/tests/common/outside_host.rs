@@ -12,6 +12,9 @@ pub struct OutsideHost {
     pub child: Child,
     pub port: u16,
     pub skills: PathBuf,
+    /// How it was started, to start it again.
+    bin: PathBuf,
+    args: Vec<String>,
 }
 
 impl OutsideHost {
@@ -43,10 +46,24 @@ impl OutsideHost {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(bin)
+        let args = args.iter().map(|arg| arg.to_string()).collect();
+        Self::spawn(bin.to_owned(), args, skills, port)
+    }
+
+    /// The host killed (SIGKILL) and started again as it was, on the same port, as systemd
+    /// restarts a crashed unit: a new process in the same cgroup.
+    pub fn restarted(mut self) -> OutsideHost {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let (bin, args, skills) = (self.bin.clone(), self.args.clone(), self.skills.clone());
+        Self::spawn(bin, args, skills, self.port)
+    }
+
+    fn spawn(bin: PathBuf, args: Vec<String>, skills: PathBuf, port: u16) -> OutsideHost {
+        let child = Command::new(&bin)
             .args(["--skills-dir", skills.to_str().unwrap()])
             .args(["--port", &port.to_string(), "--scan-interval-ms", "50"])
-            .args(args)
+            .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -55,6 +72,8 @@ impl OutsideHost {
             child,
             port,
             skills,
+            bin,
+            args,
         };
         let started = Instant::now();
         while !host.runtime().block_on(host.client().healthy()) {
