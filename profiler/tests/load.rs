@@ -34,7 +34,9 @@ fn cmds(dir: &Path, duration_s: u32) -> PathBuf {
 /// No namespace, link, cgroup or Locust process of the run is left.
 fn assert_nothing_left(folder: &Path, limit: Duration) {
     let meta = meta(folder);
-    let load = meta.load.expect("meta.json lists what the run made for Locust");
+    let load = meta
+        .load
+        .expect("meta.json lists what the run made for Locust");
     let namespaces = &load.network.namespaces;
     assert!(namespaces.len() >= 3, "{namespaces:?}");
     eventually(limit, "the load namespaces", || {

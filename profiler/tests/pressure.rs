@@ -105,7 +105,10 @@ fn helper_pids(folder: &Path) -> Vec<u32> {
         .is_some_and(|name| name.to_string_lossy().starts_with("pressure-"));
     if is_experiment {
         let meta = pressure_meta(folder);
-        meta.guardian_pids.into_iter().chain(meta.balloon_pid).collect()
+        meta.guardian_pids
+            .into_iter()
+            .chain(meta.balloon_pid)
+            .collect()
     } else {
         let meta = meta(folder);
         [meta.guardian_pids, meta.pressure_balloon_pids].concat()

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use skillprof::cmds::{self, InFlightCap};
 use skillprof::output::harness_log::RunLog;
-use skillprof::record::host::TrimBy;
-use skillprof::record::profile::SkillWorld;
-use skillprof::record::probes::{Outcome, Probe, ProbeMode};
 use skillprof::record::Status;
+use skillprof::record::host::TrimBy;
+use skillprof::record::probes::{Outcome, Probe, ProbeMode};
+use skillprof::record::profile::SkillWorld;
 
 mod common;
 use common::cli::{

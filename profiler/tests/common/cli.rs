@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-
 /// The built binary, without a backtrace setting leaking in from the caller.
 pub fn skillprof() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));
@@ -139,10 +138,7 @@ pub fn start_long_run(dir: &Path, cmds_file: &Path, extra: &[&str]) -> (Child, P
 }
 
 pub fn host_pid(folder: &Path) -> i32 {
-    meta(folder)
-        .host
-        .pid
-        .expect("the host pid is in meta.json") as i32
+    meta(folder).host.pid.expect("the host pid is in meta.json") as i32
 }
 
 /// Polls `check` for up to `limit`: a killed skillprof's guardians restore asynchronously.
