@@ -1050,3 +1050,187 @@ fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_request
     );
     assert!(runtime().block_on(host.client().healthy()));
 }
+
+/// The capabilities docs/watch.md documents for a host of another user.
+const DOCUMENTED_CAPS: [&str; 5] = [
+    "bpf",
+    "perfmon",
+    "checkpoint_restore",
+    "sys_ptrace",
+    "dac_read_search",
+];
+
+/// A copy of skillprof that `nobody` may run (the repository may sit in a folder only root
+/// can enter), in `dir`.
+fn binary_for_nobody(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = dir.join("bin");
+    fs::create_dir_all(&folder).unwrap();
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = folder.join("skillprof");
+    fs::copy(env!("CARGO_BIN_EXE_skillprof"), &copy).unwrap();
+    copy
+}
+
+/// `skillprof watch` on `host` as `nobody`, holding `caps` (setpriv's names) and no others.
+fn watch_as_nobody(
+    bin: &Path,
+    host: &OutsideHost,
+    caps: &[&str],
+    dir: &Path,
+) -> (Command, PathBuf) {
+    let caps = caps
+        .iter()
+        .map(|cap| format!("+{cap}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let stderr = dir.join(format!("watch-{}.err", caps.replace([',', '+'], "_")));
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(format!("--inh-caps=-all,{caps}"))
+        .arg(format!("--ambient-caps={caps}"))
+        .arg(bin)
+        .args([
+            "watch",
+            "--attach",
+            &host.child.id().to_string(),
+            "--host-url",
+            &host.url(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&stderr).unwrap());
+    (command, stderr)
+}
+
+/// Least privilege: as `nobody` with the documented capabilities the watch serves per-skill
+/// series of a root host; without one of them it refuses and names it; started as root with
+/// `--user nobody` it ends up as nobody with no capability at all, and still serves them.
+#[test]
+fn the_watch_runs_with_the_documented_capabilities_only_and_drops_them_all_with_user() {
+    require_root("setpriv and --user change users");
+    let _one = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    let bin = binary_for_nobody(dir.path());
+    let runs = "skillprof_skill_runs_total{skill=\"their_own\",phase=\"call\"}";
+    let call_twice = || {
+        runtime().block_on(async {
+            for _ in 0..2 {
+                let reply = host
+                    .client()
+                    .execute("their_own", &json!({}))
+                    .await
+                    .unwrap();
+                assert!(reply.is_ok(), "{}", reply.text());
+            }
+        })
+    };
+    let serves_skill_series = |port: u16, stderr: &Path| {
+        eventually(Duration::from_secs(30), "the watch to serve", || {
+            scrape(port)
+                .is_none()
+                .then(|| fs::read_to_string(stderr).unwrap_or_default())
+        });
+        call_twice();
+        let text = scrape(port).unwrap();
+        assert_eq!(sample(&text, runs), Some(2.0), "{text}");
+        assert!(
+            sample(&text, "skillprof_host_held_heap_kb").is_some(),
+            "{text}"
+        );
+    };
+
+    // The documented set: per-skill series.
+    let port = free_port();
+    let (mut command, stderr) = watch_as_nobody(&bin, &host, &DOCUMENTED_CAPS, dir.path());
+    let watch = Reaped(
+        command
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .spawn()
+            .unwrap(),
+    );
+    serves_skill_series(port, &stderr);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(
+        said.contains("without CAP_SYS_ADMIN it does not attach the host's uprobes"),
+        "{said}"
+    );
+    assert!(signalled(watch, nix::sys::signal::Signal::SIGTERM).success());
+
+    // One fewer: refused, the missing one named with what it is for.
+    for (left_out, named) in [
+        (
+            "checkpoint_restore",
+            "CAP_CHECKPOINT_RESTORE: to map the host's ledger",
+        ),
+        ("perfmon", "CAP_PERFMON: to attach the tracing programs"),
+    ] {
+        let caps: Vec<&str> = DOCUMENTED_CAPS
+            .into_iter()
+            .filter(|cap| *cap != left_out)
+            .collect();
+        let (mut command, stderr) = watch_as_nobody(&bin, &host, &caps, dir.path());
+        let status = command.args(["--listen", "127.0.0.1:0"]).status().unwrap();
+        let said = fs::read_to_string(&stderr).unwrap();
+        assert!(!status.success(), "{said}");
+        assert!(
+            said.contains("lacks 1 capability") && said.contains(named),
+            "{said}"
+        );
+    }
+
+    // Root, then nobody with nothing.
+    let (watch, port, stderr) = start_watch_with(&host, dir.path(), &["--user", "nobody"]);
+    let status = fs::read_to_string(format!("/proc/{}/status", watch.0.id())).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{status}"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(field("Uid:"), "65534\t65534\t65534\t65534", "{status}");
+    for caps in ["CapPrm:", "CapEff:", "CapAmb:", "CapInh:"] {
+        assert_eq!(field(caps), "0000000000000000", "{caps} {status}");
+    }
+    assert_eq!(field("NoNewPrivs:"), "1");
+    serves_skill_series(port, &stderr);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(
+        said.contains("now running as nobody (uid 65534, gid 65534) with no capabilities"),
+        "{said}"
+    );
+    assert!(signalled(watch, nix::sys::signal::Signal::SIGINT).success());
+}
+
+/// The shipped units are ones systemd accepts.
+#[test]
+fn the_systemd_units_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let units = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/systemd");
+    let skillhost = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let mut paths = Vec::new();
+    for unit in ["skillhost.service", "skillprof-watch.service"] {
+        let text = fs::read_to_string(units.join(unit)).unwrap();
+        // The binaries where they are built, not where the guide installs them.
+        let text = text
+            .replace("/usr/local/bin/skillhost", skillhost.to_str().unwrap())
+            .replace("/usr/local/bin/skillprof", env!("CARGO_BIN_EXE_skillprof"));
+        let path = dir.path().join(unit);
+        fs::write(&path, text).unwrap();
+        paths.push(path);
+    }
+    let output = Command::new("systemd-analyze")
+        .arg("verify")
+        .args(&paths)
+        .output()
+        .expect("systemd-analyze (systemd)");
+    assert!(
+        output.status.success() && output.stderr.is_empty(),
+        "{}",
+        common::cli::describe(&output)
+    );
+}

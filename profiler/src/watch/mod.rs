@@ -10,6 +10,7 @@
 pub(crate) mod exposition;
 mod follow;
 mod host;
+mod privileges;
 mod record;
 mod serve;
 mod snapshot;
@@ -121,6 +122,12 @@ pub struct WatchArgs {
     #[arg(long, requires = "attach")]
     pub follow: bool,
 
+    /// With --attach, started as root: once the probes are attached and the host's files are
+    /// open, become USER (its uid and group, no other group) with no capability left, for the
+    /// rest of the watch. Not with --follow or --record, which attach again later.
+    #[arg(long, value_name = "USER", requires = "attach", conflicts_with_all = ["follow", "record"])]
+    pub user: Option<String>,
+
     /// Stop after this many seconds (default: until SIGINT or SIGTERM).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<u64>,
@@ -160,6 +167,11 @@ pub struct WatchArgs {
 }
 
 pub fn run(args: WatchArgs) -> Result<ExitCode> {
+    if args.user.is_some() {
+        // Before any thread starts, so that every one inherits it: nothing the watch runs
+        // later can gain privileges through a setuid binary.
+        nix::sys::prctl::set_no_new_privs().context("--user: PR_SET_NO_NEW_PRIVS")?;
+    }
     // One malloc arena for the whole watch, before its threads start: each thread that
     // builds a scrape (hundreds of KiB of text) would otherwise fill an arena of its own,
     // and a long watch would hold several MB more than it uses.
@@ -173,7 +185,7 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
 }
 
 async fn watch(args: WatchArgs) -> Result<ExitCode> {
-    probes::require_bpf("skillprof watch")?;
+    privileges::require(&privileges::needed(args.attach, !args.no_markers)?)?;
     let profile = HostProfile::load(&args.host_profile)?;
     let protection = args
         .web_config
@@ -228,6 +240,13 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         restarts: 0,
         gone: String::new(),
     }));
+    if let Some(user) = &args.user {
+        let (uid, gid) = privileges::drop_to(user)?;
+        eprintln!(
+            "skillprof watch: attached; now running as {user} (uid {uid}, gid {gid}) with no \
+             capabilities"
+        );
+    }
     let scheme = match protection.as_ref().and_then(|p| p.tls.as_ref()) {
         Some(_) => "https",
         None => "http",
