@@ -1234,3 +1234,90 @@ fn the_systemd_units_verify() {
         common::cli::describe(&output)
     );
 }
+
+/// Bounds: with `--max-skills 1` the busier skill's series are served and the other is
+/// counted as left out; a client that reads its answer a byte a second holds up none of 20
+/// scrapes made meanwhile (each answers while the slow one is still reading).
+#[test]
+fn a_slow_client_holds_up_no_scrape_and_skills_beyond_the_cap_are_counted_not_served() {
+    use std::io::{Read, Write};
+    require_root("skillprof watch loads BPF probes");
+    let _one = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    fs::copy(
+        host.skills.join("their_own.wasm"),
+        host.skills.join("second.wasm"),
+    )
+    .unwrap();
+    let (watch, port, _) = start_watch_with(&host, dir.path(), &["--max-skills", "1"]);
+    runtime().block_on(async {
+        let client = host.client();
+        client
+            .wait_until_listed(&["second".to_owned()], Duration::from_secs(10))
+            .await
+            .unwrap();
+        for skill in ["their_own", "their_own", "their_own", "second"] {
+            let reply = client.execute(skill, &json!({})).await.unwrap();
+            assert!(reply.is_ok(), "{}", reply.text());
+        }
+    });
+    let text = scrape(port).unwrap();
+    let runs = |skill: &str| {
+        sample(
+            &text,
+            &format!("skillprof_skill_runs_total{{skill=\"{skill}\",phase=\"call\"}}"),
+        )
+    };
+    assert_eq!(
+        (runs("their_own"), runs("second")),
+        (Some(3.0), None),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "skillprof_watch_skills_left_out"),
+        Some(1.0),
+        "{text}"
+    );
+
+    // A slow reader: its request sent whole, its answer taken a byte a second through a
+    // receive buffer of 2 KiB, so the watch's writes of the answer fill it and wait.
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let small: libc::c_int = 2048;
+    // SAFETY: a valid socket and an int option of the size given.
+    let set = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&slow),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0);
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: slow\r\n\r\n")
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        for _ in 0..8 {
+            slow.read_exact(&mut byte).unwrap();
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let started = std::time::Instant::now();
+    let scrapes: Vec<_> = (0..20)
+        .map(|_| std::thread::spawn(move || (scrape(port).is_some(), std::time::Instant::now())))
+        .collect();
+    for handle in scrapes {
+        let (answered, at) = handle.join().unwrap();
+        assert!(answered);
+        assert!(
+            !reader.is_finished() && at.duration_since(started) < Duration::from_secs(5),
+            "a scrape waited for the slow client: {:?}",
+            at.duration_since(started)
+        );
+    }
+    reader.join().unwrap();
+    assert!(signalled(watch, nix::sys::signal::Signal::SIGTERM).success());
+}

@@ -35,6 +35,11 @@ static RESTARTS: Column = Column::new(
     Unit::Count,
     "times the watched host exited and --follow attached to the process that took its place; the host series count from 0 again at each",
 );
+static LEFT_OUT: Column = Column::new(
+    "skills_left_out",
+    Unit::Count,
+    "skills the host has run whose series this scrape leaves out: beyond --max-skills, the least busy (fewest runs since the watch began) go first",
+);
 static PROBE_LIVE: Column = Column::new(
     "probe_live",
     Unit::Count,
@@ -112,17 +117,22 @@ static OWN_SCRAPE: Column = Column::new(
     "how long the previous scrape took to read the probes, the host and the machine",
 );
 
-/// The text of one scrape. `probes`: each probe of the session and whether it attached.
-pub fn render(
-    snapshot: &Snapshot,
-    probes: &[(String, bool)],
-    markers: bool,
-    restarts: u64,
-) -> String {
+/// What the watch says of itself in a scrape.
+pub struct Watching<'a> {
+    /// Each probe of the session and whether it attached.
+    pub probes: &'a [(String, bool)],
+    pub markers: bool,
+    pub restarts: u64,
+    /// The most skills whose series a scrape serves (--max-skills).
+    pub max_skills: usize,
+}
+
+/// The text of one scrape.
+pub fn render(snapshot: &Snapshot, watching: &Watching) -> String {
     let mut families = Families::default();
     host(&mut families, snapshot);
-    skills(&mut families, snapshot);
-    watching(&mut families, probes, markers, restarts);
+    let left_out = skills(&mut families, snapshot, watching.max_skills);
+    itself(&mut families, watching, left_out);
     machine(&mut families, snapshot);
     own(&mut families, snapshot);
     families.text()
@@ -199,10 +209,17 @@ fn host(families: &mut Families, snapshot: &Snapshot) {
 }
 
 /// Per skill and phase, from the host's ledger; and the compiles of a skill after its first.
-fn skills(families: &mut Families, snapshot: &Snapshot) {
+/// The skills' series, for the `max_skills` busiest; how many skills were left out.
+fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u64 {
     let rows = snapshot.probes.skills.as_deref().unwrap_or_default();
     let counted = snapshot.probes.calls_by_skill();
-    for ((skill, phase), counts) in by_skill_and_phase(rows) {
+    let grouped = by_skill_and_phase(rows);
+    let (kept, left_out) = busiest(&grouped, max_skills);
+    for ((skill, phase), counts) in &grouped {
+        let (phase, counts) = (*phase, *counts);
+        if skill.as_deref().is_some_and(|skill| !kept.contains(skill)) {
+            continue;
+        }
         let labels = format!(
             "skill=\"{}\",phase=\"{}\"",
             escape(skill.as_deref().unwrap_or(crate::probes::markers::HOST_ROW)),
@@ -247,19 +264,50 @@ fn skills(families: &mut Families, snapshot: &Snapshot) {
             );
         }
     }
+    left_out
 }
 
-/// What the watch itself sees: whether skills are told apart, and which probe is live.
-fn watching(families: &mut Families, probes: &[(String, bool)], markers: bool, restarts: u64) {
+/// The `max_skills` skills with the most runs since the watch began (ties by name), and how
+/// many others there are. The host's own row is no skill and always served.
+fn busiest(
+    grouped: &BTreeMap<(Option<String>, Phase), SkillCounters>,
+    max_skills: usize,
+) -> (std::collections::BTreeSet<&str>, u64) {
+    let mut runs: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((skill, _), counts) in grouped {
+        if let Some(skill) = skill {
+            *runs.entry(skill).or_default() += counts.phase.runs;
+        }
+    }
+    let mut ranked: Vec<(&str, u64)> = runs.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let left_out = ranked.len().saturating_sub(max_skills) as u64;
+    ranked.truncate(max_skills);
+    (
+        ranked.into_iter().map(|(skill, _)| skill).collect(),
+        left_out,
+    )
+}
+
+/// What the watch itself sees: whether skills are told apart, which probe is live, the
+/// restarts it followed and the skills it left out.
+fn itself(families: &mut Families, watching: &Watching, left_out: u64) {
     families.column(
         "watch",
         &PER_SKILL,
         Kind::Gauge,
         "",
-        &u64::from(markers).into(),
+        &u64::from(watching.markers).into(),
     );
-    families.column("watch", &RESTARTS, Kind::Counter, "", &restarts.into());
-    for (probe, live) in probes {
+    families.column(
+        "watch",
+        &RESTARTS,
+        Kind::Counter,
+        "",
+        &watching.restarts.into(),
+    );
+    families.column("watch", &LEFT_OUT, Kind::Gauge, "", &left_out.into());
+    for (probe, live) in watching.probes {
         let labels = format!("probe=\"{}\"", escape(probe));
         families.column(
             "watch",
@@ -330,4 +378,34 @@ fn by_skill_and_phase(rows: &[SkillRow]) -> BTreeMap<(Option<String>, Phase), Sk
             .combine(&row.counts);
     }
     summed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beyond_the_cap_the_least_busy_skills_are_left_out_and_counted() {
+        let mut grouped = BTreeMap::new();
+        for (skill, phase, runs) in [
+            (Some("busy"), Phase::Call, 90),
+            (Some("busy"), Phase::Compile, 1),
+            (Some("idle"), Phase::Call, 1),
+            (Some("middling"), Phase::Call, 5),
+            (Some("tied"), Phase::Call, 5),
+            (None, Phase::Call, 1000),
+        ] {
+            let mut counts = SkillCounters::default();
+            counts.phase.runs = runs;
+            grouped.insert((skill.map(str::to_owned), phase), counts);
+        }
+        let (kept, left_out) = busiest(&grouped, 2);
+        assert_eq!(kept.into_iter().collect::<Vec<_>>(), ["busy", "middling"]);
+        assert_eq!(
+            left_out, 2,
+            "idle and tied (a tie goes by name); the host row is no skill"
+        );
+        let (kept, left_out) = busiest(&grouped, 10);
+        assert_eq!((kept.len(), left_out), (4, 0));
+    }
 }

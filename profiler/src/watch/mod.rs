@@ -128,6 +128,13 @@ pub struct WatchArgs {
     #[arg(long, value_name = "USER", requires = "attach", conflicts_with_all = ["follow", "record"])]
     pub user: Option<String>,
 
+    /// The most skills whose series a scrape serves: beyond it the least busy (fewest runs
+    /// since the watch began) are left out, and skillprof_watch_skills_left_out says how many.
+    /// A skill is some 45 series; Prometheus takes tens of thousands per target well.
+    #[arg(long, default_value_t = 1000, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_skills: usize,
+
     /// Stop after this many seconds (default: until SIGINT or SIGTERM).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<u64>,
@@ -267,6 +274,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         );
     }
 
+    let max_skills = args.max_skills;
     let scrape = {
         let live = live.clone();
         move || -> Result<String> {
@@ -275,9 +283,12 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             let snapshot = attached.reader.read(&attached.session)?;
             Ok(exposition::render(
                 &snapshot,
-                &attached.probes,
-                attached.markers,
-                live.restarts,
+                &exposition::Watching {
+                    probes: &attached.probes,
+                    markers: attached.markers,
+                    restarts: live.restarts,
+                    max_skills,
+                },
             ))
         }
     };
