@@ -124,20 +124,24 @@ fn signalled(mut watch: Reaped, signal: nix::sys::signal::Signal) -> std::proces
 
 /// A real Prometheus server scraping `target` every second, on a port of its own.
 fn start_prometheus(dir: &Path, target: u16) -> (Reaped, u16) {
-    let port = free_port();
-    let config = dir.join("prometheus.yml");
-    fs::write(
-        &config,
-        format!(
+    start_prometheus_with(
+        dir,
+        &format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - \
              {}\nscrape_configs:\n  - job_name: skillprof\n    static_configs:\n      - \
              targets: ['127.0.0.1:{target}']\n",
             grafana().join("recording-rules.yml").display()
         ),
     )
-    .unwrap();
+}
+
+/// A real Prometheus server with `config`, on a port of its own.
+fn start_prometheus_with(dir: &Path, config: &str) -> (Reaped, u16) {
+    let port = free_port();
+    let path = dir.join("prometheus.yml");
+    fs::write(&path, config).unwrap();
     let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--config.file={}", path.display()))
         .arg(format!(
             "--storage.tsdb.path={}",
             dir.join("tsdb").display()
@@ -148,6 +152,32 @@ fn start_prometheus(dir: &Path, target: u16) -> (Reaped, u16) {
         .spawn()
         .expect("Debian's prometheus (scripts/test.sh installs it)");
     (Reaped(child), port)
+}
+
+/// The start of most tests here: root, the machine to themselves, a folder, and a skillhost
+/// started by hand. `why`: what needs root.
+fn watched_host(
+    why: &str,
+) -> (
+    std::sync::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    OutsideHost,
+) {
+    require_root(why);
+    let one = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let host = OutsideHost::start(dir.path());
+    (one, dir, host)
+}
+
+/// `skill` run `times` times on `host`, each answered well.
+fn execute(host: &OutsideHost, skill: &str, times: usize) {
+    runtime().block_on(async {
+        for _ in 0..times {
+            let reply = host.client().execute(skill, &json!({})).await.unwrap();
+            assert!(reply.is_ok(), "{}", reply.text());
+        }
+    })
 }
 
 /// The dashboard and recording rules shipped for watch's series.
@@ -192,10 +222,7 @@ fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
 
 #[test]
 fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compile_again() {
-    require_root("skillprof watch loads BPF probes");
-    let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let host = OutsideHost::start(dir.path());
+    let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
     let samples = skillprof::hostctl::SampleSkills::beside_executable(
         skillprof::hostctl::SkillWorld::Skillprof,
     )
@@ -484,10 +511,7 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
 
 #[test]
 fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
-    require_root("skillprof watch loads BPF probes");
-    let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let host = OutsideHost::start(dir.path());
+    let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
     // And a skill of the host's that fails: the windows say which and why.
     let samples = skillprof::hostctl::SampleSkills::beside_executable(
         skillprof::hostctl::SkillWorld::Skillprof,
@@ -833,10 +857,7 @@ fn targets(port: u16) -> Vec<(String, String, String)> {
 /// web configuration, the watch refuses to start.
 #[test]
 fn prometheus_scrapes_the_watch_over_tls_with_basic_auth_and_wrong_credentials_get_nothing() {
-    require_root("skillprof watch loads BPF probes");
-    let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let host = OutsideHost::start(dir.path());
+    let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
     let pid = host.child.id().to_string();
     let url = host.url();
 
@@ -899,7 +920,6 @@ fn prometheus_scrapes_the_watch_over_tls_with_basic_auth_and_wrong_credentials_g
     assert_eq!(get(port, "/metrics"), None, "plain HTTP gets no answer");
 
     // One Prometheus, four jobs against the one endpoint.
-    let prometheus_port = free_port();
     let job = |name: &str, scheme: &str, tls: &str, password: &str| {
         format!(
             "  - job_name: {name}\n    scheme: {scheme}\n{tls}    basic_auth:\n      username: \
@@ -915,30 +935,15 @@ fn prometheus_scrapes_the_watch_over_tls_with_basic_auth_and_wrong_credentials_g
         certs.join("client.key").display()
     );
     let without_cert = format!("    tls_config:\n      ca_file: {}\n", ca.display());
-    let config = dir.path().join("prometheus.yml");
-    fs::write(
-        &config,
-        format!(
+    let (_prometheus, prometheus_port) = start_prometheus_with(
+        dir.path(),
+        &format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n{}{}{}{}",
             job("good", "https", &with_cert, "scrape-s3cret"),
             job("wrong_password", "https", &with_cert, "guess"),
             job("no_client_cert", "https", &without_cert, "scrape-s3cret"),
             job("plain_http", "http", "", "scrape-s3cret"),
         ),
-    )
-    .unwrap();
-    let _prometheus = Reaped(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(dir.path().join("prometheus.err")).unwrap())
-            .spawn()
-            .expect("Debian's prometheus (scripts/test.sh installs it)"),
     );
     eventually(Duration::from_secs(60), "every job scraped once", || {
         let seen = targets(prometheus_port);
@@ -985,26 +990,11 @@ fn prometheus_scrapes_the_watch_over_tls_with_basic_auth_and_wrong_credentials_g
 /// requests from 0.
 #[test]
 fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_requests_counted() {
-    require_root("skillprof watch loads BPF probes");
-    let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let host = OutsideHost::start(dir.path());
+    let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
     let first = host.child.id();
     let (watch, port, stderr) = start_watch_with(&host, dir.path(), &["--follow"]);
     let runs = "skillprof_skill_runs_total{skill=\"their_own\",phase=\"call\"}";
-    let execute = |host: &OutsideHost, times: usize| {
-        runtime().block_on(async {
-            for _ in 0..times {
-                let reply = host
-                    .client()
-                    .execute("their_own", &json!({}))
-                    .await
-                    .unwrap();
-                assert!(reply.is_ok(), "{}", reply.text());
-            }
-        })
-    };
-    execute(&host, 3);
+    execute(&host, "their_own", 3);
     assert_eq!(sample(&scrape(port).unwrap(), runs), Some(3.0));
 
     let host = host.restarted();
@@ -1033,7 +1023,7 @@ fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_request
         Some(1.0),
         "{text}"
     );
-    execute(&host, 2);
+    execute(&host, "their_own", 2);
     let text = scrape(port).unwrap();
     assert_eq!(
         sample(&text, runs),
@@ -1109,31 +1099,16 @@ fn watch_as_nobody(
 /// `--user nobody` it ends up as nobody with no capability at all, and still serves them.
 #[test]
 fn the_watch_runs_with_the_documented_capabilities_only_and_drops_them_all_with_user() {
-    require_root("setpriv and --user change users");
-    let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let host = OutsideHost::start(dir.path());
+    let (_one, dir, host) = watched_host("setpriv and --user change users");
     let bin = binary_for_nobody(dir.path());
     let runs = "skillprof_skill_runs_total{skill=\"their_own\",phase=\"call\"}";
-    let call_twice = || {
-        runtime().block_on(async {
-            for _ in 0..2 {
-                let reply = host
-                    .client()
-                    .execute("their_own", &json!({}))
-                    .await
-                    .unwrap();
-                assert!(reply.is_ok(), "{}", reply.text());
-            }
-        })
-    };
     let serves_skill_series = |port: u16, stderr: &Path| {
         eventually(Duration::from_secs(30), "the watch to serve", || {
             scrape(port)
                 .is_none()
                 .then(|| fs::read_to_string(stderr).unwrap_or_default())
         });
-        call_twice();
+        execute(&host, "their_own", 2);
         let text = scrape(port).unwrap();
         assert_eq!(sample(&text, runs), Some(2.0), "{text}");
         assert!(
@@ -1241,10 +1216,7 @@ fn the_systemd_units_verify() {
 #[test]
 fn a_slow_client_holds_up_no_scrape_and_skills_beyond_the_cap_are_counted_not_served() {
     use std::io::{Read, Write};
-    require_root("skillprof watch loads BPF probes");
-    let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let host = OutsideHost::start(dir.path());
+    let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
     fs::copy(
         host.skills.join("their_own.wasm"),
         host.skills.join("second.wasm"),
@@ -1257,11 +1229,9 @@ fn a_slow_client_holds_up_no_scrape_and_skills_beyond_the_cap_are_counted_not_se
             .wait_until_listed(&["second".to_owned()], Duration::from_secs(10))
             .await
             .unwrap();
-        for skill in ["their_own", "their_own", "their_own", "second"] {
-            let reply = client.execute(skill, &json!({})).await.unwrap();
-            assert!(reply.is_ok(), "{}", reply.text());
-        }
     });
+    execute(&host, "their_own", 3);
+    execute(&host, "second", 1);
     let text = scrape(port).unwrap();
     let runs = |skill: &str| {
         sample(
