@@ -194,42 +194,11 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
 async fn watch(args: WatchArgs) -> Result<ExitCode> {
     privileges::require(&privileges::needed(args.attach, !args.no_markers)?)?;
     let profile = HostProfile::load(&args.host_profile)?;
-    let protection = args
-        .web_config
-        .as_deref()
-        .map(web_config::Protection::load)
-        .transpose()?;
-    if !args.listen.ip().is_loopback() && protection.is_none() && !args.insecure_listen {
-        anyhow::bail!(
-            "--listen {}: off loopback, the endpoint would show the host's skill names and \
-             memory to anyone who reaches it. Protect it with --web-config FILE (TLS, basic \
-             auth; docs/watch.md), or say --insecure-listen if something in front does",
-            args.listen
-        );
-    }
-    // Bound first: a busy address fails before anything is started or attached.
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("--listen {}: cannot bind", args.listen))?;
+    // The endpoint and the recording's folder first: a bad web configuration, a busy address
+    // or a folder that cannot be written fails before anything is started or attached.
+    let (listener, protection) = endpoint(&args).await?;
     let address = listener.local_addr()?;
-    // And the recording's folder: one that cannot be written fails before anything is
-    // started or attached, too.
-    let recording = args
-        .record
-        .as_ref()
-        .map(|dir| {
-            record::Recording {
-                dir: dir.clone(),
-                window_s: args.window,
-                run_windows: args.run_windows,
-                keep: args.keep as usize,
-                host_profile: args.host_profile.clone(),
-                no_markers: args.no_markers,
-                probes: args.probes,
-            }
-            .prepare()
-        })
-        .transpose()?;
+    let recording = recording(&args)?;
     let mut stops = Stops::catch(args.duration)?;
     let mut watched = Watched::begin(&args, profile).await?;
     let following = match (args.follow, args.host_url.as_deref()) {
@@ -273,49 +242,11 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             identity.describe()
         );
     }
-
-    let max_skills = args.max_skills;
-    let scrape = {
-        let live = live.clone();
-        move || -> Result<String> {
-            let live = live.lock().unwrap();
-            let attached = live.attached.as_ref().with_context(|| live.gone.clone())?;
-            let snapshot = attached.reader.read(&attached.session)?;
-            Ok(exposition::render(
-                &snapshot,
-                &exposition::Watching {
-                    probes: &attached.probes,
-                    markers: attached.markers,
-                    restarts: live.restarts,
-                    max_skills,
-                },
-            ))
-        }
-    };
-    let server = tokio::spawn(serve::serve(listener, Arc::new(scrape), protection));
-    let stop_recording = Arc::new(Notify::new());
+    let scrape = scraper(live.clone(), args.max_skills);
+    let server = tokio::spawn(serve::serve(listener, scrape, protection));
     // The URL stays the host's across restarts (--follow finds its successor there).
-    let host_url = watched_url(&args, &watched);
-    let start_recording = |pid: u32, kept: Vec<PathBuf>| {
-        recording.as_ref().map(|(recording, cmds)| {
-            eprintln!(
-                "skillprof watch: recording {} s windows of host {pid} into run folders in {} \
-                 ({} per folder, the newest {} kept)",
-                recording.window_s,
-                recording.dir.display(),
-                recording.run_windows,
-                recording.keep
-            );
-            tokio::spawn(recording.clone().run(
-                pid,
-                host_url.clone(),
-                cmds.clone(),
-                stop_recording.clone(),
-                kept,
-            ))
-        })
-    };
-    let mut recorder = start_recording(watched.host.pid(), Vec::new());
+    let mut recorder = Recorder::new(recording, watched_url(&args, &watched));
+    recorder.start(watched.host.pid(), Vec::new());
     let started = Instant::now();
     let ended = loop {
         let pid = watched.host.pid();
@@ -331,49 +262,24 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         );
         eprintln!("skillprof watch: {gone}");
         let exited_at = Instant::now();
-        {
-            let mut live = live.lock().unwrap();
-            live.gone = gone;
-            drop(live.attached.take());
-        }
-        let kept = match recorder.take() {
-            Some(recorder) => recorder.await.context("the recorder")??,
-            None => Vec::new(),
-        };
+        live.lock().unwrap().detach(gone);
+        let kept = recorder.ended().await?;
         let next = match successor(identity, pid, &mut stops).await {
             Ok(next) => next,
             Err(how) => break Stopped::Asked(how),
         };
         watched = watched.followed(next, &args).await?;
         let attachment = Attachment::start(next, &options)?;
-        {
-            let mut live = live.lock().unwrap();
-            live.attached = Some(attachment);
-            live.restarts += 1;
-        }
+        live.lock().unwrap().attach(attachment);
         eprintln!(
             "skillprof watch: following the host: {next} took {pid}'s place; attached {:.1} s \
              after {pid} exited",
             exited_at.elapsed().as_secs_f64()
         );
-        recorder = start_recording(next, kept);
+        recorder.start(next, kept);
     };
     server.abort();
-    if let Some(recorder) = recorder {
-        stop_recording.notify_one();
-        match recorder.await.context("the recorder")? {
-            Ok(folders) => eprintln!(
-                "skillprof watch: {} run folder(s) recorded and kept: {}",
-                folders.len(),
-                folders
-                    .iter()
-                    .map(|folder| folder.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Err(error) => eprintln!("skillprof watch: recording failed: {error:#}"),
-        }
-    }
+    recorder.finish().await;
     drop(live.lock().unwrap().attached.take());
     let seconds = started.elapsed().as_secs();
     match ended {
@@ -386,6 +292,134 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             let why = watched.exited().await;
             eprintln!("skillprof watch: {why}; the watch ends after {seconds} s");
             Ok(ExitCode::from(3))
+        }
+    }
+}
+
+/// `--web-config` read and `--listen` bound, or why not: off loopback only with protection
+/// (or `--insecure-listen`).
+async fn endpoint(args: &WatchArgs) -> Result<(TcpListener, Option<web_config::Protection>)> {
+    let protection = args
+        .web_config
+        .as_deref()
+        .map(web_config::Protection::load)
+        .transpose()?;
+    if !args.listen.ip().is_loopback() && protection.is_none() && !args.insecure_listen {
+        anyhow::bail!(
+            "--listen {}: off loopback, the endpoint would show the host's skill names and \
+             memory to anyone who reaches it. Protect it with --web-config FILE (TLS, basic \
+             auth; docs/watch.md), or say --insecure-listen if something in front does",
+            args.listen
+        );
+    }
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("--listen {}: cannot bind", args.listen))?;
+    Ok((listener, protection))
+}
+
+/// `--record`'s folder made and its cmds file written, if asked for.
+fn recording(args: &WatchArgs) -> Result<Option<(record::Recording, PathBuf)>> {
+    args.record
+        .as_ref()
+        .map(|dir| {
+            record::Recording {
+                dir: dir.clone(),
+                window_s: args.window,
+                run_windows: args.run_windows,
+                keep: args.keep as usize,
+                host_profile: args.host_profile.clone(),
+                no_markers: args.no_markers,
+                probes: args.probes,
+            }
+            .prepare()
+        })
+        .transpose()
+}
+
+/// What a scrape renders: the host attached now, or why there is none.
+fn scraper(live: Arc<Mutex<Live>>, max_skills: usize) -> serve::Scrape {
+    Arc::new(move || -> Result<String> {
+        let live = live.lock().unwrap();
+        let attached = live.attached.as_ref().with_context(|| live.gone.clone())?;
+        let snapshot = attached.reader.read(&attached.session)?;
+        Ok(exposition::render(
+            &snapshot,
+            &exposition::Watching {
+                probes: &attached.probes,
+                markers: attached.markers,
+                restarts: live.restarts,
+                max_skills,
+            },
+        ))
+    })
+}
+
+/// `--record`'s recording runs, one host after another (--follow), under one --keep.
+struct Recorder {
+    recording: Option<(record::Recording, PathBuf)>,
+    host_url: String,
+    stop: Arc<Notify>,
+    running: Option<tokio::task::JoinHandle<Result<Vec<PathBuf>>>>,
+}
+
+impl Recorder {
+    fn new(recording: Option<(record::Recording, PathBuf)>, host_url: String) -> Recorder {
+        Recorder {
+            recording,
+            host_url,
+            stop: Arc::new(Notify::new()),
+            running: None,
+        }
+    }
+
+    /// Records host `pid`, `kept` being the folders of the hosts before.
+    fn start(&mut self, pid: u32, kept: Vec<PathBuf>) {
+        let Some((recording, cmds)) = &self.recording else {
+            return;
+        };
+        eprintln!(
+            "skillprof watch: recording {} s windows of host {pid} into run folders in {} ({} \
+             per folder, the newest {} kept)",
+            recording.window_s,
+            recording.dir.display(),
+            recording.run_windows,
+            recording.keep
+        );
+        self.running = Some(tokio::spawn(recording.clone().run(
+            pid,
+            self.host_url.clone(),
+            cmds.clone(),
+            self.stop.clone(),
+            kept,
+        )));
+    }
+
+    /// The folders kept so far, once the recording of a host that exited has ended.
+    async fn ended(&mut self) -> Result<Vec<PathBuf>> {
+        match self.running.take() {
+            Some(running) => running.await.context("the recorder")?,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Stops the recording and says what it kept.
+    async fn finish(mut self) {
+        if self.running.is_none() {
+            return;
+        }
+        self.stop.notify_one();
+        match self.ended().await {
+            Ok(folders) => eprintln!(
+                "skillprof watch: {} run folder(s) recorded and kept: {}",
+                folders.len(),
+                folders
+                    .iter()
+                    .map(|folder| folder.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(error) => eprintln!("skillprof watch: recording failed: {error:#}"),
         }
     }
 }
@@ -441,6 +475,20 @@ struct Live {
     attached: Option<Attachment>,
     restarts: u64,
     gone: String,
+}
+
+impl Live {
+    /// The host exited: its probes are detached, and scrapes say `gone`.
+    fn detach(&mut self, gone: String) {
+        self.gone = gone;
+        drop(self.attached.take());
+    }
+
+    /// Its successor, attached.
+    fn attach(&mut self, attachment: Attachment) {
+        self.attached = Some(attachment);
+        self.restarts += 1;
+    }
 }
 
 enum Stopped {
