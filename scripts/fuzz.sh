@@ -24,6 +24,9 @@ shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(cmds host_profile harness_log run_folder)
 
+rustup toolchain list | grep -q "^$NIGHTLY" \
+    || die "the nightly $NIGHTLY is missing: run scripts/setup.sh (it installs it)"
+need c++ "libFuzzer is C++ and builds with the fuzz targets (as root: apt-get install g++)"
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ"; then
     step "cargo-fuzz $CARGO_FUZZ (about 1 minute)"
     cargo install "cargo-fuzz@$CARGO_FUZZ" --locked --force
