@@ -9,6 +9,8 @@
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 #   SECONDS  per target (default 600: the benchmark; scripts/test.sh runs each for 20)
 #   TARGET   cmds, host_profile, harness_log, run_folder (default: all four)
+# A crash's input, once fixed, goes into profiler/fuzz/regressions/TARGET/: every run replays
+# those first.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build"
@@ -63,12 +65,24 @@ step "building the fuzz targets (the first build takes minutes)"
 (cd "$ROOT/profiler/fuzz" && "${FUZZ[@]}" build "${OPTIONS[@]}") >"$BUILD/fuzz/build.log" 2>&1 \
     || die "the fuzz targets did not build: $(tail -20 "$BUILD/fuzz/build.log")"
 
+# Every crash found so far, fixed since, is replayed first: a regression fails the script.
+for target in "${TARGETS[@]}"; do
+    regressions="$ROOT/profiler/fuzz/regressions/$target"
+    [ -d "$regressions" ] || continue
+    step "$target: replaying $(find "$regressions" -type f | wc -l) input(s) that once crashed it"
+    (cd "$ROOT/profiler/fuzz" && "${FUZZ[@]}" run "${OPTIONS[@]}" "$target" "$regressions"/* \
+        -- -runs=1) >"$BUILD/fuzz/$target.regressions.log" 2>&1 \
+        || die "$target crashes again on an input of $regressions: $(grep -E "panicked|SUMMARY" \
+            "$BUILD/fuzz/$target.regressions.log" | head -3)"
+done
+
 crashed=0
 for target in "${TARGETS[@]}"; do
     step "$target for $SECONDS_EACH s"
     artifacts="$BUILD/fuzz/artifacts/$target"
     mkdir -p "$artifacts"
     log="$BUILD/fuzz/$target.log"
+    began=$SECONDS
     if (cd "$ROOT/profiler/fuzz" && "${FUZZ[@]}" run "${OPTIONS[@]}" "$target" \
         "$BUILD/fuzz/corpus/$target" -- -max_total_time="$SECONDS_EACH" -timeout=10 \
         -print_final_stats=1 -artifact_prefix="$artifacts/") >"$log" 2>&1; then
@@ -79,8 +93,9 @@ for target in "${TARGETS[@]}"; do
     fi
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     corpus=$(find "$BUILD/fuzz/corpus/$target" -type f | wc -l)
+    # A crash ends the target early: the time is the time it ran.
     printf '%-13s %10s inputs in %s s, %s crash(es), corpus %s files\n' \
-        "$target" "${runs:-?}" "$SECONDS_EACH" "$crashes" "$corpus"
+        "$target" "${runs:-?}" "$((SECONDS - began))" "$crashes" "$corpus"
     if [ "$crashes" -ne 0 ]; then
         grep -E "panicked|ERROR|SUMMARY|Test unit written" "$log" | head -8 >&2 || true
         echo "  the whole log: $log" >&2

@@ -69,6 +69,23 @@ mod tests {
         assert_eq!(metrics.read(Probe::PageFaults, |c| c.faults.user), None);
     }
 
+    /// Found by the run_folder fuzz target: an entries.jsonl whose counts the kernel could
+    /// not have made (more write faults than faults) panicked the report.
+    #[test]
+    fn counts_the_kernel_could_not_have_made_do_not_overflow() {
+        let mut counters = Counters::default();
+        counters.faults.user = 1;
+        counters.faults.user_write = 5;
+        let mut row = Row::default();
+        ProbeMetrics::write_cells(Some(&ProbeMetrics::attached_everywhere(counters)), &mut row);
+        assert_eq!(
+            row.get("faults_user_read")
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("0")
+        );
+    }
+
     #[test]
     fn per_cpu_copies_sum_and_keep_maxima() {
         let mut a = Counters::default();

@@ -196,7 +196,7 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
 
         col("faults_user".into(), Count, "user-mode page faults of the host (exceptions:page_fault_user, or fexit handle_mm_fault without the retried attempts)".into(), PageFaults, count(|c| c.faults.user));
         col("faults_user_write".into(), Count, "faults_user that were writes".into(), PageFaults, count(|c| c.faults.user_write));
-        col("faults_user_read".into(), Count, "faults_user that were reads or instruction fetches (faults_user - faults_user_write)".into(), PageFaults, count(|c| c.faults.user - c.faults.user_write));
+        col("faults_user_read".into(), Count, "faults_user that were reads or instruction fetches (faults_user - faults_user_write)".into(), PageFaults, count(|c| c.faults.user.saturating_sub(c.faults.user_write)));
         col("faults_major".into(), Count, "faults_user that were major; only fexit handle_mm_fault sees this (empty otherwise; see majflt_perf)".into(), PageFaults, Reading::FexitOnly(Box::new(|c| c.faults.major)));
         col("faults_kernel".into(), Count, "page faults the host took in kernel mode on its own user addresses, e.g. read(2) into a fresh buffer (exceptions:page_fault_kernel, or fexit handle_mm_fault); the kernel counts them in minflt too".into(), PageFaults, count(|c| c.faults.kernel));
         col("faults_gup".into(), Count, "page faults taken for get_user_pages on the host's behalf (MAP_POPULATE, mlock, MADV_POPULATE_*, O_DIRECT I/O), which the kernel counts in minflt; only fexit handle_mm_fault sees them (empty otherwise)".into(), PageFaults, Reading::FexitOnly(Box::new(|c| c.faults.gup)));
