@@ -23,7 +23,7 @@ mod metrics;
 mod object;
 mod plan;
 mod pool;
-mod privileges;
+pub mod privileges;
 mod publish;
 mod session;
 pub mod stacks;

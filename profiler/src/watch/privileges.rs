@@ -14,25 +14,8 @@
 
 use anyhow::{Context, Result, bail};
 
-/// A capability the watch may need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cap {
-    pub name: &'static str,
-    bit: u32,
-    /// What the watch does with it.
-    pub purpose: &'static str,
-}
+use crate::probes::privileges::{BPF, Cap, PERFMON, SYS_ADMIN, effective};
 
-pub const BPF: Cap = Cap {
-    name: "CAP_BPF",
-    bit: 39,
-    purpose: "load the BPF programs and maps",
-};
-pub const PERFMON: Cap = Cap {
-    name: "CAP_PERFMON",
-    bit: 38,
-    purpose: "attach the tracing programs (reclaim, kswapd, exits)",
-};
 pub const CHECKPOINT_RESTORE: Cap = Cap {
     name: "CAP_CHECKPOINT_RESTORE",
     bit: 40,
@@ -50,19 +33,6 @@ pub const DAC_READ_SEARCH: Cap = Cap {
     purpose: "open the ledger of a host that runs as another user (its memfd is that user's), \
               for the per-skill series (or pass --no-markers)",
 };
-pub const SYS_ADMIN: Cap = Cap {
-    name: "CAP_SYS_ADMIN",
-    bit: 21,
-    purpose: "attach the host's uprobes (code publishes, decommits, pagemap scans)",
-};
-
-/// This process's effective capabilities, as a bit set.
-fn effective() -> Result<u64> {
-    let status = procfs::process::Process::myself()
-        .and_then(|me| me.status())
-        .context("reading /proc/self/status")?;
-    Ok(status.capeff)
-}
 
 /// What the watch needs to watch host `host_pid` (`None`: a host it starts, as itself).
 pub fn needed(host_pid: Option<u32>, markers: bool) -> Result<Vec<Cap>> {
@@ -89,10 +59,7 @@ pub fn needed(host_pid: Option<u32>, markers: bool) -> Result<Vec<Cap>> {
 /// CAP_SYS_ADMIN's uprobes when it lacks that one.
 pub fn require(needed: &[Cap]) -> Result<()> {
     let have = effective()?;
-    let missing: Vec<&Cap> = needed
-        .iter()
-        .filter(|cap| have & (1 << cap.bit) == 0)
-        .collect();
+    let missing: Vec<&Cap> = needed.iter().filter(|cap| !cap.held_in(have)).collect();
     if !missing.is_empty() {
         let list: Vec<String> = missing
             .iter()
@@ -107,7 +74,7 @@ pub fn require(needed: &[Cap]) -> Result<()> {
             list.join("\n")
         );
     }
-    if have & (1 << SYS_ADMIN.bit) == 0 {
+    if !SYS_ADMIN.held_in(have) {
         eprintln!(
             "skillprof watch: without {} it does not {}: those probes are left out",
             SYS_ADMIN.name, SYS_ADMIN.purpose
