@@ -4,16 +4,21 @@
 //!   of watch / off / off again in random order: the median ratio with its bootstrap
 //!   interval, and the off/off control beside it;
 //! - a scrape's time with every skill's series (each skill executed, so each has rows);
-//! - skillprof's own RSS over a long watch, scraped every 15 s as Prometheus would, under
-//!   load throughout.
+//! - skillprof's own RSS, CPU and scrape time over a long watch, scraped every 15 s as
+//!   Prometheus would, under load throughout, with a client attached that reads its answer a
+//!   byte a second.
 //!
 //!     cargo bench -p skillprof --bench watch [-- --rounds 8 --skills 500 --minutes 60]
+//!     cargo bench -p skillprof --bench watch -- --rounds 1 --skills 10000 --minutes 60
 //!
 //! Needs root (the probes), a release build (skillprof, skillhost), the sample skills and hey
 //! (scripts/test.sh installs it). Figures only, no pass/fail.
 
 use std::fs;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -41,6 +46,7 @@ const SCRAPE_EVERY: Duration = Duration::from_secs(15);
 struct Options {
     rounds: usize,
     skills: usize,
+    max_skills: usize,
     minutes: u64,
 }
 
@@ -54,9 +60,12 @@ fn main() -> Result<()> {
     let hey = hey()?;
     let dir = tempfile::tempdir()?;
     let host = Host::start(&skillprof, dir.path(), options.skills)?;
+    let max_skills = options.max_skills.to_string();
+    let watch_flags = ["--max-skills", max_skills.as_str()];
     println!(
-        "skillprof watch on skillhost with {} skills (copies of sample_rs), this machine ({} \
-         CPUs)",
+        "skillprof watch --max-skills {} on skillhost with {} skills (copies of sample_rs), \
+         this machine ({} CPUs)",
+        options.max_skills,
         options.skills,
         std::thread::available_parallelism().map_or(0, usize::from)
     );
@@ -71,7 +80,7 @@ fn main() -> Result<()> {
         let mut cpu = [0.0; 3];
         for condition in order {
             let watch = match condition {
-                Condition::Watch => Some(Watch::start(&skillprof, &host)?),
+                Condition::Watch => Some(Watch::start(&skillprof, &host, &watch_flags)?),
                 _ => None,
             };
             cpu[condition as usize] = host.cpu_of(|| load(&hey, &host, REQUESTS))?;
@@ -102,14 +111,14 @@ fn main() -> Result<()> {
 
     // A scrape of every skill's series: the watch counts what happens while it watches, so
     // every skill runs once under it first.
-    let watch = Watch::start(&skillprof, &host)?;
+    let watch = Watch::start(&skillprof, &host, &watch_flags)?;
     host.execute_each()?;
     let mut took = Vec::new();
     let mut size = 0;
     for _ in 0..30 {
-        let started = Instant::now();
-        size = watch.scrape()?.len();
-        took.push(started.elapsed().as_secs_f64() * 1e3);
+        let (ms, bytes) = watch.timed_scrape()?;
+        took.push(ms);
+        size = bytes;
     }
     took.sort_by(f64::total_cmp);
     println!(
@@ -121,32 +130,105 @@ fn main() -> Result<()> {
         size / 1024
     );
 
-    // skillprof's RSS over a long watch under load.
     if options.minutes > 0 {
-        let until = Instant::now() + Duration::from_secs(options.minutes * 60);
-        let mut rss = Vec::new();
-        while Instant::now() < until {
-            load(&hey, &host, REQUESTS / 10)?;
-            watch.scrape()?;
-            rss.push(watch.rss_kb()?);
-            std::thread::sleep(SCRAPE_EVERY.saturating_sub(Duration::from_secs(1)));
-        }
-        let first = rss[0] as f64;
-        let last = rss[rss.len() - 1] as f64;
-        let max = rss.iter().copied().max().unwrap_or(0);
-        println!(
-            "skillprof's RSS over {} min of watching under load ({} scrapes): first {} KiB, \
-             last {} KiB ({:+.1}%), max {} KiB",
-            options.minutes,
-            rss.len(),
-            first,
-            last,
-            (last / first - 1.0) * 100.0,
-            max
-        );
+        long_watch(&watch, &hey, &host, options.minutes)?;
     }
     watch.stop()?;
     Ok(())
+}
+
+/// skillprof's RSS, CPU and scrape time over `minutes` of scrapes every 15 s under load, with
+/// a slow client attached throughout: the first tenth of the scrapes against the last.
+fn long_watch(watch: &Watch, hey: &Path, host: &Host, minutes: u64) -> Result<()> {
+    let slow = SlowClient::attach(watch.port)?;
+    let until = Instant::now() + Duration::from_secs(minutes * 60);
+    // (RSS KiB, CPU ticks, scrape ms) after each scrape.
+    let mut points: Vec<(u64, u64, f64)> = Vec::new();
+    while Instant::now() < until {
+        load(hey, host, REQUESTS / 10)?;
+        let (took, _) = watch.timed_scrape()?;
+        let own = process::read(Path::new(PROC), watch.child.id())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        points.push((own.rss_kb, own.cpu_ticks, took));
+        std::thread::sleep(SCRAPE_EVERY.saturating_sub(Duration::from_secs(1)));
+    }
+    let read = slow.detach();
+    ensure!(points.len() >= 20, "too few scrapes to compare: {}", points.len());
+    let tenth = points.len() / 10;
+    let (first, last) = (&points[..tenth], &points[points.len() - tenth..]);
+    let rss = |part: &[(u64, u64, f64)]| part.iter().map(|p| p.0).max().unwrap_or(0) as f64;
+    // CPU per scrape interval, the watch's work included (its samples, its probes' reads).
+    let cpu_ms = |part: &[(u64, u64, f64)]| {
+        1e3 * ticks_to_seconds(part[part.len() - 1].1 - part[0].1) / (part.len() - 1) as f64
+    };
+    let scrape_ms = |part: &[(u64, u64, f64)]| {
+        let mut took: Vec<f64> = part.iter().map(|p| p.2).collect();
+        took.sort_by(f64::total_cmp);
+        skillprof::stats::median(&took)
+    };
+    println!(
+        "skillprof over {minutes} min of watching under load ({} scrapes, a slow client \
+         attached that read {read} bytes), first tenth against last tenth of the scrapes:",
+        points.len()
+    );
+    println!(
+        "  RSS (max) {:.0} → {:.0} KiB ({:+.1}%); largest of all {} KiB",
+        rss(first),
+        rss(last),
+        (rss(last) / rss(first) - 1.0) * 100.0,
+        points.iter().map(|p| p.0).max().unwrap_or(0)
+    );
+    println!(
+        "  CPU per scrape interval {:.0} → {:.0} ms; scrape (median) {:.1} → {:.1} ms",
+        cpu_ms(first),
+        cpu_ms(last),
+        scrape_ms(first),
+        scrape_ms(last)
+    );
+    Ok(())
+}
+
+/// A client that asks for /metrics and takes its answer a byte a second, through a receive
+/// buffer of 2 KiB, until detached.
+struct SlowClient {
+    stop: Arc<AtomicBool>,
+    reader: std::thread::JoinHandle<u64>,
+}
+
+impl SlowClient {
+    fn attach(port: u16) -> Result<SlowClient> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+        let small: libc::c_int = 2048;
+        // SAFETY: a valid socket and an int option of the size given.
+        let set = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&stream),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&small as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        ensure!(set == 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: slow\r\n\r\n")?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let reader = std::thread::spawn(move || {
+            let (mut byte, mut read) = ([0u8; 1], 0);
+            while !stopped.load(Ordering::Relaxed) && stream.read_exact(&mut byte).is_ok() {
+                read += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            read
+        });
+        Ok(SlowClient { stop, reader })
+    }
+
+    /// Bytes it read.
+    fn detach(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.reader.join().unwrap_or(0)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -203,6 +285,9 @@ struct Flags {
     /// Skills the host holds.
     #[arg(long, default_value_t = 500)]
     skills: usize,
+    /// The watch's --max-skills [default: --skills, so that every skill is served].
+    #[arg(long)]
+    max_skills: Option<usize>,
     /// Minutes of the long watch.
     #[arg(long, default_value_t = 5)]
     minutes: u64,
@@ -212,11 +297,13 @@ fn parse_options() -> Result<Options> {
     let Flags {
         rounds,
         skills,
+        max_skills,
         minutes,
     } = common::flags();
     let options = Options {
         rounds,
         skills,
+        max_skills: max_skills.unwrap_or(skills),
         minutes,
     };
     ensure!(
@@ -354,7 +441,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn start(skillprof: &Path, host: &Host) -> Result<Watch> {
+    fn start(skillprof: &Path, host: &Host, flags: &[&str]) -> Result<Watch> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -362,6 +449,7 @@ impl Watch {
             .args(["watch", "--attach", &host.pid().to_string()])
             .args(["--host-url", &host.url])
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -378,6 +466,23 @@ impl Watch {
         Ok(watch)
     }
 
+    /// One scrape as Prometheus times it, from its request to the last byte of its answer,
+    /// over a connection of its own (no client library's parsing in the time); its bytes.
+    fn timed_scrape(&self) -> Result<(f64, usize)> {
+        let started = Instant::now();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")?;
+        let mut answer = Vec::with_capacity(16 << 20);
+        stream.read_to_end(&mut answer)?;
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        ensure!(
+            answer.starts_with(b"HTTP/1.1 200"),
+            "scrape answered {}",
+            String::from_utf8_lossy(&answer[..answer.len().min(80)])
+        );
+        Ok((ms, answer.len()))
+    }
+
     fn scrape(&self) -> Result<String> {
         let http = Http::new(&format!("http://127.0.0.1:{}", self.port));
         let reply = tokio::runtime::Builder::new_current_thread()
@@ -386,12 +491,6 @@ impl Watch {
             .block_on(http.send(Method::GET, "/metrics", [], None))?;
         ensure!(reply.is_ok(), "scrape answered {}", reply.status);
         Ok(reply.text())
-    }
-
-    fn rss_kb(&self) -> Result<u64> {
-        Ok(process::read(Path::new(PROC), self.child.id())
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .rss_kb)
     }
 
     /// SIGINT, and its exit.

@@ -4,8 +4,10 @@
 //! one family can arrive apart); a family's name, unit and help come from the field table
 //! where it has a column.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::fmt::Write as _;
+
+use rustc_hash::FxHashMap;
 
 use crate::record::field::{Column, Value};
 
@@ -19,7 +21,13 @@ pub enum Kind {
 #[derive(Default)]
 pub struct Families {
     order: Vec<String>,
-    by_name: BTreeMap<String, (String, Vec<String>)>,
+    /// Each family's head and its points' lines, written as they come: a scrape of thousands
+    /// of skills is hundreds of thousands of points, and a String or two each would be most
+    /// of its time.
+    by_name: FxHashMap<String, (String, String)>,
+    points: usize,
+    /// The name being looked up, reused.
+    name: String,
 }
 
 impl Families {
@@ -66,39 +74,53 @@ impl Families {
         value: f64,
         ms: Option<i64>,
     ) {
-        let name = metric_name(group, column);
-        let (_, points) = self.by_name.entry(name.clone()).or_insert_with(|| {
-            self.order.push(name.clone());
-            (family.head(&name), Vec::new())
-        });
-        let sample = match family.kind {
-            Kind::Counter => format!("{name}_total"),
-            Kind::Gauge => name,
-        };
-        let labels = match labels.is_empty() {
-            true => String::new(),
-            false => format!("{{{labels}}}"),
-        };
+        write_metric_name(&mut self.name, group, column);
+        let name = self.name.as_str();
+        if !self.by_name.contains_key(name) {
+            self.order.push(name.to_owned());
+            self.by_name
+                .insert(name.to_owned(), (family.head(name), String::new()));
+        }
+        let (_, points) = self.by_name.get_mut(name).expect("inserted above");
+        points.push_str(name);
+        if family.kind == Kind::Counter {
+            points.push_str("_total");
+        }
+        if !labels.is_empty() {
+            points.push('{');
+            points.push_str(labels);
+            points.push('}');
+        }
+        points.push(' ');
+        // Most points are whole numbers, which print faster as integers.
+        if value.fract() == 0.0 && value.abs() < 1e15 {
+            points.push_str(itoa::Buffer::new().format(value as i64));
+        } else {
+            let _ = write!(points, "{value}");
+        }
         // OpenMetrics timestamps are seconds, here to the millisecond.
-        let at = ms.map_or(String::new(), |ms| {
-            format!(" {}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
-        });
-        points.push(format!("{sample}{labels} {value}{at}"));
+        if let Some(ms) = ms {
+            let _ = write!(points, " {}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+        }
+        points.push('\n');
+        self.points += 1;
     }
 
     pub fn points(&self) -> usize {
-        self.by_name.values().map(|(_, points)| points.len()).sum()
+        self.points
     }
 
     pub fn text(&self) -> String {
-        let mut text = String::new();
+        let length = self
+            .by_name
+            .values()
+            .map(|(head, points)| head.len() + points.len())
+            .sum::<usize>();
+        let mut text = String::with_capacity(length + 6);
         for name in &self.order {
             let (head, points) = &self.by_name[name];
             text.push_str(head);
-            for point in points {
-                text.push_str(point);
-                text.push('\n');
-            }
+            text.push_str(points);
         }
         text.push_str("# EOF\n");
         text
@@ -131,20 +153,29 @@ impl Family<'_> {
     }
 }
 
-/// `skillprof_<group>_<column>`, with anything a metric name cannot hold made `_`.
-pub fn metric_name(group: &str, column: &str) -> String {
-    let column: String = column
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    format!("skillprof_{group}_{column}")
+/// `skillprof_<group>_<column>` in `name`, with anything a metric name cannot hold made `_`.
+fn write_metric_name(name: &mut String, group: &str, column: &str) {
+    name.clear();
+    name.push_str("skillprof_");
+    name.push_str(group);
+    name.push('_');
+    // Byte by byte: a character of several bytes is several `_`, still a name.
+    name.extend(column.bytes().map(|b| match b.is_ascii_alphanumeric() {
+        true => char::from(b),
+        false => '_',
+    }));
 }
 
 /// Label values and help text escape backslash, double quote and newline.
-pub fn escape(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n"),
+    )
 }
 
 #[cfg(test)]
@@ -153,6 +184,11 @@ mod tests {
 
     #[test]
     fn names_labels_and_points_are_what_the_format_allows() {
+        let metric_name = |group, column| {
+            let mut name = String::new();
+            write_metric_name(&mut name, group, column);
+            name
+        };
         assert_eq!(
             metric_name("entry", "zone_0_DMA32_min_free_pages"),
             "skillprof_entry_zone_0_DMA32_min_free_pages"

@@ -253,17 +253,22 @@ impl Row {
     pub fn put_in(
         &mut self,
         column: &'static Column,
-        name: impl Into<String>,
+        name: impl Into<Cow<'static, str>>,
         value: impl Into<Value>,
     ) -> &mut Self {
         let name = name.into();
         debug_assert!(column.names(&name), "{name} is not in {}", column.name);
         self.cells.push(Cell {
-            name: Cow::Owned(name),
+            name,
             column,
             value: value.into(),
         });
         self
+    }
+
+    /// No cells, its room kept for the next row's.
+    pub fn clear(&mut self) {
+        self.cells.clear();
     }
 
     pub fn cells(&self) -> &[Cell] {

@@ -215,6 +215,8 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
     let counted = snapshot.probes.calls_by_skill();
     let grouped = by_skill_and_phase(rows);
     let (kept, left_out) = busiest(&grouped, max_skills);
+    // One row's cells at a time, its allocation kept from one to the next.
+    let mut row = Row::default();
     for ((skill, phase), counts) in &grouped {
         let (phase, counts) = (*phase, *counts);
         if skill.as_deref().is_some_and(|skill| !kept.contains(skill)) {
@@ -225,28 +227,30 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
             escape(skill.as_deref().unwrap_or(crate::probes::markers::HOST_ROW)),
             phase.as_str()
         );
-        let mut row = Row::default();
+        row.clear();
         SkillRow {
-            skill: skill.clone(),
+            skill: skill.map(str::to_owned),
             phase,
             counts,
         }
         .write_cells(&mut row, counted);
-        for cell in row.cells() {
+        for cell in row.cells().iter().filter(|cell| cell.value.number().is_some()) {
             // The failures are one series by reason, not a series per reason: PromQL can then
             // rate and sum them across reasons (series of different names it cannot).
+            let by_reason;
             let (name, labels) = match cell.name.strip_prefix("failed_") {
                 Some(reason) if std::ptr::eq(cell.column, &skill_columns::FAILED) => {
-                    ("failed", format!("{labels},reason=\"{reason}\""))
+                    by_reason = format!("{labels},reason=\"{reason}\"");
+                    ("failed", by_reason.as_str())
                 }
-                _ => (&*cell.name, labels.clone()),
+                _ => (&*cell.name, labels.as_str()),
             };
             families.add(
                 "skill",
                 name,
                 cell.column,
                 Kind::Counter,
-                &labels,
+                labels,
                 &cell.value,
             );
         }
@@ -269,10 +273,10 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
 
 /// The `max_skills` skills with the most runs since the watch began (ties by name), and how
 /// many others there are. The host's own row is no skill and always served.
-fn busiest(
-    grouped: &BTreeMap<(Option<String>, Phase), SkillCounters>,
+fn busiest<'a>(
+    grouped: &BTreeMap<(Option<&'a str>, Phase), SkillCounters>,
     max_skills: usize,
-) -> (std::collections::BTreeSet<&str>, u64) {
+) -> (rustc_hash::FxHashSet<&'a str>, u64) {
     let mut runs: BTreeMap<&str, u64> = BTreeMap::new();
     for ((skill, _), counts) in grouped {
         if let Some(skill) = skill {
@@ -369,11 +373,11 @@ fn own(families: &mut Families, snapshot: &Snapshot) {
 
 /// The rows summed by skill name and phase: a skill registered again (a changed file) has
 /// rows under each registration, one series here.
-fn by_skill_and_phase(rows: &[SkillRow]) -> BTreeMap<(Option<String>, Phase), SkillCounters> {
-    let mut summed: BTreeMap<(Option<String>, Phase), SkillCounters> = BTreeMap::new();
+fn by_skill_and_phase(rows: &[SkillRow]) -> BTreeMap<(Option<&str>, Phase), SkillCounters> {
+    let mut summed: BTreeMap<(Option<&str>, Phase), SkillCounters> = BTreeMap::new();
     for row in rows {
         summed
-            .entry((row.skill.clone(), row.phase))
+            .entry((row.skill.as_deref(), row.phase))
             .or_default()
             .combine(&row.counts);
     }
@@ -397,7 +401,7 @@ mod tests {
         ] {
             let mut counts = SkillCounters::default();
             counts.phase.runs = runs;
-            grouped.insert((skill.map(str::to_owned), phase), counts);
+            grouped.insert((skill, phase), counts);
         }
         let (kept, left_out) = busiest(&grouped, 2);
         assert_eq!(kept.into_iter().collect::<Vec<_>>(), ["busy", "middling"]);

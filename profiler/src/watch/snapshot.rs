@@ -3,7 +3,7 @@
 //! exposition renders what was read.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -16,14 +16,17 @@ use crate::sample::{PROC, process};
 use crate::system::cgroup::{ChargedTo, MemcgStat};
 
 /// How old the host's smaps reading may be: reading it walks every mapping (milliseconds to
-/// tens of them for a large host), too much for every scrape.
+/// tens of them for a large host; a hundred and more for one of 10,000 skills), too much for
+/// every scrape. A scrape that finds it older serves it still and has a thread of its own read
+/// it again, so no scrape waits for smaps but the first.
 pub const HELD_EVERY: Duration = Duration::from_secs(10);
 
 pub struct Snapshot {
     /// Everything the probes counted since the watch began (entry 0, never reset: every
     /// figure only grows, as Prometheus counters do).
     pub probes: ProbeMetrics,
-    /// The host's memory by holder, at most [`HELD_EVERY`] old; `None` if unreadable.
+    /// The host's memory by holder, at most [`HELD_EVERY`] and a scrape interval old; `None`
+    /// if unreadable.
     pub held: Option<Composition>,
     pub max_map_count: Option<u64>,
     pub psi: Option<Psi>,
@@ -46,17 +49,24 @@ pub struct OwnCost {
 pub struct Reader {
     pid: u32,
     /// Opened while the watch has its privileges, so that it reads them without.
-    host_files: Option<HostFiles>,
-    held: Mutex<Option<(Instant, Option<Composition>)>>,
+    host_files: Option<Arc<HostFiles>>,
+    held: Arc<Mutex<Held>>,
     last_scrape: Mutex<Duration>,
+}
+
+/// The host's memory by holder as last read, and whether a thread is reading it again.
+#[derive(Default)]
+struct Held {
+    read: Option<(Instant, Option<Composition>)>,
+    reading: bool,
 }
 
 impl Reader {
     pub fn new(pid: u32) -> Self {
         Reader {
             pid,
-            host_files: HostFiles::open(Path::new(PROC), pid),
-            held: Mutex::new(None),
+            host_files: HostFiles::open(Path::new(PROC), pid).map(Arc::new),
+            held: Arc::default(),
             last_scrape: Mutex::new(Duration::ZERO),
         }
     }
@@ -65,17 +75,7 @@ impl Reader {
         let started = Instant::now();
         let proc_root = Path::new(PROC);
         let probes = session.entry(0)?;
-        let held = {
-            let mut kept = self.held.lock().unwrap();
-            match &*kept {
-                Some((at, held)) if at.elapsed() < HELD_EVERY => *held,
-                _ => {
-                    let held = self.host_files.as_ref().and_then(HostFiles::read);
-                    *kept = Some((Instant::now(), held));
-                    held
-                }
-            }
-        };
+        let held = self.held();
         let max_map_count = std::fs::read_to_string("/proc/sys/vm/max_map_count")
             .ok()
             .and_then(|text| text.trim().parse().ok());
@@ -106,6 +106,37 @@ impl Reader {
         };
         *self.last_scrape.lock().unwrap() = started.elapsed();
         Ok(snapshot)
+    }
+}
+
+impl Reader {
+    /// The last reading of the host's memory by holder (the first scrape reads it itself),
+    /// and a fresh one started if it is older than [`HELD_EVERY`].
+    fn held(&self) -> Option<Composition> {
+        let Some(files) = &self.host_files else {
+            return None;
+        };
+        let mut held = self.held.lock().unwrap();
+        match held.read {
+            None => {
+                let read = files.read();
+                held.read = Some((Instant::now(), read));
+                read
+            }
+            Some((at, read)) => {
+                if at.elapsed() >= HELD_EVERY && !held.reading {
+                    held.reading = true;
+                    let (files, kept) = (files.clone(), self.held.clone());
+                    std::thread::spawn(move || {
+                        let read = files.read();
+                        let mut held = kept.lock().unwrap();
+                        held.read = Some((Instant::now(), read));
+                        held.reading = false;
+                    });
+                }
+                read
+            }
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! The host's work by skill and phase (its markers' rows): skills.csv.
 
+use std::sync::LazyLock;
+
 use serde::{Deserialize, Serialize};
 use skillprof_common::{FAILURE_NAMES, FAILURE_PHASES, SYSCALL_NAMES, SkillCounters};
 
@@ -25,9 +27,37 @@ pub struct SkillRow {
     pub counts: SkillCounters,
 }
 
+/// The family members' names, made once: a scrape of a host with thousands of skills writes
+/// them for every skill and phase.
+struct CellNames {
+    syscalls: Vec<SyscallNames>,
+    failed: Vec<String>,
+}
+
+struct SyscallNames {
+    calls: String,
+    bytes: String,
+}
+
+static CELL_NAMES: LazyLock<CellNames> = LazyLock::new(|| {
+    CellNames {
+        syscalls: SYSCALL_NAMES
+            .iter()
+            .map(|name| SyscallNames {
+                calls: format!("{name}_calls"),
+                bytes: format!("{name}_bytes"),
+            })
+            .collect(),
+        failed: FAILURE_NAMES
+            .iter()
+            .map(|name| format!("failed_{name}"))
+            .collect(),
+    }
+});
+
 /// skills.csv's columns after the entry's own: one row per skill and phase of an entry.
 pub mod skill_columns {
-    use super::{FAILURE_NAMES, FAILURE_PHASES, Row, SYSCALL_NAMES, SkillRow, fields};
+    use super::{CELL_NAMES, FAILURE_PHASES, Row, SkillRow, fields};
 
     fields! {
         impl SkillRow: pub fn write_cells(&self, row: &mut Row, calls_counted: bool) -> row {
@@ -42,15 +72,15 @@ pub mod skill_columns {
         TASK_CPU_MS "task_cpu_ms" Ms "CPU time the threads ran for the phase, the same way: a stretch's elapsed time when its thread was not switched out in it, getrusage's CPU time (as the scheduler last accounted it, at most the elapsed time) when it was" = c.task.cpu_ns as f64 / 1e6;
         // Each kind's calls and bytes side by side: mmap_calls, mmap_bytes, munmap_calls, ...
         SYSCALL_CALLS "*_calls" Count "per address-space syscall kind (mmap, munmap, mremap, mprotect, madvise, brk): <kind>_calls, the calls in the phase" => {
-            for (name, calls) in SYSCALL_NAMES.iter().zip(&c.syscalls) {
-                row.put_in(&SYSCALL_CALLS, format!("{name}_calls"), calls_counted.then_some(calls.calls))
-                    .put_in(&SYSCALL_BYTES, format!("{name}_bytes"), calls_counted.then_some(calls.bytes));
+            for (name, calls) in CELL_NAMES.syscalls.iter().zip(&c.syscalls) {
+                row.put_in(&SYSCALL_CALLS, name.calls.as_str(), calls_counted.then_some(calls.calls))
+                    .put_in(&SYSCALL_BYTES, name.bytes.as_str(), calls_counted.then_some(calls.bytes));
             }
         };
         SYSCALL_BYTES "*_bytes" Bytes "per address-space syscall kind: <kind>_bytes, the lengths of those calls" => {};
-        FAILED "failed_*" Count "per reason the host failed one of the skill's requests in the phase, from its ledger in every mode (empty in the other phases): failed_unloadable (compile: the module did not compile or load), failed_no_slot (instantiate: the pooling allocator had no free slot), and the call's failed_input (the skill rejected its input), failed_error (it reported an error), failed_trap (it trapped: a panic, an out-of-bounds access, memory growth refused), failed_output (its answer was not JSON), failed_deadline (it ran past the host's deadline)" for FAILURE_NAMES.iter().enumerate().map(|(reason, name)| {
+        FAILED "failed_*" Count "per reason the host failed one of the skill's requests in the phase, from its ledger in every mode (empty in the other phases): failed_unloadable (compile: the module did not compile or load), failed_no_slot (instantiate: the pooling allocator had no free slot), and the call's failed_input (the skill rejected its input), failed_error (it reported an error), failed_trap (it trapped: a panic, an out-of-bounds access, memory growth refused), failed_output (its answer was not JSON), failed_deadline (it ran past the host's deadline)" for CELL_NAMES.failed.iter().enumerate().map(|(reason, name)| {
             let in_phase = FAILURE_PHASES[reason] == self.phase as u32 && self.skill.is_some();
-            (format!("failed_{name}"), in_phase.then_some(c.failed.by_reason[reason]))
+            (name.as_str(), in_phase.then_some(c.failed.by_reason[reason]))
         });
     }
 }
