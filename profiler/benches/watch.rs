@@ -153,8 +153,8 @@ fn long_watch(watch: &Watch, hey: &Path, host: &Host, minutes: u64) -> Result<()
         std::thread::sleep(SCRAPE_EVERY.saturating_sub(Duration::from_secs(1)));
     }
     let read = slow.detach();
-    ensure!(points.len() >= 20, "too few scrapes to compare: {}", points.len());
-    let tenth = points.len() / 10;
+    ensure!(points.len() >= 2, "too few scrapes to compare: {}", points.len());
+    let tenth = (points.len() / 10).max(2);
     let (first, last) = (&points[..tenth], &points[points.len() - tenth..]);
     let rss = |part: &[(u64, u64, f64)]| part.iter().map(|p| p.0).max().unwrap_or(0) as f64;
     // CPU per scrape interval, the watch's work included (its samples, its probes' reads).
