@@ -67,9 +67,14 @@ fn start_watch_with(host: &OutsideHost, dir: &Path, args: &[&str]) -> (Reaped, u
 
 /// `skillprof watch ARGS`, serving on a port of its own, its stderr in `dir`, once it serves.
 fn spawn_watch(dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
+    spawn_watch_of(Path::new(env!("CARGO_BIN_EXE_skillprof")), dir, args)
+}
+
+/// The same with the skillprof executable `bin`.
+fn spawn_watch_of(bin: &Path, dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
     let port = free_port();
     let stderr = dir.join("watch.err");
-    let child = Command::new(env!("CARGO_BIN_EXE_skillprof"))
+    let child = Command::new(bin)
         .arg("watch")
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(args)
@@ -990,9 +995,120 @@ fn prometheus_scrapes_the_watch_over_tls_with_basic_auth_and_wrong_credentials_g
 /// requests from 0.
 #[test]
 fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_requests_counted() {
+    follows_a_restarted_host(&["--follow"], |_| {});
+}
+
+/// `--user` where the watch attaches again (`--follow`): it becomes nobody at once, holding
+/// exactly the documented capabilities (permitted, effective, ambient, bounding; never
+/// CAP_SYS_ADMIN), and as nobody it follows the restarted host.
+#[test]
+fn with_user_and_follow_the_watch_holds_only_what_attaching_needs_and_follows_as_that_user() {
+    use skillprof::probes::privileges::{BPF, PERFMON, SYS_ADMIN};
+    use skillprof::watch::privileges::{CHECKPOINT_RESTORE, DAC_READ_SEARCH, SYS_PTRACE};
+    let documented = [BPF, PERFMON, CHECKPOINT_RESTORE, SYS_PTRACE, DAC_READ_SEARCH]
+        .iter()
+        .fold(0u64, |mask, cap| mask | (1 << cap.bit));
+    assert_eq!(documented.count_ones() as usize, DOCUMENTED_CAPS.len());
+    follows_a_restarted_host(&["--follow", "--user", "nobody"], |watch| {
+        let status = fs::read_to_string(format!("/proc/{watch}/status")).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .unwrap_or_else(|| panic!("{status}"))
+                .trim()
+                .to_owned()
+        };
+        assert_eq!(field("Uid:"), "65534\t65534\t65534\t65534", "{status}");
+        assert_eq!(field("NoNewPrivs:"), "1");
+        for set in ["CapPrm:", "CapEff:", "CapAmb:", "CapBnd:"] {
+            let held = u64::from_str_radix(&field(set), 16).unwrap();
+            assert_eq!(held, documented, "{set} {status}");
+            assert!(!SYS_ADMIN.held_in(held));
+        }
+    });
+}
+
+/// `--user` with `--record`: each recording run (a `skillprof run --attach` the watch starts)
+/// runs as nobody with the documented capabilities only, from a copy of skillprof apart from
+/// the repository, and records the host's requests by skill.
+#[test]
+fn with_user_and_record_each_recording_run_attaches_as_that_user() {
+    use std::os::unix::fs::MetadataExt;
+    let (_one, dir, host) = watched_host("--user changes users");
+    let bin = binary_for_nobody(dir.path());
+    let recorded = dir.path().join("recorded");
+    fs::create_dir(&recorded).unwrap();
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    std::os::unix::fs::chown(&recorded, Some(nobody.uid.as_raw()), None).unwrap();
+    let (pid, url) = (host.child.id().to_string(), host.url());
+    let (watch, _, stderr) = spawn_watch_of(
+        &bin,
+        dir.path(),
+        &[
+            "--attach",
+            &pid,
+            "--host-url",
+            &url,
+            "--user",
+            "nobody",
+            "--record",
+            recorded.to_str().unwrap(),
+            "--window",
+            "2",
+            "--run-windows",
+            "1",
+        ],
+    );
+    let folders = || -> Vec<PathBuf> {
+        let mut folders: Vec<PathBuf> = fs::read_dir(&recorded)
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.join("skills.csv").exists())
+            .collect();
+        folders.sort();
+        folders
+    };
+    let started = std::time::Instant::now();
+    // Two finished runs, so that the first holds a whole window of requests.
+    while folders().len() < 3 && started.elapsed() < Duration::from_secs(60) {
+        execute(&host, "their_own", 1);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+    assert!(
+        said.contains("running as nobody (uid 65534, gid 65534) holding only CAP_BPF, \
+                       CAP_PERFMON, CAP_CHECKPOINT_RESTORE, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH"),
+        "{said}"
+    );
+    let folders = folders();
+    assert!(folders.len() >= 2, "{folders:?}\n{said}");
+    let first = &folders[0];
+    assert_eq!(
+        fs::metadata(first.join("skills.csv")).unwrap().uid(),
+        nobody.uid.as_raw(),
+        "written by the run as nobody"
+    );
+    let skills = common::cli::csv_rows(&first.join("skills.csv"));
+    assert!(
+        skills.iter().any(|row| row["skill"] == "their_own"
+            && row["phase"] == "call"
+            && row["runs"].parse::<u64>().unwrap() > 0),
+        "{skills:?}\n{said}"
+    );
+}
+
+/// Watches a host with `args`, checks the watch process with `check` (its pid) once it
+/// serves, then kills and restarts the host and finds it followed, its new requests counted
+/// from 0.
+fn follows_a_restarted_host(args: &[&str], check: impl Fn(u32)) {
     let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
     let first = host.child.id();
-    let (watch, port, stderr) = start_watch_with(&host, dir.path(), &["--follow"]);
+    let (watch, port, stderr) = start_watch_with(&host, dir.path(), args);
+    check(watch.0.id());
     let runs = "skillprof_skill_runs_total{skill=\"their_own\",phase=\"call\"}";
     execute(&host, "their_own", 3);
     assert_eq!(sample(&scrape(port).unwrap(), runs), Some(3.0));

@@ -34,7 +34,8 @@ pub struct RunConfig {
     pub spec: HostSpec,
     /// `--attach`: the running host, checked.
     pub attached: Option<Attached>,
-    pub samples: SampleSkills,
+    /// The sample components `add` copies; `None` for a host attached without --skills-dir.
+    pub samples: Option<SampleSkills>,
     pub machine: Machine,
     pub cores: Option<Cores>,
     /// When the run started, which names it.
@@ -98,8 +99,12 @@ impl RunConfig {
         let trim_by = trim_by(&args, &plan, &profile)?;
         let world = profile.registry.world;
         let samples = match &args.samples {
-            Some(dir) => SampleSkills::new(dir, world),
-            None => SampleSkills::beside_executable(world)?,
+            Some(dir) => Some(SampleSkills::new(dir, world)),
+            // A host attached without --skills-dir is given no skill (attach_host checks the
+            // plan): a skillprof installed apart from its repository's build folder (as a
+            // watch's recording may run it) needs none.
+            None if args.attach.is_some() && args.skills_dir.is_none() => None,
+            None => Some(SampleSkills::beside_executable(world)?),
         };
         let machine = Machine::read()?;
         let cores = args
@@ -118,7 +123,7 @@ impl RunConfig {
                     .collect::<Vec<_>>()
                     .join(" ")
             ),
-            (Some(pid), None) => attach_host(&args, &plan, profile, pid, &samples).await?,
+            (Some(pid), None) => attach_host(&args, &plan, profile, pid, samples.as_ref()).await?,
             (None, _) => (host_spec(&args, profile, cores)?, None),
         };
         let started = Local::now();
@@ -257,7 +262,7 @@ async fn attach_host(
     plan: &Plan,
     profile: HostProfile,
     pid: u32,
-    samples: &SampleSkills,
+    samples: Option<&SampleSkills>,
 ) -> Result<(HostSpec, Option<Attached>)> {
     let Some(url) = &args.host_url else {
         anyhow::bail!("--attach needs --host-url");
@@ -287,7 +292,9 @@ async fn attach_host(
         url,
         dir,
         profile.clone(),
-        &samples.path("hello")?,
+        &samples
+            .expect("samples are found for a host attached with --skills-dir")
+            .path("hello")?,
         Duration::from_secs(args.list_timeout_s),
     )
     .await?;

@@ -193,8 +193,13 @@ impl Run {
         let client = host.client.clone();
         let mut workload = Workload::new(
             client.clone(),
-            skills,
-            &config.samples,
+            skills.map(|dir| {
+                let samples = config
+                    .samples
+                    .as_ref()
+                    .expect("a run with a skills directory has its samples");
+                (dir, samples)
+            }),
             pid,
             config.workload.clone(),
         )?;

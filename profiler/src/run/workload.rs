@@ -70,13 +70,18 @@ impl Outcome {
     }
 }
 
+/// Where `add` registers skills, and the sample components it copies there.
+struct Registry {
+    dir: SkillsDir,
+    sample_py: PathBuf,
+    sample_rs: PathBuf,
+}
+
 pub struct Workload {
     client: Client,
     routes: RegistryRoutes,
     /// `None` for an attached host whose plan writes no skill file (checked before the run).
-    skills: Option<SkillsDir>,
-    sample_py: PathBuf,
-    sample_rs: PathBuf,
+    skills: Option<Registry>,
     added_py: u32,
     added_rs: u32,
     /// The skills this run registered and has not deleted. Listings are read as these only,
@@ -116,17 +121,23 @@ impl Workload {
     /// Fails now, before anything runs, if a sample skill is missing.
     pub fn new(
         client: Client,
-        skills: Option<SkillsDir>,
-        samples: &SampleSkills,
+        skills: Option<(SkillsDir, &SampleSkills)>,
         pid: u32,
         settings: Settings,
     ) -> Result<Self> {
+        let skills = skills
+            .map(|(dir, samples)| -> Result<Registry> {
+                Ok(Registry {
+                    dir,
+                    sample_py: samples.path(settings.python.component())?,
+                    sample_rs: samples.path("sample_rs")?,
+                })
+            })
+            .transpose()?;
         Ok(Workload {
             routes: client.dialect().routes.registry()?,
             client,
             skills,
-            sample_py: samples.path(settings.python.component())?,
-            sample_rs: samples.path("sample_rs")?,
             added_py: 0,
             added_rs: 0,
             ours: BTreeSet::new(),
@@ -136,8 +147,9 @@ impl Workload {
     }
 
     /// The directory the host registers skills from (a field's borrow, not all of `self`'s).
-    fn skills(dir: &Option<SkillsDir>) -> Result<&SkillsDir> {
-        dir.as_ref()
+    fn skills(registry: &Option<Registry>) -> Result<&Registry> {
+        registry
+            .as_ref()
             .context("this host was attached without --skills-dir, and the plan writes skill files")
     }
 
@@ -301,10 +313,11 @@ impl Workload {
     /// Copied in place, the files are listed half-written and finished before executing.
     pub async fn add(&mut self, kind: SkillKind, count: u32, outcome: &mut Outcome) -> Result<()> {
         let prefix = kind.prefix();
-        let skills = Self::skills(&self.skills)?;
+        let registry = Self::skills(&self.skills)?;
+        let skills = &registry.dir;
         let (source, counter) = match kind {
-            SkillKind::Python => (&self.sample_py, &mut self.added_py),
-            SkillKind::Rust => (&self.sample_rs, &mut self.added_rs),
+            SkillKind::Python => (&registry.sample_py, &mut self.added_py),
+            SkillKind::Rust => (&registry.sample_rs, &mut self.added_rs),
         };
         let mut names = Vec::new();
         let mut half_copied = Vec::new();
@@ -415,7 +428,7 @@ impl Workload {
             ));
             return Ok(());
         }
-        if !Self::skills(&self.skills)?.remove(name)? {
+        if !Self::skills(&self.skills)?.dir.remove(name)? {
             outcome.fail(format!(
                 "delete_skill: {name} is not in the skills directory"
             ));

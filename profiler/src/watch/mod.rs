@@ -10,7 +10,7 @@
 pub(crate) mod exposition;
 mod follow;
 mod host;
-mod privileges;
+pub mod privileges;
 mod record;
 mod serve;
 mod snapshot;
@@ -124,8 +124,10 @@ pub struct WatchArgs {
 
     /// With --attach, started as root: once the probes are attached and the host's files are
     /// open, become USER (its uid and group, no other group) with no capability left, for the
-    /// rest of the watch. Not with --follow or --record, which attach again later.
-    #[arg(long, value_name = "USER", requires = "attach", conflicts_with_all = ["follow", "record"])]
+    /// rest of the watch. With --follow or --record, which attach again later, become USER at
+    /// once, holding only the capabilities attaching needs (docs/watch.md) and never
+    /// CAP_SYS_ADMIN; a --record DIR must then be USER's to write.
+    #[arg(long, value_name = "USER", requires = "attach")]
     pub user: Option<String>,
 
     /// The most skills whose series a scrape serves: beyond it the least busy (fewest runs
@@ -174,10 +176,24 @@ pub struct WatchArgs {
 }
 
 pub fn run(args: WatchArgs) -> Result<ExitCode> {
-    if args.user.is_some() {
+    if let Some(user) = &args.user {
         // Before any thread starts, so that every one inherits it: nothing the watch runs
         // later can gain privileges through a setuid binary.
         nix::sys::prctl::set_no_new_privs().context("--user: PR_SET_NO_NEW_PRIVS")?;
+        if attaches_again(&args) {
+            let account = privileges::account(user)?;
+            let kept = privileges::needed(args.attach, !args.no_markers, account.uid.as_raw())?;
+            privileges::require(&kept)?;
+            privileges::become_keeping(&account, &kept)?;
+            let names: Vec<&str> = kept.iter().map(|cap| cap.name).collect();
+            eprintln!(
+                "skillprof watch: running as {user} (uid {}, gid {}) holding only {}, which \
+                 attaching again needs",
+                account.uid,
+                account.gid,
+                names.join(", ")
+            );
+        }
     }
     // One malloc arena for the whole watch, before its threads start: each thread that
     // builds a scrape (hundreds of KiB of text) would otherwise fill an arena of its own,
@@ -192,7 +208,8 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
 }
 
 async fn watch(args: WatchArgs) -> Result<ExitCode> {
-    privileges::require(&privileges::needed(args.attach, !args.no_markers)?)?;
+    let uid = nix::unistd::geteuid().as_raw();
+    privileges::require(&privileges::needed(args.attach, !args.no_markers, uid)?)?;
     let profile = HostProfile::load(&args.host_profile)?;
     // The endpoint and the recording's folder first: a bad web configuration, a busy address
     // or a folder that cannot be written fails before anything is started or attached.
@@ -216,7 +233,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         restarts: 0,
         gone: String::new(),
     }));
-    if let Some(user) = &args.user {
+    if let Some(user) = args.user.as_ref().filter(|_| !attaches_again(&args)) {
         let (uid, gid) = privileges::drop_to(user)?;
         eprintln!(
             "skillprof watch: attached; now running as {user} (uid {uid}, gid {gid}) with no \
@@ -294,6 +311,12 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             Ok(ExitCode::from(3))
         }
     }
+}
+
+/// Whether the watch attaches again after it starts: to a followed host's successor, or in
+/// each run a recording starts.
+fn attaches_again(args: &WatchArgs) -> bool {
+    args.follow || args.record.is_some()
 }
 
 /// `--web-config` read and `--listen` bound, or why not: off loopback only with protection

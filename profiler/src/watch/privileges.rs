@@ -10,7 +10,9 @@
 //! CAP_SYS_ADMIN is never required: without it the host's uprobes (code publishes, decommits,
 //! pagemap scans) do not attach (perf_event_open refuses a uprobe without it), and the probe
 //! table says so. Started as root with `--user NAME`, the watch attaches, opens what it reads
-//! later, and then becomes NAME with no capability at all.
+//! later, and then becomes NAME with no capability at all; or, where it attaches again later
+//! (`--follow`'s successor, `--record`'s runs), becomes NAME at once holding exactly what
+//! attaching needs (for a host of another user, the whole list above) and nothing else.
 
 use anyhow::{Context, Result, bail};
 
@@ -34,8 +36,9 @@ pub const DAC_READ_SEARCH: Cap = Cap {
               for the per-skill series (or pass --no-markers)",
 };
 
-/// What the watch needs to watch host `host_pid` (`None`: a host it starts, as itself).
-pub fn needed(host_pid: Option<u32>, markers: bool) -> Result<Vec<Cap>> {
+/// What the watch needs to watch host `host_pid` (`None`: a host it starts, as itself) as the
+/// user `uid`.
+pub fn needed(host_pid: Option<u32>, markers: bool, uid: u32) -> Result<Vec<Cap>> {
     let mut needed = vec![BPF, PERFMON];
     if markers {
         needed.push(CHECKPOINT_RESTORE);
@@ -44,8 +47,7 @@ pub fn needed(host_pid: Option<u32>, markers: bool) -> Result<Vec<Cap>> {
         let host_uid = procfs::process::Process::new(pid as i32)
             .and_then(|host| host.uid())
             .with_context(|| format!("--attach {pid}: no such process"))?;
-        // SAFETY: geteuid has no preconditions.
-        if host_uid != unsafe { libc::geteuid() } {
+        if host_uid != uid {
             needed.push(SYS_PTRACE);
             if markers {
                 needed.push(DAC_READ_SEARCH);
@@ -83,18 +85,60 @@ pub fn require(needed: &[Cap]) -> Result<()> {
     Ok(())
 }
 
-/// Becomes `user` (its uid, its group, no other groups) with no capability left, for the rest
-/// of the watch: what it reads later it has open already, or may read as anyone.
-pub fn drop_to(user: &str) -> Result<(u32, u32)> {
-    let account = nix::unistd::User::from_name(user)
+/// The account `--user` names.
+pub fn account(user: &str) -> Result<nix::unistd::User> {
+    nix::unistd::User::from_name(user)
         .with_context(|| format!("--user {user}: looking it up"))?
-        .with_context(|| format!("--user {user}: no such user"))?;
+        .with_context(|| format!("--user {user}: no such user"))
+}
+
+/// Becomes `account` (its uid, its group, no other groups) holding `kept` and no other
+/// capability: permitted and effective, and ambient so that the `skillprof run --attach` a
+/// recording starts holds them too; the bounding set cut to them. Capabilities are a
+/// thread's, so this runs before any other thread starts, and every later one inherits it.
+pub fn become_keeping(account: &nix::unistd::User, kept: &[Cap]) -> Result<()> {
+    use caps::{CapSet, Capability, CapsHashSet};
+    let kept: CapsHashSet = kept
+        .iter()
+        .map(|cap| cap.name.parse::<Capability>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let failed =
+        |what: &'static str| move |e: caps::errors::CapsError| anyhow::anyhow!("--user: {what}: {e}");
+    for cap in caps::runtime::thread_all_supported().difference(&kept) {
+        caps::drop(None, CapSet::Bounding, *cap).map_err(failed("the bounding set"))?;
+    }
+    // Without it, leaving uid 0 clears every capability.
+    caps::securebits::set_keepcaps(true).map_err(failed("PR_SET_KEEPCAPS"))?;
+    switch_ids(account)?;
+    for set in [CapSet::Effective, CapSet::Permitted, CapSet::Inheritable] {
+        caps::set(None, set, &kept).map_err(failed("capset"))?;
+    }
+    caps::securebits::set_keepcaps(false).map_err(failed("PR_SET_KEEPCAPS"))?;
+    caps::set(None, CapSet::Ambient, &kept).map_err(failed("the ambient set"))?;
+    let held = caps::read(None, CapSet::Permitted).map_err(failed("reading the permitted set"))?;
+    if held != kept {
+        bail!("--user: holds {held:?} after the switch, not {kept:?}");
+    }
+    Ok(())
+}
+
+fn switch_ids(account: &nix::unistd::User) -> Result<()> {
     let (uid, gid) = (account.uid, account.gid);
     nix::unistd::setgroups(&[gid]).context("--user: setgroups")?;
     nix::unistd::setresgid(gid, gid, gid).context("--user: setresgid")?;
+    nix::unistd::setresuid(uid, uid, uid).context("--user: setresuid")?;
+    Ok(())
+}
+
+/// Becomes `user` (its uid, its group, no other groups) with no capability left, for the rest
+/// of the watch: what it reads later it has open already, or may read as anyone.
+pub fn drop_to(user: &str) -> Result<(u32, u32)> {
+    let account = account(user)?;
     // glibc changes the uid of every thread; leaving uid 0 without PR_SET_KEEPCAPS clears
     // each thread's permitted and effective capabilities.
-    nix::unistd::setresuid(uid, uid, uid).context("--user: setresuid")?;
+    switch_ids(&account)?;
+    let (uid, gid) = (account.uid, account.gid);
     for task in std::fs::read_dir("/proc/self/task").context("listing this process's threads")? {
         let status = std::fs::read_to_string(task?.path().join("status"))?;
         let held = |field: &str| {
