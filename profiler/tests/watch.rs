@@ -1101,6 +1101,76 @@ fn with_user_and_record_each_recording_run_attaches_as_that_user() {
     );
 }
 
+/// A full disk under `--record` (a tmpfs of 160 KiB, room for a few windows): the recording
+/// ends with a line that says the disk is full and why, the endpoint keeps serving the host's
+/// series, and every window that finished stays whole in its folder.
+#[test]
+fn a_full_disk_ends_the_recording_with_a_line_saying_so_and_the_endpoint_keeps_serving() {
+    struct Mounted(PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let (_one, dir, host) = watched_host("mounting a tmpfs needs root");
+    let full = dir.path().join("full");
+    fs::create_dir(&full).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=160k", "tmpfs"])
+        .arg(&full)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount -t tmpfs: {mounted}");
+    let _mounted = Mounted(full.clone());
+    let (watch, port, stderr) = start_watch_with(
+        &host,
+        dir.path(),
+        &[
+            "--record",
+            full.to_str().unwrap(),
+            "--window",
+            "2",
+            "--run-windows",
+            "2",
+        ],
+    );
+    eventually(Duration::from_secs(120), "the disk to fill", || {
+        execute(&host, "their_own", 1);
+        let said = fs::read_to_string(&stderr).unwrap();
+        (!said.contains("recording ended")).then_some(said)
+    });
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(
+        said.contains(&format!(
+            "recording ended: the disk of {} is full",
+            full.display()
+        )) && said.contains("No space left on device")
+            && said.contains("the endpoint keeps serving"),
+        "{said}"
+    );
+    execute(&host, "their_own", 2);
+    let text = scrape(port).expect("the watch serves after the recording ended");
+    let runs = "skillprof_skill_runs_total{skill=\"their_own\",phase=\"call\"}";
+    assert!(sample(&text, runs).is_some_and(|runs| runs >= 2.0), "{text}");
+    let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
+    assert!(status.success(), "{status}: {said}");
+
+    // Every folder's record reads whole; a run that finished holds both its windows.
+    let mut windows = 0;
+    for folder in fs::read_dir(&full).unwrap().flatten().map(|entry| entry.path()) {
+        if !folder.join("meta.json").is_file() {
+            continue;
+        }
+        let entries = skillprof::output::entries_jsonl::read(&folder.join("entries.jsonl"))
+            .unwrap_or_else(|e| panic!("{}: {e:#}", folder.display()));
+        if common::cli::meta(&folder).status == skillprof::record::Status::Complete {
+            assert_eq!(entries.len(), 2, "{}", folder.display());
+        }
+        windows += entries.len();
+    }
+    assert!(windows >= 2, "{windows} windows kept\n{said}");
+}
+
 /// Watches a host with `args`, checks the watch process with `check` (its pid) once it
 /// serves, then kills and restarts the host and finds it followed, its new requests counted
 /// from 0.

@@ -3,7 +3,7 @@
 //! trace read them back, so they see the same typed values the run measured.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -13,22 +13,29 @@ use crate::record::EntryRecord;
 pub const FILE: &str = "entries.jsonl";
 
 pub struct EntriesJsonl {
-    out: BufWriter<File>,
+    file: File,
+    /// The length of the whole lines written.
+    len: u64,
 }
 
 impl EntriesJsonl {
     pub fn create(path: &Path) -> Result<Self> {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        Ok(EntriesJsonl {
-            out: BufWriter::new(file),
-        })
+        Ok(EntriesJsonl { file, len: 0 })
     }
 
-    /// Writes one entry and flushes it to disk, so a crash loses nothing already measured.
+    /// Writes one entry in one write, so a crash loses nothing already measured; a write
+    /// that fails (the disk full) is cut off again, so the entries before it stay readable.
     pub fn write(&mut self, record: &EntryRecord) -> Result<()> {
-        serde_json::to_writer(&mut self.out, record)?;
-        self.out.write_all(b"\n")?;
-        self.out.flush().with_context(|| format!("writing {FILE}"))
+        let mut line = serde_json::to_vec(record)?;
+        line.push(b'\n');
+        if let Err(error) = self.file.write_all(&line) {
+            let _ = self.file.set_len(self.len);
+            let _ = self.file.seek(SeekFrom::Start(self.len));
+            return Err(error).with_context(|| format!("writing {FILE}"));
+        }
+        self.len += line.len() as u64;
+        Ok(())
     }
 }
 

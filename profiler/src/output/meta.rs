@@ -34,6 +34,10 @@ pub fn read(folder: &Path) -> Result<RunInfo> {
 pub fn write(path: &Path, meta: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(meta)? + "\n";
     let partial = PathBuf::from(format!("{}.partial", path.display()));
-    fs::write(&partial, text).with_context(|| format!("writing {}", partial.display()))?;
+    if let Err(error) = fs::write(&partial, text) {
+        // The meta.json before stays whole; a partial file beside it would only mislead.
+        let _ = fs::remove_file(&partial);
+        return Err(error).with_context(|| format!("writing {}", partial.display()));
+    }
     fs::rename(&partial, path).with_context(|| format!("renaming {} into place", partial.display()))
 }

@@ -76,13 +76,37 @@ impl Recording {
             self.prune(&mut ours)?;
             match finished {
                 Some(status) if status.success() => continue,
-                Some(status) => eprintln!(
-                    "skillprof watch: the recording run ended with {status}; {} says why",
-                    self.log().display()
-                ),
+                Some(status) => eprintln!("skillprof watch: {}", self.ended_short(status, &ours)),
                 None => {}
             }
             return Ok(ours);
+        }
+    }
+
+    /// Why the recording ended, in a line: the run's own error from record.log, whether the
+    /// disk is full, and what is kept. The watch goes on serving.
+    fn ended_short(&self, status: std::process::ExitStatus, ours: &[PathBuf]) -> String {
+        let log = fs::read_to_string(self.log()).unwrap_or_default();
+        let error = log
+            .lines()
+            .rev()
+            .find(|line| line.starts_with("error:") || line.starts_with("Error:"))
+            .map_or_else(
+                || format!("{} says why", self.log().display()),
+                |line| format!("\"{line}\""),
+            );
+        let kept = format!(
+            "the endpoint keeps serving, and the {} run folder(s) recorded keep every window \
+             that finished",
+            ours.len()
+        );
+        match free_bytes(&self.dir) {
+            Some(free) if free < FULL_BELOW => format!(
+                "recording ended: the disk of {} is full ({} KiB free): {error}; {kept}",
+                self.dir.display(),
+                free / 1024
+            ),
+            _ => format!("recording ended: the recording run ended with {status}: {error}; {kept}"),
         }
     }
 
@@ -148,6 +172,16 @@ impl Recording {
         }
         Ok(())
     }
+}
+
+/// Free space below which a failed run is put down to a full disk: less than a run folder's
+/// files take (tens of KiB a window).
+const FULL_BELOW: u64 = 1 << 20;
+
+/// The bytes an unprivileged writer may still use on `dir`'s filesystem.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// The run folders in `dir` (those with a meta.json), by name: their names are the times
