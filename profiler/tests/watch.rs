@@ -1010,20 +1010,12 @@ fn with_user_and_follow_the_watch_holds_only_what_attaching_needs_and_follows_as
         .fold(0u64, |mask, cap| mask | (1 << cap.bit));
     assert_eq!(documented.count_ones() as usize, DOCUMENTED_CAPS.len());
     follows_a_restarted_host(&["--follow", "--user", "nobody"], |watch| {
-        let status = fs::read_to_string(format!("/proc/{watch}/status")).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .unwrap_or_else(|| panic!("{status}"))
-                .trim()
-                .to_owned()
-        };
-        assert_eq!(field("Uid:"), "65534\t65534\t65534\t65534", "{status}");
-        assert_eq!(field("NoNewPrivs:"), "1");
-        for set in ["CapPrm:", "CapEff:", "CapAmb:", "CapBnd:"] {
-            let held = u64::from_str_radix(&field(set), 16).unwrap();
-            assert_eq!(held, documented, "{set} {status}");
+        let status = status_of(watch);
+        assert_eq!(status["Uid"], "65534\t65534\t65534\t65534", "{status:?}");
+        assert_eq!(status["NoNewPrivs"], "1");
+        for set in ["CapPrm", "CapEff", "CapAmb", "CapBnd"] {
+            let held = u64::from_str_radix(&status[set], 16).unwrap();
+            assert_eq!(held, documented, "{set} {status:?}");
             assert!(!SYS_ADMIN.held_in(held));
         }
     });
@@ -1227,6 +1219,16 @@ fn follows_a_restarted_host(args: &[&str], check: impl Fn(u32)) {
     assert!(runtime().block_on(host.client().healthy()));
 }
 
+/// /proc/PID/status by field name: who the kernel says the process is and what it holds.
+fn status_of(pid: u32) -> std::collections::BTreeMap<String, String> {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_owned(), value.trim().to_owned()))
+        .collect()
+}
+
 /// The capabilities docs/watch.md documents for a host of another user.
 const DOCUMENTED_CAPS: [&str; 5] = [
     "bpf",
@@ -1344,20 +1346,12 @@ fn the_watch_runs_with_the_documented_capabilities_only_and_drops_them_all_with_
 
     // Root, then nobody with nothing.
     let (watch, port, stderr) = start_watch_with(&host, dir.path(), &["--user", "nobody"]);
-    let status = fs::read_to_string(format!("/proc/{}/status", watch.0.id())).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .unwrap_or_else(|| panic!("{status}"))
-            .trim()
-            .to_owned()
-    };
-    assert_eq!(field("Uid:"), "65534\t65534\t65534\t65534", "{status}");
-    for caps in ["CapPrm:", "CapEff:", "CapAmb:", "CapInh:"] {
-        assert_eq!(field(caps), "0000000000000000", "{caps} {status}");
+    let status = status_of(watch.0.id());
+    assert_eq!(status["Uid"], "65534\t65534\t65534\t65534", "{status:?}");
+    for caps in ["CapPrm", "CapEff", "CapAmb", "CapInh"] {
+        assert_eq!(status[caps], "0000000000000000", "{caps} {status:?}");
     }
-    assert_eq!(field("NoNewPrivs:"), "1");
+    assert_eq!(status["NoNewPrivs"], "1");
     serves_skill_series(port, &stderr);
     let said = fs::read_to_string(&stderr).unwrap();
     assert!(
