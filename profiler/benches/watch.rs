@@ -8,6 +8,8 @@
 //!   Prometheus would, under load throughout, with a client attached that reads its answer a
 //!   byte a second.
 //!
+//! Run as:
+//!
 //!     cargo bench -p skillprof --bench watch [-- --rounds 8 --skills 500 --minutes 60]
 //!     cargo bench -p skillprof --bench watch -- --rounds 1 --skills 10000 --minutes 60
 //!
