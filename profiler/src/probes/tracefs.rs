@@ -20,8 +20,17 @@ impl fmt::Display for Tracefs {
 /// Mounts tracefs at /sys/kernel/tracing unless its `events` folder is already there.
 pub fn ensure_mounted() -> Result<Tracefs, String> {
     let path = MOUNT_POINT.to_string_lossy();
-    if Path::new(&*path).join("events").is_dir() {
-        return Ok(Tracefs::AlreadyMounted);
+    match std::fs::metadata(Path::new(&*path).join("events")) {
+        Ok(events) if events.is_dir() => return Ok(Tracefs::AlreadyMounted),
+        // Mounted, but its folder is root's alone (mode 0700 by default): an unprivileged
+        // skillprof with CAP_BPF and CAP_PERFMON gets here.
+        Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+            return Err(format!(
+                "tracefs at {path} cannot be read ({error}): a classic tracepoint's attach reads \
+                 its event id there, which takes root or CAP_DAC_READ_SEARCH"
+            ));
+        }
+        _ => {}
     }
     // SAFETY: every pointer is a NUL-terminated literal; tracefs takes no mount data.
     let rc = unsafe {
