@@ -1004,7 +1004,7 @@ fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_request
 #[test]
 fn with_user_and_follow_the_watch_holds_only_what_attaching_needs_and_follows_as_that_user() {
     use skillprof::probes::privileges::{BPF, PERFMON, SYS_ADMIN};
-    use skillprof::watch::privileges::{CHECKPOINT_RESTORE, DAC_READ_SEARCH, SYS_PTRACE};
+    use skillprof::probes::privileges::{CHECKPOINT_RESTORE, DAC_READ_SEARCH, SYS_PTRACE};
     let documented = [BPF, PERFMON, CHECKPOINT_RESTORE, SYS_PTRACE, DAC_READ_SEARCH]
         .iter()
         .fold(0u64, |mask, cap| mask | (1 << cap.bit));
@@ -1258,28 +1258,99 @@ fn watch_as_nobody(
     caps: &[&str],
     dir: &Path,
 ) -> (Command, PathBuf) {
+    let (pid, url) = (host.child.id().to_string(), host.url());
+    as_nobody(
+        bin,
+        caps,
+        dir,
+        &["watch", "--attach", &pid, "--host-url", &url],
+    )
+}
+
+/// `skillprof ARGS` as `nobody`, holding `caps` (setpriv's names) and no others; its stderr's
+/// file.
+fn as_nobody(bin: &Path, caps: &[&str], dir: &Path, args: &[&str]) -> (Command, PathBuf) {
     let caps = caps
         .iter()
         .map(|cap| format!("+{cap}"))
         .collect::<Vec<_>>()
         .join(",");
-    let stderr = dir.join(format!("watch-{}.err", caps.replace([',', '+'], "_")));
+    let stderr = dir.join(format!("{}-{}.err", args[0], caps.replace([',', '+'], "_")));
     let mut command = Command::new("setpriv");
     command
         .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
         .arg(format!("--inh-caps=-all,{caps}"))
         .arg(format!("--ambient-caps={caps}"))
         .arg(bin)
-        .args([
-            "watch",
-            "--attach",
-            &host.child.id().to_string(),
-            "--host-url",
-            &host.url(),
-        ])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(fs::File::create(&stderr).unwrap());
     (command, stderr)
+}
+
+/// `skillprof run --attach` as `nobody`: with the documented capabilities it profiles a root
+/// host, its requests counted by skill from the ledger; without CAP_CHECKPOINT_RESTORE it
+/// refuses before anything runs and names it.
+#[test]
+fn run_attach_runs_with_the_documented_capabilities_only() {
+    let (_one, dir, host) = watched_host("setpriv changes users");
+    let bin = binary_for_nobody(dir.path());
+    let cmds = dir.path().join("window.cmds");
+    fs::write(&cmds, "watch 2\n").unwrap();
+    let out = dir.path().join("runs");
+    fs::create_dir(&out).unwrap();
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    std::os::unix::fs::chown(&out, Some(nobody.uid.as_raw()), None).unwrap();
+    let (pid, url) = (host.child.id().to_string(), host.url());
+    let args = [
+        "run",
+        cmds.to_str().unwrap(),
+        "--attach",
+        &pid,
+        "--host-url",
+        &url,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+
+    let (mut command, stderr) = as_nobody(&bin, &DOCUMENTED_CAPS, dir.path(), &args);
+    let mut run = Reaped(command.spawn().unwrap());
+    let status = loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            break status;
+        }
+        execute(&host, "their_own", 1);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+    let folder = fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.join("skills.csv").is_file())
+        .unwrap_or_else(|| panic!("no run folder in {}: {said}", out.display()));
+    let skills = common::cli::csv_rows(&folder.join("skills.csv"));
+    assert!(
+        skills.iter().any(|row| row["skill"] == "their_own"
+            && row["phase"] == "call"
+            && row["runs"].parse::<u64>().unwrap() > 0),
+        "{skills:?}\n{said}"
+    );
+
+    let caps: Vec<&str> = DOCUMENTED_CAPS
+        .into_iter()
+        .filter(|cap| *cap != "checkpoint_restore")
+        .collect();
+    let (mut command, stderr) = as_nobody(&bin, &caps, dir.path(), &args);
+    let status = command.status().unwrap();
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(!status.success(), "{said}");
+    assert!(
+        said.contains("skillprof run --attach lacks 1 capability")
+            && said.contains("CAP_CHECKPOINT_RESTORE: to map the host's ledger"),
+        "{said}"
+    );
 }
 
 /// Least privilege: as `nobody` with the documented capabilities the watch serves per-skill

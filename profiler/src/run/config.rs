@@ -78,7 +78,19 @@ impl RunConfig {
     pub async fn new(args: RunArgs, plan: Plan) -> Result<RunConfig> {
         if !args.no_probes {
             // Before anything starts: a run that cannot probe would leave a half-made folder.
-            probes::require_bpf_for_run()?;
+            match args.attach {
+                // A host already running can be probed without root: say which capability
+                // of those it takes is missing.
+                Some(pid) => probes::privileges::require(
+                    "skillprof run --attach",
+                    &probes::privileges::needed(
+                        Some(pid),
+                        !args.no_markers,
+                        nix::unistd::geteuid().as_raw(),
+                    )?,
+                )?,
+                None => probes::require_bpf_for_run()?,
+            }
         }
         balloon_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
         require_limits_usable(args.memory_max, args.max_map_count, &plan)?;

@@ -182,8 +182,8 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
         nix::sys::prctl::set_no_new_privs().context("--user: PR_SET_NO_NEW_PRIVS")?;
         if attaches_again(&args) {
             let account = privileges::account(user)?;
-            let kept = privileges::needed(args.attach, !args.no_markers, account.uid.as_raw())?;
-            privileges::require(&kept)?;
+            let kept = probes::privileges::needed(args.attach, !args.no_markers, account.uid.as_raw())?;
+            probes::privileges::require("skillprof watch", &kept)?;
             privileges::become_keeping(&account, &kept)?;
             let names: Vec<&str> = kept.iter().map(|cap| cap.name).collect();
             eprintln!(
@@ -209,7 +209,8 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
 
 async fn watch(args: WatchArgs) -> Result<ExitCode> {
     let uid = nix::unistd::geteuid().as_raw();
-    privileges::require(&privileges::needed(args.attach, !args.no_markers, uid)?)?;
+    let needed = probes::privileges::needed(args.attach, !args.no_markers, uid)?;
+    probes::privileges::require("skillprof watch", &needed)?;
     let profile = HostProfile::load(&args.host_profile)?;
     // The endpoint and the recording's folder first: a bad web configuration, a busy address
     // or a folder that cannot be written fails before anything is started or attached.
