@@ -1542,3 +1542,81 @@ fn a_slow_client_holds_up_no_scrape_and_skills_beyond_the_cap_are_counted_not_se
     reader.join().unwrap();
     assert!(signalled(watch, nix::sys::signal::Signal::SIGTERM).success());
 }
+
+/// The own-host guide's example (profiler/marks/examples/marked_host.rs, built with the
+/// workspace's tests): a wasmtime host of its own that marks its work with skillprof-marks
+/// and speaks its own routes, described by the profile beside it. Watched through that
+/// profile, its skill's instantiations and calls are counted per skill, each request once.
+#[test]
+fn the_guides_example_host_marks_its_work_and_the_watch_counts_it_per_skill() {
+    require_root("skillprof watch loads BPF probes");
+    let _one = common::machine();
+    let marks = Path::new(env!("CARGO_MANIFEST_DIR")).join("marks/examples");
+    let bin = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("examples/marked_host");
+    assert!(
+        bin.is_file(),
+        "{} is missing: `cargo test --workspace` builds it (or cargo build --release -p \
+         skillprof-marks --example marked_host)",
+        bin.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let skills = dir.path().join("skills");
+    fs::create_dir(&skills).unwrap();
+    let samples = skillprof::hostctl::SampleSkills::beside_executable(
+        skillprof::hostctl::SkillWorld::Skillprof,
+    )
+    .unwrap();
+    fs::copy(samples.path("sample_rs").unwrap(), skills.join("their_own.wasm")).unwrap();
+    let port = free_port();
+    let host = Reaped(
+        Command::new(&bin)
+            .arg(&skills)
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let profile = skillprof::hostctl::HostProfile::load(
+        marks.join("marked-host.toml").to_str().unwrap(),
+    )
+    .unwrap();
+    let client = skillprof::hostctl::Client::new(&url, profile.dialect);
+    eventually(Duration::from_secs(30), "the example host to answer", || {
+        (!runtime().block_on(client.healthy())).then(|| "not yet".to_owned())
+    });
+    let (pid, profile_path) = (host.0.id().to_string(), marks.join("marked-host.toml"));
+    let (watch, port, stderr) = spawn_watch(
+        dir.path(),
+        &[
+            "--attach",
+            &pid,
+            "--host-url",
+            &url,
+            "--host-profile",
+            profile_path.to_str().unwrap(),
+        ],
+    );
+    runtime().block_on(async {
+        for _ in 0..3 {
+            let reply = client
+                .execute("their_own", &json!({"topic": "mine"}))
+                .await
+                .unwrap();
+            assert!(reply.is_ok(), "{}", reply.text());
+        }
+    });
+    let text = scrape(port).unwrap();
+    for phase in ["instantiate", "call"] {
+        let runs = format!("skillprof_skill_runs_total{{skill=\"their_own\",phase=\"{phase}\"}}");
+        assert_eq!(sample(&text, &runs), Some(3.0), "{phase}: {text}");
+    }
+    assert_eq!(
+        sample(&text, "skillprof_watch_per_skill_series"),
+        Some(1.0),
+        "{text}"
+    );
+    let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
+    let said = fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "{status}: {said}");
+}

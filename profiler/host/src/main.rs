@@ -9,12 +9,14 @@ mod heap;
 mod incremental;
 mod invoke;
 mod limits;
-mod marks;
 mod metrics;
 mod names;
 mod registry;
 mod request;
 mod world;
+
+// The marks are a crate of their own, for any host to depend on (docs/own-host.md).
+use skillprof_marks as marks;
 
 use std::io::Write;
 use std::sync::Arc;

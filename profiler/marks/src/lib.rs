@@ -1,8 +1,16 @@
-//! Markers: the host says which request, skill and phase each of its threads works on. While
-//! skillprof profiles it, each mark adds the thread's faults, CPU and time since its previous
-//! mark to the skill's row in the host's ledger, which skillprof maps; in exact mode a uprobe
-//! on the marker function (`skillhost_mark`) also attributes each page fault and mmap call.
-//! The ledger, the function and their numbering are skillprof's (`skillprof_common`).
+//! Marks for a wasmtime host: the host says which request, skill and phase each of its
+//! threads works on, and skillprof attributes the host's memory, faults, CPU and time to
+//! them (per-skill series, skills.csv). While skillprof profiles the host, each mark adds the
+//! thread's faults, CPU and time since its previous mark to the skill's row in the host's
+//! ledger, a memfd skillprof maps; in exact mode a uprobe on the marker function
+//! (`skillhost_mark`) also attributes each page fault and mmap call. Unwatched, a mark costs
+//! a few atomic operations. The ledger, the function and their numbering are skillprof's
+//! (`skillprof_common`).
+//!
+//! A host registers each skill once ([`SkillTag::new`]), makes a [`Work`] per request, and
+//! marks the phases it runs: [`Work::begin`] on the thread that compiles, instantiates or
+//! calls, [`Work::leave`] after, or [`Work::track`] around an async call that moves between
+//! threads. docs/own-host.md walks through it, and `examples/marked_host.rs` is a whole host.
 
 use std::future::Future;
 use std::pin::Pin;
