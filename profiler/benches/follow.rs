@@ -64,7 +64,10 @@ fn main() -> Result<()> {
         runtime.block_on(async {
             let started = Instant::now();
             while !client.healthy().await {
-                ensure!(started.elapsed() < Duration::from_secs(30), "skillhost did not start");
+                ensure!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "skillhost did not start"
+                );
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             Ok(())
@@ -134,9 +137,7 @@ fn main() -> Result<()> {
             anyhow::Ok(())
         })?;
         sent += REQUESTS;
-        counted += scrape()
-            .and_then(|text| sample(&text, RUNS))
-            .unwrap_or(0.0) as usize;
+        counted += scrape().and_then(|text| sample(&text, RUNS)).unwrap_or(0.0) as usize;
         eprintln!(
             "restart {restart}: served again {:.2} s after the new host answered, {:.2} s after \
              the kill",
@@ -176,7 +177,9 @@ fn main() -> Result<()> {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// A child killed and reaped however the benchmark ends.

@@ -19,9 +19,9 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -149,13 +149,17 @@ fn long_watch(watch: &Watch, hey: &Path, host: &Host, minutes: u64) -> Result<()
     while Instant::now() < until {
         load(hey, host, REQUESTS / 10)?;
         let (took, _) = watch.timed_scrape()?;
-        let own = process::read(Path::new(PROC), watch.child.id())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let own =
+            process::read(Path::new(PROC), watch.child.id()).map_err(|e| anyhow::anyhow!("{e}"))?;
         points.push((own.rss_kb, own.cpu_ticks, took));
         std::thread::sleep(SCRAPE_EVERY.saturating_sub(Duration::from_secs(1)));
     }
     let read = slow.detach();
-    ensure!(points.len() >= 2, "too few scrapes to compare: {}", points.len());
+    ensure!(
+        points.len() >= 2,
+        "too few scrapes to compare: {}",
+        points.len()
+    );
     let tenth = (points.len() / 10).max(2);
     let (first, last) = (&points[..tenth], &points[points.len() - tenth..]);
     let rss = |part: &[(u64, u64, f64)]| part.iter().map(|p| p.0).max().unwrap_or(0) as f64;

@@ -1005,9 +1005,15 @@ fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_request
 fn with_user_and_follow_the_watch_holds_only_what_attaching_needs_and_follows_as_that_user() {
     use skillprof::probes::privileges::{BPF, PERFMON, SYS_ADMIN};
     use skillprof::probes::privileges::{CHECKPOINT_RESTORE, DAC_READ_SEARCH, SYS_PTRACE};
-    let documented = [BPF, PERFMON, CHECKPOINT_RESTORE, SYS_PTRACE, DAC_READ_SEARCH]
-        .iter()
-        .fold(0u64, |mask, cap| mask | (1 << cap.bit));
+    let documented = [
+        BPF,
+        PERFMON,
+        CHECKPOINT_RESTORE,
+        SYS_PTRACE,
+        DAC_READ_SEARCH,
+    ]
+    .iter()
+    .fold(0u64, |mask, cap| mask | (1 << cap.bit));
     assert_eq!(documented.count_ones() as usize, DOCUMENTED_CAPS.len());
     follows_a_restarted_host(&["--follow", "--user", "nobody"], |watch| {
         let status = status_of(watch);
@@ -1072,8 +1078,10 @@ fn with_user_and_record_each_recording_run_attaches_as_that_user() {
     let said = fs::read_to_string(&stderr).unwrap();
     assert!(status.success(), "{status}: {said}");
     assert!(
-        said.contains("running as nobody (uid 65534, gid 65534) holding only CAP_BPF, \
-                       CAP_PERFMON, CAP_CHECKPOINT_RESTORE, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH"),
+        said.contains(
+            "running as nobody (uid 65534, gid 65534) holding only CAP_BPF, \
+                       CAP_PERFMON, CAP_CHECKPOINT_RESTORE, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH"
+        ),
         "{said}"
     );
     let folders = folders();
@@ -1143,13 +1151,20 @@ fn a_full_disk_ends_the_recording_with_a_line_saying_so_and_the_endpoint_keeps_s
     execute(&host, "their_own", 2);
     let text = scrape(port).expect("the watch serves after the recording ended");
     let runs = "skillprof_skill_runs_total{skill=\"their_own\",phase=\"call\"}";
-    assert!(sample(&text, runs).is_some_and(|runs| runs >= 2.0), "{text}");
+    assert!(
+        sample(&text, runs).is_some_and(|runs| runs >= 2.0),
+        "{text}"
+    );
     let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
     assert!(status.success(), "{status}: {said}");
 
     // Every folder's record reads whole; a run that finished holds both its windows.
     let mut windows = 0;
-    for folder in fs::read_dir(&full).unwrap().flatten().map(|entry| entry.path()) {
+    for folder in fs::read_dir(&full)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+    {
         if !folder.join("meta.json").is_file() {
             continue;
         }
@@ -1566,7 +1581,11 @@ fn the_guides_example_host_marks_its_work_and_the_watch_counts_it_per_skill() {
         skillprof::hostctl::SkillWorld::Skillprof,
     )
     .unwrap();
-    fs::copy(samples.path("sample_rs").unwrap(), skills.join("their_own.wasm")).unwrap();
+    fs::copy(
+        samples.path("sample_rs").unwrap(),
+        skills.join("their_own.wasm"),
+    )
+    .unwrap();
     let port = free_port();
     let host = Reaped(
         Command::new(&bin)
@@ -1577,14 +1596,15 @@ fn the_guides_example_host_marks_its_work_and_the_watch_counts_it_per_skill() {
             .unwrap(),
     );
     let url = format!("http://127.0.0.1:{port}");
-    let profile = skillprof::hostctl::HostProfile::load(
-        marks.join("marked-host.toml").to_str().unwrap(),
-    )
-    .unwrap();
+    let profile =
+        skillprof::hostctl::HostProfile::load(marks.join("marked-host.toml").to_str().unwrap())
+            .unwrap();
     let client = skillprof::hostctl::Client::new(&url, profile.dialect);
-    eventually(Duration::from_secs(30), "the example host to answer", || {
-        (!runtime().block_on(client.healthy())).then(|| "not yet".to_owned())
-    });
+    eventually(
+        Duration::from_secs(30),
+        "the example host to answer",
+        || (!runtime().block_on(client.healthy())).then(|| "not yet".to_owned()),
+    );
     let (pid, profile_path) = (host.0.id().to_string(), marks.join("marked-host.toml"));
     let (watch, port, stderr) = spawn_watch(
         dir.path(),

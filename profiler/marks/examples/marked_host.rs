@@ -132,7 +132,10 @@ async fn run(
         instance.call_run(&mut store, &input).await
     };
     match work.track(&phase, call).await {
-        Ok(Ok(output)) => (StatusCode::OK, String::from_utf8_lossy(&output).into_owned()),
+        Ok(Ok(output)) => (
+            StatusCode::OK,
+            String::from_utf8_lossy(&output).into_owned(),
+        ),
         Ok(Err(world::skillprof::skill::types::Error::InvalidInput(why))) => {
             skillprof_marks::failed(&skill.tag, skillprof_marks::FAILED_INPUT);
             (StatusCode::BAD_REQUEST, why)

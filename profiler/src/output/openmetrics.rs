@@ -100,7 +100,12 @@ impl Families {
         }
         // OpenMetrics timestamps are seconds, here to the millisecond.
         if let Some(ms) = ms {
-            let _ = write!(points, " {}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+            let _ = write!(
+                points,
+                " {}.{:03}",
+                ms.div_euclid(1000),
+                ms.rem_euclid(1000)
+            );
         }
         points.push('\n');
         self.points += 1;

@@ -234,7 +234,11 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
             counts,
         }
         .write_cells(&mut row, counted);
-        for cell in row.cells().iter().filter(|cell| cell.value.number().is_some()) {
+        for cell in row
+            .cells()
+            .iter()
+            .filter(|cell| cell.value.number().is_some())
+        {
             // The failures are one series by reason, not a series per reason: PromQL can then
             // rate and sum them across reasons (series of different names it cannot).
             let by_reason;

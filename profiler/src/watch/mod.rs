@@ -182,7 +182,8 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
         nix::sys::prctl::set_no_new_privs().context("--user: PR_SET_NO_NEW_PRIVS")?;
         if attaches_again(&args) {
             let account = privileges::account(user)?;
-            let kept = probes::privileges::needed(args.attach, !args.no_markers, account.uid.as_raw())?;
+            let kept =
+                probes::privileges::needed(args.attach, !args.no_markers, account.uid.as_raw())?;
             probes::privileges::require("skillprof watch", &kept)?;
             privileges::become_keeping(&account, &kept)?;
             let names: Vec<&str> = kept.iter().map(|cap| cap.name).collect();

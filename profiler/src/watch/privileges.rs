@@ -26,8 +26,9 @@ pub fn become_keeping(account: &nix::unistd::User, kept: &[Cap]) -> Result<()> {
         .map(|cap| cap.name.parse::<Capability>())
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let failed =
-        |what: &'static str| move |e: caps::errors::CapsError| anyhow::anyhow!("--user: {what}: {e}");
+    let failed = |what: &'static str| {
+        move |e: caps::errors::CapsError| anyhow::anyhow!("--user: {what}: {e}")
+    };
     for cap in caps::runtime::thread_all_supported().difference(&kept) {
         caps::drop(None, CapSet::Bounding, *cap).map_err(failed("the bounding set"))?;
     }

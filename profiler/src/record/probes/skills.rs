@@ -39,20 +39,18 @@ struct SyscallNames {
     bytes: String,
 }
 
-static CELL_NAMES: LazyLock<CellNames> = LazyLock::new(|| {
-    CellNames {
-        syscalls: SYSCALL_NAMES
-            .iter()
-            .map(|name| SyscallNames {
-                calls: format!("{name}_calls"),
-                bytes: format!("{name}_bytes"),
-            })
-            .collect(),
-        failed: FAILURE_NAMES
-            .iter()
-            .map(|name| format!("failed_{name}"))
-            .collect(),
-    }
+static CELL_NAMES: LazyLock<CellNames> = LazyLock::new(|| CellNames {
+    syscalls: SYSCALL_NAMES
+        .iter()
+        .map(|name| SyscallNames {
+            calls: format!("{name}_calls"),
+            bytes: format!("{name}_bytes"),
+        })
+        .collect(),
+    failed: FAILURE_NAMES
+        .iter()
+        .map(|name| format!("failed_{name}"))
+        .collect(),
 });
 
 /// skills.csv's columns after the entry's own: one row per skill and phase of an entry.
