@@ -10,7 +10,7 @@
 pub(crate) mod exposition;
 mod follow;
 mod host;
-pub mod privileges;
+mod privileges;
 mod record;
 mod serve;
 mod snapshot;
