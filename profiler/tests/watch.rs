@@ -228,21 +228,17 @@ fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
 #[test]
 fn prometheus_stores_each_skills_executions_as_the_host_counts_them_and_a_compile_again() {
     let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
-    let samples = skillprof::hostctl::SampleSkills::beside_executable(
-        skillprof::hostctl::SkillWorld::Skillprof,
-    )
-    .unwrap();
     let ours = ["watched_a", "watched_b"].map(str::to_owned);
     for name in &ours {
         fs::copy(
-            samples.path("sample_rs").unwrap(),
+            common::sample_component("sample_rs"),
             host.skills.join(format!("{name}.wasm")),
         )
         .unwrap();
     }
     // And a skill that fails on purpose, one way per request's `mode`.
     fs::copy(
-        samples.path("trap").unwrap(),
+        common::sample_component("trap"),
         host.skills.join("watched_failing.wasm"),
     )
     .unwrap();
@@ -518,12 +514,8 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
 fn a_recorded_watch_leaves_run_folders_of_windows_that_report_draws() {
     let (_one, dir, host) = watched_host("skillprof watch loads BPF probes");
     // And a skill of the host's that fails: the windows say which and why.
-    let samples = skillprof::hostctl::SampleSkills::beside_executable(
-        skillprof::hostctl::SkillWorld::Skillprof,
-    )
-    .unwrap();
     fs::copy(
-        samples.path("trap").unwrap(),
+        common::sample_component("trap"),
         host.skills.join("their_failing.wasm"),
     )
     .unwrap();
@@ -652,12 +644,8 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
     let dir = tempfile::tempdir().unwrap();
     let skills = dir.path().join("skills");
     fs::create_dir_all(&skills).unwrap();
-    let samples = skillprof::hostctl::SampleSkills::beside_executable(
-        skillprof::hostctl::SkillWorld::Skillprof,
-    )
-    .unwrap();
     fs::copy(
-        samples.path("sample_rs").unwrap(),
+        common::sample_component("sample_rs"),
         skills.join("served.wasm"),
     )
     .unwrap();
@@ -1577,12 +1565,8 @@ fn the_guides_example_host_marks_its_work_and_the_watch_counts_it_per_skill() {
     let dir = tempfile::tempdir().unwrap();
     let skills = dir.path().join("skills");
     fs::create_dir(&skills).unwrap();
-    let samples = skillprof::hostctl::SampleSkills::beside_executable(
-        skillprof::hostctl::SkillWorld::Skillprof,
-    )
-    .unwrap();
     fs::copy(
-        samples.path("sample_rs").unwrap(),
+        common::sample_component("sample_rs"),
         skills.join("their_own.wasm"),
     )
     .unwrap();

@@ -32,12 +32,8 @@ impl OutsideHost {
     pub fn start_from(bin: &Path, dir: &Path, args: &[&str]) -> OutsideHost {
         let skills = dir.join("their-skills");
         fs::create_dir_all(&skills).unwrap();
-        let samples = skillprof::hostctl::SampleSkills::beside_executable(
-            skillprof::hostctl::SkillWorld::Skillprof,
-        )
-        .unwrap();
         fs::copy(
-            samples.path("hello").unwrap(),
+            super::sample_component("hello"),
             skills.join("their_own.wasm"),
         )
         .unwrap();
