@@ -138,7 +138,10 @@ impl SampleSkills {
     /// `world`'s components in `build/skills` of the repository whose `target/<profile>/`
     /// holds the running executable.
     pub fn beside_executable(world: SkillWorld) -> Result<Self> {
-        let dir = Self::build_path("skills")?.join(world.samples_folder());
+        // An installed skillprof has no checkout above it: say the flag that replaces one.
+        let dir = Self::build_path("skills")
+            .context("finding the sample skills: pass --samples DIR")?
+            .join(world.samples_folder());
         anyhow::ensure!(
             dir.is_dir(),
             "{} is missing: run `cargo xtask build-skills`, or pass --samples DIR",
