@@ -693,6 +693,12 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
         Some(3.0),
         "{text}"
     );
+    // A skill is 23 series, as watch.md and --max-skills' help say when sizing a target.
+    let series = text
+        .lines()
+        .filter(|line| !line.starts_with('#') && line.contains("skill=\"served\""))
+        .count();
+    assert_eq!(series, 23, "{text}");
     assert!(fs::metadata(&log).unwrap().is_file());
 
     // Stopping the watch stops the host it started, and leaves nothing attached.
