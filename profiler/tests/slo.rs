@@ -39,6 +39,9 @@ fn allowed_cpus(pid: i32) -> String {
 #[test]
 fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_failed() {
     require_root(ROOT);
+    // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
+    // the same CPUs make each other's sends late (one suite run: every step "Generator").
+    let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("slo");
     let mut child = skillprof()
@@ -147,6 +150,9 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
 #[test]
 fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
     require_root(ROOT);
+    // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
+    // the same CPUs make each other's sends late (one suite run: every step "Generator").
+    let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("slo");
     let output = skillprof()
@@ -303,6 +309,9 @@ fn bad_input_is_refused_before_anything_runs() {
 #[test]
 fn a_run_sends_traffic_at_a_rate_and_says_what_it_got() {
     require_root(ROOT);
+    // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
+    // the same CPUs make each other's sends late (one suite run: every step "Generator").
+    let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let cmds = write_cmds(
         dir.path(),
