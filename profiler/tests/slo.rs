@@ -36,71 +36,106 @@ fn allowed_cpus(pid: i32) -> String {
         .to_owned()
 }
 
+/// Runs `experiment` again, once, after a pause, when the experiment itself says its
+/// generator could not keep its schedule where the test needs it to (`late` counts the steps
+/// that matter judged `Generator`: over 1% of their sends more than 1 ms late). These tests
+/// judge a host against a target, which needs a generator that sends on time; on this VM a
+/// stretch of the suite sometimes stalls every thread for milliseconds (one suite run: sends
+/// up to 9 ms late and a hello request's p99 10 ms at 15/s, where alone it is under 1 ms),
+/// and slo is right to refuse to judge the host then. A second stall fails the test.
+fn with_a_generator_on_time<T>(mut experiment: impl FnMut() -> T, late: impl Fn(&T) -> usize) -> T {
+    let first = experiment();
+    let steps = late(&first);
+    if steps == 0 {
+        return first;
+    }
+    eprintln!(
+        "the generator could not keep its schedule in {steps} step(s) the test judges (the \
+         machine stalled its threads): once more, in 30 s"
+    );
+    std::thread::sleep(Duration::from_secs(30));
+    experiment()
+}
+
+fn judged_generator(steps: &[skillprof::record::slo::SloStep]) -> usize {
+    steps
+        .iter()
+        .filter(|step| step.verdict == Verdict::Generator)
+        .count()
+}
+
 #[test]
 fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_failed() {
     require_root(ROOT);
     // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
     // the same CPUs make each other's sends late (one suite run: every step "Generator").
     let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("slo");
-    let mut child = skillprof()
-        .args(["slo", "--skill", "hello", "--target", "p99<=50ms"])
-        .args(["--rps", "200,200,200", "--step-s", "5"])
-        .arg("--run-dir")
-        .arg(&folder)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut said = String::new();
-    let mut next = |what: &str| -> String {
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            said.push_str(&line);
-            said.push('\n');
-            if line.contains(what) {
-                return line;
+    let (_dir, folder, report, said) = with_a_generator_on_time(
+        || {
+            let dir = tempfile::tempdir().unwrap();
+            let folder = dir.path().join("slo");
+            let mut child = skillprof()
+                .args(["slo", "--skill", "hello", "--target", "p99<=50ms"])
+                .args(["--rps", "200,200,200", "--step-s", "5"])
+                .arg("--run-dir")
+                .arg(&folder)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+            let mut said = String::new();
+            let mut next = |what: &str| -> String {
+                for line in lines.by_ref() {
+                    let line = line.unwrap();
+                    said.push_str(&line);
+                    said.push('\n');
+                    if line.contains(what) {
+                        return line;
+                    }
+                }
+                panic!("slo ended before saying {what:?}:\n{said}");
+            };
+            let started = next("host pid");
+            let pid: i32 = started
+                .split("host pid ")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|pid| pid.parse().ok())
+                .unwrap_or_else(|| panic!("{started}"));
+            // The host on the machine's last CPU, the generator on the other.
+            assert!(started.contains("on CPU(s) 1, generator on 0"), "{started}");
+            assert_eq!(allowed_cpus(pid), "1");
+
+            // Step 1 runs clean. Step 2 starts as soon as it ends: 2 s in (past its 1 s of
+            // warm-up), the host stops for a second.
+            next("table 200/s");
+            let second = Instant::now();
+            std::thread::sleep(Duration::from_secs(2));
+            kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+            std::thread::sleep(Duration::from_secs(1));
+            kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+            next("table 200/s");
+            assert!(second.elapsed() < Duration::from_secs(12));
+            // Step 3: killed 2 s in.
+            std::thread::sleep(Duration::from_secs(2));
+            kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+            let status = child.wait().unwrap();
+            for line in lines {
+                said.push_str(&line.unwrap());
+                said.push('\n');
             }
-        }
-        panic!("slo ended before saying {what:?}:\n{said}");
-    };
-    let started = next("host pid");
-    let pid: i32 = started
-        .split("host pid ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("{started}"));
-    // The host on the machine's last CPU, the generator on the other.
-    assert!(started.contains("on CPU(s) 1, generator on 0"), "{started}");
-    assert_eq!(allowed_cpus(pid), "1");
+            assert!(
+                !status.success(),
+                "a dead host ends the experiment incomplete:\n{said}"
+            );
 
-    // Step 1 runs clean. Step 2 starts as soon as it ends: 2 s in (past its 1 s of warm-up),
-    // the host stops for a second.
-    next("table 200/s");
-    let second = Instant::now();
-    std::thread::sleep(Duration::from_secs(2));
-    kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
-    std::thread::sleep(Duration::from_secs(1));
-    kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
-    next("table 200/s");
-    assert!(second.elapsed() < Duration::from_secs(12));
-    // Step 3: killed 2 s in.
-    std::thread::sleep(Duration::from_secs(2));
-    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
-    let status = child.wait().unwrap();
-    for line in lines {
-        said.push_str(&line.unwrap());
-        said.push('\n');
-    }
-    assert!(
-        !status.success(),
-        "a dead host ends the experiment incomplete:\n{said}"
+            let report = slo_report(&folder);
+            (dir, folder, report, said)
+        },
+        // Step 1 must run clean; the stalled and killed steps may be judged anything.
+        |(_, _, report, _)| judged_generator(&report.steps[..1]),
     );
-
-    let report = slo_report(&folder);
     let steps = &report.steps;
     assert_eq!(steps.len(), 3, "every step kept:\n{said}");
     let p99 = |i: usize| steps[i].traffic.latency.p99_ms;
@@ -153,17 +188,32 @@ fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
     // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
     // the same CPUs make each other's sends late (one suite run: every step "Generator").
     let _one = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("slo");
-    let output = skillprof()
-        .args(["slo", "--skill", "hello", "--target", "p99<=10ms"])
-        .args(["--step-s", "2", "--points", "2", "--start-rps", "2000"])
-        .arg("--run-dir")
-        .arg(&folder)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", describe(&output));
-    let report = slo_report(&folder);
+    let (dir, folder, report) = with_a_generator_on_time(
+        || {
+            let dir = tempfile::tempdir().unwrap();
+            let folder = dir.path().join("slo");
+            let output = skillprof()
+                .args(["slo", "--skill", "hello", "--target", "p99<=10ms"])
+                .args(["--step-s", "2", "--points", "2", "--start-rps", "2000"])
+                .arg("--run-dir")
+                .arg(&folder)
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", describe(&output));
+            let report = slo_report(&folder);
+            (dir, folder, report)
+        },
+        // Generator steps above the knee are the search's business; below 1,000/s they
+        // leave no peak to judge.
+        |(_, _, report)| {
+            let peak = report.configs[0].peak_rps.unwrap_or(0);
+            if peak >= 1000 {
+                0
+            } else {
+                judged_generator(&report.steps)
+            }
+        },
+    );
     let peak = report.configs[0].peak_rps.unwrap();
     let missed = report.configs[0].missed_rps.unwrap();
     assert!(peak >= 1000 && missed > peak, "{report:#?}");
