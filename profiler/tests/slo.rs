@@ -4,6 +4,10 @@
 //! show it in its p99 and max and miss the target; then killed in the next, which must end
 //! as failed with the evidence while the steps before it are kept. Root: the host's ledger
 //! is mapped through /proc (CI runs the suite as root; without root it fails loudly).
+//!
+//! Each test that sends traffic holds the machine (`common::machine`): each pins a generator
+//! and a host to CPUs, and two at once on the same CPUs make each other's sends late (one
+//! suite run: every step "Generator").
 
 mod common;
 
@@ -67,8 +71,6 @@ fn judged_generator(steps: &[skillprof::record::slo::SloStep]) -> usize {
 #[test]
 fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_failed() {
     require_root(ROOT);
-    // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
-    // the same CPUs make each other's sends late (one suite run: every step "Generator").
     let _one = common::machine();
     let (_dir, folder, report, said) = with_a_generator_on_time(
         || {
@@ -185,8 +187,6 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
 #[test]
 fn a_search_finds_the_peak_where_the_hosts_cpu_runs_out() {
     require_root(ROOT);
-    // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
-    // the same CPUs make each other's sends late (one suite run: every step "Generator").
     let _one = common::machine();
     let (dir, folder, report) = with_a_generator_on_time(
         || {
@@ -359,8 +359,6 @@ fn bad_input_is_refused_before_anything_runs() {
 #[test]
 fn a_run_sends_traffic_at_a_rate_and_says_what_it_got() {
     require_root(ROOT);
-    // Alone on the machine: each pins a generator and a host to CPUs, and two at once on
-    // the same CPUs make each other's sends late (one suite run: every step "Generator").
     let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     let cmds = write_cmds(
