@@ -1,7 +1,7 @@
 """What both Python sample skills do once their input is valid, shared so that sample_py and
 sample_py_pydantic differ only in how they validate it: allocate `memory_kb` KiB in chunks of
-random size between 100 and 300 KiB, make every page resident, sleep `wait_ms` through WASI,
-and answer in JSON.
+random size between 100 and 300 KiB, make every page resident, spend `burn_ms` on the CPU,
+sleep `wait_ms` through WASI, and answer in JSON.
 
 Neither componentize-py's `Err` nor the WIT error types appear in the skills: each world's
 binding layer (skills/py_worlds) passes its own to `answer`, which is all that differs between
@@ -20,6 +20,7 @@ CHUNK_MAX_KB = 300
 # there.
 MAX_MEMORY_KB = 4 * 1024 * 1024
 MAX_WAIT_MS = 2**32 - 1
+MAX_BURN_MS = 2**32 - 1
 
 
 class InvalidInput(ValueError):
@@ -38,11 +39,12 @@ def answer(run, input: bytes, err, invalid_input, internal) -> bytes:
         raise err(internal("out of memory allocating the chunks"))
 
 
-def work(skill: str, topic: str, memory_kb: int, wait_ms: int) -> bytes:
+def work(skill: str, topic: str, memory_kb: int, wait_ms: int, burn_ms: int = 0) -> bytes:
     """The reply of `skill`; raises MemoryError when the host's memory limit is reached."""
     # A fresh generator per call: componentize-py snapshots the interpreter at build time,
     # and a module-level seed would be baked into every instance.
     chunks = [resident_chunk(kb) for kb in chunk_sizes(memory_kb, random.Random())]
+    burn(burn_ms)
     # CPython on WASI sleeps through wasi:clocks + wasi:io/poll, so an async host can run
     # other requests meanwhile.
     time.sleep(wait_ms / 1000)
@@ -51,6 +53,7 @@ def work(skill: str, topic: str, memory_kb: int, wait_ms: int) -> bytes:
         "chunks": len(chunks),
         "memory_kb": memory_kb,
         "wait_ms": wait_ms,
+        "burn_ms": burn_ms,
     }).encode()
     # The memory stays resident until the reply exists, as a real skill's working set does.
     del chunks
@@ -78,3 +81,13 @@ def resident_chunk(kb: int) -> bytearray:
     chunk[0::PAGE] = b"\x01" * len(pages)
     chunk[-1] = 1  # the page the chunk ends in
     return chunk
+
+
+def burn(ms: int) -> None:
+    """Spins on the CPU for `ms` milliseconds in the interpreter: the clock, a host call, is
+    read once per 10,000 rounds."""
+    until = time.monotonic() + ms / 1000
+    mixed = 0
+    while time.monotonic() < until:
+        for round in range(10_000):
+            mixed = (mixed * 31 + round) & 0xFFFFFFFF

@@ -3,20 +3,20 @@ profiler can compare the two runtimes on the same work. It validates its input b
 sample_py_pydantic does the same work and validates with pydantic, as 2024's skills did.
 A world's binding layer (skills/py_worlds) calls `run`.
 
-Input: {"topic": str, "memory": KiB, "wait_time": ms}, all optional.
+Input: {"topic": str, "memory": KiB, "wait_time": ms, "burn_ms": ms}, all optional.
 """
 
 import json
 
-from sample_work import MAX_MEMORY_KB, MAX_WAIT_MS, InvalidInput, work
+from sample_work import MAX_BURN_MS, MAX_MEMORY_KB, MAX_WAIT_MS, InvalidInput, work
 
 
 def run(input: bytes) -> bytes:
-    topic, memory_kb, wait_ms = parse(input)
-    return work("sample_py", topic, memory_kb, wait_ms)
+    topic, memory_kb, wait_ms, burn_ms = parse(input)
+    return work("sample_py", topic, memory_kb, wait_ms, burn_ms)
 
 
-def parse(input: bytes) -> tuple[str, int, int]:
+def parse(input: bytes) -> tuple[str, int, int, int]:
     """Raises InvalidInput for anything but the documented input."""
     try:
         doc = json.loads(input)
@@ -27,7 +27,12 @@ def parse(input: bytes) -> tuple[str, int, int]:
     topic = doc.get("topic", "world")
     if not isinstance(topic, str):
         raise InvalidInput("topic must be a string")
-    return topic, count(doc, "memory", MAX_MEMORY_KB), count(doc, "wait_time", MAX_WAIT_MS)
+    return (
+        topic,
+        count(doc, "memory", MAX_MEMORY_KB),
+        count(doc, "wait_time", MAX_WAIT_MS),
+        count(doc, "burn_ms", MAX_BURN_MS),
+    )
 
 
 def count(doc: dict, key: str, maximum: int) -> int:

@@ -3,11 +3,11 @@ pydantic model, validated by pydantic-core (Rust compiled to WASI, from the whee
 pharia-skill package ships). Built by componentize-py 0.17 (CPython 3.12), which that wheel
 needs. A world's binding layer (skills/py_worlds) calls `run`.
 
-Input: {"topic": str, "memory": KiB, "wait_time": ms}, all optional.
+Input: {"topic": str, "memory": KiB, "wait_time": ms, "burn_ms": ms}, all optional.
 """
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
-from sample_work import MAX_MEMORY_KB, MAX_WAIT_MS, InvalidInput, work
+from sample_work import MAX_BURN_MS, MAX_MEMORY_KB, MAX_WAIT_MS, InvalidInput, work
 
 
 class Input(BaseModel):
@@ -18,6 +18,7 @@ class Input(BaseModel):
     topic: StrictStr = "world"
     memory: StrictInt = Field(0, ge=0, le=MAX_MEMORY_KB)
     wait_time: StrictInt = Field(0, ge=0, le=MAX_WAIT_MS)
+    burn_ms: StrictInt = Field(0, ge=0, le=MAX_BURN_MS)
 
 
 def run(input: bytes) -> bytes:
@@ -25,4 +26,4 @@ def run(input: bytes) -> bytes:
         doc = Input.model_validate_json(input)
     except ValidationError as e:
         raise InvalidInput(str(e))
-    return work("sample_py_pydantic", doc.topic, doc.memory, doc.wait_time)
+    return work("sample_py_pydantic", doc.topic, doc.memory, doc.wait_time, doc.burn_ms)

@@ -1,11 +1,12 @@
-//! The sample skill: it holds a requested amount of resident memory for a requested time, so
-//! the profiler has known memory and wait costs to find and attribute.
+//! The sample skill: it holds a requested amount of resident memory for a requested time, and
+//! spends a requested time on the CPU, so the profiler has known memory, CPU and wait costs to
+//! find and attribute.
 //!
-//! Input: `{"topic": str, "memory": KiB, "wait_time": ms}`, all optional.
+//! Input: `{"topic": str, "memory": KiB, "wait_time": ms, "burn_ms": ms}`, all optional.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use skill_world::Failure;
@@ -28,6 +29,9 @@ struct Input {
     /// Milliseconds to wait while holding it.
     #[serde(default)]
     wait_time: u32,
+    /// Milliseconds to spend on the CPU first, in a function of the skill's own.
+    #[serde(default)]
+    burn_ms: u32,
 }
 
 fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure> {
@@ -42,6 +46,7 @@ fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure> {
         .into_iter()
         .map(resident_chunk)
         .collect::<Result<Vec<_>, _>>()?;
+    burn(input.burn_ms);
     // On wasm32-wasip2 this is wasi:clocks + wasi:io/poll, so an async host can run other
     // requests meanwhile.
     std::thread::sleep(Duration::from_millis(input.wait_time.into()));
@@ -50,6 +55,7 @@ fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure> {
         "chunks": chunks.len(),
         "memory_kb": input.memory,
         "wait_ms": input.wait_time,
+        "burn_ms": input.burn_ms,
     });
     // The memory stays resident until the reply exists, as a real skill's working set does.
     drop(chunks);
@@ -93,6 +99,25 @@ fn resident_chunk(kb: u32) -> Result<Vec<u8>, Failure> {
         unsafe { chunk.as_mut_ptr().add(offset).write_volatile(1u8) };
     }
     Ok(chunk)
+}
+
+/// Spins on the CPU for `ms` milliseconds in this function's own code: a known hot wasm
+/// function for the time profile to find by name (its test looks for it). The clock, a host
+/// call, is read once per 100,000 rounds, so nearly all the time is spent here. Never
+/// inlined, so it keeps its own name.
+#[inline(never)]
+fn burn(ms: u32) {
+    if ms == 0 {
+        return;
+    }
+    let until = Instant::now() + Duration::from_millis(ms.into());
+    let mut mixed = 0x9e37_79b9_7f4a_7c15_u64;
+    while Instant::now() < until {
+        for round in 0..100_000_u64 {
+            mixed = (mixed ^ round).rotate_left(7).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        }
+        mixed = std::hint::black_box(mixed);
+    }
 }
 
 /// xorshift64: chunk sizes need variety, not quality, and this spares a `rand` dependency.
