@@ -38,6 +38,10 @@ pub enum Command {
         memory_kb: u64,
         wait_ms: u64,
     },
+    /// One request to one skill with any JSON input (a skillprof extension): a skill of the
+    /// user's own, or a sample asked for what the 2024 arguments cannot say. `input` is the
+    /// JSON as checked, written out again compactly.
+    Execute { name: String, input: String },
     /// One request per listed skill, one after the other.
     ExecuteAll {
         topic: String,
@@ -253,6 +257,17 @@ const SIGNATURES: &[Signature] = &[
             })
         },
     ),
+    takes("execute", "NAME JSON...", |args| {
+        // The JSON is the rest of the line: the lexer split it at whitespace, which JSON
+        // ignores between its tokens (a run of spaces inside a string becomes one).
+        let text = args.tokens[1..].join(" ");
+        let input: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| args.problem(format!("JSON is not JSON ({e}): {text}")))?;
+        Ok(Command::Execute {
+            name: args.required_text(0),
+            input: input.to_string(),
+        })
+    }),
     takes("execute_all", "[TOPIC] [MEMORY_KB] [WAIT_MS]", |args| {
         Ok(Command::ExecuteAll {
             topic: args.topic(0),
@@ -473,8 +488,8 @@ impl<'a> Args<'a> {
             .clone()
             .filter(|param| !param.starts_with('['))
             .count();
-        // A last parameter written `[X...]` takes any number of further arguments.
-        let most = if signature.params.ends_with("...]") {
+        // A last parameter written `X...` or `[X...]` takes any number of further arguments.
+        let most = if signature.params.ends_with("...]") || signature.params.ends_with("...") {
             usize::MAX
         } else {
             params.count()

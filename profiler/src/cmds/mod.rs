@@ -268,6 +268,18 @@ mod tests {
         let cases = [
             ("add_py", entry(1, "add_py", 1, AddPy)),
             ("watch 60", entry(1, "watch 60", 1, Watch(60))),
+            (
+                "execute sample_rs1 {\"burn_ms\":  300, \"topic\": \"a  b\"}",
+                entry(
+                    1,
+                    "execute sample_rs1 {\"burn_ms\": 300, \"topic\": \"a b\"}",
+                    1,
+                    Execute {
+                        name: "sample_rs1".into(),
+                        input: r#"{"burn_ms":300,"topic":"a b"}"#.into(),
+                    },
+                ),
+            ),
             ("4 add_rs", entry(1, "4 add_rs", 4, AddRs)),
             ("+2   skills", entry(1, "+2 skills", 2, Skills)),
             (
@@ -489,7 +501,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -577,7 +589,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),
@@ -635,6 +647,14 @@ mod tests {
                 "watch takes SECONDS; SECONDS must be at most 86400 (a day), got 86401",
             ),
             ("watch", "watch takes SECONDS; got 0 arguments"),
+            (
+                "execute sample_rs1",
+                "execute takes NAME JSON...; got 1 argument",
+            ),
+            (
+                "execute sample_rs1 {\"burn_ms\": 5",
+                "execute takes NAME JSON...; JSON is not JSON (EOF while parsing an object at line 1 column 13): {\"burn_ms\": 5",
+            ),
         ];
         for (line, message) in cases {
             assert_eq!(errors(line), format!("test.cmds:1: {message}"), "{line:?}");

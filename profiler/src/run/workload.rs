@@ -181,6 +181,11 @@ impl Workload {
                 outcome.executed(name, timed_execute(&self.client, name, &input).await);
                 Ok(())
             }
+            Command::Execute { name, input } => {
+                let input: Value = serde_json::from_str(input).context("the checked JSON")?;
+                outcome.executed(name, timed_execute(&self.client, name, &input).await);
+                Ok(())
+            }
             Command::ExecuteAll {
                 topic,
                 memory_kb,
