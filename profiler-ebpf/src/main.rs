@@ -27,14 +27,15 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
-mod exit;
 mod decommits;
+mod exit;
 mod faults;
 mod marks;
 mod pagemap_scan;
 mod publish;
 mod stacks;
 mod syscalls;
+mod time;
 mod vmscan;
 
 use core::intrinsics::{AtomicOrdering, atomic_xadd};

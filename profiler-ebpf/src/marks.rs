@@ -23,14 +23,20 @@ use skillprof_common::{HOST_SKILL, MarkEvent, PHASE_IDLE, PHASES, SkillCounters,
 use crate::{add, counters, current_entry, emit, ids, is_host};
 
 /// Where the FS base is in the kernel's `struct task_struct` (`thread.fsbase`, from the
-/// kernel's BTF): a load-time constant, 0 without attribution (no ledger, the host-only mode),
-/// so that the verifier removes the attribution code from the programs.
+/// kernel's BTF): a load-time constant, 0 where the host keeps no mark slot, so that the
+/// verifier removes the slot reads from the programs.
 #[unsafe(no_mangle)]
 static TASK_FSBASE: Global<u64> = Global::new(crate::UNSET as u64);
 
 /// The host's mark slot's distance from a thread's FS base (the ledger's header says it).
 #[unsafe(no_mangle)]
 static MARK_SLOT: Global<u64> = Global::new(crate::UNSET as u64 + 1);
+
+/// 1 when the memory calls are attributed to skills (exact mode, a host with a mark slot):
+/// without it the verifier removes the attribution from the syscall programs. The time
+/// profile reads the slot whenever the host keeps one.
+#[unsafe(no_mangle)]
+static ATTRIBUTE_CALLS: Global<u32> = Global::new(crate::UNSET);
 
 /// Per host thread (key: tid): its mark slot as read at its latest mark. Written in place,
 /// so a mark costs a lookup, not an insert and a delete; LRU, so exited threads age out.
@@ -87,27 +93,53 @@ pub fn row(entry: u32, skill: u32, phase: u32) -> Option<&'static mut SkillCount
 
 #[inline(always)]
 fn attributing() -> bool {
-    TASK_FSBASE.load() != 0
+    ATTRIBUTE_CALLS.load() != 0 && TASK_FSBASE.load() != 0
 }
 
-/// Thread `tid` of the host marked (it entered getrusage): its mark slot, read from its TLS,
-/// is what its events count for until its next mark.
+/// The current thread's mark slot, read from its TLS; 0 (the host's own work) where the host
+/// keeps none or the slot's page is not present.
 #[inline(always)]
-pub fn marked(tid: u32) {
-    if !attributing() {
-        return;
+fn read_slot() -> u64 {
+    if TASK_FSBASE.load() == 0 {
+        return 0;
     }
     // SAFETY: the task is a BTF pointer the verifier types: a load at a constant offset of
     // one of its fields is checked at load time and compiled to a plain load (no helper).
     // The slot, in the current thread's TLS in the host's address space, is read with the
     // helper, which checks the address.
-    let slot = unsafe {
+    unsafe {
         let task = bpf_get_current_task_btf() as *const u8;
         let fs_base = *(task.add(TASK_FSBASE.load() as usize) as *const u64);
-        bpf_probe_read_user(fs_base.wrapping_add(MARK_SLOT.load()) as *const u64)
-    };
+        bpf_probe_read_user(fs_base.wrapping_add(MARK_SLOT.load()) as *const u64).unwrap_or(0)
+    }
+}
+
+/// A mark slot's skill and phase (the unattributed row for the host's own work).
+#[inline(always)]
+fn decode(slot: u64) -> (u32, u32) {
+    match (slot >> 32) as u32 {
+        PHASE_IDLE => (HOST_SKILL, PHASE_IDLE),
+        phase if phase as usize >= PHASES => (HOST_SKILL, PHASE_IDLE),
+        phase => (slot as u32, phase),
+    }
+}
+
+/// The skill and phase the current thread of the host works on now, from its TLS: one user
+/// read (a few hundred ns), for the time profile's samples and switches.
+#[inline(always)]
+pub fn slot_now() -> (u32, u32) {
+    decode(read_slot())
+}
+
+/// Thread `tid` of the host marked (it entered getrusage): its mark slot, read from its TLS,
+/// is what its memory calls count for until its next mark.
+#[inline(always)]
+pub fn marked(tid: u32) {
+    if !attributing() {
+        return;
+    }
     // An unreadable slot (a page of the TLS not present) counts for the host's own work.
-    let slot = slot.unwrap_or(0);
+    let slot = read_slot();
     match MARKS.get_ptr_mut(&tid) {
         // SAFETY: a live map value, written only by its own thread (the key is its tid).
         Some(kept) => unsafe { *kept = slot },
@@ -127,11 +159,7 @@ pub fn current(tid: u32) -> (u32, u32) {
     let Some(&slot) = (unsafe { MARKS.get(&tid) }) else {
         return (HOST_SKILL, PHASE_IDLE);
     };
-    match (slot >> 32) as u32 {
-        PHASE_IDLE => (HOST_SKILL, PHASE_IDLE),
-        phase if phase as usize >= PHASES => (HOST_SKILL, PHASE_IDLE),
-        phase => (slot as u32, phase),
-    }
+    decode(slot)
 }
 
 /// `skillhost_mark(request: u64, skill: u32, phase: u32)`: one event per mark, attached only

@@ -34,14 +34,14 @@ static STACK_COUNTS: HashMap<StackKey, u64> = HashMap::with_max_entries(65536, B
 #[map]
 static WALKING: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 
-/// Whether this CPU is walking a stack now.
+/// Whether this CPU is walking a user stack now (for `--stacks` or the time profile).
 #[inline(always)]
 pub fn walking() -> bool {
-    STACKS.load() != 0 && WALKING.get(0).is_some_and(|w| *w != 0)
+    WALKING.get(0).is_some_and(|w| *w != 0)
 }
 
 #[inline(always)]
-fn set_walking(on: u32) {
+pub fn set_walking(on: u32) {
     if let Some(flag) = WALKING.get_ptr_mut(0) {
         // SAFETY: this CPU's slot; programs on one CPU do not run in parallel.
         unsafe { *flag = on };

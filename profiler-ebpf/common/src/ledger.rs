@@ -21,7 +21,7 @@ use crate::{FAILURES, PHASE_IDLE, PHASES, SKILL_NAME_LEN};
 /// The memfd's name: `/proc/PID/maps` shows it as `/memfd:skillhost-ledger (deleted)`.
 pub const LEDGER_NAME: &str = "skillhost-ledger";
 /// The first word of the mapping; its last byte is the layout's version.
-pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x03");
+pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x04");
 /// Skill registrations the ledger holds (each registration of a skill takes a row); marks
 /// for later ones are counted in [`LedgerHeader::overflow`] only.
 pub const LEDGER_ROWS: usize = 16384;
@@ -70,6 +70,12 @@ pub struct LedgerCounts {
     pub minflt: AtomicU64,
     pub majflt: AtomicU64,
     pub cpu_ns: AtomicU64,
+    /// A tracked phase's time between its polls (an async instantiation or call, which moves
+    /// between threads): pending, from a poll's end until something woke it (a timer, I/O,
+    /// a host call's answer), and queued, from that wake until its next poll (ready, waiting
+    /// for a thread of the runtime).
+    pub pending_ns: AtomicU64,
+    pub queued_ns: AtomicU64,
 }
 
 /// One skill registration: its name, its phases by `PHASE_*` number (0 unused), and its
@@ -229,13 +235,21 @@ impl LedgerView<'_> {
         next
     }
 
+    /// A tracked phase of `row` waited `pending_ns` and then `queued_ns` between two polls.
+    pub fn waited(&self, row: u32, phase: u32, pending_ns: u64, queued_ns: u64) {
+        if let Some(counts) = self.counts(row, phase) {
+            counts.pending_ns.fetch_add(pending_ns, Ordering::Relaxed);
+            counts.queued_ns.fetch_add(queued_ns, Ordering::Relaxed);
+        }
+    }
+
     fn counts(&self, row: u32, phase: u32) -> Option<&LedgerCounts> {
         self.rows.get(row as usize)?.phases.get(phase as usize)
     }
 }
 
 #[cfg(feature = "marker")]
-pub use writer::{disable, failed, mark, open, register, repeat};
+pub use writer::{disable, failed, lease_until, mark, now_ns, open, register, repeat, waited};
 
 /// The host's side: the mapping, each thread's stretch, and the marks.
 #[cfg(feature = "marker")]
@@ -402,6 +416,33 @@ mod writer {
         crate::skillhost_mark(request, skill, phase);
     }
 
+    /// Until when (CLOCK_MONOTONIC ns) skillprof holds the ledger's lease: the marks record
+    /// only before it; 0 when nobody profiles the host (one load, no clock read).
+    pub fn lease_until() -> u64 {
+        ledger().map_or(0, |ledger| {
+            ledger.view.header.lease_until_ns.load(Ordering::Relaxed)
+        })
+    }
+
+    /// A tracked phase of skill `skill` waited `pending_ns` for a wake and then `queued_ns`
+    /// for its next poll; counted while skillprof holds the lease.
+    pub fn waited(skill: u32, phase: u32, pending_ns: u64, queued_ns: u64) {
+        if let Some(ledger) = ledger() {
+            ledger.view.waited(skill, phase, pending_ns, queued_ns);
+        }
+    }
+
+    /// CLOCK_MONOTONIC now, ns (the clock the ledger, the lease and the kernel's programs
+    /// share).
+    pub fn now_ns() -> u64 {
+        let mut ts = core::mem::MaybeUninit::<libc::timespec>::zeroed();
+        // SAFETY: a valid out pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, ts.as_mut_ptr()) };
+        // SAFETY: clock_gettime(CLOCK_MONOTONIC) does not fail with a valid pointer.
+        let ts = unsafe { ts.assume_init() };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
     /// The host failed a request of skill `skill` for `reason` (an index of `FAILURE_NAMES`).
     pub fn failed(skill: u32, reason: usize) {
         if let Some(ledger) = ledger()
@@ -427,13 +468,8 @@ mod writer {
         // SAFETY: filled by the successful call.
         let usage = unsafe { usage.assume_init() };
         let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-        let mut ts = core::mem::MaybeUninit::<libc::timespec>::zeroed();
-        // SAFETY: a valid out pointer.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, ts.as_mut_ptr()) };
-        // SAFETY: clock_gettime(CLOCK_MONOTONIC) does not fail with a valid pointer.
-        let ts = unsafe { ts.assume_init() };
         Some(ThreadCounts {
-            now_ns: ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+            now_ns: now_ns(),
             minflt: usage.ru_minflt as u64,
             majflt: usage.ru_majflt as u64,
             cpu_ns: (micros(usage.ru_utime) + micros(usage.ru_stime)) * 1000,

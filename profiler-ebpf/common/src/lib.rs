@@ -411,6 +411,7 @@ pub struct Counters {
     pub process_madvise: ProcessMadviseCounts,
     pub pagemap_scan: PagemapScanCounts,
     pub publish: PublishCounts,
+    pub time: TimeCounts,
 }
 
 impl Counters {
@@ -445,6 +446,7 @@ impl Combine for Counters {
         self.process_madvise.combine(&other.process_madvise);
         self.pagemap_scan.combine(&other.pagemap_scan);
         self.publish.combine(&other.publish);
+        self.time.combine(&other.time);
     }
 }
 
@@ -536,6 +538,10 @@ counters! {
         /// Time in the phase: a compile from start to end, an instantiation or call the sum
         /// of its polls (time on a thread, not time waiting to be polled).
         ns: sum,
+        /// An instantiation's or call's time between its polls: pending (until something
+        /// woke it) and queued (woken, until its next poll).
+        pending_ns: sum,
+        queued_ns: sum,
     }
 }
 
@@ -647,6 +653,82 @@ pub struct StackKey {
     pub skill: u32,
     pub kind: u32,
     pub stack: u32,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the host's time goes: CPU samples and the time its threads spend off a CPU
+// ---------------------------------------------------------------------------------------------
+
+/// What a thread was doing for the time a [`TimeKey`] counts: on a CPU (a sample of the
+/// profile clock), or off one, and then in which scheduler state.
+pub const TIME_ON_CPU: u32 = 0;
+/// Off a CPU but runnable: preempted, or woken and not yet running (waiting for a CPU).
+pub const TIME_RUNNABLE: u32 = 1;
+/// Asleep and wakeable (TASK_INTERRUPTIBLE): a futex, epoll, a socket, a timer.
+pub const TIME_SLEEPING: u32 = 2;
+/// Asleep and not wakeable by a signal (TASK_UNINTERRUPTIBLE): a page fault's I/O, mmap_lock,
+/// a disk wait.
+pub const TIME_BLOCKED: u32 = 3;
+pub const TIME_STATES: usize = 4;
+pub const TIME_STATE_NAMES: [&str; TIME_STATES] = ["on_cpu", "runnable", "sleeping", "blocked"];
+
+/// A stack id that is not one: no stack of that kind (a sample in user mode has no kernel
+/// stack), or a walk that failed (counted in [`TimeCounts::stacks_lost`]).
+pub const NO_STACK: i32 = -1;
+
+/// Key of the time counts: an entry, the skill and phase the thread worked on ([`HOST_SKILL`]
+/// and [`PHASE_IDLE`] if none), its state (`TIME_*`), and its user and kernel stacks' ids in
+/// the time stack map ([`NO_STACK`] where there is none).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimeKey {
+    pub entry: u32,
+    pub skill: u32,
+    pub phase: u32,
+    pub state: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+}
+
+/// What a [`TimeKey`] counted: CPU samples (each one period of the profile clock) or off-CPU
+/// intervals, and their time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeValue {
+    pub count: u64,
+    pub ns: u64,
+}
+
+/// A host thread off a CPU, from its switch out until it runs again: per thread (key: tid).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OffCpu {
+    /// When it was switched out, and when it was woken (0: not yet).
+    pub since_ns: u64,
+    pub woken_ns: u64,
+    pub entry: u32,
+    pub skill: u32,
+    pub phase: u32,
+    /// `TIME_RUNNABLE`, `TIME_SLEEPING` or `TIME_BLOCKED` as it left the CPU.
+    pub state: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+}
+
+counters! {
+    /// The profile: CPU samples of the host's threads and their time off a CPU.
+    pub struct TimeCounts {
+        /// CPU samples that landed on a host thread.
+        samples: sum,
+        /// Times a host thread left a CPU, and came back to one.
+        switches_out: sum,
+        switches_in: sum,
+        /// Samples or intervals counted without a stack they should have had (the stack map
+        /// full, or a hash collision in it).
+        stacks_lost: sum,
+        /// Samples or intervals not counted at all (the time map full).
+        lost: sum,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -941,4 +1023,7 @@ mod pod {
     unsafe impl aya::Pod for super::SkillCounters {}
     unsafe impl aya::Pod for super::StackKey {}
     unsafe impl aya::Pod for super::PublishTimes {}
+    unsafe impl aya::Pod for super::TimeKey {}
+    unsafe impl aya::Pod for super::TimeValue {}
+    unsafe impl aya::Pod for super::OffCpu {}
 }

@@ -10,12 +10,15 @@
 //! A host registers each skill once ([`SkillTag::new`]), makes a [`Work`] per request, and
 //! marks the phases it runs: [`Work::begin`] on the thread that compiles, instantiates or
 //! calls, [`Work::leave`] after, or [`Work::track`] around an async call that moves between
-//! threads. docs/own-host.md walks through it, and `examples/marked_host.rs` is a whole host.
+//! threads. A tracked call also says where its time between polls went: pending until
+//! something woke it, then queued until a thread polled it again. docs/own-host.md walks
+//! through it, and `examples/marked_host.rs` is a whole host.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 
 use skillprof_common::ledger;
 pub use skillprof_common::{
@@ -98,11 +101,14 @@ impl Work {
     }
 
     /// Marks every poll of `future` with the phase it is in: a request's future moves
-    /// between runtime threads, and between polls its thread runs other requests.
+    /// between runtime threads, and between polls its thread runs other requests. While
+    /// skillprof records, the time between two polls counts as the phase's pending time
+    /// (until the future was woken) and queued time (woken, until polled).
     pub fn track<'a, F: Future>(&'a self, phase: &'a PhaseCell, future: F) -> Tracked<'a, F> {
         Tracked {
             work: self,
             phase,
+            between: Between::default(),
             future,
         }
     }
@@ -125,10 +131,77 @@ impl PhaseCell {
     }
 }
 
+/// When a tracked future was last woken: its runtime's waker, wrapped so the wake is timed.
+#[derive(Default)]
+struct WakeClock {
+    woken_ns: AtomicU64,
+    inner: Mutex<Option<Waker>>,
+}
+
+impl Wake for WakeClock {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken_ns.store(ledger::now_ns(), Ordering::Relaxed);
+        if let Some(waker) = self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+/// A tracked future's polls, as far as its time between them is concerned.
+#[derive(Default)]
+struct Between {
+    clock: Option<Arc<WakeClock>>,
+    /// The last poll's start and end (0: none yet), and the phase it left the future in.
+    started_ns: u64,
+    ended_ns: u64,
+    phase: u32,
+}
+
+impl Between {
+    /// A poll begins at `now`: the time since the last one's end, split at the wake.
+    fn poll_begins(&mut self, skill: u32, now: u64) {
+        if self.ended_ns == 0 {
+            return;
+        }
+        let woken = self
+            .clock
+            .as_ref()
+            .map_or(0, |clock| clock.woken_ns.load(Ordering::Relaxed));
+        // Woken during the last poll (a yield): queued from its end. Not woken since it
+        // began (polled anyway, by a combinator): pending all along.
+        let woken = match woken >= self.started_ns {
+            true => woken.clamp(self.ended_ns, now),
+            false => now,
+        };
+        ledger::waited(skill, self.phase, woken - self.ended_ns, now - woken);
+    }
+
+    /// The waker to poll the future with: the runtime's, behind the clock.
+    fn waker(&mut self, runtime: &Waker) -> Waker {
+        let clock = self.clock.get_or_insert_with(Arc::default);
+        let mut inner = clock.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if !inner.as_ref().is_some_and(|kept| kept.will_wake(runtime)) {
+            *inner = Some(runtime.clone());
+        }
+        drop(inner);
+        Waker::from(clock.clone())
+    }
+}
+
 pin_project_lite::pin_project! {
     pub struct Tracked<'a, F> {
         work: &'a Work,
         phase: &'a PhaseCell,
+        between: Between,
         #[pin]
         future: F,
     }
@@ -142,7 +215,26 @@ impl<F: Future> Future for Tracked<'_, F> {
         // The first poll takes the FIRST bit: the instance is counted once.
         let phase = this.phase.0.fetch_and(!PHASE_FIRST, Ordering::Relaxed);
         this.work.mark(phase);
-        let polled = this.future.poll(cx);
+        // Nobody records: the runtime's own waker, and no clock read.
+        let until = ledger::lease_until();
+        let now = match until {
+            0 => 0,
+            _ => ledger::now_ns(),
+        };
+        let between = this.between;
+        let polled = if now != 0 && now < until {
+            between.poll_begins(this.work.skill.id, now);
+            let waker = between.waker(cx.waker());
+            between.started_ns = now;
+            let polled = this.future.poll(&mut Context::from_waker(&waker));
+            between.ended_ns = ledger::now_ns();
+            between.phase = this.phase.0.load(Ordering::Relaxed) & !PHASE_FIRST;
+            polled
+        } else {
+            // A gap that began unrecorded is not counted when recording resumes.
+            between.ended_ns = 0;
+            this.future.poll(cx)
+        };
         this.work.leave();
         polled
     }

@@ -83,6 +83,8 @@ impl PhaseTotals {
             phase: PhaseCounts {
                 runs: d(self.phase.runs, then.phase.runs),
                 ns: d(self.phase.ns, then.phase.ns),
+                pending_ns: d(self.phase.pending_ns, then.phase.pending_ns),
+                queued_ns: d(self.phase.queued_ns, then.phase.queued_ns),
             },
             task: TaskCounts {
                 minflt: d(self.task.minflt, then.task.minflt),
@@ -177,6 +179,8 @@ impl HostLedger {
                         phase: PhaseCounts {
                             runs: load(&c.runs),
                             ns: load(&c.ns),
+                            pending_ns: load(&c.pending_ns),
+                            queued_ns: load(&c.queued_ns),
                         },
                         task: TaskCounts {
                             minflt: load(&c.minflt),

@@ -95,7 +95,7 @@ pub fn status<T>(
 impl Phase {
     const ALL: [Phase; PHASES] = [Phase::Host, Phase::Compile, Phase::Instantiate, Phase::Call];
 
-    fn from_number(phase: u32) -> Option<Phase> {
+    pub(super) fn from_number(phase: u32) -> Option<Phase> {
         Self::ALL.get(phase as usize).copied()
     }
 
@@ -255,6 +255,7 @@ impl Attribution {
                 skill,
                 phase,
                 counts,
+                time: None,
             })
             .collect();
         // The map's order with the unattributed row (`None`, first there) moved last.

@@ -28,9 +28,12 @@ mod publish;
 mod session;
 pub mod stacks;
 pub mod stop;
+mod symbols;
 pub mod tables;
 mod task_layout;
+pub mod time;
 mod tracefs;
+pub mod wasm_code;
 
 pub use crate::record::probes::Probe;
 pub use bpf_stats::StatsSource;

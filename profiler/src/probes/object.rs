@@ -24,6 +24,10 @@ const TARGET_TGID: &str = "TARGET_TGID";
 const STREAM_EVENTS: &str = "STREAM_EVENTS";
 const TASK_FSBASE: &str = "TASK_FSBASE";
 const MARK_SLOT: &str = "MARK_SLOT";
+const ATTRIBUTE_CALLS: &str = "ATTRIBUTE_CALLS";
+const TASK_PID: &str = "TASK_PID";
+const TASK_TGID: &str = "TASK_TGID";
+const OFF_CPU_STACKS: &str = "OFF_CPU_STACKS";
 const SYSCALL_LATENCY: &str = "SYSCALL_LATENCY";
 const STACKS: &str = "STACKS";
 /// Maps in the object.
@@ -36,10 +40,17 @@ pub const BRK_LAST: &str = "BRK_LAST";
 pub const SKILLS: &str = "SKILLS";
 pub const STACK_TRACES: &str = "STACK_TRACES";
 pub const STACK_COUNTS: &str = "STACK_COUNTS";
+pub const TIME_STACKS: &str = "TIME_STACKS";
+pub const TIME: &str = "TIME";
+pub const ENTRY_BEGAN: &str = "ENTRY_BEGAN";
 
 /// Distinct user stacks the stack map holds with `--stacks` (each up to 127 frames, about 1 KiB
 /// of kernel memory): enough for the few thousand stacks a host's faults come from.
 const STACK_TRACES_STACKS: u32 = 16384;
+/// Distinct stacks the time profile's stack map holds, user and kernel: its stacks are cleared
+/// as each entry (or each watch window) is read, and a host's CPU samples at 99 Hz and its
+/// switches come from a few thousand stacks in that time.
+const TIME_STACKS_STACKS: u32 = 16384;
 
 /// The ring buffer when events are streamed: 16 MiB holds ~350k events, a second of faults
 /// at full speed, while the drain thread catches up. Without streaming it is one page (the
@@ -56,6 +67,15 @@ pub struct MarkSlots {
     pub mark_slot: u64,
 }
 
+/// What the time profile's programs need.
+#[derive(Clone, Copy, Debug)]
+pub struct TimeSettings {
+    /// The offsets of a task's thread id and process id in `struct task_struct`.
+    pub task_ids: (u64, u64),
+    /// Walk the stacks of each host thread that leaves its CPU.
+    pub off_cpu_stacks: bool,
+}
+
 /// What the programs are loaded for: load-time constants and map sizes.
 pub struct Settings {
     /// The process whose events are counted.
@@ -64,9 +84,12 @@ pub struct Settings {
     pub max_entries: u32,
     /// Stream every event to the ring buffer (`--events`).
     pub stream_events: bool,
-    /// Per-event skill attribution (exact mode, a host with a ledger): where each thread's
-    /// mark slot is.
-    pub attribution: Option<MarkSlots>,
+    /// Where each thread's mark slot is, when the host keeps one and a program reads it.
+    pub mark_slots: Option<MarkSlots>,
+    /// Per-event skill attribution of the memory calls (exact mode, with `mark_slots`).
+    pub attribute_calls: bool,
+    /// The time profile's programs, when they run.
+    pub time: Option<TimeSettings>,
     /// Time each memory call (`--syscall-latency`).
     pub syscall_latency: bool,
     /// Walk the user stack at each fault and memory call (`--stacks`).
@@ -82,8 +105,11 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
     let object = object()?;
     let stream = u32::from(settings.stream_events);
     let (task_fsbase, mark_slot) = settings
-        .attribution
+        .mark_slots
         .map_or((0, 0), |slots| (slots.task_fsbase, slots.mark_slot));
+    let attribute_calls = u32::from(settings.attribute_calls && settings.mark_slots.is_some());
+    let (task_pid, task_tgid) = settings.time.map_or((0, 0), |time| time.task_ids);
+    let off_cpu_stacks = u32::from(settings.time.is_some_and(|time| time.off_cpu_stacks));
     let latency = u32::from(settings.syscall_latency);
     let walk = u32::from(settings.stacks);
     EbpfLoader::new()
@@ -91,12 +117,24 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         .override_global(STREAM_EVENTS, &stream, true)
         .override_global(TASK_FSBASE, &task_fsbase, true)
         .override_global(MARK_SLOT, &mark_slot, true)
+        .override_global(ATTRIBUTE_CALLS, &attribute_calls, true)
+        .override_global(TASK_PID, &task_pid, true)
+        .override_global(TASK_TGID, &task_tgid, true)
+        .override_global(OFF_CPU_STACKS, &off_cpu_stacks, true)
         .override_global(SYSCALL_LATENCY, &latency, true)
         .override_global(STACKS, &walk, true)
         .map_max_entries(
             STACK_TRACES,
             if settings.stacks {
                 STACK_TRACES_STACKS
+            } else {
+                1
+            },
+        )
+        .map_max_entries(
+            TIME_STACKS,
+            if settings.time.is_some() {
+                TIME_STACKS_STACKS
             } else {
                 1
             },

@@ -28,12 +28,13 @@ use super::{
 pub use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus};
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 7] = [
+    pub const ALL: [Mechanism; 8] = [
         Self::Fentry,
         Self::Kprobe,
         Self::TpBtf,
         Self::Tracepoint,
         Self::PerfCounter,
+        Self::PerfEvent,
         Self::Uprobe,
         Self::Ledger,
     ];
@@ -45,6 +46,7 @@ impl Mechanism {
             Self::TpBtf => "tp_btf",
             Self::Tracepoint => "tracepoint",
             Self::PerfCounter => "perf_counter",
+            Self::PerfEvent => "perf_event",
             Self::Uprobe => "uprobe",
             Self::Ledger => "ledger",
         }

@@ -34,6 +34,7 @@ use super::{
     stacks::{EntryStacks, Stacks},
     stop::StopTimeline,
     task_layout,
+    time::{self, EntryTime, TimeMaps, TimeOptions, TimeProfile},
     tracefs::Tracefs,
 };
 
@@ -80,6 +81,10 @@ pub struct ProbeOptions {
     pub syscall_latency: bool,
     /// Leave the host's markers unprobed (`--no-markers`): entries only.
     pub no_markers: bool,
+    /// Profile the host's time: CPU samples and time off a CPU (`None`: `--no-profile`).
+    pub time: Option<TimeOptions>,
+    /// The host's skills directory, whose component files name its wasm functions.
+    pub skills_dir: Option<PathBuf>,
 }
 
 /// Which attach mechanisms a session may use: the same flags for `skillprof probes` and
@@ -138,6 +143,8 @@ impl MechanismArgs {
             mode: ProbeMode::HostOnly,
             syscall_latency: false,
             no_markers: false,
+            time: None,
+            skills_dir: None,
         })
     }
 }
@@ -206,6 +213,8 @@ pub struct ProbeSession {
     publishes: Option<Mutex<PublishClock>>,
     /// `--stacks`: the stack maps and the host's symboliser.
     stacks: Option<Mutex<Stacks>>,
+    /// The time profile's maps, when its programs run.
+    time: Option<Mutex<TimeMaps>>,
     stats: Option<StatsGuard>,
     stats_error: Option<String>,
     /// The cost model, or why none applies (`None`: not asked for).
@@ -323,7 +332,9 @@ impl ProbeSession {
             false => HostLedger::open(tgid),
         };
         let (marker, pool, publish) = host_functions(tgid, options, &ledger);
-        let mark_slots = match (exact, &ledger) {
+        // The programs read a thread's mark slot where the host keeps one: the exact mode's
+        // memory calls and the time profile's samples and switches.
+        let mark_slots = match (exact || options.time.is_some(), &ledger) {
             (true, Ok(ledger)) => Some(ledger.mark_slot().and_then(|mark_slot| {
                 Ok(object::MarkSlots {
                     task_fsbase: task_layout::fsbase_offset()?,
@@ -332,13 +343,26 @@ impl ProbeSession {
             })),
             _ => None,
         };
+        let time_settings = match &options.time {
+            Some(time) => Some(
+                task_layout::ids_offsets()
+                    .map(|task_ids| object::TimeSettings {
+                        task_ids,
+                        off_cpu_stacks: time.off_cpu == time::OffCpuMode::Stacks,
+                    })
+                    .map_err(|why| anyhow::anyhow!("where the kernel keeps a task's ids: {why}"))?,
+            ),
+            None => None,
+        };
         let mut ebpf = object::load(&object::Settings {
             tgid,
             max_entries,
             stream_events: options.events.is_some(),
-            attribution: mark_slots
+            mark_slots: mark_slots
                 .as_ref()
                 .and_then(|slots| slots.as_ref().ok().copied()),
+            attribute_calls: exact,
+            time: time_settings,
             syscall_latency: exact && options.syscall_latency,
             stacks: options.stacks,
         })?;
@@ -367,7 +391,10 @@ impl ProbeSession {
         });
         statuses.push(markers::status(
             ledger.as_ref().map_err(String::clone),
-            mark_slots.as_ref().map(|slots| slots.as_ref().map(|_| ())),
+            mark_slots
+                .as_ref()
+                .filter(|_| exact)
+                .map(|slots| slots.as_ref().map(|_| ())),
             &uprobe,
         ));
         statuses.push(pool.attach_decommits(&mut ebpf, tgid));
@@ -378,7 +405,23 @@ impl ProbeSession {
             false => None,
         };
         statuses.push(published);
-        let attributed = matches!(mark_slots, Some(Ok(_)));
+        let time = match &options.time {
+            Some(time_options) => {
+                let time_statuses = time::attach(&mut ebpf, time_options);
+                let maps = TimeMaps::take(
+                    &mut ebpf,
+                    tgid,
+                    time_options,
+                    &time_statuses,
+                    options.skills_dir.as_deref(),
+                )?;
+                let live = time_statuses.iter().any(|s| s.attached);
+                statuses.extend(time_statuses);
+                live.then(|| Mutex::new(maps))
+            }
+            None => None,
+        };
+        let attributed = exact && matches!(mark_slots, Some(Ok(_)));
         let markers = match ledger {
             Ok(ledger) => Some(Mutex::new(Attribution::new(
                 ledger,
@@ -387,7 +430,11 @@ impl ProbeSession {
             Err(_) => None,
         };
         let stacks = if options.stacks {
-            Some(Mutex::new(Stacks::take(&mut ebpf, tgid)?))
+            Some(Mutex::new(Stacks::take(
+                &mut ebpf,
+                tgid,
+                options.skills_dir.as_deref(),
+            )?))
         } else {
             None
         };
@@ -423,6 +470,7 @@ impl ProbeSession {
             markers,
             publishes,
             stacks,
+            time,
             statuses,
             tracefs: attacher.tracefs(),
             tgid,
@@ -509,6 +557,9 @@ impl ProbeSession {
         }
         if let Some(markers) = &self.markers {
             markers.lock().unwrap().begin_entry(index)?;
+        }
+        if let Some(time) = &self.time {
+            time.lock().unwrap().begin_entry()?;
         }
         self.entry_map
             .lock()
@@ -603,6 +654,38 @@ impl ProbeSession {
             .unwrap()
             .take_entry(index, &names, metrics.counters.stacks.lost)
             .map(Some)
+    }
+
+    /// Entry `index`'s time profile, its stacks named now (the host must still run), and then
+    /// cleared from the maps: call it once per entry, before the next one begins, with the
+    /// entry's metrics as [`ProbeSession::entry`] read them. `None` when no time program runs.
+    pub fn time(
+        &self,
+        index: u32,
+        metrics: &ProbeMetrics,
+    ) -> Result<Option<(TimeProfile, EntryTime)>> {
+        let Some(time) = &self.time else {
+            return Ok(None);
+        };
+        let names = match &self.markers {
+            Some(markers) => markers.lock().unwrap().names(),
+            None => SkillNames::default(),
+        };
+        let rows = metrics.skills.as_deref().unwrap_or_default();
+        time.lock()
+            .unwrap()
+            .take_entry(index, &names, &metrics.counters.time, rows)
+            .map(Some)
+    }
+
+    /// The profile clock's samples of each live host thread against the kernel's count of
+    /// its CPU time; `None` without the clock.
+    pub fn profile_check(&self) -> Option<time::ProfileCheck> {
+        let clock = self
+            .statuses
+            .iter()
+            .any(|s| s.probe == Probe::CpuProfile && s.attached);
+        self.time.as_ref()?.lock().unwrap().check(clock)
     }
 
     /// Major faults between `begin_entry(index)` and the next entry's begin (or now).

@@ -1,8 +1,9 @@
-//! Where the kernel keeps a task's FS base: the offset of `thread.fsbase` in its
-//! `struct task_struct`, read from the running kernel's BTF. The exact mode's programs add it
+//! Where the kernel keeps a task's FS base, thread id and process id: offsets in its
+//! `struct task_struct`, read from the running kernel's BTF. The programs add the FS base's
 //! to the current task's address to find the thread pointer, and from there the host's mark
-//! slot in the thread's TLS; the layout differs between kernels and configurations, so it is
-//! read, never assumed.
+//! slot in the thread's TLS; the scheduler's programs read the ids of tasks other than the
+//! current one. The layout differs between kernels and configurations, so it is read, never
+//! assumed.
 
 use std::sync::OnceLock;
 
@@ -19,10 +20,33 @@ pub fn fsbase_offset() -> Result<u64, String> {
         .clone()
 }
 
-fn read() -> Result<u64> {
+/// The byte offsets of `pid` (the thread id) and `tgid` (the process id) in
+/// `struct task_struct`, read once.
+pub fn ids_offsets() -> Result<(u64, u64), String> {
+    static OFFSETS: OnceLock<Result<(u64, u64), String>> = OnceLock::new();
+    OFFSETS
+        .get_or_init(|| {
+            let read = || -> Result<(u64, u64)> {
+                let (btf, task) = task_struct()?;
+                Ok((
+                    member(&btf, &task, "pid")?.0,
+                    member(&btf, &task, "tgid")?.0,
+                ))
+            };
+            read().map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+}
+
+fn task_struct() -> Result<(Btf, btf_rs::Struct)> {
     let btf =
         Btf::from_file(VMLINUX).with_context(|| format!("reading the kernel's BTF ({VMLINUX})"))?;
     let task = named_struct(&btf, "task_struct")?;
+    Ok((btf, task))
+}
+
+fn read() -> Result<u64> {
+    let (btf, task) = task_struct()?;
     let (thread_at, thread) = member(&btf, &task, "thread")?;
     let Type::Struct(thread) = thread else {
         bail!("task_struct.thread is not a struct");
@@ -71,5 +95,12 @@ mod tests {
             offset > 0 && offset < 64 * 1024 && offset.is_multiple_of(8),
             "{offset}"
         );
+    }
+
+    /// The ids are two 4-byte fields, the process's right after the thread's.
+    #[test]
+    fn finds_the_thread_and_process_ids_in_this_kernels_task_struct() {
+        let (pid, tgid) = super::ids_offsets().unwrap();
+        assert_eq!(tgid, pid + 4, "pid at {pid}, tgid at {tgid}");
     }
 }

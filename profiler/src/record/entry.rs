@@ -15,6 +15,7 @@ use super::memcg::MemcgEntry;
 use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
 use super::process::{ProcessChange, ProcessStat};
 use super::sampling::{EntrySampling, ZoneId};
+use super::time::EntryTime;
 use super::traffic::TrafficStep;
 use crate::cmds::{self, Command, InFlightCap};
 use crate::stats::nearest_rank;
@@ -36,6 +37,10 @@ pub struct EntryRecord {
     /// `--stacks`: what the entry's stacks came to.
     #[serde(default)]
     pub stacks: Option<StackSummary>,
+    /// Where the entry's time went: the profile's CPU samples and time off a CPU, with
+    /// probes (`--profile-hz`, `--off-cpu`).
+    #[serde(default)]
+    pub time: Option<EntryTime>,
     /// `l_execute_all`, `lo_execute`: what Locust's swarm did and the host served.
     #[serde(default)]
     pub load: Option<LoadEntry>,
@@ -64,6 +69,7 @@ impl Metrics for EntryRecord {
         BandHeld::write_cells(self.pressure.as_ref(), &zones, row);
         MemcgEntry::write_cells(self.memcg.as_ref(), row);
         StackSummary::write_cells(self.stacks.as_ref(), row);
+        EntryTime::write_cells(self.time.as_ref(), row);
         LoadEntry::write_cells(self.load.as_ref(), row);
         TrafficStep::write_cells(self.measure.outcome.traffic.as_ref(), row);
         HostCounters::write_cells(self.host.as_ref(), row);
@@ -83,6 +89,7 @@ impl EntryRecord {
             pressure: None,
             memcg: None,
             stacks: None,
+            time: None,
             load: None,
             host: None,
             held: None,

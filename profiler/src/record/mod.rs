@@ -23,6 +23,7 @@ pub mod profile;
 mod run;
 pub mod sampling;
 pub mod slo;
+pub mod time;
 pub mod traffic;
 
 pub use entry::{
@@ -48,6 +49,7 @@ pub fn columns() -> Vec<&'static Column> {
     columns.extend(balloon::BandHeld::COLUMNS);
     columns.extend(memcg::MemcgEntry::COLUMNS);
     columns.extend(probes::StackSummary::COLUMNS);
+    columns.extend(time::EntryTime::COLUMNS);
     columns.extend(locust::LoadEntry::COLUMNS);
     columns.extend(traffic::TrafficStep::COLUMNS);
     columns.extend(host::HostCounters::COLUMNS);

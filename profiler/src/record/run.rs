@@ -152,6 +152,10 @@ pub struct ProbesInfo {
     pub statuses: Vec<ProbeStatus>,
     /// The profiler's own cost, read at the end of the run.
     pub costs: Option<ProbeCosts>,
+    /// The time profile's samples checked against the kernel's count of each thread's CPU
+    /// time, read at the end of the run (absent without the profile clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_check: Option<super::time::ProfileCheck>,
 }
 
 fn renamed() -> bool {

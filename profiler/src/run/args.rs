@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::band::Band;
 use crate::hostctl::{HostStartArgs, PythonSample, TrimBy};
-use crate::probes::{MechanismArgs, ProbeMode};
+use crate::probes::{MechanismArgs, ProbeMode, time::TimeArgs};
 use crate::system::affinity::{self, CpuList};
 
 const LONG_ABOUT: &str = "\
@@ -249,6 +249,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub mechanisms: MechanismArgs,
+
+    #[command(flatten)]
+    pub time: TimeArgs,
 
     /// Hold free memory in a watermark band (baseline, promo, high or low) for the whole run,
     /// with a balloon that shrinks as the host grows; `pressure BAND|off` in the cmds file

@@ -155,6 +155,13 @@ impl RunConfig {
                 options.mode = args.probe_mode()?;
                 options.syscall_latency = args.syscall_latency;
                 options.no_markers = args.no_markers;
+                options.time = args.time.options(attached.is_some())?;
+                // Where the host's component files are: the run's own skills folder for a
+                // host it starts, the directory given for one it attaches to.
+                options.skills_dir = match &attached {
+                    Some(_) => args.skills_dir.clone(),
+                    None => Some(folder.join("skills")),
+                };
                 Some(options)
             }
         };

@@ -11,8 +11,10 @@ use crate::cmds::Command;
 use crate::hostctl::Stopped;
 use crate::output;
 use crate::probes::{
-    self, ProbeCosts, ProbeMetrics, ProbeOptions, ProbeSession, StopBreakdown, stacks::EntryStacks,
+    self, ProbeCosts, ProbeMetrics, ProbeOptions, ProbeSession, StopBreakdown,
+    stacks::EntryStacks,
     stop_breakdown,
+    time::{EntryTime, ProfileCheck, TimeProfile},
 };
 use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 
@@ -41,6 +43,7 @@ impl Probing {
                 tracefs: session.tracefs(),
                 statuses: session.statuses().to_vec(),
                 costs: None,
+                profile_check: None,
             },
             Probing::Off => ProbesInfo {
                 enabled: false,
@@ -48,6 +51,7 @@ impl Probing {
                 tracefs: None,
                 statuses: Vec::new(),
                 costs: None,
+                profile_check: None,
             },
         }
     }
@@ -107,6 +111,19 @@ impl Probing {
         }
     }
 
+    /// Entry `index`'s time profile, named now, while the host runs; `probes` are the entry's
+    /// metrics from [`Probing::entry`].
+    pub fn time(
+        &self,
+        index: usize,
+        probes: Option<&ProbeMetrics>,
+    ) -> Result<Option<(TimeProfile, EntryTime)>> {
+        match (self, probes) {
+            (Probing::Live(session), Some(metrics)) => session.time(index as u32, metrics),
+            _ => Ok(None),
+        }
+    }
+
     pub fn costs(&self) -> Result<Option<ProbeCosts>> {
         match self {
             Probing::Live(session) => {
@@ -127,17 +144,31 @@ fn breakdown(session: &ProbeSession, stopped: &Stopped) -> Result<StopBreakdown>
     ))
 }
 
-/// The probes as an entry's measurer: their counts, the stop's breakdown, and with
-/// `--stacks` the entry's flamegraph in the run folder's stacks/.
+/// The probes as an entry's measurer: their counts, the stop's breakdown, the entry's time
+/// profile in the run folder's profile/, and with `--stacks` its flamegraph in stacks/.
 pub struct Probes {
     pub probing: Probing,
     pub folder: PathBuf,
+    /// The time profile checked against the kernel, taken before `stop` ends the host's
+    /// threads (and with them their CPU time).
+    pub check: Option<ProfileCheck>,
+}
+
+impl Probing {
+    /// The time profile checked against the kernel, now.
+    fn profile_check(&self) -> Option<ProfileCheck> {
+        match self {
+            Probing::Live(session) => session.profile_check(),
+            Probing::Off => None,
+        }
+    }
 }
 
 #[async_trait(?Send)]
 impl Measurer for Probes {
     async fn begin(&mut self, begin: &mut Begin<'_>) -> Result<(), Abort> {
         if matches!(begin.entry.command, Command::Stop) {
+            self.check = self.probing.profile_check();
             self.probing.arm_stop()?;
         }
         self.probing.begin_entry(begin.index)?;
@@ -152,22 +183,43 @@ impl Measurer for Probes {
         if let Some(probes) = &mut probes {
             probes.name_publishes(&std::mem::take(&mut measure.outcome.spans));
         }
-        // Symbolised while the host runs: the stop entry's stacks die with it. A failure
-        // costs the flamegraph, not the run.
+        // Named while the host runs: the stop entry's stacks die with it. A failure costs
+        // the flamegraph, not the run.
         if measure.stopped.is_none() {
+            let warn = |what: &str, error: anyhow::Error| {
+                host.progress.note(&format!(
+                    "warning: entry {}: no {what}: {error:#}",
+                    measure.index
+                ));
+            };
             let stacks = self
                 .probing
                 .stacks(measure.index, probes.as_ref())
                 .unwrap_or_else(|error| {
-                    host.progress.note(&format!(
-                        "warning: entry {}: no stacks: {error:#}",
-                        measure.index
-                    ));
+                    warn("stacks", error);
                     None
                 });
             if let Some(stacks) = stacks {
                 output::stacks::write(&self.folder, measure.index, &measure.cmd, &stacks)?;
                 record.stacks = Some(stacks.summary);
+            }
+            let time = self
+                .probing
+                .time(measure.index, probes.as_ref())
+                .unwrap_or_else(|error| {
+                    warn("time profile", error);
+                    None
+                });
+            if let Some((profile, time)) = time {
+                if let Some(rows) = probes.as_mut().and_then(|p| p.skills.as_mut()) {
+                    let off_cpu = time.off_cpu.is_some();
+                    for row in rows {
+                        row.time = Some(profile.of_skill(row.skill.as_deref(), row.phase, off_cpu));
+                    }
+                }
+                let span = output::pprof::Span::ended_now(measure.took);
+                output::profile::write(&self.folder, measure.index, &measure.cmd, &profile, span)?;
+                record.time = Some(time);
             }
         }
         record.probes = probes;
@@ -177,8 +229,10 @@ impl Measurer for Probes {
 
     async fn finish(&mut self, info: &mut RunInfo) -> anyhow::Result<()> {
         let costs = self.probing.costs()?;
+        let check = self.check.take().or_else(|| self.probing.profile_check());
         if let Some(probes) = &mut info.probes {
             probes.costs = costs;
+            probes.profile_check = check;
         }
         Ok(())
     }

@@ -377,6 +377,7 @@ impl Run {
         let probes = Probes {
             probing,
             folder: self.folder.clone(),
+            check: None,
         };
         self.measurers.0.insert(0, Box::new(probes));
         self.measurers

@@ -232,6 +232,7 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
             skill: skill.map(str::to_owned),
             phase,
             counts,
+            time: None,
         }
         .write_cells(&mut row, counted);
         for cell in row

@@ -18,6 +18,8 @@ pub enum Mechanism {
     Tracepoint,
     /// A perf software counter (not BPF): the major-fault count.
     PerfCounter,
+    /// A BPF program on a perf event's overflow: the profile clock's samples.
+    PerfEvent,
     /// A uprobe on a function of the host (its markers).
     Uprobe,
     /// Counts the host keeps itself in memory skillprof maps (its ledger), read at the

@@ -48,6 +48,10 @@ pub enum Probe {
     PagemapScan,
     /// The uprobe on wasmtime's `CodeMemory::publish` in the host.
     Publish,
+    /// The profile clock's samples of the host's threads on a CPU (a perf event per CPU).
+    CpuProfile,
+    /// The host's threads' time off a CPU (the scheduler's switches and wakeups).
+    OffCpu,
 }
 
 impl Probe {
@@ -70,7 +74,7 @@ impl Probe {
         )
     }
 
-    pub const ALL: [Probe; 18] = [
+    pub const ALL: [Probe; 20] = [
         Probe::Syscalls,
         Probe::SyscallLatency,
         Probe::PageFaults,
@@ -89,6 +93,8 @@ impl Probe {
         Probe::Decommits,
         Probe::PagemapScan,
         Probe::Publish,
+        Probe::CpuProfile,
+        Probe::OffCpu,
     ];
 
     /// As meta.json and the attach table name it.
@@ -112,6 +118,8 @@ impl Probe {
             Probe::Decommits => "decommits",
             Probe::PagemapScan => "pagemap_scan",
             Probe::Publish => "code_publish",
+            Probe::CpuProfile => "cpu_profile",
+            Probe::OffCpu => "off_cpu",
         }
     }
 }

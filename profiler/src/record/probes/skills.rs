@@ -25,6 +25,9 @@ pub struct SkillRow {
     pub skill: Option<String>,
     pub phase: Phase,
     pub counts: SkillCounters,
+    /// The time profile's part of the row, where it ran.
+    #[serde(default)]
+    pub time: Option<crate::record::time::SkillTime>,
 }
 
 /// The family members' names, made once: a scrape of a host with thousands of skills writes
@@ -56,6 +59,7 @@ static CELL_NAMES: LazyLock<CellNames> = LazyLock::new(|| CellNames {
 /// skills.csv's columns after the entry's own: one row per skill and phase of an entry.
 pub mod skill_columns {
     use super::{CELL_NAMES, FAILURE_PHASES, Row, SkillRow, fields};
+    use crate::record::time::TimeState;
 
     fields! {
         impl SkillRow: pub fn write_cells(&self, row: &mut Row, calls_counted: bool) -> row {
@@ -65,9 +69,16 @@ pub mod skill_columns {
         PHASE "phase" Text "compile, instantiate, call, or host" = self.phase.as_str();
         RUNS "runs" Count "times the phase ran for the skill in the entry" = c.phase.runs;
         TIME_MS "time_ms" Ms "time inside the phase, summed over its runs (a compile's worker threads included)" = c.phase.ns as f64 / 1e6;
+        PENDING_MS "pending_ms" Ms "an instantiation's or call's time between its polls until something woke it: the skill's own waits (a timer, I/O, a host call's answer), from the host's tracked futures (their waker, timed); in every mode" = c.phase.pending_ns as f64 / 1e6;
+        QUEUED_MS "queued_ms" Ms "an instantiation's or call's time from a wake until its next poll: ready, waiting for a thread of the host's runtime (a queue, or no CPU)" = c.phase.queued_ns as f64 / 1e6;
         TASK_MINFLT "task_minflt" Count "minor page faults of the threads while they worked on the phase: each thread's own counter (getrusage RUSAGE_THREAD) from one of its marks to the next, kept by the host in its ledger, in every mode; the host row has none (the entry's minflt less the skills' is what no mark covered)" = c.task.minflt;
         TASK_MAJFLT "task_majflt" Count "major page faults, the same way" = c.task.majflt;
         TASK_CPU_MS "task_cpu_ms" Ms "CPU time the threads ran for the phase, the same way: a stretch's elapsed time when its thread was not switched out in it, getrusage's CPU time (as the scheduler last accounted it, at most the elapsed time) when it was" = c.task.cpu_ns as f64 / 1e6;
+        CPU_SAMPLES "cpu_samples" Count "the time profile's CPU samples of the threads while they worked on the phase (profile/ENTRY.json has them by stack)" = self.time.as_ref().map(|t| t.samples);
+        CPU_SAMPLED "cpu_sampled_ms" Ms "the threads' CPU time in the phase as the profile saw it: samples times the clock's period" = self.time.as_ref().map(|t| t.sampled_ms());
+        OFF_RUNNABLE "offcpu_runnable_ms" Ms "time the threads working on the phase were off a CPU but runnable (preempted, or woken and not yet running)" = self.time.as_ref().and_then(|t| t.off_cpu_ms(TimeState::Runnable));
+        OFF_SLEEPING "offcpu_sleeping_ms" Ms "time the threads working on the phase slept wakeably inside a poll or a compile (a futex, a socket, a timer); the time between polls is pending_ms" = self.time.as_ref().and_then(|t| t.off_cpu_ms(TimeState::Sleeping));
+        OFF_BLOCKED "offcpu_blocked_ms" Ms "time the threads working on the phase slept unwakeably (a page fault's I/O, mmap_lock)" = self.time.as_ref().and_then(|t| t.off_cpu_ms(TimeState::Blocked));
         // Each kind's calls and bytes side by side: mmap_calls, mmap_bytes, munmap_calls, ...
         SYSCALL_CALLS "*_calls" Count "per address-space syscall kind (mmap, munmap, mremap, mprotect, madvise, brk): <kind>_calls, the calls in the phase" => {
             for (name, calls) in CELL_NAMES.syscalls.iter().zip(&c.syscalls) {

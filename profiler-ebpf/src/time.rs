@@ -1,0 +1,306 @@
+//! Where the host's time goes: on a CPU, sampled by the profile clock, and off one, timed
+//! from the scheduler's switches. Both count into `TIME`, by entry, skill and phase (the
+//! thread's mark slot, read from its TLS), the thread's state, and its user and kernel
+//! stacks. Userspace names the stacks and folds them into profiles.
+//!
+//! On a CPU: a software cpu-clock perf event per CPU runs `profile_sample` every period of
+//! that CPU's time; it counts only when a host thread was running (the interrupted task), so
+//! a host thread's samples times the period estimate its CPU time. Per CPU rather than per
+//! thread: a per-thread event would be switched in and out with each of the host's context
+//! switches, and threads come and go; a per-CPU one costs nothing between its ticks.
+//!
+//! Off a CPU: at each switch, a host thread that leaves the CPU is stamped with the instant,
+//! its state and (with `OFF_CPU_STACKS`) its stacks; a wakeup stamps when it became runnable
+//! again; when it runs again its interval is counted, the part asleep in the state it left
+//! in and the part from its wakeup to running as runnable (waiting for a CPU). Every other
+//! task's switch costs two loads and a compare.
+
+use aya_ebpf::{
+    EbpfContext as _, Global,
+    bindings::{BPF_F_NO_PREALLOC, BPF_F_USER_STACK, BPF_NOEXIST},
+    macros::{btf_tracepoint, map, perf_event},
+    maps::{Array, HashMap, LruHashMap, StackTrace},
+    programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
+};
+use skillprof_common::{
+    NO_STACK, OffCpu, TIME_BLOCKED, TIME_ON_CPU, TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeValue,
+};
+
+use crate::{add, counters, current_entry, ids, is_host, marks, now, stacks};
+
+/// Where the kernel keeps a task's thread id and process id in `struct task_struct` (from
+/// its BTF): the scheduler's tracepoints pass tasks other than the current one.
+#[unsafe(no_mangle)]
+static TASK_PID: Global<u64> = Global::new(crate::UNSET as u64);
+#[unsafe(no_mangle)]
+static TASK_TGID: Global<u64> = Global::new(crate::UNSET as u64 + 1);
+
+/// 1 when the switch programs walk the stacks of a thread that leaves its CPU: the cause of a
+/// wait is in its kernel stack, and whose wait it is in its user stack. A load-time constant:
+/// without it the verifier removes the walks.
+#[unsafe(no_mangle)]
+static OFF_CPU_STACKS: Global<u32> = Global::new(crate::UNSET);
+
+/// Stack id → frames, user and kernel stacks alike. Userspace sizes it.
+#[map]
+static TIME_STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
+/// (entry, skill, phase, state, stacks) → samples or intervals, and their time.
+#[map]
+static TIME: HashMap<TimeKey, TimeValue> = HashMap::with_max_entries(65536, BPF_F_NO_PREALLOC);
+
+/// Per host thread (key: tid): its latest switch out. LRU, so exited threads age out.
+#[map]
+static OFF_CPU: LruHashMap<u32, OffCpu> = LruHashMap::with_max_entries(16384, 0);
+
+/// Per host thread (key: tid): its CPU samples over the whole session, which userspace checks
+/// against the kernel's own count of each thread's CPU time (schedstat).
+#[map]
+static THREAD_SAMPLES: HashMap<u32, u64> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+
+/// `ENTRY_BEGAN[0]`: when the current entry began (CLOCK_MONOTONIC ns), written by userspace
+/// with the entry index, so an interval that spans a boundary is split at it.
+#[map]
+static ENTRY_BEGAN: Array<u64> = Array::with_max_entries(1, 0);
+
+/// x86_64 `pt_regs.cs`: its low two bits are the privilege level the sample interrupted.
+const PT_REGS_CS: usize = 17 * 8;
+
+/// Adds `ns` of time in `state` to a key of `entry`, and one sample or interval.
+#[inline(always)]
+fn count(entry: u32, skill: u32, phase: u32, state: u32, stacks: (i32, i32), ns: u64) {
+    let key = TimeKey {
+        entry,
+        skill,
+        phase,
+        state,
+        user_stack: stacks.0,
+        kernel_stack: stacks.1,
+    };
+    if TIME.get_ptr_mut(&key).is_none() {
+        // NOEXIST: of two CPUs adding a new key at once, the second fails here and adds to
+        // the first's value below, instead of replacing it.
+        let _ = TIME.insert(&key, &TimeValue::default(), BPF_NOEXIST as u64);
+    }
+    match TIME.get_ptr_mut(&key) {
+        // SAFETY: a live map value; atomic adds, since several CPUs may share a key.
+        Some(value) => unsafe {
+            add(&mut (*value).count, 1);
+            add(&mut (*value).ns, ns);
+        },
+        None => {
+            if let Some(counters) = counters(entry) {
+                add(&mut counters.time.lost, 1);
+            }
+        }
+    }
+}
+
+/// The stack of the current thread `flags` asks for (user or kernel), or [`NO_STACK`] with
+/// the loss counted. The user stack is read with page faults disabled, and a fault the walk
+/// takes is the profiler's, so the fault programs are told to leave it out.
+#[inline(always)]
+fn stack<C: StackIdContext>(ctx: &C, entry: u32, flags: u64) -> i32 {
+    let user = flags & BPF_F_USER_STACK as u64 != 0;
+    if user {
+        stacks::set_walking(1);
+    }
+    let walked = ctx.get_stackid(&TIME_STACKS, flags);
+    if user {
+        stacks::set_walking(0);
+    }
+    match walked {
+        Ok(id) => id as i32,
+        Err(_) => {
+            if let Some(counters) = counters(entry) {
+                add(&mut counters.time.stacks_lost, 1);
+            }
+            NO_STACK
+        }
+    }
+}
+
+/// One tick of a CPU's profile clock: counts the interrupted thread if it is the host's.
+#[perf_event]
+pub fn profile_sample(ctx: PerfEventContext) -> u32 {
+    let (tid, tgid) = ids();
+    if tid == 0 || !is_host(tgid) {
+        return 0;
+    }
+    let entry = current_entry();
+    let (skill, phase) = marks::slot_now();
+    // SAFETY: the program's context, a `bpf_perf_event_data`: its registers, then the
+    // period, both readable by a perf_event program.
+    let (cs, period) = unsafe {
+        let data = ctx.as_ptr() as *const u8;
+        (
+            *(data.add(PT_REGS_CS) as *const u64),
+            (*ctx.ctx).sample_period,
+        )
+    };
+    // A sample in user mode has no kernel stack to walk.
+    let kernel = match cs & 3 {
+        3 => NO_STACK,
+        _ => stack(&ctx, entry, 0),
+    };
+    let user = stack(&ctx, entry, BPF_F_USER_STACK as u64);
+    if let Some(counters) = counters(entry) {
+        add(&mut counters.time.samples, 1);
+    }
+    count(entry, skill, phase, TIME_ON_CPU, (user, kernel), period);
+    match THREAD_SAMPLES.get_ptr_mut(&tid) {
+        // SAFETY: a live map value; only this thread's samples add to it, one CPU at a time.
+        Some(samples) => unsafe { *samples += 1 },
+        None => {
+            let _ = THREAD_SAMPLES.insert(&tid, &1, BPF_NOEXIST as u64);
+        }
+    }
+    0
+}
+
+/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+/// unsigned int prev_state)`: the current task is `prev`.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
+    let (tid, tgid) = ids();
+    if is_host(tgid) && tid != 0 {
+        let preempt: u64 = ctx.arg(0);
+        let prev_state: u64 = ctx.arg(3);
+        // TASK_INTERRUPTIBLE 0x1, TASK_UNINTERRUPTIBLE 0x2; a preempted task is runnable
+        // whatever its state says (it may have been on its way to sleep).
+        let state = match (preempt & 1, prev_state & 3) {
+            (0, 1) => TIME_SLEEPING,
+            (0, 2) | (0, 3) => TIME_BLOCKED,
+            _ => TIME_RUNNABLE,
+        };
+        switched_out(&ctx, tid, state);
+    }
+    let next: *const u8 = ctx.arg(2);
+    // SAFETY: `next` is a task the verifier types from BTF; loads at constant offsets of its
+    // fields are checked at load time.
+    let (next_tid, next_tgid) = unsafe {
+        (
+            *(next.add(TASK_PID.load() as usize) as *const u32),
+            *(next.add(TASK_TGID.load() as usize) as *const u32),
+        )
+    };
+    if is_host(next_tgid) && next_tid != 0 {
+        switched_in(next_tid);
+    }
+    0
+}
+
+/// `sched_wakeup(struct task_struct *p)`: a host thread asleep becomes runnable.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn btf_sched_wakeup(ctx: BtfTracePointContext) -> u32 {
+    let task: *const u8 = ctx.arg(0);
+    // SAFETY: as in `btf_sched_switch`.
+    let (tid, tgid) = unsafe {
+        (
+            *(task.add(TASK_PID.load() as usize) as *const u32),
+            *(task.add(TASK_TGID.load() as usize) as *const u32),
+        )
+    };
+    if !is_host(tgid) {
+        return 0;
+    }
+    if let Some(off) = OFF_CPU.get_ptr_mut(&tid) {
+        // SAFETY: a live map value; a thread is woken once per sleep.
+        unsafe {
+            if (*off).since_ns != 0 && (*off).woken_ns == 0 {
+                (*off).woken_ns = now();
+            }
+        }
+    }
+    0
+}
+
+#[inline(always)]
+fn switched_out(ctx: &BtfTracePointContext, tid: u32, state: u32) {
+    let entry = current_entry();
+    let (skill, phase) = marks::slot_now();
+    let stacks = if OFF_CPU_STACKS.load() != 0 {
+        (
+            stack(ctx, entry, BPF_F_USER_STACK as u64),
+            stack(ctx, entry, 0),
+        )
+    } else {
+        (NO_STACK, NO_STACK)
+    };
+    let off = OffCpu {
+        since_ns: now(),
+        woken_ns: 0,
+        entry,
+        skill,
+        phase,
+        state,
+        user_stack: stacks.0,
+        kernel_stack: stacks.1,
+    };
+    match OFF_CPU.get_ptr_mut(&tid) {
+        // SAFETY: a live map value, written only at its own thread's switches.
+        Some(kept) => unsafe { *kept = off },
+        None => {
+            let _ = OFF_CPU.insert(&tid, &off, 0);
+        }
+    }
+    if let Some(counters) = counters(entry) {
+        add(&mut counters.time.switches_out, 1);
+    }
+}
+
+#[inline(always)]
+fn switched_in(tid: u32) {
+    let Some(off) = OFF_CPU.get_ptr_mut(&tid) else {
+        // Switched out before the programs were attached.
+        return;
+    };
+    // SAFETY: a live map value, written only at its own thread's switches and wakeups.
+    let off = unsafe { &mut *off };
+    if off.since_ns == 0 {
+        return;
+    }
+    let now = now();
+    let entry = current_entry();
+    // Asleep until woken (a runnable thread was never asleep), then waiting for a CPU.
+    let woken = match off.state {
+        TIME_RUNNABLE => off.since_ns,
+        _ if off.woken_ns >= off.since_ns => off.woken_ns,
+        // Woken before the programs saw it: all of it counts as the state it left in.
+        _ => now,
+    };
+    span(off, off.state, off.since_ns, woken, entry);
+    span(off, TIME_RUNNABLE, woken, now, entry);
+    off.since_ns = 0;
+    if let Some(counters) = counters(entry) {
+        add(&mut counters.time.switches_in, 1);
+    }
+}
+
+/// Counts `[start, end)` in `state` for the thread of `off`: to the current entry, but for
+/// the part before it began, which goes to the entry the thread left its CPU in.
+#[inline(always)]
+fn span(off: &OffCpu, state: u32, start: u64, end: u64, entry: u32) {
+    if end <= start {
+        return;
+    }
+    let stacks = (off.user_stack, off.kernel_stack);
+    let began = ENTRY_BEGAN.get(0).copied().unwrap_or(0);
+    let split = if off.entry != entry && began > start {
+        let split = began.min(end);
+        count(
+            off.entry,
+            off.skill,
+            off.phase,
+            state,
+            stacks,
+            split - start,
+        );
+        split
+    } else {
+        start
+    };
+    if end > split {
+        count(entry, off.skill, off.phase, state, stacks, end - split);
+    }
+}
