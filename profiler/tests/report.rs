@@ -344,6 +344,7 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
         "entries",
         "held",
         "skills",
+        "time",
         "timeseries",
         "stop",
     ] {
@@ -433,7 +434,7 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
         "{document}"
     );
     // The report and explain.md say the same of each entry, both from its record.
-    let explained = explain::paragraphs(&records);
+    let explained = explain::paragraphs(&skillprof::output::meta::read(folder).unwrap(), &records);
     assert_eq!(explained.len(), rows.len(), "one explanation per entry");
     for paragraph in &explained {
         assert!(
@@ -483,6 +484,43 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
     for plot in ["memory", "rates", "zones", "psi", "reclaim", "stop"] {
         let (width, height) = png_size(&folder.join("plots").join(format!("{plot}.png")));
         assert!(width >= 2000 && height >= 200, "{plot}: {width}x{height}");
+    }
+}
+
+#[test]
+fn the_time_sections_flamegraphs_name_a_skills_wasm_function() {
+    let dir = scratch().join("burn-cmds");
+    fs::create_dir_all(&dir).unwrap();
+    let cmds = common::cli::write_cmds(
+        &dir,
+        "burn.cmds",
+        "add_rs\nexecute sample_rs1 {\"burn_ms\": 1000}\n",
+    );
+    let folder = run("burn", &cmds, &[]);
+    let output = report(&[&folder], &[]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let shot = screenshots().join("burn-report.png");
+    let dom = render(&folder.join("report.html"), &shot);
+    assert_section(&dom, "time");
+    let start = dom.find("<section id=\"time\"").expect("a time section");
+    let time = &dom[start..start + dom[start..].find("</section>").unwrap()];
+    // The skill's graph, drawn in the page (not only linked), names the burn by its skill.
+    assert!(
+        time.contains("<title>sample_rs1!sample_rs::burn (")
+            && time.contains("sample_rs1: on a CPU"),
+        "the time section does not draw sample_rs1!sample_rs::burn:\n{time:.3000}"
+    );
+    // Each entry links its interactive flamegraphs and pprof files, which exist.
+    for file in [
+        "profile/1.cpu.svg",
+        "profile/1.offcpu.svg",
+        "profile/1.cpu.pb.gz",
+    ] {
+        assert!(
+            time.contains(&format!("href=\"{file}\"")),
+            "no link to {file}"
+        );
+        assert!(folder.join(file).exists(), "{file} is linked but missing");
     }
 }
 

@@ -12,14 +12,20 @@ use skillprof_common::{
 
 use crate::band::Band;
 use crate::hostctl::ptrace_trim::Call;
+use crate::machine::Machine;
 use crate::record::traffic::Load;
 use crate::record::{EntryRecord, FillStop};
 use crate::units::{bytes, change, count, many, ms};
 
 use super::stop;
 
-/// `earlier`: the run's entries before this one, which say what it repeats.
-pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
+/// `earlier`: the run's entries before this one, which say what it repeats; `machine`: what
+/// the run ran on, where known.
+pub fn paragraph(
+    record: &EntryRecord,
+    earlier: &[EntryRecord],
+    machine: Option<&Machine>,
+) -> String {
     let cmd = &record.measure.cmd;
     if record.measure.stopped.is_some() {
         return stop::sentence(record);
@@ -32,6 +38,8 @@ pub fn paragraph(record: &EntryRecord, earlier: &[EntryRecord]) -> String {
     parts.extend(time(record));
     parts.extend(untimed(record));
     parts.extend(cpu(record));
+    parts.extend(super::time::sentence(record));
+    parts.extend(super::time::variance(record, earlier, machine));
     parts.extend(load(record));
     parts.extend(traffic(record));
     parts.extend(failures(record));
@@ -876,7 +884,7 @@ mod tests {
             steal_pct: 4.2,
         });
         assert_eq!(
-            paragraph(&add, &[]),
+            paragraph(&add, &[], None),
             "add_py: 17,637 ms, +318 MiB RSS; 1 execution: 900 ms waiting for the host to list \
              skills, 2.0 ms instantiate + 3.0 ms call in the host, the other 16,732 ms compiling \
              and on the wire (compile dominated); the host used 16,420 ms of CPU (93% of one \
@@ -898,7 +906,7 @@ mod tests {
         outcome.statuses.insert(504, 11);
         saturated.sampling.handles.maps_peak = Some(65_501);
         saturated.sampling.maps_limit = Some(65_530);
-        let text = paragraph(&saturated, &[]);
+        let text = paragraph(&saturated, &[], None);
         for said in [
             "why: the probes counted ENOMEM from 46 mmap and 543 mprotect call(s)",
             "65,501 memory mappings at its peak, at vm.max_map_count (65,530)",
@@ -908,13 +916,13 @@ mod tests {
             assert!(text.contains(said), "{said:?} in {text}");
         }
         saturated.sampling.handles.maps_peak = Some(4_000);
-        let text = paragraph(&saturated, &[]);
+        let text = paragraph(&saturated, &[], None);
         assert!(text.contains("the ENOMEM was memory itself"), "{text}");
         assert!(!text.contains("file descriptors"), "{text}");
 
         saturated.sampling.handles.fds_peak = Some(1_020);
         saturated.sampling.handles.fds_limit = Some(1_024);
-        let text = paragraph(&saturated, &[]);
+        let text = paragraph(&saturated, &[], None);
         assert!(
             text.contains("1,020 open file descriptors at its peak, at its RLIMIT_NOFILE (1,024)"),
             "{text}"
@@ -927,7 +935,7 @@ mod tests {
         pooling.measure.after.as_mut().unwrap().rss_kb = 200;
         pooling.measure.before.vms_kb = 17179869184;
         pooling.measure.after.as_mut().unwrap().vms_kb = 17179869184;
-        let text = paragraph(&pooling, &[]);
+        let text = paragraph(&pooling, &[], None);
         assert!(
             text.contains("16.0 TiB of address space reserved (±0 in the entry)"),
             "{text}"
@@ -935,13 +943,13 @@ mod tests {
         let mut on_demand = record("skills", 1.0);
         on_demand.measure.before.vms_kb = 4194304;
         on_demand.measure.after.as_mut().unwrap().vms_kb = 4194304;
-        let on_demand = paragraph(&on_demand, &[]);
+        let on_demand = paragraph(&on_demand, &[], None);
         assert!(!on_demand.contains("reserved"), "{on_demand}");
     }
 
     #[test]
     fn unmeasured_cells_are_left_unsaid() {
-        let text = paragraph(&record("skills", 0.2), &[]);
+        let text = paragraph(&record("skills", 0.2), &[], None);
         assert_eq!(text, "skills: 0 ms, ±0 RSS; reclaim not probed.");
     }
 
@@ -952,7 +960,7 @@ mod tests {
             c.faults.user_write = 2000;
             c.faults.kernel = 32;
         });
-        let text = paragraph(&entry, &[]);
+        let text = paragraph(&entry, &[], None);
         assert!(
             text.contains("2,498 page faults (81% write, 32 in kernel mode)"),
             "{text}"
@@ -993,7 +1001,7 @@ mod tests {
             eased: None,
             aborted: None,
         });
-        let text = paragraph(&entry, &[]);
+        let text = paragraph(&entry, &[], None);
         assert!(
             text.ends_with(
                 "under pressure: a balloon aimed at the promo band holding 21.0 GiB, free \
@@ -1001,7 +1009,7 @@ mod tests {
             ),
             "{text}"
         );
-        let without = paragraph(&record("skills", 1.0), &[]);
+        let without = paragraph(&record("skills", 1.0), &[], None);
         assert!(!without.contains("pressure"), "{without}");
     }
 
@@ -1022,7 +1030,7 @@ mod tests {
         entry.measure.outcome.requests = 90;
         entry.measure.outcome.errors = 2;
         entry.measure.outcome.first_error = Some("execute sample_py1: 500 out of memory".into());
-        let text = paragraph(&entry, &[]);
+        let text = paragraph(&entry, &[], None);
         assert!(
             text.contains("2 request(s) FAILED, first: execute sample_py1: 500 out of memory"),
             "{text}"

@@ -6,6 +6,7 @@ mod entry;
 mod run;
 mod skills;
 mod stop;
+mod time;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -25,7 +26,7 @@ pub fn document(info: &RunInfo, records: &[EntryRecord]) -> String {
         let _ = writeln!(text, "- {line}");
     }
     text.push('\n');
-    for paragraph in paragraphs(records) {
+    for paragraph in paragraphs(info, records) {
         let _ = writeln!(text, "{paragraph}\n");
     }
     text
@@ -33,9 +34,9 @@ pub fn document(info: &RunInfo, records: &[EntryRecord]) -> String {
 
 /// Each entry's paragraph, in entry order: what explain.md says of it, and a report shows
 /// beside it.
-pub fn paragraphs(records: &[EntryRecord]) -> Vec<String> {
+pub fn paragraphs(info: &RunInfo, records: &[EntryRecord]) -> Vec<String> {
     (0..records.len())
-        .map(|index| paragraph(&records[index], &records[..index]))
+        .map(|index| paragraph(&records[index], &records[..index], Some(&info.machine)))
         .collect()
 }
 

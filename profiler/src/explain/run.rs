@@ -132,11 +132,26 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
         None => {}
     }
     for (probe, what) in [
-        (Probe::Decommits, "batched decommits (process_madvise)"),
-        (Probe::PagemapScan, "scans before reuse (PAGEMAP_SCAN)"),
+        (
+            Probe::Decommits,
+            "batched decommits (process_madvise): not counted",
+        ),
+        (
+            Probe::PagemapScan,
+            "scans before reuse (PAGEMAP_SCAN): not counted",
+        ),
         (
             Probe::Publish,
-            "code published (compiles, any wasmtime host)",
+            "code published (compiles, any wasmtime host): not counted",
+        ),
+        (
+            Probe::CpuProfile,
+            "CPU profile: not sampled (no cpu_* columns, no on-CPU flamegraphs)",
+        ),
+        (
+            Probe::OffCpu,
+            "time off a CPU: not timed (no offcpu_* columns; the requests' time between polls \
+             still comes from the host's marks)",
         ),
     ] {
         if let Some(status) = probes
@@ -144,7 +159,7 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
             .iter()
             .find(|s| s.probe == probe && !s.attached)
         {
-            lines.push(format!("{what}: not counted: {}", status.detail));
+            lines.push(format!("{what}: {}", status.detail));
         }
     }
     let exact_only: Vec<&str> = probes

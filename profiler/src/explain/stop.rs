@@ -124,7 +124,7 @@ mod tests {
             drain_munmap_bytes: 3435973837,
         });
         assert_eq!(
-            paragraph(&stop, &[]),
+            paragraph(&stop, &[], None),
             "stop: 1,220 ms = 0.1 ms signal + 38 ms drain (312 munmap, 3.20 GiB) + 0.2 ms exit + \
              1,151 ms address-space teardown (5.6 M pages freed, timed by exit_mmap) + 0.8 ms last \
              thread + 30 ms reap; exit status: 0."
@@ -137,7 +137,7 @@ mod tests {
         stop.measure.after = None;
         stop.measure.stopped = stopped(84.0);
         assert_eq!(
-            paragraph(&stop, &[]),
+            paragraph(&stop, &[], None),
             "stop: 84 ms until the host was reaped (exit status: 0); no breakdown without probes."
         );
     }

@@ -94,7 +94,8 @@ impl View {
         }
     }
 
-    fn holds(self, stack: &TimeStack) -> bool {
+    /// Whether `stack` is of this half.
+    pub fn holds(self, stack: &TimeStack) -> bool {
         (stack.state == TimeState::OnCpu) == (self == View::OnCpu)
     }
 }

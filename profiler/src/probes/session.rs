@@ -681,11 +681,7 @@ impl ProbeSession {
     /// The profile clock's samples of each live host thread against the kernel's count of
     /// its CPU time; `None` without the clock.
     pub fn profile_check(&self) -> Option<time::ProfileCheck> {
-        let clock = self
-            .statuses
-            .iter()
-            .any(|s| s.probe == Probe::CpuProfile && s.attached);
-        self.time.as_ref()?.lock().unwrap().check(clock)
+        self.time.as_ref()?.lock().unwrap().check()
     }
 
     /// Major faults between `begin_entry(index)` and the next entry's begin (or now).

@@ -69,7 +69,7 @@ pub fn user_frames(
                         None => format!("wasm+{at:#x}"),
                     },
                     (Some(at), None) => match jit.find(ip) {
-                        Some(name) => without_index(name).to_owned(),
+                        Some(name) => shorter(without_index(name)),
                         None => format!("wasm+{at:#x}"),
                     },
                 };
@@ -130,7 +130,7 @@ impl Frame {
 fn function_name(function: &super::wasm_code::WasmFunction<'_>) -> String {
     match function.symbol {
         Some(symbol) => match rustc_demangle::try_demangle(symbol) {
-            Ok(demangled) => format!("{demangled:#}"),
+            Ok(demangled) => shorter(&format!("{demangled:#}")),
             Err(_) => symbol.to_owned(),
         },
         None => format!("wasm[{}]::function[{}]", function.module, function.index),

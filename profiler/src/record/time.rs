@@ -273,6 +273,9 @@ pub struct Share {
 /// What an entry's profile came to.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EntryTime {
+    /// Whether the profile clock ran: without it the CPU figures are unmeasured, not 0.
+    #[serde(default)]
+    pub clock: bool,
     /// The profile clock's period, ns.
     pub period_ns: u64,
     /// CPU samples of the host's threads: each stands for one period of a thread's CPU.
@@ -313,6 +316,9 @@ pub struct OffCpuTime {
     /// The part in a skill's phase (the rest was the host's own threads, mostly idle ones
     /// waiting for work), by state: runnable, sleeping, blocked (ns).
     pub in_skills_ns: [u64; 3],
+    /// That part by why, as `by_wait`.
+    #[serde(default)]
+    pub in_skills_by_wait: Option<[u64; Wait::ALL.len()]>,
 }
 
 impl EntryTime {
@@ -421,8 +427,9 @@ fn ms(ns: u64) -> f64 {
 }
 
 fields! {
-    impl EntryTime: pub fn write_cells(time: Option<&EntryTime>, row: &mut Row) -> row {
-        let off = time.and_then(|t| t.off_cpu.as_ref());
+    impl EntryTime: pub fn write_cells(entry: Option<&EntryTime>, row: &mut Row) -> row {
+        let time = entry.filter(|t| t.clock);
+        let off = entry.and_then(|t| t.off_cpu.as_ref());
     }
     CPU_SAMPLES "cpu_samples" Count "the profile's CPU samples of the host's threads in the entry (a software clock per CPU, counted when a host thread was on it; profile/ENTRY.json and its flamegraphs hold them by stack)" = time.map(|t| t.samples);
     CPU_SAMPLED "cpu_sampled_ms" Ms "the host's CPU time as the profile saw it: samples times the clock's period" = time.map(EntryTime::sampled_ms);
@@ -447,6 +454,6 @@ fields! {
     OFF_WAIT "offcpu_wait_*_ms" Ms "time off a CPU by why, from each thread's kernel stack as it left (with --off-cpu stacks): cpu (runnable), futex, epoll, network, page_fault, mmap_lock, sleep, io, other; and the requests' time between polls, from the host's marks: pending (until a wake) and queued (woken, until polled)" for Wait::ALL.iter().enumerate().map(|(i, wait)| {
         (format!("offcpu_wait_{}_ms", wait.as_str()), off.and_then(|o| o.by_wait).map(|w| ms(w[i])))
     });
-    TIME_STACKS_LOST "time_stacks_lost" Count "samples and intervals counted without their stack (the stack map full, or another stack with the same hash)" = time.map(|t| t.stacks_lost);
-    TIME_LOST "time_lost" Count "samples and intervals not counted at all (the profile's map full)" = time.map(|t| t.lost);
+    TIME_STACKS_LOST "time_stacks_lost" Count "samples and intervals counted without their stack (the stack map full, or another stack with the same hash)" = entry.map(|t| t.stacks_lost);
+    TIME_LOST "time_lost" Count "samples and intervals not counted at all (the profile's map full)" = entry.map(|t| t.lost);
 }

@@ -42,6 +42,8 @@ pub struct Run {
     /// How the entries were placed on the sampler's clock, in words.
     pub alignment: String,
     pub events: Option<Events>,
+    /// Each entry's time profile, by entry index, where the run has one.
+    pub profiles: std::collections::BTreeMap<usize, crate::record::time::TimeProfile>,
 }
 
 impl Run {
@@ -124,7 +126,7 @@ impl Run {
         let meta = meta::read(folder)?;
         let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
         let rows = records.iter().map(EntryRecord::row).collect();
-        let explanations = explain::paragraphs(&records);
+        let explanations = explain::paragraphs(&meta, &records);
         let samples_path = folder.join("samples.csv");
         let samples = samples_csv::read(&samples_path)?;
         ensure!(
@@ -140,6 +142,13 @@ impl Run {
             None
         };
         let name = meta.run.clone();
+        let mut profiles = std::collections::BTreeMap::new();
+        for record in &records {
+            let index = record.measure.index;
+            if let Some(profile) = crate::output::profile::read(folder, index)? {
+                profiles.insert(index, profile);
+            }
+        }
         Ok(Run {
             folder: folder.to_path_buf(),
             name,
@@ -151,6 +160,7 @@ impl Run {
             entries,
             alignment,
             events,
+            profiles,
         })
     }
 

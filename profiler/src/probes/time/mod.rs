@@ -237,6 +237,8 @@ pub struct TimeMaps {
     period_ns: u64,
     /// Whether the switch programs run, and whether they walk stacks.
     off_cpu_mode: OffCpuMode,
+    /// Whether the profile clock runs.
+    clock: bool,
 }
 
 impl TimeMaps {
@@ -266,6 +268,7 @@ impl TimeMaps {
                 true => options.off_cpu,
                 false => OffCpuMode::Off,
             },
+            clock: statuses[0].attached,
         })
     }
 
@@ -312,14 +315,14 @@ impl TimeMaps {
         profile.stacks.extend(summary::between_polls(rows));
         let off_cpu = self.off_cpu_mode != OffCpuMode::Off;
         let stacks = self.off_cpu_mode == OffCpuMode::Stacks;
-        let time = summary::entry_time(&profile, counts, off_cpu, stacks);
+        let time = summary::entry_time(&profile, counts, self.clock, off_cpu, stacks);
         Ok((profile, time))
     }
 
     /// The samples of each live host thread against the CPU time the kernel counted for it
     /// since the clock started; `None` without the clock.
-    pub fn check(&self, clock: bool) -> Option<ProfileCheck> {
-        if !clock {
+    pub fn check(&self) -> Option<ProfileCheck> {
+        if !self.clock {
             return None;
         }
         let threads = threads_cpu(self.tgid)

@@ -12,6 +12,19 @@ use crate::record::time::{
     EntryTime, Frame, FrameKind, OffCpuTime, Share, TimeProfile, TimeStack, TimeState, Wait, Work,
 };
 
+/// A frame of the kernel's tracing and of skillprof's own programs.
+fn is_probe(name: &str) -> bool {
+    [
+        "bpf_prog_",
+        "bpf_trace_run",
+        "__bpf_trace_",
+        "__traceiter_",
+        "trace_call_bpf",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+}
+
 /// The requests' time between polls of `rows` (the host's marks), as stacks of their skill
 /// and phase without frames: pending as sleeping, queued as runnable.
 pub fn between_polls(rows: &[crate::record::probes::SkillRow]) -> Vec<TimeStack> {
@@ -88,7 +101,12 @@ pub fn profile(
                 .collect(),
             None => side(key.user_stack, user),
         };
-        let kernel_side = side(key.kernel_stack, kernel);
+        let mut kernel_side = side(key.kernel_stack, kernel);
+        // A stack walked at a switch ends in the tracepoint and this BPF program: the
+        // profiler's frames, not the thread's.
+        while kernel_side.last().is_some_and(|f| is_probe(&f.name)) {
+            kernel_side.pop();
+        }
         let wait = match state {
             TimeState::OnCpu => None,
             _ => wait_of(state, &kernel_side.iter().collect::<Vec<_>>()),
@@ -129,15 +147,18 @@ pub fn profile(
     }
 }
 
-/// What `profile` came to; `counts` are the programs' own for the entry. `off_cpu`: whether
-/// the switch programs ran; `stacks`: whether they walked stacks (which say why).
+/// What `profile` came to; `counts` are the programs' own for the entry. `clock`: whether the
+/// profile clock ran; `off_cpu`: whether the switch programs did; `stacks`: whether they
+/// walked stacks (which say why).
 pub fn entry_time(
     profile: &TimeProfile,
     counts: &TimeCounts,
+    clock: bool,
     off_cpu: bool,
     stacks: bool,
 ) -> EntryTime {
     let mut time = EntryTime {
+        clock,
         period_ns: profile.period_ns,
         stacks_lost: counts.stacks_lost,
         lost: counts.lost,
@@ -176,6 +197,7 @@ pub fn entry_time(
         let mut off = OffCpuTime {
             switches: counts.switches_out,
             by_wait: stacks.then_some([0; Wait::ALL.len()]),
+            in_skills_by_wait: stacks.then_some([0; Wait::ALL.len()]),
             ..OffCpuTime::default()
         };
         for stack in profile
@@ -197,6 +219,9 @@ pub fn entry_time(
             *state += stack.ns;
             if stack.skill.is_some() {
                 off.in_skills_ns[stack.state as usize - 1] += stack.ns;
+                if let (Some(by_wait), Some(wait)) = (&mut off.in_skills_by_wait, stack.wait) {
+                    by_wait[wait as usize] += stack.ns;
+                }
             }
         }
         time.off_cpu = Some(off);

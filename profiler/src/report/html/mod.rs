@@ -11,6 +11,7 @@
 mod comparison;
 mod facts;
 mod run;
+mod time;
 
 pub use comparison::comparison;
 pub use run::single;

@@ -23,6 +23,7 @@ pub fn single(run: &Run) -> Result<Page> {
         (section("answers", "The answers", answers::answers(run, overhead(run))))
         (section("held", "What holds the memory", figure(&held, "")))
         (section("skills", "By skill", html! { (figure(&skills, "")) (flamegraphs(run)) }))
+        (section("time", "Where the time went", super::time::time(run)))
         (section("timeseries", "Over time", timeseries(run, &series, "")))
         (section("stop", "Shutdown", figure(&stop, "")))
         (section("header", "The run", header(run)))
@@ -46,6 +47,7 @@ pub fn single(run: &Run) -> Result<Page> {
             ("answers", "The answers"),
             ("held", "What holds the memory"),
             ("skills", "By skill"),
+            ("time", "Where the time went"),
             ("timeseries", "Over time"),
             ("stop", "Shutdown"),
             ("header", "The run"),
