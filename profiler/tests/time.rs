@@ -309,3 +309,37 @@ fn a_kernel_that_refuses_perf_events_leaves_a_run_that_says_what_was_not_profile
     let commands = csv_rows(&folder.join("commands.csv"));
     assert_eq!(commands[1]["cpu_samples"], "", "{:?}", commands[1]);
 }
+
+/// The same command twice, the second time with its skills evicted from the host's cache:
+/// the second costs a compile more, and explain.md says that is where its extra CPU went.
+#[test]
+fn a_command_that_cost_more_than_its_twin_says_where_the_extra_went() {
+    require_root(ROOT);
+    let _machine = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let workload = write_cmds(
+        dir.path(),
+        "twins.cmds",
+        "p_add_rs 4\n\
+         p_execute_all Twin 16384 0 5\n\
+         drop_cached_skill sample_rs1\n\
+         drop_cached_skill sample_rs2\n\
+         drop_cached_skill sample_rs3\n\
+         drop_cached_skill sample_rs4\n\
+         p_execute_all Twin 16384 0 5\n",
+    );
+    let (_, folder) = run_ok(&workload, &dir.path().join("runs"), &[]);
+    let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();
+    let second = explain
+        .lines()
+        .filter(|line| line.starts_with("p_execute_all Twin"))
+        .nth(1)
+        .expect("two bursts in explain.md");
+    for said in [
+        "the same command in entry 1 took",
+        "the second one's extra",
+        "compiling +",
+    ] {
+        assert!(second.contains(said), "{said:?} not in: {second}");
+    }
+}

@@ -172,8 +172,8 @@ pub fn variance(
     grew.sort_by(|a, b| b.1.total_cmp(&a.1));
     let extra = high - low;
     let mut text = format!(
-        "the same command in entry {} took {} of the host's CPU, this one {}: the {} one's \
-         extra {} went to",
+        "the same command in entry {} took {} of the host's CPU, this one {}; the {} one's \
+         extra {}:",
         before_record.measure.index,
         ms(cpu_before),
         ms(cpu_now),
@@ -287,4 +287,77 @@ fn outside(
         ));
     }
     (!said.is_empty()).then(|| said.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixture;
+    use crate::record::time::Share;
+
+    /// A burst of `faults` faults whose host CPU was `cpu_ms`, sampled at 97 Hz: `zeroing`
+    /// samples zeroing pages in faults, 60 other fault work, 20 wasm.
+    fn burst(index: usize, cpu_ms: u64, faults: u64, zeroing: u64) -> EntryRecord {
+        let mut record = fixture::record("p_execute_all Twin 66560 0 10", 1500.0);
+        record.measure.index = index;
+        record.measure.after.as_mut().unwrap().cpu_ticks = cpu_ms / 10;
+        record.measure.after.as_mut().unwrap().minflt = faults;
+        let mut by_work = [0; Work::ALL.len()];
+        let at = |work| Work::ALL.iter().position(|w| *w == work).unwrap();
+        by_work[at(Work::PageZeroing)] = zeroing;
+        by_work[at(Work::PageFaults)] = 60;
+        by_work[at(Work::Wasm)] = 20;
+        record.time = Some(EntryTime {
+            clock: true,
+            period_ns: 10_309_278,
+            samples: by_work.iter().sum(),
+            by_work,
+            top: vec![Share {
+                what: "clear_page_erms".to_owned(),
+                samples: zeroing,
+            }],
+            ..EntryTime::default()
+        });
+        record
+    }
+
+    fn machine(reporting: bool) -> Machine {
+        let mut machine = Machine::read().unwrap();
+        machine.free_page_reporting = Some(reporting);
+        machine
+    }
+
+    /// The twin bursts of the issue: 3,770 and 1,220 ms with the same 667,000 faults, most of
+    /// the first's samples zeroing pages.
+    #[test]
+    fn the_slower_twins_extra_cpu_is_named_with_its_cost_per_fault_and_the_inference() {
+        let first = burst(1, 3770, 667_000, 285);
+        let second = burst(2, 1220, 667_000, 38);
+        let said = variance(&second, &[first], Some(&machine(true))).unwrap();
+        for part in [
+            "the same command in entry 1 took 3,770 ms of the host's CPU, this one 1,220 ms",
+            "the first one's extra 2,550 ms: in the kernel zeroing pages in faults +2,546 ms",
+            "µs of the kernel's fault work a fault against",
+            "with 667,000 faults and 667,000",
+            "inferred, not seen: the same number of pages cost more to zero",
+            "free page reporting is on",
+        ] {
+            assert!(said.contains(part), "{part:?} not in: {said}");
+        }
+        // Without the VM's reporting, the inference says what else could be.
+        let said = variance(
+            &second,
+            &[burst(1, 3770, 667_000, 285)],
+            Some(&machine(false)),
+        )
+        .unwrap();
+        assert!(said.contains("does not report its free pages"), "{said}");
+    }
+
+    #[test]
+    fn twins_that_cost_alike_are_left_unsaid() {
+        let first = burst(1, 2500, 667_000, 40);
+        let second = burst(2, 2600, 667_000, 42);
+        assert_eq!(variance(&second, &[first], None), None);
+    }
 }
