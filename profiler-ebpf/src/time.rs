@@ -19,11 +19,12 @@ use aya_ebpf::{
     EbpfContext as _, Global,
     bindings::{BPF_F_NO_PREALLOC, BPF_F_USER_STACK, BPF_NOEXIST},
     macros::{btf_tracepoint, map, perf_event},
-    maps::{Array, HashMap, LruHashMap, StackTrace},
+    maps::{Array, HashMap, LruHashMap, RingBuf, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use skillprof_common::{
-    NO_STACK, OffCpu, TIME_BLOCKED, TIME_ON_CPU, TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeValue,
+    NO_STACK, OffCpu, TIME_BLOCKED, TIME_ON_CPU, TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeSample,
+    TimeValue,
 };
 
 use crate::{add, counters, current_entry, ids, is_host, marks, now, stacks};
@@ -40,6 +41,15 @@ static TASK_TGID: Global<u64> = Global::new(crate::UNSET as u64 + 1);
 /// without it the verifier removes the walks.
 #[unsafe(no_mangle)]
 static OFF_CPU_STACKS: Global<u32> = Global::new(crate::UNSET);
+
+/// 1 when each CPU sample is also put on the timeline (`TIME_SAMPLES`), for a step's
+/// stalls: a load-time constant.
+#[unsafe(no_mangle)]
+static TIMELINE: Global<u32> = Global::new(crate::UNSET);
+
+/// The timeline's samples; userspace sizes it (one page without the timeline).
+#[map]
+static TIME_SAMPLES: RingBuf = RingBuf::with_byte_size(4096, 0);
 
 /// Stack id → frames, user and kernel stacks alike. Userspace sizes it.
 #[map]
@@ -63,7 +73,9 @@ static THREAD_SAMPLES: HashMap<u32, u64> = HashMap::with_max_entries(16384, BPF_
 #[map]
 static ENTRY_BEGAN: Array<u64> = Array::with_max_entries(1, 0);
 
-/// x86_64 `pt_regs.cs`: its low two bits are the privilege level the sample interrupted.
+/// x86_64 `pt_regs.ip` and `pt_regs.cs` (whose low two bits are the privilege level the
+/// sample interrupted).
+const PT_REGS_IP: usize = 16 * 8;
 const PT_REGS_CS: usize = 17 * 8;
 
 /// Adds `ns` of time in `state` to a key of `entry`, and one sample or interval.
@@ -131,9 +143,10 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
     let (skill, phase) = marks::slot_now();
     // SAFETY: the program's context, a `bpf_perf_event_data`: its registers, then the
     // period, both readable by a perf_event program.
-    let (cs, period) = unsafe {
+    let (ip, cs, period) = unsafe {
         let data = ctx.as_ptr() as *const u8;
         (
+            *(data.add(PT_REGS_IP) as *const u64),
             *(data.add(PT_REGS_CS) as *const u64),
             (*ctx.ctx).sample_period,
         )
@@ -148,6 +161,21 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
         add(&mut counters.time.samples, 1);
     }
     count(entry, skill, phase, TIME_ON_CPU, (user, kernel), period);
+    if TIMELINE.load() != 0 {
+        let sample = TimeSample {
+            ts_ns: now(),
+            ip,
+            tid,
+            skill,
+            phase,
+            kernel: u32::from(cs & 3 != 3),
+        };
+        if TIME_SAMPLES.output(&sample, 0).is_err()
+            && let Some(counters) = counters(entry)
+        {
+            add(&mut counters.time.timeline_lost, 1);
+        }
+    }
     match THREAD_SAMPLES.get_ptr_mut(&tid) {
         // SAFETY: a live map value; only this thread's samples add to it, one CPU at a time.
         Some(samples) => unsafe { *samples += 1 },

@@ -151,6 +151,22 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
     assert!(max(1) > 800.0, "{:#?}", steps[1]);
     assert!(p99(1) > 500.0, "{:#?}", steps[1]);
     assert_ne!(steps[1].verdict, Verdict::Met, "{:#?}", steps[1]);
+    // The tail came from one stall, found when and for how long it was; in it the profile's
+    // timeline has next to none of the host's threads' samples: they were stopped.
+    let stall = steps[1].traffic.stall.as_ref().expect("the stall is found");
+    assert!(
+        (400.0..1600.0).contains(&stall.begins_ms) && (800.0..1600.0).contains(&stall.lasted_ms),
+        "{stall:?}"
+    );
+    let seen = steps[1]
+        .evidence
+        .stall
+        .as_ref()
+        .expect("the profile's timeline looked at the stall");
+    assert!(
+        seen.possible >= 50.0 && (seen.samples as f64) <= 0.1 * seen.possible,
+        "{seen:?}"
+    );
     // The host's death ends its step as failed, with how it ended.
     assert_eq!(steps[2].verdict, Verdict::Fail, "{:#?}", steps[2]);
     let died = steps[2].evidence.died.as_deref().unwrap_or_default();
@@ -166,6 +182,11 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
     assert!(explain.contains("INCOMPLETE: the host died"), "{explain}");
     assert!(
         explain.contains("## Steps that missed the target") && explain.contains("the host died"),
+        "{explain}"
+    );
+    assert!(
+        explain.contains("the tail came from one stall")
+            && explain.contains("so they were mostly off their CPUs"),
         "{explain}"
     );
     let page = std::fs::read_to_string(folder.join("report.html")).unwrap();

@@ -715,6 +715,20 @@ pub struct OffCpu {
     pub kernel_stack: i32,
 }
 
+/// One CPU sample in time, for the timeline of a step (`skillprof slo`): when, which thread,
+/// for which skill and phase, and the address it was interrupted at (in the kernel when
+/// `kernel` is 1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeSample {
+    pub ts_ns: u64,
+    pub ip: u64,
+    pub tid: u32,
+    pub skill: u32,
+    pub phase: u32,
+    pub kernel: u32,
+}
+
 counters! {
     /// The profile: CPU samples of the host's threads and their time off a CPU.
     pub struct TimeCounts {
@@ -728,6 +742,8 @@ counters! {
         stacks_lost: sum,
         /// Samples or intervals not counted at all (the time map full).
         lost: sum,
+        /// Samples not put on the timeline (its ring full).
+        timeline_lost: sum,
     }
 }
 
@@ -1026,4 +1042,5 @@ mod pod {
     unsafe impl aya::Pod for super::TimeKey {}
     unsafe impl aya::Pod for super::TimeValue {}
     unsafe impl aya::Pod for super::OffCpu {}
+    unsafe impl aya::Pod for super::TimeSample {}
 }

@@ -882,6 +882,8 @@ mod tests {
         add.sampling.cpu = Some(CpuShare {
             busy_pct: 97.6,
             steal_pct: 4.2,
+            irq_pct: None,
+            softirq_pct: None,
         });
         assert_eq!(
             paragraph(&add, &[], None),

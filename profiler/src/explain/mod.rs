@@ -18,6 +18,7 @@ use crate::output::{entries_jsonl, meta};
 use crate::record::{EntryRecord, RunInfo};
 
 pub use entry::{failures, paragraph};
+pub use time::cpu_split;
 
 /// explain.md: a header about how the run was measured, then one paragraph per entry.
 pub fn document(info: &RunInfo, records: &[EntryRecord]) -> String {

@@ -28,6 +28,7 @@ const ATTRIBUTE_CALLS: &str = "ATTRIBUTE_CALLS";
 const TASK_PID: &str = "TASK_PID";
 const TASK_TGID: &str = "TASK_TGID";
 const OFF_CPU_STACKS: &str = "OFF_CPU_STACKS";
+const TIMELINE: &str = "TIMELINE";
 const SYSCALL_LATENCY: &str = "SYSCALL_LATENCY";
 const STACKS: &str = "STACKS";
 /// Maps in the object.
@@ -43,6 +44,7 @@ pub const STACK_COUNTS: &str = "STACK_COUNTS";
 pub const TIME_STACKS: &str = "TIME_STACKS";
 pub const TIME: &str = "TIME";
 pub const ENTRY_BEGAN: &str = "ENTRY_BEGAN";
+pub const TIME_SAMPLES: &str = "TIME_SAMPLES";
 
 /// Distinct user stacks the stack map holds with `--stacks` (each up to 127 frames, about 1 KiB
 /// of kernel memory): enough for the few thousand stacks a host's faults come from.
@@ -51,6 +53,9 @@ const STACK_TRACES_STACKS: u32 = 16384;
 /// as each entry (or each watch window) is read, and a host's CPU samples at 99 Hz and its
 /// switches come from a few thousand stacks in that time.
 const TIME_STACKS_STACKS: u32 = 16384;
+/// The timeline's ring: 40 bytes a sample, 200 samples a second on two CPUs at 97 Hz; a
+/// megabyte holds two minutes of them, more than a step lasts between drains.
+const TIME_SAMPLES_BYTES: u32 = 1 << 20;
 
 /// The ring buffer when events are streamed: 16 MiB holds ~350k events, a second of faults
 /// at full speed, while the drain thread catches up. Without streaming it is one page (the
@@ -74,6 +79,8 @@ pub struct TimeSettings {
     pub task_ids: (u64, u64),
     /// Walk the stacks of each host thread that leaves its CPU.
     pub off_cpu_stacks: bool,
+    /// Put each CPU sample on the timeline too.
+    pub timeline: bool,
 }
 
 /// What the programs are loaded for: load-time constants and map sizes.
@@ -110,6 +117,7 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
     let attribute_calls = u32::from(settings.attribute_calls && settings.mark_slots.is_some());
     let (task_pid, task_tgid) = settings.time.map_or((0, 0), |time| time.task_ids);
     let off_cpu_stacks = u32::from(settings.time.is_some_and(|time| time.off_cpu_stacks));
+    let timeline = settings.time.is_some_and(|time| time.timeline);
     let latency = u32::from(settings.syscall_latency);
     let walk = u32::from(settings.stacks);
     EbpfLoader::new()
@@ -121,6 +129,7 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         .override_global(TASK_PID, &task_pid, true)
         .override_global(TASK_TGID, &task_tgid, true)
         .override_global(OFF_CPU_STACKS, &off_cpu_stacks, true)
+        .override_global(TIMELINE, &u32::from(timeline), true)
         .override_global(SYSCALL_LATENCY, &latency, true)
         .override_global(STACKS, &walk, true)
         .map_max_entries(
@@ -137,6 +146,14 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
                 TIME_STACKS_STACKS
             } else {
                 1
+            },
+        )
+        .map_max_entries(
+            TIME_SAMPLES,
+            if timeline {
+                TIME_SAMPLES_BYTES
+            } else {
+                RING_BYTES_IDLE
             },
         )
         .map_max_entries(COUNTERS, settings.max_entries.max(1))

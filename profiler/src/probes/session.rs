@@ -349,6 +349,7 @@ impl ProbeSession {
                     .map(|task_ids| object::TimeSettings {
                         task_ids,
                         off_cpu_stacks: time.off_cpu == time::OffCpuMode::Stacks,
+                        timeline: time.timeline,
                     })
                     .map_err(|why| anyhow::anyhow!("where the kernel keeps a task's ids: {why}"))?,
             ),
@@ -676,6 +677,19 @@ impl ProbeSession {
             .unwrap()
             .take_entry(index, &names, &metrics.counters.time, rows)
             .map(Some)
+    }
+
+    /// The timeline's samples since the last call (with [`TimeOptions::timeline`]), their
+    /// functions named now.
+    pub fn timeline(&self) -> Result<Vec<time::TimelineSample>> {
+        let Some(time) = &self.time else {
+            return Ok(Vec::new());
+        };
+        let names = match &self.markers {
+            Some(markers) => markers.lock().unwrap().names(),
+            None => SkillNames::default(),
+        };
+        time.lock().unwrap().timeline(&names)
     }
 
     /// The profile clock's samples of each live host thread against the kernel's count of

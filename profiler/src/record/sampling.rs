@@ -97,6 +97,11 @@ impl Handles {
 pub struct CpuShare {
     pub busy_pct: f64,
     pub steal_pct: f64,
+    /// Hardware interrupts and softirqs (absent in runs made before they were read).
+    #[serde(default)]
+    pub irq_pct: Option<f64>,
+    #[serde(default)]
+    pub softirq_pct: Option<f64>,
 }
 
 use super::Metrics;
@@ -115,6 +120,8 @@ fields! {
     PSI_FULL "psi_full_us" Us "memory stall time during the entry in which all non-idle tasks stalled at once (empty without PSI)" = self.psi_full_us;
     CPU_BUSY "cpu_busy_pct" Percent "share of all the machine's CPU time that was busy during the entry, every process (/proc/stat; empty when no 10 ms tick passed)" = self.cpu.map(|cpu| cpu.busy_pct);
     CPU_STEAL "cpu_steal_pct" Percent "share of all the machine's CPU time the hypervisor gave to other guests while this one wanted to run" = self.cpu.map(|cpu| cpu.steal_pct);
+    CPU_IRQ "cpu_irq_pct" Percent "share of all the machine's CPU time spent serving hardware interrupts: time no task, the host's included, sees as its own" = self.cpu.and_then(|cpu| cpu.irq_pct);
+    CPU_SOFTIRQ "cpu_softirq_pct" Percent "share of all the machine's CPU time in softirqs (the network stack's receive work, timers, RCU), outside any task's time" = self.cpu.and_then(|cpu| cpu.softirq_pct);
     ZONES_MIN_FREE "zones_min_free_pages" Count "fewest free pages user allocations could reach (each zone's free pages above its reserve, summed over the zones that serve user memory) in any sample of the entry" = self.zones_lowest.free_pages;
     ZONES_LOWEST "zones_lowest_band" Text "lowest watermark band those reachable free pages fell into, against the same zones' summed watermarks (boost included): baseline [promo, inf), promo [high, promo), high [low, high), low [min, low), min [0, min); baseline starts at high without promo" = self.zones_lowest.band.name();
     ZONE "zone_*" Text "per populated zone, zone_<node>_<name>_min_free_pages (fewest free pages above the zone's reserve in any sample) and zone_<node>_<name>_lowest_band (its lowest band, as zones_lowest_band, against the zone's own watermarks)" for self.zone_cells();

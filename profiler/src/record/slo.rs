@@ -122,6 +122,48 @@ pub struct Evidence {
     pub answered: u64,
     /// The host died in the step: how it ended and the end of its log.
     pub died: Option<String>,
+    /// Where the requests' time went inside the host (its ledger), summed over the step.
+    #[serde(default)]
+    pub requests: Option<RequestTimes>,
+    /// What the host's CPUs did that no task sees as its own (their /proc/stat lines).
+    #[serde(default)]
+    pub cpus: Option<CpusLost>,
+    /// Where the host's CPU went (the time profile of the step), where it ran.
+    #[serde(default)]
+    pub time: Option<super::time::EntryTime>,
+    /// What the host's threads did during the stall the tail came from, where there was one
+    /// and the profile's timeline ran.
+    #[serde(default)]
+    pub stall: Option<StallSeen>,
+}
+
+/// The requests' time inside the host, from its tracked futures (ms, summed over the step):
+/// polled on a thread, pending until something woke them (the skill's own waits), and
+/// queued from that wake until a thread polled them again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestTimes {
+    pub on_thread_ms: f64,
+    pub pending_ms: f64,
+    pub queued_ms: f64,
+}
+
+/// The host's CPUs' time that no task sees as its own, over a step, ms: taken by the
+/// hypervisor (steal), and serving interrupts and softirqs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpusLost {
+    pub steal_ms: f64,
+    pub irq_ms: f64,
+    pub softirq_ms: f64,
+}
+
+/// The host's threads during a stall, from the profile's timeline: the samples it has in
+/// the stall, against those it would have if the threads had used every CPU they were given,
+/// and the functions they were in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StallSeen {
+    pub samples: u64,
+    pub possible: f64,
+    pub functions: Vec<super::time::Share>,
 }
 
 impl Evidence {

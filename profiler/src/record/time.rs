@@ -208,6 +208,8 @@ pub enum Work {
     Memcpy,
     /// HTTP, the async runtime and their syscalls.
     Serving,
+    /// wasmtime's runtime: instantiating, entering and leaving wasm, its WASI calls.
+    Runtime,
     /// Other kernel work.
     Kernel,
     /// Other code of the host.
@@ -215,7 +217,7 @@ pub enum Work {
 }
 
 impl Work {
-    pub const ALL: [Work; 11] = [
+    pub const ALL: [Work; 12] = [
         Work::Compile,
         Work::Wasm,
         Work::PageZeroing,
@@ -225,6 +227,7 @@ impl Work {
         Work::Malloc,
         Work::Memcpy,
         Work::Serving,
+        Work::Runtime,
         Work::Kernel,
         Work::Host,
     ];
@@ -240,6 +243,7 @@ impl Work {
             Work::Malloc => "malloc",
             Work::Memcpy => "memcpy",
             Work::Serving => "serving",
+            Work::Runtime => "runtime",
             Work::Kernel => "kernel",
             Work::Host => "host",
         }
@@ -257,6 +261,9 @@ impl Work {
             Work::Malloc => "in malloc and free",
             Work::Memcpy => "copying memory",
             Work::Serving => "serving HTTP and running the async runtime",
+            Work::Runtime => {
+                "in wasmtime's runtime (instantiating, entering and leaving wasm, WASI)"
+            }
             Work::Kernel => "in other kernel work",
             Work::Host => "in other host code",
         }
@@ -378,6 +385,17 @@ impl TimeProfile {
     }
 }
 
+/// A CPU sample on the timeline: when (CLOCK_MONOTONIC ns), which thread, for which skill
+/// and phase, and the function it was in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineSample {
+    pub at_ns: u64,
+    pub tid: u32,
+    pub skill: Option<String>,
+    pub phase: Phase,
+    pub function: Frame,
+}
+
 /// The profile checked against the kernel: per host thread, its samples times the clock's
 /// period against the CPU time the kernel counted for it (`/proc/PID/task/TID/schedstat`),
 /// over the session. A thread that ended before the check is not in it.
@@ -443,7 +461,7 @@ fields! {
     CPU_PHASE "cpu_phase_*_pct" Percent "share of the samples by the phase the thread worked on: cpu_phase_host_pct (no skill's), _compile_, _instantiate_, _call_" for ["host", "compile", "instantiate", "call"].iter().enumerate().map(|(i, phase)| {
         (format!("cpu_phase_{phase}_pct"), time.and_then(|t| t.pct(t.by_phase[i])))
     });
-    CPU_WORK "cpu_work_*_pct" Percent "share of the samples by what the code was doing, from its frames: compile (Cranelift, wasmtime's compiler, validation), wasm (a skill's code), page_zeroing (the kernel zeroing pages in faults), page_faults (the rest of faults), memory_calls (the kernel's mmap, munmap, mprotect, madvise), tlb_flush, malloc, memcpy, serving (HTTP, the async runtime), kernel (other kernel work), host (other host code)" for Work::ALL.iter().enumerate().map(|(i, work)| {
+    CPU_WORK "cpu_work_*_pct" Percent "share of the samples by what the code was doing, from its frames: compile (Cranelift, wasmtime's compiler, validation), wasm (a skill's code), page_zeroing (the kernel zeroing pages in faults), page_faults (the rest of faults), memory_calls (the kernel's mmap, munmap, mprotect, madvise), tlb_flush, malloc, memcpy, serving (HTTP, the async runtime), runtime (wasmtime's: instantiating, entering and leaving wasm, WASI), kernel (other kernel work), host (other host code)" for Work::ALL.iter().enumerate().map(|(i, work)| {
         (format!("cpu_work_{}_pct", work.as_str()), time.and_then(|t| t.pct(t.by_work[i])))
     });
     OFF_SWITCHES "offcpu_switches" Count "times a host thread left its CPU in the entry (the scheduler's switches)" = off.map(|o| o.switches);

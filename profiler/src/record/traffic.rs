@@ -111,6 +111,24 @@ pub struct TrafficStep {
     /// or [`UNPINNED`]).
     pub generator_cpu_ms: f64,
     pub generator_cpus: String,
+    /// The stall the latency's tail came from, where it came from one.
+    #[serde(default)]
+    pub stall: Option<Stall>,
+}
+
+/// One stall of a step: the requests at or above its 99th percentile, most of them
+/// scheduled in one run ([`Stall::tail_share`]), from `begins_ms` (from the measured
+/// window's start) for `lasted_ms` (until the last of them was answered).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Stall {
+    pub begins_ms: f64,
+    pub lasted_ms: f64,
+    /// The share of the tail scheduled in it.
+    pub tail_share: f64,
+    /// The measured requests scheduled in it.
+    pub requests: u64,
+    /// Its beginning on CLOCK_MONOTONIC (ns), the kernel's programs' clock.
+    pub begins_at_ns: u64,
 }
 
 /// `generator_cpus` of a generator that was not pinned: it ran on any CPU, the host's too.

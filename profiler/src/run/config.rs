@@ -16,7 +16,7 @@ use crate::hostctl::{
 };
 use crate::machine::Machine;
 use crate::output::harness_log;
-use crate::probes::{self, ProbeOptions};
+use crate::probes::{self, ProbeOptions, time::OffCpuMode};
 
 use super::args::RunArgs;
 use super::balloon as balloon_room;
@@ -155,7 +155,10 @@ impl RunConfig {
                 options.mode = args.probe_mode()?;
                 options.syscall_latency = args.syscall_latency;
                 options.no_markers = args.no_markers;
-                options.time = args.time.options(attached.is_some())?;
+                options.time = args.time.options(match attached {
+                    Some(_) => OffCpuMode::States,
+                    None => OffCpuMode::Stacks,
+                })?;
                 // Where the host's component files are: the run's own skills folder for a
                 // host it starts, the directory given for one it attaches to.
                 options.skills_dir = match &attached {

@@ -17,6 +17,10 @@ pub struct CpuTimes {
     pub idle: u64,
     /// Taken by the hypervisor for other guests while this one wanted to run.
     pub steal: u64,
+    /// Serving hardware interrupts and softirqs (the network stack's receive work, timers,
+    /// RCU): time the CPUs' tasks cannot see.
+    pub irq: u64,
+    pub softirq: u64,
 }
 
 impl CpuTimes {
@@ -24,10 +28,12 @@ impl CpuTimes {
     pub fn since(&self, earlier: &CpuTimes) -> Option<CpuShare> {
         let total = self.total.checked_sub(earlier.total).filter(|&t| t > 0)? as f64;
         let idle = self.idle.saturating_sub(earlier.idle) as f64;
-        let steal = self.steal.saturating_sub(earlier.steal) as f64;
+        let share = |now: u64, then: u64| 100.0 * now.saturating_sub(then) as f64 / total;
         Some(CpuShare {
             busy_pct: 100.0 * (total - idle).max(0.0) / total,
-            steal_pct: 100.0 * steal / total,
+            steal_pct: share(self.steal, earlier.steal),
+            irq_pct: Some(share(self.irq, earlier.irq)),
+            softirq_pct: Some(share(self.softirq, earlier.softirq)),
         })
     }
 }
@@ -41,6 +47,28 @@ pub fn parse(text: &str) -> Result<CpuTimes> {
     let Some(line) = text.lines().find(|line| line.starts_with("cpu ")) else {
         bail!("no `cpu ` line");
     };
+    parse_line(line)
+}
+
+/// The CPUs `cpus` only, summed (their `cpuN` lines): the CPUs a host was given.
+pub fn parse_cpus(text: &str, cpus: &[usize]) -> Result<CpuTimes> {
+    let mut sum = CpuTimes::default();
+    for cpu in cpus {
+        let name = format!("cpu{cpu} ");
+        let Some(line) = text.lines().find(|line| line.starts_with(&name)) else {
+            bail!("no `cpu{cpu}` line");
+        };
+        let times = parse_line(line)?;
+        sum.total += times.total;
+        sum.idle += times.idle;
+        sum.steal += times.steal;
+        sum.irq += times.irq;
+        sum.softirq += times.softirq;
+    }
+    Ok(sum)
+}
+
+fn parse_line(line: &str) -> Result<CpuTimes> {
     let ticks: Vec<u64> = line
         .split_whitespace()
         .skip(1)
@@ -57,6 +85,8 @@ pub fn parse(text: &str) -> Result<CpuTimes> {
         total: ticks[..8].iter().sum(),
         idle: ticks[3] + ticks[4],
         steal: ticks[7],
+        irq: ticks[5],
+        softirq: ticks[6],
     })
 }
 
@@ -77,6 +107,8 @@ mod tests {
                 total: 1879592 + 36061 + 338378 + 692685 + 9719 + 3866 + 88654,
                 idle: 692685 + 9719,
                 steal: 88654,
+                irq: 0,
+                softirq: 3866,
             }
         );
     }
@@ -87,16 +119,29 @@ mod tests {
             total: 1000,
             idle: 400,
             steal: 10,
+            irq: 0,
+            softirq: 5,
         };
         let after = CpuTimes {
             total: 1200,
             idle: 450,
             steal: 30,
+            irq: 0,
+            softirq: 15,
         };
         let share = after.since(&before).unwrap();
         assert_eq!(share.busy_pct, 75.0);
         assert_eq!(share.steal_pct, 10.0);
+        assert_eq!(share.softirq_pct, Some(5.0));
         assert_eq!(before.since(&before), None, "no tick, no share");
+    }
+
+    #[test]
+    fn the_cpus_of_a_list_are_summed_from_their_own_lines() {
+        let times = parse_cpus(CAPTURED, &[0]).unwrap();
+        assert_eq!(times.steal, 45618);
+        assert_eq!(times.softirq, 1875);
+        assert!(parse_cpus(CAPTURED, &[1]).is_err());
     }
 
     #[test]

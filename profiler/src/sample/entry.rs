@@ -149,6 +149,8 @@ mod tests {
                 total: 200 * pgfault,
                 idle: 150 * pgfault,
                 steal: 20 * pgfault,
+                irq: 0,
+                softirq: 2 * pgfault,
             },
         }
     }
@@ -216,7 +218,9 @@ mod tests {
             entry.cpu,
             Some(CpuShare {
                 busy_pct: 25.0,
-                steal_pct: 10.0
+                steal_pct: 10.0,
+                irq_pct: Some(0.0),
+                softirq_pct: Some(1.0),
             })
         );
     }

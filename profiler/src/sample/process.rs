@@ -235,19 +235,21 @@ mod tests {
     fn the_peak_is_vmhwm_and_a_reset_brings_it_down_to_now() {
         assert_eq!(peak_rss_kb(Path::new("/nonexistent"), 4242), None);
 
-        // This process: touch 64 MiB, free it, and the peak remembers it until reset.
+        // This process: touch 256 MiB, free it, and the peak remembers it until reset. The
+        // other tests of this binary run in it at the same time and move its RSS by tens of
+        // MiB (the kernel symbols' test parses kallsyms): the block is far larger.
         let proc_root = Path::new(super::super::PROC);
         let me = std::process::id();
-        let block = vec![1u8; 64 << 20];
+        let block = vec![1u8; 256 << 20];
         std::hint::black_box(&block);
         drop(block);
         let peak = peak_rss_kb(proc_root, me).unwrap();
         let now = read(proc_root, me).unwrap().rss_kb;
-        assert!(peak >= now + 60 * 1024, "peak {peak} KB, now {now} KB");
+        assert!(peak >= now + 192 * 1024, "peak {peak} KB, now {now} KB");
         reset_peak(proc_root, me).unwrap();
         let reset = peak_rss_kb(proc_root, me).unwrap();
         assert!(
-            reset + 32 * 1024 < peak,
+            reset + 128 * 1024 < peak,
             "after the reset {reset} KB, before {peak} KB"
         );
     }

@@ -11,8 +11,12 @@ use anyhow::{Context as _, Result};
 use skillprof_common::PHASE_NAMES;
 
 use crate::probes::ledger::{HostLedger, LedgerReading};
-use crate::record::slo::{Evidence, HostConfig, Target, Verdict};
+use crate::record::slo::{
+    CpusLost, Evidence, HostConfig, RequestTimes, StallSeen, Target, Verdict,
+};
+use crate::record::time::{Share, TimelineSample};
 use crate::record::traffic::TrafficStep;
+use crate::sample::cpu::{self, CpuTimes};
 use crate::units::{count, ms};
 
 /// The counters at one end of a step.
@@ -24,10 +28,13 @@ pub struct Reading {
     threads: BTreeMap<u32, (u64, u64)>,
     tlb: u64,
     ledger: Option<LedgerReading>,
+    /// The host's CPUs' lines of /proc/stat, summed.
+    cpus: Option<CpuTimes>,
 }
 
-/// Reads the host `pid`'s counters now (and its ledger's, if skillprof maps it).
-pub fn read(pid: u32, ledger: Option<&HostLedger>) -> Result<Reading> {
+/// Reads the host `pid`'s counters now (and its ledger's, if skillprof maps it); `cpus`:
+/// the CPUs it runs on.
+pub fn read(pid: u32, ledger: Option<&HostLedger>, cpus: &[usize]) -> Result<Reading> {
     let process = procfs::process::Process::new(pid as i32)
         .with_context(|| format!("the host, process {pid}"))?;
     let stat = process
@@ -41,6 +48,9 @@ pub fn read(pid: u32, ledger: Option<&HostLedger>) -> Result<Reading> {
         threads: schedstats(pid),
         tlb: tlb_shootdowns(),
         ledger: ledger.map(HostLedger::read),
+        cpus: fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|text| cpu::parse_cpus(&text, cpus).ok()),
     })
 }
 
@@ -84,14 +94,23 @@ fn waited(reading: &Reading) -> u64 {
 /// What happened between two readings, for `answered` requests.
 pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
     let host_cpu_ms = after.cpu_ms - before.cpu_ms;
+    let mut requests = None;
     let phases_cpu_ms = match (&before.ledger, &after.ledger) {
         (Some(before), Some(after)) => {
             let mut by_phase = [0.0; PHASE_NAMES.len()];
+            let mut times = RequestTimes::default();
             for (_, phase, change) in after.since(before).rows {
                 if let Some(cpu) = by_phase.get_mut(phase as usize) {
                     *cpu += change.task.cpu_ns as f64 / 1e6;
                 }
+                // A compile's time is its own; a request's is its instantiation and call.
+                if phase != skillprof_common::PHASE_COMPILE {
+                    times.on_thread_ms += change.phase.ns as f64 / 1e6;
+                }
+                times.pending_ms += change.phase.pending_ns as f64 / 1e6;
+                times.queued_ms += change.phase.queued_ns as f64 / 1e6;
             }
+            requests = Some(times);
             // What no mark covered is the host's own: its HTTP server, its runtime.
             let marked: f64 = by_phase.iter().sum();
             by_phase[0] = (host_cpu_ms - marked).max(0.0);
@@ -121,7 +140,56 @@ pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
         phases_cpu_ms,
         answered,
         died: None,
+        requests,
+        cpus: match (&before.cpus, &after.cpus) {
+            (Some(before), Some(after)) => {
+                let ms = |now: u64, then: u64| {
+                    now.saturating_sub(then) as f64 * 1e3 / procfs::ticks_per_second() as f64
+                };
+                Some(CpusLost {
+                    steal_ms: ms(after.steal, before.steal),
+                    irq_ms: ms(after.irq, before.irq),
+                    softirq_ms: ms(after.softirq, before.softirq),
+                })
+            }
+            _ => None,
+        },
+        time: None,
+        stall: None,
     }
+}
+
+/// The host's threads during `step`'s stall, from the timeline's `samples` (any span; those
+/// in the stall are picked), the clock's `period_ns` and the host's `cpus`.
+pub fn stall_seen(
+    step: &TrafficStep,
+    samples: &[TimelineSample],
+    period_ns: u64,
+    cpus: usize,
+) -> Option<StallSeen> {
+    let stall = step.stall.as_ref()?;
+    let from = stall.begins_at_ns;
+    let to = from + (stall.lasted_ms * 1e6) as u64;
+    let mut functions: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut seen = 0;
+    for sample in samples.iter().filter(|s| (from..to).contains(&s.at_ns)) {
+        seen += 1;
+        *functions.entry(sample.function.name.as_str()).or_default() += 1;
+    }
+    let mut functions: Vec<Share> = functions
+        .into_iter()
+        .map(|(what, samples)| Share {
+            what: what.to_owned(),
+            samples,
+        })
+        .collect();
+    functions.sort_by_key(|share| std::cmp::Reverse(share.samples));
+    functions.truncate(3);
+    Some(StallSeen {
+        samples: seen,
+        possible: (to - from) as f64 / period_ns.max(1) as f64 * cpus as f64,
+        functions,
+    })
 }
 
 /// The step's verdict against `target`: sustained (at least 90% of an open loop's rate
@@ -187,10 +255,11 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
         .unwrap_or_default();
     let waited = evidence.per_request(evidence.run_delay_ms);
     let errors = step.errors.total();
+    let went = went(step, evidence, config, false);
     if errors > 0 {
         return format!(
             "failing: {errors} of {} requests failed ({} without an answer, {} outside 2xx, {} \
-             unanswered at the end); the host used {cpu}",
+             unanswered at the end); the host used {cpu}{went}",
             count(step.sent as f64),
             step.errors.transport,
             step.errors.status,
@@ -200,7 +269,7 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
     // The kernel's own work for the host (its network stack's softirqs) is not charged to
     // it: a host at 0.8 of its CPUs has the rest of them busy for it.
     if share >= 0.8 {
-        return format!("CPU-bound: {cpu}{busiest}");
+        return format!("CPU-bound: {cpu}{busiest}{went}");
     }
     // A host given every CPU shares them with the generator: the two together are what ran
     // out, and the host's own share alone would read as headroom it did not have.
@@ -208,7 +277,7 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
     if step.generator_unpinned() && share + generator / cpus.max(1) as f64 >= 0.8 {
         return format!(
             "CPU-bound with the generator on the same CPUs: the host used {cpu}{busiest}, and \
-             the generator {generator:.2} more"
+             the generator {generator:.2} more{went}"
         );
     }
     // One thread that never stopped: the rest of the CPUs could not help it (a single
@@ -222,22 +291,99 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
         };
         return format!(
             "thread-bound: its busiest thread was on a CPU {thread:.2} of the step, with \
-             {workers}; the host used {cpu}{busiest}"
+             {workers}; the host used {cpu}{busiest}{went}"
         );
     }
     if waited > 0.3 * step.latency.p50_ms {
         return format!(
             "waiting for a CPU: its threads waited {} per request to run (the median request \
-             took {}); the host used {cpu}",
+             took {}); the host used {cpu}{went}",
             ms(waited),
             ms(step.latency.p50_ms)
         );
     }
     format!(
         "not CPU-bound: the host used {cpu}{busiest}; its threads waited {} per request for a \
-         CPU, so the time went elsewhere (the skill's own waiting, a stall, the queue)",
-        ms(waited)
+         CPU{}",
+        ms(waited),
+        self::went(step, evidence, config, true)
     )
+}
+
+/// Where the step's time went, as far as its evidence says, each part after a `; `: the
+/// host's CPU by what its code did (the time profile), each request's time inside the host
+/// (on a thread, queued for one, pending on the skill's own waits: the host's ledger), what
+/// the host's CPUs did that no task sees (steal, interrupts), and the stall its tail came
+/// from. `waits`: where a request waited is the question (the host was not CPU-bound), so
+/// not knowing it is said too.
+fn went(step: &TrafficStep, evidence: &Evidence, config: &HostConfig, waits: bool) -> String {
+    let mut parts = Vec::new();
+    if let Some(split) = evidence.time.as_ref().and_then(crate::explain::cpu_split) {
+        parts.push(format!("its CPU: {split}"));
+    }
+    match &evidence.requests {
+        Some(times) if evidence.answered > 0 => parts.push(format!(
+            "each request inside the host: {} on a thread, {} queued for a thread of its \
+             runtime, {} pending on the skill's own waits",
+            ms(evidence.per_request(times.on_thread_ms)),
+            ms(evidence.per_request(times.queued_ms)),
+            ms(evidence.per_request(times.pending_ms))
+        )),
+        Some(_) => {}
+        None if !waits => {}
+        None => parts.push(
+            "the host keeps no ledger, so where a request waited inside it (queued for a thread, \
+             or on the skill's own waits) is not known"
+                .to_owned(),
+        ),
+    }
+    if let Some(lost) = &evidence.cpus {
+        let given = evidence.wall_ms * config.cpus.len().max(1) as f64;
+        let pct = |ms: f64| 100.0 * ms / given.max(1e-9);
+        let mut said = Vec::new();
+        for (what, ms) in [
+            ("taken by the hypervisor (steal)", lost.steal_ms),
+            ("in softirqs", lost.softirq_ms),
+            ("in interrupts", lost.irq_ms),
+        ] {
+            if pct(ms) >= 2.0 {
+                said.push(format!("{:.0}% {what}", pct(ms)));
+            }
+        }
+        if !said.is_empty() {
+            parts.push(format!("its CPUs' time: {}", said.join(", ")));
+        }
+    }
+    if let Some(stall) = &step.stall {
+        let mut text = format!(
+            "the tail came from one stall {} into the window, {} long ({:.0}% of the requests \
+             at or above p99 were sent in it)",
+            ms(stall.begins_ms),
+            ms(stall.lasted_ms),
+            100.0 * stall.tail_share
+        );
+        if let Some(seen) = &evidence.stall {
+            let functions: Vec<String> = seen
+                .functions
+                .iter()
+                .map(|f| format!("{} ×{}", f.what, f.samples))
+                .collect();
+            text.push_str(&format!(
+                ": the host's threads were sampled {} times in it of {:.0} possible",
+                seen.samples, seen.possible
+            ));
+            if !functions.is_empty() {
+                text.push_str(&format!(" ({})", functions.join(", ")));
+            }
+            if (seen.samples as f64) < 0.25 * seen.possible {
+                text.push_str(
+                    ", so they were mostly off their CPUs: waiting for work, or not given a CPU",
+                );
+            }
+        }
+        parts.push(text);
+    }
+    parts.into_iter().map(|part| format!("; {part}")).collect()
 }
 
 fn micros(us: f64) -> String {
@@ -278,6 +424,7 @@ mod tests {
             last_fifth_p50_ms: 5.0,
             generator_cpu_ms,
             generator_cpus: generator_cpus.into(),
+            stall: None,
         }
     }
 

@@ -26,6 +26,8 @@ use clap::Args;
 use crate::hostctl::profile::SkillWorld;
 use crate::hostctl::{HostProcess, HostProfile, HostStartArgs, SampleSkills, SkillsDir};
 use crate::probes::ledger::HostLedger;
+use crate::probes::time::{OffCpuMode, TimeArgs};
+use crate::probes::{ProbeMode, ProbeOptions, ProbeSession};
 use crate::record::slo::{ConfigPeak, HostConfig, SloReport, SloStep, Stage, Target, Verdict};
 use crate::record::traffic::{Arrivals, Load};
 use crate::system::affinity;
@@ -154,6 +156,12 @@ pub struct SloArgs {
 
     #[command(flatten)]
     pub host: HostStartArgs,
+
+    /// The time profile of each step (where the host's CPU went, and what its threads did in
+    /// a stall), from probes attached in the host-only mode; off a CPU off by default: a
+    /// program on each of the host's switches would be part of what the steps measure.
+    #[command(flatten)]
+    pub time: TimeArgs,
 
     /// How long the host may take to answer its health route, in seconds.
     #[arg(long, default_value_t = 60, value_name = "S")]
@@ -297,6 +305,35 @@ fn generator_cpus(host: &[usize], machine_cpus: usize) -> Option<Vec<usize>> {
 struct Started {
     host: HostProcess,
     ledger: Option<HostLedger>,
+    /// The time profile's probes, where they attached.
+    probes: Option<ProbeSession>,
+}
+
+/// The steps a probe session of one host can count (an entry each): a search takes a few
+/// dozen at most, a table its points.
+const MAX_STEPS: u32 = 1024;
+
+/// The time profile's probes on the host, its samples put on a timeline for the steps'
+/// stalls; none (said on stderr, and in the steps by what they lack) where they cannot load.
+fn probe(args: &SloArgs, pid: u32, skills: &Path) -> Result<Option<ProbeSession>> {
+    let Some(mut time) = args.time.options(OffCpuMode::Off)? else {
+        return Ok(None);
+    };
+    time.timeline = true;
+    let options = ProbeOptions {
+        mode: ProbeMode::HostOnly,
+        max_entries: MAX_STEPS,
+        time: Some(time),
+        skills_dir: Some(skills.to_path_buf()),
+        ..ProbeOptions::default()
+    };
+    match ProbeSession::start(pid, &options) {
+        Ok(session) => Ok(Some(session)),
+        Err(error) => {
+            eprintln!("slo: no time profile of the steps: {error:#}");
+            Ok(None)
+        }
+    }
 }
 
 async fn start(
@@ -341,6 +378,9 @@ async fn start(
         first.status,
         first.error_message()
     );
+    // The probes first: a session that fails to load gives up its lease on the host's ledger
+    // as it drops, which would leave the steps' own reader without marks until it renews.
+    let probes = probe(args, host.pid(), skills.path())?;
     // The ledger gives the CPU by phase where the host keeps one; without, the steps say less.
     let ledger = HostLedger::open(host.pid()).ok();
     eprintln!(
@@ -356,7 +396,11 @@ async fn start(
             &cpus
         ))
     );
-    Ok(Started { host, ledger })
+    Ok(Started {
+        host,
+        ledger,
+        probes,
+    })
 }
 
 /// The skill's name on the host.
@@ -367,6 +411,7 @@ fn input(args: &SloArgs) -> serde_json::Value {
 }
 
 /// One step at `rps` on a started host, with its evidence and verdict.
+#[allow(clippy::too_many_arguments)]
 async fn step(
     args: &SloArgs,
     started: &Started,
@@ -374,10 +419,17 @@ async fn step(
     stage: Stage,
     rps: u32,
     machine_cpus: usize,
+    (index, folder): (usize, &Path),
 ) -> Result<SloStep> {
     let exit = started.host.exit_watch()?;
     let pid = started.host.pid();
-    let before = evidence::read(pid, started.ledger.as_ref())?;
+    let cpus = &config.1.cpus;
+    if let Some(probes) = &started.probes {
+        probes.begin_entry(index as u32)?;
+        // The samples of the time between steps are no step's.
+        probes.timeline()?;
+    }
+    let before = evidence::read(pid, started.ledger.as_ref(), cpus)?;
     let plan = StepPlan {
         skill: SKILL.to_owned(),
         input: input(args),
@@ -396,7 +448,7 @@ async fn step(
     let length = plan.length;
     let at_end = async {
         tokio::time::sleep(generator::START_DELAY + length).await;
-        evidence::read(pid, started.ledger.as_ref())
+        evidence::read(pid, started.ledger.as_ref(), cpus)
     };
     let (traffic, alive) = tokio::join!(generator::run(&started.host.client, plan), at_end);
     let traffic = traffic?;
@@ -415,6 +467,11 @@ async fn step(
         ),
     };
     found.died = died;
+    if found.died.is_none()
+        && let Some(probes) = &started.probes
+    {
+        profile_step(probes, &mut found, &traffic, (index, folder), cpus.len())?;
+    }
     let verdict = match found.died {
         Some(_) => Verdict::Fail,
         None => evidence::verdict(&traffic, &args.target),
@@ -441,6 +498,29 @@ async fn step(
         evidence::bound(&step.traffic, &step.evidence, config.1)
     );
     Ok(step)
+}
+
+/// The step's time profile into its evidence and the experiment's profile/ folder, and what
+/// the host's threads did in its stall.
+fn profile_step(
+    probes: &ProbeSession,
+    evidence: &mut crate::record::slo::Evidence,
+    traffic: &crate::record::traffic::TrafficStep,
+    (index, folder): (usize, &Path),
+    cpus: usize,
+) -> Result<()> {
+    let metrics = probes.entry(index as u32)?;
+    let timeline = probes.timeline()?;
+    let Some((profile, time)) = probes.time(index as u32, &metrics)? else {
+        return Ok(());
+    };
+    let span = crate::output::pprof::Span::ended_now(Duration::from_secs_f64(
+        traffic.warmup_s + traffic.measured_s,
+    ));
+    crate::output::profile::write(folder, index, &format!("step {index}"), &profile, span)?;
+    evidence.stall = evidence::stall_seen(traffic, &timeline, profile.period_ns, cpus);
+    evidence.time = Some(time);
+    Ok(())
 }
 
 async fn experiment(
@@ -488,6 +568,7 @@ async fn experiment(
                     Stage::Search,
                     rps,
                     machine_cpus,
+                    (report.steps.len(), folder),
                 )
                 .await?;
                 // A step the generator could not send brackets the search from above like a
@@ -522,6 +603,7 @@ async fn experiment(
                 Stage::Table,
                 rps,
                 machine_cpus,
+                (report.steps.len(), folder),
             )
             .await?;
             let died = step.evidence.died.is_some();
@@ -544,6 +626,7 @@ async fn experiment(
 
 /// Stops a host (its own reason to end is in the steps if it died).
 async fn stop(started: Started) {
+    drop(started.probes);
     drop(started.ledger);
     let _ = started.host.stop(Duration::from_secs(30)).await;
 }

@@ -114,6 +114,11 @@ struct Recorder {
     answered: u64,
     /// Answers before the schedule's end, warm-up included.
     answered_by_end: u64,
+    /// Each measured request's scheduled time from the window's start and its latency, µs:
+    /// where its tail came from.
+    requests: Vec<(u32, u32)>,
+    /// The window's start on CLOCK_MONOTONIC, ns.
+    warm_end_ns: u64,
 }
 
 /// How one request ended.
@@ -146,6 +151,11 @@ impl Recorder {
             window_ok: 0,
             answered: 0,
             answered_by_end: 0,
+            requests: Vec::new(),
+            warm_end_ns: crate::hostctl::process::monotonic_ns()
+                + (start + plan.warmup())
+                    .saturating_duration_since(Instant::now())
+                    .as_nanos() as u64,
         })
     }
 
@@ -178,6 +188,11 @@ impl Recorder {
         }
         let latency = micros(done.saturating_duration_since(scheduled));
         let _ = self.latency.record(latency);
+        let at = micros(scheduled.saturating_duration_since(self.warm_end));
+        self.requests.push((
+            u32::try_from(at).unwrap_or(u32::MAX),
+            u32::try_from(latency).unwrap_or(u32::MAX),
+        ));
         let _ = self
             .service
             .record(micros(done.saturating_duration_since(sent)));
@@ -392,6 +407,12 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
         last_fifth_p50_ms: fifth(4),
         generator_cpu_ms: generator_cpu.as_secs_f64() * 1e3,
         generator_cpus: cpus,
+        stall: super::stall::find(
+            &recorder.requests,
+            recorder.latency.value_at_quantile(0.5),
+            recorder.latency.value_at_quantile(0.99),
+            recorder.warm_end_ns,
+        ),
     })
 }
 

@@ -4,3 +4,4 @@
 
 pub mod generator;
 pub mod schedule;
+pub mod stall;

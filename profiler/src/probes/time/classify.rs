@@ -34,9 +34,24 @@ pub fn work_of(frames: &[&Frame]) -> (Work, Option<&'static str>) {
         (Work::Memcpy, None)
     } else if is_serving(name) {
         (Work::Serving, None)
+    } else if user.iter().any(|f| is_runtime(&f.name)) {
+        (Work::Runtime, None)
     } else {
         (Work::Host, None)
     }
+}
+
+/// wasmtime's own runtime (its compiler's crates are a compile's, found before).
+fn is_runtime(name: &str) -> bool {
+    let name = name.trim_start_matches('<');
+    [
+        "wasmtime::",
+        "wasmtime_internal_",
+        "wasmtime_wasi",
+        "wasmtime_environ",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 /// A sample in the kernel, by its innermost recognisable frames.
@@ -331,6 +346,23 @@ mod tests {
             work(&[("skillhost::api::execute", Native), ("_int_malloc", Native)]).0,
             Work::Malloc
         );
+    }
+
+    #[test]
+    fn wasmtime_below_the_host_code_is_its_runtime() {
+        assert_eq!(
+            work(&[
+                ("skillhost::invoke::Invocation::run", Native),
+                (
+                    "<wasmtime::runtime::component::instance::InstancePre<…>>::instantiate_async",
+                    Native
+                ),
+                ("skillhost::request::RequestState::new", Native),
+            ])
+            .0,
+            Work::Runtime
+        );
+        assert_eq!(work(&[("skillhost::api::route", Native)]).0, Work::Host);
     }
 
     #[test]

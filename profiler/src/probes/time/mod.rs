@@ -12,13 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Btf, Ebpf,
-    maps::{Array, HashMap as BpfHashMap, MapData, StackTraceMap},
+    maps::{Array, HashMap as BpfHashMap, MapData, RingBuf, StackTraceMap},
     programs::{
         BtfTracePoint, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use skillprof_common::{NO_STACK, OffCpu, TimeCounts, TimeKey, TimeValue};
+use skillprof_common::{NO_STACK, OffCpu, TimeCounts, TimeKey, TimeSample, TimeValue};
 
 use super::{
     markers::SkillNames,
@@ -27,9 +27,9 @@ use super::{
     session::take,
     symbols::{self, Frame},
 };
-use crate::record::probes::{Probe, SkillRow};
+use crate::record::probes::{Phase, Probe, SkillRow};
 pub use crate::record::time::{
-    EntryTime, ProfileCheck, ThreadCheck, TimeProfile, TimeStack, TimeState,
+    EntryTime, ProfileCheck, ThreadCheck, TimeProfile, TimeStack, TimeState, TimelineSample,
 };
 pub use classify::{wait_of, work_of};
 
@@ -39,6 +39,8 @@ pub struct TimeOptions {
     /// Samples per second of each CPU's profile clock.
     pub hz: u64,
     pub off_cpu: OffCpuMode,
+    /// Each sample on a timeline too, with its instant (`skillprof slo`'s stalls).
+    pub timeline: bool,
 }
 
 /// What the switch programs do.
@@ -67,9 +69,11 @@ pub struct TimeArgs {
 
     /// What the scheduler's programs record of the host's threads' time off a CPU: `stacks`,
     /// each wait's user and kernel stacks, which say why (a futex, epoll, a page fault,
-    /// mmap_lock, a sleep, waiting for a CPU), the default for a host skillprof starts;
-    /// `states`, the time by state only (runnable, sleeping, blocked), the default for a
-    /// host it attaches to, where each of the host's switches should cost little; `off`.
+    /// mmap_lock, a sleep, waiting for a CPU), the default of `run` for a host it starts;
+    /// `states`, the time by state only (runnable, sleeping, blocked), the default of `run
+    /// --attach`, where each of the host's switches should cost little; `off`, the default
+    /// of `slo` and `watch`, where a program on each of the host's switches would be part of
+    /// what is measured.
     #[arg(long, value_enum, value_name = "WHAT", conflicts_with = "no_profile")]
     pub off_cpu: Option<OffCpuMode>,
 
@@ -79,18 +83,15 @@ pub struct TimeArgs {
 }
 
 impl TimeArgs {
-    /// The checked options (`None`: no profile); `attached`: the host is one skillprof
-    /// attaches to rather than starts.
-    pub fn options(&self, attached: bool) -> Result<Option<TimeOptions>> {
+    /// The checked options (`None`: no profile); `off_cpu`: the command's default.
+    pub fn options(&self, off_cpu: OffCpuMode) -> Result<Option<TimeOptions>> {
         if self.no_profile {
             return Ok(None);
         }
         let options = TimeOptions {
+            timeline: false,
             hz: self.profile_hz.unwrap_or(DEFAULT_HZ),
-            off_cpu: self.off_cpu.unwrap_or(match attached {
-                true => OffCpuMode::States,
-                false => OffCpuMode::Stacks,
-            }),
+            off_cpu: self.off_cpu.unwrap_or(off_cpu),
         };
         options.check()?;
         Ok(Some(options))
@@ -230,6 +231,7 @@ pub struct TimeMaps {
     off_cpu: BpfHashMap<MapData, u32, OffCpu>,
     began: Array<MapData, u64>,
     thread_samples: BpfHashMap<MapData, u32, u64>,
+    timeline: Option<RingBuf<MapData>>,
     /// Each host thread's CPU time (schedstat, ns) when the clock started.
     cpu_at_start: BTreeMap<u32, u64>,
     tgid: u32,
@@ -257,6 +259,10 @@ impl TimeMaps {
             off_cpu: BpfHashMap::try_from(take(ebpf, OFF_CPU_MAP)?)?,
             began: Array::try_from(take(ebpf, object::ENTRY_BEGAN)?)?,
             thread_samples: BpfHashMap::try_from(take(ebpf, THREAD_SAMPLES_MAP)?)?,
+            timeline: match options.timeline {
+                true => Some(RingBuf::try_from(take(ebpf, object::TIME_SAMPLES)?)?),
+                false => None,
+            },
             cpu_at_start: threads_cpu(tgid)
                 .into_iter()
                 .map(|(tid, _, ns)| (tid, ns))
@@ -317,6 +323,49 @@ impl TimeMaps {
         let stacks = self.off_cpu_mode == OffCpuMode::Stacks;
         let time = summary::entry_time(&profile, counts, self.clock, off_cpu, stacks);
         Ok((profile, time))
+    }
+
+    /// The timeline's samples since the last call, oldest first, each with the function it
+    /// was in named now (the host must still run); empty without the timeline.
+    pub fn timeline(&mut self, names: &SkillNames) -> Result<Vec<TimelineSample>> {
+        let Some(ring) = &mut self.timeline else {
+            return Ok(Vec::new());
+        };
+        let mut raw: Vec<TimeSample> = Vec::new();
+        while let Some(item) = ring.next() {
+            if item.len() >= std::mem::size_of::<TimeSample>() {
+                // SAFETY: the program writes whole `TimeSample`s; read unaligned from the ring.
+                raw.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const TimeSample) });
+            }
+        }
+        let user = symbols::user_frames(
+            self.tgid,
+            raw.iter().filter(|s| s.kernel == 0).map(|s| s.ip),
+            &mut self.wasm,
+        )?;
+        let kernel = symbols::kernel_frames(raw.iter().filter(|s| s.kernel != 0).map(|s| s.ip))?;
+        let mut samples: Vec<TimelineSample> = raw
+            .iter()
+            .map(|s| {
+                let skill = names.of(s.skill);
+                let frame = match s.kernel {
+                    0 => &user[&s.ip],
+                    _ => &kernel[&s.ip],
+                };
+                TimelineSample {
+                    at_ns: s.ts_ns,
+                    tid: s.tid,
+                    phase: Phase::from_number(s.phase).unwrap_or(Phase::Host),
+                    function: match &skill {
+                        Some(skill) => frame.of_skill(skill),
+                        None => frame.clone(),
+                    },
+                    skill,
+                }
+            })
+            .collect();
+        samples.sort_by_key(|s| s.at_ns);
+        Ok(samples)
     }
 
     /// The samples of each live host thread against the CPU time the kernel counted for it
