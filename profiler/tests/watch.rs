@@ -693,13 +693,44 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
         Some(3.0),
         "{text}"
     );
-    // A skill is 23 series, as watch.md and --max-skills' help say when sizing a target.
+    // A skill is 29 series, as watch.md and --max-skills' help say when sizing a target.
     let series = text
         .lines()
         .filter(|line| !line.starts_with('#') && line.contains("skill=\"served\""))
         .count();
-    assert_eq!(series, 23, "{text}");
+    assert_eq!(series, 29, "{text}");
     assert!(fs::metadata(&log).unwrap().is_file());
+
+    // The continuous profile: the host's CPU over the next 2 s as a pprof file, which go
+    // tool pprof reads, the skill's burn in it by name and labelled with the skill.
+    let burning = std::thread::spawn(move || {
+        runtime().block_on(client.execute("served", &json!({"burn_ms": 1500})))
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let http = Http::new(&format!("http://127.0.0.1:{port}"));
+    let profile = runtime()
+        .block_on(http.send(Method::GET, "/debug/pprof/profile?seconds=2", [], None))
+        .unwrap();
+    assert_eq!(profile.status.as_u16(), 200, "{}", profile.text());
+    assert!(burning.join().unwrap().unwrap().is_ok());
+    let pprof = dir.path().join("watch.pb.gz");
+    fs::write(&pprof, &profile.body).unwrap();
+    let top = Command::new("go")
+        .args(["tool", "pprof", "-top", "-tagfocus", "skill=served"])
+        .arg(&pprof)
+        .output()
+        .expect("go (Debian's golang-go: scripts/test.sh installs it) runs `go tool pprof`");
+    let listed = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success() && listed.contains("served!sample_rs::burn"),
+        "go tool pprof -top -tagfocus skill=served:\n{listed}\n{}",
+        String::from_utf8_lossy(&top.stderr)
+    );
+    let (status, said) = get(port, "/debug/pprof/profile?seconds=0").unwrap();
+    assert_eq!(
+        (status, said.as_str()),
+        (400, "seconds must be a whole number from 1 to 60\n")
+    );
 
     // Stopping the watch stops the host it started, and leaves nothing attached.
     let status = signalled(watch, nix::sys::signal::Signal::SIGTERM);
@@ -1095,7 +1126,8 @@ fn with_user_and_record_each_recording_run_attaches_as_that_user() {
     );
 }
 
-/// A full disk under `--record` (a tmpfs of 160 KiB, room for a few windows): the recording
+/// A full disk under `--record` (a tmpfs of 640 KiB, room for a few windows with their
+/// profiles): the recording
 /// ends with a line that says the disk is full and why, the endpoint keeps serving the host's
 /// series, and every window that finished stays whole in its folder.
 #[test]
@@ -1110,7 +1142,7 @@ fn a_full_disk_ends_the_recording_with_a_line_saying_so_and_the_endpoint_keeps_s
     let full = dir.path().join("full");
     fs::create_dir(&full).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=160k", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=640k", "tmpfs"])
         .arg(&full)
         .status()
         .unwrap();

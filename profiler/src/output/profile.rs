@@ -47,7 +47,7 @@ pub fn write(
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     fs::write(&json, serde_json::to_vec(profile)?)
         .with_context(|| format!("writing {}", json.display()))?;
-    for view in [View::OnCpu, View::OffCpu] {
+    for view in View::written(profile) {
         let lines = folded(profile, view, |_| true);
         let path = dir.join(format!("{index}.{}.folded", view.name()));
         write_lines(&path, &lines)?;
@@ -92,6 +92,17 @@ impl View {
             View::OnCpu => "samples",
             View::OffCpu => "µs",
         }
+    }
+
+    /// The views an entry's files hold: its CPU always (no samples is an answer too), off a
+    /// CPU only when anything was recorded there (a watch or an slo step runs without the
+    /// switch programs, and twenty empty kilobytes a window add up).
+    pub fn written(profile: &TimeProfile) -> Vec<View> {
+        let off = profile.stacks.iter().any(|s| View::OffCpu.holds(s));
+        [View::OnCpu, View::OffCpu]
+            .into_iter()
+            .filter(|&view| view == View::OnCpu || off)
+            .collect()
     }
 
     /// Whether `stack` is of this half.

@@ -32,7 +32,9 @@ use crate::cmds::MAX_WATCH_S;
 use crate::hostctl::HostStartArgs;
 use crate::hostctl::process::ExitWatch;
 use crate::hostctl::profile::HostProfile;
+use crate::probes::time::{OffCpuMode, TimeArgs};
 use crate::probes::{self, ProbeMode, ProbeOptions, ProbeSession};
+use crate::record::time::TimeProfile;
 use host::Watched;
 use snapshot::Reader;
 
@@ -132,8 +134,8 @@ pub struct WatchArgs {
 
     /// The most skills whose series a scrape serves: beyond it the least busy (fewest runs
     /// since the watch began) are left out, and skillprof_watch_skills_left_out says how many.
-    /// A skill is 23 series (five counters in each of three phases, seven failure reasons, its
-    /// recompiles); Prometheus takes tens of thousands per target well.
+    /// A skill is 29 series (seven counters in each of three phases, seven failure reasons,
+    /// its recompiles); Prometheus takes tens of thousands per target well.
     #[arg(long, default_value_t = 1000, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_skills: usize,
@@ -145,6 +147,12 @@ pub struct WatchArgs {
     /// Leave the host's markers unread: host series only, no skill series.
     #[arg(long)]
     pub no_markers: bool,
+
+    /// The continuous profile served at /debug/pprof/profile?seconds=N (the CPU of the
+    /// host's threads by stack, labelled by skill and phase; what Parca and Pyroscope
+    /// scrape), off a CPU off by default.
+    #[command(flatten)]
+    pub time: TimeArgs,
 
     /// Which probes run: `host-only` (the default: no program on any syscall or fault path,
     /// so only the host pays) or `exact` (every memory call and page fault of the host, by
@@ -229,6 +237,8 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         max_entries: 1,
         no_markers: args.no_markers,
         mode: args.probes,
+        time: args.time.options(OffCpuMode::Off)?,
+        skills_dir: args.skills_dir.clone(),
         ..ProbeOptions::default()
     };
     let live = Arc::new(Mutex::new(Live {
@@ -263,7 +273,8 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         );
     }
     let scrape = scraper(live.clone(), args.max_skills);
-    let server = tokio::spawn(serve::serve(listener, scrape, protection));
+    let profile = profiler(live.clone());
+    let server = tokio::spawn(serve::serve(listener, scrape, profile, protection));
     // The URL stays the host's across restarts (--follow finds its successor there).
     let mut recorder = Recorder::new(recording, watched_url(&args, &watched));
     recorder.start(watched.host.pid(), Vec::new());
@@ -378,6 +389,50 @@ fn scraper(live: Arc<Mutex<Live>>, max_skills: usize) -> serve::Scrape {
                 max_skills,
             },
         ))
+    })
+}
+
+/// The continuous profile: the host's CPU samples over the next N seconds as a pprof file.
+/// One window at a time (the samples are taken out of the kernel's map at both of its ends,
+/// so two at once would split them): a second request waits for the first.
+fn profiler(live: Arc<Mutex<Live>>) -> serve::Profile {
+    let window = Arc::new(tokio::sync::Mutex::new(()));
+    Arc::new(move |seconds: u64| {
+        let (live, window) = (live.clone(), window.clone());
+        Box::pin(async move {
+            let _one = window.lock().await;
+            let take = || -> Result<Option<TimeProfile>> {
+                let live = live.lock().unwrap();
+                let attached = live.attached.as_ref().with_context(|| live.gone.clone())?;
+                let metrics = attached.session.entry(0)?;
+                Ok(attached
+                    .session
+                    .time(0, &metrics)?
+                    .map(|(profile, _)| profile))
+            };
+            // What the kernel counted before the window is no part of it.
+            tokio::task::block_in_place(take)?;
+            let start = std::time::SystemTime::now();
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            let profile = tokio::task::block_in_place(take)?.context(
+                "the watch runs without a time profile (--no-profile, or its probes did not \
+                 attach: see its probe table)",
+            )?;
+            let span = crate::output::pprof::Span {
+                start_unix_ns: start
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos() as i64,
+                duration_ns: (seconds * 1_000_000_000) as i64,
+            };
+            crate::output::pprof::encode(
+                &profile,
+                crate::output::profile::View::OnCpu,
+                span,
+                "skillprof watch: the host's CPU by stack",
+                |_| true,
+            )
+        })
     })
 }
 

@@ -56,7 +56,7 @@ pub(super) fn time(run: &Run) -> Markup {
             details class="entry-flames" open[samples >= ENTRY_SAMPLES] {
                 summary {
                     "#" (index) " " code { (cmd) } ": " (samples) " samples, " (off_ms) " ms off a CPU; "
-                    @for view in [View::OnCpu, View::OffCpu] {
+                    @for view in View::written(profile) {
                         a href=(format!("profile/{index}.{}.svg", view.name())) { (view.name()) ".svg" } " "
                         a href=(format!("profile/{index}.{}.pb.gz", view.name())) { (view.name()) ".pb.gz" } " "
                     }
