@@ -22,6 +22,13 @@
 //! host-only mode directly (host CPU, and the busiest entry's p50: a pooled burst's with
 //! `--cmds cmds/pooled.cmds -- --allocator pooling`).
 //!
+//! `--time-only` measures the time profile (docs/time.md#what-it-costs): the host-only mode
+//! with it at its defaults (a started host: the profile clock at 97 Hz and the switch
+//! programs with stacks), with `--off-cpu states`, with `--off-cpu off` (the profile clock
+//! only), all against `--no-profile` and a second `--no-profile` as the control; then one
+//! run of each with `--self-cost`, the kernel's own count of the programs' run time against
+//! the host's CPU, and how many of the switch programs' runs were the host's.
+//!
 //! FILE is relative to the repository root (default cmds/overhead.cmds, about 10 s; 30
 //! rounds, about 20 minutes). Needs root (the probes) and a release build of skillprof and
 //! skillhost.
@@ -56,6 +63,9 @@ struct Flags {
     /// Only the exact mode's conditions.
     #[arg(long)]
     exact_only: bool,
+    /// Only the time profile's conditions.
+    #[arg(long)]
+    time_only: bool,
     /// The host's own flags, after `--`.
     #[arg(last = true)]
     host_flags: Vec<String>,
@@ -69,6 +79,7 @@ struct Options {
     amplify: u32,
     default_only: bool,
     exact_only: bool,
+    time_only: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +92,16 @@ enum Condition {
     NoMarkers,
     /// The default mode with every mark recorded `--amplify` times.
     Amplified,
+    /// The default mode with the switch programs taking no stacks (`--off-cpu states`).
+    OffCpuStates,
+    /// The default mode with the profile clock only (`--off-cpu off`).
+    SamplingOnly,
+    /// The default mode without the time profile (`--no-profile`), and again as the control.
+    NoProfile,
+    NoProfileAgain,
 }
+
+const CONDITIONS: usize = 10;
 
 /// One run's figures.
 #[derive(Clone, Copy, Default)]
@@ -106,20 +126,28 @@ fn main() -> Result<()> {
     let skillprof = skillprof_binary()?;
     let out = tempfile::tempdir()?;
     let mut rng = fastrand::Rng::with_seed(0x0ae7_4ead);
-    let mut rounds: Vec<[Measured; 6]> = Vec::new();
+    let mut rounds: Vec<[Measured; CONDITIONS]> = Vec::new();
     for round in 1..=options.rounds {
         let mut order = vec![Condition::Default, Condition::Off, Condition::OffAgain];
-        if !options.exact_only {
+        if options.time_only {
+            order = vec![
+                Condition::Default,
+                Condition::OffCpuStates,
+                Condition::SamplingOnly,
+                Condition::NoProfile,
+                Condition::NoProfileAgain,
+            ];
+        } else if !options.exact_only {
             order.push(Condition::Amplified);
         }
-        if !options.default_only {
+        if !options.default_only && !options.time_only {
             order.push(Condition::Exact);
         }
-        if !options.default_only && !options.exact_only {
+        if !options.default_only && !options.exact_only && !options.time_only {
             order.push(Condition::NoMarkers);
         }
         rng.shuffle(&mut order);
-        let mut measured = [Measured::default(); 6];
+        let mut measured = [Measured::default(); CONDITIONS];
         for condition in order {
             let figures = run(&skillprof, &options, condition, out.path())?;
             eprintln!(
@@ -130,7 +158,10 @@ fn main() -> Result<()> {
         }
         rounds.push(measured);
     }
-    report(&options, &rounds);
+    match options.time_only {
+        true => report_time(&skillprof, &options, &rounds, out.path())?,
+        false => report(&options, &rounds),
+    }
     Ok(())
 }
 
@@ -147,14 +178,20 @@ fn parse_options() -> Result<Options> {
         amplify: flags.amplify,
         default_only: flags.default_only,
         exact_only: flags.exact_only,
+        time_only: flags.time_only,
     };
     ensure!(
         options.rounds >= 2,
         "--rounds must be at least 2 for an interval"
     );
     ensure!(
-        !(options.default_only && options.exact_only),
-        "--default-only and --exact-only leave out each other's conditions: choose one"
+        [options.default_only, options.exact_only, options.time_only]
+            .iter()
+            .filter(|&&only| only)
+            .count()
+            <= 1,
+        "--default-only, --exact-only and --time-only leave out each other's conditions: \
+         choose one"
     );
     ensure!(
         (2..=1000).contains(&options.amplify),
@@ -164,13 +201,7 @@ fn parse_options() -> Result<Options> {
 }
 
 fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) -> Result<Measured> {
-    let args: &[&str] = match condition {
-        Condition::Default => &["--probes", "host-only"],
-        Condition::Exact => &["--probes", "exact"],
-        Condition::Off | Condition::OffAgain => &["--no-probes"],
-        Condition::NoMarkers => &["--probes", "host-only", "--no-markers"],
-        Condition::Amplified => &["--probes", "host-only"],
-    };
+    let args = condition_args(condition);
     let repeat = options.amplify.to_string();
     let mut host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
     if condition == Condition::Amplified {
@@ -184,6 +215,26 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         out,
         &format!("{condition:?}"),
     )?;
+    Ok(measured(&records))
+}
+
+fn condition_args(condition: Condition) -> &'static [&'static str] {
+    match condition {
+        Condition::Default => &["--probes", "host-only"],
+        Condition::Exact => &["--probes", "exact"],
+        Condition::Off | Condition::OffAgain => &["--no-probes"],
+        Condition::NoMarkers => &["--probes", "host-only", "--no-markers"],
+        Condition::Amplified => &["--probes", "host-only"],
+        Condition::OffCpuStates => &["--probes", "host-only", "--off-cpu", "states"],
+        Condition::SamplingOnly => &["--probes", "host-only", "--off-cpu", "off"],
+        Condition::NoProfile | Condition::NoProfileAgain => {
+            &["--probes", "host-only", "--no-profile"]
+        }
+    }
+}
+
+/// One run's figures from its records.
+fn measured(records: &[skillprof::record::EntryRecord]) -> Measured {
     let busiest = records
         .iter()
         .filter_map(|record| {
@@ -196,7 +247,7 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
         .map_or(f64::NAN, |(_, latency)| latency.p50_ms);
     // Host start-up and the profiler's set-up are not what the probes slow down, and after
     // `stop` the host's CPU time is no longer readable: the workload's entries only.
-    Ok(records
+    records
         .iter()
         .filter(|record| record.measure.cmd != "stop")
         .fold(
@@ -215,12 +266,109 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
                 marks: sum.marks + record.probe(Probe::Markers, |c| c.marks.hits).unwrap_or(0),
                 p50_ms: sum.p50_ms,
             },
-        ))
+        )
+}
+
+/// `--time-only`: each profile mode against none, round by round, beside the control; then
+/// the kernel's own count of the programs' run time in one `--self-cost` run of each.
+fn report_time(
+    skillprof: &Path,
+    options: &Options,
+    rounds: &[[Measured; CONDITIONS]],
+    out: &Path,
+) -> Result<()> {
+    let ratios = |over: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
+        rounds
+            .iter()
+            .map(|round| {
+                metric(&round[over as usize]) / metric(&round[Condition::NoProfile as usize])
+            })
+            .collect()
+    };
+    println!(
+        "\ntime profile overhead on {}, {} rounds of its defaults / --off-cpu states / \
+         --off-cpu off / --no-profile / --no-profile again in random order, all --probes \
+         host-only",
+        options.cmds.display(),
+        rounds.len()
+    );
+    println!(
+        "--no-profile: median host CPU {:.0} ms, wall {:.0} ms",
+        median_of(rounds, Condition::NoProfile, |m| m.host_cpu_ms),
+        median_of(rounds, Condition::NoProfile, |m| m.wall_ms)
+    );
+    let lines = [
+        ("defaults (off-CPU stacks) / none", Condition::Default),
+        ("--off-cpu states / none", Condition::OffCpuStates),
+        (
+            "--off-cpu off (sampling only) / none",
+            Condition::SamplingOnly,
+        ),
+        ("control, none again / none", Condition::NoProfileAgain),
+    ];
+    for (seed, (label, condition)) in lines.iter().enumerate() {
+        let seed = 2 * seed as u64;
+        println!(
+            "{label}: {} (host CPU), {} (wall), {} (busiest entry's p50)",
+            change(&ratios(*condition, |m| m.host_cpu_ms), seed + 1),
+            change(&ratios(*condition, |m| m.wall_ms), seed + 2),
+            change(&ratios(*condition, |m| m.p50_ms), seed + 31),
+        );
+    }
+    println!("\nthe kernel's count of the programs' run time (one --self-cost run each):");
+    for (label, condition) in &lines[..3] {
+        let mut args = condition_args(*condition).to_vec();
+        args.push("--self-cost");
+        let host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
+        let (records, meta) =
+            common::run_folder(skillprof, &options.cmds, &args, &host_flags, out, label)?;
+        let host_ms = measured(&records).host_cpu_ms;
+        let switches: u64 = records
+            .iter()
+            .filter_map(|r| r.time.as_ref()?.off_cpu.as_ref().map(|o| o.switches))
+            .sum();
+        let costs = meta.probes.and_then(|p| p.costs);
+        for probe in [Probe::CpuProfile, Probe::OffCpu] {
+            let programs: Vec<_> = costs
+                .iter()
+                .flat_map(|c| &c.programs)
+                .filter(|p| p.probe == probe)
+                .collect();
+            if programs.is_empty() {
+                continue;
+            }
+            let run_ns: u64 = programs.iter().map(|p| p.run_ns).sum();
+            let each = programs
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {} runs at {:.0} ns",
+                        p.program,
+                        p.runs,
+                        p.ns_per_run.unwrap_or(0.0)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            println!(
+                "{label}: {}: {:.1} ms = {:.2}% of the host's {host_ms:.0} ms of CPU ({each}{})",
+                probe.name(),
+                run_ns as f64 / 1e6,
+                100.0 * run_ns as f64 / (host_ms * 1e6),
+                match probe {
+                    Probe::OffCpu =>
+                        format!("; {switches} of the switches were the host's threads'"),
+                    _ => String::new(),
+                }
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `--exact-only`: exact mode against the host-only mode, round by round, beside the
 /// control.
-fn report_exact(options: &Options, rounds: &[[Measured; 6]]) {
+fn report_exact(options: &Options, rounds: &[[Measured; CONDITIONS]]) {
     let ratios = |over: Condition, base: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
         rounds
             .iter()
@@ -257,7 +405,7 @@ fn report_exact(options: &Options, rounds: &[[Measured; 6]]) {
     }
 }
 
-fn report(options: &Options, rounds: &[[Measured; 6]]) {
+fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) {
     if options.exact_only {
         return report_exact(options, rounds);
     }
@@ -346,7 +494,11 @@ fn report(options: &Options, rounds: &[[Measured; 6]]) {
 }
 
 /// The median over the rounds of one condition's `metric`.
-fn median_of(rounds: &[[Measured; 6]], condition: Condition, metric: fn(&Measured) -> f64) -> f64 {
+fn median_of(
+    rounds: &[[Measured; CONDITIONS]],
+    condition: Condition,
+    metric: fn(&Measured) -> f64,
+) -> f64 {
     let mut values: Vec<f64> = rounds
         .iter()
         .map(|round| metric(&round[condition as usize]))
@@ -359,7 +511,7 @@ fn median_of(rounds: &[[Measured; 6]], condition: Condition, metric: fn(&Measure
 /// host's ordinary work is each mark's reading into the ledger, so its cost is the runs'
 /// marks times probe_cost's figure per mark, against the host CPU of the same runs. An interval far
 /// narrower than the direct comparison's, which this machine's run-to-run noise widens.
-fn modelled(rounds: &[[Measured; 6]]) {
+fn modelled(rounds: &[[Measured; CONDITIONS]]) {
     let machine = match Machine::read() {
         Ok(machine) => machine,
         Err(e) => return println!("default mode, modelled: NOT COMPUTED ({e:#})"),

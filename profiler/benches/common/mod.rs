@@ -46,6 +46,18 @@ pub fn run_records(
     out: &Path,
     label: &str,
 ) -> Result<Vec<EntryRecord>> {
+    Ok(run_folder(skillprof, cmds, args, host_flags, out, label)?.0)
+}
+
+/// As [`run_records`], with the run's meta.json beside its records.
+pub fn run_folder(
+    skillprof: &Path,
+    cmds: &Path,
+    args: &[&str],
+    host_flags: &[&str],
+    out: &Path,
+    label: &str,
+) -> Result<(Vec<EntryRecord>, skillprof::record::RunInfo)> {
     let folder = out.join("run");
     let mut command = Command::new(skillprof);
     command.arg("run").arg(cmds).arg("--run-dir").arg(&folder);
@@ -62,8 +74,9 @@ pub fn run_records(
         );
     }
     let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
+    let meta = skillprof::output::meta::read(&folder)?;
     fs::remove_dir_all(&folder)?;
-    Ok(records)
+    Ok((records, meta))
 }
 
 /// `+X.X% [lo, hi]`: the median of the per-round ratios as a change, with its interval.

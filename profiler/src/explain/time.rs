@@ -12,6 +12,8 @@ use crate::units::{count, ms};
 const ENOUGH: u64 = 20;
 /// A work below this share of the samples is left unsaid.
 const SAID_PCT: f64 = 5.0;
+/// Stacks lost, as a share of the samples, that the sentence names.
+const LOST_SAID: f64 = 0.05;
 /// Two runs of one command differ when their CPU does by this ratio and this much.
 const DIFFERENT: f64 = 1.25;
 const DIFFERENT_MS: f64 = 100.0;
@@ -46,6 +48,14 @@ fn cpu(record: &EntryRecord, time: &EntryTime) -> String {
         && let Some(pct) = time.pct(top.samples)
     {
         text.push_str(&format!("; hottest {} ({pct:.0}%)", top.what));
+    }
+    // A split that left out many samples says so: those were counted, but not where.
+    if time.stacks_lost as f64 >= LOST_SAID * time.samples as f64 {
+        text.push_str(&format!(
+            "; {} samples and waits were counted without their stack (another stack held \
+             its place in the stack map: time_stacks_lost)",
+            count(time.stacks_lost as f64)
+        ));
     }
     text
 }

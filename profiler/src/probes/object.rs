@@ -49,10 +49,13 @@ pub const TIME_SAMPLES: &str = "TIME_SAMPLES";
 /// Distinct user stacks the stack map holds with `--stacks` (each up to 127 frames, about 1 KiB
 /// of kernel memory): enough for the few thousand stacks a host's faults come from.
 const STACK_TRACES_STACKS: u32 = 16384;
-/// Distinct stacks the time profile's stack map holds, user and kernel: its stacks are cleared
-/// as each entry (or each watch window) is read, and a host's CPU samples at 99 Hz and its
-/// switches come from a few thousand stacks in that time.
-const TIME_STACKS_STACKS: u32 = 16384;
+/// Buckets of the time profile's stack map, user and kernel stacks alike, cleared as each
+/// entry (or watch window) is read. A stack whose hash lands in a bucket another stack holds
+/// is lost (counted in `time_stacks_lost`): a Python skill's compile (2,900 samples at 97 Hz,
+/// nearly all of them distinct stacks, and 4,000 switches) lost 16% of its stacks with 16,384
+/// buckets and 3% with 65,536 (`skillprof run cmds/time_reference.cmds`, 2026-11-28). Each
+/// bucket holds up to 127 frames: 68 MiB of kernel memory, charged to skillprof's cgroup.
+const TIME_STACKS_STACKS: u32 = 65536;
 /// The timeline's ring: 40 bytes a sample, 200 samples a second on two CPUs at 97 Hz; a
 /// megabyte holds two minutes of them, more than a step lasts between drains.
 const TIME_SAMPLES_BYTES: u32 = 1 << 20;
