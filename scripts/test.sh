@@ -33,9 +33,14 @@ if ! command -v prometheus >/dev/null 2>&1; then
         apt_install prometheus
     fi
 fi
+# Go: `go tool pprof` reads the time profile's pprof files in the time and watch tests, as a
+# user would, and hey is built with it.
+if ! command -v go >/dev/null 2>&1; then
+    step "go (Debian's golang-go: go tool pprof for the tests, and hey's build)"
+    apt_install golang-go
+fi
 # The host benchmark (cargo bench -p skillhost) drives the host with hey.
 if [ ! -x "$BUILD/bin/hey" ]; then
-    need go "hey, the host benchmark's load generator, is built with Go (as root: apt-get install golang-go)"
     step "hey (HTTP load generator for the host benchmark) in build/bin"
     GOBIN="$BUILD/bin" go install github.com/rakyll/hey@v0.1.4
 fi

@@ -4,7 +4,10 @@
 //! - a matching mmap+munmap pair, and a page fault, while a session profiles this process;
 //! - a mark (`ledger::mark`, the call a host makes around its work for a skill), while a
 //!   session profiles this process: in the default mode the thread's own counters read into
-//!   the ledger (a `getrusage`), in exact mode that and the marker's uprobe with its program.
+//!   the ledger (a `getrusage`), in exact mode that and the marker's uprobe with its program;
+//! - a context switch (a round trip over two pipes with a thread of this process, which
+//!   blocks this thread once each way), with the time profile's switch programs by state and
+//!   with stacks, for another process and for this one.
 //!
 //! Each attach selection the kernel allows (the default mode, which leaves out every program
 //! that runs for other processes' syscalls and faults; exact mode, `--trace-syscalls`, with
@@ -39,6 +42,7 @@ use anyhow::{Context, Result, bail, ensure};
 use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_TYPE_TRACEPOINT, perf_event_attr};
 use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel, EventCost, Ns, Per};
+use skillprof::probes::time::{OffCpuMode, TimeOptions};
 use skillprof::probes::{self, Mechanism, Probe, ProbeMode, ProbeOptions, ProbeSession};
 use skillprof::stats;
 use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, ledger};
@@ -55,6 +59,8 @@ const FAULT_PASSES: usize = 4;
 /// Marks per measurement, in pairs: a stretch of work for a skill, then idle, as a host's
 /// threads mark each poll of a request.
 const MARK_PAIRS: usize = 20_000;
+/// Round trips over the pipes per measurement: each blocks this thread once.
+const ROUND_TRIPS: usize = 5_000;
 /// The skill the marks are for, registered once (its row's pages faulted in then).
 static SKILL: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 const PAGE: usize = 4096;
@@ -72,6 +78,8 @@ enum Attach {
     /// The preferred mechanisms with BPF stats on (`--self-cost`).
     SelfCost,
     Fallback,
+    /// The default mode with the time profile, its switch programs as given.
+    Time(OffCpuMode),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -96,7 +104,7 @@ struct Condition {
     setup: Setup,
 }
 
-const CONDITIONS: [Condition; 11] = [
+const CONDITIONS: [Condition; 15] = [
     Condition {
         label: "off (baseline)",
         setup: Setup::Off,
@@ -141,6 +149,22 @@ const CONDITIONS: [Condition; 11] = [
         label: "exact, fallback, this process",
         setup: Setup::Probes(Attach::Fallback, Target::Itself),
     },
+    Condition {
+        label: "time, states, another process",
+        setup: Setup::Probes(Attach::Time(OffCpuMode::States), Target::Other),
+    },
+    Condition {
+        label: "time, states, this process",
+        setup: Setup::Probes(Attach::Time(OffCpuMode::States), Target::Itself),
+    },
+    Condition {
+        label: "time, stacks, another process",
+        setup: Setup::Probes(Attach::Time(OffCpuMode::Stacks), Target::Other),
+    },
+    Condition {
+        label: "time, stacks, this process",
+        setup: Setup::Probes(Attach::Time(OffCpuMode::Stacks), Target::Itself),
+    },
 ];
 
 /// Thread CPU ns per operation of each workload, in one condition of one round.
@@ -150,6 +174,7 @@ struct Costs {
     mmap_munmap: f64,
     fault: f64,
     mark: f64,
+    switch: f64,
 }
 
 fn main() -> Result<()> {
@@ -187,8 +212,16 @@ fn main() -> Result<()> {
                         force_fallback: attach == Attach::Fallback,
                         self_cost: attach == Attach::SelfCost,
                         mode: match attach {
-                            Attach::Default => ProbeMode::HostOnly,
+                            Attach::Default | Attach::Time(_) => ProbeMode::HostOnly,
                             _ => ProbeMode::Exact,
+                        },
+                        time: match attach {
+                            Attach::Time(off_cpu) => Some(TimeOptions {
+                                hz: probes::time::DEFAULT_HZ,
+                                off_cpu,
+                                timeline: false,
+                            }),
+                            _ => None,
                         },
                         max_entries: 2,
                         ..ProbeOptions::default()
@@ -236,7 +269,7 @@ fn parse_args() -> Result<Args> {
     Ok(parsed)
 }
 
-/// Which mechanism the probes the model has figures for attached with.
+/// Which mechanism the probes the conditions are about attached with.
 fn attached(session: &ProbeSession) -> Vec<(Probe, Mechanism)> {
     session
         .statuses()
@@ -245,7 +278,11 @@ fn attached(session: &ProbeSession) -> Vec<(Probe, Mechanism)> {
             s.attached
                 && matches!(
                     s.probe,
-                    Probe::Syscalls | Probe::PageFaults | Probe::Markers
+                    Probe::Syscalls
+                        | Probe::PageFaults
+                        | Probe::Markers
+                        | Probe::CpuProfile
+                        | Probe::OffCpu
                 )
         })
         .map(|s| (s.probe, s.mechanism))
@@ -293,6 +330,7 @@ fn measure() -> Costs {
         mmap_munmap: median(|c| c.mmap_munmap),
         fault: median(|c| c.fault),
         mark: median(|c| c.mark),
+        switch: median(|c| c.switch),
     }
 }
 
@@ -342,7 +380,47 @@ fn measure_once() -> Costs {
         mmap_munmap,
         fault,
         mark,
+        switch: switch(),
     }
+}
+
+/// This thread's CPU per round trip with a thread that echoes a byte from one pipe to the
+/// other: this thread blocks in its read each time, so each is one switch out and one in.
+fn switch() -> f64 {
+    let pipe = || {
+        let mut fds = [0; 2];
+        // SAFETY: fills two descriptors, owned below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+        // SAFETY: descriptors the pipe just opened, owned once each.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    };
+    let ((there_read, there_write), (back_read, back_write)) = (pipe(), pipe());
+    let byte = |fd: &OwnedFd, write: bool| {
+        let mut one = [1u8];
+        let fd = std::os::fd::AsRawFd::as_raw_fd(fd);
+        // SAFETY: a one-byte buffer on the stack, a descriptor owned by the caller.
+        let n = unsafe {
+            match write {
+                true => libc::write(fd, one.as_ptr().cast(), 1),
+                false => libc::read(fd, one.as_mut_ptr().cast(), 1),
+            }
+        };
+        assert_eq!(n, 1, "a byte over the pipe");
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for _ in 0..ROUND_TRIPS {
+                byte(&there_read, false);
+                byte(&back_write, true);
+            }
+        });
+        per_operation(ROUND_TRIPS, || {
+            for _ in 0..ROUND_TRIPS {
+                byte(&there_write, true);
+                byte(&back_read, false);
+            }
+        })
+    })
 }
 
 /// What condition `index` added to one workload's cost per operation: the median over
@@ -374,15 +452,17 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(Probe, Mech
          [bootstrap 95% CI]; BPF stats off but in the self-cost rows, as runs have them"
     );
     println!(
-        "without probes: getppid {:.0} ns, mmap+munmap {:.0} ns, fault {:.0} ns, mark {:.0} ns\n",
+        "without probes: getppid {:.0} ns, mmap+munmap {:.0} ns, fault {:.0} ns, mark {:.0} ns, \
+         switch round trip {:.0} ns\n",
         absolute(|c| c.getppid),
         absolute(|c| c.mmap_munmap),
         absolute(|c| c.fault),
-        absolute(|c| c.mark)
+        absolute(|c| c.mark),
+        absolute(|c| c.switch)
     );
     println!(
-        "{:30} {:>24} {:>24} {:>24} {:>24}  attached",
-        "condition", "getppid", "mmap+munmap pair", "page fault", "mark"
+        "{:30} {:>24} {:>24} {:>24} {:>24} {:>24}  attached",
+        "condition", "getppid", "mmap+munmap pair", "page fault", "mark", "switch round trip"
     );
     for (index, condition) in CONDITIONS.iter().enumerate().skip(1) {
         let cell = |pick: fn(&Costs) -> f64| {
@@ -394,12 +474,13 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(Probe, Mech
             .map(|(probe, mechanism)| format!("{probe} {mechanism}"))
             .collect();
         println!(
-            "{:30} {:>24} {:>24} {:>24} {:>24}  {}",
+            "{:30} {:>24} {:>24} {:>24} {:>24} {:>24}  {}",
             condition.label,
             cell(|c| c.getppid),
             cell(|c| c.mmap_munmap),
             cell(|c| c.fault),
             cell(|c| c.mark),
+            cell(|c| c.switch),
             match condition.setup {
                 Setup::SyscallTracing => "perf counter on syscalls:sys_{enter,exit}_acct".into(),
                 _ if attached.is_empty() => "-".into(),
@@ -411,7 +492,10 @@ fn report(rounds: usize, measured: &[Vec<Costs>], mechanisms: &[Vec<(Probe, Mech
         "\n\"another process\": this process is not profiled, so its getppid is the tax an \
          unrelated process pays; \"this process\": its mmap+munmap and faults are counted. \
          \"syscall tracepoint, no program\": the kernel's syscall-tracing path alone, the floor \
-         under any per-syscall tracepoint."
+         under any per-syscall tracepoint. \"switch round trip\": this thread blocked once \
+         and woken once; with the time profile's programs, for another process their filter \
+         only, for this one their bookkeeping (and with stacks, the stack walks) as the thread \
+         leaves its CPU."
     );
 }
 

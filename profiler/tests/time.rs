@@ -130,18 +130,7 @@ fn samples_match_the_kernels_cpu_time_and_name_the_hot_function_and_the_sleep() 
 
     // The pprof files read as such by the tool they are for, with the wasm function named.
     let pprof = folder.join("profile/1.cpu.pb.gz");
-    let top = Command::new("go")
-        .args(["tool", "pprof", "-top"])
-        .arg(&pprof)
-        .output()
-        .expect("go (Debian's golang-go: scripts/test.sh installs it) runs `go tool pprof`");
-    let listed = String::from_utf8_lossy(&top.stdout);
-    assert!(
-        top.status.success() && listed.contains("sample_rs1!sample_rs::burn"),
-        "go tool pprof -top {}:\n{listed}\n{}",
-        pprof.display(),
-        String::from_utf8_lossy(&top.stderr)
-    );
+    common::pprof_top_lists(&pprof, &[], "sample_rs1!sample_rs::burn");
 
     // And explain.md says it in words.
     let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();

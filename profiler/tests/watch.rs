@@ -715,16 +715,10 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
     assert!(burning.join().unwrap().unwrap().is_ok());
     let pprof = dir.path().join("watch.pb.gz");
     fs::write(&pprof, &profile.body).unwrap();
-    let top = Command::new("go")
-        .args(["tool", "pprof", "-top", "-tagfocus", "skill=served"])
-        .arg(&pprof)
-        .output()
-        .expect("go (Debian's golang-go: scripts/test.sh installs it) runs `go tool pprof`");
-    let listed = String::from_utf8_lossy(&top.stdout);
-    assert!(
-        top.status.success() && listed.contains("served!sample_rs::burn"),
-        "go tool pprof -top -tagfocus skill=served:\n{listed}\n{}",
-        String::from_utf8_lossy(&top.stderr)
+    common::pprof_top_lists(
+        &pprof,
+        &["-tagfocus", "skill=served"],
+        "served!sample_rs::burn",
     );
     let (status, said) = get(port, "/debug/pprof/profile?seconds=0").unwrap();
     assert_eq!(

@@ -81,3 +81,22 @@ pub fn loaded_since(
         .filter_map(|program| program.name_as_str().map(str::to_owned))
         .collect()
 }
+
+/// `go tool pprof -top ARGS FILE`'s listing, as a user reads a pprof file; panics with what
+/// it said unless it read the file and lists `function`.
+pub fn pprof_top_lists(file: &std::path::Path, args: &[&str], function: &str) {
+    let top = std::process::Command::new("go")
+        .args(["tool", "pprof", "-top"])
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("go (Debian's golang-go: scripts/test.sh installs it) runs `go tool pprof`");
+    let listed = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success() && listed.contains(function),
+        "go tool pprof -top {} {}: no {function}:\n{listed}\n{}",
+        args.join(" "),
+        file.display(),
+        String::from_utf8_lossy(&top.stderr)
+    );
+}
