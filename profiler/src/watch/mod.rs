@@ -32,7 +32,7 @@ use crate::cmds::MAX_WATCH_S;
 use crate::hostctl::HostStartArgs;
 use crate::hostctl::process::ExitWatch;
 use crate::hostctl::profile::HostProfile;
-use crate::probes::time::{OffCpuMode, TimeArgs};
+use crate::probes::time::{OffCpuMode, TimeArgs, TimeOptions};
 use crate::probes::{self, ProbeMode, ProbeOptions, ProbeSession};
 use crate::record::time::TimeProfile;
 use host::Watched;
@@ -224,9 +224,11 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
     let profile = HostProfile::load(&args.host_profile)?;
     // The endpoint and the recording's folder first: a bad web configuration, a busy address
     // or a folder that cannot be written fails before anything is started or attached.
+    // A profile rate the kernel would refuse, too.
+    let time = args.time.options(OffCpuMode::Off)?;
     let (listener, protection) = endpoint(&args).await?;
     let address = listener.local_addr()?;
-    let recording = recording(&args)?;
+    let recording = recording(&args, time)?;
     let mut stops = Stops::catch(args.duration)?;
     let mut watched = Watched::begin(&args, profile).await?;
     let following = match (args.follow, args.host_url.as_deref()) {
@@ -237,7 +239,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         max_entries: 1,
         no_markers: args.no_markers,
         mode: args.probes,
-        time: args.time.options(OffCpuMode::Off)?,
+        time,
         skills_dir: args.skills_dir.clone(),
         ..ProbeOptions::default()
     };
@@ -355,8 +357,12 @@ async fn endpoint(args: &WatchArgs) -> Result<(TcpListener, Option<web_config::P
     Ok((listener, protection))
 }
 
-/// `--record`'s folder made and its cmds file written, if asked for.
-fn recording(args: &WatchArgs) -> Result<Option<(record::Recording, PathBuf)>> {
+/// `--record`'s folder made and its cmds file written, if asked for; its runs profile the
+/// host's time as the watch does (`time`).
+fn recording(
+    args: &WatchArgs,
+    time: Option<TimeOptions>,
+) -> Result<Option<(record::Recording, PathBuf)>> {
     args.record
         .as_ref()
         .map(|dir| {
@@ -368,6 +374,7 @@ fn recording(args: &WatchArgs) -> Result<Option<(record::Recording, PathBuf)>> {
                 host_profile: args.host_profile.clone(),
                 no_markers: args.no_markers,
                 probes: args.probes,
+                time,
             }
             .prepare()
         })

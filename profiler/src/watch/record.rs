@@ -15,6 +15,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 
 use crate::probes::ProbeMode;
+use crate::probes::time::TimeOptions;
 
 /// What `--record` was asked for.
 #[derive(Clone, Debug)]
@@ -27,6 +28,9 @@ pub struct Recording {
     pub no_markers: bool,
     /// The watch's probe mode, which each recording run keeps.
     pub probes: ProbeMode,
+    /// The watch's time profile (`None`: --no-profile), which each recording run keeps: a
+    /// run with --attach would otherwise take its own defaults (off a CPU by state).
+    pub time: Option<TimeOptions>,
 }
 
 /// Samples every second, not every 100 ms: a window is a minute, a folder an hour.
@@ -144,6 +148,7 @@ impl Recording {
             .args(["--interval-ms", SAMPLE_EVERY_MS])
             .args(self.no_markers.then_some("--no-markers"))
             .args(["--probes", self.probes.as_str()])
+            .args(time_args(self.time))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -203,5 +208,21 @@ fn terminate(child: &Child) {
     if let Some(pid) = child.id() {
         // SAFETY: a signal to our own child, which has not been reaped (it is waited below).
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    }
+}
+
+/// `skillprof run`'s flags for the time profile `time`.
+fn time_args(time: Option<TimeOptions>) -> Vec<String> {
+    match time {
+        None => vec!["--no-profile".to_owned()],
+        Some(time) => vec![
+            "--profile-hz".to_owned(),
+            time.hz.to_string(),
+            "--off-cpu".to_owned(),
+            clap::ValueEnum::to_possible_value(&time.off_cpu)
+                .expect("every mode has a name")
+                .get_name()
+                .to_owned(),
+        ],
     }
 }
