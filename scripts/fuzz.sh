@@ -7,7 +7,8 @@
 # exits 1.
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
-#   SECONDS  per target (default 600: the benchmark; scripts/test.sh runs each for 20)
+#   SECONDS  per target (default 600, the benchmark; the suite replays seeds and regressions
+#            through the same checks in profiler/tests/fuzz_inputs.rs instead)
 #   TARGET   cmds, host_profile, harness_log, run_folder (default: all four)
 # A crash's input, once fixed, goes into profiler/fuzz/regressions/TARGET/: every run replays
 # those first.

@@ -58,8 +58,6 @@ fi
 "$ROOT/scripts/build.sh" all
 cd "$ROOT"
 cargo test --release --workspace --no-fail-fast
-# Every parser of other people's files, fuzzed briefly (the benchmark runs each for 10 min).
-"$ROOT/scripts/fuzz.sh" 20
 # README command 1 while another apt holds its locks (see the script).
 "$ROOT/scripts/apt-lock-test.sh"
 # The probe tests again on this kernel and in a Debian 6.1 guest (fentry/fexit, kprobes), and

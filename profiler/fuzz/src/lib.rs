@@ -1,0 +1,82 @@
+//! What each fuzz target asserts of one input, in one place: libFuzzer calls these from
+//! fuzz_targets/ (scripts/fuzz.sh, the benchmark), and the workspace's test
+//! `profiler/tests/fuzz_inputs.rs` replays every seed and every input that once crashed a
+//! target through the same functions on every `cargo test`.
+
+use std::fs;
+
+use skillprof::cmds::{self, Command, InFlightCap, Plan};
+use skillprof::hostctl::profile::HostProfile;
+use skillprof::output::commands_csv;
+use skillprof::output::harness_log::RunLog;
+use skillprof::report::read::Run;
+
+/// The cmds language: any text is a plan or a list of the bad lines, never a panic; and a
+/// plan's entries, written back as the harness logs them, parse to the same plan.
+pub fn cmds(text: &str) {
+    fn commands(plan: &Plan) -> Vec<(u32, Command)> {
+        plan.entries.iter().map(|entry| (entry.repeat, entry.command.clone())).collect()
+    }
+    // The cap changes which lines are valid: the default and a tight one.
+    for cap in [InFlightCap::DEFAULT, InFlightCap::new(2)] {
+        let Ok(plan) = cmds::parse("fuzz.cmds", text, cap) else {
+            continue;
+        };
+        let logged: String = plan
+            .entries
+            .iter()
+            .filter(|entry| entry.line.is_some())
+            .map(|entry| format!("{}\n", entry.name))
+            .collect();
+        let again = cmds::parse("logged.cmds", &logged, cap)
+            .unwrap_or_else(|error| panic!("a plan's own lines do not parse: {error}\n{logged}"));
+        assert_eq!(commands(&again), commands(&plan), "{logged}");
+    }
+}
+
+/// Host profiles (TOML): any text is a profile or an error naming what is wrong.
+pub fn host_profile(text: &str) {
+    let _ = HostProfile::parse(text);
+}
+
+/// The 2024 harness's run logs, which `compare` reads from other people's machines.
+pub fn harness_log(text: &str) {
+    let _ = RunLog::parse("fuzz_run.log", text);
+}
+
+/// The files a run folder's readers open.
+const RUN_FILES: [&str; 5] = [
+    "meta.json",
+    "entries.jsonl",
+    "samples.csv",
+    "commands.csv",
+    "260101_000000.000_run.log",
+];
+
+/// A run folder, as `report`, `explain`, `compare` and `capacity` read one: the input is the
+/// folder's files one after another, each after a line `--- NAME`, written into a scratch
+/// folder (in /dev/shm: memory, not disk) and read by the readers the subcommands use.
+pub fn run_folder(text: &str) {
+    let folder = tempfile::tempdir_in("/dev/shm").expect("a scratch folder in /dev/shm");
+    let mut name = None;
+    let mut body = String::new();
+    let mut flush = |name: Option<&str>, body: &mut String| {
+        if let Some(name) = name.filter(|name| RUN_FILES.contains(name)) {
+            fs::write(folder.path().join(name), body.as_bytes()).unwrap();
+        }
+        body.clear();
+    };
+    for line in text.split_inclusive('\n') {
+        match line.strip_prefix("--- ") {
+            Some(next) => {
+                flush(name, &mut body);
+                name = Some(next.trim_end());
+            }
+            None => body.push_str(line),
+        }
+    }
+    flush(name, &mut body);
+    let _ = Run::load(folder.path());
+    let _ = commands_csv::read(&folder.path().join("commands.csv"));
+    let _ = RunLog::read(&folder.path().join(RUN_FILES[4]));
+}
