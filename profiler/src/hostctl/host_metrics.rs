@@ -38,6 +38,16 @@ impl HostCounters {
                     counters.heap_free_bytes = Some(value);
                     continue;
                 }
+                "skillhost_pool_slots" => {
+                    match sample.labels.get("kind") {
+                        Some("unused_warm_memories") => counters.pool_warm_memories = Some(value),
+                        Some("unused_memory_bytes_resident" | "unused_table_bytes_resident") => {
+                            *counters.pool_warm_resident_bytes.get_or_insert(0) += value;
+                        }
+                        _ => {}
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             *field += value;
@@ -55,6 +65,8 @@ impl HostCounters {
             instances: self.instances.saturating_sub(before.instances),
             heap_in_use_bytes: self.heap_in_use_bytes,
             heap_free_bytes: self.heap_free_bytes,
+            pool_warm_memories: self.pool_warm_memories,
+            pool_warm_resident_bytes: self.pool_warm_resident_bytes,
         }
     }
 
@@ -87,6 +99,11 @@ skillhost_heap_in_use_bytes 104857600
 # TYPE skillhost_heap_free_bytes gauge
 # UNIT skillhost_heap_free_bytes bytes
 skillhost_heap_free_bytes 314572800
+# TYPE skillhost_pool_slots gauge
+skillhost_pool_slots{kind=\"memories\"} 2
+skillhost_pool_slots{kind=\"unused_warm_memories\"} 5
+skillhost_pool_slots{kind=\"unused_memory_bytes_resident\"} 1048576
+skillhost_pool_slots{kind=\"unused_table_bytes_resident\"} 4096
 # TYPE skillhost_request_duration_seconds histogram
 # UNIT skillhost_request_duration_seconds seconds
 skillhost_request_duration_seconds_sum 1.5
@@ -108,6 +125,8 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
                 instances: 15,
                 heap_in_use_bytes: Some(100 << 20),
                 heap_free_bytes: Some(300 << 20),
+                pool_warm_memories: Some(5),
+                pool_warm_resident_bytes: Some((1 << 20) + 4096),
             }
         );
         let before = HostCounters {
@@ -117,6 +136,8 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
             instances: 11,
             heap_in_use_bytes: Some(1),
             heap_free_bytes: None,
+            pool_warm_memories: None,
+            pool_warm_resident_bytes: None,
         };
         assert_eq!(
             counters.since(&before),
@@ -127,6 +148,8 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
                 instances: 4,
                 heap_in_use_bytes: Some(100 << 20),
                 heap_free_bytes: Some(300 << 20),
+                pool_warm_memories: Some(5),
+                pool_warm_resident_bytes: Some((1 << 20) + 4096),
             }
         );
     }

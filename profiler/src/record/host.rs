@@ -24,6 +24,12 @@ pub struct HostCounters {
     pub heap_in_use_bytes: Option<u64>,
     #[serde(default)]
     pub heap_free_bytes: Option<u64>,
+    /// Gauges of the pooling allocator, as they were at the reading: freed memory slots kept
+    /// warm, and the bytes their memories and tables still hold resident; `None` on demand.
+    #[serde(default)]
+    pub pool_warm_memories: Option<u64>,
+    #[serde(default)]
+    pub pool_warm_resident_bytes: Option<u64>,
 }
 
 /// How a host ended.
@@ -123,6 +129,8 @@ fields! {
     COUNTED_INSTANCES "counted_instances" Count "instances created (the host's count)" = entry.map(|c| c.instances);
     HEAP_IN_USE "host_heap_in_use_kb" Kib "the host's malloc at the end of the entry, as it reports it on /metrics (skillhost, with glibc's mallinfo2; empty for a host without it): handed out, not yet freed" = entry.and_then(|c| c.heap_in_use_bytes).map(|b| b / 1024);
     HEAP_FREE "host_heap_free_kb" Kib "the host's malloc: freed, and kept in malloc's arenas instead of being returned (resident where it was touched)" = entry.and_then(|c| c.heap_free_bytes).map(|b| b / 1024);
+    POOL_WARM "host_pool_warm_memories" Count "the pooling allocator's freed memory slots kept warm at the end of the entry (skillhost's /metrics; empty on demand): reused first, up to --pool-max-unused-warm-slots" = entry.and_then(|c| c.pool_warm_memories);
+    POOL_WARM_RESIDENT "host_pool_warm_resident_kb" Kib "bytes those warm slots' memories and tables still hold resident (kept by --pool-keep-resident and --pool-table-keep-resident, or not yet decommitted): RSS no instance uses" = entry.and_then(|c| c.pool_warm_resident_bytes).map(|b| b / 1024);
 }
 
 fields! {

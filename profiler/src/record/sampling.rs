@@ -59,6 +59,10 @@ pub struct EntrySampling {
     pub vmstat: Vec<(String, i64)>,
     /// The machine's CPUs between the boundaries; `None` if no tick passed.
     pub cpu: Option<CpuShare>,
+    /// TLB shootdown interrupts of the machine between the boundaries; `None` where the
+    /// kernel counts none, and in runs made before they were read.
+    #[serde(default)]
+    pub tlb_shootdowns: Option<u64>,
 }
 
 /// What the sampler counts of the host at its slower pace (at entry boundaries, and at most
@@ -122,6 +126,7 @@ fields! {
     CPU_STEAL "cpu_steal_pct" Percent "share of all the machine's CPU time the hypervisor gave to other guests while this one wanted to run" = self.cpu.map(|cpu| cpu.steal_pct);
     CPU_IRQ "cpu_irq_pct" Percent "share of all the machine's CPU time spent serving hardware interrupts: time no task, the host's included, sees as its own" = self.cpu.and_then(|cpu| cpu.irq_pct);
     CPU_SOFTIRQ "cpu_softirq_pct" Percent "share of all the machine's CPU time in softirqs (the network stack's receive work, timers, RCU), outside any task's time" = self.cpu.and_then(|cpu| cpu.softirq_pct);
+    TLB_SHOOTDOWNS "tlb_shootdowns" Count "TLB shootdown interrupts of the whole machine during the entry (/proc/interrupts' TLB line): one CPU telling others to drop cached translations after a munmap, mprotect or madvise of a process whose threads ran on them" = self.tlb_shootdowns;
     ZONES_MIN_FREE "zones_min_free_pages" Count "fewest free pages user allocations could reach (each zone's free pages above its reserve, summed over the zones that serve user memory) in any sample of the entry" = self.zones_lowest.free_pages;
     ZONES_LOWEST "zones_lowest_band" Text "lowest watermark band those reachable free pages fell into, against the same zones' summed watermarks (boost included): baseline [promo, inf), promo [high, promo), high [low, high), low [min, low), min [0, min); baseline starts at high without promo" = self.zones_lowest.band.name();
     ZONE "zone_*" Text "per populated zone, zone_<node>_<name>_min_free_pages (fewest free pages above the zone's reserve in any sample) and zone_<node>_<name>_lowest_band (its lowest band, as zones_lowest_band, against the zone's own watermarks)" for self.zone_cells();
@@ -146,6 +151,7 @@ impl EntrySampling {
             zone_lowest: Vec::new(),
             vmstat: Vec::new(),
             cpu: None,
+            tlb_shootdowns: None,
         }
     }
 

@@ -86,6 +86,10 @@ impl Window {
             zone_lowest: self.zone_lowest,
             vmstat: end.vmstat.since(&self.begin.vmstat),
             cpu: end.cpu.since(&self.begin.cpu),
+            tlb_shootdowns: end
+                .tlb_shootdowns
+                .zip(self.begin.tlb_shootdowns)
+                .map(|(end, begin)| end.saturating_sub(begin)),
         }
     }
 }
@@ -152,6 +156,7 @@ mod tests {
                 irq: 0,
                 softirq: 2 * pgfault,
             },
+            tlb_shootdowns: Some(3 * pgfault),
         }
     }
 
@@ -282,6 +287,7 @@ mod tests {
             Some("baseline")
         );
         assert_eq!(row.csv("vmstat_pgfault").as_deref(), Some("1"));
+        assert_eq!(row.csv("tlb_shootdowns").as_deref(), Some("3"));
     }
 
     #[test]

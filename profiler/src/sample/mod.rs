@@ -5,6 +5,7 @@
 pub mod composition;
 pub mod cpu;
 mod entry;
+pub mod interrupts;
 pub mod meminfo;
 pub mod process;
 pub mod psi;

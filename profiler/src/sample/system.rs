@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 
 use super::{
     cpu::{self, CpuTimes},
+    interrupts,
     meminfo::{self, Meminfo},
     psi::{self, Psi},
     reach::{self, Reach},
@@ -32,6 +33,8 @@ pub struct System {
 pub struct Counters {
     pub vmstat: Vmstat,
     pub cpu: CpuTimes,
+    /// `None` where the kernel counts none.
+    pub tlb_shootdowns: Option<u64>,
 }
 
 impl Counters {
@@ -39,6 +42,7 @@ impl Counters {
         Ok(Counters {
             vmstat: vmstat::read(proc_root)?,
             cpu: cpu::read(proc_root)?,
+            tlb_shootdowns: interrupts::tlb_shootdowns(proc_root),
         })
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
@@ -46,7 +47,7 @@ pub fn read(pid: u32, ledger: Option<&HostLedger>, cpus: &[usize]) -> Result<Rea
         cpu_ms: (stat.utime + stat.stime) as f64 * 1e3 / ticks,
         faults: stat.minflt + stat.majflt,
         threads: schedstats(pid),
-        tlb: tlb_shootdowns(),
+        tlb: crate::sample::interrupts::tlb_shootdowns(Path::new("/proc")).unwrap_or(0),
         ledger: ledger.map(HostLedger::read),
         cpus: fs::read_to_string("/proc/stat")
             .ok()
@@ -70,21 +71,6 @@ fn schedstats(pid: u32) -> BTreeMap<u32, (u64, u64)> {
             Some((tid, (fields.next()??, fields.next()??)))
         })
         .collect()
-}
-
-/// TLB shootdown interrupts so far, summed over the CPUs (/proc/interrupts' `TLB` line).
-fn tlb_shootdowns() -> u64 {
-    let Ok(text) = fs::read_to_string("/proc/interrupts") else {
-        return 0;
-    };
-    text.lines()
-        .find(|line| line.trim_start().starts_with("TLB:"))
-        .map_or(0, |line| {
-            line.split_whitespace()
-                .skip(1)
-                .map_while(|field| field.parse::<u64>().ok())
-                .sum()
-        })
 }
 
 fn waited(reading: &Reading) -> u64 {
