@@ -77,6 +77,13 @@ pub struct HostConfig {
     #[arg(long, value_enum, default_value_t = Api::Skillhost)]
     pub api: Api,
 
+    /// Configure the engine with the other flags (the pooling allocator reserves its slots
+    /// then), print `{"reserved_bytes": N}` (the address space that took) on stdout, and
+    /// exit without serving: 0 if the host would start, 2 with the reason if not. The skills
+    /// directory is not read.
+    #[arg(long)]
+    pub check_config: bool,
+
     #[command(flatten)]
     pub compiling: Compiling,
 
@@ -146,6 +153,17 @@ pub struct EngineConfig {
     /// memories, in MiB. Growth past it fails, which guests usually turn into a trap.
     #[arg(long, default_value_t = 4096, value_name = "MiB")]
     pub memory_limit_mib: u64,
+
+    /// Address space reserved for each linear memory, in bytes: with wasmtime's default
+    /// (4 GiB on 64-bit hosts) a 32-bit memory never moves and needs no bounds checks; each
+    /// pooled memory slot reserves this much plus its guard, used or not.
+    #[arg(long, value_name = "BYTES")]
+    pub memory_reservation: Option<u64>,
+
+    /// Guard region after each linear memory, in bytes (wasmtime's default: 32 MiB), which
+    /// lets compiled code skip bounds checks on static offsets; reserved, never resident.
+    #[arg(long, value_name = "BYTES")]
+    pub memory_guard_size: Option<u64>,
 
     /// Initialise linear memory from copy-on-write images of the compiled code, so that
     /// data segments are mapped rather than copied for each instance.
@@ -230,6 +248,36 @@ pub struct PoolConfig {
     /// instead of resetting all of it: wasmtime's pagemap_scan, off by default.
     #[arg(long)]
     pub pool_pagemap_scan: bool,
+
+    /// Bytes of each table a freed slot keeps resident, zeroed in place instead of
+    /// decommitted (wasmtime's table_keep_resident; default 0).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub pool_table_keep_resident: usize,
+
+    /// Bytes of each async stack a freed slot keeps resident, zeroed with memset instead of
+    /// decommitted (wasmtime's async_stack_keep_resident; default 0).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub pool_stack_keep_resident: usize,
+
+    /// Freed slots kept warm (still holding their last instance's resident pages, reused
+    /// first) before cold ones are taken: wasmtime's max_unused_warm_slots, default 100.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub pool_max_unused_warm_slots: u32,
+
+    /// Memory protection keys (Intel MPK; Linux's pkeys): slots share their guard regions,
+    /// striped over up to 15 keys, so a pool reserves less address space. `yes` fails to
+    /// start where the CPU or the kernel lacks them; wasmtime's default is `no`.
+    #[arg(long, value_enum, default_value_t = Toggle::No, value_name = "WHEN")]
+    pub pool_memory_protection_keys: Toggle,
+}
+
+/// wasmtime's `Enabled`, as a flag's value.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Toggle {
+    No,
+    Auto,
+    Yes,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]

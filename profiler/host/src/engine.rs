@@ -10,7 +10,7 @@ use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
 };
 
-use crate::config::{Allocator, EngineConfig};
+use crate::config::{Allocator, EngineConfig, Toggle};
 use crate::incremental::IncrementalCache;
 
 pub fn build(config: &EngineConfig) -> Result<Engine> {
@@ -30,6 +30,12 @@ pub fn build(config: &EngineConfig) -> Result<Engine> {
     if config.perfmap {
         wasm.profiler(ProfilingStrategy::PerfMap);
     }
+    if let Some(bytes) = config.memory_reservation {
+        wasm.memory_reservation(bytes);
+    }
+    if let Some(bytes) = config.memory_guard_size {
+        wasm.memory_guard_size(bytes);
+    }
     if config.allocator == Allocator::Pooling {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(config)));
     } else {
@@ -37,9 +43,15 @@ pub fn build(config: &EngineConfig) -> Result<Engine> {
         anyhow::ensure!(
             pool.pool_decommit_batch_size == 1
                 && pool.pool_keep_resident == 0
-                && !pool.pool_pagemap_scan,
-            "--pool-decommit-batch-size, --pool-keep-resident and --pool-pagemap-scan shape how \
-             the pooling allocator gives memory back: add --allocator pooling"
+                && !pool.pool_pagemap_scan
+                && pool.pool_table_keep_resident == 0
+                && pool.pool_stack_keep_resident == 0
+                && pool.pool_max_unused_warm_slots == 100
+                && pool.pool_memory_protection_keys == Toggle::No,
+            "--pool-decommit-batch-size, --pool-keep-resident, --pool-pagemap-scan, \
+             --pool-table-keep-resident, --pool-stack-keep-resident, \
+             --pool-max-unused-warm-slots and --pool-memory-protection-keys shape the pooling \
+             allocator's slots: add --allocator pooling"
         );
     }
     Engine::new(&wasm)
@@ -71,6 +83,14 @@ fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
             Enabled::Yes
         } else {
             Enabled::No
+        })
+        .table_keep_resident(pool.pool_table_keep_resident)
+        .async_stack_keep_resident(pool.pool_stack_keep_resident)
+        .max_unused_warm_slots(pool.pool_max_unused_warm_slots)
+        .memory_protection_keys(match pool.pool_memory_protection_keys {
+            Toggle::No => Enabled::No,
+            Toggle::Auto => Enabled::Auto,
+            Toggle::Yes => Enabled::Yes,
         });
     pooling
 }

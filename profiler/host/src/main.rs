@@ -47,6 +47,15 @@ fn main() {
         eprintln!("skillhost: error: {error:#}");
         std::process::exit(2);
     }
+    if config.check_config {
+        std::process::exit(match check(&config) {
+            Ok(()) => 0,
+            Err(error) => {
+                eprintln!("skillhost: error: {error:#}");
+                2
+            }
+        });
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -145,6 +154,27 @@ async fn serve(config: HostConfig) -> Result<i32> {
         1
     };
     Ok(code)
+}
+
+/// `--check-config`: the engine these flags make, and the address space it reserved.
+fn check(config: &HostConfig) -> Result<()> {
+    let before = virtual_size()?;
+    let engine = engine::build(&config.engine)?;
+    let reserved = virtual_size()?.saturating_sub(before);
+    println!("{}", serde_json::json!({ "reserved_bytes": reserved }));
+    drop(engine);
+    Ok(())
+}
+
+/// The process's address space (VmSize), in bytes.
+fn virtual_size() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmSize:"))
+        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .context("no VmSize in /proc/self/status")
 }
 
 /// Tells the caller where to connect and how the host is configured: the address on
