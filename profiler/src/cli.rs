@@ -37,6 +37,8 @@ pub enum Command {
     Watch(crate::watch::WatchArgs),
     // About and help come from SloArgs.
     Slo(crate::slo::SloArgs),
+    // About and help come from PoolArgs.
+    Pool(crate::pool::PoolArgs),
 }
 
 /// Does what `command` asks; the exit code says how it ended.
@@ -53,5 +55,6 @@ pub fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Sweep(args) => done(crate::capacity::sweep::run(args)),
         Command::Watch(args) => crate::watch::run(args),
         Command::Slo(args) => crate::slo::run(args),
+        Command::Pool(args) => crate::pool::run(args),
     }
 }

@@ -18,6 +18,7 @@ pub mod locust;
 pub mod machine;
 pub mod output;
 pub mod pidfd;
+pub mod pool;
 pub mod pressure;
 pub mod probes;
 pub mod record;

@@ -189,6 +189,21 @@ impl Command {
         )
     }
 
+    /// Whether it executes skills (and so has latencies to measure).
+    pub fn executes(&self) -> bool {
+        matches!(
+            self,
+            Command::ExecuteSkill { .. }
+                | Command::Execute { .. }
+                | Command::ExecuteAll { .. }
+                | Command::PExecuteAll { .. }
+                | Command::PExecute { .. }
+                | Command::Traffic(_)
+                | Command::LExecuteAll(_)
+                | Command::Fill { .. }
+        )
+    }
+
     /// The command named `name` with the arguments `args`, or a message saying what it expects.
     pub(super) fn parse(name: &str, args: &[&str], cap: InFlightCap) -> Result<Self, String> {
         let Some(signature) = SIGNATURES.iter().find(|signature| signature.name == name) else {

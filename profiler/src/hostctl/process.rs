@@ -137,7 +137,7 @@ fn one_skill_file(skills_dir: &Path) -> Result<String> {
 
 /// `skillhost` sits next to `skillprof` in a cargo target directory (or one level up, for
 /// test executables in `deps/`).
-fn find_skillhost() -> Result<PathBuf> {
+pub fn find_skillhost() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the running executable")?;
     let dir = exe.parent().context("the executable has no directory")?;
     [dir.join("skillhost"), dir.join("../skillhost")]

@@ -16,7 +16,26 @@ pub mod run_json;
 pub mod samples_csv;
 pub mod stacks;
 
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, ensure};
+
 use crate::record::{self, field, probes, slo};
+
+/// An experiment's folder (`slo`, `pool`): `run_dir` itself, or `out/PREFIX-STAMP`; made if
+/// missing, and refused unless empty.
+pub fn experiment_folder(run_dir: Option<&Path>, out: &Path, prefix: &str) -> Result<PathBuf> {
+    let stamp = chrono::Local::now().format("%y%m%d_%H%M%S");
+    let folder = run_dir.map_or_else(|| out.join(format!("{prefix}-{stamp}")), Path::to_path_buf);
+    fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+    ensure!(
+        fs::read_dir(&folder)?.next().is_none(),
+        "{} is not empty: an experiment folder holds one experiment",
+        folder.display()
+    );
+    Ok(folder)
+}
 
 /// docs/columns.md's tables: commands.csv's ([`record::columns`]), skills.csv's, samples.csv's
 /// and `skillprof slo`'s steps.csv.

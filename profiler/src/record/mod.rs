@@ -17,6 +17,7 @@ pub(crate) mod fixture;
 pub mod host;
 pub mod locust;
 pub mod memcg;
+pub mod pool;
 pub mod probes;
 pub mod process;
 pub mod profile;

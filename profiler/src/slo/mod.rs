@@ -15,7 +15,6 @@ pub mod search;
 mod table;
 pub mod target;
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -192,7 +191,7 @@ pub fn run(args: SloArgs) -> Result<ExitCode> {
     );
     let samples = SampleSkills::beside_executable(profile.registry.world)?;
     let component = samples.path(args.skill.component())?;
-    let folder = folder(&args)?;
+    let folder = crate::output::experiment_folder(args.run_dir.as_deref(), &args.out, "slo")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -279,20 +278,6 @@ fn configurations(args: &SloArgs, machine_cpus: usize) -> Result<Vec<HostConfig>
     Ok(configs)
 }
 
-fn folder(args: &SloArgs) -> Result<PathBuf> {
-    let stamp = chrono::Local::now().format("slo-%y%m%d_%H%M%S");
-    let folder = args
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| args.out.join(stamp.to_string()));
-    fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
-    ensure!(
-        fs::read_dir(&folder)?.next().is_none(),
-        "{} is not empty: an experiment folder holds one experiment",
-        folder.display()
-    );
-    Ok(folder)
-}
 
 /// The CPUs the generator runs on beside a host on `host`: the rest of the machine, or
 /// `None` when the host has every CPU.

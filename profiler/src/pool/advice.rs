@@ -1,0 +1,280 @@
+//! The answer in words: which configuration meets the goal, the flags that set it, and why,
+//! from the figures that moved with it; when pooling pays against on-demand; and what each
+//! configuration reserves of the address space.
+
+use std::fmt::Write as _;
+
+use super::compare::{self, Summary};
+use crate::record::pool::{BASE, CONTROL, CPU, FIGURES, Figure, Goal, PoolExperiment, RSS_PEAK};
+use crate::units::bytes;
+
+/// The figures that say why CPU or memory moved, in the order a reason reads best.
+const EVIDENCE: &[&str] = &[
+    "mmap per request",
+    "mprotect per request",
+    "munmap per request",
+    "madvise per request",
+    "madvise bytes per request",
+    "process_madvise per request",
+    "page faults per request",
+    "TLB shootdowns per request",
+    "kernel share of CPU",
+    "instantiate CPU per request",
+    "call CPU per request",
+    "other CPU per request",
+    "warm slots resident",
+    "mappings",
+];
+
+fn figure(name: &str) -> &'static Figure {
+    FIGURES
+        .iter()
+        .find(|figure| figure.name == name)
+        .expect("EVIDENCE names figures of FIGURES")
+}
+
+/// A number as it reads in a sentence: three significant digits at most.
+pub fn number(value: f64) -> String {
+    match value.abs() {
+        v if v >= 100.0 => format!("{value:.0}"),
+        v if v >= 10.0 => format!("{value:.1}"),
+        _ => format!("{value:.2}"),
+    }
+}
+
+/// `from → to unit`, and the change with its interval where there is one.
+fn moved(figure: &Figure, from: f64, to: &Summary) -> String {
+    let mut text = format!(
+        "{} {} → {} {}",
+        figure.name,
+        number(from),
+        number(to.median),
+        figure.unit
+    );
+    // From next to nothing, a ratio says nothing a reader can use.
+    if let Some(change) = to.change.filter(|change| change.pct.abs() < 1000.0) {
+        let _ = write!(text, " ({})", change.words());
+    }
+    text
+}
+
+/// The evidence figures of `config` that differ from `against`'s materially: by a tenth of
+/// the larger at least, and by more than rounding.
+fn reasons(experiment: &PoolExperiment, config: usize, against: usize) -> Vec<String> {
+    EVIDENCE
+        .iter()
+        .map(|name| figure(name))
+        .filter_map(|figure| {
+            let to = compare::summary(experiment, config, figure)?;
+            let from = compare::summary(experiment, against, figure)?.median;
+            let larger = from.abs().max(to.median.abs());
+            let material = larger > 0.05 && (to.median - from).abs() >= 0.1 * larger;
+            let clear = to.change.is_none_or(|change| change.is_clear() || against != BASE);
+            (material && clear).then(|| moved(figure, from, &to))
+        })
+        .collect()
+}
+
+/// The configurations that may be recommended: measured, and not the control.
+fn candidates(experiment: &PoolExperiment) -> Vec<usize> {
+    (0..experiment.configs.len())
+        .filter(|&index| index != CONTROL)
+        .filter(|&index| experiment.configs[index].measured().next().is_some())
+        .collect()
+}
+
+fn median(experiment: &PoolExperiment, config: usize, index: usize) -> Option<f64> {
+    compare::summary(experiment, config, &FIGURES[index]).map(|s| s.median)
+}
+
+/// The configuration the goal picks, and what ruled the others out.
+pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
+    let mut ruled_out = Vec::new();
+    let p99 = |config: usize| -> Option<f64> {
+        let mut values: Vec<f64> = experiment.configs[config]
+            .measured()
+            .filter_map(|(_, figures)| figures.p99_ms)
+            .collect();
+        (!values.is_empty()).then(|| crate::stats::sort_median(&mut values))
+    };
+    let allowed: Vec<usize> = candidates(experiment)
+        .into_iter()
+        .filter(|&config| {
+            let name = &experiment.configs[config].name;
+            match experiment.goal {
+                Goal::Cpu => match (experiment.memory_within_kb, median(experiment, config, RSS_PEAK)) {
+                    (Some(limit), Some(peak)) if peak * 1024.0 > limit as f64 => {
+                        ruled_out.push(format!(
+                            "{name}: RSS peak {} MiB is above --memory {}",
+                            number(peak),
+                            bytes(limit as f64 * 1024.0)
+                        ));
+                        false
+                    }
+                    _ => true,
+                },
+                Goal::Memory => match (experiment.p99_within_ms, p99(config)) {
+                    (Some(limit), Some(p99)) if p99 > limit => {
+                        ruled_out.push(format!("{name}: p99 {} ms is above --p99-ms {limit}", number(p99)));
+                        false
+                    }
+                    _ => true,
+                },
+            }
+        })
+        .collect();
+    let key = match experiment.goal {
+        Goal::Cpu => CPU,
+        Goal::Memory => RSS_PEAK,
+    };
+    let best = allowed
+        .into_iter()
+        .filter_map(|config| Some((config, median(experiment, config, key)?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(config, _)| config);
+    (best, ruled_out)
+}
+
+/// explain's part of pool.md: the answer, when pooling pays, the control, address space.
+pub fn markdown(experiment: &PoolExperiment) -> String {
+    let mut text = String::new();
+    let goal = match experiment.goal {
+        Goal::Cpu => "the least host CPU per request",
+        Goal::Memory => "the least RSS peak",
+    };
+    let _ = writeln!(text, "## The answer\n");
+    let (best, ruled_out) = choose(experiment);
+    match best {
+        None => {
+            let _ = writeln!(text, "No configuration was measured that meets the goal ({goal}).");
+        }
+        Some(best) => {
+            let config = &experiment.configs[best];
+            let flags = match best {
+                BASE => "--allocator pooling (skillhost's defaults for every knob)".to_owned(),
+                _ => config.flags.join(" "),
+            };
+            let _ = writeln!(
+                text,
+                "For {goal}: **{}**. skillhost's flags: `{flags}`.\n",
+                config.name
+            );
+            if best == BASE {
+                let _ = writeln!(text, "No knob tried did better than pooling at its defaults.");
+            } else {
+                text += &against_base(experiment, best);
+            }
+        }
+    }
+    for why in ruled_out {
+        let _ = writeln!(text, "- ruled out: {why}");
+    }
+    text += &pooling_pays(experiment);
+    text += &control(experiment);
+    text += &address_space(experiment);
+    text
+}
+
+/// What the recommended configuration changes against pooling's defaults, and why.
+fn against_base(experiment: &PoolExperiment, best: usize) -> String {
+    let mut text = String::from("Against pooling at its defaults, in the same rounds:\n");
+    for index in [CPU, RSS_PEAK] {
+        let figure = &FIGURES[index];
+        if let (Some(to), Some(from)) = (
+            compare::summary(experiment, best, figure),
+            compare::summary(experiment, BASE, figure),
+        ) {
+            let _ = writeln!(text, "- {}", moved(figure, from.median, &to));
+        }
+    }
+    let why = reasons(experiment, best, BASE);
+    if !why.is_empty() {
+        let _ = writeln!(text, "\nWhy: {}.", why.join("; "));
+    }
+    text
+}
+
+/// On-demand against pooling: which costs the host more CPU per request, and what the
+/// kernel did differently.
+fn pooling_pays(experiment: &PoolExperiment) -> String {
+    const ON_DEMAND: usize = 0;
+    let cpu = &FIGURES[CPU];
+    let (Some(on_demand), Some(pooling)) = (
+        compare::summary(experiment, ON_DEMAND, cpu),
+        compare::summary(experiment, BASE, cpu),
+    ) else {
+        return String::new();
+    };
+    let mut text = String::from("\n## When pooling pays\n\n");
+    let verdict = match on_demand.change {
+        Some(change) if change.lo > 0.0 => format!(
+            "Pooling pays here: on demand, the host spends {} µs of CPU a request against \
+             pooling's {} ({} on demand)",
+            number(on_demand.median),
+            number(pooling.median),
+            change.words()
+        ),
+        Some(change) if change.hi < 0.0 => format!(
+            "Pooling costs more here: on demand, the host spends {} µs of CPU a request against \
+             pooling's {} ({} on demand)",
+            number(on_demand.median),
+            number(pooling.median),
+            change.words()
+        ),
+        Some(change) => format!(
+            "A draw: on demand {} µs of CPU a request, pooling {}; the difference ({}) is \
+             within its interval",
+            number(on_demand.median),
+            number(pooling.median),
+            change.words()
+        ),
+        None => format!(
+            "On demand {} µs of CPU a request, pooling {} (too few rounds for an interval)",
+            number(on_demand.median),
+            number(pooling.median)
+        ),
+    };
+    let _ = write!(text, "{verdict}.");
+    let why = reasons(experiment, ON_DEMAND, BASE);
+    if !why.is_empty() {
+        let _ = write!(text, " From pooling to on-demand: {}.", why.join("; "));
+    }
+    text.push('\n');
+    text
+}
+
+fn control(experiment: &PoolExperiment) -> String {
+    let Some(change) = compare::summary(experiment, CONTROL, &FIGURES[CPU]).and_then(|s| s.change)
+    else {
+        return String::new();
+    };
+    format!(
+        "\nThe control (pooling at its defaults, run twice a round) differed from itself by {} \
+         in host CPU per request: a difference inside that is not the configuration's.\n",
+        change.words()
+    )
+}
+
+/// The process's user address space on x86-64 with 4-level page tables: 47 bits.
+const USER_SPACE: f64 = (1u64 << 47) as f64;
+
+fn address_space(experiment: &PoolExperiment) -> String {
+    let mut text = String::from(
+        "\n## Address space\n\nWhat skillhost's engine reserved before serving anything \
+         (`skillhost --check-config`), and how many such engines one process's 47-bit address \
+         space (128 TiB) holds. Pooling reserves every slot up front: its memory slots × (each \
+         memory's reservation + its guard), plus tables and stacks; on demand, each instance \
+         reserves its own when it is made.\n\n",
+    );
+    for config in &experiment.configs {
+        let Some(reserved) = config.reserved_bytes else {
+            continue;
+        };
+        let fits = match reserved {
+            0 => String::new(),
+            r => format!(" ({:.1} of them fit in 128 TiB)", USER_SPACE / r as f64),
+        };
+        let _ = writeln!(text, "- {}: {}{fits}", config.name, bytes(reserved as f64));
+    }
+    text
+}

@@ -1,0 +1,297 @@
+//! `skillprof pool`: what wasmtime's pooling allocator costs and saves for one workload, and
+//! what to set. Every configuration (on-demand, pooling at skillhost's defaults, that again as
+//! the control, and each combination of the knobs' values the user names) runs the workload
+//! as a `skillprof run` of its own, with the probes; the rounds run every configuration once
+//! each, in a new random order, so that a difference is a ratio within a round with an
+//! interval, not two runs an hour apart. The answer names the configuration for the goal,
+//! its flags, and why, from the kernel's evidence.
+
+mod advice;
+mod compare;
+mod figures;
+pub mod knobs;
+pub mod output;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use clap::Args;
+
+use crate::cmds::{self, InFlightCap};
+use crate::record::pool::{Goal, PoolConfig, PoolExperiment, PoolRun};
+use knobs::KnobValues;
+
+/// More configurations than this need `--yes`.
+const MANY: usize = 64;
+
+const LONG_ABOUT: &str = "\
+What wasmtime's pooling allocator costs and saves for a workload, and what to set.
+
+Runs the workload (a cmds file) under each allocator configuration: on-demand, pooling at \
+skillhost's defaults (wasmtime's for every knob that shapes how slots are reset), pooling \
+again as the control, and every combination of the values given with --knob. Each run is a \
+`skillprof run` of its own, probes and all. A round runs every configuration once, in a new \
+random order; a difference is the median over the rounds of its ratio to pooling in the same \
+round, with a bootstrap 95% interval, and the control's difference is the smallest one the \
+machine lets the experiment see.
+
+Per configuration: host CPU per request (instantiate, call, and the rest: the drop and the \
+slot's reset), the kernel's share of it, RSS peak and what the warm slots keep resident, \
+memory calls, page faults and TLB shootdowns per request, address space reserved (skillhost \
+--check-config) and mappings. The answer: for --goal cpu the least CPU per request (within \
+--memory), for --goal memory the least RSS peak (within --p99-ms); the flags that set it, and \
+why, in words.
+
+The workload's entries that executed skills are measured, except those in which the host \
+compiled one: a skill's first request compiles it, which add lines do.
+
+Every configuration is checked by skillhost before anything runs; one the host refuses stops \
+the experiment with its reason. A run that fails is reported and the rest go on.
+
+The knobs (--knob NAME=V1,V2,...; sizes take K, M, G), each with skillhost's default and flag:
+";
+
+#[derive(Args, Debug)]
+#[command(about = "What the pooling allocator costs and saves for a workload, and what to set",
+          long_about = long_about())]
+pub struct PoolArgs {
+    /// The workload: a cmds file whose execute lines are what is measured.
+    #[arg(value_name = "CMDS")]
+    pub cmds: PathBuf,
+
+    /// A knob and the values to try, repeatable; every combination is a configuration.
+    #[arg(long = "knob", value_name = "NAME=V1,V2", value_parser = knobs::parse_knob)]
+    pub knobs: Vec<KnobValues>,
+
+    /// Rounds: each runs every configuration once.
+    #[arg(long, default_value_t = 5, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+
+    /// What the answer optimises.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub goal: Goal,
+
+    /// --goal cpu: the most RSS peak a configuration may take (e.g. 512M).
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
+    pub memory: Option<u64>,
+
+    /// --goal memory: the slowest p99 execute latency, of any entry, a configuration may have.
+    #[arg(long, value_name = "MS")]
+    pub p99_ms: Option<f64>,
+
+    /// Run a grid of more than 64 configurations.
+    #[arg(long)]
+    pub yes: bool,
+
+    /// The seed of the rounds' orders [default: from the clock; pool.json keeps it].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// An option for every `skillprof run`, repeatable (e.g. --run-arg=--no-probes).
+    #[arg(long = "run-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub run_args: Vec<String>,
+
+    /// Folder under which the experiment's folder is made.
+    #[arg(long, default_value = "runs", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The experiment's folder itself (created if missing, refused unless empty).
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub run_dir: Option<PathBuf>,
+
+    /// The host. Only skillhost exposes the pooling allocator's knobs as flags.
+    #[arg(long, value_name = "NAME", default_value = "skillhost")]
+    pub host_profile: String,
+
+    /// Flags every configuration's host gets first, after `--`.
+    #[arg(last = true, value_name = "HOST_FLAGS")]
+    pub host_flags: Vec<String>,
+}
+
+fn long_about() -> String {
+    format!("{LONG_ABOUT}{}\n\nExamples:\n  sudo skillprof pool cmds/pool.cmds\n  \
+             sudo skillprof pool cmds/pool.cmds --knob keep-resident=0,1M --knob decommit-batch=1,8\n  \
+             sudo skillprof pool cmds/mem_chunks_2.cmds --goal memory --p99-ms 2000 --rounds 3",
+            knobs::help())
+}
+
+pub fn run(args: PoolArgs) -> Result<ExitCode> {
+    let mut configs = check(&args)?;
+    for config in &mut configs {
+        config.reserved_bytes = Some(reserved(&args.host_flags, config)?);
+    }
+    let folder = crate::output::experiment_folder(args.run_dir.as_deref(), &args.out, "pool")?;
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    let machine = crate::machine::Machine::read()?;
+    let mut experiment = PoolExperiment {
+        workload: args.cmds.display().to_string(),
+        rounds: args.rounds,
+        seed,
+        goal: args.goal,
+        memory_within_kb: args.memory.map(|bytes| bytes / 1024),
+        p99_within_ms: args.p99_ms,
+        common_flags: args.host_flags.clone(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: machine.kernel_release,
+        configs,
+        complete: false,
+    };
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let total = experiment.rounds as usize * experiment.configs.len();
+    let started = Instant::now();
+    let mut done = 0;
+    let mut all_ran = true;
+    for round in 1..=experiment.rounds {
+        let mut order: Vec<usize> = (0..experiment.configs.len()).collect();
+        rng.shuffle(&mut order);
+        for (position, &index) in order.iter().enumerate() {
+            let config = &experiment.configs[index];
+            let run_folder = folder.join("runs").join(format!("c{index:02}-r{round:02}"));
+            let began = Instant::now();
+            let outcome = run_once(&args, config, &run_folder);
+            let seconds = began.elapsed().as_secs_f64();
+            done += 1;
+            let (figures, failed) = match outcome {
+                Ok(figures) => (Some(figures), None),
+                Err(error) => {
+                    all_ran = false;
+                    (None, Some(format!("{error:#}")))
+                }
+            };
+            eprintln!(
+                "pool: round {round}/{}, {done}/{total}: {} {} in {seconds:.0} s{}",
+                experiment.rounds,
+                experiment.configs[index].name,
+                if failed.is_some() { "FAILED" } else { "ran" },
+                remaining(started.elapsed().as_secs_f64(), done, total)
+            );
+            if let Some(why) = &failed {
+                eprintln!("pool:   {why}");
+            }
+            experiment.configs[index].runs.push(PoolRun {
+                round,
+                position,
+                folder: run_folder.display().to_string(),
+                seconds,
+                figures,
+                failed,
+            });
+            // Rewritten after every run: an interrupted experiment keeps what it measured.
+            output::write(&folder, &experiment)?;
+        }
+    }
+    experiment.complete = all_ran;
+    output::write(&folder, &experiment)?;
+    eprintln!("{}", output::summary(&experiment));
+    eprintln!("pool: experiment folder {}", folder.display());
+    Ok(if all_ran {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Everything that can be refused before anything runs.
+fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
+    ensure!(
+        args.host_profile == "skillhost",
+        "--host-profile {}: the pooling allocator's knobs are skillhost's flags; the Pharia \
+         Engine (0.15) runs wasmtime's on-demand allocator and exposes no setting for it \
+         (docs/pooling.md#the-real-engines)",
+        args.host_profile
+    );
+    let text = fs::read_to_string(&args.cmds)
+        .with_context(|| format!("reading {}", args.cmds.display()))?;
+    let plan = cmds::parse(&args.cmds.display().to_string(), &text, InFlightCap::DEFAULT)?;
+    ensure!(
+        plan.entries.iter().any(|entry| entry.command.executes()),
+        "{}: no execute line: the experiment measures the workload's executions",
+        args.cmds.display()
+    );
+    let configs = knobs::configurations(&args.knobs)?;
+    let runs = configs.len() * args.rounds as usize;
+    if configs.len() > MANY && !args.yes {
+        bail!(
+            "the knobs make {} configurations, {runs} runs with {} rounds: more than {MANY} \
+             configurations need --yes",
+            configs.len(),
+            args.rounds
+        );
+    }
+    if !args.run_args.iter().any(|arg| arg == "--no-probes") {
+        crate::probes::require_bpf_for_run()?;
+    }
+    Ok(configs)
+}
+
+/// The address space skillhost reserves with `config`, from its `--check-config`; a
+/// configuration it refuses is refused here, with its reason.
+fn reserved(common: &[String], config: &PoolConfig) -> Result<u64> {
+    let skillhost = crate::hostctl::process::find_skillhost()?;
+    let output = Command::new(&skillhost)
+        .args(["--skills-dir", "/nonexistent", "--check-config"])
+        .args(common)
+        .args(&config.flags)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {}", skillhost.display()))?;
+    if !output.status.success() {
+        bail!(
+            "configuration '{}' ({}): skillhost refuses it: {}",
+            config.name,
+            config.flags.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .context("reading skillhost --check-config's answer")?;
+    answer["reserved_bytes"]
+        .as_u64()
+        .context("skillhost --check-config gave no reserved_bytes")
+}
+
+/// One run of the workload under `config`, and its figures.
+fn run_once(args: &PoolArgs, config: &PoolConfig, folder: &Path) -> Result<crate::record::pool::RunFigures> {
+    let skillprof = std::env::current_exe().context("locating skillprof")?;
+    fs::create_dir_all(folder.parent().context("a run folder has a parent")?)?;
+    let output = Command::new(&skillprof)
+        .arg("run")
+        .arg(&args.cmds)
+        .arg("--run-dir")
+        .arg(folder)
+        .args(&args.run_args)
+        .arg("--")
+        .args(&args.host_flags)
+        .args(&config.flags)
+        .stdin(Stdio::null())
+        .output()
+        .context("running skillprof run")?;
+    fs::write(folder.with_extension("log"), &output.stderr).ok();
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let why: Vec<&str> = stderr.lines().rev().take(3).collect();
+        bail!(
+            "skillprof run exited with {}: {}",
+            output.status,
+            why.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        );
+    }
+    figures::read(folder)
+}
+
+fn remaining(elapsed: f64, done: usize, total: usize) -> String {
+    if done >= total {
+        return String::new();
+    }
+    let left = elapsed / done as f64 * (total - done) as f64;
+    format!(", about {:.0} min left", (left / 60.0).ceil())
+}
+

@@ -1,0 +1,156 @@
+//! The experiment's files, each a view of the [`PoolExperiment`]: pool.json (the record) and
+//! pool.md (the table of the configurations, every figure by configuration, and the answer);
+//! a summary for stderr at the end.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use super::advice::{self, number};
+use super::compare;
+use crate::record::pool::{CPU, FIGURES, PoolExperiment, RSS_PEAK};
+
+pub const JSON: &str = "pool.json";
+
+pub fn write(folder: &Path, experiment: &PoolExperiment) -> Result<()> {
+    let write = |name: &str, text: String| {
+        let path = folder.join(name);
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    write(JSON, serde_json::to_string_pretty(experiment)?)?;
+    write("pool.md", markdown(experiment))
+}
+
+/// pool.json read back.
+pub fn read(folder: &Path) -> Result<PoolExperiment> {
+    let path = folder.join(JSON);
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn cell(experiment: &PoolExperiment, config: usize, index: usize) -> String {
+    match compare::summary(experiment, config, &FIGURES[index]) {
+        None => "–".to_owned(),
+        Some(summary) => match summary.change {
+            Some(change) => format!("{} ({})", number(summary.median), change.words()),
+            None => number(summary.median),
+        },
+    }
+}
+
+pub fn markdown(experiment: &PoolExperiment) -> String {
+    let mut text = format!(
+        "# Pooling allocator experiment: {}\n\n{} round(s), seed {}, on a {}-CPU machine \
+         (kernel {}); every figure is the median over the rounds, and a change is the median \
+         of its ratios to pooling at its defaults in the same round, with a bootstrap 95% \
+         interval.{}\n\n",
+        experiment.workload,
+        experiment.rounds,
+        experiment.seed,
+        experiment.cpus,
+        experiment.kernel,
+        match experiment.common_flags.is_empty() {
+            true => String::new(),
+            false => format!(" Every host had `{}`.", experiment.common_flags.join(" ")),
+        }
+    );
+    let _ = writeln!(
+        text,
+        "| configuration | runs | host CPU per request, µs | RSS peak, MiB | wall per request, µs | reserved |\n|---|---|---|---|---|---|"
+    );
+    let wall = FIGURES
+        .iter()
+        .position(|figure| figure.name == "wall per request")
+        .expect("a wall figure");
+    for (index, config) in experiment.configs.iter().enumerate() {
+        let failed = config.runs.iter().filter(|run| run.failed.is_some()).count();
+        let runs = match failed {
+            0 => config.runs.len().to_string(),
+            n => format!("{} ({n} failed)", config.runs.len()),
+        };
+        let _ = writeln!(
+            text,
+            "| {} | {runs} | {} | {} | {} | {} |",
+            config.name,
+            cell(experiment, index, CPU),
+            cell(experiment, index, RSS_PEAK),
+            cell(experiment, index, wall),
+            config
+                .reserved_bytes
+                .map_or("–".to_owned(), |b| crate::units::bytes(b as f64))
+        );
+    }
+    let _ = writeln!(text, "\n## Every figure\n");
+    let _ = write!(text, "| figure |");
+    for config in &experiment.configs {
+        let _ = write!(text, " {} |", config.name);
+    }
+    let _ = writeln!(text, "\n|---|{}", "---|".repeat(experiment.configs.len()));
+    for figure in FIGURES {
+        let _ = write!(text, "| {}, {} |", figure.name, figure.unit);
+        for index in 0..experiment.configs.len() {
+            let value = compare::summary(experiment, index, figure)
+                .map_or("–".to_owned(), |summary| number(summary.median));
+            let _ = write!(text, " {value} |");
+        }
+        text.push('\n');
+    }
+    text.push('\n');
+    text += &advice::markdown(experiment);
+    let failures: Vec<String> = experiment
+        .configs
+        .iter()
+        .flat_map(|config| {
+            config.runs.iter().filter_map(move |run| {
+                Some(format!(
+                    "- {} (round {}): {}",
+                    config.name,
+                    run.round,
+                    run.failed.as_ref()?
+                ))
+            })
+        })
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(text, "\n## Runs that failed\n\n{}", failures.join("\n"));
+    }
+    let _ = writeln!(
+        text,
+        "\n## The figures\n\n{}",
+        FIGURES
+            .iter()
+            .map(|figure| format!("- {}, {}: {}", figure.name, figure.unit, figure.help))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    text
+}
+
+/// Each configuration's CPU and memory, and the answer, for stderr.
+pub fn summary(experiment: &PoolExperiment) -> String {
+    let mut text = format!("pool: {}", experiment.workload);
+    for (index, config) in experiment.configs.iter().enumerate() {
+        let _ = write!(
+            text,
+            "\n  {:<28} CPU/request {} µs, RSS peak {} MiB",
+            config.name,
+            cell(experiment, index, CPU),
+            cell(experiment, index, RSS_PEAK)
+        );
+    }
+    if let (Some(best), _) = advice::choose(experiment) {
+        let _ = write!(
+            text,
+            "\npool: for --goal {}: {} ({}); the reasons are in pool.md",
+            match experiment.goal {
+                crate::record::pool::Goal::Cpu => "cpu",
+                crate::record::pool::Goal::Memory => "memory",
+            },
+            experiment.configs[best].name,
+            experiment.configs[best].flags.join(" ")
+        );
+    }
+    text
+}

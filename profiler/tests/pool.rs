@@ -1,0 +1,136 @@
+//! `skillprof pool` for real: the configurations run in interleaved rounds, each a real
+//! `skillprof run` of skillhost with the probes, and the answer is drawn from their figures;
+//! and every kind of bad input is refused before anything runs. Root: the runs load the
+//! probes (CI runs the suite as root; without root the experiment test fails loudly).
+
+mod common;
+
+use std::fs;
+
+use common::cli::{describe, skillprof, write_cmds};
+use common::require_root;
+use skillprof::record::pool::PoolExperiment;
+
+/// A Rust skill (add_rs runs its first request, which compiles it), then forty requests that
+/// each write 1 MiB of its memory, alone and four at once.
+const WORKLOAD: &str = "add_rs\n20 execute_all Pool 1024 0\n5 p_execute_all Pool 1024 0 4\n";
+
+#[test]
+fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
+    require_root("skillprof pool runs skillprof run with its probes");
+    let _machine = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
+    let folder = dir.path().join("experiment");
+    let output = skillprof()
+        .args(["pool", "--rounds", "2", "--seed", "7", "--knob", "decommit-batch=1,4", "--run-dir"])
+        .arg(&folder)
+        .arg(&cmds)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
+    let names: Vec<&str> = experiment.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["on-demand", "pooling", "pooling (control)", "decommit-batch=4"]);
+    assert!(experiment.complete);
+    // Interleaved: each round ran every configuration once, in an order of its own.
+    for round in 1..=2 {
+        let mut positions: Vec<usize> = experiment
+            .configs
+            .iter()
+            .map(|config| {
+                let runs: Vec<_> = config.runs.iter().filter(|run| run.round == round).collect();
+                assert_eq!(runs.len(), 1, "{} in round {round}", config.name);
+                runs[0].position
+            })
+            .collect();
+        positions.sort();
+        assert_eq!(positions, [0, 1, 2, 3]);
+    }
+    for config in &experiment.configs {
+        for run in &config.runs {
+            let figures = run.figures.as_ref().unwrap_or_else(|| panic!("{:?}", run.failed));
+            // add_rs's request, which compiled the skill, is left out: 20 + 5 × 4 remain.
+            assert_eq!(figures.executions, 40, "{}", config.name);
+            assert_eq!(figures.request_errors, 0);
+            assert!(figures.host_cpu_ms > 0.0 && figures.rss_peak_kb.is_some());
+            // The kernel's evidence of each allocator: on demand each instance maps its
+            // memory and unmaps it; pooled, a freed slot is decommitted with madvise (or,
+            // batched, process_madvise) and nothing is mapped per instance.
+            let (mmap, madvise) = (figures.mmap_calls.unwrap(), figures.madvise_calls.unwrap());
+            let batched = figures.process_madvise_calls.unwrap();
+            match config.name.as_str() {
+                "on-demand" => assert!(mmap >= 40 && figures.munmap_calls.unwrap() >= 40, "{figures:?}"),
+                "decommit-batch=4" => assert!(mmap < 40 && (batched > 0 || madvise >= 40), "{figures:?}"),
+                _ => assert!(mmap < 40 && madvise >= 40 && batched == 0, "{figures:?}"),
+            }
+        }
+        // What --check-config said the engine reserved: terabytes pooled, nothing on demand.
+        let reserved = config.reserved_bytes.unwrap();
+        match config.is_pooling() {
+            true => assert!(reserved > 1 << 40, "{}: {reserved}", config.name),
+            false => assert_eq!(reserved, 0),
+        }
+    }
+    let report = fs::read_to_string(folder.join("pool.md")).unwrap();
+    for part in ["## The answer", "skillhost's flags: `--allocator", "## When pooling pays",
+                 "The control (pooling at its defaults", "## Address space", "of them fit in 128 TiB"] {
+        assert!(report.contains(part), "{part}:\n{report}");
+    }
+    // Each run is a run folder of its own, as `skillprof run` leaves it.
+    assert!(fs::read_dir(folder.join("runs")).unwrap().count() >= 8);
+}
+
+/// Runs `skillprof pool ARGS` on a small workload and returns its stderr; it must fail.
+fn refused(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
+    let folder = dir.path().join("experiment");
+    let output = skillprof()
+        .arg("pool")
+        .args(args)
+        .arg("--run-dir")
+        .arg(&folder)
+        .arg(&cmds)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{}", describe(&output));
+    // Nothing ran: no run folder was made.
+    assert!(!folder.join("runs").exists(), "{}", describe(&output));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_runs() {
+    let unknown = refused(&["--knob", "keep-residnt=1M"]);
+    assert!(unknown.contains("no knob 'keep-residnt': the knobs are decommit-batch"), "{unknown}");
+    let bad_value = refused(&["--knob", "keep-resident=1Q"]);
+    assert!(bad_value.contains("unknown size suffix"), "{bad_value}");
+    // 4 × 4 × 5 grid values: 80 configurations.
+    let big = refused(&[
+        "--knob", "decommit-batch=1,2,4,8", "--knob", "warm-slots=0,10,100,1000",
+        "--knob", "keep-resident=0,64K,1M,4M,16M",
+    ]);
+    assert!(big.contains("more than 64 configurations need --yes"), "{big}");
+    let profile = refused(&["--host-profile", "pharia-engine-2025"]);
+    assert!(profile.contains("the pooling allocator's knobs are skillhost's flags"), "{profile}");
+}
+
+#[test]
+fn a_configuration_the_host_refuses_stops_the_experiment_with_the_hosts_reason() {
+    require_root("skillprof pool checks the probes before it asks skillhost");
+    // A 4 GiB slot cannot fit a 64 KiB reservation: wasmtime says so.
+    let refusal = refused(&["--knob", "reservation=64K"]);
+    assert!(
+        refusal.contains("configuration 'reservation=64K'")
+            && refusal.contains("exceeds the configured memory reservation"),
+        "{refusal}"
+    );
+    // More slots than one process's 47-bit address space holds: the reservation fails.
+    let too_many = refused(&["--knob", "instances=40000"]);
+    assert!(
+        too_many.contains("failed to create memory pool mapping")
+            && too_many.contains("Cannot allocate memory"),
+        "{too_many}"
+    );
+}
