@@ -119,6 +119,8 @@ fn bad_input_is_refused_before_anything_runs() {
 #[test]
 fn a_configuration_the_host_refuses_stops_the_experiment_with_the_hosts_reason() {
     require_root("skillprof pool checks the probes before it asks skillhost");
+    // Not while another test runs under strict overcommit: the refusal would be another.
+    let _machine = common::machine();
     // A 4 GiB slot cannot fit a 64 KiB reservation: wasmtime says so.
     let refusal = refused(&["--knob", "reservation=64K"]);
     assert!(
@@ -133,4 +135,98 @@ fn a_configuration_the_host_refuses_stops_the_experiment_with_the_hosts_reason()
             && too_many.contains("Cannot allocate memory"),
         "{too_many}"
     );
+}
+
+/// A figure of /proc/meminfo, in bytes.
+fn meminfo(key: &str) -> u64 {
+    let text = fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text.lines().find(|line| line.starts_with(&format!("{key}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_mode_is_restored() {
+    require_root("skillprof pool sets vm.overcommit_memory through its runs");
+    let _machine = common::machine();
+    let before = fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap();
+    // The pool's tables are committed when the engine starts (a writable mapping, unlike
+    // the memories' PROT_NONE reservation). Sized at three quarters of RAM, the heuristic
+    // mode (0) lets the host make them; strict mode (2) counts them against CommitLimit
+    // (swap + half of RAM) and refuses.
+    let tables = meminfo("MemTotal") * 3 / 4;
+    let (limit, committed) = (meminfo("CommitLimit"), meminfo("Committed_AS"));
+    assert!(
+        tables > limit.saturating_sub(committed) && tables < meminfo("MemTotal") + meminfo("SwapTotal"),
+        "this machine cannot show strict overcommit refusing what the heuristic allows: \
+         tables {tables}, CommitLimit {limit}, committed {committed}"
+    );
+    // skillhost's pool: 1,000 instances × 16 tables, 8 bytes an element.
+    let elements = (tables / (1000 * 16 * 8)).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
+    let folder = dir.path().join("experiment");
+    let output = skillprof()
+        .args(["pool", "--rounds", "1", "--run-arg=--overcommit-memory=2", "--run-dir"])
+        .arg(&folder)
+        .arg(&cmds)
+        .args(["--", "--pool-table-elements", &elements])
+        .output()
+        .unwrap();
+    assert_eq!(fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap(), before);
+    // Some runs failed: the experiment says so in its exit code and its files.
+    assert!(!output.status.success(), "{}", describe(&output));
+    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
+    assert!(!experiment.complete);
+    for config in &experiment.configs {
+        let run = &config.runs[0];
+        match config.is_pooling() {
+            true => {
+                let why = run.failed.as_deref().unwrap_or_else(|| panic!("{} ran", config.name));
+                assert!(why.contains("Cannot allocate memory"), "{}: {why}", config.name);
+            }
+            false => assert!(run.figures.is_some(), "{:?}", run.failed),
+        }
+    }
+    let report = fs::read_to_string(folder.join("pool.md")).unwrap();
+    assert!(report.contains("## Runs that failed") && report.contains("Cannot allocate memory"), "{report}");
+}
+
+/// skillhost's `--check-config` under RLIMIT_AS of `limit` bytes (`ulimit -v`, as some
+/// container runtimes set it), with `flags`.
+fn check_under_address_limit(limit: u64, flags: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let skillhost = std::path::Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let mut command = std::process::Command::new(skillhost);
+    command.args(["--skills-dir", "/nonexistent", "--check-config"]).args(flags);
+    let rlimit = rustix::process::Rlimit { current: Some(limit), maximum: Some(limit) };
+    // SAFETY: setrlimit is a plain syscall, safe between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::setrlimit(rustix::process::Resource::As, rlimit.clone())
+                .map_err(std::io::Error::from)
+        });
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn under_ulimit_v_the_default_pool_cannot_reserve_its_slots_and_a_pool_sized_to_fit_can() {
+    const LIMIT: u64 = 64 << 30;
+    let default = check_under_address_limit(LIMIT, &["--allocator", "pooling"]);
+    assert!(!default.status.success(), "{}", describe(&default));
+    let error = String::from_utf8_lossy(&default.stderr);
+    assert!(
+        error.contains("failed to create memory pool mapping: mmap failed to reserve")
+            && error.contains("Cannot allocate memory"),
+        "{error}"
+    );
+    // 10 instances × 4 memories × (1 GiB + 32 MiB): 41 GiB, inside the 64.
+    let sized = check_under_address_limit(
+        LIMIT,
+        &["--allocator", "pooling", "--pool-instances", "10", "--memory-limit-mib", "1024",
+          "--memory-reservation", "1073741824"],
+    );
+    assert!(sized.status.success(), "{}", describe(&sized));
+    // On demand reserves nothing up front.
+    assert!(check_under_address_limit(LIMIT, &[]).status.success());
 }

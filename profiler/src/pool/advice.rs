@@ -127,12 +127,33 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
         Goal::Cpu => CPU,
         Goal::Memory => RSS_PEAK,
     };
-    let best = allowed
+    let measured: Vec<(usize, f64)> = allowed
         .into_iter()
         .filter_map(|config| Some((config, median(experiment, config, key)?)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(config, _)| config);
+        .collect();
+    let Some(&(_, least)) = measured.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
+        return (None, ruled_out);
+    };
+    // Within the control's spread of the least, the configuration that changes the fewest
+    // knobs: a knob whose effect the machine cannot tell from noise is not advice.
+    let within = least * (1.0 + noise_pct(experiment, key) / 100.0);
+    let best = measured
+        .iter()
+        .filter(|(_, value)| *value <= within)
+        .min_by(|a, b| {
+            let knobs = |config: usize| experiment.configs[config].knobs.len();
+            knobs(a.0).cmp(&knobs(b.0)).then(a.1.total_cmp(&b.1))
+        })
+        .map(|(config, _)| *config);
     (best, ruled_out)
+}
+
+/// How far the control strayed from pooling in `figure`, in percent: the wider end of its
+/// interval, or its change where it has no interval; 0 without a control.
+pub fn noise_pct(experiment: &PoolExperiment, figure: usize) -> f64 {
+    compare::summary(experiment, CONTROL, &FIGURES[figure])
+        .and_then(|summary| summary.change)
+        .map_or(0.0, |change| change.lo.abs().max(change.hi.abs()))
 }
 
 /// explain's part of pool.md: the answer, when pooling pays, the control, address space.
@@ -164,6 +185,7 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
             } else {
                 text += &against_base(experiment, best);
             }
+            text += &simpler(experiment, best);
         }
     }
     for why in ruled_out {
@@ -173,6 +195,35 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
     text += &control(experiment);
     text += &address_space(experiment);
     text
+}
+
+/// The configurations that did a little better than the answer, within the noise, with
+/// more knobs set.
+fn simpler(experiment: &PoolExperiment, best: usize) -> String {
+    let key = match experiment.goal {
+        Goal::Cpu => CPU,
+        Goal::Memory => RSS_PEAK,
+    };
+    let Some(answer) = median(experiment, best, key) else {
+        return String::new();
+    };
+    let better: Vec<String> = candidates(experiment)
+        .into_iter()
+        .filter_map(|config| {
+            let value = median(experiment, config, key)?;
+            (value < answer).then(|| format!("{} ({})", experiment.configs[config].name, number(value)))
+        })
+        .collect();
+    if better.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n{} did a little better in {}, by less than the control's spread ({:.1}%): the \
+         answer is the configuration with the fewest knobs within it.\n",
+        better.join(", "),
+        FIGURES[key].name,
+        noise_pct(experiment, key)
+    )
 }
 
 /// What the recommended configuration changes against pooling's defaults, and why.
@@ -244,9 +295,17 @@ fn pooling_pays(experiment: &PoolExperiment) -> String {
 }
 
 fn control(experiment: &PoolExperiment) -> String {
-    let Some(change) = compare::summary(experiment, CONTROL, &FIGURES[CPU]).and_then(|s| s.change)
-    else {
+    let Some(summary) = compare::summary(experiment, CONTROL, &FIGURES[CPU]) else {
         return String::new();
+    };
+    let Some(change) = summary.change else {
+        return format!(
+            "\nThe control (pooling at its defaults, run twice a round) has no interval: \
+             {} rounds, and an interval needs {}. Every difference above is two medians, not \
+             a measured change: run more rounds before acting on one.\n",
+            experiment.rounds,
+            compare::MIN_ROUNDS
+        );
     };
     format!(
         "\nThe control (pooling at its defaults, run twice a round) differed from itself by {} \
@@ -277,4 +336,44 @@ fn address_space(experiment: &PoolExperiment) -> String {
         let _ = writeln!(text, "- {}: {}{fits}", config.name, bytes(reserved as f64));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real experiment: cmds/pool.cmds, 5 rounds, keep-resident 0/4M × decommit-batch
+    /// 1/8 × cow on/off, on this 2-core VM (docs/pooling.md).
+    fn experiment(goal: Goal) -> PoolExperiment {
+        let mut experiment: PoolExperiment =
+            serde_json::from_str(include_str!("testdata/pool.json")).unwrap();
+        experiment.goal = goal;
+        experiment
+    }
+
+    fn name(experiment: &PoolExperiment) -> &str {
+        &experiment.configs[choose(experiment).0.unwrap()].name
+    }
+
+    #[test]
+    fn for_cpu_the_fewest_knobs_within_the_controls_spread_of_the_least_cpu() {
+        let experiment = experiment(Goal::Cpu);
+        // decommit-batch=8 keep-resident=4M had the least CPU (743 µs), 1% under
+        // keep-resident=4M's 750: inside the control's spread, so one knob is the advice.
+        assert_eq!(name(&experiment), "keep-resident=4M");
+        let text = markdown(&experiment);
+        assert!(text.contains("`--allocator pooling --pool-keep-resident 4194304`"), "{text}");
+        assert!(text.contains("decommit-batch=8 keep-resident=4M (743) did a little better"), "{text}");
+        assert!(text.contains("page faults per request 264 → 5.68 faults"), "{text}");
+        assert!(text.contains("A draw: on demand 1404 µs"), "{text}");
+    }
+
+    #[test]
+    fn for_memory_on_demand_and_a_memory_bound_rules_the_kept_pages_out() {
+        assert_eq!(name(&experiment(Goal::Memory)), "on-demand");
+        let mut bound = experiment(Goal::Cpu);
+        bound.memory_within_kb = Some(50 * 1024);
+        assert!(!name(&bound).contains("keep-resident"));
+        assert!(markdown(&bound).contains("ruled out: keep-resident=4M: RSS peak 69.3 MiB is above --memory 50.0 MiB"));
+    }
 }

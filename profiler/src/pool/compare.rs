@@ -6,11 +6,16 @@ use crate::stats;
 
 const RESAMPLES: usize = 2000;
 
+/// Rounds measured by both a configuration and the base before its change gets an interval:
+/// a bootstrap of fewer ratios is little more than their range, and claims more than it
+/// knows (the pool_advice benchmark's 3-round checks missed once in four).
+pub const MIN_ROUNDS: usize = 5;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Summary {
     pub median: f64,
-    /// Against the base, in percent; `None` for the base itself, with fewer than two
-    /// rounds measured by both, or where the base's figure is 0.
+    /// Against the base, in percent; `None` for the base itself, with fewer than
+    /// [`MIN_ROUNDS`] rounds measured by both, or where the base's figure is 0.
     pub change: Option<Change>,
 }
 
@@ -55,7 +60,7 @@ pub fn summary(experiment: &PoolExperiment, config: usize, figure: &Figure) -> O
                 (*base > 0.0).then(|| value / base)
             })
             .collect();
-        (ratios.len() >= 2).then(|| {
+        (ratios.len() >= MIN_ROUNDS).then(|| {
             let mut sorted = ratios.clone();
             let ratio = stats::sort_median(&mut sorted);
             let (lo, hi) = stats::median_ci(&ratios, RESAMPLES, experiment.seed ^ config as u64);

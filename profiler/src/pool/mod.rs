@@ -6,8 +6,8 @@
 //! interval, not two runs an hour apart. The answer names the configuration for the goal,
 //! its flags, and why, from the kernel's evidence.
 
-mod advice;
-mod compare;
+pub mod advice;
+pub mod compare;
 mod figures;
 pub mod knobs;
 pub mod output;
@@ -66,7 +66,7 @@ pub struct PoolArgs {
     #[arg(long = "knob", value_name = "NAME=V1,V2", value_parser = knobs::parse_knob)]
     pub knobs: Vec<KnobValues>,
 
-    /// Rounds: each runs every configuration once.
+    /// Rounds: each runs every configuration once. A change gets an interval from 5 rounds.
     #[arg(long, default_value_t = 5, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
@@ -204,8 +204,8 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
     ensure!(
         args.host_profile == "skillhost",
         "--host-profile {}: the pooling allocator's knobs are skillhost's flags; the Pharia \
-         Engine (0.15) runs wasmtime's on-demand allocator and exposes no setting for it \
-         (docs/pooling.md#the-real-engines)",
+         Engine 0.15 runs on demand unless USE_POOLING_ALLOCATOR=true, and then at wasmtime's \
+         defaults with no knob (docs/pooling.md#the-real-engines)",
         args.host_profile
     );
     let text = fs::read_to_string(&args.cmds)

@@ -49,6 +49,9 @@ pub struct RunInfo {
     /// `--max-map-count`: vm.max_map_count before and during the run.
     #[serde(default)]
     pub max_map_count: Option<SysctlDuring>,
+    /// `--overcommit-memory`: vm.overcommit_memory before and during the run.
+    #[serde(default)]
+    pub overcommit_memory: Option<SysctlDuring>,
     /// The processes that restore what the run changed, should it end without doing so.
     pub guardian_pids: Vec<u32>,
     /// `--memory-max`: the host's memory cgroup.

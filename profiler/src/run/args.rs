@@ -283,6 +283,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_map_count: Option<u64>,
 
+    /// Set vm.overcommit_memory to MODE for the run (0 heuristic, 1 always, 2 strict),
+    /// restored afterwards by a guardian process however the run ends (needs root). Under 2
+    /// every writable private mapping counts against CommitLimit: a pooling host's table
+    /// pool, committed up front, may not fit, and its start fails with wasmtime's error.
+    #[arg(long, value_name = "MODE", value_parser = clap::value_parser!(u64).range(0..=2))]
+    pub overcommit_memory: Option<u64>,
+
     /// How long to wait for free memory to reach a band, in seconds.
     #[arg(long, default_value_t = 120, value_name = "S")]
     pub pressure_timeout_s: u64,

@@ -61,6 +61,7 @@ pub struct RunConfig {
     pub pressure: PressureConfig,
     pub memory_max: Option<u64>,
     pub max_map_count: Option<u64>,
+    pub overcommit_memory: Option<u64>,
     /// A plan with load lines: the Locust to run, the most workers a line wants, and how long
     /// they get to connect.
     pub locust: Option<(PathBuf, u32, Duration)>,
@@ -93,7 +94,11 @@ impl RunConfig {
             }
         }
         balloon_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
-        require_limits_usable(args.memory_max, args.max_map_count, &plan)?;
+        require_limits_usable(
+            args.memory_max,
+            args.max_map_count.or(args.overcommit_memory),
+            &plan,
+        )?;
         let locust = locust_room::require_usable(&args, &plan)?.map(|(locust, workers)| {
             let timeout = args
                 .locust_timeout_s
@@ -204,6 +209,7 @@ impl RunConfig {
             },
             memory_max: args.memory_max,
             max_map_count: args.max_map_count,
+            overcommit_memory: args.overcommit_memory,
             locust,
         })
     }
@@ -247,10 +253,10 @@ fn trim_by(args: &RunArgs, plan: &Plan, profile: &HostProfile) -> Result<Option<
 }
 
 /// A fill without a limit would fill the machine: refused before anything starts, as is a
-/// limit without the root it needs.
+/// limit without the root it needs (`sysctl`: a machine-wide one the run sets).
 fn require_limits_usable(
     memory_max: Option<u64>,
-    max_map_count: Option<u64>,
+    sysctl: Option<u64>,
     plan: &Plan,
 ) -> Result<()> {
     let fill = plan
@@ -265,9 +271,11 @@ fn require_limits_usable(
             entry.name
         );
     }
-    let why = match (memory_max, max_map_count) {
+    let why = match (memory_max, sysctl) {
         (Some(_), _) => "--memory-max makes a memory cgroup for the host",
-        (None, Some(_)) => "--max-map-count sets vm.max_map_count for the whole machine",
+        (None, Some(_)) => {
+            "--max-map-count and --overcommit-memory set a sysctl for the whole machine"
+        }
         (None, None) => return Ok(()),
     };
     if !crate::system::running_as_root() {

@@ -67,8 +67,8 @@ struct Run {
     load_room: Option<LoadRoom>,
     /// samples.csv, made with the folder and handed to the sampler when the host is up.
     samples_csv: Option<SamplesCsv>,
-    /// `--max-map-count`: restored at the end.
-    map_limit: Option<SysctlChange>,
+    /// `--max-map-count`, `--overcommit-memory`: restored at the end, the last set first.
+    sysctls: Vec<SysctlChange>,
     /// The machine's OOM kills before the host started (/proc/vmstat oom_kill).
     oom_kills_before: Option<u64>,
     /// `--stacks` on a host this run started: its perf map, removed at the end.
@@ -110,10 +110,15 @@ impl Run {
             });
             info.guardian_pids.extend(cgroup.cgroup().guardian_pid());
         }
-        let map_limit = config
-            .max_map_count
-            .map(|during| set_map_limit(during, &mut info))
-            .transpose()?;
+        let mut sysctls = Vec::new();
+        for (name, during) in [
+            (MAX_MAP_COUNT, config.max_map_count),
+            (OVERCOMMIT_MEMORY, config.overcommit_memory),
+        ] {
+            if let Some(during) = during {
+                sysctls.push(set_sysctl(name, during, &mut info)?);
+            }
+        }
         let load_room = config
             .locust
             .as_ref()
@@ -143,7 +148,7 @@ impl Run {
             cgroup: cgroup.map(Arc::new),
             load_room,
             samples_csv: Some(SamplesCsv::create(&folder.join("samples.csv"))?),
-            map_limit,
+            sysctls,
             oom_kills_before: vmstat::oom_kills(Path::new(sample::PROC)),
             perf_map: None,
             records: Vec::new(),
@@ -499,10 +504,10 @@ impl Run {
                 eprintln!("warning: {error:#}");
             }
         }
-        if let Some(change) = self.map_limit.take()
-            && let Err(error) = change.restore()
-        {
-            eprintln!("warning: {error:#}");
+        while let Some(change) = self.sysctls.pop() {
+            if let Err(error) = change.restore() {
+                eprintln!("warning: {error:#}");
+            }
         }
         self.progress.finish();
         self.info.finished = Some(Local::now().to_rfc3339());
@@ -608,6 +613,7 @@ fn run_info(config: &RunConfig, header: &Header) -> RunInfo {
         pressure_balloon_pids: Vec::new(),
         scale_factor: None,
         max_map_count: None,
+        overcommit_memory: None,
         guardian_pids: Vec::new(),
         memory_cgroup: None,
         load: None,
@@ -619,19 +625,22 @@ fn run_info(config: &RunConfig, header: &Header) -> RunInfo {
 }
 
 const MAX_MAP_COUNT: &str = "vm.max_map_count";
+const OVERCOMMIT_MEMORY: &str = "vm.overcommit_memory";
 
-/// `--max-map-count`: vm.max_map_count for the run, under a guardian, said in `info`.
-fn set_map_limit(during: u64, info: &mut RunInfo) -> Result<SysctlChange> {
-    let change = SysctlChange::set(MAX_MAP_COUNT, &during.to_string())?;
-    info.max_map_count = Some(SysctlDuring {
+/// `--max-map-count`, `--overcommit-memory`: the sysctl `name` for the run, under a
+/// guardian, said in `info`.
+fn set_sysctl(name: &'static str, during: u64, info: &mut RunInfo) -> Result<SysctlChange> {
+    let change = SysctlChange::set(name, &during.to_string())?;
+    let said = Some(SysctlDuring {
         before: change.original().to_owned(),
         during,
     });
+    match name {
+        MAX_MAP_COUNT => info.max_map_count = said,
+        _ => info.overcommit_memory = said,
+    }
     info.guardian_pids.push(change.guardian_pid());
-    eprintln!(
-        "{MAX_MAP_COUNT}: {} -> {during} for the run",
-        change.original()
-    );
+    eprintln!("{name}: {} -> {during} for the run", change.original());
     Ok(change)
 }
 
