@@ -81,17 +81,20 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     assert!(fs::read_dir(folder.join("runs")).unwrap().count() >= 8);
 }
 
-/// Runs `skillprof pool ARGS` on a small workload and returns its stderr; it must fail.
+/// Runs `skillprof pool ARGS` on a small workload and returns its stderr; it must fail. Host
+/// flags, after a `--` in `args`, go last.
 fn refused(args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
     let folder = dir.path().join("experiment");
+    let split = args.iter().position(|arg| *arg == "--").unwrap_or(args.len());
     let output = skillprof()
         .arg("pool")
-        .args(args)
+        .args(&args[..split])
         .arg("--run-dir")
         .arg(&folder)
         .arg(&cmds)
+        .args(&args[split..])
         .output()
         .unwrap();
     assert!(!output.status.success(), "{}", describe(&output));
@@ -112,6 +115,10 @@ fn bad_input_is_refused_before_anything_runs() {
         "--knob", "keep-resident=0,64K,1M,4M,16M",
     ]);
     assert!(big.contains("more than 64 configurations need --yes"), "{big}");
+    let allocator = refused(&["--", "--allocator", "pooling"]);
+    assert!(allocator.contains("--allocator after --: the experiment sets the allocator"), "{allocator}");
+    let knob = refused(&["--", "--pool-keep-resident=4096"]);
+    assert!(knob.contains("--pool-keep-resident after --"), "{knob}");
     let profile = refused(&["--host-profile", "pharia-engine-2025"]);
     assert!(profile.contains("the pooling allocator's knobs are skillhost's flags"), "{profile}");
 }

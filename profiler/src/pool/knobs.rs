@@ -120,6 +120,11 @@ pub const KNOBS: &[Knob] = &[
 ];
 
 impl Knob {
+    /// skillhost's flag for it.
+    pub fn flag(&self) -> &'static str {
+        self.flag
+    }
+
     fn find(name: &str) -> Result<&'static Knob> {
         match KNOBS.iter().find(|knob| knob.name == name) {
             Some(knob) => Ok(knob),

@@ -216,6 +216,14 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
         "{}: no execute line: the experiment measures the workload's executions",
         args.cmds.display()
     );
+    for flag in &args.host_flags {
+        let name = flag.split('=').next().unwrap_or_default();
+        ensure!(
+            name != "--allocator" && !knobs::KNOBS.iter().any(|knob| knob.flag() == name),
+            "{name} after --: the experiment sets the allocator and the knobs itself (--knob); \
+             leave it out of the host flags"
+        );
+    }
     let configs = knobs::configurations(&args.knobs)?;
     let runs = configs.len() * args.rounds as usize;
     if configs.len() > MANY && !args.yes {
