@@ -237,3 +237,34 @@ fn under_ulimit_v_the_default_pool_cannot_reserve_its_slots_and_a_pool_sized_to_
     // On demand reserves nothing up front.
     assert!(check_under_address_limit(LIMIT, &[]).status.success());
 }
+
+#[test]
+fn under_a_low_vm_max_map_count_the_pooled_host_cannot_guard_its_stacks_and_the_limit_comes_back() {
+    require_root("skillprof pool sets vm.max_map_count through its runs");
+    let _machine = common::machine();
+    let before = fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
+    let folder = dir.path().join("experiment");
+    // skillhost's pool guards each of its 1,000 stacks with a page of its own, each a
+    // mapping: about 2,100 of them before the first request.
+    let output = skillprof()
+        .args(["pool", "--rounds", "1", "--run-arg=--max-map-count=2048", "--run-dir"])
+        .arg(&folder)
+        .arg(&cmds)
+        .output()
+        .unwrap();
+    assert_eq!(fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(), before);
+    assert!(!output.status.success(), "{}", describe(&output));
+    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
+    for config in &experiment.configs {
+        let run = &config.runs[0];
+        match config.is_pooling() {
+            true => {
+                let why = run.failed.as_deref().unwrap_or_else(|| panic!("{} ran", config.name));
+                assert!(why.contains("failed to protect stack guard page"), "{}: {why}", config.name);
+            }
+            false => assert!(run.figures.is_some(), "{:?}", run.failed),
+        }
+    }
+}
