@@ -6,6 +6,8 @@
 mod common;
 
 use std::fs;
+use std::path::PathBuf;
+use std::process::Output;
 
 use common::cli::{describe, skillprof, write_cmds};
 use common::require_root;
@@ -15,19 +17,31 @@ use skillprof::record::pool::PoolExperiment;
 /// each write 1 MiB of its memory, alone and four at once.
 const WORKLOAD: &str = "add_rs\n20 execute_all Pool 1024 0\n5 p_execute_all Pool 1024 0 4\n";
 
+/// `skillprof pool ARGS` on [`WORKLOAD`], its experiment in `DIR/experiment`: the folder that
+/// holds both, the experiment's folder, and how it ended. Host flags, after a `--` in
+/// `args`, go last.
+fn pool(args: &[&str]) -> (tempfile::TempDir, PathBuf, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
+    let folder = dir.path().join("experiment");
+    let split = args.iter().position(|arg| *arg == "--").unwrap_or(args.len());
+    let output = skillprof()
+        .arg("pool")
+        .args(&args[..split])
+        .arg("--run-dir")
+        .arg(&folder)
+        .arg(&cmds)
+        .args(&args[split..])
+        .output()
+        .unwrap();
+    (dir, folder, output)
+}
+
 #[test]
 fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     require_root("skillprof pool runs skillprof run with its probes");
     let _machine = common::machine();
-    let dir = tempfile::tempdir().unwrap();
-    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
-    let folder = dir.path().join("experiment");
-    let output = skillprof()
-        .args(["pool", "--rounds", "2", "--seed", "7", "--knob", "decommit-batch=1,4", "--run-dir"])
-        .arg(&folder)
-        .arg(&cmds)
-        .output()
-        .unwrap();
+    let (_dir, folder, output) = pool(&["--rounds", "2", "--seed", "7", "--knob", "decommit-batch=1,4"]);
     assert!(output.status.success(), "{}", describe(&output));
     let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
     let names: Vec<&str> = experiment.configs.iter().map(|c| c.name.as_str()).collect();
@@ -81,22 +95,9 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     assert!(fs::read_dir(folder.join("runs")).unwrap().count() >= 8);
 }
 
-/// Runs `skillprof pool ARGS` on a small workload and returns its stderr; it must fail. Host
-/// flags, after a `--` in `args`, go last.
+/// `skillprof pool ARGS`'s stderr; it must fail.
 fn refused(args: &[&str]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
-    let folder = dir.path().join("experiment");
-    let split = args.iter().position(|arg| *arg == "--").unwrap_or(args.len());
-    let output = skillprof()
-        .arg("pool")
-        .args(&args[..split])
-        .arg("--run-dir")
-        .arg(&folder)
-        .arg(&cmds)
-        .args(&args[split..])
-        .output()
-        .unwrap();
+    let (_dir, folder, output) = pool(args);
     assert!(!output.status.success(), "{}", describe(&output));
     // Nothing ran: no run folder was made.
     assert!(!folder.join("runs").exists(), "{}", describe(&output));
@@ -155,7 +156,6 @@ fn meminfo(key: &str) -> u64 {
 fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_mode_is_restored() {
     require_root("skillprof pool sets vm.overcommit_memory through its runs");
     let _machine = common::machine();
-    let before = fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap();
     // The pool's tables are committed when the engine starts (a writable mapping, unlike
     // the memories' PROT_NONE reservation). Sized at three quarters of RAM, the heuristic
     // mode (0) lets the host make them; strict mode (2) counts them against CommitLimit
@@ -169,18 +169,23 @@ fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_m
     );
     // skillhost's pool: 1,000 instances × 16 tables, 8 bytes an element.
     let elements = (tables / (1000 * 16 * 8)).to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
-    let folder = dir.path().join("experiment");
-    let output = skillprof()
-        .args(["pool", "--rounds", "1", "--run-arg=--overcommit-memory=2", "--run-dir"])
-        .arg(&folder)
-        .arg(&cmds)
-        .args(["--", "--pool-table-elements", &elements])
-        .output()
-        .unwrap();
-    assert_eq!(fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap(), before);
-    // Some runs failed: the experiment says so in its exit code and its files.
+    let (folder, _dir) = pooled_runs_fail(
+        "vm/overcommit_memory",
+        &["--run-arg=--overcommit-memory=2", "--", "--pool-table-elements", &elements],
+        "Cannot allocate memory",
+    );
+    let report = fs::read_to_string(folder.join("pool.md")).unwrap();
+    assert!(report.contains("## Runs that failed") && report.contains("Cannot allocate memory"), "{report}");
+}
+
+/// One round of `skillprof pool ARGS` (which set the sysctl `/proc/sys/SYSCTL` through its
+/// runs): every pooled run failed with `why` in its reason, on-demand ran, the experiment
+/// says it is not complete in its exit code and pool.json, and the sysctl is as it was.
+fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &str) -> (PathBuf, tempfile::TempDir) {
+    let path = format!("/proc/sys/{sysctl}");
+    let before = fs::read_to_string(&path).unwrap();
+    let (dir, folder, output) = pool(&[&["--rounds", "1"], args].concat());
+    assert_eq!(fs::read_to_string(&path).unwrap(), before);
     assert!(!output.status.success(), "{}", describe(&output));
     let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
     assert!(!experiment.complete);
@@ -188,14 +193,13 @@ fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_m
         let run = &config.runs[0];
         match config.is_pooling() {
             true => {
-                let why = run.failed.as_deref().unwrap_or_else(|| panic!("{} ran", config.name));
-                assert!(why.contains("Cannot allocate memory"), "{}: {why}", config.name);
+                let failed = run.failed.as_deref().unwrap_or_else(|| panic!("{} ran", config.name));
+                assert!(failed.contains(why), "{}: {failed}", config.name);
             }
             false => assert!(run.figures.is_some(), "{:?}", run.failed),
         }
     }
-    let report = fs::read_to_string(folder.join("pool.md")).unwrap();
-    assert!(report.contains("## Runs that failed") && report.contains("Cannot allocate memory"), "{report}");
+    (folder, dir)
 }
 
 /// skillhost's `--check-config` under RLIMIT_AS of `limit` bytes (`ulimit -v`, as some
@@ -242,29 +246,11 @@ fn under_ulimit_v_the_default_pool_cannot_reserve_its_slots_and_a_pool_sized_to_
 fn under_a_low_vm_max_map_count_the_pooled_host_cannot_guard_its_stacks_and_the_limit_comes_back() {
     require_root("skillprof pool sets vm.max_map_count through its runs");
     let _machine = common::machine();
-    let before = fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
-    let folder = dir.path().join("experiment");
     // skillhost's pool guards each of its 1,000 stacks with a page of its own, each a
     // mapping: about 2,100 of them before the first request.
-    let output = skillprof()
-        .args(["pool", "--rounds", "1", "--run-arg=--max-map-count=2048", "--run-dir"])
-        .arg(&folder)
-        .arg(&cmds)
-        .output()
-        .unwrap();
-    assert_eq!(fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(), before);
-    assert!(!output.status.success(), "{}", describe(&output));
-    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
-    for config in &experiment.configs {
-        let run = &config.runs[0];
-        match config.is_pooling() {
-            true => {
-                let why = run.failed.as_deref().unwrap_or_else(|| panic!("{} ran", config.name));
-                assert!(why.contains("failed to protect stack guard page"), "{}: {why}", config.name);
-            }
-            false => assert!(run.figures.is_some(), "{:?}", run.failed),
-        }
-    }
+    pooled_runs_fail(
+        "vm/max_map_count",
+        &["--run-arg=--max-map-count=2048"],
+        "failed to protect stack guard page",
+    );
 }

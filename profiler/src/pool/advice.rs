@@ -123,10 +123,7 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
             }
         })
         .collect();
-    let key = match experiment.goal {
-        Goal::Cpu => CPU,
-        Goal::Memory => RSS_PEAK,
-    };
+    let key = experiment.goal.figure();
     let measured: Vec<(usize, f64)> = allowed
         .into_iter()
         .filter_map(|config| Some((config, median(experiment, config, key)?)))
@@ -200,10 +197,7 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
 /// The configurations that did a little better than the answer, within the noise, with
 /// more knobs set.
 fn simpler(experiment: &PoolExperiment, best: usize) -> String {
-    let key = match experiment.goal {
-        Goal::Cpu => CPU,
-        Goal::Memory => RSS_PEAK,
-    };
+    let key = experiment.goal.figure();
     let Some(answer) = median(experiment, best, key) else {
         return String::new();
     };

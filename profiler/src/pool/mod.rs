@@ -139,7 +139,7 @@ pub fn run(args: PoolArgs) -> Result<ExitCode> {
         memory_within_kb: args.memory.map(|bytes| bytes / 1024),
         p99_within_ms: args.p99_ms,
         common_flags: args.host_flags.clone(),
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpus: machine.cores as usize,
         kernel: machine.kernel_release,
         configs,
         complete: false,
@@ -148,7 +148,6 @@ pub fn run(args: PoolArgs) -> Result<ExitCode> {
     let total = experiment.rounds as usize * experiment.configs.len();
     let started = Instant::now();
     let mut done = 0;
-    let mut all_ran = true;
     for round in 1..=experiment.rounds {
         let mut order: Vec<usize> = (0..experiment.configs.len()).collect();
         rng.shuffle(&mut order);
@@ -161,10 +160,7 @@ pub fn run(args: PoolArgs) -> Result<ExitCode> {
             done += 1;
             let (figures, failed) = match outcome {
                 Ok(figures) => (Some(figures), None),
-                Err(error) => {
-                    all_ran = false;
-                    (None, Some(format!("{error:#}")))
-                }
+                Err(error) => (None, Some(format!("{error:#}"))),
             };
             eprintln!(
                 "pool: round {round}/{}, {done}/{total}: {} {} in {seconds:.0} s{}",
@@ -188,11 +184,14 @@ pub fn run(args: PoolArgs) -> Result<ExitCode> {
             output::write(&folder, &experiment)?;
         }
     }
-    experiment.complete = all_ran;
+    experiment.complete = experiment
+        .configs
+        .iter()
+        .all(|config| config.runs.iter().all(|run| run.failed.is_none()));
     output::write(&folder, &experiment)?;
     eprintln!("{}", output::summary(&experiment));
     eprintln!("pool: experiment folder {}", folder.display());
-    Ok(if all_ran {
+    Ok(if experiment.complete {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -144,10 +144,9 @@ pub fn summary(experiment: &PoolExperiment) -> String {
         let _ = write!(
             text,
             "\npool: for --goal {}: {} ({}); the reasons are in pool.md",
-            match experiment.goal {
-                crate::record::pool::Goal::Cpu => "cpu",
-                crate::record::pool::Goal::Memory => "memory",
-            },
+            clap::ValueEnum::to_possible_value(&experiment.goal)
+                .expect("every goal has a name")
+                .get_name(),
             experiment.configs[best].name,
             experiment.configs[best].flags.join(" ")
         );

@@ -15,6 +15,16 @@ pub enum Goal {
     Memory,
 }
 
+impl Goal {
+    /// The figure it optimises, an index of [`FIGURES`].
+    pub fn figure(self) -> usize {
+        match self {
+            Goal::Cpu => CPU,
+            Goal::Memory => RSS_PEAK,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PoolExperiment {
     /// The cmds file every run ran.

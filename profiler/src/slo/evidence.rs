@@ -47,7 +47,7 @@ pub fn read(pid: u32, ledger: Option<&HostLedger>, cpus: &[usize]) -> Result<Rea
         cpu_ms: (stat.utime + stat.stime) as f64 * 1e3 / ticks,
         faults: stat.minflt + stat.majflt,
         threads: schedstats(pid),
-        tlb: crate::sample::interrupts::tlb_shootdowns(Path::new("/proc")).unwrap_or(0),
+        tlb: crate::sample::interrupts::tlb_shootdowns(Path::new(crate::sample::PROC)).unwrap_or(0),
         ledger: ledger.map(HostLedger::read),
         cpus: fs::read_to_string("/proc/stat")
             .ok()
