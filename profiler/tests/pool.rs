@@ -120,6 +120,10 @@ fn bad_input_is_refused_before_anything_runs() {
     assert!(allocator.contains("--allocator after --: the experiment sets the allocator"), "{allocator}");
     let knob = refused(&["--", "--pool-keep-resident=4096"]);
     assert!(knob.contains("--pool-keep-resident after --"), "{knob}");
+    let misplaced = refused(&["--goal", "memory", "--memory", "512M"]);
+    assert!(misplaced.contains("--memory bounds the configurations --goal cpu may choose"), "{misplaced}");
+    let misplaced = refused(&["--p99-ms", "20"]);
+    assert!(misplaced.contains("--p99-ms bounds the configurations --goal memory"), "{misplaced}");
     let profile = refused(&["--host-profile", "pharia-engine-2025"]);
     assert!(profile.contains("the pooling allocator's knobs are skillhost's flags"), "{profile}");
 }

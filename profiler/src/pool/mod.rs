@@ -207,6 +207,16 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
          defaults with no knob (docs/pooling.md#the-real-engines)",
         args.host_profile
     );
+    ensure!(
+        args.memory.is_none() || args.goal == Goal::Cpu,
+        "--memory bounds the configurations --goal cpu may choose; --goal memory chooses the \
+         least memory already (bound it with --p99-ms)"
+    );
+    ensure!(
+        args.p99_ms.is_none() || args.goal == Goal::Memory,
+        "--p99-ms bounds the configurations --goal memory may choose; with --goal cpu, bound \
+         the memory with --memory"
+    );
     let text = fs::read_to_string(&args.cmds)
         .with_context(|| format!("reading {}", args.cmds.display()))?;
     let plan = cmds::parse(&args.cmds.display().to_string(), &text, InFlightCap::DEFAULT)?;
