@@ -37,7 +37,10 @@ struct Flags {
 /// Each workload with the grid its experiment tries.
 const WORKLOADS: [(&str, &[&str]); 2] = [
     ("pool.cmds", &["keep-resident=0,4M", "decommit-batch=1,8"]),
-    ("pool_heavy.cmds", &["keep-resident=0,64M", "warm-slots=0,100"]),
+    (
+        "pool_heavy.cmds",
+        &["keep-resident=0,64M", "warm-slots=0,100"],
+    ),
 ];
 
 fn main() -> Result<()> {
@@ -54,15 +57,33 @@ fn main() -> Result<()> {
     let skillprof = skillprof_binary()?;
     let out = tempfile::tempdir()?;
     for (workload, grid) in WORKLOADS {
-        let cmds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cmds").join(workload);
+        let cmds = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cmds")
+            .join(workload);
         let knobs: Vec<String> = grid.iter().map(|k| format!("--knob={k}")).collect();
-        let first = experiment(&skillprof, &cmds, &flags, &knobs, &out.path().join(format!("{workload}-advice")))?;
+        let first = experiment(
+            &skillprof,
+            &cmds,
+            &flags,
+            &knobs,
+            &out.path().join(format!("{workload}-advice")),
+        )?;
         let (best, _) = choose(&first);
         let best = best.context("the experiment recommended nothing")?;
         let config = &first.configs[best];
         // The configuration again, alone: its knobs as a grid of one value each.
-        let again_knobs: Vec<String> = config.knobs.iter().map(|(k, v)| format!("--knob={k}={v}")).collect();
-        let second = experiment(&skillprof, &cmds, &flags, &again_knobs, &out.path().join(format!("{workload}-check")))?;
+        let again_knobs: Vec<String> = config
+            .knobs
+            .iter()
+            .map(|(k, v)| format!("--knob={k}={v}"))
+            .collect();
+        let second = experiment(
+            &skillprof,
+            &cmds,
+            &flags,
+            &again_knobs,
+            &out.path().join(format!("{workload}-check")),
+        )?;
         // What is checked: the recommended configuration against pooling; for pooling
         // itself, on-demand against it.
         let (checked, label) = match best {
@@ -71,24 +92,50 @@ fn main() -> Result<()> {
             _ => (second.configs.len() - 1, config.name.as_str()),
         };
         let predicted_index = if best == BASE { 0 } else { best };
-        println!("\n{workload}: the answer for --goal {}: {} ({})", flags.goal, config.name, config.flags.join(" "));
+        println!(
+            "\n{workload}: the answer for --goal {}: {} ({})",
+            flags.goal,
+            config.name,
+            config.flags.join(" ")
+        );
         for figure in [CPU, RSS_PEAK] {
-            let predicted = summary(&first, predicted_index, &FIGURES[figure]).and_then(|s| s.change);
+            let predicted =
+                summary(&first, predicted_index, &FIGURES[figure]).and_then(|s| s.change);
             let measured = summary(&second, checked, &FIGURES[figure]).and_then(|s| s.change);
-            println!("  {label}, {}: predicted {}, measured again {}: {}",
-                FIGURES[figure].name, words(predicted), words(measured), verdict(predicted, measured));
+            println!(
+                "  {label}, {}: predicted {}, measured again {}: {}",
+                FIGURES[figure].name,
+                words(predicted),
+                words(measured),
+                verdict(predicted, measured)
+            );
         }
         let control = summary(&second, 2, &FIGURES[CPU]).and_then(|s| s.change);
-        println!("  the second experiment's control (pooling against itself), CPU: {}", words(control));
+        println!(
+            "  the second experiment's control (pooling against itself), CPU: {}",
+            words(control)
+        );
     }
     Ok(())
 }
 
-fn experiment(skillprof: &Path, cmds: &Path, flags: &Flags, knobs: &[String], folder: &Path) -> Result<PoolExperiment> {
+fn experiment(
+    skillprof: &Path,
+    cmds: &Path,
+    flags: &Flags,
+    knobs: &[String],
+    folder: &Path,
+) -> Result<PoolExperiment> {
     let status = Command::new(skillprof)
         .arg("pool")
         .arg(cmds)
-        .args(["--rounds", &flags.rounds.to_string(), "--goal", &flags.goal, "--run-dir"])
+        .args([
+            "--rounds",
+            &flags.rounds.to_string(),
+            "--goal",
+            &flags.goal,
+            "--run-dir",
+        ])
         .arg(folder)
         .args(knobs)
         .status()

@@ -26,7 +26,9 @@ fn text(path: &Path) -> String {
 
 /// Each input through `check`, and the inputs that once crashed `target` after them.
 fn replay(target: &str, seeds: Vec<String>, check: fn(&str)) {
-    let regressions = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions").join(target);
+    let regressions = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions")
+        .join(target);
     let mut inputs = seeds;
     if regressions.is_dir() {
         inputs.extend(files(&regressions, None).iter().map(|path| text(path)));
@@ -38,19 +40,29 @@ fn replay(target: &str, seeds: Vec<String>, check: fn(&str)) {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 #[test]
 fn every_cmds_file_round_trips_through_its_logged_lines() {
-    let seeds = files(&root().join("cmds"), Some(".cmds")).iter().map(|p| text(p)).collect();
+    let seeds = files(&root().join("cmds"), Some(".cmds"))
+        .iter()
+        .map(|p| text(p))
+        .collect();
     replay("cmds", seeds, checks::cmds);
 }
 
 #[test]
 fn every_host_profile_parses_or_names_its_error() {
     let dir = root().join("profiler/profiles");
-    replay("host_profile", files(&dir, Some(".toml")).iter().map(|p| text(p)).collect(), checks::host_profile);
+    replay(
+        "host_profile",
+        files(&dir, Some(".toml")).iter().map(|p| text(p)).collect(),
+        checks::host_profile,
+    );
 }
 
 #[test]
@@ -58,7 +70,11 @@ fn every_harness_log_fixture_parses_or_names_its_error() {
     let fixtures = root().join("profiler/tests/fixtures");
     let mut logs = files(&fixtures.join("pharia-logs"), Some("_run.log"));
     logs.extend(files(&fixtures.join("rerender/run"), Some("_run.log")));
-    replay("harness_log", logs.iter().map(|p| text(p)).collect(), checks::harness_log);
+    replay(
+        "harness_log",
+        logs.iter().map(|p| text(p)).collect(),
+        checks::harness_log,
+    );
 }
 
 #[test]

@@ -24,7 +24,10 @@ fn pool(args: &[&str]) -> (tempfile::TempDir, PathBuf, Output) {
     let dir = tempfile::tempdir().unwrap();
     let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
     let folder = dir.path().join("experiment");
-    let split = args.iter().position(|arg| *arg == "--").unwrap_or(args.len());
+    let split = args
+        .iter()
+        .position(|arg| *arg == "--")
+        .unwrap_or(args.len());
     let output = skillprof()
         .arg("pool")
         .args(&args[..split])
@@ -41,11 +44,26 @@ fn pool(args: &[&str]) -> (tempfile::TempDir, PathBuf, Output) {
 fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     require_root("skillprof pool runs skillprof run with its probes");
     let _machine = common::machine();
-    let (_dir, folder, output) = pool(&["--rounds", "2", "--seed", "7", "--knob", "decommit-batch=1,4"]);
+    let (_dir, folder, output) = pool(&[
+        "--rounds",
+        "2",
+        "--seed",
+        "7",
+        "--knob",
+        "decommit-batch=1,4",
+    ]);
     assert!(output.status.success(), "{}", describe(&output));
     let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
     let names: Vec<&str> = experiment.configs.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["on-demand", "pooling", "pooling (control)", "decommit-batch=4"]);
+    assert_eq!(
+        names,
+        [
+            "on-demand",
+            "pooling",
+            "pooling (control)",
+            "decommit-batch=4"
+        ]
+    );
     assert!(experiment.complete);
     // Interleaved: each round ran every configuration once, in an order of its own.
     for round in 1..=2 {
@@ -53,7 +71,11 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
             .configs
             .iter()
             .map(|config| {
-                let runs: Vec<_> = config.runs.iter().filter(|run| run.round == round).collect();
+                let runs: Vec<_> = config
+                    .runs
+                    .iter()
+                    .filter(|run| run.round == round)
+                    .collect();
                 assert_eq!(runs.len(), 1, "{} in round {round}", config.name);
                 runs[0].position
             })
@@ -63,7 +85,10 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     }
     for config in &experiment.configs {
         for run in &config.runs {
-            let figures = run.figures.as_ref().unwrap_or_else(|| panic!("{:?}", run.failed));
+            let figures = run
+                .figures
+                .as_ref()
+                .unwrap_or_else(|| panic!("{:?}", run.failed));
             // add_rs's request, which compiled the skill, is left out: 20 + 5 × 4 remain.
             assert_eq!(figures.executions, 40, "{}", config.name);
             assert_eq!(figures.request_errors, 0);
@@ -74,8 +99,13 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
             let (mmap, madvise) = (figures.mmap_calls.unwrap(), figures.madvise_calls.unwrap());
             let batched = figures.process_madvise_calls.unwrap();
             match config.name.as_str() {
-                "on-demand" => assert!(mmap >= 40 && figures.munmap_calls.unwrap() >= 40, "{figures:?}"),
-                "decommit-batch=4" => assert!(mmap < 40 && (batched > 0 || madvise >= 40), "{figures:?}"),
+                "on-demand" => assert!(
+                    mmap >= 40 && figures.munmap_calls.unwrap() >= 40,
+                    "{figures:?}"
+                ),
+                "decommit-batch=4" => {
+                    assert!(mmap < 40 && (batched > 0 || madvise >= 40), "{figures:?}")
+                }
                 _ => assert!(mmap < 40 && madvise >= 40 && batched == 0, "{figures:?}"),
             }
         }
@@ -87,8 +117,14 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
         }
     }
     let report = fs::read_to_string(folder.join("pool.md")).unwrap();
-    for part in ["## The answer", "skillhost's flags: `--allocator", "## When pooling pays",
-                 "The control (pooling at its defaults", "## Address space", "of them fit in 128 TiB"] {
+    for part in [
+        "## The answer",
+        "skillhost's flags: `--allocator",
+        "## When pooling pays",
+        "The control (pooling at its defaults",
+        "## Address space",
+        "of them fit in 128 TiB",
+    ] {
         assert!(report.contains(part), "{part}:\n{report}");
     }
     // Each run is a run folder of its own, as `skillprof run` leaves it.
@@ -107,25 +143,47 @@ fn refused(args: &[&str]) -> String {
 #[test]
 fn bad_input_is_refused_before_anything_runs() {
     let unknown = refused(&["--knob", "keep-residnt=1M"]);
-    assert!(unknown.contains("no knob 'keep-residnt': the knobs are decommit-batch"), "{unknown}");
+    assert!(
+        unknown.contains("no knob 'keep-residnt': the knobs are decommit-batch"),
+        "{unknown}"
+    );
     let bad_value = refused(&["--knob", "keep-resident=1Q"]);
     assert!(bad_value.contains("unknown size suffix"), "{bad_value}");
     // 4 × 4 × 5 grid values: 80 configurations.
     let big = refused(&[
-        "--knob", "decommit-batch=1,2,4,8", "--knob", "warm-slots=0,10,100,1000",
-        "--knob", "keep-resident=0,64K,1M,4M,16M",
+        "--knob",
+        "decommit-batch=1,2,4,8",
+        "--knob",
+        "warm-slots=0,10,100,1000",
+        "--knob",
+        "keep-resident=0,64K,1M,4M,16M",
     ]);
-    assert!(big.contains("more than 64 configurations need --yes"), "{big}");
+    assert!(
+        big.contains("more than 64 configurations need --yes"),
+        "{big}"
+    );
     let allocator = refused(&["--", "--allocator", "pooling"]);
-    assert!(allocator.contains("--allocator after --: the experiment sets the allocator"), "{allocator}");
+    assert!(
+        allocator.contains("--allocator after --: the experiment sets the allocator"),
+        "{allocator}"
+    );
     let knob = refused(&["--", "--pool-keep-resident=4096"]);
     assert!(knob.contains("--pool-keep-resident after --"), "{knob}");
     let misplaced = refused(&["--goal", "memory", "--memory", "512M"]);
-    assert!(misplaced.contains("--memory bounds the configurations --goal cpu may choose"), "{misplaced}");
+    assert!(
+        misplaced.contains("--memory bounds the configurations --goal cpu may choose"),
+        "{misplaced}"
+    );
     let misplaced = refused(&["--p99-ms", "20"]);
-    assert!(misplaced.contains("--p99-ms bounds the configurations --goal memory"), "{misplaced}");
+    assert!(
+        misplaced.contains("--p99-ms bounds the configurations --goal memory"),
+        "{misplaced}"
+    );
     let profile = refused(&["--host-profile", "pharia-engine-2025"]);
-    assert!(profile.contains("the pooling allocator's knobs are skillhost's flags"), "{profile}");
+    assert!(
+        profile.contains("the pooling allocator's knobs are skillhost's flags"),
+        "{profile}"
+    );
 }
 
 #[test]
@@ -152,8 +210,16 @@ fn a_configuration_the_host_refuses_stops_the_experiment_with_the_hosts_reason()
 /// A figure of /proc/meminfo, in bytes.
 fn meminfo(key: &str) -> u64 {
     let text = fs::read_to_string("/proc/meminfo").unwrap();
-    let line = text.lines().find(|line| line.starts_with(&format!("{key}:"))).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    let line = text
+        .lines()
+        .find(|line| line.starts_with(&format!("{key}:")))
+        .unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
 }
 
 #[test]
@@ -167,7 +233,8 @@ fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_m
     let tables = meminfo("MemTotal") * 3 / 4;
     let (limit, committed) = (meminfo("CommitLimit"), meminfo("Committed_AS"));
     assert!(
-        tables > limit.saturating_sub(committed) && tables < meminfo("MemTotal") + meminfo("SwapTotal"),
+        tables > limit.saturating_sub(committed)
+            && tables < meminfo("MemTotal") + meminfo("SwapTotal"),
         "this machine cannot show strict overcommit refusing what the heuristic allows: \
          tables {tables}, CommitLimit {limit}, committed {committed}"
     );
@@ -175,11 +242,19 @@ fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_m
     let elements = (tables / (1000 * 16 * 8)).to_string();
     let (folder, _dir) = pooled_runs_fail(
         "vm/overcommit_memory",
-        &["--run-arg=--overcommit-memory=2", "--", "--pool-table-elements", &elements],
+        &[
+            "--run-arg=--overcommit-memory=2",
+            "--",
+            "--pool-table-elements",
+            &elements,
+        ],
         "Cannot allocate memory",
     );
     let report = fs::read_to_string(folder.join("pool.md")).unwrap();
-    assert!(report.contains("## Runs that failed") && report.contains("Cannot allocate memory"), "{report}");
+    assert!(
+        report.contains("## Runs that failed") && report.contains("Cannot allocate memory"),
+        "{report}"
+    );
 }
 
 /// One round of `skillprof pool ARGS` (which set the sysctl `/proc/sys/SYSCTL` through its
@@ -197,7 +272,10 @@ fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &str) -> (PathBuf, tempfil
         let run = &config.runs[0];
         match config.is_pooling() {
             true => {
-                let failed = run.failed.as_deref().unwrap_or_else(|| panic!("{} ran", config.name));
+                let failed = run
+                    .failed
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("{} ran", config.name));
                 assert!(failed.contains(why), "{}: {failed}", config.name);
             }
             false => assert!(run.figures.is_some(), "{:?}", run.failed),
@@ -210,10 +288,16 @@ fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &str) -> (PathBuf, tempfil
 /// container runtimes set it), with `flags`.
 fn check_under_address_limit(limit: u64, flags: &[&str]) -> std::process::Output {
     use std::os::unix::process::CommandExt;
-    let skillhost = std::path::Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let skillhost =
+        std::path::Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
     let mut command = std::process::Command::new(skillhost);
-    command.args(["--skills-dir", "/nonexistent", "--check-config"]).args(flags);
-    let rlimit = rustix::process::Rlimit { current: Some(limit), maximum: Some(limit) };
+    command
+        .args(["--skills-dir", "/nonexistent", "--check-config"])
+        .args(flags);
+    let rlimit = rustix::process::Rlimit {
+        current: Some(limit),
+        maximum: Some(limit),
+    };
     // SAFETY: setrlimit is a plain syscall, safe between fork and exec.
     unsafe {
         command.pre_exec(move || {
@@ -238,8 +322,16 @@ fn under_ulimit_v_the_default_pool_cannot_reserve_its_slots_and_a_pool_sized_to_
     // 10 instances × 4 memories × (1 GiB + 32 MiB): 41 GiB, inside the 64.
     let sized = check_under_address_limit(
         LIMIT,
-        &["--allocator", "pooling", "--pool-instances", "10", "--memory-limit-mib", "1024",
-          "--memory-reservation", "1073741824"],
+        &[
+            "--allocator",
+            "pooling",
+            "--pool-instances",
+            "10",
+            "--memory-limit-mib",
+            "1024",
+            "--memory-reservation",
+            "1073741824",
+        ],
     );
     assert!(sized.status.success(), "{}", describe(&sized));
     // On demand reserves nothing up front.

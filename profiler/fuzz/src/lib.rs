@@ -15,7 +15,10 @@ use skillprof::report::read::Run;
 /// plan's entries, written back as the harness logs them, parse to the same plan.
 pub fn cmds(text: &str) {
     fn commands(plan: &Plan) -> Vec<(u32, Command)> {
-        plan.entries.iter().map(|entry| (entry.repeat, entry.command.clone())).collect()
+        plan.entries
+            .iter()
+            .map(|entry| (entry.repeat, entry.command.clone()))
+            .collect()
     }
     // The cap changes which lines are valid: the default and a tight one.
     for cap in [InFlightCap::DEFAULT, InFlightCap::new(2)] {

@@ -168,7 +168,8 @@ fn check(config: &HostConfig) -> Result<()> {
 
 /// The process's address space (VmSize), in bytes.
 fn virtual_size() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmSize:"))

@@ -130,7 +130,11 @@ impl Knob {
             Some(knob) => Ok(knob),
             None => bail!(
                 "no knob '{name}': the knobs are {}",
-                KNOBS.iter().map(|knob| knob.name).collect::<Vec<_>>().join(", ")
+                KNOBS
+                    .iter()
+                    .map(|knob| knob.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -213,7 +217,9 @@ pub fn parse_knob(text: &str) -> Result<KnobValues> {
 pub fn configurations(grid: &[KnobValues]) -> Result<Vec<PoolConfig>> {
     for (i, knob) in grid.iter().enumerate() {
         ensure!(
-            !grid[..i].iter().any(|other| other.knob.name == knob.knob.name),
+            !grid[..i]
+                .iter()
+                .any(|other| other.knob.name == knob.knob.name),
             "--knob {} is given twice: list its values in one --knob",
             knob.knob.name
         );
@@ -281,10 +287,15 @@ pub fn help() -> String {
         .iter()
         .map(|knob| {
             let default = match knob.kind {
-                Kind::Bytes => size(knob.default).map_or(knob.default.to_owned(), |b| bytes(b as f64)),
+                Kind::Bytes => {
+                    size(knob.default).map_or(knob.default.to_owned(), |b| bytes(b as f64))
+                }
                 _ => knob.default.to_owned(),
             };
-            format!("  {} = {default} ({})\n      {}", knob.name, knob.flag, knob.help)
+            format!(
+                "  {} = {default} ({})\n      {}",
+                knob.name, knob.flag, knob.help
+            )
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -331,7 +342,10 @@ mod tests {
     #[test]
     fn bad_knobs_and_values_are_refused_with_what_is_expected() {
         let error = |knobs: &[&str]| grid(knobs).unwrap_err().to_string();
-        assert!(error(&["keep-residnt=1M"]).starts_with("no knob 'keep-residnt': the knobs are decommit-batch"));
+        assert!(
+            error(&["keep-residnt=1M"])
+                .starts_with("no knob 'keep-residnt': the knobs are decommit-batch")
+        );
         assert!(error(&["keep-resident=1Q"]).contains("unknown size suffix"));
         assert!(error(&["decommit-batch=-1"]).contains("expected a whole number"));
         assert!(error(&["mpk=maybe"]).contains("expected one of no, auto, yes"));
@@ -360,6 +374,11 @@ mod tests {
             ]
         );
         // A grid of defaults only adds nothing to the three fixed configurations.
-        assert_eq!(grid(&["keep-resident=0", "reservation=4096M"]).unwrap().len(), 3);
+        assert_eq!(
+            grid(&["keep-resident=0", "reservation=4096M"])
+                .unwrap()
+                .len(),
+            3
+        );
     }
 }

@@ -65,7 +65,11 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
         .position(|figure| figure.name == "wall per request")
         .expect("a wall figure");
     for (index, config) in experiment.configs.iter().enumerate() {
-        let failed = config.runs.iter().filter(|run| run.failed.is_some()).count();
+        let failed = config
+            .runs
+            .iter()
+            .filter(|run| run.failed.is_some())
+            .count();
         let runs = match failed {
             0 => config.runs.len().to_string(),
             n => format!("{} ({n} failed)", config.runs.len()),

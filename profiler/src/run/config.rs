@@ -254,11 +254,7 @@ fn trim_by(args: &RunArgs, plan: &Plan, profile: &HostProfile) -> Result<Option<
 
 /// A fill without a limit would fill the machine: refused before anything starts, as is a
 /// limit without the root it needs (`sysctl`: a machine-wide one the run sets).
-fn require_limits_usable(
-    memory_max: Option<u64>,
-    sysctl: Option<u64>,
-    plan: &Plan,
-) -> Result<()> {
+fn require_limits_usable(memory_max: Option<u64>, sysctl: Option<u64>, plan: &Plan) -> Result<()> {
     let fill = plan
         .entries
         .iter()

@@ -13,7 +13,9 @@ pub fn tlb_shootdowns(proc_root: &Path) -> Option<u64> {
 }
 
 fn parse_tlb(text: &str) -> Option<u64> {
-    let line = text.lines().find(|line| line.trim_start().starts_with("TLB:"))?;
+    let line = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("TLB:"))?;
     Some(
         line.split_whitespace()
             .skip(1)

@@ -278,7 +278,6 @@ fn configurations(args: &SloArgs, machine_cpus: usize) -> Result<Vec<HostConfig>
     Ok(configs)
 }
 
-
 /// The CPUs the generator runs on beside a host on `host`: the rest of the machine, or
 /// `None` when the host has every CPU.
 fn generator_cpus(host: &[usize], machine_cpus: usize) -> Option<Vec<usize>> {
