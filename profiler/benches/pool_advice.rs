@@ -7,7 +7,7 @@
 //! Where the answer is pooling at its defaults, on-demand's change against it is what is
 //! checked. Figures only, no pass/fail.
 //!
-//!     cargo bench -p skillprof --bench pool_advice [-- --rounds N --goal cpu|memory]
+//!     cargo bench -p skillprof --bench pool_advice [-- --rounds N --goal cpu|memory --keep DIR]
 //!
 //! About 10 s per run on a 2-core machine: the first experiment runs 7 configurations, the
 //! second 4, so about 25 minutes at 5 rounds. Needs root (the probes) and a release build of
@@ -32,6 +32,9 @@ struct Flags {
     /// The goal the advice is for.
     #[arg(long, default_value = "cpu")]
     goal: String,
+    /// Keep the experiments' folders here (default: a temporary folder, removed).
+    #[arg(long, value_name = "DIR")]
+    keep: Option<std::path::PathBuf>,
 }
 
 /// Each workload with the grid its experiment tries.
@@ -55,7 +58,8 @@ fn main() -> Result<()> {
         "the pool_advice benchmark runs skillprof pool, which loads BPF probes: run it as root"
     );
     let skillprof = skillprof_binary()?;
-    let out = tempfile::tempdir()?;
+    let temporary = tempfile::tempdir()?;
+    let out = flags.keep.as_deref().unwrap_or(temporary.path());
     for (workload, grid) in WORKLOADS {
         let cmds = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../cmds")
@@ -66,7 +70,7 @@ fn main() -> Result<()> {
             &cmds,
             &flags,
             &knobs,
-            &out.path().join(format!("{workload}-advice")),
+            &out.join(format!("{workload}-advice")),
         )?;
         let (best, _) = choose(&first);
         let best = best.context("the experiment recommended nothing")?;
@@ -82,7 +86,7 @@ fn main() -> Result<()> {
             &cmds,
             &flags,
             &again_knobs,
-            &out.path().join(format!("{workload}-check")),
+            &out.join(format!("{workload}-check")),
         )?;
         // What is checked: the recommended configuration against pooling; for pooling
         // itself, on-demand against it.
@@ -96,7 +100,7 @@ fn main() -> Result<()> {
             "\n{workload}: the answer for --goal {}: {} ({})",
             flags.goal,
             config.name,
-            config.flags.join(" ")
+            config.setting()
         );
         for figure in [CPU, RSS_PEAK] {
             let predicted =

@@ -90,6 +90,15 @@ pub fn thousands(value: i128) -> String {
     out
 }
 
+/// A number as it reads in a sentence: three significant digits at most.
+pub fn number(value: f64) -> String {
+    match value.abs() {
+        v if v >= 100.0 => format!("{value:.0}"),
+        v if v >= 10.0 => format!("{value:.1}"),
+        _ => format!("{value:.2}"),
+    }
+}
+
 /// A measured count, rounded, with thousands separators.
 pub fn count(value: f64) -> String {
     thousands(value.round() as i128)

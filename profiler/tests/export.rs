@@ -208,7 +208,8 @@ fn check_perfetto(folder: &Path, out: &Path) {
     assert!(
         phases
             .iter()
-            .all(|s| ["compile", "instantiate", "call"].contains(&s["name"].as_str().unwrap())),
+            .all(|s| ["compile", "instantiate", "call", "reset"]
+                .contains(&s["name"].as_str().unwrap())),
         "unexpected request slices"
     );
     let called: std::collections::BTreeSet<u64> = phases

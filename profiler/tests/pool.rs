@@ -119,7 +119,7 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     let report = fs::read_to_string(folder.join("pool.md")).unwrap();
     for part in [
         "## The answer",
-        "skillhost's flags: `--allocator",
+        "The host's setting: `--allocator",
         "## When pooling pays",
         "The control (pooling at its defaults",
         "## Address space",
@@ -179,9 +179,21 @@ fn bad_input_is_refused_before_anything_runs() {
         misplaced.contains("--p99-ms bounds the configurations --goal memory"),
         "{misplaced}"
     );
-    let profile = refused(&["--host-profile", "pharia-engine-2025"]);
+    // The engine switches pooling on by its environment, with no knob.
+    let knob = refused(&[
+        "--host-profile",
+        "pharia-engine-2025",
+        "--knob",
+        "keep-resident=4M",
+    ]);
     assert!(
-        profile.contains("the pooling allocator's knobs are skillhost's flags"),
+        knob.contains("host profile pharia-engine-2025 has no pooling knob")
+            && knob.contains("USE_POOLING_ALLOCATOR=true"),
+        "{knob}"
+    );
+    let profile = refused(&["--host-profile", "wasmtime-serve"]);
+    assert!(
+        profile.contains("its profile says nothing of a pooling allocator"),
         "{profile}"
     );
 }

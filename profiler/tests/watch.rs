@@ -693,12 +693,12 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
         Some(3.0),
         "{text}"
     );
-    // A skill is 29 series, as watch.md and --max-skills' help say when sizing a target.
+    // A skill is 36 series, as watch.md and --max-skills' help say when sizing a target.
     let series = text
         .lines()
         .filter(|line| !line.starts_with('#') && line.contains("skill=\"served\""))
         .count();
-    assert_eq!(series, 29, "{text}");
+    assert_eq!(series, 36, "{text}");
     assert!(fs::metadata(&log).unwrap().is_file());
 
     // The continuous profile: the host's CPU over the next 2 s as a pprof file, which go

@@ -21,7 +21,7 @@ use crate::{FAILURES, PHASE_IDLE, PHASES, SKILL_NAME_LEN};
 /// The memfd's name: `/proc/PID/maps` shows it as `/memfd:skillhost-ledger (deleted)`.
 pub const LEDGER_NAME: &str = "skillhost-ledger";
 /// The first word of the mapping; its last byte is the layout's version.
-pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x04");
+pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x05");
 /// Skill registrations the ledger holds (each registration of a skill takes a row); marks
 /// for later ones are counted in [`LedgerHeader::overflow`] only.
 pub const LEDGER_ROWS: usize = 16384;

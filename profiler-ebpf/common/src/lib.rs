@@ -484,9 +484,12 @@ pub const PHASE_IDLE: u32 = 0;
 pub const PHASE_COMPILE: u32 = 1;
 pub const PHASE_INSTANTIATE: u32 = 2;
 pub const PHASE_CALL: u32 = 3;
+/// Dropping a request's store: on demand the instance's memories are unmapped; pooled, its
+/// slots are reset (zeroed in place or decommitted) and given back to the pool.
+pub const PHASE_RESET: u32 = 4;
 /// Phase names, by number: work outside any phase is the host's own.
-pub const PHASE_NAMES: [&str; PHASES] = ["host", "compile", "instantiate", "call"];
-pub const PHASES: usize = 4;
+pub const PHASE_NAMES: [&str; PHASES] = ["host", "compile", "instantiate", "call", "reset"];
+pub const PHASES: usize = 5;
 /// Or'ed into the phase of a phase instance's first stretch: counts the instance once.
 pub const PHASE_FIRST: u32 = 0x100;
 /// Or'ed into the phase of a helper thread's stretch (a compile's worker threads): its events

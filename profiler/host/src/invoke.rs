@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
 
 use crate::limits::MemoryLimiter;
-use crate::marks::{PHASE_CALL, PHASE_INSTANTIATE, PhaseCell, Work};
+use crate::marks::{PHASE_CALL, PHASE_INSTANTIATE, PHASE_RESET, PhaseCell, Work};
 use crate::metrics::Metrics;
 use crate::request::RequestState;
 use crate::world::{SkillError, SkillPre};
@@ -61,7 +61,20 @@ impl Invocation<'_> {
         );
         let mut store = Store::new(engine, state);
         store.limiter(RequestState::limiter);
+        let verdict = self.serve(&mut store, input).await;
+        // Dropping the store frees the instance: on demand its memories are unmapped, pooled
+        // its slots are reset and given back, which is the allocator's cost per request too.
+        self.work.begin(PHASE_RESET);
+        drop(store);
+        self.work.leave();
+        verdict
+    }
 
+    async fn serve(
+        &self,
+        store: &mut Store<RequestState>,
+        input: &[u8],
+    ) -> Result<Answer, Failure> {
         let started = Instant::now();
         let deadline = self.deadline;
         // Guest code yields to the runtime at every epoch tick, so that a busy skill cannot
@@ -80,10 +93,10 @@ impl Invocation<'_> {
         let mut instantiated = None;
         let phase = PhaseCell::new(PHASE_INSTANTIATE);
         let call = async {
-            let skill = self.pre.instantiate(&mut store).await?;
+            let skill = self.pre.instantiate(&mut *store).await?;
             instantiated = Some(started.elapsed());
             phase.enter(self.work, PHASE_CALL);
-            skill.run(&mut store, input).await
+            skill.run(&mut *store, input).await
         };
         let call = self.work.track(&phase, call);
         let outcome = match tokio::time::timeout(deadline, call).await {

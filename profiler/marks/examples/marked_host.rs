@@ -22,7 +22,9 @@ use axum::body::Bytes;
 use axum::extract::{Path as Route, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use skillprof_marks::{PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE, PhaseCell, SkillTag, Work};
+use skillprof_marks::{
+    PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE, PHASE_RESET, PhaseCell, SkillTag, Work,
+};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -131,7 +133,12 @@ async fn run(
         phase.enter(&work, PHASE_CALL);
         instance.call_run(&mut store, &input).await
     };
-    match work.track(&phase, call).await {
+    let outcome = work.track(&phase, call).await;
+    // Dropping the store frees the instance's memories: the reset phase.
+    work.begin(PHASE_RESET);
+    drop(store);
+    work.leave();
+    match outcome {
         Ok(Ok(output)) => (
             StatusCode::OK,
             String::from_utf8_lossy(&output).into_owned(),

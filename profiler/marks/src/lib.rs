@@ -8,11 +8,11 @@
 //! (`skillprof_common`).
 //!
 //! A host registers each skill once ([`SkillTag::new`]), makes a [`Work`] per request, and
-//! marks the phases it runs: [`Work::begin`] on the thread that compiles, instantiates or
-//! calls, [`Work::leave`] after, or [`Work::track`] around an async call that moves between
-//! threads. A tracked call also says where its time between polls went: pending until
-//! something woke it, then queued until a thread polled it again. docs/own-host.md walks
-//! through it, and `examples/marked_host.rs` is a whole host.
+//! marks the phases it runs: [`Work::begin`] on the thread that compiles, instantiates,
+//! calls or resets (drops the request's store), [`Work::leave`] after, or [`Work::track`]
+//! around an async call that moves between threads. A tracked call also says where its time
+//! between polls went: pending until something woke it, then queued until a thread polled it
+//! again. docs/own-host.md walks through it, and `examples/marked_host.rs` is a whole host.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,7 +23,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use skillprof_common::ledger;
 pub use skillprof_common::{
     FAILED_DEADLINE, FAILED_ERROR, FAILED_INPUT, FAILED_NO_SLOT, FAILED_OUTPUT, FAILED_TRAP,
-    FAILED_UNLOADABLE, PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE,
+    FAILED_UNLOADABLE, PHASE_CALL, PHASE_COMPILE, PHASE_INSTANTIATE, PHASE_RESET,
 };
 use skillprof_common::{PHASE_FIRST, PHASE_HELPER, PHASE_IDLE};
 

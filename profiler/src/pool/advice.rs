@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::compare::{self, Summary};
 use crate::record::pool::{BASE, CONTROL, CPU, FIGURES, Figure, Goal, PoolExperiment, RSS_PEAK};
-use crate::units::bytes;
+use crate::units::{bytes, number};
 
 /// The figures that say why CPU or memory moved, in the order a reason reads best.
 const EVIDENCE: &[&str] = &[
@@ -21,6 +21,8 @@ const EVIDENCE: &[&str] = &[
     "kernel share of CPU",
     "instantiate CPU per request",
     "call CPU per request",
+    "reset CPU per request",
+    "kernel share of reset",
     "other CPU per request",
     "warm slots resident",
     "mappings",
@@ -31,15 +33,6 @@ fn figure(name: &str) -> &'static Figure {
         .iter()
         .find(|figure| figure.name == name)
         .expect("EVIDENCE names figures of FIGURES")
-}
-
-/// A number as it reads in a sentence: three significant digits at most.
-pub fn number(value: f64) -> String {
-    match value.abs() {
-        v if v >= 100.0 => format!("{value:.0}"),
-        v if v >= 10.0 => format!("{value:.1}"),
-        _ => format!("{value:.2}"),
-    }
 }
 
 /// `from → to unit`, and the change with its interval where there is one.
@@ -69,7 +62,9 @@ fn reasons(experiment: &PoolExperiment, config: usize, against: usize) -> Vec<St
             let from = compare::summary(experiment, against, figure)?.median;
             let larger = from.abs().max(to.median.abs());
             let material = larger > 0.05 && (to.median - from).abs() >= 0.1 * larger;
-            let clear = to.change.is_none_or(|change| change.is_clear() || against != BASE);
+            let clear = to
+                .change
+                .is_none_or(|change| change.is_clear() || against != BASE);
             (material && clear).then(|| moved(figure, from, &to))
         })
         .collect()
@@ -102,7 +97,10 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
         .filter(|&config| {
             let name = &experiment.configs[config].name;
             match experiment.goal {
-                Goal::Cpu => match (experiment.memory_within_kb, median(experiment, config, RSS_PEAK)) {
+                Goal::Cpu => match (
+                    experiment.memory_within_kb,
+                    median(experiment, config, RSS_PEAK),
+                ) {
                     (Some(limit), Some(peak)) if peak * 1024.0 > limit as f64 => {
                         ruled_out.push(format!(
                             "{name}: RSS peak {} MiB is above --memory {}",
@@ -115,7 +113,10 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
                 },
                 Goal::Memory => match (experiment.p99_within_ms, p99(config)) {
                     (Some(limit), Some(p99)) if p99 > limit => {
-                        ruled_out.push(format!("{name}: p99 {} ms is above --p99-ms {limit}", number(p99)));
+                        ruled_out.push(format!(
+                            "{name}: p99 {} ms is above --p99-ms {limit}",
+                            number(p99)
+                        ));
                         false
                     }
                     _ => true,
@@ -164,21 +165,39 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
     let (best, ruled_out) = choose(experiment);
     match best {
         None => {
-            let _ = writeln!(text, "No configuration was measured that meets the goal ({goal}).");
+            let _ = writeln!(
+                text,
+                "No configuration was measured that meets the goal ({goal})."
+            );
         }
         Some(best) => {
             let config = &experiment.configs[best];
-            let flags = match best {
-                BASE => "--allocator pooling (skillhost's defaults for every knob)".to_owned(),
-                _ => config.flags.join(" "),
+            let setting = match (best, config.env.is_empty()) {
+                (BASE, true) => {
+                    "--allocator pooling (skillhost's defaults for every knob)".to_owned()
+                }
+                _ => config.setting(),
             };
             let _ = writeln!(
                 text,
-                "For {goal}: **{}**. skillhost's flags: `{flags}`.\n",
+                "For {goal}: **{}**. The host's setting: `{setting}`.\n",
                 config.name
             );
             if best == BASE {
-                let _ = writeln!(text, "No knob tried did better than pooling at its defaults.");
+                let _ = writeln!(
+                    text,
+                    "{}",
+                    match experiment
+                        .configs
+                        .iter()
+                        .any(|config| !config.env.is_empty())
+                    {
+                        true =>
+                            "The host has no pooling knob: wasmtime's defaults are all its \
+                                 setting offers.",
+                        false => "No knob tried did better than pooling at its defaults.",
+                    }
+                );
             } else {
                 text += &against_base(experiment, best);
             }
@@ -205,7 +224,8 @@ fn simpler(experiment: &PoolExperiment, best: usize) -> String {
         .into_iter()
         .filter_map(|config| {
             let value = median(experiment, config, key)?;
-            (value < answer).then(|| format!("{} ({})", experiment.configs[config].name, number(value)))
+            (value < answer)
+                .then(|| format!("{} ({})", experiment.configs[config].name, number(value)))
         })
         .collect();
     if better.is_empty() {
@@ -312,6 +332,13 @@ fn control(experiment: &PoolExperiment) -> String {
 const USER_SPACE: f64 = (1u64 << 47) as f64;
 
 fn address_space(experiment: &PoolExperiment) -> String {
+    if experiment
+        .configs
+        .iter()
+        .all(|c| c.reserved_bytes.is_none())
+    {
+        return measured_address_space(experiment);
+    }
     let mut text = String::from(
         "\n## Address space\n\nWhat skillhost's engine reserved before serving anything \
          (`skillhost --check-config`), and how many such engines one process's 47-bit address \
@@ -328,6 +355,33 @@ fn address_space(experiment: &PoolExperiment) -> String {
             r => format!(" ({:.1} of them fit in 128 TiB)", USER_SPACE / r as f64),
         };
         let _ = writeln!(text, "- {}: {}{fits}", config.name, bytes(reserved as f64));
+    }
+    text
+}
+
+/// A host that cannot say what it reserves (no `--check-config`): its address space as the
+/// runs measured it.
+fn measured_address_space(experiment: &PoolExperiment) -> String {
+    let figure = figure("address space");
+    let mut text = String::from(
+        "\n## Address space\n\nThe host's address space at the end of the workload (VmSize), \
+         and how many such hosts one process's 47-bit address space (128 TiB) holds. Pooling \
+         reserves every slot up front: its memory slots × (each memory's reservation + its \
+         guard), plus tables and stacks; on demand, each instance reserves its own while it \
+         lives.\n\n",
+    );
+    for (index, config) in experiment.configs.iter().enumerate() {
+        let Some(gib) = compare::summary(experiment, index, figure).map(|s| s.median) else {
+            continue;
+        };
+        let held = gib * (1u64 << 30) as f64;
+        let _ = writeln!(
+            text,
+            "- {}: {} ({} of them fit in 128 TiB)",
+            config.name,
+            bytes(held),
+            number(USER_SPACE / held.max(1.0))
+        );
     }
     text
 }
@@ -356,9 +410,18 @@ mod tests {
         // keep-resident=4M's 750: inside the control's spread, so one knob is the advice.
         assert_eq!(name(&experiment), "keep-resident=4M");
         let text = markdown(&experiment);
-        assert!(text.contains("`--allocator pooling --pool-keep-resident 4194304`"), "{text}");
-        assert!(text.contains("decommit-batch=8 keep-resident=4M (743) did a little better"), "{text}");
-        assert!(text.contains("page faults per request 264 → 5.68 faults"), "{text}");
+        assert!(
+            text.contains("`--allocator pooling --pool-keep-resident 4194304`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("decommit-batch=8 keep-resident=4M (743) did a little better"),
+            "{text}"
+        );
+        assert!(
+            text.contains("page faults per request 264 → 5.68 faults"),
+            "{text}"
+        );
         assert!(text.contains("A draw: on demand 1404 µs"), "{text}");
     }
 
@@ -368,6 +431,28 @@ mod tests {
         let mut bound = experiment(Goal::Cpu);
         bound.memory_within_kb = Some(50 * 1024);
         assert!(!name(&bound).contains("keep-resident"));
-        assert!(markdown(&bound).contains("ruled out: keep-resident=4M: RSS peak 69.3 MiB is above --memory 50.0 MiB"));
+        assert!(
+            markdown(&bound).contains(
+                "ruled out: keep-resident=4M: RSS peak 69.3 MiB is above --memory 50.0 MiB"
+            )
+        );
+    }
+
+    /// A real experiment on the Pharia Engine 0.15 (cmds/pool.cmds, 5 rounds, this 2-core VM):
+    /// pooling switched on by its environment, with no knob and no `--check-config`.
+    #[test]
+    fn a_switched_host_is_answered_with_its_variable_and_its_measured_address_space() {
+        let experiment: PoolExperiment =
+            serde_json::from_str(include_str!("testdata/pool-engine.json")).unwrap();
+        let text = markdown(&experiment);
+        for part in [
+            "The host's setting: `USE_POOLING_ALLOCATOR=true`",
+            "The host has no pooling knob",
+            "The host's address space at the end of the workload (VmSize)",
+            "- on-demand: ",
+            "- pooling: 3.94 TiB (32.5 of them fit in 128 TiB)",
+        ] {
+            assert!(text.contains(part), "{part}:\n{text}");
+        }
     }
 }

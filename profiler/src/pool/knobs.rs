@@ -4,7 +4,8 @@
 
 use anyhow::{Result, bail, ensure};
 
-use crate::record::pool::PoolConfig;
+use crate::record::pool::{ON_DEMAND, PoolConfig};
+use crate::record::profile::PoolingSwitch;
 use crate::units::{bytes, parse_size};
 
 /// What a knob's values are.
@@ -212,6 +213,28 @@ pub fn parse_knob(text: &str) -> Result<KnobValues> {
     Ok(KnobValues { knob, values })
 }
 
+/// A host whose profile switches pooling on by its environment, with no knob: on demand,
+/// pooling, and pooling again as the control.
+pub fn switched(switch: &PoolingSwitch) -> Vec<PoolConfig> {
+    let env: Vec<(String, String)> = switch.env.clone().into_iter().collect();
+    vec![
+        plain(ON_DEMAND, Vec::new(), Vec::new()),
+        plain("pooling", Vec::new(), env.clone()),
+        plain("pooling (control)", Vec::new(), env),
+    ]
+}
+
+fn plain(name: &str, flags: Vec<String>, env: Vec<(String, String)>) -> PoolConfig {
+    PoolConfig {
+        name: name.to_owned(),
+        knobs: Vec::new(),
+        flags,
+        env,
+        reserved_bytes: None,
+        runs: Vec::new(),
+    }
+}
+
 /// Every configuration: on-demand, pooling, the control, then the grid's combinations
 /// (those that are pooling at its defaults again left out).
 pub fn configurations(grid: &[KnobValues]) -> Result<Vec<PoolConfig>> {
@@ -225,17 +248,14 @@ pub fn configurations(grid: &[KnobValues]) -> Result<Vec<PoolConfig>> {
         );
     }
     let pooling = || vec!["--allocator".to_owned(), "pooling".to_owned()];
-    let plain = |name: &str, flags: Vec<String>| PoolConfig {
-        name: name.to_owned(),
-        knobs: Vec::new(),
-        flags,
-        reserved_bytes: None,
-        runs: Vec::new(),
-    };
     let mut configs = vec![
-        plain("on-demand", vec!["--allocator".into(), "on-demand".into()]),
-        plain("pooling", pooling()),
-        plain("pooling (control)", pooling()),
+        plain(
+            ON_DEMAND,
+            vec!["--allocator".into(), "on-demand".into()],
+            Vec::new(),
+        ),
+        plain("pooling", pooling(), Vec::new()),
+        plain("pooling (control)", pooling(), Vec::new()),
     ];
     // The grid's knobs in the table's order, so a name reads the same whatever the order
     // of the flags.
@@ -266,6 +286,7 @@ pub fn configurations(grid: &[KnobValues]) -> Result<Vec<PoolConfig>> {
             name,
             knobs,
             flags,
+            env: Vec::new(),
             reserved_bytes: None,
             runs: Vec::new(),
         });
@@ -337,6 +358,19 @@ mod tests {
             ]
         );
         assert!(!configs[0].is_pooling() && configs[1].is_pooling());
+    }
+
+    #[test]
+    fn a_switched_host_runs_on_demand_then_pooled_by_its_environment() {
+        let switch = PoolingSwitch {
+            env: [("USE_POOLING_ALLOCATOR".to_owned(), "true".to_owned())].into(),
+        };
+        let configs = switched(&switch);
+        let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["on-demand", "pooling", "pooling (control)"]);
+        assert!(!configs[0].is_pooling() && configs[0].setting().is_empty());
+        assert!(configs[1].is_pooling());
+        assert_eq!(configs[2].setting(), "USE_POOLING_ALLOCATOR=true");
     }
 
     #[test]

@@ -22,10 +22,13 @@ use clap::Args;
 
 use crate::cmds::{self, InFlightCap};
 use crate::record::pool::{Goal, PoolConfig, PoolExperiment, PoolRun};
+use crate::record::profile::HostProfile;
 use knobs::KnobValues;
 
 /// More configurations than this need `--yes`.
 const MANY: usize = 64;
+/// The host whose knobs are flags, and whose `--check-config` says what a pool reserves.
+const SKILLHOST: &str = "skillhost";
 
 const LONG_ABOUT: &str = "\
 What wasmtime's pooling allocator costs and saves for a workload, and what to set.
@@ -38,8 +41,9 @@ random order; a difference is the median over the rounds of its ratio to pooling
 round, with a bootstrap 95% interval, and the control's difference is the smallest one the \
 machine lets the experiment see.
 
-Per configuration: host CPU per request (instantiate, call, and the rest: the drop and the \
-slot's reset), the kernel's share of it, RSS peak and what the warm slots keep resident, \
+Per configuration: host CPU per request (instantiate, call, reset: dropping the request's \
+store, which unmaps its memories on demand and resets its slots pooled; and the rest), the \
+kernel's share of it and of each phase, RSS peak and what the warm slots keep resident, \
 memory calls, page faults and TLB shootdowns per request, address space reserved (skillhost \
 --check-config) and mappings. The answer: for --goal cpu the least CPU per request (within \
 --memory), for --goal memory the least RSS peak (within --p99-ms); the flags that set it, and \
@@ -103,7 +107,10 @@ pub struct PoolArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "out")]
     pub run_dir: Option<PathBuf>,
 
-    /// The host. Only skillhost exposes the pooling allocator's knobs as flags.
+    /// The host. skillhost exposes every knob as a flag; a host whose profile has a
+    /// `[pooling]` switch (both Pharia engines: USE_POOLING_ALLOCATOR) runs on demand, pooled
+    /// at wasmtime's defaults, and pooled again as the control, with no --knob. Give its
+    /// binary with --run-arg=--host-bin=PATH.
     #[arg(long, value_name = "NAME", default_value = "skillhost")]
     pub host_profile: String,
 
@@ -113,16 +120,20 @@ pub struct PoolArgs {
 }
 
 fn long_about() -> String {
-    format!("{LONG_ABOUT}{}\n\nExamples:\n  sudo skillprof pool cmds/pool.cmds\n  \
+    format!(
+        "{LONG_ABOUT}{}\n\nExamples:\n  sudo skillprof pool cmds/pool.cmds\n  \
              sudo skillprof pool cmds/pool.cmds --knob keep-resident=0,1M --knob decommit-batch=1,8\n  \
              sudo skillprof pool cmds/mem_chunks_2.cmds --goal memory --p99-ms 2000 --rounds 3",
-            knobs::help())
+        knobs::help()
+    )
 }
 
 pub fn run(args: PoolArgs) -> Result<ExitCode> {
     let mut configs = check(&args)?;
-    for config in &mut configs {
-        config.reserved_bytes = Some(reserved(&args.host_flags, config)?);
+    if args.host_profile == SKILLHOST {
+        for config in &mut configs {
+            config.reserved_bytes = Some(reserved(&args.host_flags, config)?);
+        }
     }
     let folder = crate::output::experiment_folder(args.run_dir.as_deref(), &args.out, "pool")?;
     let seed = args.seed.unwrap_or_else(|| {
@@ -200,13 +211,31 @@ pub fn run(args: PoolArgs) -> Result<ExitCode> {
 
 /// Everything that can be refused before anything runs.
 fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
-    ensure!(
-        args.host_profile == "skillhost",
-        "--host-profile {}: the pooling allocator's knobs are skillhost's flags; the Pharia \
-         Engine 0.15 runs on demand unless USE_POOLING_ALLOCATOR=true, and then at wasmtime's \
-         defaults with no knob (docs/pooling.md#the-real-engines)",
-        args.host_profile
-    );
+    let switch = match args.host_profile.as_str() {
+        SKILLHOST => None,
+        name => {
+            let profile = HostProfile::load(name)?;
+            let switch = profile.pooling.with_context(|| {
+                format!(
+                    "--host-profile {name}: its profile says nothing of a pooling allocator (a \
+                     [pooling] switch, as the Pharia engines' USE_POOLING_ALLOCATOR); the \
+                     knobs are skillhost's flags"
+                )
+            })?;
+            ensure!(
+                args.knobs.is_empty(),
+                "--knob: host profile {name} has no pooling knob; its pooling allocator is \
+                 switched on by {}, at wasmtime's defaults (docs/pooling.md#the-real-engines)",
+                switch
+                    .env
+                    .iter()
+                    .map(|(key, value)| format!("{key}={value}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            Some(switch)
+        }
+    };
     ensure!(
         args.memory.is_none() || args.goal == Goal::Cpu,
         "--memory bounds the configurations --goal cpu may choose; --goal memory chooses the \
@@ -219,7 +248,11 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
     );
     let text = fs::read_to_string(&args.cmds)
         .with_context(|| format!("reading {}", args.cmds.display()))?;
-    let plan = cmds::parse(&args.cmds.display().to_string(), &text, InFlightCap::DEFAULT)?;
+    let plan = cmds::parse(
+        &args.cmds.display().to_string(),
+        &text,
+        InFlightCap::DEFAULT,
+    )?;
     ensure!(
         plan.entries.iter().any(|entry| entry.command.executes()),
         "{}: no execute line: the experiment measures the workload's executions",
@@ -233,7 +266,10 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
              leave it out of the host flags"
         );
     }
-    let configs = knobs::configurations(&args.knobs)?;
+    let configs = match &switch {
+        Some(switch) => knobs::switched(switch),
+        None => knobs::configurations(&args.knobs)?,
+    };
     let runs = configs.len() * args.rounds as usize;
     if configs.len() > MANY && !args.yes {
         bail!(
@@ -276,7 +312,11 @@ fn reserved(common: &[String], config: &PoolConfig) -> Result<u64> {
 }
 
 /// One run of the workload under `config`, and its figures.
-fn run_once(args: &PoolArgs, config: &PoolConfig, folder: &Path) -> Result<crate::record::pool::RunFigures> {
+fn run_once(
+    args: &PoolArgs,
+    config: &PoolConfig,
+    folder: &Path,
+) -> Result<crate::record::pool::RunFigures> {
     let skillprof = std::env::current_exe().context("locating skillprof")?;
     fs::create_dir_all(folder.parent().context("a run folder has a parent")?)?;
     let output = Command::new(&skillprof)
@@ -284,6 +324,13 @@ fn run_once(args: &PoolArgs, config: &PoolConfig, folder: &Path) -> Result<crate
         .arg(&args.cmds)
         .arg("--run-dir")
         .arg(folder)
+        .args(["--host-profile", &args.host_profile])
+        .args(
+            config
+                .env
+                .iter()
+                .flat_map(|(key, value)| ["--host-env".to_owned(), format!("{key}={value}")]),
+        )
         .args(&args.run_args)
         .arg("--")
         .args(&args.host_flags)
@@ -311,4 +358,3 @@ fn remaining(elapsed: f64, done: usize, total: usize) -> String {
     let left = elapsed / done as f64 * (total - done) as f64;
     format!(", about {:.0} min left", (left / 60.0).ceil())
 }
-

@@ -8,9 +8,10 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::advice::{self, number};
+use super::advice;
 use super::compare;
 use crate::record::pool::{CPU, FIGURES, PoolExperiment, RSS_PEAK};
+use crate::units::number;
 
 pub const JSON: &str = "pool.json";
 
@@ -152,7 +153,7 @@ pub fn summary(experiment: &PoolExperiment) -> String {
                 .expect("every goal has a name")
                 .get_name(),
             experiment.configs[best].name,
-            experiment.configs[best].flags.join(" ")
+            experiment.configs[best].setting()
         );
     }
     text

@@ -93,7 +93,13 @@ pub fn status<T>(
 }
 
 impl Phase {
-    const ALL: [Phase; PHASES] = [Phase::Host, Phase::Compile, Phase::Instantiate, Phase::Call];
+    const ALL: [Phase; PHASES] = [
+        Phase::Host,
+        Phase::Compile,
+        Phase::Instantiate,
+        Phase::Call,
+        Phase::Reset,
+    ];
 
     pub(super) fn from_number(phase: u32) -> Option<Phase> {
         Self::ALL.get(phase as usize).copied()

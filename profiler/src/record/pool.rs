@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::probes::Phase;
+use super::{EntryRecord, Value};
+
 /// What the experiment is asked to find.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -47,6 +50,8 @@ pub struct PoolExperiment {
     pub complete: bool,
 }
 
+/// The first configuration's name: the host's on-demand allocator.
+pub const ON_DEMAND: &str = "on-demand";
 /// The configuration ratios are taken against: pooling at skillhost's defaults.
 pub const BASE: usize = 1;
 /// The base run again in every round: the smallest difference the machine's noise lets the
@@ -62,6 +67,9 @@ pub struct PoolConfig {
     pub knobs: Vec<(String, String)>,
     /// skillhost's flags for it.
     pub flags: Vec<String>,
+    /// The host's environment for it (a host whose profile switches pooling by a variable).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
     /// What skillhost's `--check-config` reserved for the engine, in bytes.
     pub reserved_bytes: Option<u64>,
     pub runs: Vec<PoolRun>,
@@ -69,7 +77,17 @@ pub struct PoolConfig {
 
 impl PoolConfig {
     pub fn is_pooling(&self) -> bool {
-        !self.flags.windows(2).any(|pair| pair == ["--allocator", "on-demand"])
+        self.name != ON_DEMAND
+    }
+
+    /// What sets it on the host: its flags and its environment, as a shell reads them.
+    pub fn setting(&self) -> String {
+        self.env
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .chain(self.flags.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The runs that measured something.
@@ -105,11 +123,18 @@ pub struct RunFigures {
     /// The host's own split of each request (Server-Timing), summed.
     pub instantiate_ms: Option<f64>,
     pub call_ms: Option<f64>,
-    /// CPU the host's threads spent instantiating and calling (its ledger), summed.
+    /// CPU the host's threads spent instantiating, calling and resetting (dropping the
+    /// request's store: unmapping its memories, or resetting its pool slots), from its ledger,
+    /// summed.
     pub instantiate_cpu_ms: Option<f64>,
     pub call_cpu_ms: Option<f64>,
-    /// The share of the host's sampled CPU that was in the kernel (the time profile).
+    pub reset_cpu_ms: Option<f64>,
+    /// The share of the host's sampled CPU that was in the kernel (the time profile), and the
+    /// same within each phase.
     pub kernel_pct: Option<f64>,
+    pub instantiate_kernel_pct: Option<f64>,
+    pub call_kernel_pct: Option<f64>,
+    pub reset_kernel_pct: Option<f64>,
     /// The slowest p99 execute latency of the entries.
     pub p99_ms: Option<f64>,
     pub minflt: u64,
@@ -130,6 +155,112 @@ pub struct RunFigures {
     pub warm_resident_kb: Option<u64>,
 }
 
+impl RunFigures {
+    /// The workload's entries (those that executed skills without compiling one) summed, read
+    /// through their commands.csv row, the record's one view of every column.
+    pub fn of(records: &[EntryRecord]) -> RunFigures {
+        let mut figures = RunFigures::default();
+        let workload: Vec<&EntryRecord> = records
+            .iter()
+            .filter(|record| !record.measure.outcome.latencies.is_empty())
+            // A skill's first request compiles it: seconds of Cranelift that no allocator setting
+            // changes, and that would drown what they do.
+            .filter(|record| record.host.is_none_or(|host| host.compilations == 0))
+            .collect();
+        let mut sums = Sums::default();
+        for record in &workload {
+            let row = record.row();
+            let number = |name: &str| row.get(name).and_then(Value::number);
+            let measure = &record.measure;
+            figures.executions += measure.outcome.latencies.len() as u64;
+            figures.request_errors += measure.outcome.errors;
+            figures.host_cpu_ms += measure.host_cpu_ms().unwrap_or(0.0);
+            figures.wall_ms += measure.took_ms();
+            figures.minflt += measure.faults().map_or(0, |(minor, _)| minor);
+            if let Some((instantiate, call)) = measure.outcome.host_split_ms() {
+                add(&mut figures.instantiate_ms, instantiate);
+                add(&mut figures.call_ms, call);
+            }
+            if let Some(rows) = record.probes.as_ref().and_then(|p| p.skills.as_ref()) {
+                for phase_row in rows {
+                    let cpu_ms = phase_row.counts.task.cpu_ns as f64 / 1e6;
+                    let (cpu, kernel) = match phase_row.phase {
+                        Phase::Instantiate => {
+                            (&mut figures.instantiate_cpu_ms, &mut sums.instantiate)
+                        }
+                        Phase::Call => (&mut figures.call_cpu_ms, &mut sums.call),
+                        Phase::Reset => (&mut figures.reset_cpu_ms, &mut sums.reset),
+                        Phase::Host | Phase::Compile => continue,
+                    };
+                    add(cpu, cpu_ms);
+                    if let Some(time) = &phase_row.time {
+                        kernel.0 += time.kernel;
+                        kernel.1 += time.samples;
+                    }
+                }
+            }
+            if let (Some(pct), Some(samples)) = (number("cpu_kernel_pct"), number("cpu_samples")) {
+                sums.kernel_samples += pct / 100.0 * samples;
+                sums.samples += samples;
+            }
+            if let Some(latency) = measure.latency() {
+                figures.p99_ms = Some(
+                    figures
+                        .p99_ms
+                        .map_or(latency.p99_ms, |p99| p99.max(latency.p99_ms)),
+                );
+            }
+            for (field, column) in [
+                (&mut figures.mmap_calls, "mmap_calls"),
+                (&mut figures.munmap_calls, "munmap_calls"),
+                (&mut figures.mprotect_calls, "mprotect_calls"),
+                (&mut figures.madvise_calls, "madvise_calls"),
+                (&mut figures.madvise_bytes, "madvise_bytes"),
+                (&mut figures.process_madvise_calls, "process_madvise_calls"),
+                (&mut figures.tlb_shootdowns, "tlb_shootdowns"),
+            ] {
+                if let Some(value) = number(column) {
+                    *field.get_or_insert(0) += value as u64;
+                }
+            }
+            figures.rss_peak_kb = figures.rss_peak_kb.max(record.sampling.rss_peak_kb);
+            figures.maps_peak = figures.maps_peak.max(record.sampling.handles.maps_peak);
+        }
+        if let Some(last) = workload.last() {
+            figures.rss_end_kb = last.measure.rss_after_kb();
+            figures.vms_kb = last.measure.process().vms_after_kb();
+            figures.warm_resident_kb = last
+                .host
+                .and_then(|host| host.pool_warm_resident_bytes)
+                .map(|bytes| bytes / 1024);
+        }
+        figures.kernel_pct =
+            (sums.samples > 0.0).then(|| sums.kernel_samples / sums.samples * 100.0);
+        figures.instantiate_kernel_pct = share(sums.instantiate);
+        figures.call_kernel_pct = share(sums.call);
+        figures.reset_kernel_pct = share(sums.reset);
+        figures
+    }
+}
+
+#[derive(Default)]
+struct Sums {
+    kernel_samples: f64,
+    samples: f64,
+    /// Each phase's (kernel, all) samples.
+    instantiate: (u64, u64),
+    call: (u64, u64),
+    reset: (u64, u64),
+}
+
+fn share((kernel, samples): (u64, u64)) -> Option<f64> {
+    (samples > 0).then(|| 100.0 * kernel as f64 / samples as f64)
+}
+
+fn add(total: &mut Option<f64>, value: f64) {
+    *total.get_or_insert(0.0) += value;
+}
+
 /// A figure of the table: its name, unit and meaning, and how a run gives it. A new figure is
 /// one line here.
 pub struct Figure {
@@ -148,7 +279,7 @@ fn count(value: Option<u64>) -> Option<f64> {
 }
 
 pub const CPU: usize = 0;
-pub const RSS_PEAK: usize = 4;
+pub const RSS_PEAK: usize = 5;
 
 pub const FIGURES: &[Figure] = &[
     Figure {
@@ -170,11 +301,17 @@ pub const FIGURES: &[Figure] = &[
         value: |f| per_request(f, f.call_cpu_ms.map(|ms| ms * 1e3)),
     },
     Figure {
+        name: "reset CPU per request",
+        unit: "µs",
+        help: "CPU the host's threads spent dropping the request's store (its ledger): on demand unmapping the instance's memories, pooled resetting its slots and giving them back",
+        value: |f| per_request(f, f.reset_cpu_ms.map(|ms| ms * 1e3)),
+    },
+    Figure {
         name: "other CPU per request",
         unit: "µs",
-        help: "host CPU outside instantiate and call: the instance's drop and its slot's reset, HTTP, the runtime",
+        help: "host CPU outside the request's phases: HTTP, the async runtime, the pool's batched decommits on a thread of their own",
         value: |f| {
-            let marked = f.instantiate_cpu_ms? + f.call_cpu_ms?;
+            let marked = f.instantiate_cpu_ms? + f.call_cpu_ms? + f.reset_cpu_ms.unwrap_or(0.0);
             per_request(f, Some((f.host_cpu_ms - marked).max(0.0) * 1e3))
         },
     },
@@ -195,6 +332,24 @@ pub const FIGURES: &[Figure] = &[
         unit: "%",
         help: "of the host's sampled CPU, the part in the kernel (the time profile)",
         value: |f| f.kernel_pct,
+    },
+    Figure {
+        name: "kernel share of instantiate",
+        unit: "%",
+        help: "of the CPU sampled while instantiating, the part in the kernel",
+        value: |f| f.instantiate_kernel_pct,
+    },
+    Figure {
+        name: "kernel share of call",
+        unit: "%",
+        help: "of the CPU sampled in the skill's call, the part in the kernel",
+        value: |f| f.call_kernel_pct,
+    },
+    Figure {
+        name: "kernel share of reset",
+        unit: "%",
+        help: "of the CPU sampled while resetting, the part in the kernel",
+        value: |f| f.reset_kernel_pct,
     },
     Figure {
         name: "page faults per request",

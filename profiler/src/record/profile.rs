@@ -14,6 +14,17 @@ pub struct HostProfile {
     pub start: Start,
     pub registry: Registry,
     pub dialect: Dialect,
+    /// How the host's pooling allocator is switched on, where it has one without knobs of
+    /// its own (`skillprof pool` runs it on and off); skillhost's knobs are its flags.
+    #[serde(default)]
+    pub pooling: Option<PoolingSwitch>,
+}
+
+/// What turns a host's pooling allocator on: its environment, at wasmtime's defaults.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolingSwitch {
+    pub env: BTreeMap<String, String>,
 }
 
 /// How a skill is registered: a file in the skills directory, named after the skill.

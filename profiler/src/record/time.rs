@@ -6,6 +6,7 @@
 //! `offcpu_*` columns, explain.md's sentences).
 
 use serde::{Deserialize, Serialize};
+use skillprof_common::{PHASE_NAMES, PHASES};
 
 use super::field::{Row, fields};
 use super::probes::Phase;
@@ -292,8 +293,8 @@ pub struct EntryTime {
     pub kernel: u64,
     pub wasm: u64,
     pub unnamed: u64,
-    /// By phase, in [`Phase`] order (host, compile, instantiate, call).
-    pub by_phase: [u64; 4],
+    /// By phase, in [`Phase`] order (host, compile, instantiate, call, reset).
+    pub by_phase: [u64; PHASES],
     /// By what the code was doing, in [`Work::ALL`] order.
     pub by_work: [u64; Work::ALL.len()],
     /// The largest parts of the largest work (a compile's register allocation, instruction
@@ -345,6 +346,9 @@ impl EntryTime {
 pub struct SkillTime {
     pub period_ns: u64,
     pub samples: u64,
+    /// Of them, in kernel mode.
+    #[serde(default)]
+    pub kernel: u64,
     /// Off a CPU by state (runnable, sleeping, blocked), ns; `None` without the switch
     /// programs.
     pub off_cpu_ns: Option<[u64; 3]>,
@@ -353,6 +357,11 @@ pub struct SkillTime {
 impl SkillTime {
     pub fn sampled_ms(&self) -> f64 {
         (self.samples * self.period_ns) as f64 / 1e6
+    }
+
+    /// The share of the samples in kernel mode, in percent; `None` without samples.
+    pub fn kernel_pct(&self) -> Option<f64> {
+        (self.samples > 0).then(|| 100.0 * self.kernel as f64 / self.samples as f64)
     }
 
     /// Off a CPU in `state` (not on it), ms.
@@ -376,7 +385,12 @@ impl TimeProfile {
                 && !s.wait.is_some_and(Wait::between_polls)
         }) {
             match (stack.state, &mut time.off_cpu_ns) {
-                (TimeState::OnCpu, _) => time.samples += stack.count,
+                (TimeState::OnCpu, _) => {
+                    time.samples += stack.count;
+                    if self.frames_of(stack).any(|f| f.kind == FrameKind::Kernel) {
+                        time.kernel += stack.count;
+                    }
+                }
                 (state, Some(off)) => off[state as usize - 1] += stack.ns,
                 (_, None) => {}
             }
@@ -458,7 +472,7 @@ fields! {
         let top = t.top.first()?;
         Some(format!("{} {:.0}%", top.what, t.pct(top.samples)?))
     });
-    CPU_PHASE "cpu_phase_*_pct" Percent "share of the samples by the phase the thread worked on: cpu_phase_host_pct (no skill's), _compile_, _instantiate_, _call_" for ["host", "compile", "instantiate", "call"].iter().enumerate().map(|(i, phase)| {
+    CPU_PHASE "cpu_phase_*_pct" Percent "share of the samples by the phase the thread worked on: cpu_phase_host_pct (no skill's), _compile_, _instantiate_, _call_, _reset_ (dropping the request's store: unmapping or resetting its memories)" for PHASE_NAMES.iter().enumerate().map(|(i, phase)| {
         (format!("cpu_phase_{phase}_pct"), time.and_then(|t| t.pct(t.by_phase[i])))
     });
     CPU_WORK "cpu_work_*_pct" Percent "share of the samples by what the code was doing, from its frames: compile (Cranelift, wasmtime's compiler, validation), wasm (a skill's code), page_zeroing (the kernel zeroing pages in faults), page_faults (the rest of faults), memory_calls (the kernel's mmap, munmap, mprotect, madvise), tlb_flush, malloc, memcpy, serving (HTTP, the async runtime), runtime (wasmtime's: instantiating, entering and leaving wasm, WASI), kernel (other kernel work), host (other host code)" for Work::ALL.iter().enumerate().map(|(i, work)| {

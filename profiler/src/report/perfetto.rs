@@ -10,7 +10,7 @@
 //!   instant on its thread's track; events that report how long they took (syscalls, direct
 //!   and memcg reclaim, kswapd awake, shrinkers) are also slices ending at the event;
 //! - with `--events` runs of a host with markers: process "requests" with a track per request,
-//!   its compile, instantiate and call stretches as slices (each on the thread that ran it).
+//!   its compile, instantiate, call and reset stretches as slices (each on the thread that ran it).
 //!
 //! Times are microseconds on the sampler's clock (see [`super::read`]).
 

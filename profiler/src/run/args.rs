@@ -31,7 +31,7 @@ every exit path (see skillprof pressure --help).
 
 With a host that marks its work (skillhost calls skillhost_mark around every request's polls \
 and every compile), a uprobe follows the marks and every fault and syscall is also counted \
-for the skill and phase (compile, instantiate, call) it was caused by: skills.csv, and a \
+for the skill and phase (compile, instantiate, call, reset) it was caused by: skills.csv, and a \
 sentence in explain.md naming the skills that dominate an entry. A host without markers is \
 profiled by entry, and the run says so at its head. --stacks adds which code: the host's user \
 stacks at every fault and address-space syscall, as a flamegraph per entry.

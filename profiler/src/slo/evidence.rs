@@ -89,7 +89,7 @@ pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
                 if let Some(cpu) = by_phase.get_mut(phase as usize) {
                     *cpu += change.task.cpu_ns as f64 / 1e6;
                 }
-                // A compile's time is its own; a request's is its instantiation and call.
+                // A compile's time is its own; a request's is its instantiation, call and reset.
                 if phase != skillprof_common::PHASE_COMPILE {
                     times.on_thread_ms += change.phase.ns as f64 / 1e6;
                 }

@@ -16,6 +16,8 @@ pub enum Phase {
     Compile,
     Instantiate,
     Call,
+    /// Dropping the request's store: unmapping its memories, or resetting its pool slots.
+    Reset,
 }
 
 /// One skill's phase in one entry: what its threads did in it.
@@ -66,7 +68,7 @@ pub mod skill_columns {
             let c = &self.counts;
         }
         SKILL "skill" Text "the skill the host's markers named, or host: what no marker covered (the runtime, the allocator, background threads)" = self.skill.as_deref().unwrap_or("host");
-        PHASE "phase" Text "compile, instantiate, call, or host" = self.phase.as_str();
+        PHASE "phase" Text "compile, instantiate, call, reset (dropping the request's store: unmapping its memories, or resetting its pool slots), or host" = self.phase.as_str();
         RUNS "runs" Count "times the phase ran for the skill in the entry" = c.phase.runs;
         TIME_MS "time_ms" Ms "time inside the phase, summed over its runs (a compile's worker threads included)" = c.phase.ns as f64 / 1e6;
         PENDING_MS "pending_ms" Ms "an instantiation's or call's time between its polls until something woke it: the skill's own waits (a timer, I/O, a host call's answer), from the host's tracked futures (their waker, timed); in every mode" = c.phase.pending_ns as f64 / 1e6;
@@ -76,6 +78,7 @@ pub mod skill_columns {
         TASK_CPU_MS "task_cpu_ms" Ms "CPU time the threads ran for the phase, the same way: a stretch's elapsed time when its thread was not switched out in it, getrusage's CPU time (as the scheduler last accounted it, at most the elapsed time) when it was" = c.task.cpu_ns as f64 / 1e6;
         CPU_SAMPLES "cpu_samples" Count "the time profile's CPU samples of the threads while they worked on the phase (profile/ENTRY.json has them by stack)" = self.time.as_ref().map(|t| t.samples);
         CPU_SAMPLED "cpu_sampled_ms" Ms "the threads' CPU time in the phase as the profile saw it: samples times the clock's period" = self.time.as_ref().map(|t| t.sampled_ms());
+        CPU_KERNEL "cpu_kernel_pct" Percent "share of the phase's samples taken in the kernel (a syscall, a fault, an interrupt)" = self.time.as_ref().and_then(|t| t.kernel_pct());
         OFF_RUNNABLE "offcpu_runnable_ms" Ms "time the threads working on the phase were off a CPU but runnable (preempted, or woken and not yet running)" = self.time.as_ref().and_then(|t| t.off_cpu_ms(TimeState::Runnable));
         OFF_SLEEPING "offcpu_sleeping_ms" Ms "time the threads working on the phase slept wakeably inside a poll or a compile (a futex, a socket, a timer); the time between polls is pending_ms" = self.time.as_ref().and_then(|t| t.off_cpu_ms(TimeState::Sleeping));
         OFF_BLOCKED "offcpu_blocked_ms" Ms "time the threads working on the phase slept unwakeably (a page fault's I/O, mmap_lock)" = self.time.as_ref().and_then(|t| t.off_cpu_ms(TimeState::Blocked));

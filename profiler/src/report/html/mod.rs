@@ -8,6 +8,7 @@
 //! `<figure class="plot" data-plot=ID>`: the anchors of the table of contents, and what the
 //! report test looks for.
 
+mod allocator;
 mod comparison;
 mod facts;
 mod run;

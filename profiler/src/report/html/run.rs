@@ -24,6 +24,7 @@ pub fn single(run: &Run) -> Result<Page> {
         (section("held", "What holds the memory", figure(&held, "")))
         (section("skills", "By skill", html! { (figure(&skills, "")) (flamegraphs(run)) }))
         (section("time", "Where the time went", super::time::time(run)))
+        (section("allocator", "The allocator", super::allocator::allocator(run)))
         (section("timeseries", "Over time", timeseries(run, &series, "")))
         (section("stop", "Shutdown", figure(&stop, "")))
         (section("header", "The run", header(run)))
@@ -48,6 +49,7 @@ pub fn single(run: &Run) -> Result<Page> {
             ("held", "What holds the memory"),
             ("skills", "By skill"),
             ("time", "Where the time went"),
+            ("allocator", "The allocator"),
             ("timeseries", "Over time"),
             ("stop", "Shutdown"),
             ("header", "The run"),
