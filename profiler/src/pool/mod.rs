@@ -46,8 +46,9 @@ store, which unmaps its memories on demand and resets its slots pooled; and the 
 kernel's share of it and of each phase, RSS peak and what the warm slots keep resident, \
 memory calls, page faults and TLB shootdowns per request, address space reserved (skillhost \
 --check-config) and mappings. The answer: for --goal cpu the least CPU per request (within \
---memory), for --goal memory the least RSS peak (within --p99-ms); the flags that set it, and \
-why, in words.
+--memory), for --goal memory the least RSS peak (within --p99-ms); configurations within the \
+control's spread of it are told apart by the other figure (RSS peak, or CPU), then by the fewest \
+knobs; the flags that set it, and why, in words.
 
 The workload's entries that executed skills are measured, except those in which the host \
 compiled one: a skill's first request compiles it, which add lines do.
