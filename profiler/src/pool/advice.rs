@@ -137,10 +137,7 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
     // trade), again within its control's spread, and of those the one that changes the fewest
     // knobs: a knob whose effect the machine cannot tell from noise is not advice.
     let tied = within_spread(experiment, key, measured);
-    let other = match experiment.goal {
-        Goal::Cpu => RSS_PEAK,
-        Goal::Memory => CPU,
-    };
+    let other = experiment.goal.other_figure();
     let by_other: Vec<(usize, f64)> = tied
         .iter()
         .filter_map(|&(config, _)| Some((config, median(experiment, config, other)?)))
@@ -260,10 +257,7 @@ fn simpler(experiment: &PoolExperiment, best: usize) -> String {
     if better.is_empty() {
         return String::new();
     }
-    let other = match experiment.goal {
-        Goal::Cpu => RSS_PEAK,
-        Goal::Memory => CPU,
-    };
+    let other = experiment.goal.other_figure();
     format!(
         "\n{} did a little better in {}, by less than the control's spread ({:.1}%): of the \
          configurations within it, the answer is the one with the least {} (within its own \

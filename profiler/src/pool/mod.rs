@@ -227,12 +227,7 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
                 args.knobs.is_empty(),
                 "--knob: host profile {name} has no pooling knob; its pooling allocator is \
                  switched on by {}, at wasmtime's defaults (docs/pooling.md#the-real-engines)",
-                switch
-                    .env
-                    .iter()
-                    .map(|(key, value)| format!("{key}={value}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                switch.setting()
             );
             Some(switch)
         }

@@ -26,6 +26,14 @@ impl Goal {
             Goal::Memory => RSS_PEAK,
         }
     }
+
+    /// The figure it trades against, which tells apart configurations tied in its own.
+    pub fn other_figure(self) -> usize {
+        match self {
+            Goal::Cpu => RSS_PEAK,
+            Goal::Memory => CPU,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -27,6 +27,24 @@ pub struct PoolingSwitch {
     pub env: BTreeMap<String, String>,
 }
 
+impl PoolingSwitch {
+    /// The variables as a shell sets them: `KEY=VALUE ...`.
+    pub fn setting(&self) -> String {
+        self.env
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Whether a host started with `env` pooled.
+    pub fn is_on(&self, env: &[(String, String)]) -> bool {
+        self.env
+            .iter()
+            .all(|(key, value)| env.iter().any(|(k, v)| k == key && v == value))
+    }
+}
+
 /// How a skill is registered: a file in the skills directory, named after the skill.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -180,6 +180,11 @@ impl TimeProfile {
         stack.frames.iter().map(|&i| &self.frames[i as usize])
     }
 
+    /// Whether a stack's sample was taken in the kernel: a kernel frame in it.
+    pub fn in_kernel(&self, stack: &TimeStack) -> bool {
+        self.frames_of(stack).any(|f| f.kind == FrameKind::Kernel)
+    }
+
     /// The stacks of one state.
     pub fn in_state(&self, state: TimeState) -> impl Iterator<Item = &TimeStack> {
         self.stacks.iter().filter(move |stack| stack.state == state)
@@ -387,7 +392,7 @@ impl TimeProfile {
             match (stack.state, &mut time.off_cpu_ns) {
                 (TimeState::OnCpu, _) => {
                     time.samples += stack.count;
-                    if self.frames_of(stack).any(|f| f.kind == FrameKind::Kernel) {
+                    if self.in_kernel(stack) {
                         time.kernel += stack.count;
                     }
                 }

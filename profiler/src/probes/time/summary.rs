@@ -171,7 +171,7 @@ pub fn entry_time(
         let n = stack.count;
         time.samples += n;
         time.by_phase[stack.phase as usize] += n;
-        if frames.iter().any(|f| f.kind == FrameKind::Kernel) {
+        if profile.in_kernel(stack) {
             time.kernel += n;
         }
         if let Some(innermost) = frames.last() {

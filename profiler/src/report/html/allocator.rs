@@ -65,27 +65,16 @@ fn which(run: &Run) -> String {
         .ok()
         .and_then(|profile| profile.pooling);
     match switch {
-        Some(switch) => {
-            let on = switch
-                .env
-                .iter()
-                .all(|(key, value)| host.spec.env.iter().any(|(k, v)| k == key && v == value));
-            let setting: Vec<String> = switch
-                .env
-                .iter()
-                .map(|(key, value)| format!("{key}={value}"))
-                .collect();
-            match on {
-                true => format!(
-                    "The host pooled its instances ({}), at wasmtime's defaults.",
-                    setting.join(" ")
-                ),
-                false => format!(
-                    "The host allocated on demand (its default; {} pools).",
-                    setting.join(" ")
-                ),
-            }
-        }
+        Some(switch) => match switch.is_on(&host.spec.env) {
+            true => format!(
+                "The host pooled its instances ({}), at wasmtime's defaults.",
+                switch.setting()
+            ),
+            false => format!(
+                "The host allocated on demand (its default; {} pools).",
+                switch.setting()
+            ),
+        },
         None => "The host does not say which allocator it ran.".to_owned(),
     }
 }
