@@ -21,8 +21,13 @@ const WORKLOAD: &str = "add_rs\n20 execute_all Pool 1024 0\n5 p_execute_all Pool
 /// holds both, the experiment's folder, and how it ended. Host flags, after a `--` in
 /// `args`, go last.
 fn pool(args: &[&str]) -> (tempfile::TempDir, PathBuf, Output) {
+    pool_on(WORKLOAD, args)
+}
+
+/// [`pool`] on another workload.
+fn pool_on(workload: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf, Output) {
     let dir = tempfile::tempdir().unwrap();
-    let cmds = write_cmds(dir.path(), "pool.cmds", WORKLOAD);
+    let cmds = write_cmds(dir.path(), "pool.cmds", workload);
     let folder = dir.path().join("experiment");
     let split = args
         .iter()
@@ -131,9 +136,63 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     assert!(fs::read_dir(folder.join("runs")).unwrap().count() >= 8);
 }
 
+/// Two rates to one Rust skill: the peak is the higher that stays within the target.
+const RATES: &str = "add_rs\no_execute sample_rs1 50 2 constant 1024 0\n\
+                     o_execute sample_rs1 100 2 constant 1024 0\n";
+
+#[test]
+fn for_the_peak_each_configuration_is_held_to_the_target_at_each_rate() {
+    require_root("skillprof pool runs skillprof run with its probes");
+    let _machine = common::machine();
+    let (_dir, folder, output) = pool_on(
+        RATES,
+        &[
+            "--rounds", "1", "--seed", "3", "--goal", "peak", "--p99-ms", "250",
+        ],
+    );
+    assert!(output.status.success(), "{}", describe(&output));
+    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
+    for config in &experiment.configs {
+        let figures = config.runs[0].figures.as_ref().unwrap();
+        let asked: Vec<f64> = figures.rates.iter().map(|step| step.asked_rps).collect();
+        assert_eq!(asked, [50.0, 100.0], "{}", config.name);
+        // Every answer of both steps, warm-up and drain included, is a request the CPU
+        // figures count: 2 s at 50/s and at 100/s.
+        assert!(
+            (290..=310).contains(&figures.executions),
+            "{}: {}",
+            config.name,
+            figures.executions
+        );
+        // 100 requests a second of 1 MiB each are far within 250 ms on any allocator; the
+        // peak is the higher rate unless its step was not sustained (a queue still growing).
+        assert!(
+            figures.rates.iter().all(|step| step.p99_ms < 250.0),
+            "{figures:?}"
+        );
+        let sustained = figures.rates.iter().filter(|step| step.sustained);
+        let highest = sustained.map(|step| step.asked_rps).fold(0.0, f64::max);
+        assert!(highest >= 50.0, "{figures:?}");
+        assert_eq!(figures.peak_rps, Some(highest), "{figures:?}");
+        assert!(figures.p50_ms.unwrap() <= figures.p99_ms.unwrap());
+    }
+    let report = fs::read_to_string(folder.join("pool.md")).unwrap();
+    for part in [
+        "| peak within the target, req/s |",
+        "For the most requests per second with p99 within 250 ms: **",
+    ] {
+        assert!(report.contains(part), "{part}:\n{report}");
+    }
+}
+
 /// `skillprof pool ARGS`'s stderr; it must fail.
 fn refused(args: &[&str]) -> String {
-    let (_dir, folder, output) = pool(args);
+    refused_on(WORKLOAD, args)
+}
+
+/// [`refused`] on another workload.
+fn refused_on(workload: &str, args: &[&str]) -> String {
+    let (_dir, folder, output) = pool_on(workload, args);
     assert!(!output.status.success(), "{}", describe(&output));
     // Nothing ran: no run folder was made.
     assert!(!folder.join("runs").exists(), "{}", describe(&output));
@@ -171,13 +230,23 @@ fn bad_input_is_refused_before_anything_runs() {
     assert!(knob.contains("--pool-keep-resident after --"), "{knob}");
     let misplaced = refused(&["--goal", "memory", "--memory", "512M"]);
     assert!(
-        misplaced.contains("--memory bounds the configurations --goal cpu may choose"),
+        misplaced.contains("--memory bounds the configurations --goal cpu or peak may choose"),
         "{misplaced}"
     );
     let misplaced = refused(&["--p99-ms", "20"]);
     assert!(
         misplaced.contains("--p99-ms bounds the configurations --goal memory"),
         "{misplaced}"
+    );
+    let untargeted = refused_on(RATES, &["--goal", "peak"]);
+    assert!(
+        untargeted.contains("--goal peak needs the latency target its rates are held to"),
+        "{untargeted}"
+    );
+    let rateless = refused(&["--goal", "peak", "--p99-ms", "20"]);
+    assert!(
+        rateless.contains("the workload has no rate to try: give it o_execute lines"),
+        "{rateless}"
     );
     // The engine switches pooling on by its environment, with no knob.
     let knob = refused(&[
@@ -299,24 +368,13 @@ fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &str) -> (PathBuf, tempfil
 /// skillhost's `--check-config` under RLIMIT_AS of `limit` bytes (`ulimit -v`, as some
 /// container runtimes set it), with `flags`.
 fn check_under_address_limit(limit: u64, flags: &[&str]) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
     let skillhost =
         std::path::Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
     let mut command = std::process::Command::new(skillhost);
     command
         .args(["--skills-dir", "/nonexistent", "--check-config"])
         .args(flags);
-    let rlimit = rustix::process::Rlimit {
-        current: Some(limit),
-        maximum: Some(limit),
-    };
-    // SAFETY: setrlimit is a plain syscall, safe between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::setrlimit(rustix::process::Resource::As, rlimit.clone())
-                .map_err(std::io::Error::from)
-        });
-    }
+    common::under_address_limit(&mut command, limit);
     command.output().unwrap()
 }
 

@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 
 use super::compare::{self, Summary};
-use crate::record::pool::{BASE, CONTROL, CPU, FIGURES, Figure, Goal, PoolExperiment, RSS_PEAK};
+use crate::record::pool::{
+    BASE, CONTROL, CPU, FIGURES, Figure, Goal, PEAK, PoolExperiment, RSS_PEAK,
+};
 use crate::units::{bytes, number};
 
 /// The figures that say why CPU or memory moved, in the order a reason reads best.
@@ -97,7 +99,7 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
         .filter(|&config| {
             let name = &experiment.configs[config].name;
             match experiment.goal {
-                Goal::Cpu => match (
+                Goal::Cpu | Goal::Peak => match (
                     experiment.memory_within_kb,
                     median(experiment, config, RSS_PEAK),
                 ) {
@@ -127,12 +129,12 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
     let key = experiment.goal.figure();
     let measured: Vec<(usize, f64)> = allowed
         .into_iter()
-        .filter_map(|config| Some((config, median(experiment, config, key)?)))
+        .filter_map(|config| Some((config, score(experiment, config)?)))
         .collect();
     if measured.is_empty() {
         return (None, ruled_out);
     }
-    // Within the control's spread of the least, the machine cannot tell the configurations
+    // Within the control's spread of the best, the machine cannot tell the configurations
     // apart by the goal's figure: among them the cheapest in the other figure (CPU and memory
     // trade), again within its control's spread, and of those the one that changes the fewest
     // knobs: a knob whose effect the machine cannot tell from noise is not advice.
@@ -150,7 +152,7 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
         .iter()
         .min_by(|a, b| {
             let knobs = |config: usize| experiment.configs[config].knobs.len();
-            let goal = |config: usize| median(experiment, config, key).unwrap_or(f64::MAX);
+            let goal = |config: usize| score(experiment, config).unwrap_or(f64::MAX);
             knobs(a.0)
                 .cmp(&knobs(b.0))
                 .then(goal(a.0).total_cmp(&goal(b.0)))
@@ -159,7 +161,17 @@ pub fn choose(experiment: &PoolExperiment) -> (Option<usize>, Vec<String>) {
     (best, ruled_out)
 }
 
-/// The configurations within the control's spread (in `figure`) of the least of them.
+/// The goal's figure of `config`, signed so that less is better.
+fn score(experiment: &PoolExperiment, config: usize) -> Option<f64> {
+    let value = median(experiment, config, experiment.goal.figure())?;
+    Some(match experiment.goal.maximises() {
+        true => -value,
+        false => value,
+    })
+}
+
+/// The configurations within the control's spread (in `figure`) of the least of them (of
+/// scores signed so that less is better).
 fn within_spread(
     experiment: &PoolExperiment,
     figure: usize,
@@ -168,7 +180,7 @@ fn within_spread(
     let Some(least) = measured.iter().map(|m| m.1).min_by(f64::total_cmp) else {
         return measured;
     };
-    let within = least * (1.0 + noise_pct(experiment, figure) / 100.0);
+    let within = least + least.abs() * noise_pct(experiment, figure) / 100.0;
     measured.into_iter().filter(|m| m.1 <= within).collect()
 }
 
@@ -183,9 +195,17 @@ pub fn noise_pct(experiment: &PoolExperiment, figure: usize) -> f64 {
 /// explain's part of pool.md: the answer, when pooling pays, the control, address space.
 pub fn markdown(experiment: &PoolExperiment) -> String {
     let mut text = String::new();
+    let target;
     let goal = match experiment.goal {
         Goal::Cpu => "the least host CPU per request",
         Goal::Memory => "the least RSS peak",
+        Goal::Peak => {
+            target = format!(
+                "the most requests per second with p99 within {} ms",
+                number(experiment.p99_within_ms.unwrap_or(f64::NAN))
+            );
+            &target
+        }
     };
     let _ = writeln!(text, "## The answer\n");
     let (best, ruled_out) = choose(experiment);
@@ -243,21 +263,37 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
 /// more knobs set.
 fn simpler(experiment: &PoolExperiment, best: usize) -> String {
     let key = experiment.goal.figure();
-    let Some(answer) = median(experiment, best, key) else {
+    let other = experiment.goal.other_figure();
+    let scored: Vec<(usize, f64)> = candidates(experiment)
+        .into_iter()
+        .filter_map(|config| Some((config, score(experiment, config)?)))
+        .collect();
+    if scored.len() > 1 && within_spread(experiment, key, scored.clone()).len() == scored.len() {
+        return format!(
+            "\nEvery configuration is within the control's spread ({:.1}%) of the best {}: \
+             this machine cannot tell them apart by it. The answer is the one with the least \
+             {} (within its own control's spread, {:.1}%), then the fewest knobs; more rounds \
+             narrow the spread.\n",
+            noise_pct(experiment, key),
+            FIGURES[key].name,
+            FIGURES[other].name,
+            noise_pct(experiment, other)
+        );
+    }
+    let Some(answer) = score(experiment, best) else {
         return String::new();
     };
     let better: Vec<String> = candidates(experiment)
         .into_iter()
         .filter_map(|config| {
+            let better = score(experiment, config)? < answer;
             let value = median(experiment, config, key)?;
-            (value < answer)
-                .then(|| format!("{} ({})", experiment.configs[config].name, number(value)))
+            better.then(|| format!("{} ({})", experiment.configs[config].name, number(value)))
         })
         .collect();
     if better.is_empty() {
         return String::new();
     }
-    let other = experiment.goal.other_figure();
     format!(
         "\n{} did a little better in {}, by less than the control's spread ({:.1}%): of the \
          configurations within it, the answer is the one with the least {} (within its own \
@@ -273,7 +309,11 @@ fn simpler(experiment: &PoolExperiment, best: usize) -> String {
 /// What the recommended configuration changes against pooling's defaults, and why.
 fn against_base(experiment: &PoolExperiment, best: usize) -> String {
     let mut text = String::from("Against pooling at its defaults, in the same rounds:\n");
-    for index in [CPU, RSS_PEAK] {
+    let shown = match experiment.goal {
+        Goal::Peak => &[PEAK, CPU, RSS_PEAK][..],
+        Goal::Cpu | Goal::Memory => &[CPU, RSS_PEAK],
+    };
+    for &index in shown {
         let figure = &FIGURES[index];
         if let (Some(to), Some(from)) = (
             compare::summary(experiment, best, figure),
@@ -485,6 +525,36 @@ mod tests {
             markdown(&bound).contains(
                 "ruled out: keep-resident=4M: RSS peak 69.3 MiB is above --memory 50.0 MiB"
             )
+        );
+    }
+
+    /// A real experiment at rates: cmds/pool_rate.cmds's first ladder (250 to 1,250/s) with
+    /// the host and the generator sharing both CPUs, `--goal peak --p99-ms 20`, 5 rounds,
+    /// this 2-core VM. The control's peak strayed by +50% [−40, +100]: no peak can be told
+    /// from another, and the answer says so.
+    #[test]
+    fn for_the_peak_a_control_that_spreads_over_every_configuration_is_said() {
+        let experiment: PoolExperiment =
+            serde_json::from_str(include_str!("testdata/pool-rate.json")).unwrap();
+        assert_eq!(experiment.goal, Goal::Peak);
+        let text = markdown(&experiment);
+        for part in [
+            "For the most requests per second with p99 within 20.0 ms: **on-demand**",
+            "- peak within the target 500 → 1000 req/s",
+            "Every configuration is within the control's spread (100.0%) of the best peak \
+             within the target: this machine cannot tell them apart by it",
+        ] {
+            assert!(text.contains(part), "{part}:\n{text}");
+        }
+        // The peak is higher better: of two configurations, the higher rate wins when the
+        // control does not spread over both.
+        let mut steady = experiment.clone();
+        steady.configs[CONTROL].runs.clear();
+        assert_eq!(choose(&steady).0, Some(0));
+        let output = crate::pool::output::markdown(&steady);
+        assert!(
+            output.contains("| peak within the target, req/s |"),
+            "{output}"
         );
     }
 

@@ -7,9 +7,11 @@ use anyhow::{Result, ensure};
 use crate::output::entries_jsonl;
 use crate::record::pool::RunFigures;
 
-pub fn read(folder: &Path) -> Result<RunFigures> {
+/// `p99_ms`, the experiment's target, finds the peak of a workload with rates.
+pub fn read(folder: &Path, p99_ms: Option<f64>) -> Result<RunFigures> {
     let records = entries_jsonl::read(&folder.join("entries.jsonl"))?;
-    let figures = RunFigures::of(&records);
+    let mut figures = RunFigures::of(&records);
+    figures.peak_rps = p99_ms.and_then(|target| figures.peak_within(target));
     ensure!(
         figures.executions > 0,
         "no entry executed a skill without compiling one: a skill's first request compiles it \

@@ -45,8 +45,10 @@ Per configuration: host CPU per request (instantiate, call, reset: dropping the 
 store, which unmaps its memories on demand and resets its slots pooled; and the rest), the \
 kernel's share of it and of each phase, RSS peak and what the warm slots keep resident, \
 memory calls, page faults and TLB shootdowns per request, address space reserved (skillhost \
---check-config) and mappings. The answer: for --goal cpu the least CPU per request (within \
---memory), for --goal memory the least RSS peak (within --p99-ms); configurations within the \
+--check-config) and mappings; p50 and p99 latency; for a workload of o_execute lines (traffic \
+at rising rates), the peak: the highest rate sustained with its p99 within --p99-ms. The answer: \
+for --goal cpu the least CPU per request (within --memory), for --goal memory the least RSS peak \
+(within --p99-ms), for --goal peak the highest peak (within --memory); configurations within the \
 control's spread of it are told apart by the other figure (RSS peak, or CPU), then by the fewest \
 knobs; the flags that set it, and why, in words.
 
@@ -80,11 +82,12 @@ pub struct PoolArgs {
     #[arg(long, value_enum, default_value = "cpu")]
     pub goal: Goal,
 
-    /// --goal cpu: the most RSS peak a configuration may take (e.g. 512M).
+    /// --goal cpu or peak: the most RSS peak a configuration may take (e.g. 512M).
     #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub memory: Option<u64>,
 
-    /// --goal memory: the slowest p99 execute latency, of any entry, a configuration may have.
+    /// --goal memory: the slowest p99 execute latency, of any entry, a configuration may
+    /// have. --goal peak: the p99 within which a configuration's o_execute rates count.
     #[arg(long, value_name = "MS")]
     pub p99_ms: Option<f64>,
 
@@ -124,6 +127,7 @@ fn long_about() -> String {
     format!(
         "{LONG_ABOUT}{}\n\nExamples:\n  sudo skillprof pool cmds/pool.cmds\n  \
              sudo skillprof pool cmds/pool.cmds --knob keep-resident=0,1M --knob decommit-batch=1,8\n  \
+             sudo skillprof pool cmds/pool_rate.cmds --goal peak --p99-ms 20 --knob keep-resident=0,4M\n  \
              sudo skillprof pool cmds/mem_chunks_2.cmds --goal memory --p99-ms 2000 --rounds 3",
         knobs::help()
     )
@@ -233,14 +237,18 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
         }
     };
     ensure!(
-        args.memory.is_none() || args.goal == Goal::Cpu,
-        "--memory bounds the configurations --goal cpu may choose; --goal memory chooses the \
-         least memory already (bound it with --p99-ms)"
+        args.memory.is_none() || args.goal != Goal::Memory,
+        "--memory bounds the configurations --goal cpu or peak may choose; --goal memory \
+         chooses the least memory already (bound it with --p99-ms)"
     );
     ensure!(
-        args.p99_ms.is_none() || args.goal == Goal::Memory,
-        "--p99-ms bounds the configurations --goal memory may choose; with --goal cpu, bound \
-         the memory with --memory"
+        args.p99_ms.is_none() || args.goal != Goal::Cpu,
+        "--p99-ms bounds the configurations --goal memory may choose, and is the target of \
+         --goal peak; with --goal cpu, bound the memory with --memory"
+    );
+    ensure!(
+        args.p99_ms.is_some() || args.goal != Goal::Peak,
+        "--goal peak needs the latency target its rates are held to: --p99-ms MS"
     );
     let text = fs::read_to_string(&args.cmds)
         .with_context(|| format!("reading {}", args.cmds.display()))?;
@@ -252,6 +260,17 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
     ensure!(
         plan.entries.iter().any(|entry| entry.command.executes()),
         "{}: no execute line: the experiment measures the workload's executions",
+        args.cmds.display()
+    );
+    ensure!(
+        args.goal != Goal::Peak
+            || plan.entries.iter().any(|entry| {
+                matches!(&entry.command, cmds::Command::Traffic(traffic)
+                    if matches!(traffic.load, cmds::TrafficLoad::Open { .. }))
+            }),
+        "{}: --goal peak finds the highest rate a configuration sustains within --p99-ms, \
+         and the workload has no rate to try: give it o_execute lines, one per rate (e.g. \
+         o_execute sample_rs1 500 10, then 1000, 2000)",
         args.cmds.display()
     );
     for flag in &args.host_flags {
@@ -344,7 +363,7 @@ fn run_once(
             why.into_iter().rev().collect::<Vec<_>>().join(" | ")
         );
     }
-    figures::read(folder)
+    figures::read(folder, args.p99_ms)
 }
 
 fn remaining(elapsed: f64, done: usize, total: usize) -> String {

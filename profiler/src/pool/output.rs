@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 
 use super::advice;
 use super::compare;
-use crate::record::pool::{CPU, FIGURES, PoolExperiment, RSS_PEAK};
+use crate::record::pool::{CPU, FIGURES, PEAK, PoolExperiment, RSS_PEAK};
 use crate::units::number;
 
 pub const JSON: &str = "pool.json";
@@ -57,14 +57,37 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
             false => format!(" Every host had `{}`.", experiment.common_flags.join(" ")),
         }
     );
+    // Memory against CPU per request, the latency, and the peak where the workload has rates.
+    let position = |name: &str| {
+        FIGURES
+            .iter()
+            .position(|figure| figure.name == name)
+            .expect("a figure of FIGURES")
+    };
+    let mut columns = vec![
+        CPU,
+        RSS_PEAK,
+        position("wall per request"),
+        position("p99 latency"),
+    ];
+    let has_peak = (0..experiment.configs.len())
+        .any(|config| compare::summary(experiment, config, &FIGURES[PEAK]).is_some());
+    if has_peak {
+        columns.push(PEAK);
+    }
+    let _ = write!(text, "| configuration | runs |");
+    for &column in &columns {
+        let _ = write!(
+            text,
+            " {}, {} |",
+            FIGURES[column].name, FIGURES[column].unit
+        );
+    }
     let _ = writeln!(
         text,
-        "| configuration | runs | host CPU per request, µs | RSS peak, MiB | wall per request, µs | reserved |\n|---|---|---|---|---|---|"
+        " reserved |\n|---|---|{}---|",
+        "---|".repeat(columns.len())
     );
-    let wall = FIGURES
-        .iter()
-        .position(|figure| figure.name == "wall per request")
-        .expect("a wall figure");
     for (index, config) in experiment.configs.iter().enumerate() {
         let failed = config
             .runs
@@ -75,13 +98,13 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
             0 => config.runs.len().to_string(),
             n => format!("{} ({n} failed)", config.runs.len()),
         };
+        let _ = write!(text, "| {} | {runs} |", config.name);
+        for &column in &columns {
+            let _ = write!(text, " {} |", cell(experiment, index, column));
+        }
         let _ = writeln!(
             text,
-            "| {} | {runs} | {} | {} | {} | {} |",
-            config.name,
-            cell(experiment, index, CPU),
-            cell(experiment, index, RSS_PEAK),
-            cell(experiment, index, wall),
+            " {} |",
             config
                 .reserved_bytes
                 .map_or("–".to_owned(), |b| crate::units::bytes(b as f64))
@@ -144,6 +167,9 @@ pub fn summary(experiment: &PoolExperiment) -> String {
             cell(experiment, index, CPU),
             cell(experiment, index, RSS_PEAK)
         );
+        if let Some(peak) = compare::summary(experiment, index, &FIGURES[PEAK]) {
+            let _ = write!(text, ", peak {} req/s", number(peak.median));
+        }
     }
     if let (Some(best), _) = advice::choose(experiment) {
         let _ = write!(

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::probes::Phase;
+use super::slo::Target;
+use super::traffic::TrafficStep;
 use super::{EntryRecord, Value};
 
 /// What the experiment is asked to find.
@@ -16,6 +18,9 @@ pub enum Goal {
     Cpu,
     /// The least peak RSS, within `--p99-ms` if given.
     Memory,
+    /// The most requests per second within `--p99-ms`: the highest of the workload's
+    /// `o_execute` rates that a configuration sustained within it, within `--memory` if given.
+    Peak,
 }
 
 impl Goal {
@@ -24,13 +29,19 @@ impl Goal {
         match self {
             Goal::Cpu => CPU,
             Goal::Memory => RSS_PEAK,
+            Goal::Peak => PEAK,
         }
+    }
+
+    /// Its figure is better higher (a rate), not lower (CPU, bytes).
+    pub fn maximises(self) -> bool {
+        self == Goal::Peak
     }
 
     /// The figure it trades against, which tells apart configurations tied in its own.
     pub fn other_figure(self) -> usize {
         match self {
-            Goal::Cpu => RSS_PEAK,
+            Goal::Cpu | Goal::Peak => RSS_PEAK,
             Goal::Memory => CPU,
         }
     }
@@ -44,9 +55,10 @@ pub struct PoolExperiment {
     /// The seed of the rounds' orders.
     pub seed: u64,
     pub goal: Goal,
-    /// `--memory`: the most peak RSS the goal `cpu` accepts, in KiB.
+    /// `--memory`: the most peak RSS the goals `cpu` and `peak` accept, in KiB.
     pub memory_within_kb: Option<u64>,
-    /// `--p99-ms`: the slowest p99 execute latency of any entry the goal `memory` accepts.
+    /// `--p99-ms`: the slowest p99 execute latency of any entry the goal `memory` accepts,
+    /// and the target the goal `peak`'s rates are held to.
     pub p99_within_ms: Option<f64>,
     /// The host flags every run had, before its configuration's.
     pub common_flags: Vec<String>,
@@ -143,8 +155,18 @@ pub struct RunFigures {
     pub instantiate_kernel_pct: Option<f64>,
     pub call_kernel_pct: Option<f64>,
     pub reset_kernel_pct: Option<f64>,
-    /// The slowest p99 execute latency of the entries.
+    /// The slowest median and p99 execute latency of the entries (an `o_execute` step's
+    /// from its scheduled sends).
+    #[serde(default)]
+    pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// The workload's traffic at a rate (`o_execute`), step by step.
+    #[serde(default)]
+    pub rates: Vec<RateStep>,
+    /// The highest of those rates sustained within `--p99-ms` (0 when none was): set by the
+    /// experiment, which knows the target.
+    #[serde(default)]
+    pub peak_rps: Option<f64>,
     pub minflt: u64,
     pub mmap_calls: Option<u64>,
     pub munmap_calls: Option<u64>,
@@ -163,14 +185,58 @@ pub struct RunFigures {
     pub warm_resident_kb: Option<u64>,
 }
 
+/// One step of traffic at a rate, as the experiment weighs it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateStep {
+    pub asked_rps: f64,
+    /// Answered within the measured window, per second.
+    pub achieved_rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// At least 90% of the rate answered, no errors, no queue still growing at the end, and
+    /// a generator that kept its schedule ([`Target::verdict`] short of the latency).
+    pub sustained: bool,
+}
+
+impl RateStep {
+    fn of(step: &TrafficStep) -> Option<RateStep> {
+        let any_latency = Target {
+            quantile: "p99".to_owned(),
+            ms: f64::INFINITY,
+        };
+        Some(RateStep {
+            asked_rps: step.asked_rps()?,
+            achieved_rps: step.achieved_rps(),
+            p50_ms: step.latency.p50_ms,
+            p99_ms: step.latency.p99_ms,
+            sustained: any_latency.verdict(step).met(),
+        })
+    }
+}
+
 impl RunFigures {
+    /// The highest rate sustained with its p99 within `p99_ms`; 0 when none was, `None`
+    /// for a workload without rates.
+    pub fn peak_within(&self, p99_ms: f64) -> Option<f64> {
+        (!self.rates.is_empty()).then(|| {
+            self.rates
+                .iter()
+                .filter(|step| step.sustained && step.p99_ms <= p99_ms)
+                .map(|step| step.asked_rps)
+                .fold(0.0, f64::max)
+        })
+    }
+
     /// The workload's entries (those that executed skills without compiling one) summed, read
     /// through their commands.csv row, the record's one view of every column.
     pub fn of(records: &[EntryRecord]) -> RunFigures {
         let mut figures = RunFigures::default();
         let workload: Vec<&EntryRecord> = records
             .iter()
-            .filter(|record| !record.measure.outcome.latencies.is_empty())
+            .filter(|record| {
+                !record.measure.outcome.latencies.is_empty()
+                    || record.measure.outcome.traffic.is_some()
+            })
             // A skill's first request compiles it: seconds of Cranelift that no allocator setting
             // changes, and that would drown what they do.
             .filter(|record| record.host.is_none_or(|host| host.compilations == 0))
@@ -181,6 +247,13 @@ impl RunFigures {
             let number = |name: &str| row.get(name).and_then(Value::number);
             let measure = &record.measure;
             figures.executions += measure.outcome.latencies.len() as u64;
+            if let Some(step) = &measure.outcome.traffic {
+                // The host served the warm-up and the drain in the entry's CPU too.
+                figures.executions += step.answered_all;
+                figures.rates.extend(RateStep::of(step));
+                worst(&mut figures.p50_ms, step.latency.p50_ms);
+                worst(&mut figures.p99_ms, step.latency.p99_ms);
+            }
             figures.request_errors += measure.outcome.errors;
             figures.host_cpu_ms += measure.host_cpu_ms().unwrap_or(0.0);
             figures.wall_ms += measure.took_ms();
@@ -212,11 +285,8 @@ impl RunFigures {
                 sums.samples += samples;
             }
             if let Some(latency) = measure.latency() {
-                figures.p99_ms = Some(
-                    figures
-                        .p99_ms
-                        .map_or(latency.p99_ms, |p99| p99.max(latency.p99_ms)),
-                );
+                worst(&mut figures.p50_ms, latency.p50_ms);
+                worst(&mut figures.p99_ms, latency.p99_ms);
             }
             for (field, column) in [
                 (&mut figures.mmap_calls, "mmap_calls"),
@@ -269,6 +339,10 @@ fn add(total: &mut Option<f64>, value: f64) {
     *total.get_or_insert(0.0) += value;
 }
 
+fn worst(slowest: &mut Option<f64>, value: f64) {
+    *slowest = Some(slowest.map_or(value, |slowest| slowest.max(value)));
+}
+
 /// A figure of the table: its name, unit and meaning, and how a run gives it. A new figure is
 /// one line here.
 pub struct Figure {
@@ -288,6 +362,7 @@ fn count(value: Option<u64>) -> Option<f64> {
 
 pub const CPU: usize = 0;
 pub const RSS_PEAK: usize = 5;
+pub const PEAK: usize = 6;
 
 pub const FIGURES: &[Figure] = &[
     Figure {
@@ -328,6 +403,24 @@ pub const FIGURES: &[Figure] = &[
         unit: "MiB",
         help: "the most RSS of any entry (the kernel's high-water mark)",
         value: |f| f.rss_peak_kb.map(|kb| kb as f64 / 1024.0),
+    },
+    Figure {
+        name: "peak within the target",
+        unit: "req/s",
+        help: "the highest of the workload's o_execute rates sustained (90% answered, no errors, no growing queue) with p99 within --p99-ms",
+        value: |f| f.peak_rps,
+    },
+    Figure {
+        name: "p50 latency",
+        unit: "ms",
+        help: "the slowest median execute latency of the workload's entries (an o_execute step's from its scheduled sends)",
+        value: |f| f.p50_ms,
+    },
+    Figure {
+        name: "p99 latency",
+        unit: "ms",
+        help: "the slowest p99 execute latency of the workload's entries",
+        value: |f| f.p99_ms,
     },
     Figure {
         name: "wall per request",

@@ -27,6 +27,27 @@ impl Target {
             _ => l.p99_ms,
         }
     }
+
+    /// The step's verdict against the target: sustained (at least 90% of an open loop's rate
+    /// answered, no errors, the latency not still growing at the end) and within the target,
+    /// or by how much not.
+    pub fn verdict(&self, step: &TrafficStep) -> Verdict {
+        if step.generator_limited().is_some() {
+            return Verdict::Generator;
+        }
+        let served = step
+            .asked_rps()
+            .is_none_or(|asked| step.achieved_rps() >= 0.9 * asked);
+        if !served || step.errors.total() > 0 || step.still_growing() {
+            return Verdict::Fail;
+        }
+        let ratio = self.latency_ms(step) / self.ms;
+        match ratio {
+            r if r <= 1.0 => Verdict::Met,
+            r if r <= 1.5 => Verdict::Near,
+            _ => Verdict::Over,
+        }
+    }
 }
 
 impl std::fmt::Display for Target {

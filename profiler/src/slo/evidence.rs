@@ -12,9 +12,7 @@ use anyhow::{Context as _, Result};
 use skillprof_common::PHASE_NAMES;
 
 use crate::probes::ledger::{HostLedger, LedgerReading};
-use crate::record::slo::{
-    CpusLost, Evidence, HostConfig, RequestTimes, StallSeen, Target, Verdict,
-};
+use crate::record::slo::{CpusLost, Evidence, HostConfig, RequestTimes, StallSeen};
 use crate::record::time::{Share, TimelineSample};
 use crate::record::traffic::TrafficStep;
 use crate::sample::cpu::{self, CpuTimes};
@@ -176,27 +174,6 @@ pub fn stall_seen(
         possible: (to - from) as f64 / period_ns.max(1) as f64 * cpus as f64,
         functions,
     })
-}
-
-/// The step's verdict against `target`: sustained (at least 90% of an open loop's rate
-/// answered, no errors, the latency not still growing at the end) and within the target,
-/// or by how much not.
-pub fn verdict(step: &TrafficStep, target: &Target) -> Verdict {
-    if step.generator_limited().is_some() {
-        return Verdict::Generator;
-    }
-    let served = step
-        .asked_rps()
-        .is_none_or(|asked| step.achieved_rps() >= 0.9 * asked);
-    if !served || step.errors.total() > 0 || step.still_growing() {
-        return Verdict::Fail;
-    }
-    let ratio = target.latency_ms(step) / target.ms;
-    match ratio {
-        r if r <= 1.0 => Verdict::Met,
-        r if r <= 1.5 => Verdict::Near,
-        _ => Verdict::Over,
-    }
 }
 
 /// What bounded the step, in words: the generator, the host's death, its errors, its CPU

@@ -458,7 +458,7 @@ async fn step(
     }
     let verdict = match found.died {
         Some(_) => Verdict::Fail,
-        None => evidence::verdict(&traffic, &args.target),
+        None => args.target.verdict(&traffic),
     };
     let step = SloStep {
         config: config.0,
