@@ -424,3 +424,47 @@ fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
     assert!(paragraph.contains("ENOMEM from"), "{paragraph}");
     assert!(paragraph.contains("pooling allocator"), "{paragraph}");
 }
+
+#[test]
+fn under_ulimit_v_the_address_space_each_request_reserves_binds_the_requests() {
+    require_root(ROOT);
+    let _serial = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    // On demand each request in flight reserves its memory's 4 GiB and guard: 50 of them
+    // reserve about 200 GiB, under a limit of 256 GiB the run and its host inherit.
+    const LIMIT: u64 = 256 << 30;
+    let mut command = skillprof();
+    command
+        .arg("run")
+        .arg(common::cli::repo_cmds("capacity_rs.cmds"))
+        .arg("--out")
+        .arg(&out);
+    common::under_address_limit(&mut command, LIMIT);
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let folder = run_folder(&out);
+    let requests = &entries(&folder)[2];
+    assert_eq!(requests.measure.outcome.errors, 0, "{requests:?}");
+    let handles = requests.sampling.handles;
+    assert_eq!(handles.as_limit_kb, Some(LIMIT / 1024));
+    assert!(
+        handles.vms_peak_kb.is_some_and(|peak| peak > 150 << 20),
+        "{handles:?}"
+    );
+    let rust = predict(&folder, "64G", &["--skills", "500"], dir.path());
+    let space = &rust["ingredients"]["address_space"];
+    assert_eq!(space["limit"], LIMIT / 1024);
+    let per_request = space["per_request"]["value"].as_f64().unwrap();
+    assert!(
+        (3.9 * (1 << 20) as f64..4.2 * (1 << 20) as f64).contains(&per_request),
+        "{space}"
+    );
+    // Beside 500 skills: what is left of 256 GiB, at about 4 GiB a request.
+    assert_eq!(
+        rust["predicted"]["requests_bound"], "address_space",
+        "{rust}"
+    );
+    let requests = rust["predicted"]["requests"]["value"].as_f64().unwrap();
+    assert!((55.0..=64.0).contains(&requests), "{rust}");
+}

@@ -148,6 +148,13 @@ fn either<T: Clone>(a: &Option<T>, b: &Option<T>, both: impl Fn(&T, &T) -> T) ->
 /// Every memory and CPU figure a fraction `t` of the way from `a` to `b`.
 fn between(a: &Ingredients, b: &Ingredients, t: f64) -> Ingredients {
     let f = |a: &Figure, b: &Figure| figure(a, b, t);
+    let limit = |a: &model::ProcessLimit, b: &model::ProcessLimit| model::ProcessLimit {
+        limit: a.limit,
+        first: lerp(a.first, b.first, t),
+        first_skills: a.first_skills,
+        per_skill: f(&a.per_skill, &b.per_skill),
+        per_request: either(&a.per_request, &b.per_request, f),
+    };
     Ingredients {
         kind: a.kind,
         basis: if a.basis == b.basis {
@@ -163,13 +170,8 @@ fn between(a: &Ingredients, b: &Ingredients, t: f64) -> Ingredients {
         first_transient_kb: either(&a.first_transient_kb, &b.first_transient_kb, f),
         per_request_kb: either(&a.per_request_kb, &b.per_request_kb, f),
         cpu_per_skill_ms: f(&a.cpu_per_skill_ms, &b.cpu_per_skill_ms),
-        mappings: either(&a.mappings, &b.mappings, |a, b| model::Mappings {
-            limit: a.limit,
-            first: lerp(a.first, b.first, t),
-            first_skills: a.first_skills,
-            per_skill: f(&a.per_skill, &b.per_skill),
-            per_request: either(&a.per_request, &b.per_request, f),
-        }),
+        mappings: either(&a.mappings, &b.mappings, limit),
+        address_space: either(&a.address_space, &b.address_space, limit),
         first_held: either(&a.first_held, &b.first_held, |a, b| model::FirstHeld {
             heap_kb: lerp(a.heap_kb, b.heap_kb, t),
             code_kb: lerp(a.code_kb, b.code_kb, t),

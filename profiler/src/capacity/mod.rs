@@ -33,8 +33,11 @@ above that slope (malloc's arenas growing: the slope's intercept over where the 
 further skills start), the transient while a skill loads (peak over what \
 stays; the first skill's apart, since its compile threads' arenas are new and grow), the memory per request in flight (p_execute_all entries with 10 or more in flight: peak \
 growth over requests), the host's CPU time per skill added, and the memory mappings (VMAs) the first skill, \
-each further one and each request in flight add, against vm.max_map_count: the other limit, \
-which binds before memory for requests on an on-demand host (about 10,000 in flight here).
+each further one and each request in flight add, against vm.max_map_count, and the address space \
+(VmSize) they add, against RLIMIT_AS where the host ran under one and 128 TiB (47 bits) where not: \
+the other limits. Mappings bind before memory for requests on an on-demand host (about 10,000 in \
+flight here); address space binds where a container runtime sets RLIMIT_AS, since on demand \
+each instance in flight reserves its memories' 4 GiB and a pool reserves all its slots at start.
 
 It then predicts for the machine given: the most skills resident at once (each with room to load \
 the next), the parallel requests that fit beside that many skills (or beside --skills N), and \
@@ -472,6 +475,7 @@ fn section(capacity: &Capacity) -> String {
         let bound = |bound: Bound| match bound {
             Bound::Memory => "",
             Bound::MaxMapCount => " (vm.max_map_count binds, not memory)",
+            Bound::AddressSpace => " (address space binds, not memory)",
         };
         let requests = match &predicted.requests {
             Some(requests) if predicted.skills_held == predicted.skills.value => format!(
@@ -546,6 +550,27 @@ fn section(capacity: &Capacity) -> String {
                     None => String::new(),
                 },
                 count(maps.limit as f64)
+            );
+        }
+        if let Some(space) = &found.address_space {
+            let kb = |kb: f64| bytes(kb * 1024.0);
+            let _ = write!(
+                text,
+                "; address space: {} with the first {} skill(s), {} per further skill{}, \
+                 against {}",
+                kb(space.first),
+                count(space.first_skills),
+                range(&space.per_skill, kb),
+                match &space.per_request {
+                    Some(per_request) => {
+                        format!(", {} per request in flight", range(per_request, kb))
+                    }
+                    None => String::new(),
+                },
+                match space.limit {
+                    model::USER_SPACE_KB => "the 128 TiB of a 47-bit address space".to_owned(),
+                    limit => format!("RLIMIT_AS {}", kb(limit as f64)),
+                }
             );
         }
         text.push('.');

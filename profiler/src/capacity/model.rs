@@ -121,9 +121,11 @@ pub struct Ingredients {
     pub per_request_kb: Option<Figure>,
     /// Host CPU time per skill added (compile, instantiate, one execution).
     pub cpu_per_skill_ms: Figure,
-    /// The other limit: memory mappings, which vm.max_map_count caps per process. `None`
-    /// for runs from before mappings were counted.
-    pub mappings: Option<Mappings>,
+    /// The other limits: memory mappings, which vm.max_map_count caps per process, and
+    /// address space (KB), which RLIMIT_AS caps where it is set and the 47-bit user address
+    /// space (128 TiB) everywhere. `None` for runs from before they were counted.
+    pub mappings: Option<ProcessLimit>,
+    pub address_space: Option<ProcessLimit>,
     /// What holds the first skill's RSS; `None` for runs from before it was read.
     pub first_held: Option<FirstHeld>,
     /// The host's threads while it compiled; `None` for runs from before they were counted.
@@ -159,10 +161,10 @@ pub struct CompileThreads {
     pub peak: u64,
 }
 
-/// Mappings (VMAs) as the runs counted them: what each skill and each request in flight
-/// adds, against the limit they ran under.
+/// A count one process is limited in (mappings, address space), as the runs counted it: what
+/// each skill and each request in flight adds, against the limit they ran under.
 #[derive(Debug, Clone, Serialize)]
-pub struct Mappings {
+pub struct ProcessLimit {
     pub limit: u64,
     /// At the end of the run's first entry, which held `first_skills` skills.
     pub first: f64,
@@ -460,7 +462,24 @@ pub fn ingredients(
             first_transient_kb,
             per_request_kb,
             cpu_per_skill_ms,
-            mappings: mappings(runs, kind, first_run, first_record),
+            mappings: first_record.sampling.maps_limit.and_then(|limit| {
+                process_limit(runs, kind, first_run, first_record, limit, |record| {
+                    record.sampling.handles.maps_peak
+                })
+            }),
+            address_space: process_limit(
+                runs,
+                kind,
+                first_run,
+                first_record,
+                first_record
+                    .sampling
+                    .handles
+                    .as_limit_kb
+                    .unwrap_or(USER_SPACE_KB)
+                    .min(USER_SPACE_KB),
+                |record| record.sampling.handles.vms_peak_kb,
+            ),
             first_held: first_held(firsts.iter().map(|(_, record)| *record)),
             compile_threads,
         },
@@ -503,16 +522,59 @@ fn first_held<'a>(firsts: impl Iterator<Item = &'a EntryRecord>) -> Option<First
     })
 }
 
-/// Mappings per skill, from each later add entry's peak against the first's, and per request
-/// in flight, from each concurrent entry's peak against the entry before it.
-fn mappings(
+impl ProcessLimit {
+    /// Skills that fit the limit: the first entry's count, then each further skill's.
+    fn skills(&self) -> Figure {
+        let fit = |each: f64| {
+            ((self.limit as f64 - self.first) / each.max(0.01)).floor() + self.first_skills
+        };
+        Figure {
+            value: fit(self.per_skill.value),
+            low: fit(self.per_skill.high),
+            high: fit(self.per_skill.low),
+            from: self.per_skill.from.clone(),
+        }
+    }
+
+    /// Requests in flight that fit what `held` skills leave of the limit.
+    fn requests(&self, held: f64) -> Option<Figure> {
+        let per_request = self.per_request.as_ref()?;
+        let fit = |per_skill: f64, each: f64| {
+            let held = self.first + (held - self.first_skills) * per_skill;
+            ((self.limit as f64 - held).max(0.0) / each.max(0.01)).floor()
+        };
+        Some(Figure {
+            value: fit(self.per_skill.value, per_request.value),
+            low: fit(self.per_skill.high, per_request.high),
+            high: fit(self.per_skill.low, per_request.low),
+            from: from(&[per_request, &self.per_skill]),
+        })
+    }
+}
+
+/// The entries the figures came from, each once.
+fn from(figures: &[&Figure]) -> Vec<String> {
+    let mut from: Vec<String> = figures.iter().flat_map(|f| f.from.clone()).collect();
+    from.retain(|source| !source.is_empty());
+    from.sort();
+    from.dedup();
+    from
+}
+
+/// The user address space of an x86-64 process with 4-level page tables (47 bits), KB.
+pub const USER_SPACE_KB: u64 = 1 << 37;
+
+/// A per-process count by skill, from each later add entry's peak against the first's, and
+/// per request in flight, from each concurrent entry's peak against the entry before it.
+fn process_limit(
     runs: &[RunRecords],
     kind: SkillKind,
     first_run: &RunRecords,
     first_record: &EntryRecord,
-) -> Option<Mappings> {
-    let limit = first_record.sampling.maps_limit?;
-    let first = first_record.sampling.handles.maps_peak? as f64;
+    limit: u64,
+    peak_of: impl Fn(&EntryRecord) -> Option<u64>,
+) -> Option<ProcessLimit> {
+    let first = peak_of(first_record)? as f64;
     let (mut per_skill, mut per_skill_from) = (Vec::new(), Vec::new());
     let first_skills = first_record.measure.outcome.steps.len() as f64;
     let mut skills = first_skills;
@@ -520,9 +582,7 @@ fn mappings(
         let Some(command) = command(record) else {
             continue;
         };
-        if let (Some(per_step), Some(peak)) =
-            (adds(&command, kind), record.sampling.handles.maps_peak)
-        {
+        if let (Some(per_step), Some(peak)) = (adds(&command, kind), peak_of(record)) {
             skills += f64::from(per_step) * record.measure.outcome.steps.len() as f64;
             per_skill.push((peak as f64 - first) / (skills - first_skills));
             per_skill_from.push(source(first_run, record));
@@ -537,15 +597,15 @@ fn mappings(
             if let (true, true, Some(peak), Some(base)) = (
                 concurrent,
                 in_flight >= MIN_IN_FLIGHT,
-                record.sampling.handles.maps_peak,
-                before.sampling.handles.maps_peak,
+                peak_of(record),
+                peak_of(before),
             ) {
                 per_request.push(peak.saturating_sub(base) as f64 / in_flight as f64);
                 per_request_from.push(source(run, record));
             }
         }
     }
-    Some(Mappings {
+    Some(ProcessLimit {
         limit,
         first,
         first_skills,
@@ -580,7 +640,7 @@ pub struct Prediction {
     pub requests: Option<Figure>,
     /// Loading that many skills with every core compiling.
     pub load_s: Figure,
-    /// What bounds `skills` and `requests`: memory, or vm.max_map_count.
+    /// What bounds `skills` and `requests`: memory, vm.max_map_count or address space.
     pub skills_bound: Bound,
     pub requests_bound: Bound,
 }
@@ -590,22 +650,29 @@ pub struct Prediction {
 pub enum Bound {
     Memory,
     MaxMapCount,
+    AddressSpace,
 }
 
-/// The lower of two figures, range by range, and which one it was (by value).
-fn lower(memory: Figure, maps: Option<Figure>) -> (Figure, Bound) {
-    match maps {
-        Some(maps) if maps.value < memory.value => (
-            Figure {
-                value: maps.value,
-                low: maps.low.min(memory.low),
-                high: maps.high.min(memory.high),
-                from: maps.from,
+/// The lowest of the figures, range by range, and which bound it was (by value).
+fn lower(memory: Figure, others: [(Option<Figure>, Bound); 2]) -> (Figure, Bound) {
+    others
+        .into_iter()
+        .filter_map(|(figure, bound)| Some((figure?, bound)))
+        .fold(
+            (memory, Bound::Memory),
+            |(least, bound), (other, its)| match other.value < least.value {
+                true => (
+                    Figure {
+                        value: other.value,
+                        low: other.low.min(least.low),
+                        high: other.high.min(least.high),
+                        from: other.from,
+                    },
+                    its,
+                ),
+                false => (least, bound),
             },
-            Bound::MaxMapCount,
-        ),
-        _ => (memory, Bound::Memory),
-    }
+        )
 }
 
 /// The line further skills follow, at one reading of its range: KB per skill, and the one-off
@@ -667,13 +734,6 @@ pub fn predict(
             warmup: warmup.high,
         },
     );
-    let from = |figures: &[&Figure]| -> Vec<String> {
-        let mut from: Vec<String> = figures.iter().flat_map(|f| f.from.clone()).collect();
-        from.retain(|source| !source.is_empty());
-        from.sort();
-        from.dedup();
-        from
-    };
     let by_memory = Figure {
         value: skills_fitting(ingredients, budget, further),
         low: skills_fitting(ingredients, budget, dear),
@@ -687,19 +747,14 @@ pub fn predict(
         ]),
     };
     let maps = ingredients.mappings.as_ref();
-    // Mappings: the first entry's, then each further skill's, up to the limit.
-    let skills_by_maps = maps.map(|maps| {
-        let fit = |each: f64| {
-            ((maps.limit as f64 - maps.first) / each.max(0.01)).floor() + maps.first_skills
-        };
-        Figure {
-            value: fit(maps.per_skill.value),
-            low: fit(maps.per_skill.high),
-            high: fit(maps.per_skill.low),
-            from: maps.per_skill.from.clone(),
-        }
-    });
-    let (skills, skills_bound) = lower(by_memory, skills_by_maps);
+    let space = ingredients.address_space.as_ref();
+    let (skills, skills_bound) = lower(
+        by_memory,
+        [
+            (maps.map(ProcessLimit::skills), Bound::MaxMapCount),
+            (space.map(ProcessLimit::skills), Bound::AddressSpace),
+        ],
+    );
     // Beside the skills held (by default the most that fit): what their resident memory
     // leaves of the budget, the transient included, since nothing compiles once they are
     // loaded; and what their mappings leave of the limit.
@@ -716,22 +771,15 @@ pub fn predict(
             from: from(&[per_request, marginal, warmup]),
         }
     });
-    let requests_by_maps = maps.and_then(|maps| {
-        let per_request = maps.per_request.as_ref()?;
-        let fit = |per_skill: f64, each: f64| {
-            let held_maps = maps.first + (held - maps.first_skills) * per_skill;
-            ((maps.limit as f64 - held_maps).max(0.0) / each.max(0.01)).floor()
-        };
-        Some(Figure {
-            value: fit(maps.per_skill.value, per_request.value),
-            low: fit(maps.per_skill.high, per_request.high),
-            high: fit(maps.per_skill.low, per_request.low),
-            from: from(&[per_request, &maps.per_skill]),
-        })
-    });
     let (requests, requests_bound) = match requests {
         Some(requests) => {
-            let (requests, bound) = lower(requests, requests_by_maps);
+            let (requests, bound) = lower(
+                requests,
+                [
+                    (maps.and_then(|m| m.requests(held)), Bound::MaxMapCount),
+                    (space.and_then(|s| s.requests(held)), Bound::AddressSpace),
+                ],
+            );
             (Some(requests), bound)
         }
         None => (None, Bound::Memory),
@@ -943,6 +991,38 @@ mod tests {
         let beside_ten = predict(&found, &machine, Some(10));
         assert_eq!(beside_ten.requests.unwrap().value, 39.0);
         assert_eq!(beside_ten.requests_bound, Bound::MaxMapCount);
+    }
+
+    #[test]
+    fn address_space_binds_requests_under_rlimit_as() {
+        let mut run = bench_like();
+        // On demand under `ulimit -v 64G`: 2 GiB with the first skill, 16 MiB more per
+        // skill, and each of the 50 requests in flight reserving 4 GiB of linear memory and
+        // its guard. Beside 10 skills: (64 - 2 - 9 × 1/64) GiB / (4 GiB + 32 MiB) = 15.
+        let gib = 1u64 << 20;
+        for (record, vms) in run.records.iter_mut().zip([
+            2 * gib,
+            2 * gib + gib / 16,
+            2 * gib + 50 * (4 * gib + gib / 32),
+        ]) {
+            record.sampling.handles.vms_peak_kb = Some(vms);
+            record.sampling.handles.as_limit_kb = Some(64 * gib);
+        }
+        let (found, _) = ingredients(&[run.clone()], SkillKind::Python).unwrap();
+        let space = found.address_space.as_ref().unwrap();
+        assert_eq!(space.limit, 64 * gib);
+        assert_eq!(space.per_skill.value, (gib / 64) as f64);
+        let beside_ten = predict(&found, &small_machine(), Some(10));
+        assert_eq!(beside_ten.requests.unwrap().value, 15.0);
+        assert_eq!(beside_ten.requests_bound, Bound::AddressSpace);
+        // Without the limit, 128 TiB: memory binds again.
+        for record in &mut run.records {
+            record.sampling.handles.as_limit_kb = None;
+        }
+        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        assert_eq!(found.address_space.as_ref().unwrap().limit, USER_SPACE_KB);
+        let beside_ten = predict(&found, &small_machine(), Some(10));
+        assert_eq!(beside_ten.requests_bound, Bound::Memory);
     }
 
     #[test]

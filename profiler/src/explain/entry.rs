@@ -518,6 +518,20 @@ fn failure_causes(record: &EntryRecord) -> Option<String> {
             count(limit as f64)
         ));
     }
+    if let Some((peak, limit)) = handles.vms_peak_kb.zip(handles.as_limit_kb)
+        && peak as f64 >= limit as f64 * AT_LIMIT
+    {
+        causes.push(format!(
+            "the host held {} of address space at its peak, at its RLIMIT_AS ({}, `ulimit -v`): \
+             on demand every live instance reserves its memories' address space, and a pool \
+             reserves all its slots at start; past the limit mmap fails with ENOMEM. Lifting \
+             the limit (`ulimit -v unlimited` before the host starts, or LimitAS= in its \
+             service), a smaller reservation (skillhost's `--memory-reservation` and \
+             `--memory-guard-size`) or fewer slots (`--pool-instances`) lift it",
+            bytes(peak as f64 * 1024.0),
+            bytes(limit as f64 * 1024.0)
+        ));
+    }
     for (status, why) in [
         (
             503,
@@ -927,6 +941,16 @@ mod tests {
         let text = paragraph(&saturated, &[], None);
         assert!(
             text.contains("1,020 open file descriptors at its peak, at its RLIMIT_NOFILE (1,024)"),
+            "{text}"
+        );
+        assert!(!text.contains("RLIMIT_AS"), "{text}");
+
+        // 64 GiB under `ulimit -v 67108864`: on demand, the instances in flight reached it.
+        saturated.sampling.handles.vms_peak_kb = Some(66_000_000);
+        saturated.sampling.handles.as_limit_kb = Some(67_108_864);
+        let text = paragraph(&saturated, &[], None);
+        assert!(
+            text.contains("62.9 GiB of address space at its peak, at its RLIMIT_AS (64.0 GiB"),
             "{text}"
         );
     }

@@ -279,6 +279,8 @@ mod tests {
             "maps_peak",
             "fds_peak",
             "fds_limit",
+            "vms_peak_kb",
+            "as_limit_kb",
         ] {
             assert_eq!(row.csv(empty).as_deref(), Some(""), "{empty}");
         }

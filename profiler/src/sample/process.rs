@@ -62,12 +62,22 @@ pub fn handles(proc_root: &Path, pid: u32) -> Handles {
         Some(text.iter().filter(|&&byte| byte == b'\n').count() as u64)
     };
     let process = procfs::process::Process::new_with_root(dir.clone()).ok();
-    let fds_limit = process.as_ref().and_then(|process| {
-        match process.limits().ok()?.max_open_files.soft_limit {
-            procfs::process::LimitValue::Value(limit) => Some(limit),
-            procfs::process::LimitValue::Unlimited => None,
-        }
-    });
+    let limits = process.as_ref().and_then(|process| process.limits().ok());
+    let soft = |limit: &procfs::process::Limit| match limit.soft_limit {
+        procfs::process::LimitValue::Value(limit) => Some(limit),
+        procfs::process::LimitValue::Unlimited => None,
+    };
+    let fds_limit = limits
+        .as_ref()
+        .and_then(|limits| soft(&limits.max_open_files));
+    let as_limit_kb = limits
+        .as_ref()
+        .and_then(|limits| soft(&limits.max_address_space))
+        .map(|bytes| bytes / 1024);
+    let vms_peak_kb = process
+        .as_ref()
+        .and_then(|process| process.statm().ok())
+        .map(|statm| statm.size * procfs::page_size() / 1024);
     Handles {
         maps_peak: lines("maps"),
         // One stat of /proc/PID/fd on Linux 6.2 and later, a walk of it before.
@@ -75,6 +85,8 @@ pub fn handles(proc_root: &Path, pid: u32) -> Handles {
             .and_then(|process| process.fd_count().ok())
             .map(|n| n as u64),
         fds_limit,
+        vms_peak_kb,
+        as_limit_kb,
     }
 }
 

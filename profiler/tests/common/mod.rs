@@ -20,6 +20,23 @@ pub fn machine() -> std::sync::MutexGuard<'static, ()> {
 
 /// Stops a test that needs root, loudly: CI runs the suite as root, and a skipped test would
 /// pass while proving nothing. `needs` says what the test does that needs it.
+/// `command` run under RLIMIT_AS of `limit` bytes (`ulimit -v`, as some container runtimes
+/// set it), which what it starts inherits.
+pub fn under_address_limit(command: &mut std::process::Command, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    let rlimit = rustix::process::Rlimit {
+        current: Some(limit),
+        maximum: Some(limit),
+    };
+    // SAFETY: setrlimit is a plain syscall, safe between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::setrlimit(rustix::process::Resource::As, rlimit.clone())
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
 pub fn require_root(needs: &str) {
     assert!(
         skillprof::system::running_as_root(),
