@@ -465,9 +465,14 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
     let _one = common::machine();
     let dir = tempfile::tempdir().unwrap();
     // skillhost without its symbols and told not to mark: no ledger, no marker, and no
-    // wasmtime function to follow, as a host that does not know skillprof.
+    // wasmtime function to follow, as a host that does not know skillprof. Pooled: its pool's
+    // gauges are host series, read from its own metrics, markers or not.
     let stripped = common::stripped_skillhost(dir.path());
-    let host = OutsideHost::start_from(&stripped, dir.path(), &["--no-marks"]);
+    let host = OutsideHost::start_from(
+        &stripped,
+        dir.path(),
+        &["--no-marks", "--allocator", "pooling"],
+    );
     let before = loaded_ids();
     let (watch, port, stderr) = start_watch(&host, dir.path());
     runtime().block_on(async {
@@ -494,6 +499,25 @@ fn a_host_without_markers_gets_the_host_series_and_a_series_saying_why_no_skill_
     ] {
         assert!(sample(&text, series).is_some(), "no {series} in\n{text}");
     }
+    // The request's freed slot is kept warm; none is in use once it was answered.
+    let warm = sample(
+        &text,
+        "skillprof_host_pool_slots{kind=\"unused_warm_memories\"}",
+    );
+    assert!(warm.is_some_and(|warm| warm >= 1.0), "{text}");
+    assert_eq!(
+        sample(&text, "skillprof_host_pool_slots{kind=\"memories\"}"),
+        Some(0.0),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            "skillprof_host_pool_unused_resident_bytes{kind=\"memory\"}"
+        )
+        .is_some(),
+        "{text}"
+    );
     assert!(
         text.contains("# HELP skillprof_watch_per_skill_series 1 when the host marks its work"),
         "{text}"
@@ -693,6 +717,8 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
         Some(3.0),
         "{text}"
     );
+    // On demand, the host has no pool to show.
+    assert!(!text.contains("skillprof_host_pool_"), "{text}");
     // A skill is 36 series, as watch.md and --max-skills' help say when sizing a target.
     let series = text
         .lines()

@@ -5,6 +5,41 @@ use super::Client;
 
 pub use crate::record::host::HostCounters;
 
+/// skillhost's family of its pooling allocator's gauges, by `kind`: slots in use
+/// (`memories`, `tables`, `stacks`, `component_instances`, `core_instances`), unused warm
+/// slots (`unused_warm_memories`, `unused_warm_tables`) and the bytes those keep resident
+/// (`unused_memory_bytes_resident`, `unused_table_bytes_resident`).
+pub const POOL_SLOTS: &str = "skillhost_pool_slots";
+
+/// The pool's gauges of a host's exposition, by kind as the host names them; empty for a host
+/// on demand, or one without skillhost's metrics.
+pub fn pool_slots(text: &str) -> Vec<(String, u64)> {
+    let Ok(scrape) = prometheus_parse::Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
+    else {
+        return Vec::new();
+    };
+    scrape
+        .samples
+        .iter()
+        .filter(|sample| sample.metric == POOL_SLOTS)
+        .filter_map(|sample| {
+            let value = match sample.value {
+                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => return None,
+            };
+            Some((sample.labels.get("kind")?.to_owned(), value as u64))
+        })
+        .collect()
+}
+
+/// The pool's gauges as the host serves them now; empty if it does not answer.
+pub async fn read_pool_slots(client: &Client) -> Vec<(String, u64)> {
+    match client.get("/metrics").await {
+        Ok(reply) if reply.is_ok() => pool_slots(&reply.text()),
+        _ => Vec::new(),
+    }
+}
+
 impl HostCounters {
     /// Reads the counters from a Prometheus or OpenMetrics text exposition. `None` if it has
     /// none of skillhost's families: another host's metrics say nothing we can name.
@@ -38,7 +73,7 @@ impl HostCounters {
                     counters.heap_free_bytes = Some(value);
                     continue;
                 }
-                "skillhost_pool_slots" => {
+                POOL_SLOTS => {
                     match sample.labels.get("kind") {
                         Some("unused_warm_memories") => counters.pool_warm_memories = Some(value),
                         Some("unused_memory_bytes_resident" | "unused_table_bytes_resident") => {
@@ -152,6 +187,20 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
                 pool_warm_resident_bytes: Some((1 << 20) + 4096),
             }
         );
+    }
+
+    #[test]
+    fn the_pools_gauges_pass_by_kind() {
+        assert_eq!(
+            pool_slots(SCRAPE),
+            [
+                ("memories".to_owned(), 2),
+                ("unused_warm_memories".to_owned(), 5),
+                ("unused_memory_bytes_resident".to_owned(), 1 << 20),
+                ("unused_table_bytes_resident".to_owned(), 4096),
+            ]
+        );
+        assert!(pool_slots("# TYPE http_requests counter\nhttp_requests_total 7\n").is_empty());
     }
 
     #[test]

@@ -105,6 +105,16 @@ static CGROUP_OOM_KILLS: Column = Column::new(
     Unit::Count,
     "processes the OOM killer killed in the cgroup, since it was made (memory.events oom_kill)",
 );
+static POOL_SLOTS: Column = Column::new(
+    "pool_slots",
+    Unit::Count,
+    "the host's pooling allocator's slots by kind, from its own metrics (skillhost_pool_slots): in use (memories, tables, stacks, component_instances, core_instances) and unused but warm (unused_warm_memories, unused_warm_tables, reused first); absent for a host on demand",
+);
+static POOL_RESIDENT: Column = Column::new(
+    "pool_unused_resident_bytes",
+    Unit::Bytes,
+    "bytes the pool's unused warm slots keep resident, by kind (memory, table): RSS that no instance uses, the price of --pool-keep-resident and --pool-max-unused-warm-slots",
+);
 static OWN_CPU: Column = Column::new(
     "cpu_ms",
     Unit::Ms,
@@ -198,6 +208,17 @@ fn host(families: &mut Families, snapshot: &Snapshot) {
         ] {
             families.column("host", column, Kind::Counter, &labels, &value.into());
         }
+    }
+    for (kind, value) in &snapshot.pool {
+        let (column, kind) = match kind
+            .strip_prefix("unused_")
+            .and_then(|rest| rest.strip_suffix("_bytes_resident"))
+        {
+            Some(slot) => (&POOL_RESIDENT, slot),
+            None => (&POOL_SLOTS, kind.as_str()),
+        };
+        let labels = format!("kind=\"{}\"", escape(kind));
+        families.column("host", column, Kind::Gauge, &labels, &(*value).into());
     }
     families.column(
         "machine",

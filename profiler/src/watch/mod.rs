@@ -29,9 +29,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 
 use crate::cmds::MAX_WATCH_S;
-use crate::hostctl::HostStartArgs;
 use crate::hostctl::process::ExitWatch;
 use crate::hostctl::profile::HostProfile;
+use crate::hostctl::{Client, HostStartArgs};
 use crate::probes::time::{OffCpuMode, TimeArgs, TimeOptions};
 use crate::probes::{self, ProbeMode, ProbeOptions, ProbeSession};
 use crate::record::time::TimeProfile;
@@ -244,7 +244,11 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
         ..ProbeOptions::default()
     };
     let live = Arc::new(Mutex::new(Live {
-        attached: Some(Attachment::start(watched.host.pid(), &options)?),
+        attached: Some(Attachment::start(
+            watched.host.pid(),
+            watched.host.client.clone(),
+            &options,
+        )?),
         restarts: 0,
         gone: String::new(),
     }));
@@ -302,7 +306,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
             Err(how) => break Stopped::Asked(how),
         };
         watched = watched.followed(next, &args).await?;
-        let attachment = Attachment::start(next, &options)?;
+        let attachment = Attachment::start(next, watched.host.client.clone(), &options)?;
         live.lock().unwrap().attach(attachment);
         eprintln!(
             "skillprof watch: following the host: {next} took {pid}'s place; attached {:.1} s \
@@ -529,8 +533,8 @@ struct Attachment {
 }
 
 impl Attachment {
-    /// Attaches to `pid` and says what attached.
-    fn start(pid: u32, options: &ProbeOptions) -> Result<Attachment> {
+    /// Attaches to `pid`, which answers through `client`, and says what attached.
+    fn start(pid: u32, client: Client, options: &ProbeOptions) -> Result<Attachment> {
         let session = ProbeSession::start(pid, options)?;
         session.begin_entry(0)?;
         eprint!("{}", probes::tables::statuses(session.statuses()));
@@ -550,7 +554,7 @@ impl Attachment {
         }
         Ok(Attachment {
             session,
-            reader: Reader::new(pid),
+            reader: Reader::new(pid, client),
             probes,
             markers,
         })

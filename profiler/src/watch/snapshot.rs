@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use crate::hostctl::Client;
+use crate::hostctl::host_metrics::read_pool_slots;
 use crate::probes::{ProbeMetrics, ProbeSession};
 use crate::sample::composition::{Composition, HostFiles};
 use crate::sample::psi::{self, Psi};
@@ -20,6 +22,9 @@ use crate::system::cgroup::{ChargedTo, MemcgStat};
 /// every scrape. A scrape that finds it older serves it still and has a thread of its own read
 /// it again, so no scrape waits for smaps but the first.
 pub const HELD_EVERY: Duration = Duration::from_secs(10);
+
+/// How long a scrape waits for the host's own metrics.
+const POOL_WAIT: Duration = Duration::from_millis(500);
 
 pub struct Snapshot {
     /// Everything the probes counted since the watch began (entry 0, never reset: every
@@ -34,6 +39,9 @@ pub struct Snapshot {
     /// The memory cgroup the host is charged to, if it has one: its path, the kernel's
     /// account and its limit.
     pub cgroup: Option<(String, MemcgStat, Option<u64>)>,
+    /// The host's pooling allocator, by kind, from its own metrics (skillhost's
+    /// `skillhost_pool_slots`); empty on demand, or for a host without them.
+    pub pool: Vec<(String, u64)>,
     pub own: OwnCost,
 }
 
@@ -48,6 +56,8 @@ pub struct OwnCost {
 /// What a scrape reads, and the readings it keeps between scrapes.
 pub struct Reader {
     pid: u32,
+    /// The host's API, for its own pool gauges.
+    client: Client,
     /// Opened while the watch has its privileges, so that it reads them without.
     host_files: Option<Arc<HostFiles>>,
     held: Arc<Mutex<Held>>,
@@ -62,9 +72,10 @@ struct Held {
 }
 
 impl Reader {
-    pub fn new(pid: u32) -> Self {
+    pub fn new(pid: u32, client: Client) -> Self {
         Reader {
             pid,
+            client,
             host_files: HostFiles::open(Path::new(PROC), pid).map(Arc::new),
             held: Arc::default(),
             last_scrape: Mutex::new(Duration::ZERO),
@@ -102,6 +113,7 @@ impl Reader {
                     cgroup.limit_bytes(),
                 ))
             }),
+            pool: self.pool(),
             own,
         };
         *self.last_scrape.lock().unwrap() = started.elapsed();
@@ -110,6 +122,16 @@ impl Reader {
 }
 
 impl Reader {
+    /// The pool's gauges as the host serves them, waiting at most [`POOL_WAIT`]: a host too
+    /// busy to answer leaves them out of the scrape, not the scrape waiting.
+    fn pool(&self) -> Vec<(String, u64)> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Vec::new();
+        };
+        let read = tokio::time::timeout(POOL_WAIT, read_pool_slots(&self.client));
+        runtime.block_on(read).unwrap_or_default()
+    }
+
     /// The last reading of the host's memory by holder (the first scrape reads it itself),
     /// and a fresh one started if it is older than [`HELD_EVERY`].
     fn held(&self) -> Option<Composition> {
