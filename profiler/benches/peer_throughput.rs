@@ -1,11 +1,15 @@
 //! skillhost against `wasmtime serve`, the peer of wasmCloud's throughput study (March 2024:
 //! `hey -z 20s -c 150` against a hello component, 22-23k req/s on one 16-core node). Both
-//! serve the hello skill on the machine's last CPU; every generator runs on the others.
+//! serve the hello skill on the machine's last CPU; every generator runs on the others. Each
+//! host runs on both of wasmtime's allocators: on demand (skillhost's default) and pooling
+//! (`wasmtime serve`'s where a 42-bit reservation works), so that hosts are compared like
+//! with like, and what the allocator alone changes is seen for each.
 //!
-//! - the peak: `skillprof slo --target p99<=10ms --cpus 1` for each host, in interleaved
-//!   rounds (A, B, A, the hosts' places swapped every round), each peak divided by the host
-//!   CPU it used at that rate: skillhost / wasmtime serve as a median ratio with its 95%
-//!   bootstrap interval, and a round's first run / its third (the same host: the
+//! - the peak: `skillprof slo --target p99<=10ms --cpus 1` for each host and allocator, in
+//!   interleaved rounds (the four in an order rotated every round, then the round's first
+//!   again), each peak divided by the host CPU it used at that rate: skillhost / wasmtime
+//!   serve on each allocator, and pooling / on demand for each host, as median ratios with
+//!   their 95% bootstrap intervals, and a round's first run / its last (the same host: the
 //!   off-versus-off control);
 //! - wasmCloud's measurement reproduced: `hey -z 20s -c 150` against each host (closed loop:
 //!   saturation throughput, each latency measured from its own send), beside skillprof's
@@ -41,30 +45,92 @@ const HEY: &str = "hey-v0.1.4";
 
 /// A host under test: its profile, and the world of the hello it serves.
 #[derive(Clone, Copy, PartialEq)]
-enum Peer {
+enum Host {
     Skillhost,
     WasmtimeServe,
 }
 
+/// A host on one of wasmtime's allocators.
+#[derive(Clone, Copy, PartialEq)]
+struct Peer {
+    host: Host,
+    pooled: bool,
+}
+
+/// Every host on both allocators, in the order of a round's rotation.
+const PEERS: [Peer; 4] = [
+    Peer {
+        host: Host::Skillhost,
+        pooled: false,
+    },
+    Peer {
+        host: Host::WasmtimeServe,
+        pooled: true,
+    },
+    Peer {
+        host: Host::Skillhost,
+        pooled: true,
+    },
+    Peer {
+        host: Host::WasmtimeServe,
+        pooled: false,
+    },
+];
+
 impl Peer {
-    fn name(self) -> &'static str {
-        match self {
-            Peer::Skillhost => "skillhost",
-            Peer::WasmtimeServe => "wasmtime serve",
-        }
+    fn name(self) -> String {
+        let host = match self.host {
+            Host::Skillhost => "skillhost",
+            Host::WasmtimeServe => "wasmtime serve",
+        };
+        let allocator = match self.pooled {
+            true => "pooling",
+            false => "on demand",
+        };
+        format!("{host} ({allocator})")
     }
 
     fn profile(self) -> &'static str {
-        match self {
-            Peer::Skillhost => "skillhost",
-            Peer::WasmtimeServe => "wasmtime-serve",
+        match self.host {
+            Host::Skillhost => "skillhost",
+            Host::WasmtimeServe => "wasmtime-serve",
         }
     }
 
     fn world(self) -> SkillWorld {
-        match self {
-            Peer::Skillhost => SkillWorld::Skillprof,
-            Peer::WasmtimeServe => SkillWorld::WasiHttp,
+        match self.host {
+            Host::Skillhost => SkillWorld::Skillprof,
+            Host::WasmtimeServe => SkillWorld::WasiHttp,
+        }
+    }
+
+    /// The host's binary, where it is not skillhost next to skillprof.
+    fn bin(self) -> Result<Option<PathBuf>> {
+        match self.host {
+            Host::Skillhost => Ok(None),
+            Host::WasmtimeServe => peer_binary(WASMTIME).map(Some),
+        }
+    }
+
+    /// How the host is started on its allocator: skillhost's flag, or `wasmtime serve`'s
+    /// arguments (its profile's, and `-O pooling-allocator=n` off its default).
+    fn start(self) -> (Vec<String>, Vec<String>) {
+        let strings = |args: &[&str]| args.iter().map(|arg| (*arg).to_owned()).collect();
+        match (self.host, self.pooled) {
+            (Host::Skillhost, true) => (strings(&["--allocator", "pooling"]), Vec::new()),
+            (Host::Skillhost, false) => (Vec::new(), Vec::new()),
+            (Host::WasmtimeServe, true) => (Vec::new(), Vec::new()),
+            (Host::WasmtimeServe, false) => (
+                Vec::new(),
+                strings(&[
+                    "serve",
+                    "-Scli",
+                    "-Opooling-allocator=n",
+                    "--addr",
+                    "{address}:{port}",
+                    "{skill_file}",
+                ]),
+            ),
         }
     }
 }
@@ -143,8 +209,15 @@ fn slo_peak(skillprof: &Path, peer: Peer, step_s: u32, out: &Path) -> Result<Pea
         ])
         .arg("--run-dir")
         .arg(&folder);
-    if peer == Peer::WasmtimeServe {
-        command.arg("--host-bin").arg(peer_binary(WASMTIME)?);
+    if let Some(bin) = peer.bin()? {
+        command.arg("--host-bin").arg(bin);
+    }
+    let (flags, args) = peer.start();
+    for arg in args {
+        command.arg(format!("--host-arg={arg}"));
+    }
+    if !flags.is_empty() {
+        command.arg("--").args(flags);
     }
     let output = command.output().context("running skillprof slo")?;
     ensure!(
@@ -172,17 +245,14 @@ fn slo_peak(skillprof: &Path, peer: Peer, step_s: u32, out: &Path) -> Result<Pea
 /// A host started on `cpus` from its profile, as `skillprof slo` starts it, serving hello.
 async fn start(peer: Peer, cpus: &[usize], dir: &Path) -> Result<HostProcess> {
     let profile = HostProfile::load(peer.profile())?;
-    let bin = match peer {
-        Peer::Skillhost => None,
-        Peer::WasmtimeServe => Some(peer_binary(WASMTIME)?),
-    };
-    let folder = dir.join(peer.profile());
+    let (flags, args) = peer.start();
+    let folder = dir.join(format!("{}-{}", peer.profile(), peer.pooled));
     let skills = SkillsDir::create(&folder.join("skills"), profile.registry.clone())?;
     skills.add(
         "hello",
         &SampleSkills::beside_executable(peer.world())?.path("hello")?,
     )?;
-    let mut spec = HostSpec::new(profile, bin, &[], &[], &[])?;
+    let mut spec = HostSpec::new(profile, peer.bin()?, &args, &flags, &[])?;
     spec.cpus = Some(CpuList(cpus.to_vec()));
     let host = HostProcess::start(
         &spec,
@@ -263,39 +333,34 @@ fn main() -> Result<()> {
         options.rounds,
         options.step_s
     );
-    // Rounds alternate skillhost, wasmtime serve, skillhost with wasmtime serve, skillhost,
-    // wasmtime serve, so that neither host holds a place in the order: the first and third
-    // runs of a round are the same host (the control).
+    // Each round runs the four in an order rotated by one from the last, so that none holds
+    // a place in the order, then its first again: the first and last runs of a round are the
+    // same host on the same allocator (the control).
     let mut rounds: Vec<Vec<(Peer, Peak)>> = Vec::new();
     for round in 1..=options.rounds {
-        let (a, b) = match round % 2 {
-            1 => (Peer::Skillhost, Peer::WasmtimeServe),
-            _ => (Peer::WasmtimeServe, Peer::Skillhost),
-        };
+        let mut order = PEERS;
+        order.rotate_left((round - 1) % PEERS.len());
         let mut got = Vec::new();
-        for peer in [a, b, a] {
+        for peer in order.into_iter().chain([order[0]]) {
             got.push((
                 peer,
                 slo_peak(&skillprof, peer, options.step_s, dir.path())?,
             ));
         }
-        let shown: Vec<String> = got
-            .iter()
-            .map(|(peer, peak)| {
-                format!(
-                    "{} {}/s on {:.2} CPU ({:.0}/s per CPU)",
-                    peer.name(),
-                    peak.rps,
-                    peak.cpus_used,
-                    peak.per_cpu()
-                )
-            })
-            .collect();
-        println!("  round {round}: {}", shown.join(", "));
+        println!("  round {round}:");
+        for (peer, peak) in &got {
+            println!(
+                "    {:<28} {}/s on {:.2} CPU ({:.0}/s per CPU)",
+                peer.name(),
+                peak.rps,
+                peak.cpus_used,
+                peak.per_cpu()
+            );
+        }
         rounds.push(got);
     }
-    // Per round: skillhost's mean over wasmtime serve's mean, and the first run over the third.
-    let ratio = |of: fn(&Peak) -> f64| -> (Vec<f64>, Vec<f64>) {
+    // Per round: one peer's mean over another's, and the first run over the last.
+    let ratios = |of: fn(&Peak) -> f64, a: Peer, b: Peer| -> Vec<f64> {
         let mean = |round: &[(Peer, Peak)], peer: Peer| {
             let values: Vec<f64> = round
                 .iter()
@@ -306,27 +371,44 @@ fn main() -> Result<()> {
         };
         rounds
             .iter()
-            .map(|round| {
-                (
-                    mean(round, Peer::Skillhost) / mean(round, Peer::WasmtimeServe),
-                    of(&round[0].1) / of(&round[2].1),
-                )
-            })
-            .unzip()
+            .map(|round| mean(round, a) / mean(round, b))
+            .collect()
     };
-    let (per_cpu, per_cpu_control) = ratio(Peak::per_cpu);
-    let (rate, rate_control) = ratio(|peak| f64::from(peak.rps));
+    let control = |of: fn(&Peak) -> f64| -> Vec<f64> {
+        rounds
+            .iter()
+            .map(|round| of(&round[0].1) / of(&round[round.len() - 1].1))
+            .collect()
+    };
     println!(
-        "\nskillhost / wasmtime serve, req/s per host CPU at {TARGET}: {} (median of {} \
-         rounds, 95% bootstrap interval); peak req/s: {}",
-        change(&per_cpu, 45),
-        options.rounds,
-        change(&rate, 46)
+        "\nreq/s per host CPU and peak req/s at {TARGET} (median of {} rounds' ratios, 95% \
+         bootstrap interval):",
+        options.rounds
     );
+    let [on_demand, serve_pooled, pooled, serve_on_demand] = PEERS;
+    for (seed, (a, b)) in [
+        (on_demand, serve_on_demand),
+        (pooled, serve_pooled),
+        (pooled, on_demand),
+        (serve_pooled, serve_on_demand),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 45 + 2 * seed as u64;
+        println!(
+            "  {} / {}: per CPU {}, peak {}",
+            a.name(),
+            b.name(),
+            change(&ratios(Peak::per_cpu, a, b), seed),
+            change(&ratios(|peak| f64::from(peak.rps), a, b), seed + 1)
+        );
+    }
     println!(
-        "control, a round's first run / its third (the same host): per CPU {}, peak {}",
-        change(&per_cpu_control, 47),
-        change(&rate_control, 48)
+        "  control, a round's first run / its last (the same host and allocator): per CPU {}, \
+         peak {}",
+        change(&control(Peak::per_cpu), 53),
+        change(&control(|peak| f64::from(peak.rps)), 54)
     );
 
     println!(
@@ -335,7 +417,7 @@ fn main() -> Result<()> {
         options.hey_s
     );
     let runtime = tokio::runtime::Runtime::new()?;
-    for peer in [Peer::Skillhost, Peer::WasmtimeServe] {
+    for peer in PEERS {
         let host = runtime.block_on(start(peer, &host_cpus, dir.path()))?;
         let client = host.client.clone();
         let first = runtime.block_on(client.execute("hello", &serde_json::json!({})))?;
@@ -373,7 +455,7 @@ fn main() -> Result<()> {
             arrivals: Arrivals::Constant,
         })?;
         println!(
-            "  {:<15} hey: {hey_rate:>8.0}/s, p99 {hey_p99:>6.2} ms | skillprof closed, 150 \
+            "  {:<28} hey: {hey_rate:>8.0}/s, p99 {hey_p99:>6.2} ms | skillprof closed, 150 \
              senders: {:>8.0}/s, p99 {:>6.2} ms | open at {median_peak}/s: {:>8.0}/s, p99 \
              {:>6.2} ms, {} errors",
             peer.name(),

@@ -63,7 +63,7 @@ pub fn run_folder(text: &str) {
     let folder = tempfile::tempdir_in("/dev/shm").expect("a scratch folder in /dev/shm");
     let mut name = None;
     let mut body = String::new();
-    let mut flush = |name: Option<&str>, body: &mut String| {
+    let flush = |name: Option<&str>, body: &mut String| {
         if let Some(name) = name.filter(|name| RUN_FILES.contains(name)) {
             fs::write(folder.path().join(name), body.as_bytes()).unwrap();
         }
