@@ -446,11 +446,11 @@ fn under_ulimit_v_the_address_space_each_request_reserves_binds_the_requests() {
     let folder = run_folder(&out);
     let requests = &entries(&folder)[2];
     assert_eq!(requests.measure.outcome.errors, 0, "{requests:?}");
-    let handles = requests.sampling.handles;
-    assert_eq!(handles.as_limit_kb, Some(LIMIT / 1024));
+    let sampling = &requests.sampling;
+    assert_eq!(sampling.handles.as_limit_kb, Some(LIMIT / 1024));
     assert!(
-        handles.vms_peak_kb.is_some_and(|peak| peak > 150 << 20),
-        "{handles:?}"
+        sampling.vms_peak_kb.is_some_and(|peak| peak > 150 << 20),
+        "{sampling:?}"
     );
     let rust = predict(&folder, "64G", &["--skills", "500"], dir.path());
     let space = &rust["ingredients"]["address_space"];

@@ -478,7 +478,7 @@ pub fn ingredients(
                     .as_limit_kb
                     .unwrap_or(USER_SPACE_KB)
                     .min(USER_SPACE_KB),
-                |record| record.sampling.handles.vms_peak_kb,
+                |record| record.sampling.vms_peak_kb,
             ),
             first_held: first_held(firsts.iter().map(|(_, record)| *record)),
             compile_threads,
@@ -1005,7 +1005,7 @@ mod tests {
             2 * gib + gib / 16,
             2 * gib + 50 * (4 * gib + gib / 32),
         ]) {
-            record.sampling.handles.vms_peak_kb = Some(vms);
+            record.sampling.vms_peak_kb = Some(vms);
             record.sampling.handles.as_limit_kb = Some(64 * gib);
         }
         let (found, _) = ingredients(&[run.clone()], SkillKind::Python).unwrap();

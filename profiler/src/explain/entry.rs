@@ -518,7 +518,7 @@ fn failure_causes(record: &EntryRecord) -> Option<String> {
             count(limit as f64)
         ));
     }
-    if let Some((peak, limit)) = handles.vms_peak_kb.zip(handles.as_limit_kb)
+    if let Some((peak, limit)) = record.sampling.vms_peak_kb.zip(handles.as_limit_kb)
         && peak as f64 >= limit as f64 * AT_LIMIT
     {
         causes.push(format!(
@@ -946,7 +946,7 @@ mod tests {
         assert!(!text.contains("RLIMIT_AS"), "{text}");
 
         // 64 GiB under `ulimit -v 67108864`: on demand, the instances in flight reached it.
-        saturated.sampling.handles.vms_peak_kb = Some(66_000_000);
+        saturated.sampling.vms_peak_kb = Some(66_000_000);
         saturated.sampling.handles.as_limit_kb = Some(67_108_864);
         let text = paragraph(&saturated, &[], None);
         assert!(

@@ -48,6 +48,10 @@ pub struct EntrySampling {
     /// only while it runs, so the count at the end misses them.
     #[serde(default)]
     pub threads_peak: Option<u64>,
+    /// Most address space (VmSize) the host held in any sample of the entry, KB: what a pool
+    /// reserves up front, and each instance on demand while it lives.
+    #[serde(default)]
+    pub vms_peak_kb: Option<u64>,
     /// Memory stall time between the boundaries; `None` without PSI.
     pub psi_some_us: Option<u64>,
     pub psi_full_us: Option<u64>,
@@ -83,10 +87,6 @@ pub struct Handles {
     /// accept, open and socket fail with EMFILE. `None` if unlimited or never read.
     #[serde(default)]
     pub fds_limit: Option<u64>,
-    /// Address space (VmSize, /proc/PID/statm), KB: what a pool reserves up front, and each
-    /// instance on demand while it lives.
-    #[serde(default)]
-    pub vms_peak_kb: Option<u64>,
     /// The host's soft RLIMIT_AS (`ulimit -v`, /proc/PID/limits) at the latest reading, KB:
     /// past it, mmap fails with ENOMEM. `None` if unlimited or never read.
     #[serde(default)]
@@ -100,7 +100,6 @@ impl Handles {
             maps_peak: self.maps_peak.max(other.maps_peak),
             fds_peak: self.fds_peak.max(other.fds_peak),
             fds_limit: other.fds_limit.or(self.fds_limit),
-            vms_peak_kb: self.vms_peak_kb.max(other.vms_peak_kb),
             as_limit_kb: other.as_limit_kb.or(self.as_limit_kb),
         }
     }
@@ -128,7 +127,7 @@ fields! {
     MAPS_LIMIT "maps_limit" Count "vm.max_map_count at the end of the entry: the mappings one process may hold" = self.maps_limit;
     FDS_PEAK "fds_peak" Count "most open file descriptors the host held in any count of the entry (/proc/PID/fd, at both ends and once a second between), against fds_limit: every connection in flight holds one" = self.handles.fds_peak;
     FDS_LIMIT "fds_limit" Count "the host's soft RLIMIT_NOFILE (/proc/PID/limits) at the entry's last count: past it, accept, open and socket fail with EMFILE; empty when unlimited" = self.handles.fds_limit;
-    VMS_PEAK "vms_peak_kb" Kib "most address space (VmSize) the host held in any count of the entry (at both ends and once a second between): a pool's reservation, and on demand each live instance's, against as_limit_kb and the 128 TiB of a 47-bit address space" = self.handles.vms_peak_kb;
+    VMS_PEAK "vms_peak_kb" Kib "most address space (VmSize, /proc/PID/stat) the host held in any sample of the entry: a pool's reservation, and on demand each live instance's, against as_limit_kb and the 128 TiB of a 47-bit address space" = self.vms_peak_kb;
     AS_LIMIT "as_limit_kb" Kib "the host's soft RLIMIT_AS (ulimit -v, /proc/PID/limits) at the entry's last count: past it, mmap fails with ENOMEM; empty when unlimited" = self.handles.as_limit_kb;
     THREADS_PEAK "threads_peak" Count "most threads the host ran in any sample of the entry (/proc/PID/stat): a compile's own threads (skillhost: one per CPU) are gone by its end" = self.threads_peak;
     SAMPLES "samples" Count "samples the sampler took during the entry, both boundary samples included" = self.samples;
@@ -154,6 +153,7 @@ impl EntrySampling {
             handles: Handles::default(),
             maps_limit: None,
             threads_peak: None,
+            vms_peak_kb: None,
             psi_some_us: None,
             psi_full_us: None,
             zones_lowest: Lowest {

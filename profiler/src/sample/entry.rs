@@ -23,6 +23,7 @@ pub(super) struct Window {
     rss_peak_kb: Option<u64>,
     handles: Handles,
     threads_peak: Option<u64>,
+    vms_peak_kb: Option<u64>,
     zones_lowest: Lowest,
     zone_lowest: Vec<(ZoneId, Option<Lowest>)>,
 }
@@ -39,6 +40,7 @@ impl Window {
             rss_peak_kb: None,
             handles: Handles::default(),
             threads_peak: None,
+            vms_peak_kb: None,
             zones_lowest: summed_lowest(first),
             zone_lowest: zones.iter().map(|zone| (zone.clone(), None)).collect(),
         };
@@ -51,6 +53,7 @@ impl Window {
         if let Some(process) = sample.process {
             self.rss_peak_kb = self.rss_peak_kb.max(Some(process.rss_kb));
             self.threads_peak = self.threads_peak.max(Some(process.threads));
+            self.vms_peak_kb = self.vms_peak_kb.max(Some(process.vms_kb));
         }
         if let Some(handles) = sample.handles {
             self.handles = self.handles.max(handles);
@@ -78,6 +81,7 @@ impl Window {
             handles: self.handles,
             maps_limit: None,
             threads_peak: self.threads_peak,
+            vms_peak_kb: self.vms_peak_kb,
             psi_some_us: stall
                 .map(|(begin, end)| end.some_total_us.saturating_sub(begin.some_total_us)),
             psi_full_us: stall

@@ -74,10 +74,6 @@ pub fn handles(proc_root: &Path, pid: u32) -> Handles {
         .as_ref()
         .and_then(|limits| soft(&limits.max_address_space))
         .map(|bytes| bytes / 1024);
-    let vms_peak_kb = process
-        .as_ref()
-        .and_then(|process| process.statm().ok())
-        .map(|statm| statm.size * procfs::page_size() / 1024);
     Handles {
         maps_peak: lines("maps"),
         // One stat of /proc/PID/fd on Linux 6.2 and later, a walk of it before.
@@ -85,7 +81,6 @@ pub fn handles(proc_root: &Path, pid: u32) -> Handles {
             .and_then(|process| process.fd_count().ok())
             .map(|n| n as u64),
         fds_limit,
-        vms_peak_kb,
         as_limit_kb,
     }
 }
