@@ -19,7 +19,9 @@ use crate::explain;
 use crate::output::entries_jsonl;
 use crate::units::{bytes, count};
 use dependence::{Point, Source};
-use model::{Basis, Bound, Figure, Ingredients, Machine, Missing, Prediction, RunRecords};
+use model::{
+    Basis, Bound, Figure, Ingredients, Machine, Missing, Prediction, ProcessLimit, RunRecords,
+};
 
 const LONG_ABOUT: &str = "\
 Predict how many skills, and how many parallel requests beside them, a machine holds, from the \
@@ -449,6 +451,28 @@ fn range(figure: &Figure, say: impl Fn(f64) -> String) -> String {
     )
 }
 
+/// A per-process limit's ingredients in words: what the first skills held (`first`), what
+/// each further skill and each request in flight add (`each`), and the limit (`against`).
+fn limit_words(
+    name: &str,
+    limit: &ProcessLimit,
+    first: impl Fn(f64) -> String,
+    each: impl Fn(f64) -> String + Copy,
+    against: impl FnOnce() -> String,
+) -> String {
+    format!(
+        "; {name}: {} with the first {} skill(s), {} per further skill{}, against {}",
+        first(limit.first),
+        count(limit.first_skills),
+        range(&limit.per_skill, each),
+        match &limit.per_request {
+            Some(per_request) => format!(", {} per request in flight", range(per_request, each)),
+            None => String::new(),
+        },
+        against()
+    )
+}
+
 /// The section in words: the answer first, then what it rests on.
 fn section(capacity: &Capacity) -> String {
     let machine = &capacity.machine;
@@ -535,43 +559,17 @@ fn section(capacity: &Capacity) -> String {
             );
         }
         if let Some(maps) = &found.mappings {
-            let _ = write!(
-                text,
-                "; mappings: {} with the first {} skill(s), {} per further skill{}, against \
-                 vm.max_map_count {}",
-                count(maps.first),
-                count(maps.first_skills),
-                range(&maps.per_skill, |n| format!("{n:.1}")),
-                match &maps.per_request {
-                    Some(per_request) => format!(
-                        ", {} per request in flight",
-                        range(per_request, |n| format!("{n:.1}"))
-                    ),
-                    None => String::new(),
-                },
-                count(maps.limit as f64)
-            );
+            let tenths = |n: f64| format!("{n:.1}");
+            text += &limit_words("mappings", maps, count, tenths, || {
+                format!("vm.max_map_count {}", count(maps.limit as f64))
+            });
         }
         if let Some(space) = &found.address_space {
             let kb = |kb: f64| bytes(kb * 1024.0);
-            let _ = write!(
-                text,
-                "; address space: {} with the first {} skill(s), {} per further skill{}, \
-                 against {}",
-                kb(space.first),
-                count(space.first_skills),
-                range(&space.per_skill, kb),
-                match &space.per_request {
-                    Some(per_request) => {
-                        format!(", {} per request in flight", range(per_request, kb))
-                    }
-                    None => String::new(),
-                },
-                match space.limit {
-                    model::USER_SPACE_KB => "the 128 TiB of a 47-bit address space".to_owned(),
-                    limit => format!("RLIMIT_AS {}", kb(limit as f64)),
-                }
-            );
+            text += &limit_words("address space", space, kb, kb, || match space.limit {
+                model::USER_SPACE_KB => "the 128 TiB of a 47-bit address space".to_owned(),
+                limit => format!("RLIMIT_AS {}", kb(limit as f64)),
+            });
         }
         text.push('.');
         for missing in &kind.missing {
