@@ -112,26 +112,26 @@ impl Peer {
         }
     }
 
-    /// How the host is started on its allocator: skillhost's flag, or `wasmtime serve`'s
-    /// arguments (its profile's, and `-O pooling-allocator=n` off its default).
-    fn start(self) -> (Vec<String>, Vec<String>) {
-        let strings = |args: &[&str]| args.iter().map(|arg| (*arg).to_owned()).collect();
-        match (self.host, self.pooled) {
-            (Host::Skillhost, true) => (strings(&["--allocator", "pooling"]), Vec::new()),
-            (Host::Skillhost, false) => (Vec::new(), Vec::new()),
-            (Host::WasmtimeServe, true) => (Vec::new(), Vec::new()),
-            (Host::WasmtimeServe, false) => (
+    /// How the host is started on its allocator, as (flags after its profile's arguments,
+    /// arguments instead of them): skillhost's flag, or `wasmtime serve`'s profile arguments
+    /// with `-O pooling-allocator=n` after the subcommand, off its default.
+    fn start(self) -> Result<(Vec<String>, Vec<String>)> {
+        Ok(match (self.host, self.pooled) {
+            (Host::Skillhost, true) => (
+                vec!["--allocator".to_owned(), "pooling".to_owned()],
                 Vec::new(),
-                strings(&[
-                    "serve",
-                    "-Scli",
-                    "-Opooling-allocator=n",
-                    "--addr",
-                    "{address}:{port}",
-                    "{skill_file}",
-                ]),
             ),
-        }
+            (Host::Skillhost, false) | (Host::WasmtimeServe, true) => (Vec::new(), Vec::new()),
+            (Host::WasmtimeServe, false) => {
+                let mut args = HostProfile::load(self.profile())?.start.args;
+                ensure!(
+                    args.first().is_some_and(|first| first == "serve"),
+                    "the wasmtime-serve profile's arguments no longer start with serve: {args:?}"
+                );
+                args.insert(1, "-Opooling-allocator=n".to_owned());
+                (Vec::new(), args)
+            }
+        })
     }
 }
 
@@ -212,7 +212,7 @@ fn slo_peak(skillprof: &Path, peer: Peer, step_s: u32, out: &Path) -> Result<Pea
     if let Some(bin) = peer.bin()? {
         command.arg("--host-bin").arg(bin);
     }
-    let (flags, args) = peer.start();
+    let (flags, args) = peer.start()?;
     for arg in args {
         command.arg(format!("--host-arg={arg}"));
     }
@@ -245,7 +245,7 @@ fn slo_peak(skillprof: &Path, peer: Peer, step_s: u32, out: &Path) -> Result<Pea
 /// A host started on `cpus` from its profile, as `skillprof slo` starts it, serving hello.
 async fn start(peer: Peer, cpus: &[usize], dir: &Path) -> Result<HostProcess> {
     let profile = HostProfile::load(peer.profile())?;
-    let (flags, args) = peer.start();
+    let (flags, args) = peer.start()?;
     let folder = dir.join(format!("{}-{}", peer.profile(), peer.pooled));
     let skills = SkillsDir::create(&folder.join("skills"), profile.registry.clone())?;
     skills.add(
