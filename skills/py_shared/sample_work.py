@@ -1,6 +1,6 @@
 """What both Python sample skills do once their input is valid, shared so that sample_py and
 sample_py_pydantic differ only in how they validate it: allocate `memory_kb` KiB in chunks of
-random size between 100 and 300 KiB, make every page resident, spend `burn_ms` on the CPU,
+`chunk_kb` KiB, or of random size between 100 and 300 KiB when it is 0, make every page resident, spend `burn_ms` on the CPU,
 sleep `wait_ms` through WASI, and answer in JSON.
 
 Neither componentize-py's `Err` nor the WIT error types appear in the skills: each world's
@@ -39,11 +39,14 @@ def answer(run, input: bytes, err, invalid_input, internal) -> bytes:
         raise err(internal("out of memory allocating the chunks"))
 
 
-def work(skill: str, topic: str, memory_kb: int, wait_ms: int, burn_ms: int = 0) -> bytes:
+def work(
+    skill: str, topic: str, memory_kb: int, wait_ms: int, burn_ms: int = 0, chunk_kb: int = 0
+) -> bytes:
     """The reply of `skill`; raises MemoryError when the host's memory limit is reached."""
     # A fresh generator per call: componentize-py snapshots the interpreter at build time,
     # and a module-level seed would be baked into every instance.
-    chunks = [resident_chunk(kb) for kb in chunk_sizes(memory_kb, random.Random())]
+    sizes = chunk_sizes(memory_kb, chunk_kb, random.Random())
+    chunks = [resident_chunk(kb) for kb in sizes]
     burn(burn_ms)
     # CPython on WASI sleeps through wasi:clocks + wasi:io/poll, so an async host can run
     # other requests meanwhile.
@@ -60,12 +63,15 @@ def work(skill: str, topic: str, memory_kb: int, wait_ms: int, burn_ms: int = 0)
     return reply
 
 
-def chunk_sizes(total_kb: int, rng: random.Random) -> list[int]:
-    """Random sizes while at least a full chunk is left; the last chunk takes the remainder."""
+def chunk_sizes(total_kb: int, chunk_kb: int, rng: random.Random) -> list[int]:
+    """Sizes of `chunk_kb`, or random ones when it is 0, while at least a full chunk is left;
+    the last chunk takes the remainder. `chunk_kb` = `total_kb` is one allocation of the
+    whole: the 2024 study's single-chunk twin of mem_chunks_2."""
     sizes = []
     left = total_kb
-    while left >= CHUNK_MAX_KB:
-        kb = rng.randint(CHUNK_MIN_KB, CHUNK_MAX_KB)
+    full = chunk_kb or CHUNK_MAX_KB
+    while left >= full:
+        kb = chunk_kb or rng.randint(CHUNK_MIN_KB, CHUNK_MAX_KB)
         sizes.append(kb)
         left -= kb
     if left > 0:

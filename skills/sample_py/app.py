@@ -3,7 +3,8 @@ profiler can compare the two runtimes on the same work. It validates its input b
 sample_py_pydantic does the same work and validates with pydantic, as 2024's skills did.
 A world's binding layer (skills/py_worlds) calls `run`.
 
-Input: {"topic": str, "memory": KiB, "wait_time": ms, "burn_ms": ms}, all optional.
+Input: {"topic": str, "memory": KiB, "chunk_kb": KiB, "wait_time": ms, "burn_ms": ms}, all
+optional.
 """
 
 import json
@@ -12,11 +13,11 @@ from sample_work import MAX_BURN_MS, MAX_MEMORY_KB, MAX_WAIT_MS, InvalidInput, w
 
 
 def run(input: bytes) -> bytes:
-    topic, memory_kb, wait_ms, burn_ms = parse(input)
-    return work("sample_py", topic, memory_kb, wait_ms, burn_ms)
+    topic, memory_kb, wait_ms, burn_ms, chunk_kb = parse(input)
+    return work("sample_py", topic, memory_kb, wait_ms, burn_ms, chunk_kb)
 
 
-def parse(input: bytes) -> tuple[str, int, int, int]:
+def parse(input: bytes) -> tuple[str, int, int, int, int]:
     """Raises InvalidInput for anything but the documented input."""
     try:
         doc = json.loads(input)
@@ -32,6 +33,7 @@ def parse(input: bytes) -> tuple[str, int, int, int]:
         count(doc, "memory", MAX_MEMORY_KB),
         count(doc, "wait_time", MAX_WAIT_MS),
         count(doc, "burn_ms", MAX_BURN_MS),
+        count(doc, "chunk_kb", MAX_MEMORY_KB),
     )
 
 

@@ -3,7 +3,8 @@ pydantic model, validated by pydantic-core (Rust compiled to WASI, from the whee
 pharia-skill package ships). Built by componentize-py 0.17 (CPython 3.12), which that wheel
 needs. A world's binding layer (skills/py_worlds) calls `run`.
 
-Input: {"topic": str, "memory": KiB, "wait_time": ms, "burn_ms": ms}, all optional.
+Input: {"topic": str, "memory": KiB, "chunk_kb": KiB, "wait_time": ms, "burn_ms": ms}, all
+optional.
 """
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
@@ -19,6 +20,7 @@ class Input(BaseModel):
     memory: StrictInt = Field(0, ge=0, le=MAX_MEMORY_KB)
     wait_time: StrictInt = Field(0, ge=0, le=MAX_WAIT_MS)
     burn_ms: StrictInt = Field(0, ge=0, le=MAX_BURN_MS)
+    chunk_kb: StrictInt = Field(0, ge=0, le=MAX_MEMORY_KB)
 
 
 def run(input: bytes) -> bytes:
@@ -26,4 +28,4 @@ def run(input: bytes) -> bytes:
         doc = Input.model_validate_json(input)
     except ValidationError as e:
         raise InvalidInput(str(e))
-    return work("sample_py_pydantic", doc.topic, doc.memory, doc.wait_time, doc.burn_ms)
+    return work("sample_py_pydantic", doc.topic, doc.memory, doc.wait_time, doc.burn_ms, doc.chunk_kb)

@@ -152,6 +152,16 @@ async fn every_route_with_both_sample_skills() {
     run_ok(&host, "sample_rs1", &input("Bob", 0, 0)).await;
     assert_eq!(host.metrics().await["compilations"], 3);
 
+    // chunk_kb fixes the chunks' size: one chunk of the whole (the 2024 study's single-chunk
+    // twin of mem_chunks_2), or 250s, or 300s and the remainder.
+    for skill in ["sample_rs1", "sample_py1"] {
+        for (chunk_kb, expected) in [(1000, 1), (250, 4), (300, 4)] {
+            let asked = json!({ "memory": 1000, "chunk_kb": chunk_kb });
+            let answer = run_ok(&host, skill, &asked).await;
+            assert_eq!(answer["chunks"], expected, "{skill} {asked}: {answer}");
+        }
+    }
+
     // Removing the file unregisters the skill.
     assert!(host.skills.remove("sample_rs1").unwrap());
     host.client()
@@ -346,6 +356,8 @@ async fn the_pydantic_sample_does_sample_pys_work_and_validates_with_pydantic() 
     );
     assert_eq!(answer["memory_kb"], 1000);
     assert_eq!(answer["wait_ms"], 20);
+    let one = run_ok(&host, "sample_py1", &json!({"memory": 1000, "chunk_kb": 1000})).await;
+    assert_eq!(one["chunks"], 1, "{one}");
     let defaults = run_ok(&host, "sample_py1", &json!({"extra": 1})).await;
     assert_eq!(defaults["greeting"], "Hello world, from sample_py_pydantic");
     for (bad, field) in [
@@ -353,6 +365,7 @@ async fn the_pydantic_sample_does_sample_pys_work_and_validates_with_pydantic() 
         (json!({"memory": -1}), "memory"),
         (json!({"wait_time": "5"}), "wait_time"),
         (json!({"topic": 3}), "topic"),
+        (json!({"chunk_kb": -1}), "chunk_kb"),
         (json!([1, 2]), "Input should be an object"),
     ] {
         let why = run_failing(&host, "sample_py1", &bad, StatusCode::BAD_REQUEST).await;

@@ -5,6 +5,7 @@ use super::in_flight::InFlightCap;
 use super::lexer::python_int;
 use crate::band::Band;
 use std::fmt::Display;
+use std::path::Path;
 
 /// The topic `execute_all` and `p_execute_all` send when the line names none: the sample
 /// skill answers a greeting naming the topic, so this makes it say "Hello, World".
@@ -38,10 +39,16 @@ pub enum Command {
         memory_kb: u64,
         wait_ms: u64,
     },
-    /// One request to one skill with any JSON input (a skillprof extension): a skill of the
-    /// user's own, or a sample asked for what the 2024 arguments cannot say. `input` is the
-    /// JSON as checked, written out again compactly.
-    Execute { name: String, input: String },
+    /// TIMES requests to one skill with any JSON input, all in flight at once (`p_execute
+    /// TIMES NAME JSON`), or one (`execute NAME JSON`): a skillprof extension, for a skill of
+    /// the user's own or a sample asked for what the 2024 arguments cannot say. `input` is
+    /// the JSON as checked (written on the line, or read from `@FILE` beside the cmds file),
+    /// written out again compactly.
+    Execute {
+        name: String,
+        input: String,
+        times: u32,
+    },
     /// One request per listed skill, one after the other.
     ExecuteAll {
         topic: String,
@@ -205,7 +212,12 @@ impl Command {
     }
 
     /// The command named `name` with the arguments `args`, or a message saying what it expects.
-    pub(super) fn parse(name: &str, args: &[&str], cap: InFlightCap) -> Result<Self, String> {
+    pub(super) fn parse(
+        name: &str,
+        args: &[&str],
+        cap: InFlightCap,
+        dir: Option<&Path>,
+    ) -> Result<Self, String> {
         let Some(signature) = SIGNATURES.iter().find(|signature| signature.name == name) else {
             let known: Vec<&str> = SIGNATURES.iter().map(|signature| signature.name).collect();
             return Err(format!(
@@ -213,7 +225,7 @@ impl Command {
                 known.join(", ")
             ));
         };
-        let args = Args::new(signature, args, cap)?;
+        let args = Args::new(signature, args, cap, dir)?;
         (signature.build)(&args)
     }
 }
@@ -273,14 +285,10 @@ const SIGNATURES: &[Signature] = &[
         },
     ),
     takes("execute", "NAME JSON...", |args| {
-        // The JSON is the rest of the line: the lexer split it at whitespace, which JSON
-        // ignores between its tokens (a run of spaces inside a string becomes one).
-        let text = args.tokens[1..].join(" ");
-        let input: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| args.problem(format!("JSON is not JSON ({e}): {text}")))?;
         Ok(Command::Execute {
             name: args.required_text(0),
-            input: input.to_string(),
+            input: args.json(1)?,
+            times: 1,
         })
     }),
     takes("execute_all", "[TOPIC] [MEMORY_KB] [WAIT_MS]", |args| {
@@ -315,6 +323,24 @@ const SIGNATURES: &[Signature] = &[
         "TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]",
         |args| {
             let times = args.required_count(0)?;
+            // The other form, `p_execute TIMES NAME JSON`: a name is never NAME:MEMORY_KB.
+            if !args.tokens[1].contains(':') {
+                if args.tokens.len() < 3 {
+                    return Err(args.problem(format!(
+                        "expected NAME:MEMORY_KB, or NAME then a JSON input (TIMES NAME \
+                         JSON|@FILE), got {:?} alone",
+                        args.tokens[1]
+                    )));
+                }
+                if let Err(too_many) = args.cap.check(times, 1) {
+                    return Err(args.problem(too_many));
+                }
+                return Ok(Command::Execute {
+                    name: args.required_text(1),
+                    input: args.json(2)?,
+                    times,
+                });
+            }
             let skills = args.tokens[1..]
                 .iter()
                 .map(|token| {
@@ -485,6 +511,9 @@ struct Args<'a> {
     signature: &'a Signature,
     tokens: &'a [&'a str],
     cap: InFlightCap,
+    /// The folder of the cmds file, where an `@FILE` input is read; `None` for text that
+    /// came from no file.
+    dir: Option<&'a Path>,
 }
 
 impl<'a> Args<'a> {
@@ -492,11 +521,13 @@ impl<'a> Args<'a> {
         signature: &'a Signature,
         tokens: &'a [&'a str],
         cap: InFlightCap,
+        dir: Option<&'a Path>,
     ) -> Result<Self, String> {
         let args = Self {
             signature,
             tokens,
             cap,
+            dir,
         };
         let params = signature.params.split_whitespace();
         let required = params
@@ -600,6 +631,38 @@ impl<'a> Args<'a> {
             )));
         }
         Ok(seconds)
+    }
+
+    /// A JSON input from `index` on: the rest of the line, or `@FILE` alone, read now so that
+    /// a missing file or bad JSON fails before anything runs. The lexer split the line at
+    /// whitespace, which JSON ignores between its tokens (a run of spaces inside a string
+    /// becomes one); a file keeps its text as written.
+    fn json(&self, index: usize) -> Result<String, String> {
+        let rest = &self.tokens[index..];
+        let (text, from) = match rest {
+            [file] if file.starts_with('@') => {
+                let file = Path::new(&file[1..]);
+                let path = match self.dir {
+                    _ if file.is_absolute() => file.to_path_buf(),
+                    Some(dir) => dir.join(file),
+                    None => {
+                        return Err(self.problem(format!(
+                            "@{} is read beside the cmds file, and this text came from none: \
+                             give an absolute path",
+                            file.display()
+                        )));
+                    }
+                };
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    self.problem(format!("cannot read the input {}: {e}", path.display()))
+                })?;
+                (text, format!(" in {}", path.display()))
+            }
+            _ => (rest.join(" "), String::new()),
+        };
+        let input: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| self.problem(format!("JSON is not JSON ({e}){from}: {}", text.trim())))?;
+        Ok(input.to_string())
     }
 
     /// The integer at `index`, if given. The harness typed `1.5` as a float and `1e3` too;

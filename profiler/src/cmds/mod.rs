@@ -63,21 +63,33 @@ impl fmt::Display for InvalidCmds {
 
 impl std::error::Error for InvalidCmds {}
 
-/// Reads and validates the cmds file at `path`; errors name it as given.
+/// Reads and validates the cmds file at `path`; errors name it as given. Its `@FILE` inputs
+/// are read from its folder.
 pub fn read(path: &Path, cap: InFlightCap) -> anyhow::Result<Plan> {
     let text = fs::read_to_string(path)
         .with_context(|| format!("cannot read the cmds file {}", path.display()))?;
-    Ok(parse(&path.display().to_string(), &text, cap)?)
+    let dir = path.parent().unwrap_or(Path::new("."));
+    Ok(validate(&path.display().to_string(), Some(dir), &text, cap)?)
 }
 
 /// Validates the whole of `text` and reports every bad line, so that one edit fixes them all.
-/// `file` names the file in the errors.
+/// `file` names the file in the errors. An `@FILE` input must be an absolute path: the text
+/// has no folder of its own.
 pub fn parse(file: &str, text: &str, cap: InFlightCap) -> Result<Plan, InvalidCmds> {
+    validate(file, None, text, cap)
+}
+
+fn validate(
+    file: &str,
+    dir: Option<&Path>,
+    text: &str,
+    cap: InFlightCap,
+) -> Result<Plan, InvalidCmds> {
     let lines = lexer::command_lines(text);
     let mut entries = Vec::with_capacity(lines.len() + 1);
     let mut errors = Vec::new();
     for (index, line) in lines.iter().enumerate() {
-        let checked = entry(line, cap).and_then(|entry| match lines.get(index + 1) {
+        let checked = entry(line, cap, dir).and_then(|entry| match lines.get(index + 1) {
             // Old files may end with an explicit stop; anything after one would never run.
             Some(next) if entry.command == Command::Stop => Err(stop_followed_by(next.number)),
             _ => Ok(entry),
@@ -111,7 +123,7 @@ pub fn parse(file: &str, text: &str, cap: InFlightCap) -> Result<Plan, InvalidCm
     Ok(Plan { entries, hash })
 }
 
-fn entry(line: &lexer::Line<'_>, cap: InFlightCap) -> Result<Entry, String> {
+fn entry(line: &lexer::Line<'_>, cap: InFlightCap, dir: Option<&Path>) -> Result<Entry, String> {
     let tokens = line.tokens.as_slice();
     let first = tokens[0];
     let (count, rest) = match lexer::python_int(first) {
@@ -127,7 +139,7 @@ fn entry(line: &lexer::Line<'_>, cap: InFlightCap) -> Result<Entry, String> {
         ));
     };
     let repeat = count.map(|count| repeat_count(count, first)).transpose()?;
-    let command = Command::parse(name, args, cap)?;
+    let command = Command::parse(name, args, cap, dir)?;
     match command {
         Command::Stop if repeat.is_some() => {
             return Err("stop takes no repeat count: it ends the workload".to_string());
@@ -175,7 +187,7 @@ mod tests {
     #[test]
     fn traffic_lines_read_their_rate_arrivals_and_bounds() {
         let cap = InFlightCap::DEFAULT;
-        let open = Command::parse("o_execute", &["hello", "2000", "10", "poisson"], cap).unwrap();
+        let open = Command::parse("o_execute", &["hello", "2000", "10", "poisson"], cap, None).unwrap();
         assert_eq!(
             open,
             Command::Traffic(command::Traffic {
@@ -189,7 +201,7 @@ mod tests {
                 wait_ms: 0,
             })
         );
-        let closed = Command::parse("c_execute", &["hello", "150", "20", "100"], cap).unwrap();
+        let closed = Command::parse("c_execute", &["hello", "150", "20", "100"], cap, None).unwrap();
         assert!(matches!(
             closed,
             Command::Traffic(command::Traffic {
@@ -198,13 +210,13 @@ mod tests {
                 ..
             })
         ));
-        let refused = |args: &[&str]| Command::parse("o_execute", args, cap).unwrap_err();
+        let refused = |args: &[&str]| Command::parse("o_execute", args, cap, None).unwrap_err();
         assert!(refused(&["hello", "0", "5"]).contains("RATE must be at least 1"));
         assert!(refused(&["hello", "10", "5", "bursty"]).contains("constant or poisson"));
         assert!(refused(&["hello", "10", "99999"]).contains("SECONDS must be at most"));
         assert!(refused(&["hello", "2000000", "5"]).contains("RATE must be at most"));
         let from_locust =
-            Command::parse("lo_execute", &["hello", "3000", "10", "3", "poisson"], cap).unwrap();
+            Command::parse("lo_execute", &["hello", "3000", "10", "3", "poisson"], cap, None).unwrap();
         assert_eq!(
             from_locust,
             Command::LExecuteAll(command::Load {
@@ -221,7 +233,7 @@ mod tests {
                 }),
             })
         );
-        let refused = |args: &[&str]| Command::parse("lo_execute", args, cap).unwrap_err();
+        let refused = |args: &[&str]| Command::parse("lo_execute", args, cap, None).unwrap_err();
         assert!(refused(&["hello", "2", "5", "3"]).contains("RATE must be at least WORKERS"));
         assert!(refused(&["hello", "100", "5", "99"]).contains("WORKERS must be at most"));
         assert!(refused(&["hello", "100", "5", "2", "bursty"]).contains("constant or poisson"));
@@ -277,6 +289,7 @@ mod tests {
                     Execute {
                         name: "sample_rs1".into(),
                         input: r#"{"burn_ms":300,"topic":"a b"}"#.into(),
+                        times: 1,
                     },
                 ),
             ),
@@ -558,7 +571,7 @@ mod tests {
             ),
             (
                 "p_execute 3 sample_rs1",
-                "p_execute takes TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]; expected NAME:MEMORY_KB, got \"sample_rs1\"",
+                "p_execute takes TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]; expected NAME:MEMORY_KB, or NAME then a JSON input (TIMES NAME JSON|@FILE), got \"sample_rs1\" alone",
             ),
             (
                 "p_execute 3 sample_rs1:1.5",
@@ -655,10 +668,66 @@ mod tests {
                 "execute sample_rs1 {\"burn_ms\": 5",
                 "execute takes NAME JSON...; JSON is not JSON (EOF while parsing an object at line 1 column 13): {\"burn_ms\": 5",
             ),
+            (
+                "execute sample_rs1 @input.json",
+                "execute takes NAME JSON...; @input.json is read beside the cmds file, and this text came from none: give an absolute path",
+            ),
+            (
+                "execute sample_rs1 @/nonexistent/input.json",
+                "execute takes NAME JSON...; cannot read the input /nonexistent/input.json: No such file or directory (os error 2)",
+            ),
+            (
+                "p_execute 10001 sample_rs1 {}",
+                "p_execute takes TIMES NAME:MEMORY_KB [NAME:MEMORY_KB...]; the line would put 10001 × 1 skills = 10001 requests in flight, more than --max-in-flight 10000; lower TIMES or raise --max-in-flight",
+            ),
         ];
         for (line, message) in cases {
             assert_eq!(errors(line), format!("test.cmds:1: {message}"), "{line:?}");
         }
+    }
+
+    #[test]
+    fn a_json_input_is_read_from_the_line_or_from_a_file_beside_the_cmds_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("one_chunk.json"),
+            "{\n  \"memory\": 65536,\n  \"chunk_kb\":  65536\n}\n",
+        )
+        .unwrap();
+        let cmds = dir.path().join("twin.cmds");
+        std::fs::write(
+            &cmds,
+            "p_execute 10 sample_py1 @one_chunk.json\np_execute 3 sample_rs1 {\"memory\": 8}\n",
+        )
+        .unwrap();
+        let plan = read(&cmds, InFlightCap::DEFAULT).unwrap();
+        let commands: Vec<_> = plan.entries.iter().map(|e| &e.command).collect();
+        assert_eq!(
+            commands,
+            [
+                &Execute {
+                    name: "sample_py1".into(),
+                    input: r#"{"chunk_kb":65536,"memory":65536}"#.into(),
+                    times: 10,
+                },
+                &Execute {
+                    name: "sample_rs1".into(),
+                    input: r#"{"memory":8}"#.into(),
+                    times: 3,
+                },
+                &Stop,
+            ]
+        );
+        // The entry is named by the line as written, the file's name and not its text.
+        assert_eq!(plan.entries[0].name, "p_execute 10 sample_py1 @one_chunk.json");
+        std::fs::write(dir.path().join("one_chunk.json"), "{\"memory\": ").unwrap();
+        let refused = read(&cmds, InFlightCap::DEFAULT).unwrap_err().to_string();
+        assert!(
+            refused.contains("twin.cmds:1: p_execute takes")
+                && refused.contains("JSON is not JSON (EOF while parsing a value at line 1 column 11) in ")
+                && refused.contains("one_chunk.json: {\"memory\":"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -250,13 +250,7 @@ fn check(args: &PoolArgs) -> Result<Vec<PoolConfig>> {
         args.p99_ms.is_some() || args.goal != Goal::Peak,
         "--goal peak needs the latency target its rates are held to: --p99-ms MS"
     );
-    let text = fs::read_to_string(&args.cmds)
-        .with_context(|| format!("reading {}", args.cmds.display()))?;
-    let plan = cmds::parse(
-        &args.cmds.display().to_string(),
-        &text,
-        InFlightCap::DEFAULT,
-    )?;
+    let plan = cmds::read(&args.cmds, InFlightCap::DEFAULT)?;
     ensure!(
         plan.entries.iter().any(|entry| entry.command.executes()),
         "{}: no execute line: the experiment measures the workload's executions",

@@ -181,9 +181,15 @@ impl Workload {
                 outcome.executed(name, timed_execute(&self.client, name, &input).await);
                 Ok(())
             }
-            Command::Execute { name, input } => {
+            Command::Execute { name, input, times } => {
                 let input: Value = serde_json::from_str(input).context("the checked JSON")?;
-                outcome.executed(name, timed_execute(&self.client, name, &input).await);
+                match times {
+                    1 => outcome.executed(name, timed_execute(&self.client, name, &input).await),
+                    _ => {
+                        let each = (0..*times).map(|_| (name.clone(), input.clone()));
+                        self.execute_at_once(each, outcome).await;
+                    }
+                }
                 Ok(())
             }
             Command::ExecuteAll {

@@ -2,7 +2,8 @@
 //! spends a requested time on the CPU, so the profiler has known memory, CPU and wait costs to
 //! find and attribute.
 //!
-//! Input: `{"topic": str, "memory": KiB, "wait_time": ms, "burn_ms": ms}`, all optional.
+//! Input: `{"topic": str, "memory": KiB, "chunk_kb": KiB, "wait_time": ms, "burn_ms": ms}`, all
+//! optional.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -26,6 +27,11 @@ struct Input {
     /// KiB to hold resident.
     #[serde(default)]
     memory: u32,
+    /// KiB per chunk; 0 (the default) draws each chunk's size from 100-300 KiB, as the 2024
+    /// skill did. `chunk_kb` = `memory` makes one allocation of the whole: the 2024 study's
+    /// single-chunk twin of mem_chunks_2.
+    #[serde(default)]
+    chunk_kb: u32,
     /// Milliseconds to wait while holding it.
     #[serde(default)]
     wait_time: u32,
@@ -42,7 +48,7 @@ fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure> {
             "memory must be at most {MAX_MEMORY_KB} KiB, the size of a 32-bit linear memory"
         )));
     }
-    let chunks = chunk_sizes(input.memory, &mut XorShift::seeded())
+    let chunks = chunk_sizes(input.memory, input.chunk_kb, &mut XorShift::seeded())
         .into_iter()
         .map(resident_chunk)
         .collect::<Result<Vec<_>, _>>()?;
@@ -64,12 +70,17 @@ fn run(input: Vec<u8>) -> Result<Vec<u8>, Failure> {
 
 skill_world::export_skill!(run);
 
-/// Random sizes while at least a full chunk is left; the last chunk takes the remainder.
-fn chunk_sizes(total_kb: u32, rng: &mut XorShift) -> Vec<u32> {
+/// Sizes of `chunk_kb`, or random ones when it is 0, while at least a full chunk is left; the
+/// last chunk takes the remainder.
+fn chunk_sizes(total_kb: u32, chunk_kb: u32, rng: &mut XorShift) -> Vec<u32> {
     let mut sizes = Vec::new();
     let mut left = total_kb;
-    while left >= CHUNK_MAX_KB {
-        let kb = rng.between(CHUNK_MIN_KB, CHUNK_MAX_KB);
+    let full = if chunk_kb == 0 { CHUNK_MAX_KB } else { chunk_kb };
+    while left >= full {
+        let kb = match chunk_kb {
+            0 => rng.between(CHUNK_MIN_KB, CHUNK_MAX_KB),
+            kb => kb,
+        };
         sizes.push(kb);
         left -= kb;
     }
