@@ -818,6 +818,11 @@ mod tests {
                 wait_ms: 0,
                 times: 1,
             },
+            Execute {
+                name: none(),
+                input: none(),
+                times: 1,
+            },
             DropCachedSkill(None),
             DeleteSkill(None),
             Stop,

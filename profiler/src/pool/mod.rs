@@ -128,7 +128,7 @@ fn long_about() -> String {
         "{LONG_ABOUT}{}\n\nExamples:\n  sudo skillprof pool cmds/pool.cmds\n  \
              sudo skillprof pool cmds/pool.cmds --knob keep-resident=0,1M --knob decommit-batch=1,8\n  \
              sudo skillprof pool cmds/pool_rate.cmds --goal peak --p99-ms 20 --knob keep-resident=0,4M\n  \
-             sudo skillprof pool cmds/mem_chunks_2.cmds --goal memory --p99-ms 2000 --rounds 3",
+             sudo skillprof pool cmds/pool_chunks.cmds --goal memory --p99-ms 2000 --rounds 3",
         knobs::help()
     )
 }
