@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod cli;
 pub mod cli_reference;
 pub mod cmds;
+pub mod component;
 pub mod explain;
 pub mod generated_docs;
 pub mod hostctl;

@@ -1216,3 +1216,112 @@ fn trim_gives_back_what_malloc_kept_by_route_and_by_ptrace() {
     );
     assert!(!out.exists(), "a refused run left {}", out.display());
 }
+
+/// A built sample, standing in for a component a user brings.
+fn built_component(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../build/skills")
+        .join(path)
+}
+
+/// `add FILE [NAME]` and `p_add N FILE` register a component the user brings, named after
+/// its file or as told, and send it nothing; `execute` and `p_execute` give it its own input.
+#[test]
+fn a_users_component_is_added_by_file_and_run_with_its_own_input() {
+    common::require_root("the probes, which attribute each request to its skill");
+    let dir = tempfile::tempdir().unwrap();
+    fs::copy(
+        built_component("sample_rs.wasm"),
+        dir.path().join("weather.wasm"),
+    )
+    .unwrap();
+    let cmds_file = write_cmds(
+        dir.path(),
+        "own.cmds",
+        "add weather.wasm\np_add 2 weather.wasm\nadd weather.wasm forecast\nskills\n\
+         execute forecast {\"topic\": \"rain\", \"memory\": 64}\n\
+         p_execute 3 weather2 {\"memory\": 512, \"chunk_kb\": 512}\n",
+    );
+    let (_, folder) = run_ok(&cmds_file, &dir.path().join("runs"), &[]);
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let (cmd, executions, errors) = (
+        column(&header, "cmd"),
+        column(&header, "executions"),
+        column(&header, "request_errors"),
+    );
+    let row = |name: &str| {
+        rows.iter()
+            .find(|row| row[cmd] == name)
+            .unwrap_or_else(|| panic!("no entry {name}: {rows:?}"))
+    };
+    // The adds send nothing: what a skill accepts is the user's to say.
+    for add in [
+        "add weather.wasm",
+        "p_add 2 weather.wasm",
+        "add weather.wasm forecast",
+    ] {
+        assert_eq!(row(add)[executions], "0", "{add}");
+        assert_eq!(row(add)[errors], "0", "{add}");
+    }
+    let execute = row("execute forecast {\"topic\": \"rain\", \"memory\": 64}");
+    assert_eq!((&*execute[executions], &*execute[errors]), ("1", "0"));
+    let burst = row("p_execute 3 weather2 {\"memory\": 512, \"chunk_kb\": 512}");
+    assert_eq!((&*burst[executions], &*burst[errors]), ("3", "0"));
+    let (skills_header, skills) = read_csv(&folder.join("skills.csv"));
+    let skill = column(&skills_header, "skill");
+    let named: std::collections::BTreeSet<&str> =
+        skills.iter().map(|row| row[skill].as_str()).collect();
+    assert!(
+        named.contains("forecast") && named.contains("weather2"),
+        "{named:?}"
+    );
+}
+
+/// A file that is not a component, and a component of another world, are refused before
+/// anything starts, each named with what it is.
+#[test]
+fn a_component_the_host_cannot_serve_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::copy(
+        built_component("pharia-skill/sample_rs.wasm"),
+        dir.path().join("pharia.wasm"),
+    )
+    .unwrap();
+    fs::write(dir.path().join("notes.wasm"), "just notes\n").unwrap();
+    let runs = dir.path().join("runs");
+    for (text, says) in [
+        ("add_rs\nadd pharia.wasm\n", "own.cmds:2: "),
+        ("add notes.wasm\n", "own.cmds:1: add takes FILE [NAME]; "),
+        (
+            "p_add 2 missing.wasm\n",
+            "own.cmds:1: p_add takes N FILE; cannot read ",
+        ),
+        (
+            "add pharia.wasm a/b\n",
+            "NAME \"a/b\" must be ASCII letters",
+        ),
+    ] {
+        let cmds_file = write_cmds(dir.path(), "own.cmds", text);
+        let output = run(&cmds_file, &runs, &["--no-probes"]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(says),
+            "{text}: {stderr}"
+        );
+        assert!(!runs.exists(), "{text}: nothing started");
+    }
+    let cmds_file = write_cmds(dir.path(), "own.cmds", "add pharia.wasm\n");
+    let stderr =
+        String::from_utf8_lossy(&run(&cmds_file, &runs, &["--no-probes"]).stderr).into_owned();
+    assert!(
+        stderr.contains(
+            "pharia.wasm is a pharia:skill@0.2 component, and the host profile \
+             skillhost serves skillprof:skill components"
+        ),
+        "{stderr}"
+    );
+    let cmds_file = write_cmds(dir.path(), "own.cmds", "add notes.wasm\n");
+    let stderr =
+        String::from_utf8_lossy(&run(&cmds_file, &runs, &["--no-probes"]).stderr).into_owned();
+    assert!(stderr.contains("notes.wasm is not WebAssembly"), "{stderr}");
+}

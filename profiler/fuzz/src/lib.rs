@@ -12,8 +12,11 @@ use skillprof::output::harness_log::RunLog;
 use skillprof::report::read::Run;
 
 /// The cmds language: any text is a plan or a list of the bad lines, never a panic; and a
-/// plan's entries, written back as the harness logs them, parse to the same plan.
+/// plan's entries, written back as the harness logs them, parse to the same plan. The text is
+/// read as a file in the repository's cmds/ folder, so its `add FILE` and `@FILE` lines reach
+/// the components and inputs there.
 pub fn cmds(text: &str) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cmds");
     fn commands(plan: &Plan) -> Vec<(u32, Command)> {
         plan.entries
             .iter()
@@ -22,7 +25,7 @@ pub fn cmds(text: &str) {
     }
     // The cap changes which lines are valid: the default and a tight one.
     for cap in [InFlightCap::DEFAULT, InFlightCap::new(2)] {
-        let Ok(plan) = cmds::parse("fuzz.cmds", text, cap) else {
+        let Ok(plan) = cmds::parse_in("fuzz.cmds", &dir, text, cap) else {
             continue;
         };
         let logged: String = plan
@@ -31,7 +34,7 @@ pub fn cmds(text: &str) {
             .filter(|entry| entry.line.is_some())
             .map(|entry| format!("{}\n", entry.name))
             .collect();
-        let again = cmds::parse("logged.cmds", &logged, cap)
+        let again = cmds::parse_in("logged.cmds", &dir, &logged, cap)
             .unwrap_or_else(|error| panic!("a plan's own lines do not parse: {error}\n{logged}"));
         assert_eq!(commands(&again), commands(&plan), "{logged}");
     }

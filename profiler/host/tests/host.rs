@@ -356,7 +356,12 @@ async fn the_pydantic_sample_does_sample_pys_work_and_validates_with_pydantic() 
     );
     assert_eq!(answer["memory_kb"], 1000);
     assert_eq!(answer["wait_ms"], 20);
-    let one = run_ok(&host, "sample_py1", &json!({"memory": 1000, "chunk_kb": 1000})).await;
+    let one = run_ok(
+        &host,
+        "sample_py1",
+        &json!({"memory": 1000, "chunk_kb": 1000}),
+    )
+    .await;
     assert_eq!(one["chunks"], 1, "{one}");
     let defaults = run_ok(&host, "sample_py1", &json!({"extra": 1})).await;
     assert_eq!(defaults["greeting"], "Hello world, from sample_py_pydantic");

@@ -5,7 +5,9 @@ use super::in_flight::InFlightCap;
 use super::lexer::python_int;
 use crate::band::Band;
 use std::fmt::Display;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::component::{self, Exports};
 
 /// The topic `execute_all` and `p_execute_all` send when the line names none: the sample
 /// skill answers a greeting naming the topic, so this makes it say "Hello, World".
@@ -15,6 +17,17 @@ pub const DEFAULT_TOPIC: &str = "World";
 /// NAME and TOPIC are the tokens as written: `execute_all 42` greets the topic "42".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
+    /// Register a component the user brings (a skillprof extension): under NAME (`add FILE
+    /// NAME`), or `count` copies named after the file (`add FILE`: `weather1`; `p_add N
+    /// FILE`: the next N), all at once, and wait until the host lists them. No request is
+    /// sent: what a skill accepts is the user's to say, so its first `execute` compiles it.
+    /// The file is read when the cmds file is checked: `exports` says its world.
+    AddFile {
+        file: PathBuf,
+        name: Option<String>,
+        count: u32,
+        exports: Exports,
+    },
     /// Register one more copy of the Python sample skill, wait until it is listed, execute it once.
     AddPy,
     /// Same for the Rust sample skill.
@@ -187,7 +200,8 @@ impl Command {
     pub fn writes_skills(&self) -> bool {
         matches!(
             self,
-            Command::AddPy
+            Command::AddFile { .. }
+                | Command::AddPy
                 | Command::AddRs
                 | Command::PAddPy(_)
                 | Command::PAddRs(_)
@@ -250,6 +264,30 @@ const fn takes(
 }
 
 const SIGNATURES: &[Signature] = &[
+    takes("add", "FILE [NAME]", |args| {
+        let (file, exports) = args.component(0)?;
+        let name = args.text(1).map(|name| args.skill_name(name)).transpose()?;
+        if name.is_none() {
+            args.stem(&file)?;
+        }
+        Ok(Command::AddFile {
+            file,
+            name,
+            count: 1,
+            exports,
+        })
+    }),
+    takes("p_add", "N FILE", |args| {
+        let count = args.required_count(0)?;
+        let (file, exports) = args.component(1)?;
+        args.stem(&file)?;
+        Ok(Command::AddFile {
+            file,
+            name: None,
+            count,
+            exports,
+        })
+    }),
     takes("add_py", "", |_| Ok(Command::AddPy)),
     takes("add_rs", "", |_| Ok(Command::AddRs)),
     takes("p_add_py", "N", |args| {
@@ -633,6 +671,57 @@ impl<'a> Args<'a> {
         Ok(seconds)
     }
 
+    /// The file a line names, from the cmds file's folder unless absolute. `written`: as the
+    /// line wrote it, for the error.
+    fn path(&self, file: &str, written: &str) -> Result<PathBuf, String> {
+        let file = Path::new(file);
+        match self.dir {
+            _ if file.is_absolute() => Ok(file.to_path_buf()),
+            Some(dir) => Ok(dir.join(file)),
+            None => Err(self.problem(format!(
+                "{written} is read beside the cmds file, and this text came from none: give an \
+                 absolute path"
+            ))),
+        }
+    }
+
+    /// The component file at `index` and its exports, read now so that a missing file or one
+    /// that is not a component fails before anything runs.
+    fn component(&self, index: usize) -> Result<(PathBuf, Exports), String> {
+        let file = self.path(self.tokens[index], self.tokens[index])?;
+        let exports = component::read(&file).map_err(|why| self.problem(why))?;
+        Ok((file, exports))
+    }
+
+    /// A skill's name as a host registers it (`<name>.wasm` in its folder, a path segment in
+    /// its routes): ASCII letters, digits, `_` and `-`.
+    fn skill_name(&self, name: String) -> Result<String, String> {
+        let fits = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        match fits {
+            true => Ok(name),
+            false => Err(self.problem(format!(
+                "NAME {name:?} must be ASCII letters, digits, _ and -, as a skill file's name is"
+            ))),
+        }
+    }
+
+    /// The name copies of `file` are numbered after: its stem, which must itself be a name.
+    fn stem(&self, file: &Path) -> Result<String, String> {
+        let stem = file
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.skill_name(stem.clone()).map_err(|_| {
+            self.problem(format!(
+                "copies are named after the file, and {stem:?} is not a skill's name (ASCII \
+                 letters, digits, _ and -): rename the file, or give NAME (add FILE NAME)"
+            ))
+        })
+    }
+
     /// A JSON input from `index` on: the rest of the line, or `@FILE` alone, read now so that
     /// a missing file or bad JSON fails before anything runs. The lexer split the line at
     /// whitespace, which JSON ignores between its tokens (a run of spaces inside a string
@@ -641,18 +730,7 @@ impl<'a> Args<'a> {
         let rest = &self.tokens[index..];
         let (text, from) = match rest {
             [file] if file.starts_with('@') => {
-                let file = Path::new(&file[1..]);
-                let path = match self.dir {
-                    _ if file.is_absolute() => file.to_path_buf(),
-                    Some(dir) => dir.join(file),
-                    None => {
-                        return Err(self.problem(format!(
-                            "@{} is read beside the cmds file, and this text came from none: \
-                             give an absolute path",
-                            file.display()
-                        )));
-                    }
-                };
+                let path = self.path(&file[1..], file)?;
                 let text = std::fs::read_to_string(&path).map_err(|e| {
                     self.problem(format!("cannot read the input {}: {e}", path.display()))
                 })?;

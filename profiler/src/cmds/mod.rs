@@ -69,7 +69,7 @@ pub fn read(path: &Path, cap: InFlightCap) -> anyhow::Result<Plan> {
     let text = fs::read_to_string(path)
         .with_context(|| format!("cannot read the cmds file {}", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    Ok(validate(&path.display().to_string(), Some(dir), &text, cap)?)
+    Ok(parse_in(&path.display().to_string(), dir, &text, cap)?)
 }
 
 /// Validates the whole of `text` and reports every bad line, so that one edit fixes them all.
@@ -77,6 +77,12 @@ pub fn read(path: &Path, cap: InFlightCap) -> anyhow::Result<Plan> {
 /// has no folder of its own.
 pub fn parse(file: &str, text: &str, cap: InFlightCap) -> Result<Plan, InvalidCmds> {
     validate(file, None, text, cap)
+}
+
+/// [`parse`] for text that reads its `@FILE` inputs and component files from `dir`, as a cmds
+/// file in `dir` does.
+pub fn parse_in(file: &str, dir: &Path, text: &str, cap: InFlightCap) -> Result<Plan, InvalidCmds> {
+    validate(file, Some(dir), text, cap)
 }
 
 fn validate(
@@ -187,7 +193,8 @@ mod tests {
     #[test]
     fn traffic_lines_read_their_rate_arrivals_and_bounds() {
         let cap = InFlightCap::DEFAULT;
-        let open = Command::parse("o_execute", &["hello", "2000", "10", "poisson"], cap, None).unwrap();
+        let open =
+            Command::parse("o_execute", &["hello", "2000", "10", "poisson"], cap, None).unwrap();
         assert_eq!(
             open,
             Command::Traffic(command::Traffic {
@@ -201,7 +208,8 @@ mod tests {
                 wait_ms: 0,
             })
         );
-        let closed = Command::parse("c_execute", &["hello", "150", "20", "100"], cap, None).unwrap();
+        let closed =
+            Command::parse("c_execute", &["hello", "150", "20", "100"], cap, None).unwrap();
         assert!(matches!(
             closed,
             Command::Traffic(command::Traffic {
@@ -215,8 +223,13 @@ mod tests {
         assert!(refused(&["hello", "10", "5", "bursty"]).contains("constant or poisson"));
         assert!(refused(&["hello", "10", "99999"]).contains("SECONDS must be at most"));
         assert!(refused(&["hello", "2000000", "5"]).contains("RATE must be at most"));
-        let from_locust =
-            Command::parse("lo_execute", &["hello", "3000", "10", "3", "poisson"], cap, None).unwrap();
+        let from_locust = Command::parse(
+            "lo_execute",
+            &["hello", "3000", "10", "3", "poisson"],
+            cap,
+            None,
+        )
+        .unwrap();
         assert_eq!(
             from_locust,
             Command::LExecuteAll(command::Load {
@@ -240,6 +253,7 @@ mod tests {
         assert!(refused(&["hello", "100", "5"]).contains("WORKERS"));
     }
     use crate::band::Band;
+    use crate::component::Exports;
     use Command::*;
 
     fn plan(text: &str) -> Plan {
@@ -514,7 +528,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"frobnicate\"; the commands are add, p_add, add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -602,7 +616,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"5\"; the commands are add, p_add, add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),
@@ -719,15 +733,81 @@ mod tests {
             ]
         );
         // The entry is named by the line as written, the file's name and not its text.
-        assert_eq!(plan.entries[0].name, "p_execute 10 sample_py1 @one_chunk.json");
+        assert_eq!(
+            plan.entries[0].name,
+            "p_execute 10 sample_py1 @one_chunk.json"
+        );
         std::fs::write(dir.path().join("one_chunk.json"), "{\"memory\": ").unwrap();
         let refused = read(&cmds, InFlightCap::DEFAULT).unwrap_err().to_string();
         assert!(
             refused.contains("twin.cmds:1: p_execute takes")
-                && refused.contains("JSON is not JSON (EOF while parsing a value at line 1 column 11) in ")
+                && refused.contains(
+                    "JSON is not JSON (EOF while parsing a value at line 1 column 11) in "
+                )
                 && refused.contains("one_chunk.json: {\"memory\":"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn a_users_component_is_read_when_the_file_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/skills/sample_rs.wasm");
+        for name in ["weather.wasm", "my.skill.wasm"] {
+            std::fs::copy(&built, dir.path().join(name)).unwrap();
+        }
+        std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+        let cmds = dir.path().join("own.cmds");
+        let read_back = |text: &str| {
+            std::fs::write(&cmds, text).unwrap();
+            read(&cmds, InFlightCap::DEFAULT).map_err(|e| e.to_string())
+        };
+        let plan =
+            read_back("add weather.wasm\np_add 3 weather.wasm\nadd my.skill.wasm sky\n").unwrap();
+        let run = Exports(vec!["run".to_owned()]);
+        assert_eq!(
+            plan.entries[..3]
+                .iter()
+                .map(|e| &e.command)
+                .collect::<Vec<_>>(),
+            [
+                &AddFile {
+                    file: dir.path().join("weather.wasm"),
+                    name: None,
+                    count: 1,
+                    exports: run.clone(),
+                },
+                &AddFile {
+                    file: dir.path().join("weather.wasm"),
+                    name: None,
+                    count: 3,
+                    exports: run.clone(),
+                },
+                &AddFile {
+                    file: dir.path().join("my.skill.wasm"),
+                    name: Some("sky".to_owned()),
+                    count: 1,
+                    exports: run,
+                },
+            ]
+        );
+        for (text, says) in [
+            (
+                "add my.skill.wasm\n",
+                "add takes FILE [NAME]; copies are named after the file, and \"my.skill\" is not a skill's name (ASCII letters, digits, _ and -): rename the file, or give NAME (add FILE NAME)",
+            ),
+            (
+                "add core.wasm\n",
+                "is a core WebAssembly module, not a component; wrap it with `wasm-tools component new`, or build it for wasm32-wasip2",
+            ),
+            (
+                "p_add 0 weather.wasm\n",
+                "p_add takes N FILE; N must be at least 1, got 0",
+            ),
+        ] {
+            let refused = read_back(text).unwrap_err();
+            assert!(refused.contains(says), "{text}: {refused}");
+        }
     }
 
     #[test]

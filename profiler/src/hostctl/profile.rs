@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
+use crate::component::Exports;
 pub use crate::record::profile::{
     Dialect, ExecuteBody, HostProfile, Listing, Registry, RegistryRoutes, Route, Routes,
     SkillWorld, Start,
@@ -34,6 +35,21 @@ const BUILT_IN: [(&str, &str); 4] = [
 ];
 
 impl SkillWorld {
+    /// The world a component was built for, read from its exports; `None` for one of no world
+    /// a profile names.
+    pub fn of(exports: &Exports) -> Option<SkillWorld> {
+        let exported = |prefix: &str| exports.0.iter().any(|name| name.starts_with(prefix));
+        if exported("wasi:http/incoming-handler@0.2") {
+            Some(SkillWorld::WasiHttp)
+        } else if exported("pharia:skill/skill-handler@0.2") {
+            Some(SkillWorld::Pharia)
+        } else if exports.0.iter().any(|name| name == "run") {
+            Some(SkillWorld::Skillprof)
+        } else {
+            None
+        }
+    }
+
     /// The folder under the sample-skills directory that holds this world's components.
     pub fn samples_folder(self) -> &'static str {
         match self {

@@ -10,6 +10,7 @@ use chrono::{DateTime, Local};
 
 use crate::band::Band;
 use crate::cmds::{Command, InFlightCap, Plan};
+use crate::hostctl::profile::SkillWorld;
 use crate::hostctl::{
     Cores, HostProcess, HostProfile, HostSpec, PythonSample, SampleSkills, SkillsDir, TrimBy,
     attach, trim,
@@ -115,6 +116,7 @@ impl RunConfig {
         })?;
         let trim_by = trim_by(&args, &plan, &profile)?;
         let world = profile.registry.world;
+        served(&args, &plan, world)?;
         let samples = match &args.samples {
             Some(dir) => Some(SampleSkills::new(dir, world)),
             // A host attached without --skills-dir is given no skill (attach_host checks the
@@ -276,6 +278,40 @@ fn require_limits_usable(memory_max: Option<u64>, sysctl: Option<u64>, plan: &Pl
     };
     if !crate::system::running_as_root() {
         anyhow::bail!("{why}, which needs root: run as root (e.g. `sudo skillprof run ...`)");
+    }
+    Ok(())
+}
+
+/// Refuses a plan that adds a component of a world the host does not serve: the host would
+/// list it and fail every request to it.
+fn served(args: &RunArgs, plan: &Plan, world: SkillWorld) -> Result<()> {
+    for entry in &plan.entries {
+        let Command::AddFile { file, exports, .. } = &entry.command else {
+            continue;
+        };
+        let built_for = SkillWorld::of(exports);
+        if built_for == Some(world) {
+            continue;
+        }
+        let what = match built_for {
+            Some(other) => format!("a {other} component"),
+            None => format!(
+                "a component of no skill world (it exports {})",
+                match exports.0.is_empty() {
+                    true => "nothing".to_owned(),
+                    false => exports.0.join(", "),
+                }
+            ),
+        };
+        anyhow::bail!(
+            "{}:{}: {} is {what}, and the host profile {} serves {world} components (a world-level \
+             `run` for skillprof:skill, the skill-handler interface for pharia:skill@0.2, \
+             incoming-handler for wasi:http/proxy)",
+            args.cmds.display(),
+            entry.line.unwrap_or(0),
+            file.display(),
+            args.host_profile
+        );
     }
     Ok(())
 }

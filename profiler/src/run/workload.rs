@@ -2,8 +2,8 @@
 //! per language, wait-until-listed after adding, one execute after each add, the first name
 //! in sorted order when drop/delete get none. Request failures are counted, never dropped.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
@@ -82,8 +82,9 @@ pub struct Workload {
     routes: RegistryRoutes,
     /// `None` for an attached host whose plan writes no skill file (checked before the run).
     skills: Option<Registry>,
-    added_py: u32,
-    added_rs: u32,
+    /// How many copies were added under each prefix (`sample_py`, a user's file's stem):
+    /// the next copy's number follows.
+    added: BTreeMap<String, u32>,
     /// The skills this run registered and has not deleted. Listings are read as these only,
     /// so that an attached host's own skills are never executed or deleted.
     ours: BTreeSet<String>,
@@ -138,8 +139,7 @@ impl Workload {
             routes: client.dialect().routes.registry()?,
             client,
             skills,
-            added_py: 0,
-            added_rs: 0,
+            added: BTreeMap::new(),
             ours: BTreeSet::new(),
             pid,
             settings,
@@ -157,6 +157,19 @@ impl Workload {
     /// directory cannot be written); failed requests are counted in `outcome`.
     pub async fn run(&mut self, command: &Command, outcome: &mut Outcome) -> Result<()> {
         match command {
+            Command::AddFile {
+                file, name, count, ..
+            } => {
+                let names = match name {
+                    Some(name) => vec![name.clone()],
+                    None => {
+                        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+                        self.next_names(&stem, *count)
+                    }
+                };
+                self.register(file, names, outcome).await?;
+                Ok(())
+            }
             Command::AddPy => self.add(SkillKind::Python, 1, outcome).await,
             Command::AddRs => self.add(SkillKind::Rust, 1, outcome).await,
             Command::PAddPy(n) => self.add(SkillKind::Python, *n, outcome).await,
@@ -323,25 +336,47 @@ impl Workload {
     /// each once (all at once when several were added), so the entry includes compiling.
     /// Copied in place, the files are listed half-written and finished before executing.
     pub async fn add(&mut self, kind: SkillKind, count: u32, outcome: &mut Outcome) -> Result<()> {
-        let prefix = kind.prefix();
-        let registry = Self::skills(&self.skills)?;
-        let skills = &registry.dir;
-        let (source, counter) = match kind {
-            SkillKind::Python => (&registry.sample_py, &mut self.added_py),
-            SkillKind::Rust => (&registry.sample_rs, &mut self.added_rs),
+        let source = match kind {
+            SkillKind::Python => Self::skills(&self.skills)?.sample_py.clone(),
+            SkillKind::Rust => Self::skills(&self.skills)?.sample_rs.clone(),
         };
-        let mut names = Vec::new();
+        let names = self.next_names(kind.prefix(), count);
+        if let Some(names) = self.register(&source, names, outcome).await? {
+            let input = sample_input(DEFAULT_TOPIC, 0, 0);
+            let each = names.into_iter().map(|name| (name, input.clone()));
+            self.execute_at_once(each, outcome).await;
+        }
+        Ok(())
+    }
+
+    /// The next `count` names after `prefix`: `sample_py3`, `sample_py4`, ...
+    fn next_names(&mut self, prefix: &str, count: u32) -> Vec<String> {
+        let counter = self.added.entry(prefix.to_owned()).or_default();
+        (0..count)
+            .map(|_| {
+                *counter += 1;
+                format!("{prefix}{counter}")
+            })
+            .collect()
+    }
+
+    /// Writes `source` into the skills directory under each name and waits until the host
+    /// lists them all: the names, or `None` when it did not (counted in `outcome`).
+    async fn register(
+        &mut self,
+        source: &Path,
+        names: Vec<String>,
+        outcome: &mut Outcome,
+    ) -> Result<Option<Vec<String>>> {
+        let skills = &Self::skills(&self.skills)?.dir;
         let mut half_copied = Vec::new();
-        for _ in 0..count {
-            *counter += 1;
-            let name = format!("{prefix}{counter}");
+        for name in &names {
             if self.settings.in_place {
-                half_copied.push(skills.begin_in_place(&name, source)?);
+                half_copied.push(skills.begin_in_place(name, source)?);
             } else {
-                skills.add(&name, source)?;
+                skills.add(name, source)?;
             }
             self.ours.insert(name.clone());
-            names.push(name);
         }
         let started = Instant::now();
         let listed = self
@@ -352,14 +387,13 @@ impl Workload {
         for copy in half_copied {
             copy.finish()?;
         }
-        if let Err(error) = listed {
-            outcome.fail(format!("{error:#}"));
-            return Ok(());
+        match listed {
+            Ok(_) => Ok(Some(names)),
+            Err(error) => {
+                outcome.fail(format!("{error:#}"));
+                Ok(None)
+            }
         }
-        let input = sample_input(DEFAULT_TOPIC, 0, 0);
-        let each = names.into_iter().map(|name| (name, input.clone()));
-        self.execute_at_once(each, outcome).await;
-        Ok(())
     }
 
     /// Sends all requests (skill name, input) at once and waits for every answer.

@@ -31,7 +31,7 @@ pub fn under_address_limit(command: &mut std::process::Command, limit: u64) {
     // SAFETY: setrlimit is a plain syscall, safe between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            rustix::process::setrlimit(rustix::process::Resource::As, rlimit.clone())
+            rustix::process::setrlimit(rustix::process::Resource::As, rlimit)
                 .map_err(std::io::Error::from)
         });
     }
