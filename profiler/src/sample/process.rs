@@ -264,24 +264,40 @@ mod tests {
     #[test]
     fn context_switches_are_summed_over_the_threads() {
         let proc_root = Path::new("/proc");
-        let before = at_boundary(proc_root, std::process::id()).unwrap();
+        let pid = std::process::id();
+        let voluntary_of = |status: &str| -> u64 {
+            let text = std::fs::read_to_string(status).unwrap();
+            let line = text
+                .lines()
+                .find(|line| line.starts_with("voluntary_ctxt_switches:"))
+                .unwrap();
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
         // A thread that sleeps gives up its CPU: voluntary switches of a thread that is not
         // the main one, which /proc/PID/status alone would miss.
+        let (slept, asleep) = std::sync::mpsc::channel::<i32>();
         let (go, wait) = std::sync::mpsc::channel::<()>();
         let sleeper = std::thread::spawn(move || {
             for _ in 0..5 {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
+            slept.send(nix::unistd::gettid().as_raw()).unwrap();
             wait.recv().unwrap();
         });
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let during = at_boundary(proc_root, std::process::id()).unwrap();
+        let tid = asleep.recv().unwrap();
+        // Both threads live until `during` is read, so the sum holds their counts at least.
+        // (Not a difference from an earlier sum: the harness's other tests end threads
+        // meanwhile, and an ended thread's switches leave /proc/PID/task.)
+        let sleepers = voluntary_of(&format!("/proc/{pid}/task/{tid}/status"));
+        let leaders = voluntary_of(&format!("/proc/{pid}/status"));
+        let during = at_boundary(proc_root, pid).unwrap();
         go.send(()).unwrap();
         sleeper.join().unwrap();
         let (voluntary, _) = during.switches.unwrap();
+        assert!(sleepers >= 5, "{sleepers}");
         assert!(
-            voluntary >= before.switches.unwrap().0 + 5,
-            "{during:?} after {before:?}"
+            voluntary >= sleepers + leaders,
+            "{during:?}: the sleeper alone had {sleepers}, the leader {leaders}"
         );
     }
 
