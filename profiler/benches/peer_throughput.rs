@@ -34,7 +34,7 @@ use skillprof::hostctl::{
 use skillprof::record::slo::{SloReport, Stage};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
 use skillprof::system::affinity::CpuList;
-use skillprof::traffic::generator::{self, StepPlan};
+use skillprof::traffic::generator::{self, StepPlan, Targets};
 
 mod common;
 use common::{change, skillprof_binary};
@@ -433,8 +433,7 @@ fn main() -> Result<()> {
             runtime.block_on(generator::run(
                 &client,
                 StepPlan {
-                    skill: "hello".into(),
-                    input: serde_json::json!({}),
+                    targets: Targets::one("hello", serde_json::json!({})),
                     load,
                     length: Duration::from_secs(u64::from(options.hey_s)),
                     cpus: Some(generator_cpus.clone()),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 use skillprof::hostctl::{Client, HostProfile, SampleSkills, SkillWorld};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
-use skillprof::traffic::generator::{self, StepPlan};
+use skillprof::traffic::generator::{self, StepPlan, Targets};
 
 mod common;
 use common::{Host, skillprof_binary};
@@ -57,8 +57,7 @@ fn main() -> Result<()> {
     })?;
     let step = |load: Load, seconds: u64| -> Result<TrafficStep> {
         let plan = StepPlan {
-            skill: "hello".into(),
-            input: serde_json::json!({}),
+            targets: Targets::one("hello", serde_json::json!({})),
             load,
             length: Duration::from_secs(seconds),
             cpus: Some(generator_cpu.clone()),

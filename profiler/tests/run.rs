@@ -1224,17 +1224,23 @@ fn built_component(path: &str) -> PathBuf {
         .join(path)
 }
 
-/// `add FILE [NAME]` and `p_add N FILE` register a component the user brings, named after
-/// its file or as told, and send it nothing; `execute` and `p_execute` give it its own input.
-#[test]
-fn a_users_component_is_added_by_file_and_run_with_its_own_input() {
-    common::require_root("the probes, which attribute each request to its skill");
+/// A folder holding `weather.wasm`, a user's component (the Rust sample stands in).
+fn folder_with_weather() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     fs::copy(
         built_component("sample_rs.wasm"),
         dir.path().join("weather.wasm"),
     )
     .unwrap();
+    dir
+}
+
+/// `add FILE [NAME]` and `p_add N FILE` register a component the user brings, named after
+/// its file or as told, and send it nothing; `execute` and `p_execute` give it its own input.
+#[test]
+fn a_users_component_is_added_by_file_and_run_with_its_own_input() {
+    common::require_root("the probes, which attribute each request to its skill");
+    let dir = folder_with_weather();
     let cmds_file = write_cmds(
         dir.path(),
         "own.cmds",
@@ -1277,6 +1283,50 @@ fn a_users_component_is_added_by_file_and_run_with_its_own_input() {
     );
 }
 
+/// `o_mix` sends each request to one skill of the mix, with its own input, in proportion to
+/// the weights: the probes count each skill's calls.
+#[test]
+fn a_mix_sends_each_skill_its_share_of_the_rate() {
+    common::require_root("the probes, which attribute each request to its skill");
+    let dir = folder_with_weather();
+    fs::write(
+        dir.path().join("mix.json"),
+        r#"[{"skill": "weather1", "input": {"topic": "rain", "memory": 64}, "weight": 3},
+            {"skill": "sample_rs1", "input": {}, "weight": 1}]"#,
+    )
+    .unwrap();
+    let cmds_file = write_cmds(
+        dir.path(),
+        "mix.cmds",
+        "add weather.wasm\nadd_rs\nexecute weather1 {}\no_mix mix.json 200 3\n",
+    );
+    let (_, folder) = run_ok(&cmds_file, &dir.path().join("runs"), &[]);
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let mix = rows
+        .iter()
+        .find(|row| row[column(&header, "cmd")].starts_with("o_mix"))
+        .unwrap();
+    assert_eq!(mix[column(&header, "request_errors")], "0", "{mix:?}");
+    let (skills_header, skills) = read_csv(&folder.join("skills.csv"));
+    let calls = |skill: &str| -> i64 {
+        skills
+            .iter()
+            .filter(|row| {
+                row[column(&skills_header, "cmd")].starts_with("o_mix")
+                    && row[column(&skills_header, "skill")] == skill
+                    && row[column(&skills_header, "phase")] == "call"
+            })
+            .map(|row| int(row, "runs"))
+            .sum()
+    };
+    // 600 requests in all, warm-up included: 450 and 150.
+    let (weather, sample) = (calls("weather1"), calls("sample_rs1"));
+    assert!(
+        (445..=455).contains(&weather) && (145..=155).contains(&sample),
+        "weather1 {weather}, sample_rs1 {sample}"
+    );
+}
+
 /// A file that is not a component, and a component of another world, are refused before
 /// anything starts, each named with what it is.
 #[test]
@@ -1288,6 +1338,11 @@ fn a_component_the_host_cannot_serve_is_refused_before_anything_starts() {
     )
     .unwrap();
     fs::write(dir.path().join("notes.wasm"), "just notes\n").unwrap();
+    fs::write(
+        dir.path().join("mix.json"),
+        r#"[{"skill": "weather1", "input": {}, "weight": 1}]"#,
+    )
+    .unwrap();
     let runs = dir.path().join("runs");
     for (text, says) in [
         ("add_rs\nadd pharia.wasm\n", "own.cmds:2: "),
@@ -1299,6 +1354,10 @@ fn a_component_the_host_cannot_serve_is_refused_before_anything_starts() {
         (
             "add pharia.wasm a/b\n",
             "NAME \"a/b\" must be ASCII letters",
+        ),
+        (
+            "add_rs\no_mix mix.json 100 2\n",
+            "own.cmds:2: the mix sends to \"weather1\", and no line before it registers",
         ),
     ] {
         let cmds_file = write_cmds(dir.path(), "own.cmds", text);

@@ -144,15 +144,56 @@ pub struct LoadSchedule {
     pub poisson: bool,
 }
 
-/// What an `o_execute` or `c_execute` line sends.
+/// What an `o_execute`, `c_execute` or `o_mix` line sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Traffic {
-    pub skill: String,
+    pub to: Sends,
     pub load: TrafficLoad,
     /// The whole step; its first fifth warms up and is not measured.
     pub seconds: u32,
-    pub memory_kb: u64,
-    pub wait_ms: u64,
+}
+
+/// Where a traffic line's requests go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sends {
+    /// The sample skills' input to one skill: `o_execute` and `c_execute`.
+    Sample {
+        skill: String,
+        memory_kb: u64,
+        wait_ms: u64,
+    },
+    /// A mix (`o_mix FILE`): each request to one of its skills with that skill's input, in
+    /// proportion to the weights. Skills of weight 0 are left out; at least one is left.
+    Mix {
+        file: PathBuf,
+        skills: Vec<MixSkill>,
+    },
+}
+
+impl Sends {
+    /// The skills it sends to.
+    pub fn skills(&self) -> Vec<&str> {
+        match self {
+            Sends::Sample { skill, .. } => vec![skill],
+            Sends::Mix { skills, .. } => skills.iter().map(|s| s.skill.as_str()).collect(),
+        }
+    }
+}
+
+/// One skill of a mix file: `{"skill": NAME, "input": JSON, "weight": N}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixSkill {
+    pub skill: String,
+    /// Its input, checked JSON written out compactly.
+    #[serde(deserialize_with = "compact_json")]
+    pub input: String,
+    pub weight: u32,
+}
+
+fn compact_json<'de, D: serde::Deserializer<'de>>(from: D) -> Result<String, D::Error> {
+    let value: serde_json::Value = serde::Deserialize::deserialize(from)?;
+    Ok(value.to_string())
 }
 
 /// How a traffic line sends.
@@ -408,14 +449,25 @@ const SIGNATURES: &[Signature] = &[
             let rps = args.rate(1)?;
             let poisson = args.arrivals(3)?;
             Ok(Command::Traffic(Traffic {
-                skill: args.required_text(0),
+                to: Sends::Sample {
+                    skill: args.required_text(0),
+                    memory_kb: args.amount(4)?,
+                    wait_ms: args.amount(5)?,
+                },
                 load: TrafficLoad::Open { rps, poisson },
                 seconds: args.traffic_seconds(2)?,
-                memory_kb: args.amount(4)?,
-                wait_ms: args.amount(5)?,
             }))
         },
     ),
+    takes("o_mix", "FILE RATE SECONDS [ARRIVALS]", |args| {
+        let rps = args.rate(1)?;
+        let poisson = args.arrivals(3)?;
+        Ok(Command::Traffic(Traffic {
+            to: args.mix(0)?,
+            load: TrafficLoad::Open { rps, poisson },
+            seconds: args.traffic_seconds(2)?,
+        }))
+    }),
     takes(
         "c_execute",
         "NAME CONCURRENCY SECONDS [MEMORY_KB] [WAIT_MS]",
@@ -428,11 +480,13 @@ const SIGNATURES: &[Signature] = &[
                 )));
             }
             Ok(Command::Traffic(Traffic {
-                skill: args.required_text(0),
+                to: Sends::Sample {
+                    skill: args.required_text(0),
+                    memory_kb: args.amount(3)?,
+                    wait_ms: args.amount(4)?,
+                },
                 load: TrafficLoad::Closed { concurrency },
                 seconds: args.traffic_seconds(2)?,
-                memory_kb: args.amount(3)?,
-                wait_ms: args.amount(4)?,
             }))
         },
     ),
@@ -720,6 +774,29 @@ impl<'a> Args<'a> {
                  letters, digits, _ and -): rename the file, or give NAME (add FILE NAME)"
             ))
         })
+    }
+
+    /// The mix file at `index`, read now: a JSON array of `{"skill", "input", "weight"}`,
+    /// with a weight above 0 somewhere.
+    fn mix(&self, index: usize) -> Result<Sends, String> {
+        let file = self.path(self.tokens[index], self.tokens[index])?;
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| self.problem(format!("cannot read the mix {}: {e}", file.display())))?;
+        let skills: Vec<MixSkill> = serde_json::from_str(&text).map_err(|e| {
+            self.problem(format!(
+                "the mix {} is not a JSON array of {{\"skill\": NAME, \"input\": JSON, \
+                 \"weight\": N}} ({e})",
+                file.display()
+            ))
+        })?;
+        let skills: Vec<MixSkill> = skills.into_iter().filter(|s| s.weight > 0).collect();
+        if skills.is_empty() {
+            return Err(self.problem(format!(
+                "the mix {} has no skill with a weight above 0: it would send nothing",
+                file.display()
+            )));
+        }
+        Ok(Sends::Mix { file, skills })
     }
 
     /// A JSON input from `index` on: the rest of the line, or `@FILE` alone, read now so that

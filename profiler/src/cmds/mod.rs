@@ -10,12 +10,13 @@ mod in_flight;
 mod lexer;
 
 pub use command::{
-    Command, DEFAULT_TOPIC, FILL_MAX, Load, LoadSchedule, MAX_RPS, MAX_WATCH_S, SkillKind, Traffic,
-    TrafficLoad,
+    Command, DEFAULT_TOPIC, FILL_MAX, Load, LoadSchedule, MAX_RPS, MAX_WATCH_S, MixSkill, Sends,
+    SkillKind, Traffic, TrafficLoad,
 };
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
 use anyhow::Context;
+use std::collections::{BTreeMap, BTreeSet};
 use std::{fmt, fs, path::Path};
 
 /// A valid cmds file: what to run, in order, always ending with [`Command::Stop`].
@@ -24,6 +25,85 @@ pub struct Plan {
     pub entries: Vec<Entry>,
     /// The cmds hash the harness logged for this file (see `cmds/README.md`).
     pub hash: String,
+}
+
+impl Plan {
+    /// The first skill a mix sends to that no earlier line registers, with the entry: on a
+    /// host the run starts, every request to it would fail. Copies are named as the runner
+    /// names them ([`CopyNames`]); after a `fill_py`/`fill_rs`, any copy of that sample may
+    /// be there.
+    pub fn unregistered_mix_skill(&self) -> Option<(&Entry, &str)> {
+        let mut names = CopyNames::default();
+        let mut registered = BTreeSet::new();
+        let mut filled = Vec::new();
+        for entry in &self.entries {
+            let copies = |count: u32| count.saturating_mul(entry.repeat);
+            match &entry.command {
+                Command::AddFile {
+                    name: Some(name), ..
+                } => {
+                    registered.insert(name.clone());
+                }
+                Command::AddFile {
+                    file,
+                    name: None,
+                    count,
+                    ..
+                } => registered.extend(names.next(&CopyNames::stem(file), copies(*count))),
+                Command::AddPy | Command::PAddPy(_) | Command::AddRs | Command::PAddRs(_) => {
+                    let (kind, count) = match entry.command {
+                        Command::AddPy => (SkillKind::Python, 1),
+                        Command::PAddPy(n) => (SkillKind::Python, n),
+                        Command::AddRs => (SkillKind::Rust, 1),
+                        Command::PAddRs(n) => (SkillKind::Rust, n),
+                        _ => unreachable!("matched above"),
+                    };
+                    registered.extend(names.next(kind.prefix(), copies(count)));
+                }
+                Command::Fill { kind, .. } => filled.push(kind.prefix()),
+                Command::Traffic(Traffic {
+                    to: Sends::Mix { skills, .. },
+                    ..
+                }) => {
+                    let missing = skills.iter().map(|s| s.skill.as_str()).find(|skill| {
+                        !registered.contains(*skill)
+                            && !filled.iter().any(|prefix| skill.starts_with(prefix))
+                    });
+                    if let Some(skill) = missing {
+                        return Some((entry, skill));
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// The names copies of a skill get: a prefix and a number counted per prefix from 1
+/// (`sample_py1`, `weather2`), so that a run's runner and a check of its plan name them alike.
+#[derive(Debug, Default)]
+pub struct CopyNames(BTreeMap<String, u32>);
+
+impl CopyNames {
+    /// The next `count` names after `prefix`.
+    pub fn next(&mut self, prefix: &str, count: u32) -> Vec<String> {
+        let counter = self.0.entry(prefix.to_owned()).or_default();
+        (0..count)
+            .map(|_| {
+                *counter += 1;
+                format!("{prefix}{counter}")
+            })
+            .collect()
+    }
+
+    /// The prefix of a component file's copies: its stem (`weather.wasm`: `weather`).
+    pub fn stem(file: &Path) -> String {
+        file.file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 /// One line of the file: measured and logged as one unit, however often it repeats.
@@ -198,14 +278,16 @@ mod tests {
         assert_eq!(
             open,
             Command::Traffic(command::Traffic {
-                skill: "hello".into(),
+                to: Sends::Sample {
+                    skill: "hello".into(),
+                    memory_kb: 0,
+                    wait_ms: 0,
+                },
                 load: TrafficLoad::Open {
                     rps: 2000,
                     poisson: true
                 },
                 seconds: 10,
-                memory_kb: 0,
-                wait_ms: 0,
             })
         );
         let closed =
@@ -214,7 +296,7 @@ mod tests {
             closed,
             Command::Traffic(command::Traffic {
                 load: TrafficLoad::Closed { concurrency: 150 },
-                memory_kb: 100,
+                to: Sends::Sample { memory_kb: 100, .. },
                 ..
             })
         ));
@@ -528,7 +610,7 @@ mod tests {
         let cases = [
             (
                 "frobnicate",
-                "unknown command \"frobnicate\"; the commands are add, p_add, add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"frobnicate\"; the commands are add, p_add, add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, o_mix, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             (
                 "execute_skill sample_py1 Alice abc",
@@ -616,7 +698,7 @@ mod tests {
             ),
             (
                 "4 5 add_py",
-                "unknown command \"5\"; the commands are add, p_add, add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
+                "unknown command \"5\"; the commands are add, p_add, add_py, add_rs, p_add_py, p_add_rs, fill_py, fill_rs, skills, cached_skills, execute_skill, execute, execute_all, p_execute_all, p_execute, o_execute, o_mix, c_execute, l_execute_all, lo_execute, drop_cached_skill, delete_skill, trim, pressure, watch, stop",
             ),
             ("2 stop", "stop takes no repeat count: it ends the workload"),
             ("pressure", "pressure takes BAND; got 0 arguments"),
@@ -749,6 +831,12 @@ mod tests {
         );
     }
 
+    /// `text` as the cmds file `path`, read back.
+    fn written_and_read(path: &Path, text: &str) -> Result<Plan, String> {
+        std::fs::write(path, text).unwrap();
+        read(path, InFlightCap::DEFAULT).map_err(|e| e.to_string())
+    }
+
     #[test]
     fn a_users_component_is_read_when_the_file_is_checked() {
         let dir = tempfile::tempdir().unwrap();
@@ -757,11 +845,7 @@ mod tests {
             std::fs::copy(&built, dir.path().join(name)).unwrap();
         }
         std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
-        let cmds = dir.path().join("own.cmds");
-        let read_back = |text: &str| {
-            std::fs::write(&cmds, text).unwrap();
-            read(&cmds, InFlightCap::DEFAULT).map_err(|e| e.to_string())
-        };
+        let read_back = |text: &str| written_and_read(&dir.path().join("own.cmds"), text);
         let plan =
             read_back("add weather.wasm\np_add 3 weather.wasm\nadd my.skill.wasm sky\n").unwrap();
         let run = Exports(vec!["run".to_owned()]);
@@ -803,6 +887,79 @@ mod tests {
             (
                 "p_add 0 weather.wasm\n",
                 "p_add takes N FILE; N must be at least 1, got 0",
+            ),
+        ] {
+            let refused = read_back(text).unwrap_err();
+            assert!(refused.contains(says), "{text}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_mix_is_read_when_the_file_is_checked_and_names_skills_the_plan_adds() {
+        let dir = tempfile::tempdir().unwrap();
+        let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/skills/sample_rs.wasm");
+        std::fs::copy(&built, dir.path().join("weather.wasm")).unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        write(
+            "mix.json",
+            r#"[{"skill": "weather1", "input": {"topic":  "rain"}, "weight": 3},
+                {"skill": "sample_rs2", "input": {}, "weight": 1},
+                {"skill": "nowhere", "input": {}, "weight": 0}]"#,
+        );
+        write(
+            "zero.json",
+            r#"[{"skill": "weather1", "input": {}, "weight": 0}]"#,
+        );
+        write(
+            "typo.json",
+            r#"[{"skill": "weather1", "inptu": {}, "weight": 1}]"#,
+        );
+        let read_back = |text: &str| written_and_read(&dir.path().join("mix.cmds"), text);
+        let plan =
+            read_back("add weather.wasm\np_add_rs 2\no_mix mix.json 200 5 poisson\n").unwrap();
+        let Traffic(traffic) = &plan.entries[2].command else {
+            panic!("{plan:?}")
+        };
+        // Weight 0 leaves a skill out; inputs are kept as checked JSON.
+        assert_eq!(
+            traffic.to,
+            Sends::Mix {
+                file: dir.path().join("mix.json"),
+                skills: vec![
+                    MixSkill {
+                        skill: "weather1".into(),
+                        input: r#"{"topic":"rain"}"#.into(),
+                        weight: 3
+                    },
+                    MixSkill {
+                        skill: "sample_rs2".into(),
+                        input: "{}".into(),
+                        weight: 1
+                    },
+                ],
+            }
+        );
+        assert_eq!(
+            traffic.load,
+            TrafficLoad::Open {
+                rps: 200,
+                poisson: true
+            }
+        );
+        assert!(plan.unregistered_mix_skill().is_none());
+        // One sample fewer, and the mix names a skill nothing added.
+        let plan = read_back("add weather.wasm\nadd_rs\no_mix mix.json 200 5\n").unwrap();
+        let (entry, skill) = plan.unregistered_mix_skill().unwrap();
+        assert_eq!((entry.line, skill), (Some(3), "sample_rs2"));
+        for (text, says) in [
+            (
+                "o_mix zero.json 10 5\n",
+                "has no skill with a weight above 0: it would send nothing",
+            ),
+            ("o_mix typo.json 10 5\n", "unknown field `inptu`"),
+            (
+                "o_mix none.json 10 5\n",
+                "o_mix takes FILE RATE SECONDS [ARRIVALS]; cannot read the mix",
             ),
         ] {
             let refused = read_back(text).unwrap_err();

@@ -117,6 +117,16 @@ impl RunConfig {
         let trim_by = trim_by(&args, &plan, &profile)?;
         let world = profile.registry.world;
         served(&args, &plan, world)?;
+        // An attached host may serve skills of its own, which a mix may name.
+        if let (None, Some((entry, skill))) = (args.attach, plan.unregistered_mix_skill()) {
+            anyhow::bail!(
+                "{}:{}: the mix sends to {skill:?}, and no line before it registers a skill of \
+                 that name (add FILE NAME, p_add N FILE, add_rs, ...): every request to it \
+                 would fail",
+                args.cmds.display(),
+                entry.line.unwrap_or(0)
+            );
+        }
         let samples = match &args.samples {
             Some(dir) => Some(SampleSkills::new(dir, world)),
             // A host attached without --skills-dir is given no skill (attach_host checks the

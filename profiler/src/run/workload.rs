@@ -2,7 +2,7 @@
 //! per language, wait-until-listed after adding, one execute after each add, the first name
 //! in sorted order when drop/delete get none. Request failures are counted, never dropped.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,9 @@ use anyhow::{Context as _, Result};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
-use crate::cmds::{Command, DEFAULT_TOPIC, InFlightCap, SkillKind, Traffic, TrafficLoad};
+use crate::cmds::{
+    Command, CopyNames, DEFAULT_TOPIC, InFlightCap, Sends, SkillKind, Traffic, TrafficLoad,
+};
 use crate::hostctl::process::monotonic_ns;
 use crate::hostctl::profile::{RegistryRoutes, Route};
 use crate::hostctl::{
@@ -20,7 +22,7 @@ use crate::record::Outcome;
 use crate::record::probes::RequestSpan;
 use crate::record::traffic::{Arrivals, Load};
 use crate::system::affinity::CpuList;
-use crate::traffic::generator::{self, StepPlan};
+use crate::traffic::generator::{self, StepPlan, Target, Targets};
 
 impl Outcome {
     /// Counts one skill execution: its latency, the host's split of it, and its result.
@@ -82,9 +84,8 @@ pub struct Workload {
     routes: RegistryRoutes,
     /// `None` for an attached host whose plan writes no skill file (checked before the run).
     skills: Option<Registry>,
-    /// How many copies were added under each prefix (`sample_py`, a user's file's stem):
-    /// the next copy's number follows.
-    added: BTreeMap<String, u32>,
+    /// The names of the copies added so far, per prefix (`sample_py`, a user's file's stem).
+    added: CopyNames,
     /// The skills this run registered and has not deleted. Listings are read as these only,
     /// so that an attached host's own skills are never executed or deleted.
     ours: BTreeSet<String>,
@@ -139,7 +140,7 @@ impl Workload {
             routes: client.dialect().routes.registry()?,
             client,
             skills,
-            added: BTreeMap::new(),
+            added: CopyNames::default(),
             ours: BTreeSet::new(),
             pid,
             settings,
@@ -162,10 +163,7 @@ impl Workload {
             } => {
                 let names = match name {
                     Some(name) => vec![name.clone()],
-                    None => {
-                        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
-                        self.next_names(&stem, *count)
-                    }
+                    None => self.added.next(&CopyNames::stem(file), *count),
                 };
                 self.register(file, names, outcome).await?;
                 Ok(())
@@ -278,7 +276,7 @@ impl Workload {
                 Ok(())
             }
             Command::Traffic(traffic) => {
-                let step = generator::run(&self.client, self.traffic_plan(traffic)).await;
+                let step = generator::run(&self.client, self.traffic_plan(traffic)?).await;
                 match step {
                     Ok(step) => {
                         outcome.requests += step.sent;
@@ -297,7 +295,9 @@ impl Workload {
                         }
                         outcome.traffic = Some(step);
                     }
-                    Err(error) => outcome.fail(format!("{}: {error:#}", traffic.skill)),
+                    Err(error) => {
+                        outcome.fail(format!("{}: {error:#}", traffic.to.skills().join(", ")))
+                    }
                 }
                 Ok(())
             }
@@ -313,10 +313,30 @@ impl Workload {
     }
 
     /// What a traffic line sends, and from which CPUs.
-    fn traffic_plan(&self, traffic: &Traffic) -> StepPlan {
-        StepPlan {
-            skill: traffic.skill.clone(),
-            input: sample_input(DEFAULT_TOPIC, traffic.memory_kb, traffic.wait_ms),
+    fn traffic_plan(&self, traffic: &Traffic) -> Result<StepPlan> {
+        let targets = match &traffic.to {
+            Sends::Sample {
+                skill,
+                memory_kb,
+                wait_ms,
+            } => Targets::one(skill, sample_input(DEFAULT_TOPIC, *memory_kb, *wait_ms)),
+            Sends::Mix { skills, .. } => {
+                let targets = skills
+                    .iter()
+                    .map(|skill| {
+                        Ok(Target {
+                            skill: skill.skill.clone(),
+                            input: serde_json::from_str(&skill.input)
+                                .context("the checked JSON")?,
+                            weight: skill.weight,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Targets::mix(targets).context("a checked mix has a skill of weight above 0")?
+            }
+        };
+        Ok(StepPlan {
+            targets,
             load: match traffic.load {
                 TrafficLoad::Open { rps, poisson } => Load::Open {
                     rps,
@@ -329,7 +349,7 @@ impl Workload {
             },
             length: Duration::from_secs(u64::from(traffic.seconds)),
             cpus: self.settings.load_cpus.as_ref().map(|cpus| cpus.0.clone()),
-        }
+        })
     }
 
     /// Registers `count` new copies, waits until the host lists them all, then executes
@@ -340,24 +360,13 @@ impl Workload {
             SkillKind::Python => Self::skills(&self.skills)?.sample_py.clone(),
             SkillKind::Rust => Self::skills(&self.skills)?.sample_rs.clone(),
         };
-        let names = self.next_names(kind.prefix(), count);
+        let names = self.added.next(kind.prefix(), count);
         if let Some(names) = self.register(&source, names, outcome).await? {
             let input = sample_input(DEFAULT_TOPIC, 0, 0);
             let each = names.into_iter().map(|name| (name, input.clone()));
             self.execute_at_once(each, outcome).await;
         }
         Ok(())
-    }
-
-    /// The next `count` names after `prefix`: `sample_py3`, `sample_py4`, ...
-    fn next_names(&mut self, prefix: &str, count: u32) -> Vec<String> {
-        let counter = self.added.entry(prefix.to_owned()).or_default();
-        (0..count)
-            .map(|_| {
-                *counter += 1;
-                format!("{prefix}{counter}")
-            })
-            .collect()
     }
 
     /// Writes `source` into the skills directory under each name and waits until the host

@@ -30,7 +30,7 @@ use crate::probes::{ProbeMode, ProbeOptions, ProbeSession};
 use crate::record::slo::{ConfigPeak, HostConfig, SloReport, SloStep, Stage, Target, Verdict};
 use crate::record::traffic::{Arrivals, Load};
 use crate::system::affinity;
-use crate::traffic::generator::{self, StepPlan};
+use crate::traffic::generator::{self, StepPlan, Targets};
 use search::Search;
 
 const LONG_ABOUT: &str = "\
@@ -415,8 +415,7 @@ async fn step(
     }
     let before = evidence::read(pid, started.ledger.as_ref(), cpus)?;
     let plan = StepPlan {
-        skill: SKILL.to_owned(),
-        input: input(args),
+        targets: Targets::one(SKILL, input(args)),
         load: Load::Open {
             rps,
             arrivals: match args.arrivals {

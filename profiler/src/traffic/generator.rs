@@ -1,4 +1,5 @@
-//! The load generator: one step of open- or closed-loop traffic to one skill, on threads of
+//! The load generator: one step of open- or closed-loop traffic to one skill or a weighted
+//! mix of them, on threads of
 //! its own (pinned to the CPUs it is given, so that the host's CPUs are the host's), with a
 //! connection pool of its own.
 //!
@@ -43,8 +44,8 @@ const SEED: u64 = 0x7a1f_f1c0;
 /// What one step sends.
 #[derive(Clone, Debug)]
 pub struct StepPlan {
-    pub skill: String,
-    pub input: Value,
+    /// Where each request goes: one skill, or a mix sent in proportion to its weights.
+    pub targets: Targets,
     pub load: Load,
     /// The whole step, warm-up included.
     pub length: Duration,
@@ -55,6 +56,78 @@ pub struct StepPlan {
 impl StepPlan {
     fn warmup(&self) -> Duration {
         self.length / 5
+    }
+}
+
+/// One skill with its input, and its share of a mix.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub skill: String,
+    pub input: Value,
+    pub weight: u32,
+}
+
+/// The skills a step sends to, at least one, each with a weight above 0.
+#[derive(Clone, Debug)]
+pub struct Targets(Vec<Target>);
+
+impl Targets {
+    /// Every request to `skill` with `input`.
+    pub fn one(skill: impl Into<String>, input: Value) -> Targets {
+        Targets(vec![Target {
+            skill: skill.into(),
+            input,
+            weight: 1,
+        }])
+    }
+
+    /// A mix; `None` when no target has a weight.
+    pub fn mix(targets: Vec<Target>) -> Option<Targets> {
+        let targets: Vec<Target> = targets.into_iter().filter(|t| t.weight > 0).collect();
+        (!targets.is_empty()).then_some(Targets(targets))
+    }
+
+    /// How the step names what it sent to: the skill, or the mix with its weights.
+    pub fn label(&self) -> String {
+        match self.0.as_slice() {
+            [one] => one.skill.clone(),
+            mix => {
+                let parts: Vec<String> = mix
+                    .iter()
+                    .map(|t| format!("{} ×{}", t.skill, t.weight))
+                    .collect();
+                format!("mix: {}", parts.join(", "))
+            }
+        }
+    }
+}
+
+/// Smooth weighted round robin (nginx's): each pick adds every target's weight to its
+/// credit and takes the one with the most, which then pays the total. A mix of 3:1 goes
+/// A A B A, not A A A B: the weights hold over every stretch of the step, not only over all
+/// of it, so a window of it holds the mix too.
+struct Picker {
+    credit: Vec<i64>,
+    total: i64,
+}
+
+impl Picker {
+    fn new(targets: &Targets) -> Picker {
+        Picker {
+            credit: vec![0; targets.0.len()],
+            total: targets.0.iter().map(|t| i64::from(t.weight)).sum(),
+        }
+    }
+
+    fn pick(&mut self, targets: &Targets) -> usize {
+        for (credit, target) in self.credit.iter_mut().zip(&targets.0) {
+            *credit += i64::from(target.weight);
+        }
+        let chosen = (0..self.credit.len())
+            .max_by_key(|&i| (self.credit[i], std::cmp::Reverse(i)))
+            .expect("a mix has a target");
+        self.credit[chosen] -= self.total;
+        chosen
     }
 }
 
@@ -264,9 +337,10 @@ async fn request(client: Client, shared: Arc<Shared>, scheduled: Instant, dispat
         }
         measured
     };
+    let target = &shared.plan.targets.0[shared.picker.lock().unwrap().pick(&shared.plan.targets)];
     let permit = shared.connections.acquire().await;
     let sent = Instant::now();
-    let answer = match client.execute(&shared.plan.skill, &shared.plan.input).await {
+    let answer = match client.execute(&target.skill, &target.input).await {
         Ok(reply) if reply.is_ok() => Answer::Ok,
         Ok(_) => Answer::Status,
         Err(_) => Answer::Transport,
@@ -285,6 +359,8 @@ async fn request(client: Client, shared: Arc<Shared>, scheduled: Instant, dispat
 /// What the tasks of one step share.
 struct Shared {
     plan: StepPlan,
+    /// Which target the next request goes to.
+    picker: Mutex<Picker>,
     recorder: Mutex<Recorder>,
     in_flight: InFlight,
     /// At most [`CONNECTIONS`] requests on the wire (wrk2's connections).
@@ -303,6 +379,7 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
     let start = Instant::now() + START_DELAY;
     let recorder = Mutex::new(Recorder::new(start, &plan)?);
     let shared = Arc::new(Shared {
+        picker: Mutex::new(Picker::new(&plan.targets)),
         plan,
         recorder,
         in_flight: InFlight::default(),
@@ -389,7 +466,7 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
     errors.unanswered = recorder.sent.saturating_sub(answered);
     let fifth = |i: usize| recorder.fifths[i].value_at_quantile(0.5) as f64 / 1e3;
     Ok(TrafficStep {
-        skill: plan.skill.clone(),
+        skill: plan.targets.label(),
         load: plan.load,
         measured_s: (plan.length - plan.warmup()).as_secs_f64(),
         warmup_s: plan.warmup().as_secs_f64(),
@@ -447,4 +524,35 @@ fn thread_cpu() -> Duration {
     let usage = unsafe { usage.assume_init() };
     let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(skill: &str, weight: u32) -> Target {
+        Target {
+            skill: skill.to_owned(),
+            input: serde_json::json!({}),
+            weight,
+        }
+    }
+
+    #[test]
+    fn a_mix_sends_in_proportion_to_its_weights_over_every_stretch() {
+        let mix = Targets::mix(vec![target("a", 3), target("off", 0), target("b", 1)]).unwrap();
+        assert_eq!(mix.label(), "mix: a ×3, b ×1");
+        let mut picker = Picker::new(&mix);
+        let picks: Vec<&str> = (0..4000)
+            .map(|_| mix.0[picker.pick(&mix)].skill.as_str())
+            .collect();
+        // Interleaved, not in runs: the weights hold within each cycle of four.
+        assert_eq!(picks[..8], ["a", "a", "b", "a", "a", "a", "b", "a"]);
+        assert_eq!(picks.iter().filter(|&&s| s == "b").count(), 1000);
+        assert!(Targets::mix(vec![target("off", 0)]).is_none());
+        assert_eq!(
+            Targets::one("hello", serde_json::json!({})).label(),
+            "hello"
+        );
+    }
 }
