@@ -265,25 +265,44 @@ fn a_search_brackets_the_peak_and_says_what_bound_the_step_above_it() {
 
     // The fleet for a rate: capacity reads the experiment beside a run's memory answer (the
     // stored run was made at 2 cores). One CPU count measured: a 2-core server's rate is a
-    // stated range, not a measurement.
+    // stated range, not a measurement. The rate is hello's and the memory sample_rs's: joined
+    // only when told, and then said.
     let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rerender/run");
     let out = dir.path().join("capacity");
-    let output = skillprof()
-        .arg("capacity")
-        .arg(&run)
-        .args(["--memory", "1G", "--kind", "rust", "--cores", "2"])
-        .args(["--rate", "20000", "--fleet-skills", "100", "--slo"])
-        .arg(&folder)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let fleet = |told: &[&str]| {
+        skillprof()
+            .arg("capacity")
+            .arg(&run)
+            .args(["--memory", "1G", "--kind", "rust", "--cores", "2"])
+            .args(["--rate", "20000", "--fleet-skills", "100", "--slo"])
+            .arg(&folder)
+            .arg("--out")
+            .arg(&out)
+            .args(told)
+            .output()
+            .unwrap()
+    };
+    let refused = fleet(&[]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && said.contains("the rate was measured on hello (input {")
+            && said.contains("and the memory on sample_rs: a fleet joined from two skill sets")
+            && said.contains("--mixed-workloads"),
+        "{}",
+        describe(&refused)
+    );
+    assert!(!out.join("capacity.json").exists());
+    let output = fleet(&["--mixed-workloads"]);
     assert!(output.status.success(), "{}", describe(&output));
     let section = String::from_utf8_lossy(&output.stdout);
     assert!(
-        section.contains("### Traffic: 20,000/s within p99 ≤ 10 ms")
+        section.contains("### Traffic: 20,000/s of hello within p99 ≤ 10 ms")
+            && section.contains("The rate's workload: hello with the input `{")
+            && section.contains("**Mixed workloads (--mixed-workloads):** the memory is sample_rs's, the rate hello's")
             && section.contains("so this is a bound, not a measurement")
             && section.contains("server(s)** by rate")
+            && section.contains("The skills of the fleet (Rust, sample_rs)")
             && section.contains("the fleet needs"),
         "{section}"
     );

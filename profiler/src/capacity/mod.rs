@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::cmds::SkillKind;
 use crate::explain;
 use crate::output::entries_jsonl;
+use crate::record::profile::PythonSample;
 use crate::units::{bytes, count};
 use dependence::{Point, Source};
 use model::{
@@ -124,6 +125,12 @@ pub struct CapacityArgs {
     /// fleet the larger of the two counts.
     #[arg(long, value_name = "K", requires = "rate")]
     pub fleet_skills: Option<u64>,
+
+    /// Join a rate and a memory measured on different skills: the fleet answer then says it
+    /// assumed the rate's skill costs the memory of the runs' (refused without it, since a
+    /// fleet joined from two skill sets answers for neither).
+    #[arg(long, requires = "fleet_skills")]
+    pub mixed_workloads: bool,
 }
 
 fn parse_rate(text: &str) -> Result<f64, String> {
@@ -173,9 +180,23 @@ struct Capacity {
 /// The fleet for a rate (and a number of skills).
 #[derive(Serialize)]
 struct Fleet {
+    /// What the rate and the memory were measured on.
+    workload: FleetWorkload,
     rate: traffic::RateCapacity,
     /// With --fleet-skills, per kind: the servers memory needs for them, fewest to most.
     by_memory: Vec<(SkillKind, u64, (u64, u64))>,
+}
+
+/// The skills a fleet answer joins: the rate's, with its input, and the memory's.
+#[derive(Serialize)]
+struct FleetWorkload {
+    /// The component the slo experiments sent to, and what they sent it.
+    rate_skill: String,
+    rate_input: serde_json::Value,
+    /// Per kind the runs answered for, the component their adds registered.
+    memory_skills: Vec<(SkillKind, String)>,
+    /// The rate's skill is not the memory's, and --mixed-workloads joined them.
+    mixed: bool,
 }
 
 #[derive(Serialize)]
@@ -203,9 +224,14 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     }
     let workload = runs
         .iter()
-        .find_map(|(_, workload)| workload.clone())
+        .find_map(|loaded| loaded.workload.clone())
         .unwrap_or_else(|| "FILE.cmds".to_owned());
-    let runs: Vec<RunRecords> = runs.into_iter().map(|(run, _)| run).collect();
+    // Runs from before the choice used the pure-Python sample.
+    let python = runs
+        .iter()
+        .find_map(|loaded| loaded.python)
+        .unwrap_or(PythonSample::Pure);
+    let runs: Vec<RunRecords> = runs.into_iter().map(|loaded| loaded.run).collect();
     let mut stated: Vec<u32> = runs.iter().filter_map(|run| run.cores).collect();
     stated.sort_unstable();
     stated.dedup();
@@ -265,7 +291,7 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let traffic = args
         .rate
-        .map(|rate| fleet(rate, cores, &args.slo, args.fleet_skills, &answered))
+        .map(|rate| fleet(rate, cores, &args, python, &answered))
         .transpose()?;
     let capacity = Capacity {
         runs: runs.iter().map(|run| run.name.clone()).collect(),
@@ -290,22 +316,73 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     Ok(())
 }
 
-/// The servers `rate` needs at `cores` per server, from the slo experiments in `folders`,
-/// and with `skills`, the servers memory needs for them per kind.
+/// The servers `rate` needs at `cores` per server, from the slo experiments of `--slo`, and
+/// with `--fleet-skills`, the servers memory needs for them per kind: refused where the two
+/// were measured on different skills, unless `--mixed-workloads` joins them.
 fn fleet(
     rate: f64,
     cores: u32,
-    folders: &[PathBuf],
-    skills: Option<u64>,
+    args: &CapacityArgs,
+    python: PythonSample,
     kinds: &[KindCapacity],
 ) -> Result<Fleet> {
-    let reports = folders
+    let reports = args
+        .slo
         .iter()
         .map(|folder| {
             let report = crate::slo::read(folder)?;
             Ok((folder.display().to_string(), report))
         })
         .collect::<Result<Vec<_>>>()?;
+    let (_, first) = &reports[0];
+    if let Some((folder, other)) = reports
+        .iter()
+        .find(|(_, r)| r.skill != first.skill || r.input != first.input)
+    {
+        bail!(
+            "{folder} sent {} {}, and {} sent {} {}: one fleet's rate comes from one skill and \
+             input",
+            other.skill,
+            other.input,
+            args.slo[0].display(),
+            first.skill,
+            first.input
+        );
+    }
+    let memory_skills: Vec<(SkillKind, String)> = kinds
+        .iter()
+        .map(|kind| {
+            let component = match kind.predicted.kind {
+                SkillKind::Rust => "sample_rs",
+                SkillKind::Python => python.component(),
+            };
+            (kind.predicted.kind, component.to_owned())
+        })
+        .collect();
+    let mixed = args.fleet_skills.is_some()
+        && memory_skills
+            .iter()
+            .any(|(_, component)| *component != first.skill);
+    if mixed && !args.mixed_workloads {
+        let memory: Vec<&str> = memory_skills.iter().map(|(_, c)| c.as_str()).collect();
+        bail!(
+            "the rate was measured on {} (input {}) and the memory on {}: a fleet joined from \
+             two skill sets answers for neither. Measure both on the same skill (the slo's \
+             --skill, the run's adds), or give --mixed-workloads to join them, assuming each \
+             of the fleet's skills costs the memory of the runs' and serves at {}'s rate",
+            first.skill,
+            first.input,
+            memory.join(" and "),
+            first.skill
+        );
+    }
+    let skills = args.fleet_skills;
+    let workload = FleetWorkload {
+        rate_skill: first.skill.clone(),
+        rate_input: first.input.clone(),
+        memory_skills,
+        mixed,
+    };
     let (points, target) = traffic::points(&reports)?;
     let best = points.iter().max_by_key(|p| p.peak_rps).cloned();
     let latency = best.and_then(|point| traffic::peak_latency_ms(&reports, &point));
@@ -325,6 +402,7 @@ fn fleet(
             .collect(),
     };
     Ok(Fleet {
+        workload,
         rate: traffic::answer(rate, cores, points, target, latency),
         by_memory,
     })
@@ -366,6 +444,17 @@ struct Meta {
     cores: Option<crate::hostctl::Cores>,
     machine: MetaMachine,
     cmds: MetaCmds,
+    #[serde(default)]
+    python_sample: Option<PythonSample>,
+}
+
+/// One run folder as capacity reads it.
+struct Loaded {
+    run: RunRecords,
+    /// The cmds file it ran, as its meta.json names it.
+    workload: Option<String>,
+    /// The component its `add_py` registered, where it says.
+    python: Option<PythonSample>,
 }
 
 #[derive(serde::Deserialize)]
@@ -380,7 +469,7 @@ struct MetaCmds {
 
 /// A run folder, or each run folder inside a folder of them (a sweep's), in name order; with
 /// the workload each ran.
-fn load_all(folder: &Path) -> Result<Vec<(RunRecords, Option<String>)>> {
+fn load_all(folder: &Path) -> Result<Vec<Loaded>> {
     if folder.join(entries_jsonl::FILE).is_file() {
         return Ok(vec![load(folder)?]);
     }
@@ -404,7 +493,7 @@ fn load_all(folder: &Path) -> Result<Vec<(RunRecords, Option<String>)>> {
     inner.iter().map(|path| load(path)).collect()
 }
 
-fn load(folder: &Path) -> Result<(RunRecords, Option<String>)> {
+fn load(folder: &Path) -> Result<Loaded> {
     let path = folder.join(entries_jsonl::FILE);
     let records = entries_jsonl::read(&path).with_context(|| {
         format!(
@@ -424,15 +513,17 @@ fn load(folder: &Path) -> Result<(RunRecords, Option<String>)> {
     let cores = meta
         .as_ref()
         .map(|meta| meta.cores.map_or(meta.machine.cores, |cores| cores.cores));
+    let python = meta.as_ref().and_then(|meta| meta.python_sample);
     let workload = meta.map(|meta| meta.cmds.file);
-    Ok((
-        RunRecords {
+    Ok(Loaded {
+        run: RunRecords {
             name,
             records,
             cores,
         },
         workload,
-    ))
+        python,
+    })
 }
 
 fn kb(kb: f64) -> String {
@@ -651,19 +742,43 @@ fn fleet_words(fleet: &Fleet, kinds: &[KindCapacity]) -> String {
         (fewest, most) if fewest == most => count(fewest as f64),
         (fewest, most) => format!("{} to {}", count(fewest as f64), count(most as f64)),
     };
+    let workload = &fleet.workload;
     let mut text = format!(
-        "\n### Traffic: {}/s within {}\n\nA server's peak within the target: {}. At {} cores a \
-         server serves {per_server}. {}/s needs **{servers} server(s)** by rate.",
+        "\n### Traffic: {}/s of {} within {}\n\nThe rate's workload: {} with the input `{}`. \
+         A server's peak within the target: {}. At {} cores a server serves {per_server}. \
+         {}/s needs **{servers} server(s)** by rate.",
         count(rate.rate_rps),
+        workload.rate_skill,
         rate.target,
+        workload.rate_skill,
+        workload.rate_input,
         measured.join(", "),
         rate.cores,
         count(rate.rate_rps),
     );
+    if workload.mixed {
+        let memory: Vec<&str> = workload
+            .memory_skills
+            .iter()
+            .map(|(_, c)| c.as_str())
+            .collect();
+        let _ = write!(
+            text,
+            " **Mixed workloads (--mixed-workloads):** the memory is {}'s, the rate {}'s; the \
+             fleet assumes each of its skills costs the one and serves at the other.",
+            memory.join(" and "),
+            workload.rate_skill
+        );
+    }
     for (kind, servers, (fewest, most)) in &fleet.by_memory {
+        let component = workload
+            .memory_skills
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map_or("", |(_, c)| c.as_str());
         let name = match kind {
-            SkillKind::Python => "Python",
-            SkillKind::Rust => "Rust",
+            SkillKind::Python => format!("Python, {component}"),
+            SkillKind::Rust => format!("Rust, {component}"),
         };
         let by_rate = rate.servers.1;
         let _ = write!(

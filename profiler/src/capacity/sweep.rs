@@ -175,7 +175,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     }
     let loaded: Vec<_> = super::load_all(&out)?
         .into_iter()
-        .map(|(run, _)| run)
+        .map(|loaded| loaded.run)
         .collect();
     let (points, lacking) = dependence::points(&loaded, kind);
     if let Some((cores, missing)) = lacking.first() {
