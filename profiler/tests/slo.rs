@@ -316,6 +316,61 @@ fn a_search_brackets_the_peak_and_says_what_bound_the_step_above_it() {
     assert_eq!(capacity["traffic"]["rate"]["basis"], "bounded");
 }
 
+/// slo over a component of the user's own, with its own input: the report names it, and an
+/// input the skill refuses stops the experiment at its first request, saying why.
+#[test]
+fn a_users_component_is_served_at_a_rate_with_its_own_input() {
+    require_root(ROOT);
+    let _one = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let weather = dir.path().join("weather.wasm");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/skills/sample_rs.wasm"),
+        &weather,
+    )
+    .unwrap();
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, r#"{"topic": "rain", "memory": 64}"#).unwrap();
+    let folder = dir.path().join("slo");
+    // One step of 100/s to the component, with `input` and into `folder`.
+    let serve = |input: &str, folder: &std::path::Path| {
+        skillprof()
+            .args([
+                "slo",
+                "--target",
+                "p99<=50ms",
+                "--rps",
+                "100",
+                "--step-s",
+                "2",
+            ])
+            .arg("--component")
+            .arg(&weather)
+            .arg(format!("--input={input}"))
+            .arg("--run-dir")
+            .arg(folder)
+            .output()
+            .unwrap()
+    };
+    let output = serve(&format!("@{}", input.display()), &folder);
+    assert!(output.status.success(), "{}", describe(&output));
+    let report = slo_report(&folder);
+    assert_eq!(report.skill, "weather");
+    assert_eq!(
+        report.input,
+        serde_json::json!({"topic": "rain", "memory": 64})
+    );
+    assert_eq!(report.steps[0].traffic.errors.total(), 0, "{report:#?}");
+    let refused = serve(r#"{"memory": -1}"#, &dir.path().join("refused"));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && said.contains("the host did not run weather with the input {\"memory\":-1}: 400"),
+        "{}",
+        describe(&refused)
+    );
+}
+
 #[test]
 fn bad_input_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -357,6 +412,29 @@ fn bad_input_is_refused_before_anything_runs() {
             "python",
         ],
         "not built as wasi:http/proxy",
+    );
+    // A component of the user's own: of the host's world, and a component at all.
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/skills");
+    let pharia = built.join("pharia-skill/sample_rs.wasm");
+    let notes = dir.path().join("notes.wasm");
+    std::fs::write(&notes, "notes\n").unwrap();
+    let (pharia, notes) = (pharia.to_str().unwrap(), notes.to_str().unwrap());
+    refused(
+        &["--target", "p99<=10ms", "--component", pharia],
+        "sample_rs.wasm is a pharia:skill@0.2 component, and the host profile skillhost serves \
+         skillprof:skill components",
+    );
+    refused(
+        &["--target", "p99<=10ms", "--component", notes],
+        "notes.wasm is not WebAssembly",
+    );
+    refused(
+        &["--target", "p99<=10ms", "--input", "{\"memory\": "],
+        "--input {\"memory\": : not JSON",
+    );
+    refused(
+        &["--target", "p99<=10ms", "--input", "{}", "--memory-kb", "4"],
+        "cannot be used with",
     );
     // `run` adds and drops skills, which a host of one component cannot.
     let cmds = write_cmds(dir.path(), "one.cmds", "add_rs\nskills\n");

@@ -50,6 +50,21 @@ impl SkillWorld {
         }
     }
 
+    /// What a component with these exports is, in words: "a pharia:skill@0.2 component",
+    /// or of no world, with what it exports.
+    pub fn describe(exports: &Exports) -> String {
+        match SkillWorld::of(exports) {
+            Some(world) => format!("a {world} component"),
+            None if exports.0.is_empty() => {
+                "a component of no skill world (it exports nothing)".to_owned()
+            }
+            None => format!(
+                "a component of no skill world (it exports {})",
+                exports.0.join(", ")
+            ),
+        }
+    }
+
     /// The folder under the sample-skills directory that holds this world's components.
     pub fn samples_folder(self) -> &'static str {
         match self {

@@ -299,27 +299,17 @@ fn served(args: &RunArgs, plan: &Plan, world: SkillWorld) -> Result<()> {
         let Command::AddFile { file, exports, .. } = &entry.command else {
             continue;
         };
-        let built_for = SkillWorld::of(exports);
-        if built_for == Some(world) {
+        if SkillWorld::of(exports) == Some(world) {
             continue;
         }
-        let what = match built_for {
-            Some(other) => format!("a {other} component"),
-            None => format!(
-                "a component of no skill world (it exports {})",
-                match exports.0.is_empty() {
-                    true => "nothing".to_owned(),
-                    false => exports.0.join(", "),
-                }
-            ),
-        };
         anyhow::bail!(
-            "{}:{}: {} is {what}, and the host profile {} serves {world} components (a world-level \
+            "{}:{}: {} is {}, and the host profile {} serves {world} components (a world-level \
              `run` for skillprof:skill, the skill-handler interface for pharia:skill@0.2, \
              incoming-handler for wasi:http/proxy)",
             args.cmds.display(),
             entry.line.unwrap_or(0),
             file.display(),
+            SkillWorld::describe(exports),
             args.host_profile
         );
     }

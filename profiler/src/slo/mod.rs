@@ -59,7 +59,8 @@ generator on the others when any are left. The experiment folder (--out/slo-STAM
 Examples:
   sudo skillprof slo --skill hello --target p99<=10ms
   sudo skillprof slo --skill rust --target p99<=20ms --workers 1,2 --cpus 1,2
-  sudo skillprof slo --skill python --target p99<=50ms --rps 20,40    # fixed rates, no search";
+  sudo skillprof slo --skill python --target p99<=50ms --rps 20,40    # fixed rates, no search
+  sudo skillprof slo --component weather.wasm --input @rain.json --target p99<=20ms";
 
 /// Which sample skill the traffic calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -89,9 +90,20 @@ pub struct SloArgs {
     #[arg(long, value_name = "pN<=TIME", value_parser = target::parse)]
     pub target: Target,
 
-    /// The skill the requests call.
+    /// The sample skill the requests call.
     #[arg(long, value_enum, default_value = "hello")]
     pub skill: SkillChoice,
+
+    /// Your own component instead of a sample: the host is started with it alone, named after
+    /// the file, and it must be of the host profile's world (checked before anything starts).
+    #[arg(long, value_name = "FILE", conflicts_with = "skill")]
+    pub component: Option<PathBuf>,
+
+    /// What every request sends, JSON or @FILE [default: a sample's input from --memory-kb and
+    /// --wait-ms, `{}` for --component]. Checked before anything starts; the skill's own
+    /// first answer to it must be a success.
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = ["memory_kb", "wait_ms"])]
+    pub input: Option<String>,
 
     /// KiB each request asks the skill to allocate (rust, python).
     #[arg(long, default_value_t = 0, value_name = "KIB")]
@@ -183,14 +195,7 @@ pub fn run(args: SloArgs) -> Result<ExitCode> {
     let machine_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let configs = configurations(&args, machine_cpus)?;
     let profile = HostProfile::load(&args.host_profile)?;
-    ensure!(
-        !(profile.registry.world == SkillWorld::WasiHttp && args.skill == SkillChoice::Python),
-        "--skill python: the Python samples are not built as wasi:http/proxy components (the \
-         world of host profile {}); hello and rust are",
-        args.host_profile
-    );
-    let samples = SampleSkills::beside_executable(profile.registry.world)?;
-    let component = samples.path(args.skill.component())?;
+    let sent = sent(&args, &profile)?;
     let folder = crate::output::experiment_folder(args.run_dir.as_deref(), &args.out, "slo")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -199,7 +204,7 @@ pub fn run(args: SloArgs) -> Result<ExitCode> {
     let report = runtime.block_on(experiment(
         &args,
         profile,
-        &component,
+        &sent,
         configs,
         machine_cpus,
         &folder,
@@ -286,8 +291,67 @@ fn generator_cpus(host: &[usize], machine_cpus: usize) -> Option<Vec<usize>> {
 }
 
 /// A started host with the skill listed and answering.
+/// What the traffic sends: a component, the name the report gives it, and every request's
+/// input.
+struct Sent {
+    name: String,
+    component: PathBuf,
+    input: serde_json::Value,
+}
+
+/// The sample or the user's component `args` name, with its input: a component of another
+/// world, a file that is not one, or an input that is not JSON is refused here, before
+/// anything starts.
+fn sent(args: &SloArgs, profile: &HostProfile) -> Result<Sent> {
+    let world = profile.registry.world;
+    let (name, component) = match &args.component {
+        Some(file) => {
+            let exports = crate::component::read(file).map_err(anyhow::Error::msg)?;
+            ensure!(
+                SkillWorld::of(&exports) == Some(world),
+                "--component {} is {}, and the host profile {} serves {world} components",
+                file.display(),
+                SkillWorld::describe(&exports),
+                args.host_profile
+            );
+            (crate::cmds::CopyNames::stem(file), file.clone())
+        }
+        None => {
+            ensure!(
+                !(world == SkillWorld::WasiHttp && args.skill == SkillChoice::Python),
+                "--skill python: the Python samples are not built as wasi:http/proxy components \
+                 (the world of host profile {}); hello and rust are",
+                args.host_profile
+            );
+            let samples = SampleSkills::beside_executable(world)?;
+            let name = args.skill.component();
+            (name.to_owned(), samples.path(name)?)
+        }
+    };
+    let input = match (&args.input, &args.component) {
+        (Some(given), _) => {
+            let text = match given.strip_prefix('@') {
+                Some(file) => std::fs::read_to_string(file)
+                    .with_context(|| format!("--input {given}: reading {file}"))?,
+                None => given.clone(),
+            };
+            serde_json::from_str(&text)
+                .with_context(|| format!("--input {given}: not JSON: {}", text.trim()))?
+        }
+        (None, Some(_)) => serde_json::json!({}),
+        (None, None) => crate::hostctl::sample_input("slo", args.memory_kb, args.wait_ms),
+    };
+    Ok(Sent {
+        name,
+        component,
+        input,
+    })
+}
+
 struct Started {
     host: HostProcess,
+    /// What every request sends.
+    input: serde_json::Value,
     ledger: Option<HostLedger>,
     /// The time profile's probes, where they attached.
     probes: Option<ProbeSession>,
@@ -323,14 +387,14 @@ fn probe(args: &SloArgs, pid: u32, skills: &Path) -> Result<Option<ProbeSession>
 async fn start(
     args: &SloArgs,
     profile: &HostProfile,
-    component: &Path,
+    sent: &Sent,
     config: &HostConfig,
     folder: &Path,
     index: usize,
 ) -> Result<Started> {
     let dir = folder.join(format!("host-{index}"));
     let skills = SkillsDir::create(&dir.join("skills"), profile.registry.clone())?;
-    skills.add(SKILL, component)?;
+    skills.add(SKILL, &sent.component)?;
     let mut flags = args.host_flags.clone();
     if let Some(allocator) = &config.allocator {
         flags.extend(["--allocator".to_owned(), allocator.clone()]);
@@ -355,10 +419,12 @@ async fn start(
     host.client
         .wait_until_listed(&[SKILL.to_owned()], Duration::from_secs(60))
         .await?;
-    let first = host.client.execute(SKILL, &input(args)).await?;
+    let first = host.client.execute(SKILL, &sent.input).await?;
     ensure!(
         first.is_ok(),
-        "the host did not run the skill: {} {}",
+        "the host did not run {} with the input {}: {} {}",
+        sent.name,
+        sent.input,
         first.status,
         first.error_message()
     );
@@ -382,6 +448,7 @@ async fn start(
     );
     Ok(Started {
         host,
+        input: sent.input.clone(),
         ledger,
         probes,
     })
@@ -389,10 +456,6 @@ async fn start(
 
 /// The skill's name on the host.
 const SKILL: &str = "slo_skill";
-
-fn input(args: &SloArgs) -> serde_json::Value {
-    crate::hostctl::sample_input("slo", args.memory_kb, args.wait_ms)
-}
 
 /// One step at `rps` on a started host, with its evidence and verdict.
 #[allow(clippy::too_many_arguments)]
@@ -415,7 +478,7 @@ async fn step(
     }
     let before = evidence::read(pid, started.ledger.as_ref(), cpus)?;
     let plan = StepPlan {
-        targets: Targets::one(SKILL, input(args)),
+        targets: Targets::one(SKILL, started.input.clone()),
         load: Load::Open {
             rps,
             arrivals: match args.arrivals {
@@ -509,15 +572,15 @@ fn profile_step(
 async fn experiment(
     args: &SloArgs,
     profile: HostProfile,
-    component: &Path,
+    sent: &Sent,
     configs: Vec<HostConfig>,
     machine_cpus: usize,
     folder: &Path,
 ) -> Result<SloReport> {
     let mut report = SloReport {
         target: args.target.clone(),
-        skill: args.skill.component().to_owned(),
-        input: input(args),
+        skill: sent.name.clone(),
+        input: sent.input.clone(),
         arrivals: match args.arrivals {
             ArrivalsChoice::Constant => Arrivals::Constant,
             ArrivalsChoice::Poisson => Arrivals::Poisson,
@@ -541,7 +604,7 @@ async fn experiment(
     // The search, configuration by configuration (skipped for fixed rates).
     if args.rps.is_empty() {
         for (index, config) in configs.iter().enumerate() {
-            let started = start(args, &profile, component, config, folder, index).await?;
+            let started = start(args, &profile, sent, config, folder, index).await?;
             let mut search = Search::new(args.start_rps, args.max_rps);
             while let Some(rps) = search.next() {
                 let step = step(
@@ -577,7 +640,7 @@ async fn experiment(
     }
     // The table: every configuration at every load point.
     for (index, config) in configs.iter().enumerate() {
-        let started = start(args, &profile, component, config, folder, index).await?;
+        let started = start(args, &profile, sent, config, folder, index).await?;
         for &rps in &report.load_points.clone() {
             let step = step(
                 args,
