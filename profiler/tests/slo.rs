@@ -332,8 +332,8 @@ fn a_users_component_is_served_at_a_rate_with_its_own_input() {
     let input = dir.path().join("input.json");
     std::fs::write(&input, r#"{"topic": "rain", "memory": 64}"#).unwrap();
     let folder = dir.path().join("slo");
-    // One step of 100/s to the component, with `input` and into `folder`.
-    let serve = |input: &str, folder: &std::path::Path| {
+    // One step of 100/s to what `sends` names, into `folder`.
+    let serve = |sends: &[String], folder: &std::path::Path| {
         skillprof()
             .args([
                 "slo",
@@ -344,15 +344,17 @@ fn a_users_component_is_served_at_a_rate_with_its_own_input() {
                 "--step-s",
                 "2",
             ])
-            .arg("--component")
-            .arg(&weather)
-            .arg(format!("--input={input}"))
+            .args(sends)
             .arg("--run-dir")
             .arg(folder)
             .output()
             .unwrap()
     };
-    let output = serve(&format!("@{}", input.display()), &folder);
+    let component = format!("--component={}", weather.display());
+    let output = serve(
+        &[component.clone(), format!("--input=@{}", input.display())],
+        &folder,
+    );
     assert!(output.status.success(), "{}", describe(&output));
     let report = slo_report(&folder);
     assert_eq!(report.skill, "weather");
@@ -361,7 +363,26 @@ fn a_users_component_is_served_at_a_rate_with_its_own_input() {
         serde_json::json!({"topic": "rain", "memory": 64})
     );
     assert_eq!(report.steps[0].traffic.errors.total(), 0, "{report:#?}");
-    let refused = serve(r#"{"memory": -1}"#, &dir.path().join("refused"));
+    // A mix of two components, each with its input and weight.
+    std::fs::copy(&weather, dir.path().join("forecast.wasm")).unwrap();
+    let mix = dir.path().join("mix.json");
+    std::fs::write(
+        &mix,
+        r#"[{"skill": "weather", "component": "weather.wasm", "input": {"memory": 64}, "weight": 3},
+            {"skill": "forecast", "component": "forecast.wasm", "input": {}, "weight": 1}]"#,
+    )
+    .unwrap();
+    let mixed = dir.path().join("mixed");
+    let output = serve(&[format!("--mix={}", mix.display())], &mixed);
+    assert!(output.status.success(), "{}", describe(&output));
+    let report = slo_report(&mixed);
+    assert_eq!(report.skill, "mix: weather ×3, forecast ×1");
+    assert_eq!(report.input[1]["skill"], "forecast", "{}", report.input);
+    assert_eq!(report.steps[0].traffic.errors.total(), 0, "{report:#?}");
+    let refused = serve(
+        &[component, r#"--input={"memory": -1}"#.to_owned()],
+        &dir.path().join("refused"),
+    );
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(
         !refused.status.success()
@@ -435,6 +456,12 @@ fn bad_input_is_refused_before_anything_runs() {
     refused(
         &["--target", "p99<=10ms", "--input", "{}", "--memory-kb", "4"],
         "cannot be used with",
+    );
+    let mix = dir.path().join("mix.json");
+    std::fs::write(&mix, r#"[{"skill": "weather", "input": {}, "weight": 1}]"#).unwrap();
+    refused(
+        &["--target", "p99<=10ms", "--mix", mix.to_str().unwrap()],
+        "weather has no \"component\": slo starts its host with the mix's components",
     );
     // `run` adds and drops skills, which a host of one component cannot.
     let cmds = write_cmds(dir.path(), "one.cmds", "add_rs\nskills\n");

@@ -180,15 +180,39 @@ impl Sends {
     }
 }
 
-/// One skill of a mix file: `{"skill": NAME, "input": JSON, "weight": N}`.
+/// One skill of a mix file: `{"skill": NAME, "input": JSON, "weight": N}`, and for `skillprof
+/// slo --mix` the component it is (`"component": FILE`, beside the mix file).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MixSkill {
     pub skill: String,
+    #[serde(default)]
+    pub component: Option<PathBuf>,
     /// Its input, checked JSON written out compactly.
     #[serde(deserialize_with = "compact_json")]
     pub input: String,
     pub weight: u32,
+}
+
+/// The skills of the mix file at `path` with a weight above 0, at least one; or why not.
+pub fn read_mix(path: &Path) -> Result<Vec<MixSkill>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the mix {}: {e}", path.display()))?;
+    let skills: Vec<MixSkill> = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "the mix {} is not a JSON array of {{\"skill\": NAME, \"input\": JSON, \
+             \"weight\": N}} ({e})",
+            path.display()
+        )
+    })?;
+    let skills: Vec<MixSkill> = skills.into_iter().filter(|s| s.weight > 0).collect();
+    if skills.is_empty() {
+        return Err(format!(
+            "the mix {} has no skill with a weight above 0: it would send nothing",
+            path.display()
+        ));
+    }
+    Ok(skills)
 }
 
 fn compact_json<'de, D: serde::Deserializer<'de>>(from: D) -> Result<String, D::Error> {
@@ -780,20 +804,13 @@ impl<'a> Args<'a> {
     /// with a weight above 0 somewhere.
     fn mix(&self, index: usize) -> Result<Sends, String> {
         let file = self.path(self.tokens[index], self.tokens[index])?;
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| self.problem(format!("cannot read the mix {}: {e}", file.display())))?;
-        let skills: Vec<MixSkill> = serde_json::from_str(&text).map_err(|e| {
-            self.problem(format!(
-                "the mix {} is not a JSON array of {{\"skill\": NAME, \"input\": JSON, \
-                 \"weight\": N}} ({e})",
-                file.display()
-            ))
-        })?;
-        let skills: Vec<MixSkill> = skills.into_iter().filter(|s| s.weight > 0).collect();
-        if skills.is_empty() {
+        let skills = read_mix(&file).map_err(|why| self.problem(why))?;
+        if let Some(skill) = skills.iter().find(|s| s.component.is_some()) {
             return Err(self.problem(format!(
-                "the mix {} has no skill with a weight above 0: it would send nothing",
-                file.display()
+                "the mix {} gives {} a \"component\": o_mix sends to skills the run added \
+                 (add FILE NAME), and a component in the mix is `skillprof slo --mix`'s",
+                file.display(),
+                skill.skill
             )));
         }
         Ok(Sends::Mix { file, skills })

@@ -11,7 +11,7 @@ mod lexer;
 
 pub use command::{
     Command, DEFAULT_TOPIC, FILL_MAX, Load, LoadSchedule, MAX_RPS, MAX_WATCH_S, MixSkill, Sends,
-    SkillKind, Traffic, TrafficLoad,
+    SkillKind, Traffic, TrafficLoad, read_mix,
 };
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
@@ -911,6 +911,10 @@ mod tests {
             r#"[{"skill": "weather1", "input": {}, "weight": 0}]"#,
         );
         write(
+            "owned.json",
+            r#"[{"skill": "weather1", "component": "weather.wasm", "input": {}, "weight": 1}]"#,
+        );
+        write(
             "typo.json",
             r#"[{"skill": "weather1", "inptu": {}, "weight": 1}]"#,
         );
@@ -928,11 +932,13 @@ mod tests {
                 skills: vec![
                     MixSkill {
                         skill: "weather1".into(),
+                        component: None,
                         input: r#"{"topic":"rain"}"#.into(),
                         weight: 3
                     },
                     MixSkill {
                         skill: "sample_rs2".into(),
+                        component: None,
                         input: "{}".into(),
                         weight: 1
                     },
@@ -957,6 +963,10 @@ mod tests {
                 "has no skill with a weight above 0: it would send nothing",
             ),
             ("o_mix typo.json 10 5\n", "unknown field `inptu`"),
+            (
+                "o_mix owned.json 10 5\n",
+                "gives weather1 a \"component\": o_mix sends to skills the run added",
+            ),
             (
                 "o_mix none.json 10 5\n",
                 "o_mix takes FILE RATE SECONDS [ARRIVALS]; cannot read the mix",

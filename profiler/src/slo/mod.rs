@@ -105,6 +105,13 @@ pub struct SloArgs {
     #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = ["memory_kb", "wait_ms"])]
     pub input: Option<String>,
 
+    /// A mix of your components instead of one skill: a JSON array of `{"skill": NAME,
+    /// "component": FILE, "input": JSON, "weight": N}` (o_mix's file, each skill with its
+    /// component beside the file). The host is started with those components alone, and each
+    /// request goes to one of them in proportion to the weights.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["skill", "component", "input", "memory_kb", "wait_ms"])]
+    pub mix: Option<PathBuf>,
+
     /// KiB each request asks the skill to allocate (rust, python).
     #[arg(long, default_value_t = 0, value_name = "KIB")]
     pub memory_kb: u64,
@@ -290,30 +297,96 @@ fn generator_cpus(host: &[usize], machine_cpus: usize) -> Option<Vec<usize>> {
     (!rest.is_empty()).then_some(rest)
 }
 
-/// A started host with the skill listed and answering.
-/// What the traffic sends: a component, the name the report gives it, and every request's
-/// input.
-struct Sent {
+/// What the traffic sends: each skill's component, the name the host and the report give it,
+/// its input and its share of the requests.
+struct Sent(Vec<SentSkill>);
+
+struct SentSkill {
     name: String,
     component: PathBuf,
     input: serde_json::Value,
+    weight: u32,
 }
 
-/// The sample or the user's component `args` name, with its input: a component of another
-/// world, a file that is not one, or an input that is not JSON is refused here, before
-/// anything starts.
+impl Sent {
+    /// The report's skill: the one skill's name, or the mix with its weights.
+    fn label(&self) -> String {
+        self.targets().label()
+    }
+
+    /// The report's input: the one skill's, or the mix as `[{skill, input, weight}]`.
+    fn input(&self) -> serde_json::Value {
+        match self.0.as_slice() {
+            [one] => one.input.clone(),
+            mix => mix
+                .iter()
+                .map(|s| serde_json::json!({"skill": s.name, "input": s.input, "weight": s.weight}))
+                .collect(),
+        }
+    }
+
+    fn targets(&self) -> Targets {
+        let targets = self
+            .0
+            .iter()
+            .map(|s| generator::Target {
+                skill: s.name.clone(),
+                input: s.input.clone(),
+                weight: s.weight,
+            })
+            .collect();
+        Targets::mix(targets).expect("a checked mix has a weight above 0")
+    }
+}
+
+/// The component at `file`, refused unless it is one of `world`'s; `flag` names where it came
+/// from in the error.
+fn checked_component(file: &Path, world: SkillWorld, flag: &str, profile: &str) -> Result<()> {
+    let exports = crate::component::read(file).map_err(anyhow::Error::msg)?;
+    ensure!(
+        SkillWorld::of(&exports) == Some(world),
+        "{flag} {} is {}, and the host profile {profile} serves {world} components",
+        file.display(),
+        SkillWorld::describe(&exports),
+    );
+    Ok(())
+}
+
+/// The sample, the user's component or the mix `args` name, with the inputs: a component of
+/// another world, a file that is not one, or an input that is not JSON is refused here,
+/// before anything starts.
 fn sent(args: &SloArgs, profile: &HostProfile) -> Result<Sent> {
     let world = profile.registry.world;
+    if let Some(mix) = &args.mix {
+        let skills = crate::cmds::read_mix(mix).map_err(anyhow::Error::msg)?;
+        let dir = mix.parent().unwrap_or(Path::new("."));
+        return skills
+            .into_iter()
+            .map(|skill| {
+                let Some(component) = &skill.component else {
+                    anyhow::bail!(
+                        "--mix {}: {} has no \"component\": slo starts its host with the mix's \
+                         components, each a file beside the mix",
+                        mix.display(),
+                        skill.skill
+                    );
+                };
+                let component = dir.join(component);
+                let flag = format!("--mix {}: {}'s component", mix.display(), skill.skill);
+                checked_component(&component, world, &flag, &args.host_profile)?;
+                Ok(SentSkill {
+                    name: skill.skill,
+                    component,
+                    input: serde_json::from_str(&skill.input).context("the checked JSON")?,
+                    weight: skill.weight,
+                })
+            })
+            .collect::<Result<_>>()
+            .map(Sent);
+    }
     let (name, component) = match &args.component {
         Some(file) => {
-            let exports = crate::component::read(file).map_err(anyhow::Error::msg)?;
-            ensure!(
-                SkillWorld::of(&exports) == Some(world),
-                "--component {} is {}, and the host profile {} serves {world} components",
-                file.display(),
-                SkillWorld::describe(&exports),
-                args.host_profile
-            );
+            checked_component(file, world, "--component", &args.host_profile)?;
             (crate::cmds::CopyNames::stem(file), file.clone())
         }
         None => {
@@ -341,17 +414,19 @@ fn sent(args: &SloArgs, profile: &HostProfile) -> Result<Sent> {
         (None, Some(_)) => serde_json::json!({}),
         (None, None) => crate::hostctl::sample_input("slo", args.memory_kb, args.wait_ms),
     };
-    Ok(Sent {
+    Ok(Sent(vec![SentSkill {
         name,
         component,
         input,
-    })
+        weight: 1,
+    }]))
 }
 
+/// A started host with its skills listed and answering.
 struct Started {
     host: HostProcess,
-    /// What every request sends.
-    input: serde_json::Value,
+    /// Where the requests go.
+    targets: Targets,
     ledger: Option<HostLedger>,
     /// The time profile's probes, where they attached.
     probes: Option<ProbeSession>,
@@ -394,7 +469,9 @@ async fn start(
 ) -> Result<Started> {
     let dir = folder.join(format!("host-{index}"));
     let skills = SkillsDir::create(&dir.join("skills"), profile.registry.clone())?;
-    skills.add(SKILL, &sent.component)?;
+    for skill in &sent.0 {
+        skills.add(&skill.name, &skill.component)?;
+    }
     let mut flags = args.host_flags.clone();
     if let Some(allocator) = &config.allocator {
         flags.extend(["--allocator".to_owned(), allocator.clone()]);
@@ -416,18 +493,21 @@ async fn start(
         Duration::from_secs(args.ready_timeout_s),
     )
     .await?;
+    let names: Vec<String> = sent.0.iter().map(|s| s.name.clone()).collect();
     host.client
-        .wait_until_listed(&[SKILL.to_owned()], Duration::from_secs(60))
+        .wait_until_listed(&names, Duration::from_secs(60))
         .await?;
-    let first = host.client.execute(SKILL, &sent.input).await?;
-    ensure!(
-        first.is_ok(),
-        "the host did not run {} with the input {}: {} {}",
-        sent.name,
-        sent.input,
-        first.status,
-        first.error_message()
-    );
+    for skill in &sent.0 {
+        let first = host.client.execute(&skill.name, &skill.input).await?;
+        ensure!(
+            first.is_ok(),
+            "the host did not run {} with the input {}: {} {}",
+            skill.name,
+            skill.input,
+            first.status,
+            first.error_message()
+        );
+    }
     // The probes first: a session that fails to load gives up its lease on the host's ledger
     // as it drops, which would leave the steps' own reader without marks until it renews.
     let probes = probe(args, host.pid(), skills.path())?;
@@ -448,14 +528,11 @@ async fn start(
     );
     Ok(Started {
         host,
-        input: sent.input.clone(),
+        targets: sent.targets(),
         ledger,
         probes,
     })
 }
-
-/// The skill's name on the host.
-const SKILL: &str = "slo_skill";
 
 /// One step at `rps` on a started host, with its evidence and verdict.
 #[allow(clippy::too_many_arguments)]
@@ -478,7 +555,7 @@ async fn step(
     }
     let before = evidence::read(pid, started.ledger.as_ref(), cpus)?;
     let plan = StepPlan {
-        targets: Targets::one(SKILL, started.input.clone()),
+        targets: started.targets.clone(),
         load: Load::Open {
             rps,
             arrivals: match args.arrivals {
@@ -579,8 +656,8 @@ async fn experiment(
 ) -> Result<SloReport> {
     let mut report = SloReport {
         target: args.target.clone(),
-        skill: sent.name.clone(),
-        input: sent.input.clone(),
+        skill: sent.label(),
+        input: sent.input(),
         arrivals: match args.arrivals {
             ArrivalsChoice::Constant => Arrivals::Constant,
             ArrivalsChoice::Poisson => Arrivals::Poisson,
