@@ -463,6 +463,28 @@ fn bad_input_is_refused_before_anything_runs() {
         &["--target", "p99<=10ms", "--mix", mix.to_str().unwrap()],
         "weather has no \"component\": slo starts its host with the mix's components",
     );
+    // wasmtime serve runs the one component it is started with.
+    let http = built.join("wasi-http/sample_rs.wasm");
+    std::fs::copy(&http, dir.path().join("a.wasm")).unwrap();
+    std::fs::copy(&http, dir.path().join("b.wasm")).unwrap();
+    std::fs::write(
+        &mix,
+        r#"[{"skill": "a", "component": "a.wasm", "input": {}, "weight": 1},
+            {"skill": "b", "component": "b.wasm", "input": {}, "weight": 1}]"#,
+    )
+    .unwrap();
+    refused(
+        &[
+            "--target",
+            "p99<=10ms",
+            "--host-profile",
+            "wasmtime-serve",
+            "--mix",
+            mix.to_str().unwrap(),
+        ],
+        "--mix: the host profile wasmtime-serve serves the one component it is started with, \
+         and the mix has 2",
+    );
     // `run` adds and drops skills, which a host of one component cannot.
     let cmds = write_cmds(dir.path(), "one.cmds", "add_rs\nskills\n");
     let output = skillprof()

@@ -203,6 +203,13 @@ pub fn run(args: SloArgs) -> Result<ExitCode> {
     let configs = configurations(&args, machine_cpus)?;
     let profile = HostProfile::load(&args.host_profile)?;
     let sent = sent(&args, &profile)?;
+    ensure!(
+        sent.0.len() == 1 || profile.dialect.routes.registry().is_ok(),
+        "--mix: the host profile {} serves the one component it is started with, and the mix \
+         has {}; serve each alone (--component), or use a host that lists skills",
+        args.host_profile,
+        sent.0.len()
+    );
     let folder = crate::output::experiment_folder(args.run_dir.as_deref(), &args.out, "slo")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
