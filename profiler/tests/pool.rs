@@ -329,7 +329,7 @@ fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_m
             "--pool-table-elements",
             &elements,
         ],
-        "Cannot allocate memory",
+        &["Cannot allocate memory"],
     );
     let report = fs::read_to_string(folder.join("pool.md")).unwrap();
     assert!(
@@ -339,9 +339,10 @@ fn under_strict_overcommit_the_pooled_host_fails_to_start_the_rest_run_and_the_m
 }
 
 /// One round of `skillprof pool ARGS` (which set the sysctl `/proc/sys/SYSCTL` through its
-/// runs): every pooled run failed with `why` in its reason, on-demand ran, the experiment
-/// says it is not complete in its exit code and pool.json, and the sysctl is as it was.
-fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &str) -> (PathBuf, tempfile::TempDir) {
+/// runs): every pooled run failed with one of `why` in its reason, on-demand ran, the
+/// experiment says it is not complete in its exit code and pool.json, and the sysctl is as it
+/// was.
+fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &[&str]) -> (PathBuf, tempfile::TempDir) {
     let path = format!("/proc/sys/{sysctl}");
     let before = fs::read_to_string(&path).unwrap();
     let (dir, folder, output) = pool(&[&["--rounds", "1"], args].concat());
@@ -357,7 +358,11 @@ fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &str) -> (PathBuf, tempfil
                     .failed
                     .as_deref()
                     .unwrap_or_else(|| panic!("{} ran", config.name));
-                assert!(failed.contains(why), "{}: {failed}", config.name);
+                assert!(
+                    why.iter().any(|why| failed.contains(why)),
+                    "{}: {failed}",
+                    config.name
+                );
             }
             false => assert!(run.figures.is_some(), "{:?}", run.failed),
         }
@@ -413,10 +418,14 @@ fn under_a_low_vm_max_map_count_the_pooled_host_cannot_guard_its_stacks_and_the_
     require_root("skillprof pool sets vm.max_map_count through its runs");
     let _machine = common::machine();
     // skillhost's pool guards each of its 1,000 stacks with a page of its own, each a
-    // mapping: about 2,100 of them before the first request.
+    // mapping: about 2,100 of them before the first request. Whichever mapping crosses the
+    // limit fails: mostly a guard page's mprotect, but malloc makes its thread arenas as
+    // threads first allocate, so in a run where they came first it is malloc's mmap that is
+    // refused, and the host aborts with "memory allocation of N bytes failed" (seen once in
+    // a local suite run, 2026-11-29).
     pooled_runs_fail(
         "vm/max_map_count",
         &["--run-arg=--max-map-count=2048"],
-        "failed to protect stack guard page",
+        &["failed to protect stack guard page", "memory allocation of"],
     );
 }
