@@ -16,7 +16,12 @@ use skillprof::report::read::Run;
 /// read as a file in the repository's cmds/ folder, so its `add FILE` and `@FILE` lines reach
 /// the components and inputs there.
 pub fn cmds(text: &str) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cmds");
+    // The fuzz crate and the test that replays its seeds sit at different depths.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|folder| folder.join("cmds"))
+        .find(|cmds| cmds.join("README.md").is_file())
+        .expect("the repository's cmds/ folder");
     fn commands(plan: &Plan) -> Vec<(u32, Command)> {
         plan.entries
             .iter()
