@@ -191,11 +191,11 @@ fn command(record: &EntryRecord) -> Option<Command> {
 
 /// Skills of `kind` one step of the entry adds, if it adds any.
 fn adds(command: &Command, kind: SkillKind) -> Option<u32> {
-    match (command, kind) {
-        (Command::AddPy, SkillKind::Python) | (Command::AddRs, SkillKind::Rust) => Some(1),
-        (Command::PAddPy(n), SkillKind::Python) | (Command::PAddRs(n), SkillKind::Rust) => Some(*n),
-        (Command::Fill { kind: filled, .. }, _) if *filled == kind => Some(1),
-        _ => None,
+    match command {
+        Command::Fill { kind: filled, .. } if *filled == kind => Some(1),
+        _ => command
+            .sample_copies()
+            .and_then(|(added, count)| (added == kind).then_some(count)),
     }
 }
 

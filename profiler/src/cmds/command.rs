@@ -1,6 +1,7 @@
 //! The commands of the language, their arguments, and the checks that make a bad line fail
 //! before anything runs rather than halfway through a long workload.
 
+use super::CopyNames;
 use super::in_flight::InFlightCap;
 use super::lexer::python_int;
 use crate::band::Band;
@@ -188,9 +189,7 @@ pub struct MixSkill {
     pub skill: String,
     #[serde(default)]
     pub component: Option<PathBuf>,
-    /// Its input, checked JSON written out compactly.
-    #[serde(deserialize_with = "compact_json")]
-    pub input: String,
+    pub input: serde_json::Value,
     pub weight: u32,
 }
 
@@ -213,11 +212,6 @@ pub fn read_mix(path: &Path) -> Result<Vec<MixSkill>, String> {
         ));
     }
     Ok(skills)
-}
-
-fn compact_json<'de, D: serde::Deserializer<'de>>(from: D) -> Result<String, D::Error> {
-    let value: serde_json::Value = serde::Deserialize::deserialize(from)?;
-    Ok(value.to_string())
 }
 
 /// How a traffic line sends.
@@ -261,6 +255,17 @@ impl SkillKind {
 pub const FILL_MAX: u32 = 10_000;
 
 impl Command {
+    /// The sample skill it adds copies of, and how many at once: `add_py`, `p_add_rs N`, ...
+    pub fn sample_copies(&self) -> Option<(SkillKind, u32)> {
+        match *self {
+            Command::AddPy => Some((SkillKind::Python, 1)),
+            Command::AddRs => Some((SkillKind::Rust, 1)),
+            Command::PAddPy(n) => Some((SkillKind::Python, n)),
+            Command::PAddRs(n) => Some((SkillKind::Rust, n)),
+            _ => None,
+        }
+    }
+
     /// Whether it writes or removes files in the host's skills directory.
     pub fn writes_skills(&self) -> bool {
         matches!(
@@ -788,10 +793,7 @@ impl<'a> Args<'a> {
 
     /// The name copies of `file` are numbered after: its stem, which must itself be a name.
     fn stem(&self, file: &Path) -> Result<String, String> {
-        let stem = file
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let stem = CopyNames::stem(file);
         self.skill_name(stem.clone()).map_err(|_| {
             self.problem(format!(
                 "copies are named after the file, and {stem:?} is not a skill's name (ASCII \

@@ -38,6 +38,10 @@ impl Plan {
         let mut filled = Vec::new();
         for entry in &self.entries {
             let copies = |count: u32| count.saturating_mul(entry.repeat);
+            if let Some((kind, count)) = entry.command.sample_copies() {
+                registered.extend(names.next(kind.prefix(), copies(count)));
+                continue;
+            }
             match &entry.command {
                 Command::AddFile {
                     name: Some(name), ..
@@ -50,16 +54,6 @@ impl Plan {
                     count,
                     ..
                 } => registered.extend(names.next(&CopyNames::stem(file), copies(*count))),
-                Command::AddPy | Command::PAddPy(_) | Command::AddRs | Command::PAddRs(_) => {
-                    let (kind, count) = match entry.command {
-                        Command::AddPy => (SkillKind::Python, 1),
-                        Command::PAddPy(n) => (SkillKind::Python, n),
-                        Command::AddRs => (SkillKind::Rust, 1),
-                        Command::PAddRs(n) => (SkillKind::Rust, n),
-                        _ => unreachable!("matched above"),
-                    };
-                    registered.extend(names.next(kind.prefix(), copies(count)));
-                }
                 Command::Fill { kind, .. } => filled.push(kind.prefix()),
                 Command::Traffic(Traffic {
                     to: Sends::Mix { skills, .. },
@@ -933,13 +927,13 @@ mod tests {
                     MixSkill {
                         skill: "weather1".into(),
                         component: None,
-                        input: r#"{"topic":"rain"}"#.into(),
+                        input: serde_json::json!({"topic": "rain"}),
                         weight: 3
                     },
                     MixSkill {
                         skill: "sample_rs2".into(),
                         component: None,
-                        input: "{}".into(),
+                        input: serde_json::json!({}),
                         weight: 1
                     },
                 ],

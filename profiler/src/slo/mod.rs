@@ -384,7 +384,7 @@ fn sent(args: &SloArgs, profile: &HostProfile) -> Result<Sent> {
                 Ok(SentSkill {
                     name: skill.skill,
                     component,
-                    input: serde_json::from_str(&skill.input).context("the checked JSON")?,
+                    input: skill.input,
                     weight: skill.weight,
                 })
             })
