@@ -290,7 +290,21 @@ pub fn render_results(results: &[BandResult]) -> String {
             );
         }
         let held = &result.held;
-        if held.reads > 0 && held.in_band_percent() < 90.0 {
+        let unpressed = result.band == Band::Baseline && held.max_balloon_bytes == 0;
+        if held.reads > 0 && held.in_band_percent() < 90.0 && unpressed {
+            let _ = writeln!(
+                out,
+                "{}: with the balloon empty, {} stayed below the band in {:.0}% of the \
+                 readings (free memory summed {}..{} MiB): no balloon lifts it, and kswapd, \
+                 woken only below the low watermark, reclaims only up to high, so what page \
+                 cache or other processes hold there stays. The baseline is the machine as it is.",
+                result.band,
+                below_baseline(held),
+                100.0 - held.in_band_percent(),
+                units::pages_in_mib(held.min_free_pages),
+                units::pages_in_mib(held.max_free_pages)
+            );
+        } else if held.reads > 0 && held.in_band_percent() < 90.0 {
             let _ = writeln!(
                 out,
                 "{}: free memory was in the band in only {:.0}% of the readings (kswapd or \
@@ -316,6 +330,22 @@ pub fn render_results(results: &[BandResult]) -> String {
         }
     }
     out
+}
+
+/// The zones a baseline window read below their own promo watermark, in words; "free memory"
+/// when the band was held on the sum.
+fn below_baseline(held: &crate::record::balloon::BandHeld) -> String {
+    let zones: Vec<String> = held
+        .zones
+        .iter()
+        .filter(|zone| zone.lowest_band.is_some_and(|band| band != Band::Baseline))
+        .map(|zone| format!("zone {}", zone.id.name))
+        .collect();
+    if held.basis == Basis::PerZone && !zones.is_empty() {
+        zones.join(" and ")
+    } else {
+        "free memory".to_string()
+    }
 }
 
 #[cfg(test)]

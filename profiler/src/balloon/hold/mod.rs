@@ -168,8 +168,6 @@ impl BandHeld {
     }
 }
 
-impl BandHeld {}
-
 /// Why a band was not reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NotHeld {
