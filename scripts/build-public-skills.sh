@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds components nobody here wrote, from their published sources, into build/public/, so
+# that skillprof's answers for "your skills" are checked on skills that are not its own
+# (docs/own-skills.md gives their answers, skills/public/ the profiles that serve them):
+#
+#   wstd_http_server.wasm   wstd 0.6.8's examples/http_server.rs (crates.io), a Rust
+#                           wasi:http/proxy handler: POST / answers "Hello, wasi:http/proxy
+#                           world!", /echo echoes the body (~1 minute on 2 cores)
+#   cpy_http_echo.wasm      componentize-py 0.17.2's examples/http/app.py (its PyPI sdist), a
+#                           Python wasi:http/proxy handler: POST /echo streams the body back
+#                           through an asyncio loop on WASI's poll (~20 s)
+#
+# Needs scripts/setup.sh's toolchain (the wasm32-wasip2 target, build/venv-py312's
+# componentize-py 0.17.2). Each archive is checked against its SHA-256 before it is used, and
+# a component whose stamp names the same archive is kept: a second run only checks.
+#
+# Usage: scripts/build-public-skills.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$ROOT/build/public"
+PREFIX=public-skills
+source "$ROOT/scripts/common.sh"
+
+case "${1:-}" in
+    -h | --help)
+        header_help "$0"
+        exit 0
+        ;;
+    "") ;;
+    *) die "unknown argument $1 (see $0 --help)" ;;
+esac
+
+WSTD=wstd-0.6.8
+WSTD_URL=https://static.crates.io/crates/wstd/$WSTD.crate
+WSTD_SHA256=29b52936db10a79bb724dadd1c2c3aac958e8229dcb1f1c7f2b7044ca9fc6a3a
+CPY=componentize_py-0.17.2
+CPY_URL=https://files.pythonhosted.org/packages/eb/45/ba5b7abdbd966e465f02c25b3b07c5dcf776bfd837ea00b5f7db73a81b21/$CPY.tar.gz
+CPY_SHA256=f3149d93388b8c4cd6807a0a5c8ecce83d647ee21a92b35043111df6746e76e8
+COMPONENTIZE_PY="$ROOT/build/venv-py312/bin/componentize-py"
+
+need cargo "run scripts/setup.sh"
+need curl "apt-get install curl"
+[ -x "$COMPONENTIZE_PY" ] || die "$COMPONENTIZE_PY is missing: run scripts/setup.sh"
+mkdir -p "$OUT/src"
+
+# `fetch_checked URL SHA256 FILE`: downloads URL to FILE unless FILE already has that hash.
+fetch_checked() {
+    local url=$1 sum=$2 file=$3
+    if ! echo "$sum  $file" | sha256sum --check --status 2>/dev/null; then
+        step "downloading $url"
+        curl -fsSL --retry 3 -o "$file.part" "$url" || die "downloading $url failed"
+        echo "$sum  $file.part" | sha256sum --check --status ||
+            die "$url: SHA-256 $(sha256sum "$file.part" | cut -d' ' -f1), expected $sum"
+        mv "$file.part" "$file"
+    fi
+}
+
+# `fresh COMPONENT SHA256`: the component exists and was built from the archive of that hash.
+fresh() { [ -s "$OUT/$1" ] && [ "$(cat "$OUT/$1.stamp" 2>/dev/null)" = "$2" ]; }
+
+if fresh wstd_http_server.wasm "$WSTD_SHA256"; then
+    step "wstd_http_server.wasm is built from $WSTD"
+else
+    fetch_checked "$WSTD_URL" "$WSTD_SHA256" "$OUT/src/$WSTD.crate"
+    rm -rf "${OUT:?}/src/$WSTD"
+    tar -xzf "$OUT/src/$WSTD.crate" -C "$OUT/src"
+    # An empty [workspace] keeps the crate its own workspace, not a stray member of ours.
+    printf '\n[workspace]\n' >>"$OUT/src/$WSTD/Cargo.toml"
+    step "building $WSTD's http_server example for wasm32-wasip2"
+    # The crate asks for "stable"; ours (rust-toolchain.toml) is a stable release that
+    # setup.sh installs with the wasm32-wasip2 target. Its own lock file keeps the example's
+    # dependencies as published.
+    toolchain=$(sed -n 's/^channel = "\(.*\)"/\1/p' "$ROOT/rust-toolchain.toml")
+    (cd "$OUT/src/$WSTD" && RUSTUP_TOOLCHAIN="$toolchain" CARGO_TARGET_DIR="$OUT/target" \
+        cargo build --quiet --locked \
+        --release --target wasm32-wasip2 --example http_server) ||
+        die "cargo build of $WSTD's http_server example failed"
+    cp "$OUT/target/wasm32-wasip2/release/examples/http_server.wasm" "$OUT/wstd_http_server.wasm"
+    echo "$WSTD_SHA256" >"$OUT/wstd_http_server.wasm.stamp"
+fi
+
+if fresh cpy_http_echo.wasm "$CPY_SHA256"; then
+    step "cpy_http_echo.wasm is built from $CPY"
+else
+    fetch_checked "$CPY_URL" "$CPY_SHA256" "$OUT/src/$CPY.tar.gz"
+    rm -rf "${OUT:?}/src/$CPY"
+    tar -xzf "$OUT/src/$CPY.tar.gz" -C "$OUT/src"
+    step "componentizing $CPY's examples/http/app.py"
+    # As its README builds it: the sdist's own wit/ holds the wasi:http world it targets.
+    (cd "$OUT/src/$CPY/examples/http" && "$COMPONENTIZE_PY" -d ../../wit \
+        -w wasi:http/proxy@0.2.0 componentize app -o "$OUT/cpy_http_echo.wasm" >/dev/null) ||
+        die "componentize-py of $CPY's examples/http failed"
+    echo "$CPY_SHA256" >"$OUT/cpy_http_echo.wasm.stamp"
+fi
+
+ls -l "$OUT"/*.wasm
