@@ -44,16 +44,19 @@ need curl "apt-get install curl"
 [ -x "$COMPONENTIZE_PY" ] || die "$COMPONENTIZE_PY is missing: run scripts/setup.sh"
 mkdir -p "$OUT/src"
 
-# `fetch_checked URL SHA256 FILE`: downloads URL to FILE unless FILE already has that hash.
-fetch_checked() {
-    local url=$1 sum=$2 file=$3
-    if ! echo "$sum  $file" | sha256sum --check --status 2>/dev/null; then
+# `unpack URL SHA256 ARCHIVE FOLDER`: downloads URL to ARCHIVE unless it already has that hash,
+# and unpacks it afresh into $OUT/src, where it makes FOLDER.
+unpack() {
+    local url=$1 sum=$2 archive=$3 folder=$4
+    if ! echo "$sum  $archive" | sha256sum --check --status 2>/dev/null; then
         step "downloading $url"
-        curl -fsSL --retry 3 -o "$file.part" "$url" || die "downloading $url failed"
-        echo "$sum  $file.part" | sha256sum --check --status ||
-            die "$url: SHA-256 $(sha256sum "$file.part" | cut -d' ' -f1), expected $sum"
-        mv "$file.part" "$file"
+        curl -fsSL --retry 3 -o "$archive.part" "$url" || die "downloading $url failed"
+        echo "$sum  $archive.part" | sha256sum --check --status ||
+            die "$url: SHA-256 $(sha256sum "$archive.part" | cut -d' ' -f1), expected $sum"
+        mv "$archive.part" "$archive"
     fi
+    rm -rf "${OUT:?}/src/$folder"
+    tar -xzf "$archive" -C "$OUT/src"
 }
 
 # `fresh COMPONENT SHA256`: the component exists and was built from the archive of that hash.
@@ -62,9 +65,7 @@ fresh() { [ -s "$OUT/$1" ] && [ "$(cat "$OUT/$1.stamp" 2>/dev/null)" = "$2" ]; }
 if fresh wstd_http_server.wasm "$WSTD_SHA256"; then
     step "wstd_http_server.wasm is built from $WSTD"
 else
-    fetch_checked "$WSTD_URL" "$WSTD_SHA256" "$OUT/src/$WSTD.crate"
-    rm -rf "${OUT:?}/src/$WSTD"
-    tar -xzf "$OUT/src/$WSTD.crate" -C "$OUT/src"
+    unpack "$WSTD_URL" "$WSTD_SHA256" "$OUT/src/$WSTD.crate" "$WSTD"
     # An empty [workspace] keeps the crate its own workspace, not a stray member of ours.
     printf '\n[workspace]\n' >>"$OUT/src/$WSTD/Cargo.toml"
     step "building $WSTD's http_server example for wasm32-wasip2"
@@ -83,9 +84,7 @@ fi
 if fresh cpy_http_echo.wasm "$CPY_SHA256"; then
     step "cpy_http_echo.wasm is built from $CPY"
 else
-    fetch_checked "$CPY_URL" "$CPY_SHA256" "$OUT/src/$CPY.tar.gz"
-    rm -rf "${OUT:?}/src/$CPY"
-    tar -xzf "$OUT/src/$CPY.tar.gz" -C "$OUT/src"
+    unpack "$CPY_URL" "$CPY_SHA256" "$OUT/src/$CPY.tar.gz" "$CPY"
     step "componentizing $CPY's examples/http/app.py"
     # As its README builds it: the sdist's own wit/ holds the wasi:http world it targets.
     (cd "$OUT/src/$CPY/examples/http" && "$COMPONENTIZE_PY" -d ../../wit \

@@ -276,6 +276,75 @@ fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
     );
 }
 
+/// A user's component gets its own answer, named after its file, from its adds with an input
+/// and the requests on one of its copies; the Rust sample's bytes under another name, it must
+/// cost what the sample costs when a run adds the sample itself.
+#[test]
+fn a_users_component_is_answered_from_its_adds_and_costs_what_the_same_bytes_do_as_a_sample() {
+    require_root(ROOT);
+    let _serial = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/skills/sample_rs.wasm");
+    fs::copy(&built, dir.path().join("weather.wasm")).unwrap();
+    let input = r#"{"topic": "world"}"#;
+    let own = write_cmds(
+        dir.path(),
+        "own.cmds",
+        &format!(
+            "add weather.wasm {input}\n30 add weather.wasm {input}\np_execute 12 weather3 {input}\n"
+        ),
+    );
+    let sample = write_cmds(dir.path(), "sample.cmds", "add_rs\n30 add_rs\n");
+    let limit = ["--no-probes", "--memory-max", "1G"];
+    let (_, own_run) = run_ok(&own, &dir.path().join("own"), &args(&limit));
+    let (_, sample_run) = run_ok(&sample, &dir.path().join("sample"), &args(&limit));
+
+    let output = skillprof()
+        .args(["capacity", "--memory", "64G", "--json", "--out"])
+        .arg(dir.path().join("answer"))
+        .arg(&own_run)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let kinds = answer["kinds"].as_array().unwrap();
+    // The run added no sample: the component is the one answer.
+    assert_eq!(kinds.len(), 1, "{answer}");
+    let weather = &kinds[0];
+    let file = dir.path().join("weather.wasm");
+    assert_eq!(weather["ingredients"]["kind"], file.to_str().unwrap());
+    assert_eq!(weather["ingredients"]["basis"], "memcg", "{weather}");
+    let from = |figure: &str| weather["ingredients"][figure]["from"].to_string();
+    assert!(
+        from("first_kb").contains("#0: add weather.wasm"),
+        "{weather}"
+    );
+    assert!(
+        from("marginal_kb").contains("#1: 30 add weather.wasm"),
+        "{weather}"
+    );
+    assert!(
+        from("per_request_kb").contains("#2: p_execute 12 weather3"),
+        "{weather}"
+    );
+    assert!(weather["predicted"]["skills"]["value"].as_f64().unwrap() > 100.0);
+
+    let rust = predict(&sample_run, "64G", &[], &dir.path().join("sample-answer"));
+    let interval = |found: &Value| {
+        let marginal = &found["ingredients"]["marginal_kb"];
+        (
+            marginal["low"].as_f64().unwrap(),
+            marginal["high"].as_f64().unwrap(),
+        )
+    };
+    let ((own_low, own_high), (rust_low, rust_high)) = (interval(weather), interval(&rust));
+    assert!(
+        own_low <= rust_high && rust_low <= own_high,
+        "each further copy: {own_low:.0}-{own_high:.0} KiB as weather.wasm, \
+         {rust_low:.0}-{rust_high:.0} KiB as sample_rs"
+    );
+}
+
 #[test]
 fn a_host_the_oom_killer_takes_ends_the_run_marked_as_such_with_every_file_written() {
     require_root(ROOT);

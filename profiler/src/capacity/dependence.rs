@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::model::{self, Figure, Ingredients, Missing, RunRecords};
-use crate::cmds::SkillKind;
+use crate::cmds::Copies;
 use crate::units::{bytes, count};
 
 /// The ingredients measured at one core count.
@@ -45,7 +45,7 @@ pub struct Found {
 
 /// The ingredients at each core count the runs were made at, and at each count what they
 /// lack. Runs that do not say their count are left out when any other does.
-pub fn points(runs: &[RunRecords], kind: SkillKind) -> (Vec<Point>, Vec<(u32, Vec<Missing>)>) {
+pub fn points(runs: &[RunRecords], kind: &Copies) -> (Vec<Point>, Vec<(u32, Vec<Missing>)>) {
     let mut by_cores: BTreeMap<u32, Vec<&RunRecords>> = BTreeMap::new();
     for run in runs {
         if let Some(cores) = run.cores {
@@ -156,7 +156,7 @@ fn between(a: &Ingredients, b: &Ingredients, t: f64) -> Ingredients {
         per_request: either(&a.per_request, &b.per_request, f),
     };
     Ingredients {
-        kind: a.kind,
+        kind: a.kind.clone(),
         basis: if a.basis == b.basis {
             a.basis
         } else {
@@ -287,6 +287,7 @@ pub fn scaled(points: &[Point]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmds::SkillKind;
     use crate::record::fixture::record;
     use crate::record::{EntryRecord, Step};
 
@@ -322,7 +323,7 @@ mod tests {
     #[test]
     fn measured_counts_answer_for_themselves_and_between_them_by_interpolation() {
         let runs = [run(2, 1_000, 100), run(8, 1_600, 220), run(2, 1_000, 100)];
-        let (points, lacking) = points(&runs, SkillKind::Rust);
+        let (points, lacking) = points(&runs, &Copies::Sample(SkillKind::Rust));
         assert!(lacking.is_empty());
         assert_eq!(points.iter().map(|p| p.cores).collect::<Vec<_>>(), [2, 8]);
         assert_eq!(points[0].runs, ["c2", "c2"]);
@@ -342,7 +343,7 @@ mod tests {
     #[test]
     fn a_count_outside_the_runs_is_refused_with_the_runs_to_make() {
         let runs = [run(2, 1_000, 100)];
-        let (points, _) = points(&runs, SkillKind::Rust);
+        let (points, _) = points(&runs, &Copies::Sample(SkillKind::Rust));
         let Err(why) = at(&points, 16, "cmds/cores.cmds") else {
             panic!("16 cores is outside the runs");
         };

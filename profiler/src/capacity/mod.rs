@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::cmds::SkillKind;
+use crate::cmds::{Command, Copies, CopyNames, SkillKind};
 use crate::explain;
 use crate::output::entries_jsonl;
 use crate::record::profile::PythonSample;
@@ -184,7 +184,7 @@ struct Fleet {
     workload: FleetWorkload,
     rate: traffic::RateCapacity,
     /// With --fleet-skills, per kind: the servers memory needs for them, fewest to most.
-    by_memory: Vec<(SkillKind, u64, (u64, u64))>,
+    by_memory: Vec<(Copies, u64, (u64, u64))>,
 }
 
 /// The skills a fleet answer joins: the rate's, with its input, and the memory's.
@@ -194,7 +194,7 @@ struct FleetWorkload {
     rate_skill: String,
     rate_input: serde_json::Value,
     /// Per kind the runs answered for, the component their adds registered.
-    memory_skills: Vec<(SkillKind, String)>,
+    memory_skills: Vec<(Copies, String)>,
     /// The rate's skill is not the memory's, and --mixed-workloads joined them.
     mixed: bool,
 }
@@ -245,15 +245,30 @@ pub fn run(args: CapacityArgs) -> Result<()> {
         cores,
         headroom: args.headroom,
     };
-    let kinds: Vec<SkillKind> = match args.kind {
-        Some(Kind::Python) => vec![SkillKind::Python],
-        Some(Kind::Rust) => vec![SkillKind::Rust],
-        None => vec![SkillKind::Python, SkillKind::Rust],
+    let kinds: Vec<Copies> = match args.kind {
+        Some(Kind::Python) => vec![Copies::Sample(SkillKind::Python)],
+        Some(Kind::Rust) => vec![Copies::Sample(SkillKind::Rust)],
+        None => {
+            let mut kinds = vec![
+                Copies::Sample(SkillKind::Python),
+                Copies::Sample(SkillKind::Rust),
+            ];
+            for loaded in runs
+                .iter()
+                .flat_map(|run| &run.records)
+                .filter_map(|record| record.measure.cmd.command().and_then(Command::loads))
+            {
+                if !kinds.contains(&loaded.0) {
+                    kinds.push(loaded.0);
+                }
+            }
+            kinds
+        }
     };
     let mut answered = Vec::new();
     let mut refusals = Vec::new();
     for kind in kinds {
-        match ingredients_at(&runs, kind, cores, &workload) {
+        match ingredients_at(&runs, &kind, cores, &workload) {
             Ok((found, dependence)) => {
                 let predicted = model::predict(&found.ingredients, &machine, args.skills);
                 answered.push(KindCapacity {
@@ -275,13 +290,15 @@ pub fn run(args: CapacityArgs) -> Result<()> {
                     for missing in missing {
                         let _ = write!(
                             why,
-                            "\n  {kind:?} skills: the runs lack {} (add `{}`)",
-                            missing.figure, missing.add
+                            "\n  {} skills: the runs lack {} (add `{}`)",
+                            kind.label(),
+                            missing.figure,
+                            missing.add
                         );
                     }
                 }
                 Refusal::Cores(reason) => {
-                    let _ = write!(why, "\n  {kind:?} skills: {reason}");
+                    let _ = write!(why, "\n  {} skills: {reason}", kind.label());
                 }
             }
         }
@@ -349,14 +366,16 @@ fn fleet(
             first.input
         );
     }
-    let memory_skills: Vec<(SkillKind, String)> = kinds
+    let memory_skills: Vec<(Copies, String)> = kinds
         .iter()
         .map(|kind| {
-            let component = match kind.predicted.kind {
-                SkillKind::Rust => "sample_rs",
-                SkillKind::Python => python.component(),
+            let component = match &kind.predicted.kind {
+                Copies::Sample(SkillKind::Rust) => "sample_rs".to_owned(),
+                Copies::Sample(SkillKind::Python) => python.component().to_owned(),
+                // As slo names a --component's skill.
+                Copies::Component(file) => CopyNames::stem(file),
             };
-            (kind.predicted.kind, component.to_owned())
+            (kind.predicted.kind.clone(), component)
         })
         .collect();
     let mixed = args.fleet_skills.is_some()
@@ -394,7 +413,7 @@ fn fleet(
                 let fit = &kind.predicted.skills;
                 let servers = |per: f64| (skills as f64 / per.max(1.0)).ceil() as u64;
                 (
-                    kind.predicted.kind,
+                    kind.predicted.kind.clone(),
                     servers(fit.value),
                     (servers(fit.high), servers(fit.low)),
                 )
@@ -412,7 +431,7 @@ fn fleet(
 /// counts around it; runs that do not say theirs (from before `--cores`) answer as they are.
 fn ingredients_at(
     runs: &[RunRecords],
-    kind: SkillKind,
+    kind: &Copies,
     cores: u32,
     workload: &str,
 ) -> Result<(dependence::Found, Vec<Point>), Refusal> {
@@ -495,7 +514,7 @@ fn load_all(folder: &Path) -> Result<Vec<Loaded>> {
 
 fn load(folder: &Path) -> Result<Loaded> {
     let path = folder.join(entries_jsonl::FILE);
-    let records = entries_jsonl::read(&path).with_context(|| {
+    let mut records = entries_jsonl::read(&path).with_context(|| {
         format!(
             "{} is not a run folder with {} (skillprof run leaves one per run)",
             folder.display(),
@@ -515,6 +534,15 @@ fn load(folder: &Path) -> Result<Loaded> {
         .map(|meta| meta.cores.map_or(meta.machine.cores, |cores| cores.cores));
     let python = meta.as_ref().and_then(|meta| meta.python_sample);
     let workload = meta.map(|meta| meta.cmds.file);
+    // A user's add names its component beside the cmds file, where the records are read.
+    if let Some(dir) = workload
+        .as_deref()
+        .and_then(|file| Path::new(file).parent())
+    {
+        for record in &mut records {
+            record.measure.cmd.read_beside(dir);
+        }
+    }
     Ok(Loaded {
         run: RunRecords {
             name,
@@ -579,10 +607,7 @@ fn section(capacity: &Capacity) -> String {
     );
     for kind in &capacity.kinds {
         let (found, predicted) = (&kind.ingredients, &kind.predicted);
-        let name = match found.kind {
-            SkillKind::Python => "Python",
-            SkillKind::Rust => "Rust",
-        };
+        let name = found.kind.label();
         let basis = match found.basis {
             Basis::Memcg => "memory as its cgroup was charged",
             Basis::Rss => "memory as RSS",
@@ -776,10 +801,7 @@ fn fleet_words(fleet: &Fleet, kinds: &[KindCapacity]) -> String {
             .iter()
             .find(|(k, _)| k == kind)
             .map_or("", |(_, c)| c.as_str());
-        let name = match kind {
-            SkillKind::Python => format!("Python, {component}"),
-            SkillKind::Rust => format!("Rust, {component}"),
-        };
+        let name = format!("{}, {component}", kind.label());
         let by_rate = rate.servers.1;
         let _ = write!(
             text,
@@ -805,8 +827,10 @@ fn fleet_words(fleet: &Fleet, kinds: &[KindCapacity]) -> String {
         );
         let beside = kinds
             .iter()
-            .filter_map(|kind| Some((kind.predicted.kind, kind.predicted.requests.as_ref()?)))
-            .map(|(kind, requests)| format!("{} beside {kind:?} skills", count(requests.value)))
+            .filter_map(|kind| Some((&kind.predicted.kind, kind.predicted.requests.as_ref()?)))
+            .map(|(kind, requests)| {
+                format!("{} beside {} skills", count(requests.value), kind.label())
+            })
             .collect::<Vec<_>>();
         match beside.is_empty() {
             true => text.push('.'),

@@ -12,7 +12,9 @@
 
 use serde::Serialize;
 
-use crate::cmds::{Command, SkillKind};
+use std::path::Path;
+
+use crate::cmds::{Command, Copies, CopyNames};
 use crate::record::EntryRecord;
 use crate::stats::{median, nearest_rank, theil_sen, theil_sen_ci};
 
@@ -93,7 +95,7 @@ impl Figure {
 /// The ingredients for one skill kind; memory in KB.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ingredients {
-    pub kind: SkillKind,
+    pub kind: Copies,
     pub basis: Basis,
     pub idle_kb: Figure,
     pub first_kb: Figure,
@@ -189,14 +191,39 @@ fn command(record: &EntryRecord) -> Option<Command> {
     record.measure.cmd.command().cloned()
 }
 
-/// Skills of `kind` one step of the entry adds, if it adds any.
-fn adds(command: &Command, kind: SkillKind) -> Option<u32> {
+/// Skills of `kind` one step of the entry loads, if it loads any.
+fn adds(command: &Command, kind: &Copies) -> Option<u32> {
     match command {
-        Command::Fill { kind: filled, .. } if *filled == kind => Some(1),
+        Command::Fill { kind: filled, .. } if *kind == Copies::Sample(*filled) => Some(1),
         _ => command
-            .sample_copies()
-            .and_then(|(added, count)| (added == kind).then_some(count)),
+            .loads()
+            .and_then(|(added, count)| (added == *kind).then_some(count)),
     }
+}
+
+/// Whether the entry ran requests of `kind` at once: `p_execute_all` over the samples, or
+/// `p_execute TIMES NAME` on a copy of the component.
+fn concurrent(run: &RunRecords, record: &EntryRecord, kind: &Copies) -> bool {
+    match (command(record), kind) {
+        (Some(Command::PExecuteAll { .. }), Copies::Sample(_)) => true,
+        (Some(Command::Execute { name, times, .. }), Copies::Component(file)) => {
+            times > 1 && copy_of(run, &name, file)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `name` is a copy the run's adds made of `file`: named on its add, or after the
+/// file (`weather3`).
+fn copy_of(run: &RunRecords, name: &str, file: &Path) -> bool {
+    let numbered = name
+        .strip_prefix(CopyNames::stem(file).as_str())
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    numbered
+        || run.records.iter().any(|record| {
+            matches!(command(record), Some(Command::AddFile { file: added, name: Some(named), .. })
+                if added == file && named == name)
+        })
 }
 
 fn source(run: &RunRecords, record: &EntryRecord) -> String {
@@ -345,14 +372,13 @@ fn largest((values, from): (Vec<f64>, Vec<String>)) -> Option<Figure> {
 }
 
 /// Memory per request in flight, from the concurrent entries with enough of them.
-fn per_request_kb(runs: &[RunRecords], reading: Reading) -> Option<Figure> {
+fn per_request_kb(runs: &[RunRecords], kind: &Copies, reading: Reading) -> Option<Figure> {
     let (mut per_request, mut from) = (Vec::new(), Vec::new());
     for run in runs {
         for record in &run.records {
             let in_flight = record.measure.outcome.latencies.len();
-            let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
             if let (true, true, Some(peak)) = (
-                concurrent,
+                concurrent(run, record, kind),
                 in_flight >= MIN_IN_FLIGHT,
                 reading.peak_kb(record),
             ) {
@@ -368,7 +394,7 @@ fn per_request_kb(runs: &[RunRecords], reading: Reading) -> Option<Figure> {
 /// before it, and it got as far as one step (a host that died in it gives none). Every run
 /// that starts so gives one reading of each; the first such run also gives the warm-up, the
 /// mappings and the threads.
-fn firsts(runs: &[RunRecords], kind: SkillKind) -> Vec<(&RunRecords, &EntryRecord)> {
+fn firsts<'a>(runs: &'a [RunRecords], kind: &Copies) -> Vec<(&'a RunRecords, &'a EntryRecord)> {
     runs.iter()
         .filter_map(|run| {
             let record = run.records.first()?;
@@ -381,9 +407,9 @@ fn firsts(runs: &[RunRecords], kind: SkillKind) -> Vec<(&RunRecords, &EntryRecor
 /// The figures for `kind`, or what the runs lack for them.
 pub fn ingredients(
     runs: &[RunRecords],
-    kind: SkillKind,
+    kind: &Copies,
 ) -> Result<(Ingredients, Vec<Missing>), Vec<Missing>> {
-    let prefix = kind.prefix().trim_start_matches("sample_");
+    let (label, add) = (kind.label(), kind.add_line());
     let adding: Vec<(&RunRecords, &EntryRecord, u32)> = runs
         .iter()
         .flat_map(|run| run.records.iter().map(move |record| (run, record)))
@@ -397,8 +423,8 @@ pub fn ingredients(
     let mut missing = Vec::new();
     let Some(&(first_run, first_record)) = firsts.first() else {
         missing.push(Missing {
-            figure: format!("the idle host and the first {prefix} skill"),
-            add: format!("add_{prefix} as the run's first line"),
+            figure: format!("the idle host and the first {label} skill"),
+            add: format!("{add} as the run's first line"),
         });
         return Err(missing);
     };
@@ -419,8 +445,8 @@ pub fn ingredients(
     let Some(marginal_kb) = Figure::slope_of(&further.marginal, further.marginal_from.clone())
     else {
         missing.push(Missing {
-            figure: format!("the cost of each further {prefix} skill"),
-            add: format!("4 add_{prefix} after the first"),
+            figure: format!("the cost of each further {label} skill"),
+            add: format!("4 {add} after the first"),
         });
         return Err(missing);
     };
@@ -433,13 +459,19 @@ pub fn ingredients(
     let (cpu, cpu_from) = further.cpu;
     let cpu_per_skill_ms =
         Figure::of(cpu, cpu_from).unwrap_or_else(|| Figure::exact(0.0, String::new()));
-    let per_request_kb = per_request_kb(runs, reading);
+    let per_request_kb = per_request_kb(runs, kind, reading);
     if per_request_kb.is_none() {
         missing.push(Missing {
             figure: format!(
                 "the memory per request in flight (an entry with {MIN_IN_FLIGHT} or more at once)"
             ),
-            add: "p_execute_all JohnDoe 42 9000 10".to_owned(),
+            add: match kind {
+                Copies::Sample(_) => "p_execute_all JohnDoe 42 9000 10".to_owned(),
+                Copies::Component(file) => format!(
+                    "p_execute {MIN_IN_FLIGHT} {}1 JSON|@FILE",
+                    CopyNames::stem(file)
+                ),
+            },
         });
     }
     let compile_threads = adding
@@ -452,7 +484,7 @@ pub fn ingredients(
         });
     Ok((
         Ingredients {
-            kind,
+            kind: kind.clone(),
             basis: reading.basis,
             idle_kb,
             first_kb,
@@ -568,7 +600,7 @@ pub const USER_SPACE_KB: u64 = 1 << 37;
 /// per request in flight, from each concurrent entry's peak against the entry before it.
 fn process_limit(
     runs: &[RunRecords],
-    kind: SkillKind,
+    kind: &Copies,
     first_run: &RunRecords,
     first_record: &EntryRecord,
     limit: u64,
@@ -593,9 +625,8 @@ fn process_limit(
         for pair in run.records.windows(2) {
             let (before, record) = (&pair[0], &pair[1]);
             let in_flight = record.measure.outcome.latencies.len();
-            let concurrent = matches!(command(record), Some(Command::PExecuteAll { .. }));
             if let (true, true, Some(peak), Some(base)) = (
-                concurrent,
+                concurrent(run, record, kind),
                 in_flight >= MIN_IN_FLIGHT,
                 peak_of(record),
                 peak_of(before),
@@ -631,7 +662,7 @@ impl Machine {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Prediction {
-    pub kind: SkillKind,
+    pub kind: Copies,
     /// Skills resident at once.
     pub skills: Figure,
     /// The skills the requests run beside: the most that fit, or as asked.
@@ -794,7 +825,7 @@ pub fn predict(
         from: from(&[cpu]),
     };
     Prediction {
-        kind: ingredients.kind,
+        kind: ingredients.kind.clone(),
         skills,
         skills_held: held,
         requests,
@@ -809,6 +840,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::cmds::SkillKind;
     use crate::record::Step;
     use crate::record::fixture::record;
 
@@ -863,7 +895,8 @@ mod tests {
 
     #[test]
     fn derives_each_ingredient_from_its_entries() {
-        let (found, missing) = ingredients(&[bench_like()], SkillKind::Python).unwrap();
+        let (found, missing) =
+            ingredients(&[bench_like()], &Copies::Sample(SkillKind::Python)).unwrap();
         assert!(missing.is_empty());
         assert_eq!(found.basis, Basis::Rss);
         assert_eq!(found.idle_kb.value, 100.0);
@@ -885,6 +918,81 @@ mod tests {
         assert_eq!(found.per_request_kb.unwrap().value, 20.0);
         // 1 s of CPU for one skill, 4 s for four (10 ms ticks).
         assert_eq!(found.cpu_per_skill_ms.value, 1_000.0);
+    }
+
+    /// A user's component: its adds with an input load it as add_py loads the sample, and
+    /// `p_execute` on one of its copies gives the memory per request; the samples, which the
+    /// run never added, say what they lack.
+    #[test]
+    fn a_users_component_loaded_by_its_adds_has_its_own_ingredients() {
+        use crate::component::Exports;
+        use crate::record::EntryCmd;
+        let weather = Copies::Component("weather.wasm".into());
+        let input = Some(r#"{"topic":"rain"}"#.to_owned());
+        let add = |count: u32| Command::AddFile {
+            file: "weather.wasm".into(),
+            name: None,
+            count,
+            exports: Exports(vec!["run".to_owned()]),
+            input: input.clone(),
+        };
+        let named = |mut record: EntryRecord, command: Command| {
+            record.measure.cmd = EntryCmd::new(record.measure.cmd.as_str().to_owned(), command);
+            record
+        };
+        let mut requests = named(
+            entry(2, "p_execute 50 weather3 {}", 1_500, &[1_520], 2_500),
+            Command::Execute {
+                name: "weather3".to_owned(),
+                input: "{}".to_owned(),
+                times: 50,
+            },
+        );
+        requests.measure.outcome.latencies = vec![Duration::from_secs(1); 50];
+        let run = RunRecords {
+            name: "own".to_owned(),
+            cores: None,
+            records: vec![
+                named(
+                    entry(0, "add weather.wasm {}", 100, &[1_100], 1_300),
+                    add(1),
+                ),
+                named(
+                    entry(
+                        1,
+                        "4 add weather.wasm {}",
+                        1_100,
+                        &[1_200, 1_310, 1_400, 1_500],
+                        1_700,
+                    ),
+                    add(1),
+                ),
+                requests,
+            ],
+        };
+        let (found, missing) = ingredients(std::slice::from_ref(&run), &weather).unwrap();
+        assert!(missing.is_empty(), "{missing:?}");
+        assert_eq!(found.kind.label(), "weather.wasm");
+        assert_eq!(
+            (found.idle_kb.value, found.first_kb.value),
+            (100.0, 1_000.0)
+        );
+        assert_eq!(found.marginal_kb.value, 100.0);
+        assert_eq!(found.per_request_kb.unwrap().value, 20.0);
+        assert_eq!(
+            serde_json::to_value(&found.kind).unwrap(),
+            serde_json::json!("weather.wasm")
+        );
+        let lacks = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap_err();
+        assert_eq!(lacks[0].add, "add_py as the run's first line");
+
+        // An add without an input loads nothing.
+        let mut bare = add(1);
+        if let Command::AddFile { input, .. } = &mut bare {
+            *input = None;
+        }
+        assert_eq!(bare.loads(), None);
+        assert_eq!(add(3).loads(), Some((weather.clone(), 3)));
     }
 
     /// The first skill's growth by holder, and what the allocator kept; the host's threads
@@ -912,7 +1020,7 @@ mod tests {
         first.measure.before.threads = 4;
         first.sampling.threads_peak = Some(7);
         run.records[1].sampling.threads_peak = Some(9);
-        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        let (found, _) = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap();
         let held = found.first_held.unwrap();
         assert_eq!(
             (held.heap_kb, held.code_kb, held.other_kb, held.kept_kb),
@@ -924,7 +1032,7 @@ mod tests {
 
     #[test]
     fn predicts_skills_requests_and_load_time_with_ranges() {
-        let (found, _) = ingredients(&[bench_like()], SkillKind::Python).unwrap();
+        let (found, _) = ingredients(&[bench_like()], &Copies::Sample(SkillKind::Python)).unwrap();
         // 10,000 KB of budget: idle 100 + first 1,000 + transient 200 leave 8,700 for 87 more.
         let machine = small_machine();
         let predicted = predict(&found, &machine, None);
@@ -952,7 +1060,7 @@ mod tests {
             &[1_400, 1_500, 1_600, 1_700, 1_800, 1_900, 2_000, 2_100],
             2_200,
         );
-        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        let (found, _) = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap();
         assert_eq!(found.marginal_kb.value, 100.0);
         assert_eq!(found.warmup_kb.value, 200.0);
         assert_eq!(found.warmup_kb.from, ["a#1: 8 add_py"]);
@@ -975,7 +1083,7 @@ mod tests {
             record.sampling.handles.maps_peak = Some(maps);
             record.sampling.maps_limit = Some(400);
         }
-        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        let (found, _) = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap();
         let maps = found.mappings.as_ref().unwrap();
         assert_eq!(
             (maps.first, maps.first_skills, maps.per_skill.value),
@@ -1008,7 +1116,7 @@ mod tests {
             record.sampling.vms_peak_kb = Some(vms);
             record.sampling.handles.as_limit_kb = Some(64 * gib);
         }
-        let (found, _) = ingredients(&[run.clone()], SkillKind::Python).unwrap();
+        let (found, _) = ingredients(&[run.clone()], &Copies::Sample(SkillKind::Python)).unwrap();
         let space = found.address_space.as_ref().unwrap();
         assert_eq!(space.limit, 64 * gib);
         assert_eq!(space.per_skill.value, (gib / 64) as f64);
@@ -1019,7 +1127,7 @@ mod tests {
         for record in &mut run.records {
             record.sampling.handles.as_limit_kb = None;
         }
-        let (found, _) = ingredients(&[run], SkillKind::Python).unwrap();
+        let (found, _) = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap();
         assert_eq!(found.address_space.as_ref().unwrap().limit, USER_SPACE_KB);
         let beside_ten = predict(&found, &small_machine(), Some(10));
         assert_eq!(beside_ten.requests_bound, Bound::Memory);
@@ -1029,18 +1137,18 @@ mod tests {
     fn says_which_entries_a_run_lacks() {
         let mut run = bench_like();
         run.records.truncate(1);
-        let missing = ingredients(&[run], SkillKind::Python).unwrap_err();
+        let missing = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap_err();
         assert_eq!(missing[0].add, "4 add_py after the first");
-        let missing = ingredients(&[bench_like()], SkillKind::Rust).unwrap_err();
+        let missing = ingredients(&[bench_like()], &Copies::Sample(SkillKind::Rust)).unwrap_err();
         assert_eq!(missing[0].add, "add_rs as the run's first line");
         // A first add the host died in has no step to measure the first skill by.
         let mut run = bench_like();
         run.records[0].measure.outcome.steps.clear();
-        let missing = ingredients(&[run], SkillKind::Python).unwrap_err();
+        let missing = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap_err();
         assert_eq!(missing[0].add, "add_py as the run's first line");
         let mut run = bench_like();
         run.records.pop();
-        let (_, missing) = ingredients(&[run], SkillKind::Python).unwrap();
+        let (_, missing) = ingredients(&[run], &Copies::Sample(SkillKind::Python)).unwrap();
         assert!(missing[0].add.starts_with("p_execute_all"), "{missing:?}");
     }
 }

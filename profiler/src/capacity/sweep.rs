@@ -177,7 +177,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         .into_iter()
         .map(|loaded| loaded.run)
         .collect();
-    let (points, lacking) = dependence::points(&loaded, kind);
+    let (points, lacking) = dependence::points(&loaded, &cmds::Copies::Sample(kind));
     if let Some((cores, missing)) = lacking.first() {
         bail!(
             "the runs at {cores} cores lack {}: add `{}` to {}",

@@ -20,14 +20,19 @@ pub const DEFAULT_TOPIC: &str = "World";
 pub enum Command {
     /// Register a component the user brings (a skillprof extension): under NAME (`add FILE
     /// NAME`), or `count` copies named after the file (`add FILE`: `weather1`; `p_add N
-    /// FILE`: the next N), all at once, and wait until the host lists them. No request is
-    /// sent: what a skill accepts is the user's to say, so its first `execute` compiles it.
-    /// The file is read when the cmds file is checked: `exports` says its world.
+    /// FILE`: the next N), all at once, and wait until the host lists them. Without an input
+    /// no request is sent: what a skill accepts is the user's to say, so its first `execute`
+    /// compiles it. With one (`add FILE [NAME] JSON|@FILE`), each copy is executed once with
+    /// it, at once, as `add_py` does: the entry then holds the compiled skills, which is what
+    /// `capacity` reads. The file is read when the cmds file is checked: `exports` says its
+    /// world.
     AddFile {
         file: PathBuf,
         name: Option<String>,
         count: u32,
         exports: Exports,
+        /// Checked JSON text, as [`Command::Execute`] keeps it.
+        input: Option<String>,
     },
     /// Register one more copy of the Python sample skill, wait until it is listed, execute it once.
     AddPy,
@@ -250,6 +255,47 @@ impl SkillKind {
     }
 }
 
+/// What an add loads copies of: a sample skill, or the component file of a user's add with an
+/// input (one without sends nothing, so it loads nothing yet). `capacity` answers per kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Copies {
+    Sample(SkillKind),
+    Component(PathBuf),
+}
+
+impl Copies {
+    /// As the reports name it: "Python", "Rust", or the component file's name.
+    pub fn label(&self) -> String {
+        match self {
+            Copies::Sample(SkillKind::Python) => "Python".to_owned(),
+            Copies::Sample(SkillKind::Rust) => "Rust".to_owned(),
+            Copies::Component(file) => file
+                .file_name()
+                .unwrap_or(file.as_os_str())
+                .to_string_lossy()
+                .into_owned(),
+        }
+    }
+
+    /// The cmds line that loads one more copy, for a run that lacks one.
+    pub fn add_line(&self) -> String {
+        match self {
+            Copies::Sample(kind) => format!("add_{}", kind.prefix().trim_start_matches("sample_")),
+            Copies::Component(_) => format!("add {} JSON|@FILE", self.label()),
+        }
+    }
+}
+
+/// As `capacity.json` has always named the samples ("python", "rust"); a component by its path.
+impl serde::Serialize for Copies {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Copies::Sample(kind) => kind.serialize(serializer),
+            Copies::Component(file) => file.serialize(serializer),
+        }
+    }
+}
+
 /// The most skills one `fill_py` or `fill_rs` adds when the line names no MAX: a bound on a
 /// loop that should end at the limit long before.
 pub const FILL_MAX: u32 = 10_000;
@@ -263,6 +309,22 @@ impl Command {
             Command::PAddPy(n) => Some((SkillKind::Python, n)),
             Command::PAddRs(n) => Some((SkillKind::Rust, n)),
             _ => None,
+        }
+    }
+
+    /// What it loads copies of, compiled and executed once each, and how many at once: the
+    /// samples' adds, and a component's add with an input.
+    pub fn loads(&self) -> Option<(Copies, u32)> {
+        match self {
+            Command::AddFile {
+                file,
+                count,
+                input: Some(_),
+                ..
+            } => Some((Copies::Component(file.clone()), *count)),
+            _ => self
+                .sample_copies()
+                .map(|(kind, count)| (Copies::Sample(kind), count)),
         }
     }
 
@@ -334,20 +396,27 @@ const fn takes(
 }
 
 const SIGNATURES: &[Signature] = &[
-    takes("add", "FILE [NAME]", |args| {
+    takes("add", "FILE [NAME] [JSON...]", |args| {
         let (file, exports) = args.component(0)?;
-        let name = args.text(1).map(|name| args.skill_name(name)).transpose()?;
-        if name.is_none() {
+        let named = args
+            .tokens
+            .get(1)
+            .filter(|token| !starts_input(token))
+            .map(|name| args.skill_name(name.to_string()))
+            .transpose()?;
+        if named.is_none() {
             args.stem(&file)?;
         }
+        let input = args.input_from(1 + usize::from(named.is_some()))?;
         Ok(Command::AddFile {
             file,
-            name,
+            name: named,
             count: 1,
             exports,
+            input,
         })
     }),
-    takes("p_add", "N FILE", |args| {
+    takes("p_add", "N FILE [JSON...]", |args| {
         let count = args.required_count(0)?;
         let (file, exports) = args.component(1)?;
         args.stem(&file)?;
@@ -356,6 +425,7 @@ const SIGNATURES: &[Signature] = &[
             name: None,
             count,
             exports,
+            input: args.input_from(2)?,
         })
     }),
     takes("add_py", "", |_| Ok(Command::AddPy)),
@@ -627,6 +697,12 @@ const SIGNATURES: &[Signature] = &[
     takes("stop", "", |_| Ok(Command::Stop)),
 ];
 
+/// Whether an add's token is its input rather than a NAME: a name is letters, digits, `_`
+/// and `-`, so JSON's object, array and string, and `@FILE`, cannot be one.
+fn starts_input(token: &str) -> bool {
+    token.starts_with(['@', '{', '[', '"'])
+}
+
 /// The arguments of one line, already known to be as many as its command takes.
 struct Args<'a> {
     signature: &'a Signature,
@@ -822,6 +898,19 @@ impl<'a> Args<'a> {
     /// a missing file or bad JSON fails before anything runs. The lexer split the line at
     /// whitespace, which JSON ignores between its tokens (a run of spaces inside a string
     /// becomes one); a file keeps its text as written.
+    /// An add's optional input from `index` on: none when the line ends before it, else
+    /// JSON|@FILE, which must start as an input does (see [`starts_input`]).
+    fn input_from(&self, index: usize) -> Result<Option<String>, String> {
+        match self.tokens.get(index) {
+            None => Ok(None),
+            Some(token) if starts_input(token) => self.json(index).map(Some),
+            Some(token) => Err(self.problem(format!(
+                "{token:?} is not an input: an input is JSON (an object, an array or a string) \
+                 or @FILE"
+            ))),
+        }
+    }
+
     fn json(&self, index: usize) -> Result<String, String> {
         let rest = &self.tokens[index..];
         let (text, from) = match rest {

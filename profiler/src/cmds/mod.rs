@@ -10,8 +10,8 @@ mod in_flight;
 mod lexer;
 
 pub use command::{
-    Command, DEFAULT_TOPIC, FILL_MAX, Load, LoadSchedule, MAX_RPS, MAX_WATCH_S, MixSkill, Sends,
-    SkillKind, Traffic, TrafficLoad, read_mix,
+    Command, Copies, DEFAULT_TOPIC, FILL_MAX, Load, LoadSchedule, MAX_RPS, MAX_WATCH_S, MixSkill,
+    Sends, SkillKind, Traffic, TrafficLoad, read_mix,
 };
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
@@ -840,39 +840,39 @@ mod tests {
         }
         std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
         let read_back = |text: &str| written_and_read(&dir.path().join("own.cmds"), text);
-        let plan =
-            read_back("add weather.wasm\np_add 3 weather.wasm\nadd my.skill.wasm sky\n").unwrap();
+        std::fs::write(dir.path().join("rain.json"), r#"{"topic": "rain"}"#).unwrap();
+        let plan = read_back(
+            "add weather.wasm\np_add 3 weather.wasm\nadd my.skill.wasm sky\n\
+             add weather.wasm {\"topic\": \"sun\"}\nadd my.skill.wasm fog @rain.json\n\
+             p_add 2 weather.wasm \"snow\"\n",
+        )
+        .unwrap();
         let run = Exports(vec!["run".to_owned()]);
+        let added = |file: &str, name: Option<&str>, count: u32, input: Option<&str>| AddFile {
+            file: dir.path().join(file),
+            name: name.map(str::to_owned),
+            count,
+            exports: run.clone(),
+            input: input.map(str::to_owned),
+        };
         assert_eq!(
-            plan.entries[..3]
+            plan.entries[..6]
                 .iter()
-                .map(|e| &e.command)
+                .map(|e| e.command.clone())
                 .collect::<Vec<_>>(),
             [
-                &AddFile {
-                    file: dir.path().join("weather.wasm"),
-                    name: None,
-                    count: 1,
-                    exports: run.clone(),
-                },
-                &AddFile {
-                    file: dir.path().join("weather.wasm"),
-                    name: None,
-                    count: 3,
-                    exports: run.clone(),
-                },
-                &AddFile {
-                    file: dir.path().join("my.skill.wasm"),
-                    name: Some("sky".to_owned()),
-                    count: 1,
-                    exports: run,
-                },
+                added("weather.wasm", None, 1, None),
+                added("weather.wasm", None, 3, None),
+                added("my.skill.wasm", Some("sky"), 1, None),
+                added("weather.wasm", None, 1, Some(r#"{"topic":"sun"}"#)),
+                added("my.skill.wasm", Some("fog"), 1, Some(r#"{"topic":"rain"}"#)),
+                added("weather.wasm", None, 2, Some(r#""snow""#)),
             ]
         );
         for (text, says) in [
             (
                 "add my.skill.wasm\n",
-                "add takes FILE [NAME]; copies are named after the file, and \"my.skill\" is not a skill's name (ASCII letters, digits, _ and -): rename the file, or give NAME (add FILE NAME)",
+                "add takes FILE [NAME] [JSON...]; copies are named after the file, and \"my.skill\" is not a skill's name (ASCII letters, digits, _ and -): rename the file, or give NAME (add FILE NAME)",
             ),
             (
                 "add core.wasm\n",
@@ -880,7 +880,15 @@ mod tests {
             ),
             (
                 "p_add 0 weather.wasm\n",
-                "p_add takes N FILE; N must be at least 1, got 0",
+                "p_add takes N FILE [JSON...]; N must be at least 1, got 0",
+            ),
+            (
+                "add weather.wasm sky 42\n",
+                "add takes FILE [NAME] [JSON...]; \"42\" is not an input: an input is JSON (an object, an array or a string) or @FILE",
+            ),
+            (
+                "add weather.wasm {\"topic\":\n",
+                "add takes FILE [NAME] [JSON...]; JSON is not JSON",
             ),
         ] {
             let refused = read_back(text).unwrap_err();

@@ -208,6 +208,18 @@ impl EntryCmd {
         }
     }
 
+    /// Reads the name again as a line of a cmds file in `dir`, if it did not read as one
+    /// alone: a line that names a file (`add weather.wasm`, `execute sky @rain.json`) reads
+    /// only beside its cmds file, which a record does not keep.
+    pub fn read_beside(&mut self, dir: &std::path::Path) {
+        if self.command.is_none() {
+            self.command = cmds::parse_in("entry", dir, &self.name, InFlightCap::new(u64::MAX))
+                .ok()
+                .and_then(|plan| plan.entries.into_iter().next())
+                .map(|entry| entry.command);
+        }
+    }
+
     pub fn command(&self) -> Option<&Command> {
         self.command.as_ref()
     }

@@ -6,7 +6,7 @@ use maud::{Markup, html};
 
 use super::read::Run;
 use crate::capacity::model::{self, Machine, RunRecords};
-use crate::cmds::SkillKind;
+use crate::cmds::{Command, Copies, SkillKind};
 use crate::explain;
 use crate::record::{EntryRecord, Status};
 use crate::units::{bytes, count};
@@ -160,21 +160,32 @@ fn capacity(run: &Run) -> Markup {
         cores: u32::try_from(cores).unwrap_or(u32::MAX),
         headroom: HEADROOM,
     };
-    let kinds = [(SkillKind::Python, "Python"), (SkillKind::Rust, "Rust")];
+    // The samples, and every component the run loaded (an add with an input).
+    let mut kinds = vec![
+        Copies::Sample(SkillKind::Python),
+        Copies::Sample(SkillKind::Rust),
+    ];
+    for record in &run.records {
+        if let Some((loaded, _)) = record.measure.cmd.command().and_then(Command::loads)
+            && !kinds.contains(&loaded)
+        {
+            kinds.push(loaded);
+        }
+    }
     let said: Vec<Markup> = kinds
         .iter()
-        .map(|&(kind, name)| match model::ingredients(&runs, kind) {
+        .map(|kind| match model::ingredients(&runs, kind) {
             Ok((ingredients, _)) => {
                 let skills = model::predict(&ingredients, &machine, None).skills;
                 html! {
-                    strong { (count(skills.value)) } " " (name) " skills"
+                    strong { (count(skills.value)) } " " (kind.label()) " skills"
                     @if skills.low != skills.high {
                         " [" (count(skills.low)) "-" (count(skills.high)) "]"
                     }
                 }
             }
             Err(missing) => html! {
-                (name) " skills: not from this run (it lacks "
+                (kind.label()) " skills: not from this run (it lacks "
                 (missing.iter().map(|m| m.figure.as_str()).collect::<Vec<_>>().join(", ")) ")"
             },
         })

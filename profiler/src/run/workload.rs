@@ -159,13 +159,22 @@ impl Workload {
     pub async fn run(&mut self, command: &Command, outcome: &mut Outcome) -> Result<()> {
         match command {
             Command::AddFile {
-                file, name, count, ..
+                file,
+                name,
+                count,
+                input,
+                ..
             } => {
                 let names = match name {
                     Some(name) => vec![name.clone()],
                     None => self.added.next(&CopyNames::stem(file), *count),
                 };
-                self.register(file, names, outcome).await?;
+                let registered = self.register(file, names, outcome).await?;
+                if let (Some(names), Some(input)) = (registered, input) {
+                    let input: Value = serde_json::from_str(input).context("the checked JSON")?;
+                    let each = names.into_iter().map(|name| (name, input.clone()));
+                    self.execute_at_once(each, outcome).await;
+                }
                 Ok(())
             }
             Command::AddPy => self.add(SkillKind::Python, 1, outcome).await,
