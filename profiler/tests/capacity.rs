@@ -278,7 +278,7 @@ fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
 
 /// A user's component gets its own answer, named after its file, from its adds with an input
 /// and the requests on one of its copies; the Rust sample's bytes under another name, it must
-/// cost what the sample costs when a run adds the sample itself.
+/// cost about what the sample costs when a run adds the sample itself.
 #[test]
 fn a_users_component_is_answered_from_its_adds_and_costs_what_the_same_bytes_do_as_a_sample() {
     require_root(ROOT);
@@ -330,18 +330,21 @@ fn a_users_component_is_answered_from_its_adds_and_costs_what_the_same_bytes_do_
     assert!(weather["predicted"]["skills"]["value"].as_f64().unwrap() > 100.0);
 
     let rust = predict(&sample_run, "64G", &[], &dir.path().join("sample-answer"));
-    let interval = |found: &Value| {
-        let marginal = &found["ingredients"]["marginal_kb"];
-        (
-            marginal["low"].as_f64().unwrap(),
-            marginal["high"].as_f64().unwrap(),
-        )
+    // One run's interval does not hold the next run's slope: malloc grows in chunks a few
+    // copies wide, and over 30 copies the slope of the same workload moved by up to 20%
+    // between two runs here (486-532 KiB against 580-659 in one suite, overlapping in five
+    // others). An add that loaded nothing would cost a few KiB a copy, not half as much.
+    let marginal = |found: &Value| {
+        found["ingredients"]["marginal_kb"]["value"]
+            .as_f64()
+            .unwrap()
     };
-    let ((own_low, own_high), (rust_low, rust_high)) = (interval(weather), interval(&rust));
+    let ratio = marginal(weather) / marginal(&rust);
     assert!(
-        own_low <= rust_high && rust_low <= own_high,
-        "each further copy: {own_low:.0}-{own_high:.0} KiB as weather.wasm, \
-         {rust_low:.0}-{rust_high:.0} KiB as sample_rs"
+        (0.7..=1.43).contains(&ratio),
+        "each further copy: {:.0} KiB as weather.wasm, {:.0} KiB as sample_rs",
+        marginal(weather),
+        marginal(&rust)
     );
 }
 

@@ -1346,7 +1346,10 @@ fn a_component_the_host_cannot_serve_is_refused_before_anything_starts() {
     let runs = dir.path().join("runs");
     for (text, says) in [
         ("add_rs\nadd pharia.wasm\n", "own.cmds:2: "),
-        ("add notes.wasm\n", "own.cmds:1: add takes FILE [NAME] [JSON...]; "),
+        (
+            "add notes.wasm\n",
+            "own.cmds:1: add takes FILE [NAME] [JSON...]; ",
+        ),
         (
             "p_add 2 missing.wasm\n",
             "own.cmds:1: p_add takes N FILE [JSON...]; cannot read ",
