@@ -65,6 +65,19 @@ impl SkillWorld {
         }
     }
 
+    /// Why a host serving this world refuses a component with these exports, after its name
+    /// (`weather.wasm is ...`), or `None` when it serves it.
+    pub fn refuses(self, exports: &Exports, profile: &str) -> Option<String> {
+        (SkillWorld::of(exports) != Some(self)).then(|| {
+            format!(
+                "is {}, and the host profile {profile} serves {self} components (a world-level \
+                 `run` for skillprof:skill, the skill-handler interface for pharia:skill@0.2, \
+                 incoming-handler for wasi:http/proxy)",
+                SkillWorld::describe(exports)
+            )
+        })
+    }
+
     /// The folder under the sample-skills directory that holds this world's components.
     pub fn samples_folder(self) -> &'static str {
         match self {

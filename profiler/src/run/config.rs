@@ -299,19 +299,14 @@ fn served(args: &RunArgs, plan: &Plan, world: SkillWorld) -> Result<()> {
         let Command::AddFile { file, exports, .. } = &entry.command else {
             continue;
         };
-        if SkillWorld::of(exports) == Some(world) {
-            continue;
+        if let Some(why) = world.refuses(exports, &args.host_profile) {
+            anyhow::bail!(
+                "{}:{}: {} {why}",
+                args.cmds.display(),
+                entry.line.unwrap_or(0),
+                file.display()
+            );
         }
-        anyhow::bail!(
-            "{}:{}: {} is {}, and the host profile {} serves {world} components (a world-level \
-             `run` for skillprof:skill, the skill-handler interface for pharia:skill@0.2, \
-             incoming-handler for wasi:http/proxy)",
-            args.cmds.display(),
-            entry.line.unwrap_or(0),
-            file.display(),
-            SkillWorld::describe(exports),
-            args.host_profile
-        );
     }
     Ok(())
 }

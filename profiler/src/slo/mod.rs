@@ -350,13 +350,10 @@ impl Sent {
 /// from in the error.
 fn checked_component(file: &Path, world: SkillWorld, flag: &str, profile: &str) -> Result<()> {
     let exports = crate::component::read(file).map_err(anyhow::Error::msg)?;
-    ensure!(
-        SkillWorld::of(&exports) == Some(world),
-        "{flag} {} is {}, and the host profile {profile} serves {world} components",
-        file.display(),
-        SkillWorld::describe(&exports),
-    );
-    Ok(())
+    match world.refuses(&exports, profile) {
+        Some(why) => anyhow::bail!("{flag} {} {why}", file.display()),
+        None => Ok(()),
+    }
 }
 
 /// The sample, the user's component or the mix `args` name, with the inputs: a component of
