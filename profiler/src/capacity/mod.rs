@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::cmds::{Command, Copies, CopyNames, SkillKind};
+use crate::cmds::{Copies, CopyNames, SkillKind};
 use crate::explain;
 use crate::output::entries_jsonl;
 use crate::record::profile::PythonSample;
@@ -248,22 +248,7 @@ pub fn run(args: CapacityArgs) -> Result<()> {
     let kinds: Vec<Copies> = match args.kind {
         Some(Kind::Python) => vec![Copies::Sample(SkillKind::Python)],
         Some(Kind::Rust) => vec![Copies::Sample(SkillKind::Rust)],
-        None => {
-            let mut kinds = vec![
-                Copies::Sample(SkillKind::Python),
-                Copies::Sample(SkillKind::Rust),
-            ];
-            for loaded in runs
-                .iter()
-                .flat_map(|run| &run.records)
-                .filter_map(|record| record.measure.cmd.command().and_then(Command::loads))
-            {
-                if !kinds.contains(&loaded.0) {
-                    kinds.push(loaded.0);
-                }
-            }
-            kinds
-        }
+        None => model::kinds(&runs),
     };
     let mut answered = Vec::new();
     let mut refusals = Vec::new();

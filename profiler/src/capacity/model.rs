@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use std::path::Path;
 
-use crate::cmds::{Command, Copies, CopyNames};
+use crate::cmds::{Command, Copies, CopyNames, SkillKind};
 use crate::record::EntryRecord;
 use crate::stats::{median, nearest_rank, theil_sen, theil_sen_ci};
 
@@ -201,6 +201,25 @@ fn adds(command: &Command, kind: &Copies) -> Option<u32> {
     }
 }
 
+/// What capacity can answer for from `runs`: both samples, and every component their adds
+/// loaded, in the order the runs first load it.
+pub fn kinds(runs: &[RunRecords]) -> Vec<Copies> {
+    let mut kinds = vec![
+        Copies::Sample(SkillKind::Python),
+        Copies::Sample(SkillKind::Rust),
+    ];
+    for (loaded, _) in runs
+        .iter()
+        .flat_map(|run| &run.records)
+        .filter_map(|record| command(record)?.loads())
+    {
+        if !kinds.contains(&loaded) {
+            kinds.push(loaded);
+        }
+    }
+    kinds
+}
+
 /// Whether the entry ran requests of `kind` at once: `p_execute_all` over the samples, or
 /// `p_execute TIMES NAME` on a copy of the component.
 fn concurrent(run: &RunRecords, record: &EntryRecord, kind: &Copies) -> bool {
@@ -216,10 +235,7 @@ fn concurrent(run: &RunRecords, record: &EntryRecord, kind: &Copies) -> bool {
 /// Whether `name` is a copy the run's adds made of `file`: named on its add, or after the
 /// file (`weather3`).
 fn copy_of(run: &RunRecords, name: &str, file: &Path) -> bool {
-    let numbered = name
-        .strip_prefix(CopyNames::stem(file).as_str())
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    numbered
+    CopyNames::is_copy(name, &CopyNames::stem(file))
         || run.records.iter().any(|record| {
             matches!(command(record), Some(Command::AddFile { file: added, name: Some(named), .. })
                 if added == file && named == name)
@@ -840,7 +856,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cmds::SkillKind;
     use crate::record::Step;
     use crate::record::fixture::record;
 

@@ -91,6 +91,12 @@ impl CopyNames {
             .collect()
     }
 
+    /// Whether `name` is one of the names [`CopyNames::next`] gives after `prefix`.
+    pub fn is_copy(name: &str, prefix: &str) -> bool {
+        name.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }
+
     /// The prefix of a component file's copies: its stem (`weather.wasm`: `weather`).
     pub fn stem(file: &Path) -> String {
         file.file_stem()

@@ -6,7 +6,7 @@ use maud::{Markup, html};
 
 use super::read::Run;
 use crate::capacity::model::{self, Machine, RunRecords};
-use crate::cmds::{Command, Copies, SkillKind};
+
 use crate::explain;
 use crate::record::{EntryRecord, Status};
 use crate::units::{bytes, count};
@@ -160,18 +160,7 @@ fn capacity(run: &Run) -> Markup {
         cores: u32::try_from(cores).unwrap_or(u32::MAX),
         headroom: HEADROOM,
     };
-    // The samples, and every component the run loaded (an add with an input).
-    let mut kinds = vec![
-        Copies::Sample(SkillKind::Python),
-        Copies::Sample(SkillKind::Rust),
-    ];
-    for record in &run.records {
-        if let Some((loaded, _)) = record.measure.cmd.command().and_then(Command::loads)
-            && !kinds.contains(&loaded)
-        {
-            kinds.push(loaded);
-        }
-    }
+    let kinds = model::kinds(&runs);
     let said: Vec<Markup> = kinds
         .iter()
         .map(|kind| match model::ingredients(&runs, kind) {

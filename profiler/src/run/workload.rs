@@ -169,13 +169,12 @@ impl Workload {
                     Some(name) => vec![name.clone()],
                     None => self.added.next(&CopyNames::stem(file), *count),
                 };
-                let registered = self.register(file, names, outcome).await?;
-                if let (Some(names), Some(input)) = (registered, input) {
-                    let input: Value = serde_json::from_str(input).context("the checked JSON")?;
-                    let each = names.into_iter().map(|name| (name, input.clone()));
-                    self.execute_at_once(each, outcome).await;
-                }
-                Ok(())
+                let input = input
+                    .as_deref()
+                    .map(serde_json::from_str::<Value>)
+                    .transpose()
+                    .context("the checked JSON")?;
+                self.load(file, names, input, outcome).await
             }
             Command::AddPy => self.add(SkillKind::Python, 1, outcome).await,
             Command::AddRs => self.add(SkillKind::Rust, 1, outcome).await,
@@ -367,8 +366,21 @@ impl Workload {
             SkillKind::Rust => Self::skills(&self.skills)?.sample_rs.clone(),
         };
         let names = self.added.next(kind.prefix(), count);
-        if let Some(names) = self.register(&source, names, outcome).await? {
-            let input = sample_input(DEFAULT_TOPIC, 0, 0);
+        let input = sample_input(DEFAULT_TOPIC, 0, 0);
+        self.load(&source, names, Some(input), outcome).await
+    }
+
+    /// Registers `source` under `names`; with an input, then executes each once with it, all
+    /// at once, so that the entry holds the compiled copies.
+    async fn load(
+        &mut self,
+        source: &Path,
+        names: Vec<String>,
+        input: Option<Value>,
+        outcome: &mut Outcome,
+    ) -> Result<()> {
+        let registered = self.register(source, names, outcome).await?;
+        if let (Some(names), Some(input)) = (registered, input) {
             let each = names.into_iter().map(|name| (name, input.clone()));
             self.execute_at_once(each, outcome).await;
         }
