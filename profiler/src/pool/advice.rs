@@ -556,6 +556,18 @@ mod tests {
             output.contains("| peak within the target, req/s |"),
             "{output}"
         );
+        assert!(!output.contains("## Rates not sustained"), "{output}");
+        // A step the host did not keep up with is listed with its reason.
+        let step = &mut steady.configs[0].runs[1].figures.as_mut().unwrap().rates[4];
+        step.sustained = false;
+        step.unsustained = Some("3 of 80 requests failed".into());
+        let output = crate::pool::output::markdown(&steady);
+        assert!(
+            output.contains(
+                "## Rates not sustained\n\n- on-demand (round 2), 1250/s: 3 of 80 requests failed"
+            ),
+            "{output}"
+        );
     }
 
     /// A real experiment on the Pharia Engine 0.15 (cmds/pool.cmds, 5 rounds, this 2-core VM):

@@ -144,6 +144,32 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
     if !failures.is_empty() {
         let _ = writeln!(text, "\n## Runs that failed\n\n{}", failures.join("\n"));
     }
+    // A peak below the workload's top rate is read with the reason its next step missed.
+    let unsustained: Vec<String> = experiment
+        .configs
+        .iter()
+        .flat_map(|config| {
+            config.runs.iter().flat_map(move |run| {
+                let rates = run.figures.iter().flat_map(|figures| &figures.rates);
+                rates.filter_map(move |step| {
+                    Some(format!(
+                        "- {} (round {}), {}/s: {}",
+                        config.name,
+                        run.round,
+                        number(step.asked_rps),
+                        step.unsustained.as_ref()?
+                    ))
+                })
+            })
+        })
+        .collect();
+    if !unsustained.is_empty() {
+        let _ = writeln!(
+            text,
+            "\n## Rates not sustained\n\n{}",
+            unsustained.join("\n")
+        );
+    }
     let _ = writeln!(
         text,
         "\n## The figures\n\n{}",

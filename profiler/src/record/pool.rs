@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::probes::Phase;
-use super::slo::Target;
 use super::traffic::TrafficStep;
 use super::{EntryRecord, Value};
 
@@ -194,22 +193,23 @@ pub struct RateStep {
     pub p50_ms: f64,
     pub p99_ms: f64,
     /// At least 90% of the rate answered, no errors, no queue still growing at the end, and
-    /// a generator that kept its schedule ([`Target::verdict`] short of the latency).
+    /// a generator that kept its schedule ([`TrafficStep::unsustained`]).
     pub sustained: bool,
+    /// Why the step was not sustained, in words ([`TrafficStep::unsustained`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsustained: Option<String>,
 }
 
 impl RateStep {
     fn of(step: &TrafficStep) -> Option<RateStep> {
-        let any_latency = Target {
-            quantile: "p99".to_owned(),
-            ms: f64::INFINITY,
-        };
+        let unsustained = step.unsustained();
         Some(RateStep {
             asked_rps: step.asked_rps()?,
             achieved_rps: step.achieved_rps(),
             p50_ms: step.latency.p50_ms,
             p99_ms: step.latency.p99_ms,
-            sustained: any_latency.verdict(step).met(),
+            sustained: unsustained.is_none(),
+            unsustained,
         })
     }
 }

@@ -35,10 +35,7 @@ impl Target {
         if step.generator_limited().is_some() {
             return Verdict::Generator;
         }
-        let served = step
-            .asked_rps()
-            .is_none_or(|asked| step.achieved_rps() >= 0.9 * asked);
-        if !served || step.errors.total() > 0 || step.still_growing() {
+        if step.unsustained().is_some() {
             return Verdict::Fail;
         }
         let ratio = self.latency_ms(step) / self.ms;

@@ -131,6 +131,12 @@ pub struct Stall {
     pub begins_at_ns: u64,
 }
 
+/// Late sends that one preemption of the generator's thread makes in a step of a few
+/// seconds at a low rate: at 50/s a 2 s step sends 80 requests in its measured window, so
+/// one late send would be over 1%, though it says nothing of whether the generator can send
+/// the rate (and its request's latency still counts from its scheduled send).
+const ONE_HICCUP: u64 = 2;
+
 /// `generator_cpus` of a generator that was not pinned: it ran on any CPU, the host's too.
 pub const UNPINNED: &str = "any";
 
@@ -155,11 +161,14 @@ impl TrafficStep {
     }
 
     /// Why the generator could not hold its schedule, if it could not: then the step is no
-    /// measure of the host's limit. Late sends beyond 1% of the requests, or a generator
-    /// busy for more than 90% of one CPU.
+    /// measure of the host's limit. Late sends beyond 1% of the requests and beyond
+    /// [`ONE_HICCUP`], or a generator busy for more than 90% of one CPU.
     pub fn generator_limited(&self) -> Option<String> {
         let busy = self.generator_cpu_ms / ((self.measured_s + self.warmup_s) * 1e3);
-        if self.asked_rps().is_some() && self.late_sends * 100 > self.sent.max(1) {
+        if self.asked_rps().is_some()
+            && self.late_sends * 100 > self.sent.max(1)
+            && self.late_sends > ONE_HICCUP
+        {
             return Some(format!(
                 "{} of {} sends were more than 1 ms late (send lag p99 {:.2} ms)",
                 self.late_sends, self.sent, self.send_lag_p99_ms
@@ -170,6 +179,38 @@ impl TrafficStep {
                 "the generator was busy {:.0}% of a CPU ({} ms of CPU)",
                 busy * 100.0,
                 self.generator_cpu_ms.round()
+            )
+        })
+    }
+
+    /// Why the step was not sustained, in words, latency aside: the generator could not hold
+    /// its schedule, under 90% of the asked rate was answered, requests failed, or the
+    /// latency was still growing at the end. `None` for a step the host kept up with.
+    pub fn unsustained(&self) -> Option<String> {
+        if let Some(why) = self.generator_limited() {
+            return Some(format!("the generator could not hold its schedule: {why}"));
+        }
+        if let Some(asked) = self
+            .asked_rps()
+            .filter(|&asked| self.achieved_rps() < 0.9 * asked)
+        {
+            return Some(format!(
+                "{:.0} of the {asked:.0} asked per second answered, under 90%",
+                self.achieved_rps()
+            ));
+        }
+        if self.errors.total() > 0 {
+            return Some(format!(
+                "{} of {} requests failed",
+                self.errors.total(),
+                self.sent
+            ));
+        }
+        self.still_growing().then(|| {
+            format!(
+                "the latency was still growing at the end (median {:.2} ms in the first fifth, \
+                 {:.2} ms in the last)",
+                self.first_fifth_p50_ms, self.last_fifth_p50_ms
             )
         })
     }

@@ -410,6 +410,22 @@ mod tests {
     }
 
     #[test]
+    fn one_late_send_in_a_short_step_is_a_hiccup_and_more_than_one_percent_a_limit() {
+        let late = |sent, late_sends| TrafficStep {
+            sent,
+            late_sends,
+            ..step("1", 30.0)
+        };
+        // 80 sends at 50/s: one or two late are over 1% and are one preemption, not a limit.
+        assert_eq!(late(80, 1).unsustained(), None);
+        assert_eq!(late(80, 2).generator_limited(), None);
+        let limited = late(80, 3).unsustained().unwrap();
+        assert!(limited.starts_with("the generator could not hold its schedule: 3 of 80"));
+        assert_eq!(late(1280, 12).generator_limited(), None);
+        assert!(late(1280, 13).generator_limited().is_some());
+    }
+
+    #[test]
     fn the_cpus_given_used_up_bound_the_step_in_cpus_used() {
         let said = bound(
             &step("0", 100.0),
