@@ -1283,6 +1283,63 @@ fn a_users_component_is_added_by_file_and_run_with_its_own_input() {
     );
 }
 
+/// skillhost serves a wasi:http/proxy component a user adds: each execute is `POST /` with
+/// the input as its body, the answer's body the output, and a 400 the component answers is
+/// input it rejected, counted per skill with its reason.
+#[test]
+fn a_wasi_http_component_is_served_and_its_400_is_input_it_rejected() {
+    common::require_root("the probes, which attribute each request to its skill");
+    let dir = tempfile::tempdir().unwrap();
+    fs::copy(
+        built_component("wasi-http/sample_rs.wasm"),
+        dir.path().join("web.wasm"),
+    )
+    .unwrap();
+    let cmds_file = write_cmds(
+        dir.path(),
+        "web.cmds",
+        "add web.wasm
+execute web1 {\"topic\": \"rain\", \"memory\": 64}
+\
+         p_execute 3 web1 {\"memory\": 512, \"chunk_kb\": 512}
+\
+         execute web1 {\"memory\": \"lots\"}
+",
+    );
+    let (_, folder) = run_ok(&cmds_file, &dir.path().join("runs"), &[]);
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let [cmd, executions, errors, first] =
+        ["cmd", "executions", "request_errors", "first_error"].map(|name| column(&header, name));
+    let outcome: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .filter(|row| row[cmd].contains("execute"))
+        .map(|row| (&*row[executions], &*row[errors], &*row[first]))
+        .collect();
+    assert_eq!(outcome[..2], [("1", "0", ""), ("3", "0", "")], "{rows:?}");
+    assert_eq!(outcome[2].1, "1", "{rows:?}");
+    assert!(
+        outcome[2].2.contains(
+            "skill 'web1' rejected its input: answered 400 Bad Request: invalid type: string \
+             \"lots\""
+        ),
+        "{rows:?}"
+    );
+    // Every burst request touched its 512 KiB in the component's own call, and the rejected
+    // one is the skill's, by its phase.
+    let (header, skills) = read_csv(&folder.join("skills.csv"));
+    let [entry, skill, phase, rejected] =
+        ["entry", "skill", "phase", "failed_input"].map(|name| column(&header, name));
+    let rejected_in = |at: &str| {
+        skills
+            .iter()
+            .find(|row| row[entry] == at && row[skill] == "web1" && row[phase] == "call")
+            .unwrap_or_else(|| panic!("no call of web1 in entry {at}: {skills:?}"))[rejected]
+            .clone()
+    };
+    assert_eq!(rejected_in("2"), "0");
+    assert_eq!(rejected_in("3"), "1");
+}
+
 /// `o_mix` sends each request to one skill of the mix, with its own input, in proportion to
 /// the weights: the probes count each skill's calls.
 #[test]
@@ -1378,7 +1435,7 @@ fn a_component_the_host_cannot_serve_is_refused_before_anything_starts() {
     assert!(
         stderr.contains(
             "pharia.wasm is a pharia:skill@0.2 component, and the host profile \
-             skillhost serves skillprof:skill components"
+             skillhost serves skillprof:skill and wasi:http/proxy components"
         ),
         "{stderr}"
     );

@@ -61,9 +61,10 @@ impl Compiler {
         config: &EngineConfig,
         api: Api,
         share_identical: bool,
+        http_path: &str,
         metrics: Arc<Metrics>,
     ) -> Result<Self> {
-        let linkers = Linkers::new(engine).context("linking WASI p2")?;
+        let linkers = Linkers::new(engine, http_path).context("linking WASI p2")?;
         if let Some(dir) = &config.cache_dir {
             fs::create_dir_all(dir)
                 .with_context(|| format!("creating the cache directory {}", dir.display()))?;

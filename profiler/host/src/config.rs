@@ -62,6 +62,11 @@ pub struct HostConfig {
     #[arg(long, default_value_t = 30_000, value_name = "MS")]
     pub drain_timeout_ms: u64,
 
+    /// The path every execute of a wasi:http/proxy component is sent to, as `POST PATH` with
+    /// the input as its JSON body (a proxy picks its own routes).
+    #[arg(long, default_value = "/", value_name = "PATH", value_parser = http_path)]
+    pub http_path: String,
+
     /// The dialect of the HTTP API. `skillhost`: bare names, `{"error": …}` bodies, sorted
     /// listings. `pharia-2024`: the Pharia Kernel's of October 2024: skills are
     /// `dev/<name>` (a bare name means the empty `pharia-kernel-team` namespace), execute
@@ -322,12 +327,35 @@ impl EngineConfig {
     }
 }
 
+/// `--http-path`: an absolute path, as a request line has it.
+fn http_path(path: &str) -> Result<String, String> {
+    match path.parse::<hyper::Uri>() {
+        Ok(uri) if path.starts_with('/') && uri.path() == path => Ok(path.to_owned()),
+        _ => Err(format!(
+            "{path:?} is not an absolute path such as /echo (no scheme, host or query)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
     use skillprof::generated_docs::Generated;
 
-    use super::HostConfig;
+    use super::{HostConfig, http_path};
+
+    #[test]
+    fn an_http_path_is_a_request_lines_absolute_path() {
+        assert_eq!(http_path("/echo").unwrap(), "/echo");
+        for bad in ["echo", "http://host/echo", "/echo?x=1", "/a b"] {
+            assert!(
+                http_path(bad)
+                    .unwrap_err()
+                    .contains("is not an absolute path"),
+                "{bad}"
+            );
+        }
+    }
 
     /// `SKILLPROF_BLESS=1 cargo test -p skillhost config` rewrites it.
     #[test]

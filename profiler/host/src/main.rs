@@ -86,6 +86,7 @@ async fn serve(config: HostConfig) -> Result<i32> {
         &config.engine,
         config.api,
         config.share_identical,
+        &config.http_path,
         metrics.clone(),
     )?);
     let registry = Arc::new(Registry::new(

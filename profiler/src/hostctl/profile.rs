@@ -34,6 +34,27 @@ const BUILT_IN: [(&str, &str); 4] = [
     ),
 ];
 
+impl Registry {
+    /// Why a host registering skills this way refuses a component with these exports, after
+    /// its name (`weather.wasm is ...`), or `None` when it serves it.
+    pub fn refuses(&self, exports: &Exports, profile: &str) -> Option<String> {
+        let worlds: Vec<SkillWorld> = std::iter::once(self.world)
+            .chain(self.also_serves.iter().copied())
+            .collect();
+        let world = SkillWorld::of(exports);
+        (!worlds.iter().any(|served| Some(*served) == world)).then(|| {
+            let served: Vec<String> = worlds.iter().map(ToString::to_string).collect();
+            format!(
+                "is {}, and the host profile {profile} serves {} components (a world-level \
+                 `run` for skillprof:skill, the skill-handler interface for pharia:skill@0.2, \
+                 incoming-handler for wasi:http/proxy)",
+                SkillWorld::describe(exports),
+                served.join(" and ")
+            )
+        })
+    }
+}
+
 impl SkillWorld {
     /// The world a component was built for, read from its exports; `None` for one of no world
     /// a profile names.
@@ -63,19 +84,6 @@ impl SkillWorld {
                 exports.0.join(", ")
             ),
         }
-    }
-
-    /// Why a host serving this world refuses a component with these exports, after its name
-    /// (`weather.wasm is ...`), or `None` when it serves it.
-    pub fn refuses(self, exports: &Exports, profile: &str) -> Option<String> {
-        (SkillWorld::of(exports) != Some(self)).then(|| {
-            format!(
-                "is {}, and the host profile {profile} serves {self} components (a world-level \
-                 `run` for skillprof:skill, the skill-handler interface for pharia:skill@0.2, \
-                 incoming-handler for wasi:http/proxy)",
-                SkillWorld::describe(exports)
-            )
-        })
     }
 
     /// The folder under the sample-skills directory that holds this world's components.
@@ -611,6 +619,20 @@ mod tests {
         let world = |name| HostProfile::load(name).unwrap().registry.world;
         assert_eq!(world("skillhost"), SkillWorld::Skillprof);
         assert_eq!(world("pharia-kernel-2024"), SkillWorld::Pharia);
+        let skillhost = HostProfile::load("skillhost").unwrap().registry;
+        assert_eq!(skillhost.also_serves, [SkillWorld::WasiHttp]);
+        let exports = |names: &[&str]| Exports(names.iter().map(|n| (*n).to_owned()).collect());
+        assert_eq!(
+            skillhost.refuses(&exports(&["wasi:http/incoming-handler@0.2.6"]), "skillhost"),
+            None
+        );
+        let refused =
+            skillhost.refuses(&exports(&["pharia:skill/skill-handler@0.2.1"]), "skillhost");
+        assert!(
+            refused
+                .unwrap()
+                .contains("serves skillprof:skill and wasi:http/proxy components")
+        );
         let theirs: Registry = toml::from_str(r#"file = "{name}.wasm""#).unwrap();
         assert_eq!(theirs.world, SkillWorld::Skillprof);
         let unknown = toml::from_str::<Registry>("file = \"x\"\nworld = \"wasi:http\"");

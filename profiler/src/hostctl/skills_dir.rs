@@ -195,6 +195,7 @@ mod tests {
         let registry = Registry {
             file: "{name}.wasm".into(),
             world: SkillWorld::Skillprof,
+            also_serves: Vec::new(),
         };
         let skills = SkillsDir::create(&relative.join("skills"), registry).unwrap();
         assert!(skills.path().is_absolute(), "{}", skills.path().display());

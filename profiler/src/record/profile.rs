@@ -56,6 +56,10 @@ pub struct Registry {
     /// for it.
     #[serde(default)]
     pub world: SkillWorld,
+    /// Further worlds whose components the host serves when a user adds them (skillhost
+    /// serves wasi:http/proxy components beside its own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_serves: Vec<SkillWorld>,
 }
 
 /// A WIT world of skills, as a profile names it. A host refuses components of another.

@@ -10,7 +10,7 @@ use chrono::{DateTime, Local};
 
 use crate::band::Band;
 use crate::cmds::{Command, InFlightCap, Plan};
-use crate::hostctl::profile::SkillWorld;
+use crate::hostctl::profile::Registry;
 use crate::hostctl::{
     Cores, HostProcess, HostProfile, HostSpec, PythonSample, SampleSkills, SkillsDir, TrimBy,
     attach, trim,
@@ -116,7 +116,7 @@ impl RunConfig {
         })?;
         let trim_by = trim_by(&args, &plan, &profile)?;
         let world = profile.registry.world;
-        served(&args, &plan, world)?;
+        served(&args, &plan, &profile.registry)?;
         // An attached host may serve skills of its own, which a mix may name.
         if let (None, Some((entry, skill))) = (args.attach, plan.unregistered_mix_skill()) {
             anyhow::bail!(
@@ -294,12 +294,12 @@ fn require_limits_usable(memory_max: Option<u64>, sysctl: Option<u64>, plan: &Pl
 
 /// Refuses a plan that adds a component of a world the host does not serve: the host would
 /// list it and fail every request to it.
-fn served(args: &RunArgs, plan: &Plan, world: SkillWorld) -> Result<()> {
+fn served(args: &RunArgs, plan: &Plan, registry: &Registry) -> Result<()> {
     for entry in &plan.entries {
         let Command::AddFile { file, exports, .. } = &entry.command else {
             continue;
         };
-        if let Some(why) = world.refuses(exports, &args.host_profile) {
+        if let Some(why) = registry.refuses(exports, &args.host_profile) {
             anyhow::bail!(
                 "{}:{}: {} {why}",
                 args.cmds.display(),

@@ -22,7 +22,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Args;
 
-use crate::hostctl::profile::SkillWorld;
+use crate::hostctl::profile::{Registry, SkillWorld};
 use crate::hostctl::{HostProcess, HostProfile, HostStartArgs, SampleSkills, SkillsDir};
 use crate::probes::ledger::HostLedger;
 use crate::probes::time::{OffCpuMode, TimeArgs};
@@ -348,9 +348,9 @@ impl Sent {
 
 /// The component at `file`, refused unless it is one of `world`'s; `flag` names where it came
 /// from in the error.
-fn checked_component(file: &Path, world: SkillWorld, flag: &str, profile: &str) -> Result<()> {
+fn checked_component(file: &Path, registry: &Registry, flag: &str, profile: &str) -> Result<()> {
     let exports = crate::component::read(file).map_err(anyhow::Error::msg)?;
-    match world.refuses(&exports, profile) {
+    match registry.refuses(&exports, profile) {
         Some(why) => anyhow::bail!("{flag} {} {why}", file.display()),
         None => Ok(()),
     }
@@ -377,7 +377,7 @@ fn sent(args: &SloArgs, profile: &HostProfile) -> Result<Sent> {
                 };
                 let component = dir.join(component);
                 let flag = format!("--mix {}: {}'s component", mix.display(), skill.skill);
-                checked_component(&component, world, &flag, &args.host_profile)?;
+                checked_component(&component, &profile.registry, &flag, &args.host_profile)?;
                 Ok(SentSkill {
                     name: skill.skill,
                     component,
@@ -390,7 +390,7 @@ fn sent(args: &SloArgs, profile: &HostProfile) -> Result<Sent> {
     }
     let (name, component) = match &args.component {
         Some(file) => {
-            checked_component(file, world, "--component", &args.host_profile)?;
+            checked_component(file, &profile.registry, "--component", &args.host_profile)?;
             (crate::cmds::CopyNames::stem(file), file.clone())
         }
         None => {
