@@ -443,7 +443,7 @@ fn bad_input_is_refused_before_anything_runs() {
     refused(
         &["--target", "p99<=10ms", "--component", pharia],
         "sample_rs.wasm is a pharia:skill@0.2 component, and the host profile skillhost serves \
-         skillprof:skill components",
+         skillprof:skill and wasi:http/proxy components",
     );
     refused(
         &["--target", "p99<=10ms", "--component", notes],
@@ -451,7 +451,7 @@ fn bad_input_is_refused_before_anything_runs() {
     );
     refused(
         &["--target", "p99<=10ms", "--input", "{\"memory\": "],
-        "--input {\"memory\": : not JSON",
+        "--input {\"memory\": : the input is not JSON",
     );
     refused(
         &["--target", "p99<=10ms", "--input", "{}", "--memory-kb", "4"],

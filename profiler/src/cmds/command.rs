@@ -697,6 +697,25 @@ const SIGNATURES: &[Signature] = &[
     takes("stop", "", |_| Ok(Command::Stop)),
 ];
 
+/// An input as a cmds line or `skillprof slo --input` gives it: JSON, or `@FILE` holding JSON,
+/// the file found by `locate`. The error says what was wrong, for the caller to prefix.
+pub fn read_input(
+    given: &str,
+    locate: impl FnOnce(&str) -> Result<PathBuf, String>,
+) -> Result<serde_json::Value, String> {
+    let (text, from) = match given.strip_prefix('@') {
+        Some(file) => {
+            let path = locate(file)?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read the input {}: {e}", path.display()))?;
+            (text, format!(" in {}", path.display()))
+        }
+        None => (given.to_owned(), String::new()),
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| format!("the input is not JSON ({e}){from}: {}", text.trim()))
+}
+
 /// Whether an add's token is its input rather than a NAME: a name is letters, digits, `_`
 /// and `-`, so JSON's object, array and string, and `@FILE`, cannot be one.
 fn starts_input(token: &str) -> bool {
@@ -833,14 +852,19 @@ impl<'a> Args<'a> {
     /// The file a line names, from the cmds file's folder unless absolute. `written`: as the
     /// line wrote it, for the error.
     fn path(&self, file: &str, written: &str) -> Result<PathBuf, String> {
+        self.beside(file, written).map_err(|why| self.problem(why))
+    }
+
+    /// [`Args::path`], its error not yet said as a problem of this line.
+    fn beside(&self, file: &str, written: &str) -> Result<PathBuf, String> {
         let file = Path::new(file);
         match self.dir {
             _ if file.is_absolute() => Ok(file.to_path_buf()),
             Some(dir) => Ok(dir.join(file)),
-            None => Err(self.problem(format!(
+            None => Err(format!(
                 "{written} is read beside the cmds file, and this text came from none: give an \
                  absolute path"
-            ))),
+            )),
         }
     }
 
@@ -912,19 +936,9 @@ impl<'a> Args<'a> {
     }
 
     fn json(&self, index: usize) -> Result<String, String> {
-        let rest = &self.tokens[index..];
-        let (text, from) = match rest {
-            [file] if file.starts_with('@') => {
-                let path = self.path(&file[1..], file)?;
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    self.problem(format!("cannot read the input {}: {e}", path.display()))
-                })?;
-                (text, format!(" in {}", path.display()))
-            }
-            _ => (rest.join(" "), String::new()),
-        };
-        let input: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| self.problem(format!("JSON is not JSON ({e}){from}: {}", text.trim())))?;
+        let given = self.tokens[index..].join(" ");
+        let input = read_input(&given, |file| self.beside(file, &given))
+            .map_err(|why| self.problem(why))?;
         Ok(input.to_string())
     }
 

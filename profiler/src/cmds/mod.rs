@@ -11,7 +11,7 @@ mod lexer;
 
 pub use command::{
     Command, Copies, DEFAULT_TOPIC, FILL_MAX, Load, LoadSchedule, MAX_RPS, MAX_WATCH_S, MixSkill,
-    Sends, SkillKind, Traffic, TrafficLoad, read_mix,
+    Sends, SkillKind, Traffic, TrafficLoad, read_input, read_mix,
 };
 pub use in_flight::{InFlightCap, TooManyInFlight};
 
@@ -762,7 +762,7 @@ mod tests {
             ),
             (
                 "execute sample_rs1 {\"burn_ms\": 5",
-                "execute takes NAME JSON...; JSON is not JSON (EOF while parsing an object at line 1 column 13): {\"burn_ms\": 5",
+                "execute takes NAME JSON...; the input is not JSON (EOF while parsing an object at line 1 column 13): {\"burn_ms\": 5",
             ),
             (
                 "execute sample_rs1 @input.json",
@@ -824,7 +824,7 @@ mod tests {
         assert!(
             refused.contains("twin.cmds:1: p_execute takes")
                 && refused.contains(
-                    "JSON is not JSON (EOF while parsing a value at line 1 column 11) in "
+                    "the input is not JSON (EOF while parsing a value at line 1 column 11) in "
                 )
                 && refused.contains("one_chunk.json: {\"memory\":"),
             "{refused}"
@@ -894,7 +894,7 @@ mod tests {
             ),
             (
                 "add weather.wasm {\"topic\":\n",
-                "add takes FILE [NAME] [JSON...]; JSON is not JSON",
+                "add takes FILE [NAME] [JSON...]; the input is not JSON",
             ),
         ] {
             let refused = read_back(text).unwrap_err();

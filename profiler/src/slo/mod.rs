@@ -406,15 +406,8 @@ fn sent(args: &SloArgs, profile: &HostProfile) -> Result<Sent> {
         }
     };
     let input = match (&args.input, &args.component) {
-        (Some(given), _) => {
-            let text = match given.strip_prefix('@') {
-                Some(file) => std::fs::read_to_string(file)
-                    .with_context(|| format!("--input {given}: reading {file}"))?,
-                None => given.clone(),
-            };
-            serde_json::from_str(&text)
-                .with_context(|| format!("--input {given}: not JSON: {}", text.trim()))?
-        }
+        (Some(given), _) => crate::cmds::read_input(given, |file| Ok(file.into()))
+            .map_err(|why| anyhow::anyhow!("--input {given}: {why}"))?,
         (None, Some(_)) => serde_json::json!({}),
         (None, None) => crate::hostctl::sample_input("slo", args.memory_kb, args.wait_ms),
     };
