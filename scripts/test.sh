@@ -55,6 +55,22 @@ if ! "$BUILD/venv-tools/bin/pip" freeze 2>/dev/null | grep -qx "prometheus_clien
     python3 -m venv "$BUILD/venv-tools"
     "$BUILD/venv-tools/bin/pip" install --quiet "prometheus_client==$PROMETHEUS_CLIENT" "duckdb==$DUCKDB"
 fi
+# The units test boots docs/systemd's units under a real systemd: a Debian bookworm root with
+# systemd, made by debootstrap from this machine's own apt mirror, run by systemd-nspawn.
+if ! command -v debootstrap >/dev/null 2>&1 || ! command -v systemd-nspawn >/dev/null 2>&1; then
+    step "debootstrap and systemd-container (Debian's, for the units' boot test)"
+    apt_install debootstrap systemd-container
+fi
+UNITS_ROOT="$BUILD/units-root"
+if [ ! -e "$UNITS_ROOT.stamp" ]; then
+    MIRROR=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    MIRROR=${MIRROR:-http://deb.debian.org/debian}
+    step "a Debian bookworm root with systemd in build/units-root (~50 s, from $MIRROR)"
+    rm -rf "$UNITS_ROOT"
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$UNITS_ROOT" \
+        "$MIRROR" >/dev/null || die "debootstrap of build/units-root from $MIRROR failed"
+    touch "$UNITS_ROOT.stamp"
+fi
 "$ROOT/scripts/build.sh" all
 cd "$ROOT"
 cargo test --release --workspace --no-fail-fast
