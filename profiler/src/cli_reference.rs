@@ -91,7 +91,11 @@ fn value(arg: &Arg) -> String {
         .unwrap_or_default()
 }
 
+/// Its default, or that it must be given.
 fn default(arg: &Arg) -> String {
+    if arg.is_required_set() {
+        return "required".to_owned();
+    }
     let defaults: Vec<String> = arg
         .get_default_values()
         .iter()

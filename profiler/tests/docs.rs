@@ -130,3 +130,254 @@ fn the_readme_is_a_front_door() {
         assert!(readme.contains(command), "README.md must give {command}");
     }
 }
+
+/// A `skillprof` command the docs quote, with where: its words after `skillprof`.
+struct Quoted {
+    at: String,
+    words: Vec<String>,
+    /// Written with an elision (`...`, `…`) or optional parts (`[...]`): a sketch, whose
+    /// required arguments may be left out.
+    sketch: bool,
+}
+
+/// The commands after a `skillprof` word: in code blocks (continued lines joined) and in
+/// code spans (a paragraph's lines joined, as a span may run over a line's end), up to the
+/// end of the span, the line or a shell operator.
+fn quoted_commands(file: &Path, text: &str) -> Vec<Quoted> {
+    let mut pieces: Vec<(usize, String)> = Vec::new();
+    let mut in_block = false;
+    let mut carried = String::new();
+    // The paragraph so far, and the line it began on.
+    let mut paragraph = (0, String::new());
+    let spans = |paragraph: &mut (usize, String), pieces: &mut Vec<(usize, String)>| {
+        let (number, text) = std::mem::take(paragraph);
+        for span in text.split('`').skip(1).step_by(2) {
+            pieces.push((number, span.to_owned()));
+        }
+    };
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            spans(&mut paragraph, &mut pieces);
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            match line.strip_suffix('\\') {
+                Some(head) => carried.push_str(head),
+                None => pieces.push((number + 1, std::mem::take(&mut carried) + line)),
+            }
+        } else if line.trim().is_empty() {
+            spans(&mut paragraph, &mut pieces);
+        } else {
+            if paragraph.1.is_empty() {
+                paragraph.0 = number + 1;
+            }
+            paragraph.1.push_str(line);
+            paragraph.1.push(' ');
+        }
+    }
+    spans(&mut paragraph, &mut pieces);
+    let mut found = Vec::new();
+    for (number, piece) in pieces {
+        for (at, _) in piece.match_indices("skillprof ") {
+            // The command word only, as a shell line starts it: not skillprof-watch,
+            // /var/lib/skillprof, `skillprof:`, or an output table's column (wide spacing).
+            let before = piece[..at].split_whitespace().next_back().unwrap_or("");
+            let starts = piece[..at].is_empty() || piece[..at].ends_with(char::is_whitespace);
+            let rest = &piece[at + "skillprof ".len()..];
+            if !starts
+                || !matches!(before, "" | "sudo" | "$" | "#" | "&&" | ";" | "then" | "do")
+                || rest.starts_with(char::is_whitespace)
+                || rest.is_empty()
+            {
+                continue;
+            }
+            let command = rest
+                .split(['|', ';', '>', '<', ')', '#'])
+                .next()
+                .unwrap_or_default()
+                .split("&&")
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            let sketch = ["...", "…", "["].iter().any(|mark| command.contains(mark));
+            let words = shlex::split(&command)
+                .unwrap_or_else(|| command.split_whitespace().map(str::to_owned).collect());
+            found.push(Quoted {
+                at: format!("{}:{number}", file.display()),
+                words,
+                sketch,
+            });
+        }
+    }
+    found
+}
+
+/// What is wrong with a quoted command, against the command line's own definition: a
+/// subcommand or flag that does not exist, or, in a command written out whole, a required
+/// argument left out. Values are not parsed: the docs write placeholders (RUN, DIR, R).
+fn wrong(cli: &clap::Command, quoted: &Quoted) -> Option<String> {
+    let mut words = quoted.words.iter().map(String::as_str).peekable();
+    let first = words.next()?;
+    if first.starts_with('-') {
+        return (!matches!(first, "--help" | "-h" | "--version" | "-V"))
+            .then(|| format!("skillprof has no option {first}"));
+    }
+    // A placeholder for any subcommand (SUBCOMMAND, <cmd>).
+    if first.chars().all(|c| c.is_ascii_uppercase()) || first.starts_with('<') {
+        return None;
+    }
+    let Some(mut command) = cli.find_subcommand(first) else {
+        return Some(format!("skillprof has no subcommand {first}"));
+    };
+    let mut path = format!("skillprof {first}");
+    let mut positionals = 0;
+    let mut given: BTreeSet<String> = BTreeSet::new();
+    let mut options = 0;
+    while let Some(word) = words.next() {
+        if word == "--" {
+            break;
+        }
+        if let Some(long) = word.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, _)) => (name, true),
+                None => (long, false),
+            };
+            if name == "help" {
+                return None;
+            }
+            let Some(arg) = command
+                .get_arguments()
+                .find(|arg| arg.get_long() == Some(name))
+            else {
+                return Some(format!("{path} has no option --{name}"));
+            };
+            given.insert(arg.get_id().to_string());
+            options += 1;
+            if !inline && arg.get_action().takes_values() {
+                words.next();
+            }
+        } else if let Some(short) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let letter = short.chars().next().unwrap();
+            if letter == 'h' {
+                return None;
+            }
+            let Some(arg) = command
+                .get_arguments()
+                .find(|arg| arg.get_short() == Some(letter))
+            else {
+                return Some(format!("{path} has no option -{letter}"));
+            };
+            given.insert(arg.get_id().to_string());
+            options += 1;
+            if short.len() == 1 && arg.get_action().takes_values() {
+                words.next();
+            }
+        } else if positionals == 0
+            && let Some(nested) = command.find_subcommand(word)
+        {
+            path = format!("{path} {word}");
+            command = nested;
+        } else {
+            positionals += 1;
+        }
+    }
+    // `skillprof run` names the subcommand and `skillprof run --trim-by ptrace` one of its
+    // options; a sketch leaves parts out on purpose. Anything more is a command to copy.
+    if quoted.sketch || (positionals == 0 && options < 2) {
+        return None;
+    }
+    let mut positional_index = 0;
+    for arg in command.get_arguments() {
+        let required = arg.is_required_set();
+        if arg.is_positional() {
+            positional_index += 1;
+            if required && positionals < positional_index {
+                return Some(format!(
+                    "{path} leaves out its required {}",
+                    arg.get_value_names()
+                        .and_then(|names| names.first())
+                        .map_or(arg.get_id().to_string(), ToString::to_string)
+                ));
+            }
+        } else if required && !given.contains(arg.get_id().as_str()) {
+            return Some(format!(
+                "{path} leaves out its required --{}",
+                arg.get_long().unwrap_or_default()
+            ));
+        }
+    }
+    None
+}
+
+/// Every `skillprof` command the README and docs quote names a subcommand and flags that
+/// exist, and one written out whole gives every required argument: a newcomer copies them.
+#[test]
+fn every_command_the_docs_quote_exists_as_written() {
+    use clap::CommandFactory;
+    let cli = skillprof::cli::Cli::command();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = fs::read_to_string(&file).unwrap();
+        let shown = file.strip_prefix(repo()).unwrap_or(&file).to_path_buf();
+        for quoted in quoted_commands(&shown, &text) {
+            checked += 1;
+            if let Some(problem) = wrong(&cli, &quoted) {
+                problems.push(format!(
+                    "{}: `skillprof {}`: {problem}",
+                    quoted.at,
+                    quoted.words.join(" ")
+                ));
+            }
+        }
+    }
+    assert!(
+        checked > 100,
+        "only {checked} commands found: the reader is broken"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} of {checked}:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The reader itself: what it takes for a command, and what it calls wrong.
+#[test]
+fn a_quoted_command_is_read_as_a_shell_would_and_judged_by_the_cli() {
+    use clap::CommandFactory;
+    let cli = skillprof::cli::Cli::command();
+    let text = "Run `sudo skillprof run cmds/smoke.cmds --no-probes | tee log`, then\n\
+                ```\nskillprof capacity RUN \\\n  --memory 64G\n```\n\
+                `skillprof capacity --rate R --slo DIR`, `skillprof explain RUN`, \
+                `skillprof run cmds/x.cmds --no-such-flag`, `skillprof run ... --interval-ms 5`\n\
+                `/var/lib/skillprof` and `skillprof-watch.service` are no commands.";
+    let quoted = quoted_commands(Path::new("t.md"), text);
+    let said: Vec<(String, Option<String>)> = quoted
+        .iter()
+        .map(|q| (q.words.join(" "), wrong(&cli, q)))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("run cmds/smoke.cmds --no-probes".to_owned(), None),
+            ("capacity RUN --memory 64G".to_owned(), None),
+            (
+                "capacity --rate R --slo DIR".to_owned(),
+                Some("skillprof capacity leaves out its required RUN".to_owned())
+            ),
+            (
+                "explain RUN".to_owned(),
+                Some("skillprof has no subcommand explain".to_owned())
+            ),
+            (
+                "run cmds/x.cmds --no-such-flag".to_owned(),
+                Some("skillprof run has no option --no-such-flag".to_owned())
+            ),
+            ("run ... --interval-ms 5".to_owned(), None),
+        ]
+    );
+}

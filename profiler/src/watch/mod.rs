@@ -162,8 +162,9 @@ pub struct WatchArgs {
     pub probes: ProbeMode,
 
     /// Also record the host's life as run folders in DIR, one entry per --window, one folder
-    /// per --run-windows, for report, explain, compare, export and capacity. Each folder is
-    /// a `skillprof run --attach` of `watch SECONDS` lines (its log in DIR/record.log).
+    /// per --run-windows, for report, compare, export and capacity, each with its explain.md.
+    /// Each folder is a `skillprof run --attach` of `watch SECONDS` lines (its log in
+    /// DIR/record.log).
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
 

@@ -1,5 +1,5 @@
 //! `skillprof watch --record DIR`: the watched host's life as run folders that `report`,
-//! `explain`, `compare`, `export` and `capacity` read as they read any run. Each folder is
+//! `compare`, `export` and `capacity` read as they read any run. Each folder is
 //! one `skillprof run --attach` of `watch SECONDS` windows (one entry each), in a process of
 //! its own whose parent-death signal is SIGTERM: however the watch ends, SIGKILL included,
 //! the run finishes its files and detaches its probes. A run that ends starts the next; of
