@@ -42,7 +42,8 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    bindings::bpf_pidns_info,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_ns_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
@@ -60,6 +61,19 @@ pub const UNSET: u32 = 0x5e7b_9f1d;
 /// with `EbpfLoader::override_global`: no map lookup on the hot path.
 #[unsafe(no_mangle)]
 static TARGET_TGID: Global<u32> = Global::new(UNSET);
+
+/// The PID namespace skillprof runs in (its nsfs device, in the kernel's encoding, and
+/// inode), when it is not the initial one, as in a container: then [`ids`] reads each task's
+/// ids as that namespace numbers them, the numbers skillprof and its /proc know the host by.
+/// 0 (the initial namespace): the kernel's own ids. Load-time constants.
+#[unsafe(no_mangle)]
+static PIDNS_DEV: Global<u64> = Global::new(UNSET as u64 + 2);
+#[unsafe(no_mangle)]
+static PIDNS_INO: Global<u64> = Global::new(UNSET as u64 + 3);
+
+/// The tgid [`ids`] gives a task outside skillprof's PID namespace (a kernel thread, another
+/// container's process): no process of the namespace has it, so it is never the host.
+const OUTSIDE: u32 = u32::MAX;
 
 /// 1 when `--events` streams raw events. A load-time constant, so with streaming off the
 /// verifier removes the ring-buffer code from every program (no cost at all).
@@ -96,10 +110,23 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
-/// (tid, tgid) of the current task.
+/// (tid, tgid) of the current task, as skillprof's PID namespace numbers them.
 #[inline(always)]
 fn ids() -> (u32, u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
+    let ino = PIDNS_INO.load();
+    if ino != 0 {
+        let mut seen = bpf_pidns_info { pid: 0, tgid: 0 };
+        let size = core::mem::size_of::<bpf_pidns_info>() as u32;
+        // SAFETY: the helper writes `size` bytes into `seen`, a local of that size.
+        let found = unsafe { bpf_get_ns_current_pid_tgid(PIDNS_DEV.load(), ino, &mut seen, size) };
+        // Outside the namespace the thread keeps its kernel tid: the reclaim programs pair a
+        // thread's begin and end by it, and one thread is always read the same way.
+        return match found {
+            0 => (seen.pid, seen.tgid),
+            _ => (pid_tgid as u32, OUTSIDE),
+        };
+    }
     (pid_tgid as u32, (pid_tgid >> 32) as u32)
 }
 

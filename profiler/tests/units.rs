@@ -1,9 +1,9 @@
-//! The shipped systemd units booted under a real systemd: a Debian bookworm root
-//! (build/units-root, which scripts/test.sh makes with debootstrap) runs in systemd-nspawn
-//! with systemd as its init, the units as docs/systemd has them, and the skillhost just
-//! built. `systemd-analyze verify` (tests/watch.rs) checks a unit's syntax; only booting it
-//! shows what a fresh system lacks, as the skills directory skillhost refuses to start
-//! without.
+//! skillprof in production's places, in a Debian bookworm root (build/units-root, which
+//! scripts/test.sh makes with debootstrap) run by systemd-nspawn: the shipped systemd units
+//! booted under a real systemd, with the skillhost just built (`systemd-analyze verify`, in
+//! tests/watch.rs, checks a unit's syntax; only booting it shows what a fresh system lacks,
+//! as the skills directory skillhost refuses to start without); and the probes inside a
+//! container's PID namespace.
 
 mod common;
 
@@ -115,4 +115,179 @@ fn skillhost_service_boots_on_a_fresh_system_restarts_and_stops_clean() {
         said(&result, "journal").contains("drained in"),
         "SIGTERM drains the host: {result}"
     );
+}
+
+/// Inside a container (its own PID namespace, every capability, `bpf` and `perf_event_open`
+/// let through its seccomp filter, tracefs bound in), `skillprof probes` counts the 16 mmap
+/// calls it makes itself: the programs read each task's ids as skillprof's namespace numbers
+/// them. Before, they compared the kernel's ids with the container's, and counted none.
+#[test]
+fn inside_a_pid_namespace_the_probes_count_skillprofs_own_calls() {
+    common::require_root("systemd-nspawn runs a container, and the probes load BPF");
+    fs::create_dir_all("/run/systemd/nspawn/propagate").unwrap();
+    let output = Command::new("timeout")
+        .args([
+            "--kill-after=10",
+            "60",
+            "systemd-nspawn",
+            "--quiet",
+            "--register=no",
+        ])
+        .args([
+            "--keep-unit",
+            "--console=pipe",
+            "--volatile=overlay",
+            "--capability=all",
+        ])
+        .args([
+            "--system-call-filter=bpf perf_event_open",
+            "--bind=/sys/kernel/tracing",
+        ])
+        .arg(format!(
+            "--bind-ro={}:/usr/local/bin/skillprof",
+            env!("CARGO_BIN_EXE_skillprof")
+        ))
+        .arg("-D")
+        .arg(units_root())
+        .args(["/usr/local/bin/skillprof", "probes"])
+        .output()
+        .expect("systemd-nspawn (systemd-container)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        common::cli::describe(&output)
+    );
+    // In its own namespace skillprof is PID 1; more calls than its own 16 may fall in the
+    // second (its threads' own mmaps), fewer may not.
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("mmap calls by pid 1 (skillprof itself, which made 16"))
+        .unwrap_or_else(|| panic!("no self-check line: {}", common::cli::describe(&output)));
+    let counted: u64 = line
+        .split(" in 1 s: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {line:?}"));
+    assert!(counted >= 16, "{line}");
+}
+
+/// From the machine's own namespaces, `skillprof run --attach` profiles a host that runs in
+/// a container: the host's binary is read through /proc/PID/exe (its path is the
+/// container's), and each request is attributed to its skill through the host's ledger.
+#[test]
+fn attached_from_outside_a_host_in_a_container_is_profiled_per_skill() {
+    common::require_root("systemd-nspawn runs a container, and the probes load BPF");
+    let _machine = common::machine();
+    fs::create_dir_all("/run/systemd/nspawn/propagate").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (skills, port) = common::outside_host::skills_and_port(dir.path(), "sample_rs", "weather");
+    let skillhost = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let mut container = Command::new("systemd-nspawn")
+        .args(["--quiet", "--register=no", "--keep-unit", "--console=pipe"])
+        .args(["--volatile=overlay", "-D"])
+        .arg(units_root())
+        .arg(format!("--bind-ro={}:/skills", skills.display()))
+        .arg(format!(
+            "--bind-ro={}:/usr/local/bin/skillhost",
+            skillhost.display()
+        ))
+        .args([
+            "/usr/local/bin/skillhost",
+            "--skills-dir",
+            "/skills",
+            "--port",
+        ])
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("systemd-nspawn (systemd-container)");
+    let pid = container_host(container.id());
+    let cmds = common::cli::write_cmds(
+        dir.path(),
+        "attach.cmds",
+        "p_execute 20 weather {\"topic\": \"rain\", \"memory\": 256}\n",
+    );
+    let output = common::cli::run(
+        &cmds,
+        &dir.path().join("runs"),
+        &[
+            "--attach",
+            &pid.to_string(),
+            "--host-url",
+            &format!("http://127.0.0.1:{port}"),
+        ],
+    );
+    // SIGTERM to systemd-nspawn stops the container and its host.
+    let _ = Command::new("kill")
+        .arg(container.id().to_string())
+        .status();
+    let _ = container.wait();
+    assert!(
+        output.status.success(),
+        "{}",
+        common::cli::describe(&output)
+    );
+    let folder = common::cli::run_folder(&dir.path().join("runs"));
+    let skills_csv = fs::read_to_string(folder.join("skills.csv")).unwrap();
+    let mut rows = csv::Reader::from_reader(skills_csv.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (skill, phase, runs) = (column("skill"), column("phase"), column("runs"));
+    let calls: Vec<String> = rows
+        .records()
+        .map(Result::unwrap)
+        .filter(|row| &row[skill] == "weather" && &row[phase] == "call")
+        .map(|row| row[runs].to_owned())
+        .collect();
+    assert_eq!(calls, ["20"], "{skills_csv}");
+}
+
+/// The kernel's PID of the host the container started as its PID 1, once it answers.
+fn container_host(nspawn: u32) -> u32 {
+    for _ in 0..100 {
+        for entry in fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let ns_pid = status.lines().find_map(|line| line.strip_prefix("NSpid:"));
+            if status.lines().next() == Some("Name:\tskillhost")
+                && descends_from(pid, nspawn)
+                && ns_pid.is_some_and(|ids| ids.split_whitespace().nth(1) == Some("1"))
+            {
+                // Listed once the skill is: the host has read its directory.
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                return pid;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("no skillhost started by systemd-nspawn {nspawn} within 10 s");
+}
+
+/// Whether `ancestor` is `pid`'s parent, or its parent's, and so on.
+fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut current = pid;
+    while current > 1 {
+        let status = fs::read_to_string(format!("/proc/{current}/status")).unwrap_or_default();
+        let Some(parent) = status
+            .lines()
+            .find_map(|line| line.strip_prefix("PPid:"))
+            .and_then(|parent| parent.trim().parse().ok())
+        else {
+            return false;
+        };
+        if parent == ancestor {
+            return true;
+        }
+        current = parent;
+    }
+    false
 }

@@ -51,6 +51,7 @@ impl HostSpec {
             dialect: profile.dialect,
             files: BTreeMap::new(),
             cpus: None,
+            file: Some(PathBuf::from(format!("/proc/{pid}/exe"))),
         })
     }
 
@@ -85,6 +86,7 @@ impl HostSpec {
             dialect: profile.dialect,
             files: profile.start.files,
             cpus: None,
+            file: None,
         })
     }
 

@@ -21,6 +21,8 @@ fn object() -> Result<&'static [u8]> {
 
 /// Globals in the object.
 const TARGET_TGID: &str = "TARGET_TGID";
+const PIDNS_DEV: &str = "PIDNS_DEV";
+const PIDNS_INO: &str = "PIDNS_INO";
 const STREAM_EVENTS: &str = "STREAM_EVENTS";
 const TASK_FSBASE: &str = "TASK_FSBASE";
 const MARK_SLOT: &str = "MARK_SLOT";
@@ -123,8 +125,11 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
     let timeline = settings.time.is_some_and(|time| time.timeline);
     let latency = u32::from(settings.syscall_latency);
     let walk = u32::from(settings.stacks);
+    let pid_namespace = pid_namespace()?;
     EbpfLoader::new()
         .override_global(TARGET_TGID, &settings.tgid, true)
+        .override_global(PIDNS_DEV, &pid_namespace.0, true)
+        .override_global(PIDNS_INO, &pid_namespace.1, true)
         .override_global(STREAM_EVENTS, &stream, true)
         .override_global(TASK_FSBASE, &task_fsbase, true)
         .override_global(MARK_SLOT, &mark_slot, true)
@@ -170,4 +175,22 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         )
         .load(object)
         .context("loading the BPF object into the kernel")
+}
+
+/// The initial PID namespace's inode (the kernel's PROC_PID_INIT_INO).
+const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// The PID namespace skillprof runs in, as the programs' PIDNS_DEV and PIDNS_INO take it:
+/// (0, 0) in the initial one; else its nsfs device in the kernel's encoding (major << 20 |
+/// minor, which a stat's st_dev is not) and its inode.
+fn pid_namespace() -> Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let namespace = std::fs::metadata("/proc/self/ns/pid")
+        .context("reading /proc/self/ns/pid, the PID namespace skillprof runs in")?;
+    if namespace.ino() == INITIAL_PID_NAMESPACE {
+        return Ok((0, 0));
+    }
+    let dev = namespace.dev();
+    let kernel_dev = (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev));
+    Ok((kernel_dev, namespace.ino()))
 }

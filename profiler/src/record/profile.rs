@@ -205,6 +205,18 @@ pub struct HostSpec {
     /// The CPUs the host may run on (`--host-cpus`; absent: every CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<crate::system::affinity::CpuList>,
+    /// Where the binary's bytes are read, when not at `bin`: `/proc/PID/exe` for a host
+    /// attached to, which opens the file the process runs even from another mount namespace
+    /// (a host in a container), where `bin`, its path as the process sees it, may not exist.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+}
+
+impl HostSpec {
+    /// The path that opens the host's binary, from skillprof's mount namespace.
+    pub fn binary_file(&self) -> &std::path::Path {
+        self.file.as_deref().unwrap_or(&self.bin)
+    }
 }
 
 #[derive(

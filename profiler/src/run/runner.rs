@@ -88,8 +88,8 @@ impl Run {
             machine: config.machine.harness(),
             binary: Binary {
                 bin: spec.bin.display().to_string(),
-                hash: sha1_of(&spec.bin)?,
-                modified: harness_log::ctime_stamp(&spec.bin)?,
+                hash: sha1_of(spec.binary_file())?,
+                modified: harness_log::ctime_stamp(spec.binary_file())?,
             },
             cmds: CmdsFile {
                 filename: config.cmds.display().to_string(),

@@ -17,6 +17,24 @@ pub struct OutsideHost {
     args: Vec<String>,
 }
 
+/// What a host started by hand needs: a skills directory under `dir` holding the sample
+/// `component` as skill `name`, and a free port.
+pub fn skills_and_port(dir: &Path, component: &str, name: &str) -> (PathBuf, u16) {
+    let skills = dir.join("their-skills");
+    fs::create_dir_all(&skills).unwrap();
+    fs::copy(
+        super::sample_component(component),
+        skills.join(format!("{name}.wasm")),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    (skills, port)
+}
+
 impl OutsideHost {
     pub fn start(dir: &Path) -> OutsideHost {
         Self::start_with(dir, &[])
@@ -30,18 +48,7 @@ impl OutsideHost {
 
     /// The skillhost binary `bin` (a copy stripped of its symbols, say).
     pub fn start_from(bin: &Path, dir: &Path, args: &[&str]) -> OutsideHost {
-        let skills = dir.join("their-skills");
-        fs::create_dir_all(&skills).unwrap();
-        fs::copy(
-            super::sample_component("hello"),
-            skills.join("their_own.wasm"),
-        )
-        .unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let (skills, port) = skills_and_port(dir, "hello", "their_own");
         let args = args.iter().map(|arg| arg.to_string()).collect();
         Self::spawn(bin.to_owned(), args, skills, port)
     }
