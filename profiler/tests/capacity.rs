@@ -194,8 +194,9 @@ fn predictions_from_one_run_match_a_cgroup_filled_with_skills_and_with_requests(
 /// 18 malloc arenas, and which ones grow differs from run to run, so the warm-up a 64 MiB
 /// answer turns on moves: runs on this machine were 1% to 13% apart (predicted 85 and 73,
 /// held 86 and 84), and a suite run on 2026-11-29 15.2% (predicted 67 [62-70] from a
-/// warm-up of 11.1 MiB, held 79), where a prediction that ignored the cores would be 40% off.
-/// Both 8-core predictions were low: a bias at 8 cores whose cause is not yet traced.
+/// warm-up of 11.1 MiB, held 79) and the rerun 2.8% (predicted 73, held 71), where a
+/// prediction that ignored the cores would be 40% off. The fills alone held 71 to 84: the
+/// spread is in the fill's arenas as much as in the source run's.
 #[test]
 fn predictions_at_one_and_eight_emulated_cores_match_fills_at_each() {
     require_root(ROOT);
