@@ -24,15 +24,19 @@ fn units_root() -> PathBuf {
 }
 
 /// Boots the units in a throwaway overlay of the root (the root itself is never written),
-/// on a network of the container's own, so that its host's port is nobody else's; the
-/// check unit writes what it saw into `check`, then powers the container off.
-fn boot(check: &Path, units: &[&str]) -> String {
+/// with `script` (a file of tests/fixtures/boot) as the check unit's, which writes what it
+/// saw into `check`, then powers the container off. `extra`: systemd-nspawn's further
+/// arguments, before the kernel command line.
+fn booting(check: &Path, units: &[&str], script: &str, extra: &[String]) -> Command {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let skillhost = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boot");
-    for file in ["check.sh", "skillprof-boot-check.service"] {
-        fs::copy(fixtures.join(file), check.join(file)).unwrap();
-    }
+    fs::copy(fixtures.join(script), check.join("check.sh")).unwrap();
+    fs::copy(
+        fixtures.join("skillprof-boot-check.service"),
+        check.join("skillprof-boot-check.service"),
+    )
+    .unwrap();
     // systemd-nspawn shares files with a running container through this folder, and refuses
     // to boot without it where systemd is not the machine's init (here).
     fs::create_dir_all("/run/systemd/nspawn/propagate").unwrap();
@@ -44,12 +48,7 @@ fn boot(check: &Path, units: &[&str]) -> String {
         "--quiet",
         "--boot",
     ]);
-    nspawn.args([
-        "--register=no",
-        "--keep-unit",
-        "--console=pipe",
-        "--private-network",
-    ]);
+    nspawn.args(["--register=no", "--keep-unit", "--console=pipe"]);
     nspawn.args(["--volatile=overlay", "-D"]).arg(units_root());
     nspawn.arg(format!("--bind={}:/check", check.display()));
     nspawn.arg(format!(
@@ -66,16 +65,34 @@ fn boot(check: &Path, units: &[&str]) -> String {
         "--bind-ro={}:/etc/systemd/system/skillprof-boot-check.service",
         check.join("skillprof-boot-check.service").display()
     ));
+    nspawn.args(extra);
     nspawn.arg("systemd.wants=skillprof-boot-check.service");
-    let output = nspawn.output().expect("systemd-nspawn (systemd-container)");
+    for unit in units {
+        nspawn.arg(format!("systemd.wants={unit}"));
+    }
+    nspawn
+}
+
+/// The check's result, once the container has ended, which it must have run to the end.
+fn finished(check: &Path, output: &std::process::Output) -> String {
     let result = fs::read_to_string(check.join("result")).unwrap_or_default();
     assert!(
         output.status.success() && result.ends_with("done\n"),
         "the container did not run its check to the end ({}):\n{result}\n{}",
         output.status,
-        common::cli::describe(&output)
+        common::cli::describe(output)
     );
     result
+}
+
+/// [`booting`] skillhost.service alone, on a network of the container's own (so that its
+/// port is nobody else's), to the end.
+fn boot(check: &Path, units: &[&str]) -> String {
+    let extra = ["--private-network".to_owned()];
+    let output = booting(check, units, "check.sh", &extra)
+        .output()
+        .expect("systemd-nspawn (systemd-container)");
+    finished(check, &output)
 }
 
 /// The line of `result` that begins with `key: `, without it.
@@ -290,4 +307,99 @@ fn descends_from(pid: u32, ancestor: u32) -> bool {
         current = parent;
     }
     false
+}
+
+/// skillprof-watch.service booted beside skillhost.service, with its web configuration,
+/// certificate and key loaded as credentials: it attaches as its dynamic user holding exactly
+/// its five capabilities, serves over TLS with basic auth (scraped from the machine, as
+/// Prometheus would), follows `systemctl restart skillhost` to the new process, and leaves
+/// nothing behind when both stop.
+#[test]
+fn the_watch_unit_boots_serves_over_tls_and_follows_a_restarted_host() {
+    common::require_root("systemd-nspawn boots a container, and the watch loads BPF");
+    let _machine = common::machine();
+    let check = tempfile::tempdir().unwrap();
+    let etc = tempfile::tempdir().unwrap();
+    common::tls::certificates(etc.path());
+    let password = "boot-s3cret";
+    let hash = bcrypt::hash(password, 6).unwrap();
+    fs::write(
+        etc.path().join("web.yml"),
+        format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n\
+             basic_auth_users:\n  prometheus: {hash}\n"
+        ),
+    )
+    .unwrap();
+    // The watch unit serves on 0.0.0.0:9477 and the host on 8081, as shipped: the container
+    // shares the machine's network, so that the machine scrapes it.
+    let extra = [
+        "--capability=all".to_owned(),
+        "--system-call-filter=bpf perf_event_open".to_owned(),
+        "--bind=/sys/kernel/tracing".to_owned(),
+        format!("--bind-ro={}:/etc/skillprof", etc.path().display()),
+        format!(
+            "--bind-ro={}:/usr/local/bin/skillprof",
+            env!("CARGO_BIN_EXE_skillprof")
+        ),
+    ];
+    let container = booting(
+        check.path(),
+        &["skillhost.service", "skillprof-watch.service"],
+        "watch-check.sh",
+        &extra,
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("systemd-nspawn (systemd-container)");
+    let ready = (0..300).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        fs::read_to_string(check.path().join("result")).is_ok_and(|r| r.contains("ready\n"))
+    });
+    let scrape = |user: &str| {
+        Command::new("curl")
+            .args(["-s", "--max-time", "10", "--cacert"])
+            .arg(etc.path().join("ca.crt"))
+            .args([
+                "-u",
+                user,
+                "-w",
+                "\n%{http_code}",
+                "https://127.0.0.1:9477/metrics",
+            ])
+            .output()
+            .expect("curl")
+    };
+    let right =
+        String::from_utf8_lossy(&scrape(&format!("prometheus:{password}")).stdout).into_owned();
+    let wrong = String::from_utf8_lossy(&scrape("prometheus:wrong").stdout).into_owned();
+    fs::write(check.path().join("scraped"), "").unwrap();
+    let output = container.wait_with_output().unwrap();
+    let result = finished(check.path(), &output);
+    assert!(ready, "the watch never served: {result}");
+    assert!(
+        right.ends_with("\n200") && right.contains("skillprof_"),
+        "{right}"
+    );
+    assert!(wrong.ends_with("\n401"), "{wrong}");
+    assert_eq!(said(&result, "watch"), "active", "{result}");
+    assert_eq!(said(&result, "restarts"), "0", "{result}");
+    let uid: u32 = said(&result, "uid").parse().expect("a uid");
+    assert!((61184..=65519).contains(&uid), "{result}");
+    // CAP_DAC_READ_SEARCH (2), CAP_SYS_PTRACE (19), CAP_PERFMON (38), CAP_BPF (39) and
+    // CAP_CHECKPOINT_RESTORE (40), and no other.
+    assert_eq!(said(&result, "caps"), "000001c000080004", "{result}");
+    let after = said(&result, "host after");
+    assert!(
+        said(&result, "followed").starts_with(&format!("following the host: {after} took "))
+            && said(&result, "host before") != after,
+        "{result}"
+    );
+    assert_eq!(
+        said(&result, "watch after"),
+        "active, the same process",
+        "{result}"
+    );
+    assert_eq!(said(&result, "left"), "none", "{result}");
 }

@@ -795,90 +795,6 @@ fn started_host(said: &str) -> i32 {
         .unwrap_or_else(|| panic!("no started host in {said}"))
 }
 
-/// `openssl` with `args` in `dir`, which must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl");
-    assert!(
-        output.status.success(),
-        "openssl {args:?}: {}",
-        common::cli::describe(&output)
-    );
-}
-
-/// A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by it.
-fn certificates(dir: &Path) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=skillprof test CA",
-        ],
-    );
-    for (name, extension) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth",
-        ),
-        ("client", "extendedKeyUsage=clientAuth"),
-    ] {
-        fs::write(dir.join(format!("{name}.ext")), format!("{extension}\n")).unwrap();
-        openssl(
-            dir,
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                &format!("/CN={name}"),
-            ],
-        );
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &format!("{name}.crt"),
-                "-extfile",
-                &format!("{name}.ext"),
-            ],
-        );
-    }
-}
-
 /// Prometheus' view of each of its targets: job, health and last error.
 fn targets(port: u16) -> Vec<(String, String, String)> {
     let Some((200, body)) = get(port, "/api/v1/targets") else {
@@ -933,7 +849,7 @@ fn prometheus_scrapes_the_watch_over_tls_with_basic_auth_and_wrong_credentials_g
 
     let certs = dir.path().join("certs");
     fs::create_dir(&certs).unwrap();
-    certificates(&certs);
+    common::tls::certificates(&certs);
     let hash = bcrypt::hash("scrape-s3cret", 6).unwrap();
     let web = certs.join("web.yml");
     fs::write(

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod exercise;
 pub mod outside_host;
+pub mod tls;
 pub mod tools_python;
 
 /// One test of a binary at a time on the machine, for tests that change what every process
