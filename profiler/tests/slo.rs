@@ -184,11 +184,15 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
         explain.contains("## Steps that missed the target") && explain.contains("the host died"),
         "{explain}"
     );
-    assert!(
-        explain.contains("the tail came from one stall")
-            && explain.contains("so they were mostly off their CPUs"),
-        "{explain}"
-    );
+    // The stalled step is explained by its stall, unless its generator was late: slo then
+    // says so first and does not judge the host on it. One suite run (2026-11-29) had 23 of
+    // 800 sends late in the stalled step (send lag p99 2.03 ms), after a first attempt whose
+    // clean step was late too; the stall itself was found and seen as above either way.
+    let stall_said = explain.contains("the tail came from one stall")
+        && explain.contains("so they were mostly off their CPUs");
+    let generator_said =
+        steps[1].verdict == Verdict::Generator && explain.contains("generator-limited");
+    assert!(stall_said || generator_said, "{explain}");
     let page = std::fs::read_to_string(folder.join("report.html")).unwrap();
     assert!(
         page.contains("class=\"met\"") && page.contains("class=\"fail\""),
