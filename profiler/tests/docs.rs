@@ -239,39 +239,35 @@ fn wrong(cli: &clap::Command, quoted: &Quoted) -> Option<String> {
         if word == "--" {
             break;
         }
-        if let Some(long) = word.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((name, _)) => (name, true),
-                None => (long, false),
-            };
-            if name == "help" {
+        // An option as written (`--name`, `--name=value`, `-x`, `-xvalue`): how it is shown,
+        // whether it asks for help, whether its value is in the same word, and its argument.
+        let option = if let Some(long) = word.strip_prefix("--") {
+            let (name, inline) = long
+                .split_once('=')
+                .map_or((long, false), |(n, _)| (n, true));
+            let arg = command
+                .get_arguments()
+                .find(|arg| arg.get_long() == Some(name));
+            Some((format!("--{name}"), name == "help", inline, arg))
+        } else if let Some(short) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let letter = short.chars().next().unwrap();
+            let arg = command
+                .get_arguments()
+                .find(|arg| arg.get_short() == Some(letter));
+            Some((format!("-{letter}"), letter == 'h', short.len() > 1, arg))
+        } else {
+            None
+        };
+        if let Some((shown, help, inline, arg)) = option {
+            if help {
                 return None;
             }
-            let Some(arg) = command
-                .get_arguments()
-                .find(|arg| arg.get_long() == Some(name))
-            else {
-                return Some(format!("{path} has no option --{name}"));
+            let Some(arg) = arg else {
+                return Some(format!("{path} has no option {shown}"));
             };
             given.insert(arg.get_id().to_string());
             options += 1;
             if !inline && arg.get_action().takes_values() {
-                words.next();
-            }
-        } else if let Some(short) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
-            let letter = short.chars().next().unwrap();
-            if letter == 'h' {
-                return None;
-            }
-            let Some(arg) = command
-                .get_arguments()
-                .find(|arg| arg.get_short() == Some(letter))
-            else {
-                return Some(format!("{path} has no option -{letter}"));
-            };
-            given.insert(arg.get_id().to_string());
-            options += 1;
-            if short.len() == 1 && arg.get_action().takes_values() {
                 words.next();
             }
         } else if positionals == 0

@@ -98,11 +98,10 @@ fn a_path_without_rustup_stops_the_set_up_saying_so() {
         .output()
         .unwrap();
     assert!(!output.status.success(), "{}", describe(&output));
+    // common.sh's die() says it on stderr.
     assert!(
-        String::from_utf8_lossy(&output.stdout)
-            .contains("setup: FAILED: rustup is missing: install it from https://rustup.rs")
-            || String::from_utf8_lossy(&output.stderr)
-                .contains("setup: FAILED: rustup is missing: install it from https://rustup.rs"),
+        String::from_utf8_lossy(&output.stderr)
+            .contains("setup: FAILED: rustup is missing: install it from https://rustup.rs"),
         "{}",
         describe(&output)
     );

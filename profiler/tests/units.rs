@@ -32,6 +32,7 @@ fn booting(check: &Path, units: &[&str], script: &str, extra: &[String]) -> Comm
     let skillhost = Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boot");
     fs::copy(fixtures.join(script), check.join("check.sh")).unwrap();
+    fs::copy(fixtures.join("lib.sh"), check.join("lib.sh")).unwrap();
     fs::copy(
         fixtures.join("skillprof-boot-check.service"),
         check.join("skillprof-boot-check.service"),

@@ -1,6 +1,7 @@
 //! What one request's store holds: WASI (no files, no network, no environment), wasi:http
-//! for a proxy component (its outgoing requests are refused), the memory limiter, and its place in the host's count of live instances. Both the world (which links
-//! against it) and the invocation (which makes one per request) use it.
+//! for a proxy component (its outgoing requests are refused), the memory limiter, and its
+//! place in the host's count of live instances. Both the world (which links against it) and
+//! the invocation (which makes one per request) use it.
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;

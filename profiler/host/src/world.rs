@@ -220,23 +220,20 @@ async fn handle(
         Ok(answer) => answer,
         Err(problem) => return Ok(Err(SkillError::Internal(problem))),
     };
-    let text = || String::from_utf8_lossy(&body).trim().to_owned();
-    Ok(match status.as_u16() {
-        200..=299 => Ok(
+    let text = String::from_utf8_lossy(&body).trim().to_owned();
+    if status.is_success() {
+        return Ok(Ok(
             match serde_json::from_slice::<serde::de::IgnoredAny>(&body) {
                 Ok(_) => body.to_vec(),
-                Err(_) => serde_json::to_vec(&text())?,
+                Err(_) => serde_json::to_vec(&text)?,
             },
-        ),
-        400..=499 => Err(SkillError::InvalidInput(format!(
-            "answered {status}: {}",
-            text()
-        ))),
-        _ => Err(SkillError::Internal(format!(
-            "answered {status}: {}",
-            text()
-        ))),
-    })
+        ));
+    }
+    let said = format!("answered {status}: {text}");
+    Ok(Err(match status.is_client_error() {
+        true => SkillError::InvalidInput(said),
+        false => SkillError::Internal(said),
+    }))
 }
 
 /// skillhost has no inference backend. No sample skill calls csi; one that does traps here,
