@@ -6,6 +6,7 @@
 //! container's PID namespace.
 
 mod common;
+use common::prometheus;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -312,8 +313,8 @@ fn descends_from(pid: u32, ancestor: u32) -> bool {
 
 /// skillprof-watch.service booted beside skillhost.service, with its web configuration,
 /// certificate and key loaded as credentials: it attaches as its dynamic user holding exactly
-/// its five capabilities, serves over TLS with basic auth (scraped from the machine, as
-/// Prometheus would), follows `systemctl restart skillhost` to the new process, and leaves
+/// its five capabilities, serves over TLS with basic auth (a real Prometheus on the machine
+/// scrapes it, and a wrong password gets 401), follows `systemctl restart skillhost` to the new process, and leaves
 /// nothing behind when both stop.
 #[test]
 fn the_watch_unit_boots_serves_over_tls_and_follows_a_restarted_host() {
@@ -358,32 +359,50 @@ fn the_watch_unit_boots_serves_over_tls_and_follows_a_restarted_host() {
         std::thread::sleep(std::time::Duration::from_millis(200));
         fs::read_to_string(check.path().join("result")).is_ok_and(|r| r.contains("ready\n"))
     });
-    let scrape = |user: &str| {
-        Command::new("curl")
-            .args(["-s", "--max-time", "10", "--cacert"])
-            .arg(etc.path().join("ca.crt"))
-            .args([
-                "-u",
-                user,
-                "-w",
-                "\n%{http_code}",
-                "https://127.0.0.1:9477/metrics",
-            ])
-            .output()
-            .expect("curl")
+    // A real Prometheus on the machine scrapes the watch in the container, with the right
+    // password and a wrong one.
+    let job = |name: &str, password: &str| {
+        format!(
+            "  - job_name: {name}\n    scheme: https\n    tls_config:\n      ca_file: {}\n    \
+             basic_auth:\n      username: prometheus\n      password: {password}\n    \
+             static_configs:\n      - targets: ['127.0.0.1:9477']\n",
+            etc.path().join("ca.crt").display()
+        )
     };
-    let right =
-        String::from_utf8_lossy(&scrape(&format!("prometheus:{password}")).stdout).into_owned();
-    let wrong = String::from_utf8_lossy(&scrape("prometheus:wrong").stdout).into_owned();
+    let (_prometheus, prometheus) = prometheus::start_prometheus_with(
+        check.path(),
+        &format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n{}{}",
+            job("right", password),
+            job("wrong", "guess")
+        ),
+    );
+    let scraped = ready
+        && (0..300).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let seen = prometheus::targets(prometheus);
+            seen.len() == 2 && seen.iter().all(|(_, health, _)| health != "unknown")
+        });
+    let seen = prometheus::targets(prometheus);
+    let stored = prometheus::query(
+        prometheus,
+        r#"count({__name__=~"skillprof_.+",job="right"})"#,
+    );
     fs::write(check.path().join("scraped"), "").unwrap();
     let output = container.wait_with_output().unwrap();
     let result = finished(check.path(), &output);
     assert!(ready, "the watch never served: {result}");
     assert!(
-        right.ends_with("\n200") && right.contains("skillprof_"),
-        "{right}"
+        scraped,
+        "Prometheus never scraped the watch: {seen:?} {result}"
     );
-    assert!(wrong.ends_with("\n401"), "{wrong}");
+    let target = |job: &str| seen.iter().find(|(name, _, _)| name == job).unwrap();
+    assert_eq!(target("right").1, "up", "{seen:?}");
+    assert!(target("wrong").2.contains("401"), "{seen:?}");
+    assert!(
+        stored.first().is_some_and(|(_, count)| *count > 0.0),
+        "Prometheus stored no skillprof series: {stored:?}"
+    );
     assert_eq!(said(&result, "watch"), "active", "{result}");
     assert_eq!(said(&result, "restarts"), "0", "{result}");
     let uid: u32 = said(&result, "uid").parse().expect("a uid");

@@ -5,16 +5,17 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hyper::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 use skillprof::hostctl::client::Http;
 
 mod common;
 use common::cli::eventually;
 use common::outside_host::OutsideHost;
+use common::prometheus::{Reaped, free_port, get, query, runtime, start_prometheus_with, targets};
 use common::{loaded_ids, loaded_since, require_root, taxing_programs};
 
 /// Every program loaded since `before` is gone (the kernel frees them when their last file
@@ -28,26 +29,6 @@ fn nothing_left_since(before: &std::collections::BTreeSet<u32>) {
             (!left.is_empty()).then(|| format!("still loaded: {left:?}"))
         },
     );
-}
-
-/// A free loopback port (bound and let go: a race only with other tests, which pick theirs
-/// the same way).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A process killed and reaped when the test ends, however it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `skillprof watch` on `host`, serving on a port of its own, its stderr in `dir`.
@@ -94,22 +75,6 @@ fn spawn_watch_of(bin: &Path, dir: &Path, args: &[&str]) -> (Reaped, u16, PathBu
     (watch, port, stderr)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// GET `path` on loopback `port`: its status and body; `None` if nothing answers.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let http = Http::new(&format!("http://127.0.0.1:{port}"));
-    let reply = runtime()
-        .block_on(http.send(Method::GET, path, [], None))
-        .ok()?;
-    Some((reply.status.as_u16(), reply.text()))
-}
-
 fn scrape(port: u16) -> Option<String> {
     get(port, "/metrics").and_then(|(status, text)| (status == 200).then_some(text))
 }
@@ -138,25 +103,6 @@ fn start_prometheus(dir: &Path, target: u16) -> (Reaped, u16) {
             grafana().join("recording-rules.yml").display()
         ),
     )
-}
-
-/// A real Prometheus server with `config`, on a port of its own.
-fn start_prometheus_with(dir: &Path, config: &str) -> (Reaped, u16) {
-    let port = free_port();
-    let path = dir.join("prometheus.yml");
-    fs::write(&path, config).unwrap();
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(dir.join("prometheus.err")).unwrap())
-        .spawn()
-        .expect("Debian's prometheus (scripts/test.sh installs it)");
-    (Reaped(child), port)
 }
 
 /// The start of most tests here: root, the machine to themselves, a folder, and a skillhost
@@ -205,24 +151,6 @@ fn series_named(text: &str) -> std::collections::BTreeSet<String> {
         rest = &rest[at + name.len()..];
     }
     names
-}
-
-/// Prometheus' answer to an instant query: each series' labels and value.
-fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
-    let encoded = percent_encoding::utf8_percent_encode(promql, percent_encoding::NON_ALPHANUMERIC);
-    let Some((200, body)) = get(port, &format!("/api/v1/query?query={encoded}")) else {
-        return Vec::new();
-    };
-    let answer: Value = serde_json::from_str(&body).unwrap();
-    answer["data"]["result"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|series| {
-            let value = series["value"][1].as_str().unwrap().parse().unwrap();
-            (series["metric"].clone(), value)
-        })
-        .collect()
 }
 
 #[test]
@@ -793,27 +721,6 @@ fn started_host(said: &str) -> i32 {
         .nth(1)
         .and_then(|rest| rest.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no started host in {said}"))
-}
-
-/// Prometheus' view of each of its targets: job, health and last error.
-fn targets(port: u16) -> Vec<(String, String, String)> {
-    let Some((200, body)) = get(port, "/api/v1/targets") else {
-        return Vec::new();
-    };
-    let answer: Value = serde_json::from_str(&body).unwrap();
-    answer["data"]["activeTargets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|target| {
-            let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
-            (
-                text(&target["labels"]["job"]),
-                text(&target["health"]),
-                text(&target["lastError"]),
-            )
-        })
-        .collect()
 }
 
 /// The endpoint protected as Prometheus' exporters protect theirs: a real Prometheus scrapes

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod exercise;
 pub mod outside_host;
+pub mod prometheus;
 pub mod tls;
 pub mod tools_python;
 

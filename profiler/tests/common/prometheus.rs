@@ -1,0 +1,105 @@
+//! A real Prometheus server (Debian's, which scripts/test.sh installs) for the tests that
+//! have one scrape skillprof, and the loopback HTTP its API answers on.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use hyper::Method;
+use serde_json::Value;
+use skillprof::hostctl::client::Http;
+
+/// A free loopback port (bound and let go: a race only with other tests, which pick theirs
+/// the same way).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A process killed and reaped when the test ends, however it ends.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A runtime for a test's blocking call into an async client.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// GET `path` on loopback `port`: its status and body; `None` if nothing answers.
+pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let http = Http::new(&format!("http://127.0.0.1:{port}"));
+    let reply = runtime()
+        .block_on(http.send(Method::GET, path, [], None))
+        .ok()?;
+    Some((reply.status.as_u16(), reply.text()))
+}
+
+/// A real Prometheus server with `config`, on a port of its own.
+pub fn start_prometheus_with(dir: &Path, config: &str) -> (Reaped, u16) {
+    let port = free_port();
+    let path = dir.join("prometheus.yml");
+    fs::write(&path, config).unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", path.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(dir.join("prometheus.err")).unwrap())
+        .spawn()
+        .expect("Debian's prometheus (scripts/test.sh installs it)");
+    (Reaped(child), port)
+}
+
+/// Prometheus' answer to an instant query: each series' labels and value.
+pub fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
+    let encoded = percent_encoding::utf8_percent_encode(promql, percent_encoding::NON_ALPHANUMERIC);
+    let Some((200, body)) = get(port, &format!("/api/v1/query?query={encoded}")) else {
+        return Vec::new();
+    };
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    answer["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|series| {
+            let value = series["value"][1].as_str().unwrap().parse().unwrap();
+            (series["metric"].clone(), value)
+        })
+        .collect()
+}
+
+/// Prometheus' view of each of its targets: job, health and last error.
+pub fn targets(port: u16) -> Vec<(String, String, String)> {
+    let Some((200, body)) = get(port, "/api/v1/targets") else {
+        return Vec::new();
+    };
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    answer["data"]["activeTargets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|target| {
+            let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+            (
+                text(&target["labels"]["job"]),
+                text(&target["health"]),
+                text(&target["lastError"]),
+            )
+        })
+        .collect()
+}
