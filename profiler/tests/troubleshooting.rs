@@ -85,6 +85,88 @@ fn a_stripped_host_runs_and_each_uprobe_left_out_says_why() {
     }
 }
 
+/// `probes --host-bin`, the check before a run: the built skillhost offers every host probe
+/// its function and names the wasmtime of Cargo.lock; stripped, it offers none, each with the
+/// reason a run would print, and still names its wasmtime (the source paths are data, not
+/// symbols). No BPF is loaded: it needs no root.
+#[test]
+fn probes_host_bin_names_each_host_probes_function_or_why_not() {
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_skillprof")).with_file_name("skillhost");
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = common::stripped_skillhost(dir.path());
+    let output = skillprof()
+        .args(["probes", "--json", "--host-bin"])
+        .arg(&built)
+        .arg("--host-bin")
+        .arg(&stripped)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let checks: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let lock = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock")).unwrap();
+    let wasmtime = lock
+        .split("[[package]]")
+        .find(|package| package.contains("name = \"wasmtime\"\n"))
+        .and_then(|package| package.split("version = \"").nth(1)?.split('"').next())
+        .unwrap();
+    for check in checks.as_array().unwrap() {
+        assert_eq!(check["wasmtime"], wasmtime, "{check}");
+    }
+    let follows = |check: &serde_json::Value| -> Vec<(String, bool, String)> {
+        check["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|probe| {
+                let (found, text) = match probe["follows"].get("Ok") {
+                    Some(function) => (true, function),
+                    None => (false, &probe["follows"]["Err"]),
+                };
+                (
+                    probe["probe"].as_str().unwrap().to_owned(),
+                    found,
+                    text.as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let whole = follows(&checks[0]);
+    assert_eq!(
+        whole
+            .iter()
+            .map(|(probe, found, _)| (probe.as_str(), *found))
+            .collect::<Vec<_>>(),
+        [
+            ("markers", true),
+            ("code_publish", true),
+            ("decommits", true),
+            ("pagemap_scan", true)
+        ],
+        "{whole:?}"
+    );
+    let shown = stripped.display();
+    let reasons: Vec<String> = follows(&checks[1])
+        .into_iter()
+        .map(|(_, found, why)| {
+            assert!(!found, "{why}");
+            why
+        })
+        .collect();
+    for said in [
+        format!("{shown} has no `skillhost_mark` marker (not skillhost, or stripped)"),
+        format!("{shown} has no wasmtime CodeMemory::publish (not a wasmtime host, or stripped)"),
+        format!("{shown} has no wasmtime with batched decommits"),
+        format!(
+            "{shown} has no rustix _ioctl (not built with rustix, inlined by LTO, or stripped)"
+        ),
+    ] {
+        assert!(
+            reasons.iter().any(|why| why.starts_with(&said)),
+            "{said}: {reasons:?}"
+        );
+    }
+}
+
 /// `sudo scripts/test.sh` where rustup lives in the user's home: sudo's secure_path leaves
 /// it out of PATH, and the set-up says what is missing before it changes anything.
 #[test]

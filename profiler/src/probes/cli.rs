@@ -12,6 +12,7 @@ use skillprof_common::SYS_MMAP;
 use crate::record::Row;
 
 use super::{
+    host_check::HostCheck,
     metrics::ProbeMetrics,
     plan::{Mechanism, Outcome, PROBES, ProbeStatus},
     privileges,
@@ -42,7 +43,12 @@ counts at least 16. The BPF cost of each program (runs, ns per run) is shown too
 
 Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN): `sudo skillprof probes`. Exits \
 non-zero if a probe that has a tracepoint in its plan did not attach, or the self-check \
-count is short.")]
+count is short.
+
+With --host-bin FILE, nothing is loaded and no root is needed: each host binary's symbol \
+table says which of the probes that follow the host's own functions (markers, publish, \
+decommits, pagemap_scan) would find them, and the wasmtime it was built with. Check a host \
+before running it under skillprof: `skillprof probes --host-bin /usr/local/bin/my-host`.")]
 pub struct ProbesArgs {
     /// Count the events of this process [default: skillprof itself].
     #[arg(long, value_name = "PID")]
@@ -58,6 +64,10 @@ pub struct ProbesArgs {
     /// Also stream raw events to this CSV file.
     #[arg(long, value_name = "PATH")]
     events: Option<PathBuf>,
+    /// Only read this host binary's symbols: which host probes would find their functions,
+    /// and its wasmtime version (no BPF, no root; repeatable).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "seconds", "events"])]
+    host_bin: Vec<PathBuf>,
 }
 
 /// Everything one run found; the table and the JSON are two views of it.
@@ -91,6 +101,9 @@ struct MmapCount {
 }
 
 pub fn run(args: ProbesArgs) -> Result<()> {
+    if !args.host_bin.is_empty() {
+        return check_host_binaries(&args.host_bin, args.json);
+    }
     privileges::require_bpf("skillprof probes")?;
     let me = std::process::id();
     let pid = match args.pid {
@@ -150,6 +163,22 @@ pub fn run(args: ProbesArgs) -> Result<()> {
         print_table(&report);
     }
     verdict(&report)
+}
+
+/// `--host-bin`: each binary's host probes, read from its symbols.
+fn check_host_binaries(files: &[PathBuf], json: bool) -> Result<()> {
+    let checks = files
+        .iter()
+        .map(|file| HostCheck::of(file))
+        .collect::<Result<Vec<_>>>()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        for check in &checks {
+            print!("{}", check.text());
+        }
+    }
+    Ok(())
 }
 
 fn kernel_release() -> String {

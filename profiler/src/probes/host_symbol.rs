@@ -2,7 +2,11 @@
 //! the host. Only the ELF headers and the symbol table are read, not the whole binary
 //! (skillhost is over 100 MiB), and the uprobe is then attached by file offset.
 
-use std::{fs, num::NonZeroU32, path::PathBuf};
+use std::{
+    fs,
+    num::NonZeroU32,
+    path::{Path, PathBuf},
+};
 
 use ::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 use anyhow::{Context as _, Result};
@@ -43,14 +47,13 @@ impl HostSymbol {
     }
 }
 
-/// For each of `wanted`, the first symbol of the host `tgid` whose name it matches, in one
-/// pass over the symbol table (a large host's takes a good part of a second to read).
+/// For each of `wanted`, the first symbol of the executable `exe` whose name it matches, in
+/// one pass over the symbol table (a large host's takes a good part of a second to read).
 pub fn find_each<const N: usize>(
-    tgid: u32,
-    wanted: [&dyn Fn(&str) -> bool; N],
+    exe: &Path,
+    wanted: [fn(&str) -> bool; N],
 ) -> Result<[Option<HostSymbol>; N], String> {
-    let exe = PathBuf::from(format!("/proc/{tgid}/exe"));
-    let file = fs::File::open(&exe).map_err(|e| format!("cannot open {}: {e}", exe.display()))?;
+    let file = fs::File::open(exe).map_err(|e| format!("cannot open {}: {e}", exe.display()))?;
     let cache = ::object::ReadCache::new(file);
     let elf = ::object::File::parse(&cache)
         .map_err(|e| format!("{} is not an ELF executable: {e}", exe.display()))?;
@@ -72,7 +75,7 @@ pub fn find_each<const N: usize>(
         for (slot, matches) in found.iter_mut().zip(wanted) {
             if slot.is_none() && matches(name) {
                 *slot = offset(&symbol).map(|offset| HostSymbol {
-                    exe: exe.clone(),
+                    exe: exe.to_owned(),
                     offset,
                 });
             }
@@ -84,8 +87,14 @@ pub fn find_each<const N: usize>(
     Ok(found)
 }
 
+/// The running host's executable: `/proc/PID/exe` names the binary it runs even if the file
+/// on disk has been replaced since.
+pub fn running_exe(tgid: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/{tgid}/exe"))
+}
+
 /// The host's binary as its link names it, for messages.
 pub fn binary(tgid: u32) -> String {
-    let exe = PathBuf::from(format!("/proc/{tgid}/exe"));
+    let exe = running_exe(tgid);
     fs::read_link(&exe).unwrap_or(exe).display().to_string()
 }

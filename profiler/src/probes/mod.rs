@@ -15,6 +15,7 @@ mod cli;
 pub mod cost_model;
 mod events;
 mod formats;
+mod host_check;
 mod host_symbol;
 pub mod ledger;
 mod majflt;

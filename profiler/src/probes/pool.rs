@@ -36,15 +36,68 @@ pub fn is_rustix_ioctl(name: &str) -> bool {
     name.contains("6rustix5ioctl") && (name.ends_with("6__ioctl") || name.contains("6_ioctl17h"))
 }
 
+/// wasmtime's module that resets a slot's pages by asking the kernel which were written
+/// (PAGEMAP_SCAN, in wasmtimes from 2025 on): a wasmtime without it never issues the ioctl.
+pub fn is_wasmtime_pagemap(name: &str) -> bool {
+    name.contains("8wasmtime") && name.contains("7pagemap")
+}
+
 /// The host's functions the two probes follow ([`is_batching_flag`], [`is_decommit_pages`],
-/// [`is_rustix_ioctl`], in that order), or why the binary could not be read.
+/// [`is_rustix_ioctl`], [`is_wasmtime_pagemap`], in that order), or why the binary could not
+/// be read.
 pub struct PoolFunctions {
-    pub found: Result<[Option<HostSymbol>; 3], String>,
+    pub found: Result<[Option<HostSymbol>; 4], String>,
     /// The host's binary, for messages.
     pub binary: String,
 }
 
+/// A function a probe attaches to: the symbol, its name and what the probe counts there.
+pub type Follows<'a> = (&'a HostSymbol, &'static str, String);
+
 impl PoolFunctions {
+    /// The function the batched-decommit probe follows, or why the host has none.
+    pub fn decommits(&self) -> Result<Follows<'_>> {
+        let [flag, function, _, _] = self.read()?;
+        if flag.is_none() {
+            bail!(
+                "{} has no wasmtime with batched decommits (older wasmtimes decommit one range at \
+                 a time, with madvise, which the exact mode counts; or stripped)",
+                self.binary
+            );
+        }
+        let Some(function) = function else {
+            bail!(
+                "{} has no wasmtime decommit_pages (not built with wasmtime's pooling allocator, \
+                 or stripped): batched decommits are not counted",
+                self.binary
+            );
+        };
+        Ok((
+            function,
+            "wasmtime's decommit_pages",
+            "process_madvise".to_owned(),
+        ))
+    }
+
+    /// The function the PAGEMAP_SCAN probe follows, or why the host has none.
+    pub fn pagemap_scan(&self) -> Result<Follows<'_>> {
+        let [_, _, ioctl, pagemap] = self.read()?;
+        let Some(ioctl) = ioctl else {
+            bail!(
+                "{} has no rustix _ioctl (not built with rustix, inlined by LTO, or stripped): \
+                 wasmtime's PAGEMAP_SCAN ioctls are not counted; the exact mode counts every \
+                 ioctl of the host",
+                self.binary
+            );
+        };
+        let counts = match pagemap {
+            Some(_) => "PAGEMAP_SCAN requests",
+            // Attached all the same: the count is the evidence, and it says 0.
+            None => "PAGEMAP_SCAN requests, none expected: this wasmtime has no PAGEMAP_SCAN reset",
+        };
+        Ok((ioctl, "rustix's _ioctl", counts.to_owned()))
+    }
+
     /// The batched-decommit probe's line in the probe table: attached, or why not.
     pub fn attach_decommits(&self, ebpf: &mut Ebpf, tgid: u32) -> ProbeStatus {
         self.attach(
@@ -52,23 +105,7 @@ impl PoolFunctions {
             tgid,
             Probe::Decommits,
             DECOMMIT_PROGRAM,
-            |[flag, function, _]| {
-                if flag.is_none() {
-                    bail!(
-                        "{} has no wasmtime with batched decommits (older wasmtimes decommit one \
-                     range at a time, with madvise, which the exact mode counts; or stripped)",
-                        self.binary
-                    );
-                }
-                let Some(function) = function else {
-                    bail!(
-                        "{} has no wasmtime decommit_pages (not built with wasmtime's pooling \
-                     allocator, or stripped): batched decommits are not counted",
-                        self.binary
-                    );
-                };
-                Ok((function, "wasmtime's decommit_pages", "process_madvise"))
-            },
+            self.decommits(),
         )
     }
 
@@ -79,44 +116,30 @@ impl PoolFunctions {
             tgid,
             Probe::PagemapScan,
             SCAN_PROGRAM,
-            |[_, _, ioctl]| {
-                let Some(ioctl) = ioctl else {
-                    bail!(
-                        "{} has no rustix _ioctl (not built with rustix, inlined by LTO, or \
-                     stripped): wasmtime's PAGEMAP_SCAN ioctls are not counted; the exact mode \
-                     counts every ioctl of the host",
-                        self.binary
-                    );
-                };
-                Ok((ioctl, "rustix's _ioctl", "PAGEMAP_SCAN requests"))
-            },
+            self.pagemap_scan(),
         )
     }
 
-    /// Attaches `program` for `probe` to the function `choose` picks from the ones found (with
-    /// its name and what it counts, for the probe table), or says why not.
-    fn attach<'a>(
-        &'a self,
+    fn read(&self) -> Result<&[Option<HostSymbol>; 4]> {
+        self.found.as_ref().map_err(|why| anyhow::anyhow!("{why}"))
+    }
+
+    /// Attaches `program` for `probe` to the function `follows` names, or says why not.
+    fn attach(
+        &self,
         ebpf: &mut Ebpf,
         tgid: u32,
         probe: Probe,
         program: &str,
-        choose: impl FnOnce(
-            &'a [Option<HostSymbol>; 3],
-        ) -> Result<(&'a HostSymbol, &'static str, &'static str)>,
+        follows: Result<Follows<'_>>,
     ) -> ProbeStatus {
-        let attached = (|| {
-            let found = self
-                .found
-                .as_ref()
-                .map_err(|why| anyhow::anyhow!("{why}"))?;
-            let (function, name, counts) = choose(found)?;
+        let attached = follows.and_then(|(function, name, counts)| {
             function.attach(ebpf, program, tgid)?;
             Ok(format!(
                 "uprobe on {name} in {} ({counts})",
                 function.exe.display()
             ))
-        })();
+        });
         ProbeStatus::single(
             probe,
             Mechanism::Uprobe,

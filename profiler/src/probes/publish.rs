@@ -24,6 +24,21 @@ pub fn is_code_publish(name: &str) -> bool {
     name.contains("8wasmtime") && name.contains("10CodeMemory7publish")
 }
 
+/// The host's function the probe follows, or why there is none (`binary` names the host).
+pub fn function<'a>(
+    found: &'a Result<Option<HostSymbol>, String>,
+    binary: &str,
+) -> Result<&'a HostSymbol, String> {
+    match found {
+        Err(why) => Err(why.clone()),
+        Ok(None) => Err(format!(
+            "{binary} has no wasmtime CodeMemory::publish (not a wasmtime host, or stripped): \
+             compiles are seen through markers, or in exact mode as code mapped executable"
+        )),
+        Ok(Some(function)) => Ok(function),
+    }
+}
+
 /// Attaches the probe to the host's function, or says why not, as a probe-table line.
 pub fn attach(
     ebpf: &mut Ebpf,
@@ -31,13 +46,8 @@ pub fn attach(
     found: &Result<Option<HostSymbol>, String>,
     binary: &str,
 ) -> ProbeStatus {
-    let attached = match found {
-        Err(why) => Err(why.clone()),
-        Ok(None) => Err(format!(
-            "{binary} has no wasmtime CodeMemory::publish (not a wasmtime host, or stripped): \
-             compiles are seen through markers, or in exact mode as code mapped executable"
-        )),
-        Ok(Some(function)) => function
+    let attached = function(found, binary).and_then(|function| {
+        function
             .attach(ebpf, PROGRAM, tgid)
             .map(|()| {
                 format!(
@@ -45,8 +55,8 @@ pub fn attach(
                     function.exe.display()
                 )
             })
-            .map_err(|e| format!("{e:#}")),
-    };
+            .map_err(|e| format!("{e:#}"))
+    });
     ProbeStatus::single(Probe::Publish, Mechanism::Uprobe, &attached, &[PROGRAM])
 }
 

@@ -231,6 +231,44 @@ pub struct ProbeSession {
     rss_stat: RssStat,
 }
 
+/// The host's functions the uprobes follow, in the order [`host_symbol::find_each`] returns
+/// them: the marker, the pooling allocator's ([`PoolFunctions`]'s four), and wasmtime's code
+/// publish. One list, so that `probes --host-bin` checks a binary for exactly what a run looks
+/// for.
+pub(super) const HOST_FUNCTIONS: [fn(&str) -> bool; 6] = [
+    markers::is_marker,
+    pool::is_batching_flag,
+    pool::is_decommit_pages,
+    pool::is_rustix_ioctl,
+    pool::is_wasmtime_pagemap,
+    publish::is_code_publish,
+];
+
+/// The host functions of [`HOST_FUNCTIONS`] in the executable `exe` (`binary` in messages):
+/// the marker, the pooling allocator's and the code publish, or why there is none of each.
+pub(super) fn find_host_functions(
+    exe: &std::path::Path,
+    binary: String,
+) -> (
+    Result<host_symbol::HostSymbol, String>,
+    PoolFunctions,
+    Result<Option<host_symbol::HostSymbol>, String>,
+) {
+    let (marker, pool, publish) = match host_symbol::find_each(exe, HOST_FUNCTIONS) {
+        Ok([marker, flag, decommit, ioctl, pagemap, publish]) => (
+            marker.ok_or_else(|| markers::missing(&binary)),
+            Ok([flag, decommit, ioctl, pagemap]),
+            Ok(publish),
+        ),
+        Err(why) => (Err(why.clone()), Err(why.clone()), Err(why)),
+    };
+    let pool = PoolFunctions {
+        found: pool,
+        binary,
+    };
+    (marker, pool, publish)
+}
+
 /// The host's functions the probes follow, found in one pass over its symbol table: the
 /// marker (whose uprobe only streams the marks, with `--events`: the rows are the ledger's),
 /// the pooling allocator's, and wasmtime's code publish.
@@ -243,33 +281,13 @@ fn host_functions(
     PoolFunctions,
     Result<Option<host_symbol::HostSymbol>, String>,
 ) {
-    let binary = host_symbol::binary(tgid);
-    let (marker, pool, publish) = match host_symbol::find_each(
-        tgid,
-        [
-            &markers::is_marker,
-            &pool::is_batching_flag,
-            &pool::is_decommit_pages,
-            &pool::is_rustix_ioctl,
-            &publish::is_code_publish,
-        ],
-    ) {
-        Ok([marker, flag, decommit, ioctl, publish]) => (
-            marker.ok_or_else(|| markers::missing(&binary)),
-            Ok([flag, decommit, ioctl]),
-            Ok(publish),
-        ),
-        Err(why) => (Err(why.clone()), Err(why.clone()), Err(why)),
-    };
+    let (marker, pool, publish) =
+        find_host_functions(&host_symbol::running_exe(tgid), host_symbol::binary(tgid));
     let marker = marker.and_then(|marker| match (options.events.is_some(), ledger) {
         (true, Ok(_)) => Ok(marker),
         (false, _) => Err("only with --events".to_owned()),
         (true, Err(why)) => Err(why.clone()),
     });
-    let pool = PoolFunctions {
-        found: pool,
-        binary,
-    };
     (marker, pool, publish)
 }
 
