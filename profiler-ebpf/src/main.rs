@@ -114,8 +114,8 @@ fn now() -> u64 {
 #[inline(always)]
 fn ids() -> (u32, u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let ino = PIDNS_INO.load();
-    if ino != 0 {
+    if in_pid_namespace() {
+        let ino = PIDNS_INO.load();
         let mut seen = bpf_pidns_info { pid: 0, tgid: 0 };
         let size = core::mem::size_of::<bpf_pidns_info>() as u32;
         // SAFETY: the helper writes `size` bytes into `seen`, a local of that size.
@@ -128,6 +128,12 @@ fn ids() -> (u32, u32) {
         };
     }
     (pid_tgid as u32, (pid_tgid >> 32) as u32)
+}
+
+/// Whether skillprof runs in a PID namespace of its own: `ids` then numbers tasks as it does.
+#[inline(always)]
+fn in_pid_namespace() -> bool {
+    PIDNS_INO.load() != 0
 }
 
 #[inline(always)]

@@ -27,6 +27,8 @@ use skillprof_common::{
     TimeValue,
 };
 
+use aya_ebpf::helpers::bpf_get_current_pid_tgid;
+
 use crate::{add, counters, current_entry, ids, is_host, marks, now, stacks};
 
 /// Where the kernel keeps a task's thread id and process id in `struct task_struct` (from
@@ -59,9 +61,26 @@ static TIME_STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 #[map]
 static TIME: HashMap<TimeKey, TimeValue> = HashMap::with_max_entries(65536, BPF_F_NO_PREALLOC);
 
-/// Per host thread (key: tid): its latest switch out. LRU, so exited threads age out.
+/// Per host thread (key: the kernel's tid, which the switched tasks carry): its latest
+/// switch out. LRU, so exited threads age out.
 #[map]
 static OFF_CPU: LruHashMap<u32, OffCpu> = LruHashMap::with_max_entries(16384, 0);
+
+/// `[0]`: the host's process id as the kernel numbers it, learnt from its first switch out,
+/// where skillprof runs in a PID namespace of its own: the switched tasks carry the kernel's
+/// ids, and `TARGET_TGID` is the namespace's.
+#[map]
+static HOST_KERNEL_TGID: Array<u32> = Array::with_max_entries(1, 0);
+
+/// The host's process id as the kernel numbers it. Outside a PID namespace, the target's
+/// own (a load-time constant: the verifier drops the other branch).
+#[inline(always)]
+fn host_kernel_tgid() -> u32 {
+    match crate::in_pid_namespace() {
+        false => crate::TARGET_TGID.load(),
+        true => HOST_KERNEL_TGID.get(0).copied().unwrap_or(0),
+    }
+}
 
 /// Per host thread (key: tid): its CPU samples over the whole session, which userspace checks
 /// against the kernel's own count of each thread's CPU time (schedstat).
@@ -192,6 +211,13 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
 pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
     let (tid, tgid) = ids();
     if is_host(tgid) && tid != 0 {
+        let kernel = bpf_get_current_pid_tgid();
+        if crate::in_pid_namespace()
+            && let Some(host) = HOST_KERNEL_TGID.get_ptr_mut(0)
+        {
+            // SAFETY: a live map value; every writer writes the same number.
+            unsafe { *host = (kernel >> 32) as u32 };
+        }
         let preempt: u64 = ctx.arg(0);
         let prev_state: u64 = ctx.arg(3);
         // TASK_INTERRUPTIBLE 0x1, TASK_UNINTERRUPTIBLE 0x2; a preempted task is runnable
@@ -201,7 +227,7 @@ pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
             (0, 2) | (0, 3) => TIME_BLOCKED,
             _ => TIME_RUNNABLE,
         };
-        switched_out(&ctx, tid, state);
+        switched_out(&ctx, kernel as u32, state);
     }
     let next: *const u8 = ctx.arg(2);
     // SAFETY: `next` is a task the verifier types from BTF; loads at constant offsets of its
@@ -212,7 +238,7 @@ pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
             *(next.add(TASK_TGID.load() as usize) as *const u32),
         )
     };
-    if is_host(next_tgid) && next_tid != 0 {
+    if next_tgid == host_kernel_tgid() && next_tid != 0 {
         switched_in(next_tid);
     }
     0
@@ -229,7 +255,7 @@ pub fn btf_sched_wakeup(ctx: BtfTracePointContext) -> u32 {
             *(task.add(TASK_TGID.load() as usize) as *const u32),
         )
     };
-    if !is_host(tgid) {
+    if tgid != host_kernel_tgid() || tgid == 0 {
         return 0;
     }
     if let Some(off) = OFF_CPU.get_ptr_mut(&tid) {

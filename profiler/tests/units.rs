@@ -136,6 +136,27 @@ fn skillhost_service_boots_on_a_fresh_system_restarts_and_stops_clean() {
     );
 }
 
+/// A container where skillprof may probe (every capability, `bpf` and `perf_event_open` let
+/// through its seccomp filter, tracefs bound in), running `command` with `binds` (paths
+/// bound read-write at the same place) for at most `seconds`.
+fn probing_container(seconds: u32, binds: &[&Path], command: &[&std::ffi::OsStr]) -> Command {
+    fs::create_dir_all("/run/systemd/nspawn/propagate").unwrap();
+    let mut nspawn = Command::new("timeout");
+    nspawn
+        .args(["--kill-after=10", &seconds.to_string(), "systemd-nspawn"])
+        .args(["--quiet", "--register=no", "--keep-unit", "--console=pipe"])
+        .args(["--volatile=overlay", "--capability=all"])
+        .args([
+            "--system-call-filter=bpf perf_event_open",
+            "--bind=/sys/kernel/tracing",
+        ]);
+    for bind in binds {
+        nspawn.arg(format!("--bind={}", bind.display()));
+    }
+    nspawn.arg("-D").arg(units_root()).args(command);
+    nspawn
+}
+
 /// Inside a container (its own PID namespace, every capability, `bpf` and `perf_event_open`
 /// let through its seccomp filter, tracefs bound in), `skillprof probes` counts the 16 mmap
 /// calls it makes itself: the programs read each task's ids as skillprof's namespace numbers
@@ -143,34 +164,14 @@ fn skillhost_service_boots_on_a_fresh_system_restarts_and_stops_clean() {
 #[test]
 fn inside_a_pid_namespace_the_probes_count_skillprofs_own_calls() {
     common::require_root("systemd-nspawn runs a container, and the probes load BPF");
-    fs::create_dir_all("/run/systemd/nspawn/propagate").unwrap();
-    let output = Command::new("timeout")
-        .args([
-            "--kill-after=10",
-            "60",
-            "systemd-nspawn",
-            "--quiet",
-            "--register=no",
-        ])
-        .args([
-            "--keep-unit",
-            "--console=pipe",
-            "--volatile=overlay",
-            "--capability=all",
-        ])
-        .args([
-            "--system-call-filter=bpf perf_event_open",
-            "--bind=/sys/kernel/tracing",
-        ])
-        .arg(format!(
-            "--bind-ro={}:/usr/local/bin/skillprof",
-            env!("CARGO_BIN_EXE_skillprof")
-        ))
-        .arg("-D")
-        .arg(units_root())
-        .args(["/usr/local/bin/skillprof", "probes"])
-        .output()
-        .expect("systemd-nspawn (systemd-container)");
+    let skillprof = Path::new(env!("CARGO_BIN_EXE_skillprof"));
+    let output = probing_container(
+        60,
+        &[skillprof.parent().unwrap()],
+        &[skillprof.as_os_str(), "probes".as_ref()],
+    )
+    .output()
+    .expect("systemd-nspawn (systemd-container)");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -190,6 +191,59 @@ fn inside_a_pid_namespace_the_probes_count_skillprofs_own_calls() {
         .and_then(|number| number.parse().ok())
         .unwrap_or_else(|| panic!("no count in {line:?}"));
     assert!(counted >= 16, "{line}");
+}
+
+/// Inside a PID namespace, `skillprof run` times its host off the CPU: the scheduler's
+/// tracepoints carry the kernel's ids, which the programs learn for the host from its first
+/// switch out. Before, every switch out was counted and no interval ever ended: 0 ms asleep.
+/// Twenty requests that each sleep 20 ms keep the host's threads asleep most of 400 ms.
+#[test]
+fn inside_a_pid_namespace_a_run_times_its_host_off_the_cpu() {
+    common::require_root("systemd-nspawn runs a container, and the probes load BPF");
+    let _machine = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = common::cli::write_cmds(
+        dir.path(),
+        "sleeping.cmds",
+        "add_rs\n20 execute_skill sample_rs1 Alice 100 20\n",
+    );
+    // The built binaries, the sample skills and the BPF object sit where the build put them;
+    // bound at the same paths, skillprof finds them inside as outside.
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap();
+    let skillprof = Path::new(env!("CARGO_BIN_EXE_skillprof"));
+    let out = dir.path().join("runs");
+    let output = probing_container(
+        150,
+        &[&repository, skillprof.parent().unwrap(), dir.path()],
+        &[
+            skillprof.as_os_str(),
+            "run".as_ref(),
+            cmds.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+    )
+    .output()
+    .expect("systemd-nspawn (systemd-container)");
+    assert!(
+        output.status.success(),
+        "{}",
+        common::cli::describe(&output)
+    );
+    let folder = common::cli::run_folder(&out);
+    let rows = common::cli::csv_rows(&folder.join("commands.csv"));
+    let sleeping = rows
+        .iter()
+        .find(|row| common::cli::cell::<String>(row, "cmd").starts_with("20 execute_skill"))
+        .map(|row| common::cli::cell::<f64>(row, "offcpu_sleeping_ms"))
+        .unwrap();
+    assert!(
+        sleeping >= 300.0,
+        "asleep {sleeping} ms of the 20 requests' 400"
+    );
 }
 
 /// From the machine's own namespaces, `skillprof run --attach` profiles a host that runs in
