@@ -52,7 +52,7 @@ pub struct PoolFunctions {
 }
 
 /// A function a probe attaches to: the symbol, its name and what the probe counts there.
-pub type Follows<'a> = (&'a HostSymbol, &'static str, String);
+pub type Follows<'a> = (&'a HostSymbol, &'static str, &'static str);
 
 impl PoolFunctions {
     /// The function the batched-decommit probe follows, or why the host has none.
@@ -72,30 +72,27 @@ impl PoolFunctions {
                 self.binary
             );
         };
-        Ok((
-            function,
-            "wasmtime's decommit_pages",
-            "process_madvise".to_owned(),
-        ))
+        Ok((function, "wasmtime's decommit_pages", "process_madvise"))
     }
 
     /// The function the PAGEMAP_SCAN probe follows, or why the host has none.
     pub fn pagemap_scan(&self) -> Result<Follows<'_>> {
         let [_, _, ioctl, pagemap] = self.read()?;
+        if pagemap.is_none() {
+            bail!(
+                "{} has no wasmtime that resets slots with PAGEMAP_SCAN (older wasmtimes reset \
+                 every page, which the exact mode's madvise counts show; or stripped)",
+                self.binary
+            );
+        }
         let Some(ioctl) = ioctl else {
             bail!(
-                "{} has no rustix _ioctl (not built with rustix, inlined by LTO, or stripped): \
-                 wasmtime's PAGEMAP_SCAN ioctls are not counted; the exact mode counts every \
-                 ioctl of the host",
+                "{} has no rustix _ioctl (inlined by LTO, or stripped): wasmtime's PAGEMAP_SCAN \
+                 ioctls are not counted; the exact mode counts every ioctl of the host",
                 self.binary
             );
         };
-        let counts = match pagemap {
-            Some(_) => "PAGEMAP_SCAN requests",
-            // Attached all the same: the count is the evidence, and it says 0.
-            None => "PAGEMAP_SCAN requests, none expected: this wasmtime has no PAGEMAP_SCAN reset",
-        };
-        Ok((ioctl, "rustix's _ioctl", counts.to_owned()))
+        Ok((ioctl, "rustix's _ioctl", "PAGEMAP_SCAN requests"))
     }
 
     /// The batched-decommit probe's line in the probe table: attached, or why not.
