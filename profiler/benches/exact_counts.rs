@@ -137,7 +137,7 @@ fn compare(skillprof: &Path, bpftrace: &Path, workload: &Workload) -> Result<()>
         .iter()
         .filter_map(|r| {
             let (minor, major) = r.measure.faults()?;
-            let seen = r.probe(skillprof::probes::Probe::PageFaults, |c| {
+            let seen = r.probe(skillprof::record::probes::Probe::PageFaults, |c| {
                 c.faults.user + c.faults.kernel
             })?;
             Some((seen, minor + major))
@@ -153,7 +153,7 @@ fn compare(skillprof: &Path, bpftrace: &Path, workload: &Workload) -> Result<()>
 }
 
 fn calls(record: &EntryRecord, kind: usize) -> Option<u64> {
-    record.probe(skillprof::probes::Probe::Syscalls, |c| {
+    record.probe(skillprof::record::probes::Probe::Syscalls, |c| {
         c.syscalls[kind].calls
     })
 }

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use hyper::Method;
 use skillprof::hostctl::client::Http;
-use skillprof::hostctl::{Client, HostProfile, SampleSkills, SkillWorld};
+use skillprof::hostctl::{Client, SampleSkills};
+use skillprof::record::profile::HostProfile;
+use skillprof::record::profile::SkillWorld;
 
 mod common;
 use common::{sample, skillprof_binary};

@@ -37,8 +37,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, ensure};
 use skillprof::machine::Machine;
-use skillprof::probes::Mechanism;
-use skillprof::probes::cost_model::{self, CostModel, Counted, Per};
+use skillprof::probes::cost_model::{self, CostModel};
+use skillprof::record::probes::Counted;
+use skillprof::record::probes::Mechanism;
+use skillprof::record::probes::Per;
 use skillprof::record::probes::Probe;
 use skillprof::stats;
 

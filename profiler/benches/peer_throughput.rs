@@ -28,9 +28,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
-use skillprof::hostctl::{
-    Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillWorld, SkillsDir,
-};
+use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
+use skillprof::record::profile::HostProfile;
+use skillprof::record::profile::HostSpec;
+use skillprof::record::profile::SkillWorld;
 use skillprof::record::slo::{SloReport, Stage};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
 use skillprof::system::affinity::CpuList;

@@ -41,9 +41,14 @@ use std::ptr;
 use anyhow::{Context, Result, bail, ensure};
 use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_TYPE_TRACEPOINT, perf_event_attr};
 use skillprof::machine::Machine;
-use skillprof::probes::cost_model::{self, CostModel, EventCost, Ns, Per};
+use skillprof::probes::cost_model::{self, CostModel, EventCost};
 use skillprof::probes::time::{OffCpuMode, TimeOptions};
-use skillprof::probes::{self, Mechanism, Probe, ProbeMode, ProbeOptions, ProbeSession};
+use skillprof::probes::{self, ProbeOptions, ProbeSession};
+use skillprof::record::probes::Mechanism;
+use skillprof::record::probes::Ns;
+use skillprof::record::probes::Per;
+use skillprof::record::probes::Probe;
+use skillprof::record::probes::ProbeMode;
 use skillprof::stats;
 use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, ledger};
 

@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
-use skillprof::sample::composition::Composition;
+use skillprof::record::composition::Composition;
 use skillprof::stats;
 
 mod common;

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use skillprof::hostctl::client::Http;
-use skillprof::hostctl::{Client, HostProfile, SampleSkills, SkillsDir, sample_input};
+use skillprof::hostctl::{Client, SampleSkills, SkillsDir, sample_input};
 use skillprof::record::process::ticks_to_seconds;
+use skillprof::record::profile::HostProfile;
 use skillprof::sample::{PROC, process};
 
 mod common;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use skillprof::sample::composition::Composition;
+use skillprof::record::composition::Composition;
 
 mod common;
 use common::exercise::Exercise;

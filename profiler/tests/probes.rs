@@ -16,7 +16,8 @@ use std::{os::unix::process::CommandExt as _, process::Command};
 use common::exercise::{Selection, assert_mechanisms, save_result};
 use common::require_root;
 use serde_json::Value;
-use skillprof::probes::{PROBES, ProbeStatus};
+use skillprof::probes::PROBES;
+use skillprof::record::probes::ProbeStatus;
 
 fn skillprof_probes() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_skillprof"));

@@ -19,8 +19,11 @@ use common::exercise::{
 };
 use common::require_root;
 use serde_json::{Value, json};
+use skillprof::record::probes::Mechanism;
+use skillprof::record::probes::Probe;
+use skillprof::record::probes::ProbeMode;
 use skillprof::{
-    probes::{Mechanism, Probe, ProbeMode, ProbeOptions, ProbeSession},
+    probes::{ProbeOptions, ProbeSession},
     record::Row,
     record::probes::probe_columns,
 };
@@ -299,7 +302,7 @@ fn check_exact(rows: &[Row], minflt_deltas: &[u64], label: &str) {
 /// the touch step's faults are the marked skill's (in `call`, by its thread's own count),
 /// and no other step marked a skill.
 fn check_skill_rows(session: &ProbeSession, rows: &[Row]) {
-    use skillprof::probes::markers::Phase;
+    use skillprof::record::probes::Phase;
     for (i, ((step, _), row)) in STEPS.iter().zip(rows).enumerate() {
         let entry = i as u32 + 1;
         let skills = session

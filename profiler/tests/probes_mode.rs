@@ -15,8 +15,9 @@ mod common;
 
 use common::exercise::Exercise;
 use common::{loaded_ids, loaded_since, require_root, taxing_programs};
-use skillprof::probes::{ProbeMode, ProbeOptions, ProbeSession};
+use skillprof::probes::{ProbeOptions, ProbeSession};
 use skillprof::record::probes::Probe;
+use skillprof::record::probes::ProbeMode;
 use skillprof::sample::process;
 
 const ROOT: &str = "the probe mode test loads BPF programs";

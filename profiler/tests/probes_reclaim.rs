@@ -21,8 +21,9 @@ use common::exercise::{
 };
 use common::require_root;
 use serde_json::json;
+use skillprof::record::probes::ProbeMode;
 use skillprof::{
-    probes::{ProbeMode, ProbeOptions, ProbeSession},
+    probes::{ProbeOptions, ProbeSession},
     system::cgroup::MemoryCgroup,
 };
 

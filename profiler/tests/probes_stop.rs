@@ -18,11 +18,11 @@ use common::exercise::{
 use common::require_root;
 use serde_json::json;
 use skillprof::hostctl::process::monotonic_ns;
-use skillprof::probes::{
-    ProbeMode, ProbeOptions, ProbeSession, StopBreakdown, StopTimeline, TeardownSource,
-    stop_breakdown,
-};
+use skillprof::probes::{ProbeOptions, ProbeSession, StopTimeline, stop_breakdown};
 use skillprof::record::Row;
+use skillprof::record::probes::ProbeMode;
+use skillprof::record::probes::StopBreakdown;
+use skillprof::record::probes::TeardownSource;
 
 /// What these tests do that needs root.
 const ROOT: &str = "the probe tests load BPF programs";

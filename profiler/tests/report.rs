@@ -14,8 +14,11 @@ use skillprof::explain;
 use skillprof::machine::Machine;
 use skillprof::output::commands_csv::{self, CsvRow};
 use skillprof::output::entries_jsonl;
-use skillprof::probes::cost_model::{CostModel, EventCost, Ns, Per};
-use skillprof::probes::{Mechanism, Probe};
+use skillprof::probes::cost_model::{CostModel, EventCost};
+use skillprof::record::probes::Mechanism;
+use skillprof::record::probes::Ns;
+use skillprof::record::probes::Per;
+use skillprof::record::probes::Probe;
 use skillprof_common::Counters;
 
 mod common;

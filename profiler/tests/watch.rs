@@ -621,7 +621,7 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
     );
     let client = skillprof::hostctl::Client::new(
         &format!("http://127.0.0.1:{host_port}"),
-        skillprof::hostctl::HostProfile::skillhost().dialect,
+        skillprof::record::profile::HostProfile::skillhost().dialect,
     );
     runtime().block_on(async {
         client
@@ -1461,9 +1461,10 @@ fn the_guides_example_host_marks_its_work_and_the_watch_counts_it_per_skill() {
             .unwrap(),
     );
     let url = format!("http://127.0.0.1:{port}");
-    let profile =
-        skillprof::hostctl::HostProfile::load(marks.join("marked-host.toml").to_str().unwrap())
-            .unwrap();
+    let profile = skillprof::record::profile::HostProfile::load(
+        marks.join("marked-host.toml").to_str().unwrap(),
+    )
+    .unwrap();
     let client = skillprof::hostctl::Client::new(&url, profile.dialect);
     eventually(
         Duration::from_secs(30),

@@ -6,9 +6,9 @@
 use std::fs;
 
 use skillprof::cmds::{self, Command, InFlightCap, Plan};
-use skillprof::hostctl::profile::HostProfile;
 use skillprof::output::commands_csv;
 use skillprof::output::harness_log::RunLog;
+use skillprof::record::profile::HostProfile;
 use skillprof::report::read::Run;
 
 /// The cmds language: any text is a plan or a list of the bad lines, never a panic; and a

@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use skillprof::hostctl::{
-    Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillWorld, SkillsDir,
-};
-use skillprof::probes::{Mechanism, ProbeOptions, ProbeSession};
+use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
+use skillprof::probes::{ProbeOptions, ProbeSession};
+use skillprof::record::probes::Mechanism;
+use skillprof::record::profile::HostProfile;
+use skillprof::record::profile::HostSpec;
+use skillprof::record::profile::SkillWorld;
 use skillprof::stats::{median, median_ci, nearest_rank};
 
 const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];
@@ -96,7 +98,7 @@ async fn markers(samples: &SampleSkills) -> Result<()> {
         let on = round_trip_p50(bench.client()).await?;
         let hits = session
             .entry(0)?
-            .read(skillprof::probes::Probe::Markers, |c| c.marks.hits)
+            .read(skillprof::record::probes::Probe::Markers, |c| c.marks.hits)
             .context("the host's ledger was not read")?;
         hits_per_request = hits as f64 / LATENCY_REQUESTS as f64;
         drop(session);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::TestHost;
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
-use skillprof::hostctl::SkillWorld;
+use skillprof::record::profile::SkillWorld;
 
 fn input(topic: &str, memory_kb: u64, wait_ms: u64) -> Value {
     json!({ "topic": topic, "memory": memory_kb, "wait_time": wait_ms })
@@ -636,7 +636,7 @@ async fn a_drain_that_times_out_exits_1() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort() {
     let host = TestHost::start_in("pharia-kernel-2024", &["--api", "pharia-2024"]).await;
-    assert_eq!(host.world, skillprof::hostctl::SkillWorld::Pharia);
+    assert_eq!(host.world, skillprof::record::profile::SkillWorld::Pharia);
     for name in ["sample_rs1", "sample_rs2", "sample_rs3", "hello"] {
         host.add(
             name,
@@ -674,7 +674,7 @@ async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort(
     // skillhost's own dialect: no bearer, a bare name. Refused, 400.
     let plain = skillprof::hostctl::Client::new(
         client.base(),
-        skillprof::hostctl::HostProfile::skillhost().dialect,
+        skillprof::record::profile::HostProfile::skillhost().dialect,
     );
     let no_bearer = plain.execute("dev/sample_rs1", &json!({})).await.unwrap();
     assert_eq!(no_bearer.status, StatusCode::BAD_REQUEST);

@@ -10,12 +10,14 @@ use std::ops::Range;
 
 use anyhow::{Result, ensure};
 
-use super::bounds::{self, Bounds};
+use super::bounds;
 use super::process::Adjust;
 use super::safety::Safety;
 use crate::band::{self, Band};
+use crate::record::balloon::Bounds;
+use crate::record::sampling::Watermarks;
+use crate::record::sampling::ZoneId;
 use crate::sample::reach::{Reach, ZoneReach};
-use crate::sample::zoneinfo::{Watermarks, ZoneId};
 
 /// Aim and comfort zone, as shares of the held range.
 struct Shares {
@@ -32,7 +34,7 @@ const EASED: Shares = Shares {
     aim: 0.9,
     comfort: (0.4, 0.98),
 };
-pub use crate::record::balloon::Basis;
+use crate::record::balloon::Basis;
 use crate::units;
 
 /// The default iteration block, as a share of the narrowest held range. An iteration that

@@ -3,9 +3,9 @@
 use anyhow::{Result, bail};
 
 use crate::band::Band;
-use crate::sample::zoneinfo::Watermarks;
+use crate::record::sampling::Watermarks;
 
-pub use crate::record::balloon::Bounds;
+use crate::record::balloon::Bounds;
 
 impl Bounds {
     pub fn contains(&self, free_pages: u64) -> bool {

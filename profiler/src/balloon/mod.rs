@@ -27,7 +27,6 @@ pub mod process;
 pub mod safety;
 
 pub use aim::Aim;
-pub use bounds::Bounds;
-pub use hold::{BandHeld, HeldBalloon, HoldOptions, HoldSample, NotHeld, Settling, ZoneHeld};
+pub use hold::{HeldBalloon, HoldOptions, HoldSample, NotHeld, Settling};
 pub use process::Balloon;
 pub use safety::Safety;

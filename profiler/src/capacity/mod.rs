@@ -445,7 +445,7 @@ fn ingredients_at(
 #[derive(serde::Deserialize)]
 struct Meta {
     #[serde(default)]
-    cores: Option<crate::hostctl::Cores>,
+    cores: Option<crate::record::host::Cores>,
     machine: MetaMachine,
     cmds: MetaCmds,
     #[serde(default)]

@@ -1014,8 +1014,9 @@ mod tests {
     /// at its most while skills were added.
     #[test]
     fn splits_the_first_skill_by_holder_and_counts_the_compile_threads() {
-        use crate::hostctl::HostCounters;
-        use crate::sample::composition::{Composition, EntryComposition};
+        use crate::record::composition::Composition;
+        use crate::record::composition::EntryComposition;
+        use crate::record::host::HostCounters;
         let mut run = bench_like();
         let first = &mut run.records[0];
         let part = |heap_kb, code_kb, files_kb| Composition {

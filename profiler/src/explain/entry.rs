@@ -11,8 +11,8 @@ use skillprof_common::{
 };
 
 use crate::band::Band;
-use crate::hostctl::ptrace_trim::Call;
 use crate::machine::Machine;
+use crate::record::host::Call;
 use crate::record::traffic::Load;
 use crate::record::{EntryRecord, FillStop};
 use crate::units::{bytes, change, count, many, ms};
@@ -772,10 +772,12 @@ mod tests {
     use skillprof_common::{CTX_KSWAPD, SYS_MMAP};
 
     use super::*;
-    use crate::balloon::aim::Basis;
-    use crate::balloon::{BandHeld, Bounds};
+    use crate::record::balloon::BandHeld;
+    use crate::record::balloon::Basis;
+    use crate::record::balloon::Bounds;
     use crate::record::fixture::{probed, record};
-    use crate::sample::{cpu::CpuShare, zoneinfo::Watermarks};
+    use crate::record::sampling::CpuShare;
+    use crate::record::sampling::Watermarks;
 
     fn ms(ms: f64) -> Duration {
         Duration::from_secs_f64(ms / 1e3)
@@ -783,8 +785,9 @@ mod tests {
 
     #[test]
     fn growth_is_split_by_holder_and_the_heap_malloc_keeps_is_named() {
-        use crate::hostctl::HostCounters;
-        use crate::sample::composition::{Composition, EntryComposition};
+        use crate::record::composition::Composition;
+        use crate::record::composition::EntryComposition;
+        use crate::record::host::HostCounters;
         let mut add = record("add_py", 7000.0);
         let before = Composition {
             heap_kb: 10 << 10,
@@ -844,7 +847,7 @@ mod tests {
 
     #[test]
     fn a_trim_says_what_the_allocator_gave_back_and_how_it_was_asked() {
-        use crate::hostctl::Trimmed;
+        use crate::record::host::Trimmed;
         let mut trim = record("trim", 9.0);
         trim.measure.before.rss_kb = 400 << 10;
         trim.measure.after.as_mut().unwrap().rss_kb = 94 << 10;

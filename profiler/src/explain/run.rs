@@ -3,8 +3,10 @@
 
 use clap::ValueEnum as _;
 
-use crate::probes::{CostMode, Mechanism, stacks::StackSummary};
+use crate::probes::CostMode;
+use crate::record::probes::Mechanism;
 use crate::record::probes::Probe;
+use crate::record::probes::StackSummary;
 use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 use crate::units;
 

@@ -4,8 +4,8 @@
 //! > 1,151 ms address-space teardown (5.6 M pages freed, timed by exit_mmap) + 0.8 ms last
 //! > thread + 31 ms reap; exit status: 0.
 
-use crate::probes::StopBreakdown;
 use crate::record::EntryRecord;
+use crate::record::probes::StopBreakdown;
 use crate::record::probes::StopPhase;
 use crate::units::{bytes, count, many, ms};
 
@@ -81,10 +81,12 @@ mod tests {
     use std::time::Duration;
 
     use crate::explain::paragraph;
-    use crate::hostctl::Stopped;
-    use crate::probes::{StopBreakdown, StopPart, TeardownSource};
     use crate::record::fixture::record;
+    use crate::record::host::Stopped;
+    use crate::record::probes::StopBreakdown;
+    use crate::record::probes::StopPart;
     use crate::record::probes::StopPhase;
+    use crate::record::probes::TeardownSource;
 
     fn stopped(took_ms: f64) -> Option<Stopped> {
         Some(Stopped {

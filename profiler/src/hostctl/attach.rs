@@ -10,15 +10,19 @@ use anyhow::{Context, Result, bail, ensure};
 
 use super::client::Client;
 use super::process::HostProcess;
-use super::profile::HostProfile;
 use super::skills_dir::SkillsDir;
+use crate::record::profile::HostProfile;
 
 /// How long the address may take to answer its health route.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The host process `pid`, running, and its address `url` answering its health route: a
 /// client for it, or why not.
-pub async fn answering(pid: u32, url: &str, dialect: super::profile::Dialect) -> Result<Client> {
+pub async fn answering(
+    pid: u32,
+    url: &str,
+    dialect: crate::record::profile::Dialect,
+) -> Result<Client> {
     let state = procfs::process::Process::new(pid as i32)
         .and_then(|process| process.stat())
         .map(|stat| stat.state)

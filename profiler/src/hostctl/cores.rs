@@ -6,7 +6,7 @@
 //! wasmtime's parallel compilation, tokio and glibc or jemalloc takes an N-core machine's
 //! sizes from it.
 
-pub use crate::record::host::Cores;
+use crate::record::host::Cores;
 
 /// glibc's default arena limit per core (`NARENAS_FROM_NCORES` on 64-bit).
 const ARENAS_PER_CORE: u32 = 8;

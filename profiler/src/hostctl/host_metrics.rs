@@ -3,7 +3,7 @@
 
 use super::Client;
 
-pub use crate::record::host::HostCounters;
+use crate::record::host::HostCounters;
 
 /// skillhost's family of its pooling allocator's gauges, by `kind`: slots in use
 /// (`memories`, `tables`, `stacks`, `component_instances`, `core_instances`), unused warm

@@ -13,11 +13,8 @@ pub mod skills_dir;
 pub mod start_args;
 pub mod trim;
 
+use crate::record::profile::HostProfile;
 pub use client::{Client, Reply};
-pub use cores::Cores;
-pub use host_metrics::HostCounters;
-pub use process::{ExitWatch, HostProcess, HostSpec, Stopped};
-pub use profile::{Dialect, HostProfile, SkillWorld};
-pub use skills_dir::{PythonSample, SampleSkills, SkillsDir, sample_input};
+pub use process::{ExitWatch, HostProcess};
+pub use skills_dir::{SampleSkills, SkillsDir, sample_input};
 pub use start_args::HostStartArgs;
-pub use trim::{TrimBy, Trimmed};

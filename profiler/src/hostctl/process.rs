@@ -15,12 +15,12 @@ use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 use super::client::Client;
-use super::profile::HostProfile;
 use crate::pidfd;
+use crate::record::profile::HostProfile;
 
-pub use crate::record::host::Stopped;
+use crate::record::host::Stopped;
 
-pub use crate::record::profile::HostSpec;
+use crate::record::profile::HostSpec;
 
 impl HostSpec {
     /// Our skillhost in its own dialect, with `extra` flags appended.

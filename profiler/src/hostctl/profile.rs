@@ -12,9 +12,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
 use crate::component::Exports;
-pub use crate::record::profile::{
-    Dialect, ExecuteBody, HostProfile, Listing, Registry, RegistryRoutes, Route, Routes,
-    SkillWorld, Start,
+use crate::record::profile::{
+    Dialect, ExecuteBody, HostProfile, Listing, Registry, RegistryRoutes, Route, Routes, SkillWorld,
 };
 
 /// The profiles that ship, by name.

@@ -24,7 +24,7 @@ use nix::unistd::Pid;
 use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
 use procfs::process::{MMapPath, Process};
 
-pub use crate::record::host::Call;
+use crate::record::host::Call;
 
 /// x86_64 system calls a thread can block in while it holds none of malloc's locks: waiting
 /// for I/O, a connection, a child or time. Not futex (a thread may wait there for an arena

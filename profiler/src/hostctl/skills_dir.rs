@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::profile::{Registry, SkillWorld};
+use crate::record::profile::Registry;
+use crate::record::profile::SkillWorld;
 
-pub use crate::record::profile::PythonSample;
+use crate::record::profile::PythonSample;
 
 pub struct SkillsDir {
     path: PathBuf,

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::process::HostSpec;
-use super::profile::HostProfile;
+use crate::record::profile::HostProfile;
+use crate::record::profile::HostSpec;
 use crate::system::affinity::CpuList;
 
 #[derive(Args, Clone, Debug, Default)]

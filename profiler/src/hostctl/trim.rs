@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use super::ptrace_trim::{self};
+use super::ptrace_trim;
 use super::{Client, HostProfile};
 
-pub use crate::record::host::{TrimBy, Trimmed};
+use crate::record::host::{TrimBy, Trimmed};
 
 /// How `trim` reaches the host's allocator.
 impl TrimBy {

@@ -9,6 +9,5 @@ pub mod network;
 
 pub mod swarm;
 
-pub use crate::record::locust::{LoadEntry, LoadRow};
-pub use network::{LoadNetwork, NetworkInfo};
+pub use network::LoadNetwork;
 pub use swarm::{Swarm, SwarmSetup};

@@ -22,7 +22,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::system::guardian::{Guardian, Restore};
 
-pub use crate::record::locust::NetworkInfo;
+use crate::record::locust::NetworkInfo;
 
 /// Where `ip netns` keeps a namespace: a bind mount of its nsfs file.
 const NETNS_DIR: &str = "/run/netns";

@@ -21,8 +21,9 @@ use super::network::LoadNetwork;
 use crate::cmds::Load;
 use crate::hostctl::client::{Http, Reply};
 use crate::hostctl::process::free_port;
-use crate::hostctl::{Dialect, sample_input};
+use crate::hostctl::sample_input;
 use crate::record::locust::{LoadEntry, LoadRow, ScheduleKept};
+use crate::record::profile::Dialect;
 use crate::sample::{self, process};
 use crate::system::cgroup::Cgroup;
 
@@ -390,7 +391,7 @@ impl Swarm {
             .filter_map(|pid| process::read(Path::new(sample::PROC), pid).ok())
             .map(|stat| stat.cpu_ticks)
             .sum();
-        process::ticks_to_seconds(ticks)
+        crate::record::process::ticks_to_seconds(ticks)
     }
 
     /// Ends every Locust process of the swarm and reaps it.

@@ -7,10 +7,11 @@ use std::{fs::File, path::Path, time::UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
+use crate::record::sampling::ZoneId;
 use crate::record::{self, Unit};
 use crate::sample::{
     Sample, SampleSink,
-    zoneinfo::{self, Zone, ZoneId},
+    zoneinfo::{self, Zone},
 };
 
 /// What a column before the per-zone ones holds: readers ask for it by this key, never by
@@ -491,7 +492,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, zoneinfo};
+    use crate::record::process::ProcessStat;
+    use crate::sample::{System, meminfo, psi, reach, zoneinfo};
 
     fn captured_system() -> System {
         System {

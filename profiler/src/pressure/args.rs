@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::balloon::aim::Basis;
 use crate::band::{self, Band};
+use crate::record::balloon::Basis;
 use crate::units::{parse_cpus, parse_size};
 
 const LONG_ABOUT: &str = "\

@@ -10,7 +10,8 @@ use anyhow::Result;
 use super::kswapd::Kswapd;
 use skillprof_common::{Counters as ProbeCounters, LruCounts};
 
-use crate::probes::{ProbeMetrics, ProbeSession};
+use crate::probes::ProbeSession;
+use crate::record::probes::ProbeMetrics;
 use crate::record::{Column, Metrics, Row, Unit};
 use crate::sample::PROC;
 use crate::sample::psi::{self, Psi};

@@ -4,8 +4,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::sample::process;
-
 /// The kswapd threads (one per memory node), found once: kernel threads keep their pids.
 pub struct Kswapd {
     pids: Vec<i32>,
@@ -33,7 +31,9 @@ impl Kswapd {
                 .with_context(|| format!("reading /proc/{pid}/stat of kswapd"))?;
             ticks += stat.utime + stat.stime;
         }
-        Ok(Duration::from_secs_f64(process::ticks_to_seconds(ticks)))
+        Ok(Duration::from_secs_f64(
+            crate::record::process::ticks_to_seconds(ticks),
+        ))
     }
 }
 

@@ -24,7 +24,7 @@ use chrono::Local;
 
 pub use args::PressureArgs;
 
-use crate::balloon::aim::{self, Basis};
+use crate::balloon::aim;
 use crate::balloon::hold::{HoldOptions, HoldSample};
 use crate::balloon::page_cache::{self, PageCache};
 use crate::balloon::process::Balloon;
@@ -37,6 +37,7 @@ use crate::output::json_stdout::{self, JsonStdout};
 use crate::output::pressure_csv::PressureCsv;
 use crate::pressure::kswapd::Kswapd;
 use crate::probes::{ProbeOptions, ProbeSession};
+use crate::record::balloon::Basis;
 use crate::record::{Metrics, Row};
 use crate::report::watermarks;
 use crate::sample::PROC;
@@ -457,7 +458,7 @@ fn start_probes(bands: usize, info: &mut ProbesInfo) -> Option<ProbeSession> {
     // exact mode, as an experiment on this machine rather than a production host.
     let options = ProbeOptions {
         max_entries: 2 * bands as u32,
-        mode: crate::probes::ProbeMode::Exact,
+        mode: crate::record::probes::ProbeMode::Exact,
         ..ProbeOptions::default()
     };
     match ProbeSession::start(std::process::id(), &options) {

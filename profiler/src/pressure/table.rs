@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use crate::balloon::aim::Basis;
 use crate::band::Band;
 use crate::pressure::experiment::{BandResult, Outcome};
 use crate::pressure::kernel::{Figure, Source};
+use crate::record::balloon::Basis;
 use crate::units;
 
 /// Columns padded to their widest cell; the first left-aligned, the others right-aligned.

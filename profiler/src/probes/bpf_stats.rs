@@ -12,7 +12,7 @@ use std::{fs, os::fd::OwnedFd};
 
 use aya::sys::{Stats, enable_stats};
 
-pub use crate::record::probes::StatsSource;
+use crate::record::probes::StatsSource;
 
 const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 

@@ -13,13 +13,18 @@ use crate::record::Row;
 
 use super::{
     host_check::HostCheck,
-    metrics::ProbeMetrics,
-    plan::{Mechanism, Outcome, PROBES, ProbeStatus},
+    plan::PROBES,
     privileges,
-    session::{MechanismArgs, ProbeCosts, ProbeMode, ProbeSession},
+    session::{MechanismArgs, ProbeSession},
     tables,
-    tracefs::Tracefs,
 };
+use crate::record::probes::Mechanism;
+use crate::record::probes::Outcome;
+use crate::record::probes::ProbeCosts;
+use crate::record::probes::ProbeMetrics;
+use crate::record::probes::ProbeMode;
+use crate::record::probes::ProbeStatus;
+use crate::record::probes::Tracefs;
 
 /// mmaps skillprof makes itself when it watches itself, so the count has a known floor.
 const SELF_MMAPS: u64 = 16;

@@ -27,11 +27,12 @@ use super::{
     host_symbol::HostSymbol,
     ledger::{HostLedger, LedgerChange, LedgerReading},
     object,
-    plan::{Mechanism, ProbeStatus},
     session::take,
 };
+use crate::record::probes::Mechanism;
+use crate::record::probes::ProbeStatus;
 
-pub use crate::record::probes::{Phase, SkillRow};
+use crate::record::probes::{Phase, SkillRow};
 
 /// The probe's name in the probe table and meta.json.
 const PROGRAM: &str = "uprobe_mark";

@@ -3,7 +3,8 @@
 
 use skillprof_common::{Combine as _, Counters};
 
-pub use crate::record::probes::ProbeMetrics;
+#[cfg(test)]
+use crate::record::probes::ProbeMetrics;
 
 /// Combines the per-CPU copies of one entry's counters: sums, and maxima for the `*_max`
 /// counters.

@@ -36,14 +36,9 @@ pub mod time;
 mod tracefs;
 pub mod wasm_code;
 
-pub use crate::record::probes::Probe;
-pub use bpf_stats::StatsSource;
 pub use cli::{ProbesArgs, is_required, run};
-pub use metrics::ProbeMetrics;
-pub use plan::{Attempt, Mechanism, Outcome, PROBES, ProbeStatus};
+pub use plan::PROBES;
 pub use privileges::{can_load_bpf, require_bpf, require_bpf_for_run};
-pub use session::{
-    CostMode, MechanismArgs, ProbeCosts, ProbeMode, ProbeOptions, ProbeSession, ProgramCost,
-};
-pub use stop::{StopBreakdown, StopPart, StopTimeline, TeardownSource, stop_breakdown};
-pub use tracefs::{Tracefs, ensure_mounted as ensure_tracefs};
+pub use session::{CostMode, MechanismArgs, ProbeOptions, ProbeSession};
+pub use stop::{StopTimeline, stop_breakdown};
+pub use tracefs::ensure_mounted as ensure_tracefs;

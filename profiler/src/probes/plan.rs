@@ -20,12 +20,10 @@ use aya::{
     programs::{BtfTracePoint, FEntry, FExit, KProbe, Program, TracePoint},
 };
 
-use super::{
-    formats,
-    tracefs::{self, Tracefs},
-};
+use super::{formats, tracefs};
+use crate::record::probes::Tracefs;
 
-pub use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus};
+use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus};
 
 impl Mechanism {
     pub const ALL: [Mechanism; 8] = [

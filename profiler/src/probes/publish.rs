@@ -12,9 +12,10 @@ use aya::{
 use skillprof_common::{PUBLISH_TIMES, PublishTimes};
 
 use super::host_symbol::HostSymbol;
-use super::plan::{Mechanism, ProbeStatus};
 use super::session::take;
+use crate::record::probes::Mechanism;
 use crate::record::probes::Probe;
+use crate::record::probes::ProbeStatus;
 
 const PROGRAM: &str = "uprobe_publish";
 const MAP: &str = "PUBLISHED";

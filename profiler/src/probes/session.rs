@@ -18,28 +18,37 @@ use aya_log::EbpfLogger;
 use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 
 use super::{
-    bpf_stats::{StatsGuard, StatsSource},
-    cost_model::{CostModel, Counted, Modelled, Per},
+    bpf_stats::StatsGuard,
+    cost_model::CostModel,
     events::EventStream,
     host_symbol,
     ledger::HostLedger,
     majflt::MajorFaults,
     markers::{self, Attribution, SkillNames},
-    metrics::{ProbeMetrics, combine},
+    metrics::combine,
     object,
-    plan::{Allowed, Attacher, Mechanism, PROBES, ProbeStatus},
+    plan::{Allowed, Attacher, PROBES},
     pool::{self, PoolFunctions},
     privileges,
     publish::{self, PublishClock},
     stacks::{EntryStacks, Stacks},
     stop::StopTimeline,
     task_layout,
-    time::{self, EntryTime, TimeMaps, TimeOptions, TimeProfile},
-    tracefs::Tracefs,
+    time::{self, TimeMaps, TimeOptions},
 };
+use crate::record::probes::Counted;
+use crate::record::probes::Mechanism;
+use crate::record::probes::Modelled;
+use crate::record::probes::Per;
+use crate::record::probes::ProbeMetrics;
+use crate::record::probes::ProbeStatus;
+use crate::record::probes::StatsSource;
+use crate::record::probes::Tracefs;
+use crate::record::time::EntryTime;
+use crate::record::time::TimeProfile;
 
 use crate::record::probes::Probe;
-pub use crate::record::probes::{ProbeCosts, ProbeMode, ProgramCost};
+use crate::record::probes::{ProbeCosts, ProbeMode, ProgramCost};
 
 // The BPF side uses x86_64 syscall numbers and `__x64_sys_*` function names.
 #[cfg(not(target_arch = "x86_64"))]
@@ -699,7 +708,7 @@ impl ProbeSession {
 
     /// The timeline's samples since the last call (with [`TimeOptions::timeline`]), their
     /// functions named now.
-    pub fn timeline(&self) -> Result<Vec<time::TimelineSample>> {
+    pub fn timeline(&self) -> Result<Vec<crate::record::time::TimelineSample>> {
         let Some(time) = &self.time else {
             return Ok(Vec::new());
         };
@@ -712,7 +721,7 @@ impl ProbeSession {
 
     /// The profile clock's samples of each live host thread against the kernel's count of
     /// its CPU time; `None` without the clock.
-    pub fn profile_check(&self) -> Option<time::ProfileCheck> {
+    pub fn profile_check(&self) -> Option<crate::record::time::ProfileCheck> {
         self.time.as_ref()?.lock().unwrap().check()
     }
 

@@ -18,7 +18,7 @@ use super::{
     symbols,
 };
 
-pub use crate::record::probes::StackSummary;
+use crate::record::probes::StackSummary;
 
 impl StackSummary {
     /// The share of walked stacks whose innermost frame is named, in percent.

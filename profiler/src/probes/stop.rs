@@ -21,7 +21,7 @@ use crate::record::probes::StopPhase;
 use serde::Serialize;
 use skillprof_common::StopState;
 
-pub use crate::record::probes::{StopBreakdown, StopPart, TeardownSource};
+use crate::record::probes::{StopBreakdown, StopPart, TeardownSource};
 
 const PAGE: u64 = 4096;
 

@@ -23,7 +23,7 @@ use blazesym::symbolize::{
 };
 
 use super::wasm_code::{ComponentNames, WasmCode};
-pub use crate::record::time::{Frame, FrameKind};
+use crate::record::time::{Frame, FrameKind};
 
 impl Frame {
     fn named(name: &str, kind: FrameKind) -> Frame {

@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::plan::ProbeStatus;
-use super::session::{CostMode, ProbeCosts};
+use super::session::CostMode;
+use crate::record::probes::ProbeCosts;
+use crate::record::probes::ProbeStatus;
 
 /// probe, mechanism, attached, detail: one line per probe.
 pub fn statuses(statuses: &[ProbeStatus]) -> String {

@@ -3,7 +3,7 @@
 
 use std::{ffi::CStr, fmt, io, path::Path};
 
-pub use crate::record::probes::Tracefs;
+use crate::record::probes::Tracefs;
 
 const MOUNT_POINT: &CStr = c"/sys/kernel/tracing";
 

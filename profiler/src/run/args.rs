@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::band::Band;
-use crate::hostctl::{HostStartArgs, PythonSample, TrimBy};
-use crate::probes::{MechanismArgs, ProbeMode, time::TimeArgs};
+use crate::hostctl::HostStartArgs;
+use crate::probes::{MechanismArgs, time::TimeArgs};
+use crate::record::host::TrimBy;
+use crate::record::probes::ProbeMode;
+use crate::record::profile::PythonSample;
 use crate::system::affinity::{self, CpuList};
 
 const LONG_ABOUT: &str = "\

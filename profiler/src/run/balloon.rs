@@ -10,9 +10,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
 
-use crate::balloon::{Balloon, BandHeld, HeldBalloon, HoldOptions, NotHeld};
+use crate::balloon::{Balloon, HeldBalloon, HoldOptions, NotHeld};
 use crate::band::Band;
 use crate::cmds::{Command, Entry, Plan};
+use crate::record::balloon::BandHeld;
 use crate::record::{EntryRecord, RunInfo, SysctlDuring};
 use crate::system::sysctl::{SCALE_FACTOR, SysctlChange};
 

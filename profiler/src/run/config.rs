@@ -10,14 +10,16 @@ use chrono::{DateTime, Local};
 
 use crate::band::Band;
 use crate::cmds::{Command, InFlightCap, Plan};
-use crate::hostctl::profile::Registry;
-use crate::hostctl::{
-    Cores, HostProcess, HostProfile, HostSpec, PythonSample, SampleSkills, SkillsDir, TrimBy,
-    attach, trim,
-};
+use crate::hostctl::{HostProcess, SampleSkills, SkillsDir, attach, trim};
 use crate::machine::Machine;
 use crate::output::harness_log;
 use crate::probes::{self, ProbeOptions, time::OffCpuMode};
+use crate::record::host::Cores;
+use crate::record::host::TrimBy;
+use crate::record::profile::HostProfile;
+use crate::record::profile::HostSpec;
+use crate::record::profile::PythonSample;
+use crate::record::profile::Registry;
 
 use super::args::RunArgs;
 use super::balloon as balloon_room;

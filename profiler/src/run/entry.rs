@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use crate::cmds::{Command, Entry, SkillKind};
 use crate::hostctl::ExitWatch;
+use crate::record::memcg::MemcgStat;
+use crate::record::process::ProcessStat;
 use crate::record::{Fill, FillStop, Outcome, Step};
 use crate::sample;
-use crate::sample::process::{self, ProcessError, ProcessStat};
-use crate::system::cgroup::{MemcgStat, MemoryCgroup};
+use crate::sample::process::{self, ProcessError};
+use crate::system::cgroup::MemoryCgroup;
 use crate::units;
 
 use super::interrupt::{Abort, Interruption, Signals};

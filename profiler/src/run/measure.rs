@@ -123,8 +123,9 @@ mod tests {
 
     use super::*;
     use crate::cmds::{self, InFlightCap};
-    use crate::hostctl::{HostCounters, HostProfile};
     use crate::record::fixture::record;
+    use crate::record::host::HostCounters;
+    use crate::record::profile::HostProfile;
 
     /// A measurer that says what it was asked, in `said`; `claims` the lines it runs.
     struct StandIn {

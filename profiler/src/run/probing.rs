@@ -8,14 +8,15 @@ use async_trait::async_trait;
 use anyhow::Result;
 
 use crate::cmds::Command;
-use crate::hostctl::Stopped;
 use crate::output;
-use crate::probes::{
-    self, ProbeCosts, ProbeMetrics, ProbeOptions, ProbeSession, StopBreakdown,
-    stacks::EntryStacks,
-    stop_breakdown,
-    time::{EntryTime, ProfileCheck, TimeProfile},
-};
+use crate::probes::{self, ProbeOptions, ProbeSession, stacks::EntryStacks, stop_breakdown};
+use crate::record::host::Stopped;
+use crate::record::probes::ProbeCosts;
+use crate::record::probes::ProbeMetrics;
+use crate::record::probes::StopBreakdown;
+use crate::record::time::EntryTime;
+use crate::record::time::ProfileCheck;
+use crate::record::time::TimeProfile;
 use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 
 use super::interrupt::Abort;

@@ -8,11 +8,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::cmds::Command;
-use crate::hostctl::HostCounters;
+use crate::record::composition::Composition;
+use crate::record::composition::EntryComposition;
+use crate::record::host::HostCounters;
+use crate::record::memcg::MemcgEntry;
+use crate::record::memcg::MemcgStat;
 use crate::record::{EntryRecord, RunInfo};
-use crate::sample::composition::{Composition, EntryComposition};
 use crate::sample::{self, SampleSink, Sampler, process};
-use crate::system::cgroup::{MemcgEntry, MemcgStat, MemoryCgroup};
+use crate::system::cgroup::MemoryCgroup;
 
 use super::interrupt::Abort;
 use super::measure::{Begin, Host, Measurer};

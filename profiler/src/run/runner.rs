@@ -14,16 +14,18 @@ use anyhow::Result;
 use chrono::{Local, SubsecRound};
 
 use crate::cmds::{Command, Entry, Plan};
-use crate::hostctl::{HostProcess, SkillsDir, Stopped, profile};
+use crate::hostctl::{HostProcess, SkillsDir, profile};
 use crate::output::harness_log::{self, Binary, CmdsFile, FILE_SUFFIX, Header};
 use crate::output::meta;
 use crate::output::samples_csv::SamplesCsv;
+use crate::record::host::Stopped;
 use crate::record::probes::Probe;
+use crate::record::process::ProcessStat;
 use crate::record::{
     CgroupInfo, CmdsInfo, EntryCmd, EntryMeasure, EntryRecord, HostInfo, LoadInfo, Outcome,
     RunInfo, Status, SysctlDuring,
 };
-use crate::sample::process::{self, ProcessStat};
+use crate::sample::process;
 use crate::sample::{self, vmstat};
 use crate::system::cgroup::MemoryCgroup;
 use crate::system::sysctl::SysctlChange;

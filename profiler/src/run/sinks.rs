@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use chrono::NaiveDateTime;
 
-use crate::locust::LoadRow;
 use crate::output::commands_csv::CommandsCsv;
 use crate::output::entries_jsonl::{self, EntriesJsonl};
 use crate::output::entry_rows_csv::{self, EntryRowsCsv};
 use crate::output::harness_log::{self, Header, LogWriter};
 use crate::output::{compare, run_json};
+use crate::record::locust::LoadRow;
 use crate::record::{EntryRecord, RunInfo};
 use crate::{explain, probes};
 

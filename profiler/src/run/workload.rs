@@ -14,12 +14,13 @@ use crate::cmds::{
     Command, CopyNames, DEFAULT_TOPIC, InFlightCap, Sends, SkillKind, Traffic, TrafficLoad,
 };
 use crate::hostctl::process::monotonic_ns;
-use crate::hostctl::profile::{RegistryRoutes, Route};
-use crate::hostctl::{
-    Client, PythonSample, Reply, SampleSkills, SkillsDir, TrimBy, sample_input, trim,
-};
+use crate::hostctl::{Client, Reply, SampleSkills, SkillsDir, sample_input, trim};
 use crate::record::Outcome;
+use crate::record::host::TrimBy;
 use crate::record::probes::RequestSpan;
+use crate::record::profile::PythonSample;
+use crate::record::profile::RegistryRoutes;
+use crate::record::profile::Route;
 use crate::record::traffic::{Arrivals, Load};
 use crate::system::affinity::CpuList;
 use crate::traffic::generator::{self, StepPlan, Target, Targets};

@@ -37,7 +37,7 @@ use std::time::Instant;
 use procfs::FromRead;
 use procfs::process::{MMPermissions, MMapPath, MemoryMap, MemoryMaps};
 
-pub use crate::record::composition::{Composition, EntryComposition, Holder};
+use crate::record::composition::{Composition, EntryComposition, Holder};
 
 /// glibc's `HEAP_MAX_SIZE` on 64-bit: each heap of a thread arena is reserved as one window
 /// of this size, aligned to it (so that a chunk finds its heap by masking its address).

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-pub use crate::record::sampling::CpuShare;
+use crate::record::sampling::CpuShare;
 
 /// Cumulative time of all CPUs, in clock ticks (USER_HZ), as /proc/stat counts it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

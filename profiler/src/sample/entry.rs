@@ -1,9 +1,10 @@
 //! What one entry's samples add up to: extremes over every sample of the entry, boundary
 //! samples included, and changes between its two boundary samples.
 
-use super::{Sample, psi::Psi, system::Counters, zoneinfo::ZoneId};
+use super::{Sample, psi::Psi, system::Counters};
+use crate::record::sampling::ZoneId;
 
-pub use crate::record::sampling::{EntrySampling, Handles, Lowest};
+use crate::record::sampling::{EntrySampling, Handles, Lowest};
 
 impl Lowest {
     fn with(self, other: Lowest) -> Lowest {
@@ -114,10 +115,11 @@ mod tests {
 
     use super::*;
     use crate::band::Band;
+    use crate::record::process::ProcessStat;
     use crate::record::sampling::CpuShare;
     use crate::record::{Metrics, Row};
     use crate::sample::cpu::CpuTimes;
-    use crate::sample::{System, meminfo, process::ProcessStat, psi, reach, vmstat, zoneinfo};
+    use crate::sample::{System, meminfo, psi, reach, vmstat, zoneinfo};
 
     fn sample(rss_kb: Option<u64>, normal_free: u64, psi_total_us: u64) -> Sample {
         let zoneinfo = normal_with_free(normal_free);

@@ -19,7 +19,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-pub use entry::{EntrySampling, Lowest};
 pub use sampler::{DEFAULT_INTERVAL, Sample, SampleSink, Sampler};
 pub use system::System;
 

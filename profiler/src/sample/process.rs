@@ -6,7 +6,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-pub use crate::record::process::{ProcessStat, ticks_to_seconds};
+use crate::record::process::ProcessStat;
 use crate::record::sampling::Handles;
 
 #[derive(Debug)]

@@ -30,7 +30,9 @@ use anyhow::{Context, Result};
 
 use super::read_proc_file;
 use crate::band::Band;
-use crate::sample::zoneinfo::{self, Reserve, Watermarks, Zone, ZoneId};
+use crate::record::sampling::Watermarks;
+use crate::record::sampling::ZoneId;
+use crate::sample::zoneinfo::{self, Reserve, Zone};
 
 /// One zone, as user-space allocations see it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,11 +18,15 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use super::{
     PROC,
-    entry::{EntrySampling, Handles, Window},
-    process::{self, ProcessError, ProcessStat},
+    entry::Window,
+    process::{self, ProcessError},
     system::{Counters, System, SystemReader},
-    zoneinfo::{self, ZoneId},
+    zoneinfo,
 };
+use crate::record::process::ProcessStat;
+use crate::record::sampling::EntrySampling;
+use crate::record::sampling::Handles;
+use crate::record::sampling::ZoneId;
 
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use super::read_proc_file;
 use crate::band::Band;
 
-pub use crate::record::sampling::{Watermarks, ZoneId};
+use crate::record::sampling::{Watermarks, ZoneId};
 
 impl Watermarks {
     pub fn band(&self, free_pages: u64) -> Band {

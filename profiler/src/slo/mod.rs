@@ -22,11 +22,14 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Args;
 
-use crate::hostctl::profile::{Registry, SkillWorld};
-use crate::hostctl::{HostProcess, HostProfile, HostStartArgs, SampleSkills, SkillsDir};
+use crate::hostctl::{HostProcess, HostStartArgs, SampleSkills, SkillsDir};
 use crate::probes::ledger::HostLedger;
 use crate::probes::time::{OffCpuMode, TimeArgs};
-use crate::probes::{ProbeMode, ProbeOptions, ProbeSession};
+use crate::probes::{ProbeOptions, ProbeSession};
+use crate::record::probes::ProbeMode;
+use crate::record::profile::HostProfile;
+use crate::record::profile::Registry;
+use crate::record::profile::SkillWorld;
 use crate::record::slo::{ConfigPeak, HostConfig, SloReport, SloStep, Stage, Target, Verdict};
 use crate::record::traffic::{Arrivals, Load};
 use crate::system::affinity;

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use crate::keyed;
 use crate::system::guardian::{Guardian, Restore};
 
-pub use crate::record::memcg::{MemcgEntry, MemcgStat, Version};
+use crate::record::memcg::{MemcgStat, Version};
 
 impl std::fmt::Display for Version {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

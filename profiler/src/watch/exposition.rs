@@ -12,9 +12,9 @@ use skillprof_common::{Combine as _, SkillCounters};
 
 use super::snapshot::Snapshot;
 use crate::output::openmetrics::{Families, Kind, escape};
-use crate::probes::markers::Phase;
 use crate::record::composition::EntryComposition;
 use crate::record::field::{Column, Row, Unit};
+use crate::record::probes::Phase;
 use crate::record::probes::{SkillRow, skill_columns};
 
 /// The content type Prometheus asks for and reads.
@@ -152,7 +152,7 @@ pub fn render(snapshot: &Snapshot, watching: &Watching) -> String {
 /// one process may hold (vm.max_map_count).
 fn host(families: &mut Families, snapshot: &Snapshot) {
     let mut host = Row::default();
-    crate::probes::ProbeMetrics::write_cells(Some(&snapshot.probes), &mut host);
+    crate::record::probes::ProbeMetrics::write_cells(Some(&snapshot.probes), &mut host);
     for cell in host.cells() {
         let kind = if cell.name.contains("_max") {
             Kind::Gauge

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use super::WatchArgs;
 use crate::hostctl::HostProcess;
 use crate::hostctl::attach::answering;
-use crate::hostctl::profile::HostProfile;
+use crate::record::profile::HostProfile;
 
 pub struct Watched {
     pub host: HostProcess,

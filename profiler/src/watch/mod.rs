@@ -30,10 +30,11 @@ use tokio::sync::Notify;
 
 use crate::cmds::MAX_WATCH_S;
 use crate::hostctl::process::ExitWatch;
-use crate::hostctl::profile::HostProfile;
 use crate::hostctl::{Client, HostStartArgs};
 use crate::probes::time::{OffCpuMode, TimeArgs, TimeOptions};
-use crate::probes::{self, ProbeMode, ProbeOptions, ProbeSession};
+use crate::probes::{self, ProbeOptions, ProbeSession};
+use crate::record::probes::ProbeMode;
+use crate::record::profile::HostProfile;
 use crate::record::time::TimeProfile;
 use host::Watched;
 use snapshot::Reader;
@@ -546,7 +547,7 @@ impl Attachment {
             .collect();
         let markers = probes
             .iter()
-            .any(|(probe, live)| probe == probes::Probe::Markers.name() && *live);
+            .any(|(probe, live)| probe == crate::record::probes::Probe::Markers.name() && *live);
         if !markers {
             eprintln!(
                 "skillprof watch: per-skill series need a host that marks its work (skillhost's \

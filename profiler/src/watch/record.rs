@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 
-use crate::probes::ProbeMode;
 use crate::probes::time::TimeOptions;
+use crate::record::probes::ProbeMode;
 
 /// What `--record` was asked for.
 #[derive(Clone, Debug)]

@@ -10,12 +10,15 @@ use anyhow::Result;
 
 use crate::hostctl::Client;
 use crate::hostctl::host_metrics::read_pool_slots;
-use crate::probes::{ProbeMetrics, ProbeSession};
-use crate::sample::composition::{Composition, HostFiles};
+use crate::probes::ProbeSession;
+use crate::record::composition::Composition;
+use crate::record::memcg::MemcgStat;
+use crate::record::probes::ProbeMetrics;
+use crate::sample::composition::HostFiles;
 use crate::sample::psi::{self, Psi};
 use crate::sample::zoneinfo::{self, Zone};
 use crate::sample::{PROC, process};
-use crate::system::cgroup::{ChargedTo, MemcgStat};
+use crate::system::cgroup::ChargedTo;
 
 /// How old the host's smaps reading may be: reading it walks every mapping (milliseconds to
 /// tens of them for a large host; a hundred and more for one of 10,000 skills), too much for

@@ -12,11 +12,12 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use skillprof::{
-    probes::{Mechanism, Outcome, PROBES, ProbeMetrics, ProbeStatus},
-    record::Row,
-    sample::process::{self, ProcessStat},
-};
+use skillprof::record::probes::Mechanism;
+use skillprof::record::probes::Outcome;
+use skillprof::record::probes::ProbeMetrics;
+use skillprof::record::probes::ProbeStatus;
+use skillprof::record::process::ProcessStat;
+use skillprof::{probes::PROBES, record::Row, sample::process};
 
 /// The workload process, driven line by line.
 pub struct Exercise {

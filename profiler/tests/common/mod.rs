@@ -49,10 +49,12 @@ pub fn require_root(needs: &str) {
 /// The built sample component `name` (`hello`, `sample_rs`, `trap`, ...) of skillprof's own
 /// world, for a test to copy into a host's skills directory.
 pub fn sample_component(name: &str) -> std::path::PathBuf {
-    skillprof::hostctl::SampleSkills::beside_executable(skillprof::hostctl::SkillWorld::Skillprof)
-        .unwrap()
-        .path(name)
-        .unwrap()
+    skillprof::hostctl::SampleSkills::beside_executable(
+        skillprof::record::profile::SkillWorld::Skillprof,
+    )
+    .unwrap()
+    .path(name)
+    .unwrap()
 }
 
 /// A copy of the built skillhost without its symbol table, in `dir`: a host whose functions

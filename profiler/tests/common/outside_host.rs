@@ -96,7 +96,7 @@ impl OutsideHost {
     pub fn client(&self) -> skillprof::hostctl::Client {
         skillprof::hostctl::Client::new(
             &self.url(),
-            skillprof::hostctl::HostProfile::skillhost().dialect,
+            skillprof::record::profile::HostProfile::skillhost().dialect,
         )
     }
 

@@ -4,9 +4,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use skillprof::hostctl::{
-    Client, HostProcess, HostProfile, HostSpec, SampleSkills, SkillWorld, SkillsDir,
-};
+use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
+use skillprof::record::profile::HostProfile;
+use skillprof::record::profile::HostSpec;
+use skillprof::record::profile::SkillWorld;
 use tempfile::TempDir;
 
 #[path = "../../../tests/common/tools_python.rs"]

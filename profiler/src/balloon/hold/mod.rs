@@ -18,16 +18,19 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use super::aim::{Aims, Basis};
-use super::bounds::{self, Bounds};
+use super::aim::Aims;
+use super::bounds;
 use super::process::{Adjust, Balloon, Killer};
 use super::safety::Safety;
 use crate::band::{self, Band};
+use crate::record::balloon::Basis;
+use crate::record::balloon::Bounds;
+use crate::record::sampling::Watermarks;
+use crate::record::sampling::ZoneId;
 use crate::sample::PROC;
 use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
 use crate::sample::reach::{self, Reach};
-use crate::sample::zoneinfo::{Watermarks, ZoneId};
 use crate::units;
 
 mod step;
@@ -35,7 +38,7 @@ mod step;
 use procfs::page_size;
 use step::Action;
 
-pub use crate::record::balloon::{BandHeld, ZoneHeld};
+use crate::record::balloon::{BandHeld, ZoneHeld};
 
 /// Readings in the band, in a row, before a band counts as reached.
 const SETTLED_READS: u32 = 4;

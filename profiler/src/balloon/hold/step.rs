@@ -92,8 +92,9 @@ fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::balloon::aim::{Aim, Basis};
+    use crate::balloon::aim::Aim;
     use crate::balloon::hold::BandHeld;
+    use crate::record::balloon::Basis;
     use crate::sample::{meminfo, reach};
 
     const CAPTURED: &str = include_str!("../../sample/testdata/zoneinfo");

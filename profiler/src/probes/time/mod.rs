@@ -20,17 +20,12 @@ use aya::{
 };
 use skillprof_common::{NO_STACK, OffCpu, TimeCounts, TimeKey, TimeSample, TimeValue};
 
-use super::{
-    markers::SkillNames,
-    object,
-    plan::{Mechanism, ProbeStatus},
-    session::take,
-    symbols::{self, Frame},
-};
+use super::{markers::SkillNames, object, session::take, symbols};
+use crate::record::probes::Mechanism;
+use crate::record::probes::ProbeStatus;
 use crate::record::probes::{Phase, Probe, SkillRow};
-pub use crate::record::time::{
-    EntryTime, ProfileCheck, ThreadCheck, TimeProfile, TimeStack, TimeState, TimelineSample,
-};
+use crate::record::time::Frame;
+use crate::record::time::{EntryTime, ProfileCheck, ThreadCheck, TimeProfile, TimelineSample};
 pub use classify::{wait_of, work_of};
 
 /// How a run profiles the host's time.

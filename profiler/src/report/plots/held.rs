@@ -7,8 +7,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::bars::{horizontal_bars, key};
 use super::{BLUE, BROWN, Figure, GREEN, GREY, ORANGE, drawing, font, render};
+use crate::record::composition::Composition;
 use crate::report::read::Run;
-use crate::sample::composition::Composition;
 use crate::units;
 
 /// Each part's colour, in `Composition::parts` order: heap, wasm, code, files, stacks.

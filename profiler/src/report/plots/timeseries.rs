@@ -18,8 +18,8 @@ use super::{
 use crate::band::Band;
 use crate::output::samples_csv::{Column, SampleSeries, ZoneColumn};
 use crate::record::event::Body;
+use crate::record::sampling::ZoneId;
 use crate::report::read::{Run, SYSCALLS};
-use crate::sample::zoneinfo::ZoneId;
 use crate::units;
 
 const X_DESC: &str = "seconds since the sampler started";
