@@ -468,6 +468,9 @@ pub struct SysEnter {
 #[cfg(any(feature = "user", feature = "marker"))]
 pub mod ledger;
 
+#[cfg(any(feature = "user", feature = "marker"))]
+pub mod host_metrics;
+
 // ---------------------------------------------------------------------------------------------
 // Skill attribution: the host's markers
 // ---------------------------------------------------------------------------------------------

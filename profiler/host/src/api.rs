@@ -3,6 +3,7 @@
 //! error, non-JSON answer), 503 when the pool is full, 504 past the deadline. Names, error
 //! bodies and what differs in the 2024 dialect come from `dialect.rs` (`--api`).
 
+use skillprof_common::host_metrics as metric;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -307,14 +308,17 @@ fn at_scrape(app: &App) -> AtScrape {
             ("memories", pool.memories() as u64),
             ("tables", pool.tables() as u64),
             ("stacks", pool.stacks() as u64),
-            ("unused_warm_memories", pool.unused_warm_memories() as u64),
             (
-                "unused_memory_bytes_resident",
+                metric::UNUSED_WARM_MEMORIES,
+                pool.unused_warm_memories() as u64,
+            ),
+            (
+                metric::UNUSED_MEMORY_BYTES_RESIDENT,
                 pool.unused_memory_bytes_resident() as u64,
             ),
             ("unused_warm_tables", pool.unused_warm_tables() as u64),
             (
-                "unused_table_bytes_resident",
+                metric::UNUSED_TABLE_BYTES_RESIDENT,
                 pool.unused_table_bytes_resident() as u64,
             ),
         ]

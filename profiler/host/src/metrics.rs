@@ -3,6 +3,7 @@
 //! same prometheus-client metrics; figures known only at scrape time (the registry's skill
 //! counts, the pool's occupancy) are set on the gauges just before each is rendered.
 
+use skillprof_common::host_metrics as metric;
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -76,7 +77,7 @@ struct PoolSlot {
 impl Default for Metrics {
     fn default() -> Self {
         let mut metrics = Metrics {
-            registry: Registry::with_prefix("skillhost"),
+            registry: Registry::with_prefix(metric::PREFIX),
             requests_in_flight: Gauge::default(),
             instances_live: Gauge::default(),
             instances: Counter::default(),
@@ -105,7 +106,7 @@ impl Default for Metrics {
             metrics.instances_live.clone(),
         );
         registry.register(
-            "instances",
+            metric::INSTANCES,
             "skill instances created",
             metrics.instances.clone(),
         );
@@ -115,12 +116,12 @@ impl Default for Metrics {
             metrics.executions.clone(),
         );
         registry.register(
-            "compilations",
+            metric::COMPILATIONS,
             "components compiled by Cranelift (not loaded from a cache or shared)",
             metrics.compilations.clone(),
         );
         registry.register(
-            "requests",
+            metric::REQUESTS,
             "execute_skill requests answered, by HTTP status",
             metrics.requests.clone(),
         );
@@ -147,20 +148,20 @@ impl Default for Metrics {
             metrics.max_concurrent_requests.clone(),
         );
         registry.register(
-            "pool_slots",
+            metric::POOL_SLOTS,
             "the pooling allocator's occupied slots and warm, resident bytes, by kind",
             metrics.pool.clone(),
         );
         if let Some([in_use, free]) = &metrics.heap {
             registry.register_with_unit(
-                "heap_in_use",
+                metric::HEAP_IN_USE,
                 "bytes the C allocator has handed out and not had back (glibc's mallinfo2 or \
                  jemalloc's stats.allocated)",
                 Unit::Bytes,
                 in_use.clone(),
             );
             registry.register_with_unit(
-                "heap_free",
+                metric::HEAP_FREE,
                 "freed bytes the C allocator keeps for reuse instead of returning them \
                  (glibc: free chunks in its arenas; jemalloc: resident beyond allocated)",
                 Unit::Bytes,

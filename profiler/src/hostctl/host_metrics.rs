@@ -3,13 +3,13 @@
 
 use super::Client;
 
-use crate::record::host::HostCounters;
+use skillprof_common::host_metrics::{
+    COMPILATIONS_TOTAL, HEAP_FREE_BYTES, HEAP_IN_USE_BYTES, INSTANCES_TOTAL, POOL_KIND,
+    POOL_SLOTS_EXPOSED as POOL_SLOTS, REQUESTS_TOTAL, UNUSED_MEMORY_BYTES_RESIDENT,
+    UNUSED_TABLE_BYTES_RESIDENT, UNUSED_WARM_MEMORIES,
+};
 
-/// skillhost's family of its pooling allocator's gauges, by `kind`: slots in use
-/// (`memories`, `tables`, `stacks`, `component_instances`, `core_instances`), unused warm
-/// slots (`unused_warm_memories`, `unused_warm_tables`) and the bytes those keep resident
-/// (`unused_memory_bytes_resident`, `unused_table_bytes_resident`).
-pub const POOL_SLOTS: &str = "skillhost_pool_slots";
+use crate::record::host::HostCounters;
 
 /// The pool's gauges of a host's exposition, by kind as the host names them; empty for a host
 /// on demand, or one without skillhost's metrics.
@@ -27,7 +27,7 @@ pub fn pool_slots(text: &str) -> Vec<(String, u64)> {
                 prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
                 _ => return None,
             };
-            Some((sample.labels.get("kind")?.to_owned(), value as u64))
+            Some((sample.labels.get(POOL_KIND)?.to_owned(), value as u64))
         })
         .collect()
 }
@@ -56,27 +56,27 @@ impl HostCounters {
                 _ => continue,
             };
             let field = match sample.metric.as_str() {
-                "skillhost_requests_total" => {
+                REQUESTS_TOTAL => {
                     let status: u16 = sample.labels.get("status")?.parse().ok()?;
                     if !(200..300).contains(&status) {
                         counters.failed += value;
                     }
                     &mut counters.requests
                 }
-                "skillhost_compilations_total" => &mut counters.compilations,
-                "skillhost_instances_total" => &mut counters.instances,
-                "skillhost_heap_in_use_bytes" => {
+                COMPILATIONS_TOTAL => &mut counters.compilations,
+                INSTANCES_TOTAL => &mut counters.instances,
+                HEAP_IN_USE_BYTES => {
                     counters.heap_in_use_bytes = Some(value);
                     continue;
                 }
-                "skillhost_heap_free_bytes" => {
+                HEAP_FREE_BYTES => {
                     counters.heap_free_bytes = Some(value);
                     continue;
                 }
                 POOL_SLOTS => {
-                    match sample.labels.get("kind") {
-                        Some("unused_warm_memories") => counters.pool_warm_memories = Some(value),
-                        Some("unused_memory_bytes_resident" | "unused_table_bytes_resident") => {
+                    match sample.labels.get(POOL_KIND) {
+                        Some(UNUSED_WARM_MEMORIES) => counters.pool_warm_memories = Some(value),
+                        Some(UNUSED_MEMORY_BYTES_RESIDENT | UNUSED_TABLE_BYTES_RESIDENT) => {
                             *counters.pool_warm_resident_bytes.get_or_insert(0) += value;
                         }
                         _ => {}
