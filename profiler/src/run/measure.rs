@@ -70,14 +70,41 @@ pub trait Measurer {
     }
 }
 
-/// A run's measurers, in the order they begin an entry.
+/// Each measurer's place in the list, from the first to begin an entry to the last; they end
+/// it in the reverse order, so that an outer one reads what the inner ones filled in. The
+/// balloon is outermost: it holds the machine's memory around everything else, and is the
+/// first to give it back. The runner starts them in another order (the sampler first, so that
+/// every later start is watched; the pressure last, since it may wait long): each takes its
+/// place here as it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Place {
+    Pressure,
+    Memcg,
+    Locust,
+    HostCounts,
+    Probes,
+    Sampler,
+    Composition,
+}
+
+/// A run's measurers, in their [`Place`]s' order.
 #[derive(Default)]
-pub struct Measurers(pub Vec<Box<dyn Measurer>>);
+pub struct Measurers(Vec<(Place, Box<dyn Measurer>)>);
 
 impl Measurers {
+    /// Keeps a measurer that has started, at its place.
+    pub fn keep(&mut self, place: Place, measurer: Box<dyn Measurer>) {
+        let at = self.0.partition_point(|(kept, _)| *kept <= place);
+        self.0.insert(at, (place, measurer));
+    }
+
+    fn each(&mut self) -> impl DoubleEndedIterator<Item = &mut Box<dyn Measurer>> {
+        self.0.iter_mut().map(|(_, measurer)| measurer)
+    }
+
     /// Begins each, in the list's order.
     pub async fn begin(&mut self, begin: &mut Begin<'_>) -> Result<(), Abort> {
-        for measurer in &mut self.0 {
+        for measurer in self.each() {
             measurer.begin(begin).await?;
         }
         Ok(())
@@ -89,7 +116,7 @@ impl Measurers {
         entry: &Entry,
         running: &mut Running<'_>,
     ) -> Option<Result<(), Abort>> {
-        for measurer in &mut self.0 {
+        for measurer in self.each() {
             if let Some(ran) = measurer.run(entry, running).await {
                 return Some(ran);
             }
@@ -99,7 +126,7 @@ impl Measurers {
 
     /// Ends each, in the reverse order: each reads what the ones after it filled in.
     pub async fn end(&mut self, record: &mut EntryRecord, host: Host<'_>) -> Result<(), Abort> {
-        for measurer in self.0.iter_mut().rev() {
+        for measurer in self.each().rev() {
             measurer.end(record, host).await?;
         }
         Ok(())
@@ -108,7 +135,7 @@ impl Measurers {
     /// Finishes each, in the list's order (the balloon first: the machine is not ours), then
     /// lets them go.
     pub async fn finish(&mut self, info: &mut RunInfo) -> anyhow::Result<()> {
-        for measurer in &mut self.0 {
+        for measurer in self.each() {
             measurer.finish(info).await?;
         }
         self.0.clear();
@@ -177,11 +204,12 @@ mod tests {
                 said: said.clone(),
             })
         };
-        Measurers(vec![
-            stand_in("balloon", "pressure"),
-            stand_in("locust", "l_execute_all"),
-            stand_in("sampler", "-"),
-        ])
+        // Kept out of order, as the runner starts them.
+        let mut measurers = Measurers::default();
+        measurers.keep(Place::Sampler, stand_in("sampler", "-"));
+        measurers.keep(Place::Pressure, stand_in("balloon", "pressure"));
+        measurers.keep(Place::Locust, stand_in("locust", "l_execute_all"));
+        measurers
     }
 
     /// The runner's contract with its measurers, without a host or root: they nest around an

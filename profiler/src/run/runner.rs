@@ -37,7 +37,7 @@ use super::config::{Attached, RunConfig, sha1_of};
 use super::entry::{self, Watched};
 use super::interrupt::{Abort, Interruption, Signals};
 use super::locust::{LoadRoom, Locust};
-use super::measure::{Begin, Host, Measurers, Running};
+use super::measure::{Begin, Host, Measurers, Place, Running};
 use super::probing::{Probes, Probing};
 use super::progress::Progress;
 use super::readings::{Holding, HostCounting, Memcg, Sampling};
@@ -351,10 +351,8 @@ impl Run {
         }
     }
 
-    /// The run's measurers, in the order they begin an entry: the balloon, the memory
-    /// cgroup, Locust, the host's counters, the probes, the sampler, the composition. Each is
-    /// kept as soon as it starts, so that the end of the run finishes it whatever fails next;
-    /// meta.json says what started.
+    /// Starts the run's measurers, each kept at its [`Place`] as soon as it starts, so that the
+    /// end of the run finishes it whatever fails next; meta.json says what started.
     async fn start_measurers(
         &mut self,
         config: &RunConfig,
@@ -363,8 +361,9 @@ impl Run {
     ) -> Result<(), Abort> {
         let csv = self.samples_csv.take().expect("the sampler starts once");
         let sampling = Sampling::start(pid, config.interval, csv, self.info.host.attached)?;
-        self.measurers.0.push(Box::new(sampling));
-        self.measurers.0.push(Box::new(Holding::default()));
+        self.measurers.keep(Place::Sampler, Box::new(sampling));
+        self.measurers
+            .keep(Place::Composition, Box::new(Holding::default()));
         self.progress.watch_rss(pid);
         let probing = Probing::start(config.probes.as_ref(), pid)?;
         self.progress.note(&probing.describe());
@@ -386,23 +385,22 @@ impl Run {
             folder: self.folder.clone(),
             check: None,
         };
-        self.measurers.0.insert(0, Box::new(probes));
+        self.measurers.keep(Place::Probes, Box::new(probes));
         self.measurers
-            .0
-            .insert(0, Box::new(HostCounting::default()));
+            .keep(Place::HostCounts, Box::new(HostCounting::default()));
         if let Some(room) = self.load_room.take() {
-            self.measurers.0.insert(0, Box::new(Locust::new(room)));
+            self.measurers
+                .keep(Place::Locust, Box::new(Locust::new(room)));
         }
         if let Some(cgroup) = &self.cgroup {
             self.measurers
-                .0
-                .insert(0, Box::new(Memcg::new(cgroup.clone())));
+                .keep(Place::Memcg, Box::new(Memcg::new(cgroup.clone())));
         }
         let mut pressure = Pressure::new(config.pressure.settle_timeout);
         let started = pressure
             .start(&config.pressure, &mut self.info, &self.progress, signals)
             .await;
-        self.measurers.0.insert(0, Box::new(pressure));
+        self.measurers.keep(Place::Pressure, Box::new(pressure));
         meta::write(&self.meta_path, &self.info)?;
         started
     }
