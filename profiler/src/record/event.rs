@@ -103,6 +103,126 @@ impl fmt::Display for Field {
     }
 }
 
+/// How a plain kind's field is written in events.csv and read back: a number (`int`), in hex
+/// (`hex`), or a reclaim context's name (`ctx`).
+macro_rules! written {
+    (int, $value:expr) => {
+        Field::Int(($value).into())
+    };
+    (hex, $value:expr) => {
+        Field::Hex(($value).into())
+    };
+    (ctx, $value:expr) => {
+        Field::Name(ctx_name($value))
+    };
+}
+
+macro_rules! read {
+    (ctx, $fields:expr, $name:literal) => {
+        ctx_of($fields.text($name)?)
+    };
+    ($how:ident, $fields:expr, $name:literal) => {
+        FromInt::from_int($fields.int($name)?)
+    };
+}
+
+/// The kinds whose events.csv fields are their body's own, each declared once: the kind's
+/// name in the line, and per field its name, the body's field and how it is written.
+/// [`Body::name`], [`Body::fields`] and [`Body::parse`] all read this one list.
+macro_rules! plain_kinds {
+    ($( $variant:ident($body:ident) = $kind:literal {
+        $( $name:literal: $field:ident as $how:ident ),* $(,)?
+    } )*) => {
+        impl Body {
+            fn plain_name(&self) -> Option<&'static str> {
+                match self {
+                    $( Body::$variant(_) => Some($kind), )*
+                    _ => None,
+                }
+            }
+
+            fn plain_fields(&self) -> Option<Vec<(&'static str, Field)>> {
+                match *self {
+                    $( Body::$variant(e) => Some(vec![ $( ($name, written!($how, e.$field)) ),* ]), )*
+                    _ => None,
+                }
+            }
+
+            // A body's fields that events.csv does not keep (a kswapd wake's zone) read back
+            // as their defaults; where it keeps them all, the update is empty.
+            #[allow(clippy::needless_update)]
+            fn parse_plain(kind: &str, f: &Fields) -> Option<Result<Body>> {
+                match kind {
+                    $( $kind => Some((|| {
+                        Ok(Body::$variant($body {
+                            $( $field: read!($how, f, $name), )*
+                            ..Default::default()
+                        }))
+                    })()), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+plain_kinds! {
+    KernelFault(KernelFaultEvent) = "fault_kernel" {
+        "address": address as hex, "write": write as int,
+    }
+    KswapdWake(KswapdWakeEvent) = "kswapd_wake" { "nid": nid as int, "order": order as int }
+    KswapdSleep(KswapdSleepEvent) = "kswapd_sleep" {
+        "nid": nid as int, "awake_ns": awake_ns as int,
+    }
+    WakeupKswapd(WakeupKswapdEvent) = "wakeup_kswapd" {
+        "nid": nid as int, "order": order as int, "gfp": gfp as hex, "by_host": by_host as int,
+    }
+    DirectReclaim(DirectReclaimEvent) = "direct_reclaim" {
+        "reclaimed": reclaimed as int, "ns": ns as int, "host": by_host as int,
+    }
+    MemcgReclaim(MemcgReclaimEvent) = "memcg_reclaim" {
+        "reclaimed": reclaimed as int, "ns": ns as int, "host": by_host as int,
+    }
+    LruInactive(LruInactiveEvent) = "lru_shrink_inactive" {
+        "ctx": ctx as ctx, "scanned": scanned as int, "reclaimed": reclaimed as int,
+        "nid": nid as int,
+    }
+    LruActive(LruActiveEvent) = "lru_shrink_active" {
+        "ctx": ctx as ctx, "taken": taken as int, "deactivated": deactivated as int,
+        "nid": nid as int,
+    }
+    ShrinkNode(ShrinkNodeEvent) = "shrink_node" { "ctx": ctx as ctx, "ns": ns as int }
+    ShrinkSlab(ShrinkSlabEvent) = "shrink_slab" { "freed": freed as int, "ns": ns as int }
+    Throttled(ThrottledEvent) = "throttled" {
+        "nid": nid as int, "delayed_us": delayed_us as int, "reason": reason as hex,
+    }
+    SignalDeliver(SignalDeliverEvent) = "signal_deliver" { "sig": signal as int }
+    NotifyParent(NotifyParentEvent) = "notify_parent" { "sig": signal as int }
+    RssTeardown(RssTeardownEvent) = "rss_teardown" {
+        "member": member as int, "bytes": bytes as int, "curr": own_task as int,
+    }
+    Mark(MarkEvent) = "mark" {
+        "request": request as int, "skill": skill as int, "phase": phase as hex,
+    }
+}
+
+/// A number read from events.csv into a body's field, as the BPF program's type holds it.
+trait FromInt {
+    fn from_int(value: i128) -> Self;
+}
+
+impl FromInt for u32 {
+    fn from_int(value: i128) -> Self {
+        value as u32
+    }
+}
+
+impl FromInt for u64 {
+    fn from_int(value: i128) -> Self {
+        value as u64
+    }
+}
+
 /// A syscall's argument, named as its kind has it.
 fn arg_name(syscall: u32) -> &'static str {
     match syscall as usize {
@@ -115,38 +235,30 @@ fn arg_name(syscall: u32) -> &'static str {
 impl Body {
     /// The kind as events.csv names it.
     pub fn name(&self) -> &'static str {
+        if let Some(kind) = self.plain_name() {
+            return kind;
+        }
         match self {
             Body::Syscall(e) => SYSCALL_NAMES
                 .get(e.syscall as usize)
                 .copied()
                 .unwrap_or("?"),
             Body::UserFault(_) | Body::HandledFault(_) => "fault",
-            Body::KernelFault(_) => "fault_kernel",
-            Body::KswapdWake(_) => "kswapd_wake",
-            Body::KswapdSleep(_) => "kswapd_sleep",
-            Body::WakeupKswapd(_) => "wakeup_kswapd",
-            Body::DirectReclaim(_) => "direct_reclaim",
-            Body::MemcgReclaim(_) => "memcg_reclaim",
-            Body::LruInactive(_) => "lru_shrink_inactive",
-            Body::LruActive(_) => "lru_shrink_active",
-            Body::ShrinkNode(_) => "shrink_node",
-            Body::ShrinkSlab(_) => "shrink_slab",
-            Body::Throttled(_) => "throttled",
-            Body::SignalDeliver(_) => "signal_deliver",
             Body::ExitGroup(_) => "exit_group",
             Body::ThreadExit => "thread_exit",
             Body::ExitMmap(e) if e.end == 0 => "exit_mmap_start",
             Body::ExitMmap(_) => "exit_mmap_end",
-            Body::RssTeardown(_) => "rss_teardown",
-            Body::NotifyParent(_) => "notify_parent",
-            Body::Mark(_) => "mark",
             Body::Unknown { .. } => "unknown",
+            _ => unreachable!("a plain kind is named by plain_kinds!"),
         }
     }
 
     /// The fields in events.csv's order, typed. Some are derived for the reader (a fault's
     /// `write` bit); [`KernelEvent::parse`] reads the raw ones.
     pub fn fields(&self) -> Vec<(&'static str, Field)> {
+        if let Some(fields) = self.plain_fields() {
+            return fields;
+        }
         let n = |value: u64| Field::Int(value.into());
         let hex = Field::Hex;
         match *self {
@@ -173,63 +285,10 @@ impl Body {
                 ("flags", hex(e.flags)),
                 ("ret", hex(e.result)),
             ],
-            Body::KernelFault(e) => vec![("address", hex(e.address)), ("write", n(e.write))],
-            Body::KswapdWake(e) => vec![("nid", n(e.nid.into())), ("order", n(e.order))],
-            Body::KswapdSleep(e) => vec![("nid", n(e.nid.into())), ("awake_ns", n(e.awake_ns))],
-            Body::WakeupKswapd(e) => vec![
-                ("nid", n(e.nid.into())),
-                ("order", n(e.order)),
-                ("gfp", hex(e.gfp)),
-                ("by_host", n(e.by_host.into())),
-            ],
-            Body::DirectReclaim(DirectReclaimEvent {
-                reclaimed,
-                ns,
-                by_host,
-            })
-            | Body::MemcgReclaim(MemcgReclaimEvent {
-                reclaimed,
-                ns,
-                by_host,
-            }) => vec![
-                ("reclaimed", n(reclaimed)),
-                ("ns", n(ns)),
-                ("host", n(by_host)),
-            ],
-            Body::LruInactive(e) => vec![
-                ("ctx", Field::Name(ctx_name(e.ctx))),
-                ("scanned", n(e.scanned)),
-                ("reclaimed", n(e.reclaimed)),
-                ("nid", n(e.nid.into())),
-            ],
-            Body::LruActive(e) => vec![
-                ("ctx", Field::Name(ctx_name(e.ctx))),
-                ("taken", n(e.taken)),
-                ("deactivated", n(e.deactivated)),
-                ("nid", n(e.nid.into())),
-            ],
-            Body::ShrinkNode(e) => vec![("ctx", Field::Name(ctx_name(e.ctx))), ("ns", n(e.ns))],
-            Body::ShrinkSlab(e) => vec![("freed", n(e.freed)), ("ns", n(e.ns))],
-            Body::Throttled(e) => vec![
-                ("nid", n(e.nid.into())),
-                ("delayed_us", n(e.delayed_us)),
-                ("reason", hex(e.reason.into())),
-            ],
-            Body::SignalDeliver(SignalDeliverEvent { signal })
-            | Body::NotifyParent(NotifyParentEvent { signal }) => vec![("sig", n(signal))],
             Body::ExitGroup(e) => vec![("code", Field::Int((e.code as i64).into()))],
             Body::ThreadExit | Body::ExitMmap(_) => Vec::new(),
-            Body::RssTeardown(e) => vec![
-                ("member", n(e.member.into())),
-                ("bytes", n(e.bytes)),
-                ("curr", n(e.own_task.into())),
-            ],
-            Body::Mark(e) => vec![
-                ("request", n(e.request)),
-                ("skill", n(e.skill.into())),
-                ("phase", hex(e.phase.into())),
-            ],
             Body::Unknown { tag, bytes } => vec![("kind", n(tag.into())), ("bytes", n(bytes))],
+            _ => unreachable!("a plain kind's fields are plain_kinds!'s"),
         }
     }
 
@@ -357,6 +416,9 @@ impl Body {
                 lat_ns: f.u64("lat_ns")?,
             }));
         }
+        if let Some(body) = Body::parse_plain(kind, f) {
+            return body;
+        }
         Ok(match kind {
             "fault" if f.text("error_code").is_ok() => Body::UserFault(UserFaultEvent {
                 address: f.u64("address")?,
@@ -367,84 +429,12 @@ impl Body {
                 flags: f.u64("flags")?,
                 result: f.u64("ret")?,
             }),
-            "fault_kernel" => Body::KernelFault(KernelFaultEvent {
-                address: f.u64("address")?,
-                write: f.u64("write")?,
-            }),
-            "kswapd_wake" => Body::KswapdWake(KswapdWakeEvent {
-                nid: f.u32("nid")?,
-                order: f.u64("order")?,
-                ..Default::default()
-            }),
-            "kswapd_sleep" => Body::KswapdSleep(KswapdSleepEvent {
-                nid: f.u32("nid")?,
-                awake_ns: f.u64("awake_ns")?,
-                ..Default::default()
-            }),
-            "wakeup_kswapd" => Body::WakeupKswapd(WakeupKswapdEvent {
-                nid: f.u32("nid")?,
-                by_host: f.u32("by_host")?,
-                order: f.u64("order")?,
-                gfp: f.u64("gfp")?,
-            }),
-            "direct_reclaim" => Body::DirectReclaim(DirectReclaimEvent {
-                reclaimed: f.u64("reclaimed")?,
-                ns: f.u64("ns")?,
-                by_host: f.u64("host")?,
-            }),
-            "memcg_reclaim" => Body::MemcgReclaim(MemcgReclaimEvent {
-                reclaimed: f.u64("reclaimed")?,
-                ns: f.u64("ns")?,
-                by_host: f.u64("host")?,
-            }),
-            "lru_shrink_inactive" => Body::LruInactive(LruInactiveEvent {
-                ctx: ctx_of(f.text("ctx")?),
-                nid: f.u32("nid")?,
-                scanned: f.u64("scanned")?,
-                reclaimed: f.u64("reclaimed")?,
-            }),
-            "lru_shrink_active" => Body::LruActive(LruActiveEvent {
-                ctx: ctx_of(f.text("ctx")?),
-                nid: f.u32("nid")?,
-                taken: f.u64("taken")?,
-                deactivated: f.u64("deactivated")?,
-            }),
-            "shrink_node" => Body::ShrinkNode(ShrinkNodeEvent {
-                ctx: ctx_of(f.text("ctx")?),
-                ns: f.u64("ns")?,
-                ..Default::default()
-            }),
-            "shrink_slab" => Body::ShrinkSlab(ShrinkSlabEvent {
-                freed: f.u64("freed")?,
-                ns: f.u64("ns")?,
-            }),
-            "throttled" => Body::Throttled(ThrottledEvent {
-                nid: f.u32("nid")?,
-                reason: f.u32("reason")?,
-                delayed_us: f.u64("delayed_us")?,
-            }),
-            "signal_deliver" => Body::SignalDeliver(SignalDeliverEvent {
-                signal: f.u64("sig")?,
-            }),
             "exit_group" => Body::ExitGroup(ExitGroupEvent {
                 code: f.int("code")? as u64,
             }),
             "thread_exit" => Body::ThreadExit,
             "exit_mmap_start" => Body::ExitMmap(ExitMmapEvent { end: 0 }),
             "exit_mmap_end" => Body::ExitMmap(ExitMmapEvent { end: 1 }),
-            "rss_teardown" => Body::RssTeardown(RssTeardownEvent {
-                member: f.u32("member")?,
-                own_task: f.u32("curr")?,
-                bytes: f.u64("bytes")?,
-            }),
-            "notify_parent" => Body::NotifyParent(NotifyParentEvent {
-                signal: f.u64("sig")?,
-            }),
-            "mark" => Body::Mark(MarkEvent {
-                request: f.u64("request")?,
-                skill: f.u32("skill")?,
-                phase: f.u32("phase")?,
-            }),
             "unknown" => Body::Unknown {
                 tag: f.u32("kind")?,
                 bytes: f.u64("bytes")?,
