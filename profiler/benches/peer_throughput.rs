@@ -28,13 +28,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
+use skillprof::cpus::CpuList;
 use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
 use skillprof::record::profile::HostProfile;
 use skillprof::record::profile::HostSpec;
 use skillprof::record::profile::SkillWorld;
 use skillprof::record::slo::{SloReport, Stage};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
-use skillprof::system::affinity::CpuList;
 use skillprof::traffic::generator::{self, StepPlan, Targets};
 
 mod common;
@@ -330,7 +330,7 @@ fn main() -> Result<()> {
         "\nhello on one CPU (CPU {}), generators on CPU(s) {}; {} rounds of skillprof slo \
          --target {TARGET} --step-s {}",
         machine - 1,
-        skillprof::system::affinity::format_list(&generator_cpus),
+        skillprof::cpus::format_list(&generator_cpus),
         options.rounds,
         options.step_s
     );

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cli_reference;
 pub mod cmds;
 pub mod component;
+pub mod cpus;
 pub mod explain;
 pub mod generated_docs;
 pub mod hostctl;

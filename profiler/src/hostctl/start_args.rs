@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use crate::cpus::CpuList;
 use crate::record::profile::HostProfile;
 use crate::record::profile::HostSpec;
-use crate::system::affinity::CpuList;
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct HostStartArgs {

@@ -204,7 +204,7 @@ pub struct HostSpec {
     pub files: BTreeMap<String, String>,
     /// The CPUs the host may run on (`--host-cpus`; absent: every CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<crate::system::affinity::CpuList>,
+    pub cpus: Option<crate::cpus::CpuList>,
     /// Where the binary's bytes are read, when not at `bin`: `/proc/PID/exe` for a host
     /// attached to, which opens the file the process runs even from another mount namespace
     /// (a host in a container), where `bin`, its path as the process sees it, may not exist.

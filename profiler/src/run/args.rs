@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::band::Band;
+use crate::cpus::{self, CpuList};
 use crate::hostctl::HostStartArgs;
 use crate::probes::{MechanismArgs, time::TimeArgs};
 use crate::record::host::TrimBy;
 use crate::record::probes::ProbeMode;
 use crate::record::profile::PythonSample;
-use crate::system::affinity::{self, CpuList};
 
 const LONG_ABOUT: &str = "\
 Run a cmds workload against a skill host and measure every entry.
@@ -324,7 +324,7 @@ impl RunArgs {
     pub fn check_cpus(&self) -> anyhow::Result<()> {
         match (&self.host.host_cpus, &self.load_cpus) {
             (Some(host), Some(load)) => {
-                affinity::disjoint(("--host-cpus", &host.0), ("--load-cpus", &load.0))
+                cpus::disjoint(("--host-cpus", &host.0), ("--load-cpus", &load.0))
             }
             _ => Ok(()),
         }

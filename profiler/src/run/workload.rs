@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use crate::cmds::{
     Command, CopyNames, DEFAULT_TOPIC, InFlightCap, Sends, SkillKind, Traffic, TrafficLoad,
 };
+use crate::cpus::CpuList;
 use crate::hostctl::process::monotonic_ns;
 use crate::hostctl::{Client, Reply, SampleSkills, SkillsDir, sample_input, trim};
 use crate::record::Outcome;
@@ -22,7 +23,6 @@ use crate::record::profile::PythonSample;
 use crate::record::profile::RegistryRoutes;
 use crate::record::profile::Route;
 use crate::record::traffic::{Arrivals, Load};
-use crate::system::affinity::CpuList;
 use crate::traffic::generator::{self, StepPlan, Target, Targets};
 
 impl Outcome {

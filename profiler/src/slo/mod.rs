@@ -32,7 +32,6 @@ use crate::record::profile::Registry;
 use crate::record::profile::SkillWorld;
 use crate::record::slo::{ConfigPeak, HostConfig, SloReport, SloStep, Stage, Target, Verdict};
 use crate::record::traffic::{Arrivals, Load};
-use crate::system::affinity;
 use crate::traffic::generator::{self, StepPlan, Targets};
 use search::Search;
 
@@ -482,7 +481,7 @@ async fn start(
         .into_iter()
         .collect();
     let mut spec = args.host.spec(profile.clone(), &flags, &env)?;
-    spec.cpus = Some(affinity::CpuList(config.cpus.clone()));
+    spec.cpus = Some(crate::cpus::CpuList(config.cpus.clone()));
     let host = HostProcess::start(
         &spec,
         skills.path(),
@@ -517,12 +516,12 @@ async fn start(
         "slo: [{}] host pid {} on CPU(s) {}, generator on {}",
         config.label(),
         host.pid(),
-        affinity::format_list(&config.cpus),
+        crate::cpus::format_list(&config.cpus),
         generator_cpus(
             &config.cpus,
             std::thread::available_parallelism().map_or(1, |n| n.get())
         )
-        .map_or("the same CPUs".to_owned(), |cpus| affinity::format_list(
+        .map_or("the same CPUs".to_owned(), |cpus| crate::cpus::format_list(
             &cpus
         ))
     );

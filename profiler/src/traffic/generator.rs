@@ -500,7 +500,7 @@ fn pin(cpus: Option<&[usize]>) -> Result<String> {
     };
     affinity::pin_current_thread(cpus)
         .with_context(|| format!("pinning the load generator to CPUs {cpus:?}"))?;
-    Ok(affinity::format_list(cpus))
+    Ok(crate::cpus::format_list(cpus))
 }
 
 /// A thread's CPU time at one instant (user + system, getrusage RUSAGE_THREAD).
