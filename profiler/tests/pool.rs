@@ -419,13 +419,19 @@ fn under_a_low_vm_max_map_count_the_pooled_host_cannot_guard_its_stacks_and_the_
     let _machine = common::machine();
     // skillhost's pool guards each of its 1,000 stacks with a page of its own, each a
     // mapping: about 2,100 of them before the first request. Whichever mapping crosses the
-    // limit fails: mostly a guard page's mprotect, but malloc makes its thread arenas as
-    // threads first allocate, so in a run where they came first it is malloc's mmap that is
-    // refused, and the host aborts with "memory allocation of N bytes failed" (seen once in
-    // a local suite run, 2026-11-29).
+    // limit fails: mostly a guard page's mprotect, but threads map memory of their own as
+    // they start, so in a run where one came first it is that mapping the kernel refuses:
+    // malloc's thread arena ("memory allocation of N bytes failed", seen once in a local
+    // suite run, 2026-11-29) or the guard page of a new thread's signal stack ("failed to
+    // set up alternative stack guard page", Rust's runtime; once in a suite run and once in
+    // four experiments by hand, 2026-11-29).
     pooled_runs_fail(
         "vm/max_map_count",
         &["--run-arg=--max-map-count=2048"],
-        &["failed to protect stack guard page", "memory allocation of"],
+        &[
+            "failed to protect stack guard page",
+            "memory allocation of",
+            "failed to set up alternative stack guard page",
+        ],
     );
 }

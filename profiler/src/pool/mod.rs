@@ -349,15 +349,34 @@ fn run_once(
         .context("running skillprof run")?;
     fs::write(folder.with_extension("log"), &output.stderr).ok();
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let why: Vec<&str> = stderr.lines().rev().take(3).collect();
         bail!(
             "skillprof run exited with {}: {}",
             output.status,
-            why.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            why_it_failed(&String::from_utf8_lossy(&output.stderr))
         );
     }
     figures::read(folder, args.p99_ms)
+}
+
+/// The last three lines of a failed run's stderr that say something: a host that panicked
+/// while it died ends its log with a backtrace and notes, and the panic's message (what the
+/// kernel refused) comes before them.
+fn why_it_failed(stderr: &str) -> String {
+    let says = |line: &&str| {
+        let line = line.trim();
+        let frame = line
+            .split_once(':')
+            .is_some_and(|(number, _)| number.chars().all(|c| c.is_ascii_digit()));
+        !(line.is_empty()
+            || frame
+            || line.starts_with("at ")
+            || line.starts_with("note: ")
+            || line.starts_with("stack backtrace:")
+            || line.starts_with("not run: ")
+            || line.starts_with("fatal runtime error: failed to initiate panic"))
+    };
+    let why: Vec<&str> = stderr.lines().filter(says).collect();
+    why[why.len().saturating_sub(3)..].join(" | ")
 }
 
 fn remaining(elapsed: f64, done: usize, total: usize) -> String {
@@ -366,4 +385,33 @@ fn remaining(elapsed: f64, done: usize, total: usize) -> String {
     }
     let left = elapsed / done as f64 * (total - done) as f64;
     format!(", about {:.0} min left", (left / 60.0).ceil())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A pooled host under `vm.max_map_count=2048` that died as a new thread could not map
+    /// its signal stack's guard page (the end of a real run's stderr, 2026-11-29): the reason
+    /// names the refused mapping, not the backtrace's last notes.
+    #[test]
+    fn a_failed_runs_reason_is_what_its_stderr_says_not_its_backtrace() {
+        let stderr = "vm.max_map_count: 65530 -> 2048 for the run
+run incomplete: the host exited (signal: 6 (SIGABRT)) before it was ready; the end of its log host.log:
+
+thread 'tokio-rt-worker' (12053) panicked at library/std/src/sys/pal/unix/stack_overflow.rs:234:13:
+failed to set up alternative stack guard page: Cannot allocate memory (os error 12)
+stack backtrace:
+   0: __rustc::rust_begin_unwind
+             at library/std/src/panicking.rs:679:5
+   7: <unknown>
+note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.
+fatal runtime error: failed to initiate panic, error 5, aborting
+not run: 0: add_rs, 1: stop
+";
+        let why = super::why_it_failed(stderr);
+        assert!(why.starts_with("run incomplete: the host exited"), "{why}");
+        assert!(
+            why.ends_with("failed to set up alternative stack guard page: Cannot allocate memory (os error 12)"),
+            "{why}"
+        );
+    }
 }
