@@ -16,8 +16,7 @@ use anyhow::{Context, Result, ensure};
 use hyper::Method;
 use skillprof::hostctl::client::Http;
 use skillprof::hostctl::{Client, SampleSkills};
-use skillprof::record::profile::HostProfile;
-use skillprof::record::profile::SkillWorld;
+use skillprof::record::profile::{HostProfile, SkillWorld};
 
 mod common;
 use common::{sample, skillprof_binary};

@@ -38,10 +38,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, ensure};
 use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel};
-use skillprof::record::probes::Counted;
-use skillprof::record::probes::Mechanism;
-use skillprof::record::probes::Per;
-use skillprof::record::probes::Probe;
+use skillprof::record::probes::{Counted, Mechanism, Per, Probe};
 use skillprof::stats;
 
 mod common;

@@ -44,11 +44,7 @@ use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel, EventCost};
 use skillprof::probes::time::{OffCpuMode, TimeOptions};
 use skillprof::probes::{self, ProbeOptions, ProbeSession};
-use skillprof::record::probes::Mechanism;
-use skillprof::record::probes::Ns;
-use skillprof::record::probes::Per;
-use skillprof::record::probes::Probe;
-use skillprof::record::probes::ProbeMode;
+use skillprof::record::probes::{Mechanism, Ns, Per, Probe, ProbeMode};
 use skillprof::stats;
 use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, ledger};
 

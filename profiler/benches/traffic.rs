@@ -19,8 +19,7 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use skillprof::hostctl::{Client, SampleSkills};
-use skillprof::record::profile::HostProfile;
-use skillprof::record::profile::SkillWorld;
+use skillprof::record::profile::{HostProfile, SkillWorld};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
 use skillprof::traffic::generator::{self, StepPlan, Targets};
 

@@ -30,13 +30,9 @@ use skillprof::hostctl::client::Http;
 use skillprof::hostctl::{Client, SampleSkills};
 use skillprof::machine::Machine;
 use skillprof::probes::cost_model::{self, CostModel};
-use skillprof::record::probes::Counted;
-use skillprof::record::probes::Mechanism;
-use skillprof::record::probes::Per;
-use skillprof::record::probes::Probe;
+use skillprof::record::probes::{Counted, Mechanism, Per, Probe};
 use skillprof::record::process::ticks_to_seconds;
-use skillprof::record::profile::HostProfile;
-use skillprof::record::profile::SkillWorld;
+use skillprof::record::profile::{HostProfile, SkillWorld};
 use skillprof::sample::{PROC, process};
 
 mod common;

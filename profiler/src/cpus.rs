@@ -2,6 +2,7 @@
 //! plain data, which a record keeps and `system::affinity` pins a thread to.
 
 use anyhow::{Result, bail};
+
 /// A set of CPUs, as a flag names it (`--host-cpus 1`, `--load-cpus 0`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CpuList(pub Vec<usize>);

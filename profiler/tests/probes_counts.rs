@@ -19,9 +19,7 @@ use common::exercise::{
 };
 use common::require_root;
 use serde_json::{Value, json};
-use skillprof::record::probes::Mechanism;
-use skillprof::record::probes::Probe;
-use skillprof::record::probes::ProbeMode;
+use skillprof::record::probes::{Mechanism, Probe, ProbeMode};
 use skillprof::{
     probes::{ProbeOptions, ProbeSession},
     record::Row,

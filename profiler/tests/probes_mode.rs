@@ -16,8 +16,7 @@ mod common;
 use common::exercise::Exercise;
 use common::{loaded_ids, loaded_since, require_root, taxing_programs};
 use skillprof::probes::{ProbeOptions, ProbeSession};
-use skillprof::record::probes::Probe;
-use skillprof::record::probes::ProbeMode;
+use skillprof::record::probes::{Probe, ProbeMode};
 use skillprof::sample::process;
 
 const ROOT: &str = "the probe mode test loads BPF programs";

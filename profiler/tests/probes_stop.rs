@@ -20,9 +20,7 @@ use serde_json::json;
 use skillprof::hostctl::process::monotonic_ns;
 use skillprof::probes::{ProbeOptions, ProbeSession, StopTimeline, stop_breakdown};
 use skillprof::record::Row;
-use skillprof::record::probes::ProbeMode;
-use skillprof::record::probes::StopBreakdown;
-use skillprof::record::probes::TeardownSource;
+use skillprof::record::probes::{ProbeMode, StopBreakdown, TeardownSource};
 
 /// What these tests do that needs root.
 const ROOT: &str = "the probe tests load BPF programs";

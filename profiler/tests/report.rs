@@ -15,10 +15,7 @@ use skillprof::machine::Machine;
 use skillprof::output::commands_csv::{self, CsvRow};
 use skillprof::output::entries_jsonl;
 use skillprof::probes::cost_model::{CostModel, EventCost};
-use skillprof::record::probes::Mechanism;
-use skillprof::record::probes::Ns;
-use skillprof::record::probes::Per;
-use skillprof::record::probes::Probe;
+use skillprof::record::probes::{Mechanism, Ns, Per, Probe};
 use skillprof_common::Counters;
 
 mod common;

@@ -16,9 +16,7 @@ use serde_json::{Value, json};
 use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
 use skillprof::probes::{ProbeOptions, ProbeSession};
 use skillprof::record::probes::Mechanism;
-use skillprof::record::profile::HostProfile;
-use skillprof::record::profile::HostSpec;
-use skillprof::record::profile::SkillWorld;
+use skillprof::record::profile::{HostProfile, HostSpec, SkillWorld};
 use skillprof::stats::{median, median_ci, nearest_rank};
 
 const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];

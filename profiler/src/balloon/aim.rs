@@ -14,9 +14,8 @@ use super::bounds;
 use super::process::Adjust;
 use super::safety::Safety;
 use crate::band::{self, Band};
-use crate::record::balloon::Bounds;
-use crate::record::sampling::Watermarks;
-use crate::record::sampling::ZoneId;
+use crate::record::balloon::{Basis, Bounds};
+use crate::record::sampling::{Watermarks, ZoneId};
 use crate::sample::reach::{Reach, ZoneReach};
 
 /// Aim and comfort zone, as shares of the held range.
@@ -34,7 +33,6 @@ const EASED: Shares = Shares {
     aim: 0.9,
     comfort: (0.4, 0.98),
 };
-use crate::record::balloon::Basis;
 use crate::units;
 
 /// The default iteration block, as a share of the narrowest held range. An iteration that

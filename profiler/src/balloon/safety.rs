@@ -1,8 +1,7 @@
 //! The safety rules: a floor above min that free memory must not cross, a limit on memory
 //! stalls, and a gentler aim when the kernel has little it could reclaim.
 
-use crate::record::sampling::Watermarks;
-use crate::record::sampling::ZoneId;
+use crate::record::sampling::{Watermarks, ZoneId};
 use crate::sample::meminfo::Meminfo;
 use crate::sample::psi::Psi;
 use crate::units;

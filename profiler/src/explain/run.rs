@@ -4,9 +4,7 @@
 use clap::ValueEnum as _;
 
 use crate::probes::CostMode;
-use crate::record::probes::Mechanism;
-use crate::record::probes::Probe;
-use crate::record::probes::StackSummary;
+use crate::record::probes::{Mechanism, Probe, StackSummary};
 use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 use crate::units;
 

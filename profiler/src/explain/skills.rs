@@ -9,9 +9,7 @@ use skillprof_common::FAILURES;
 
 use crate::probes::markers::faults_by_skill;
 use crate::record::EntryRecord;
-use crate::record::probes::Phase;
-use crate::record::probes::Probe;
-use crate::record::probes::SkillRow;
+use crate::record::probes::{Phase, Probe, SkillRow};
 use crate::units::count;
 
 /// Skills named one by one; the rest are summed.

@@ -5,8 +5,7 @@
 //! > thread + 31 ms reap; exit status: 0.
 
 use crate::record::EntryRecord;
-use crate::record::probes::StopBreakdown;
-use crate::record::probes::StopPhase;
+use crate::record::probes::{StopBreakdown, StopPhase};
 use crate::units::{bytes, count, many, ms};
 
 /// How a sentence says a part of the stop breakdown.

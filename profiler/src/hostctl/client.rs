@@ -14,8 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::record::profile::Dialect;
-use crate::record::profile::Route;
+use crate::record::profile::{Dialect, Route};
 
 /// A client that speaks one host's dialect (see [`Dialect`]): callers use skillprof's own
 /// skill names, the client qualifies them, routes them and adds the headers the host wants.

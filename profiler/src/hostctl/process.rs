@@ -16,11 +16,9 @@ use tokio::process::{Child, Command};
 
 use super::client::Client;
 use crate::pidfd;
-use crate::record::profile::HostProfile;
+use crate::record::profile::{HostProfile, HostSpec};
 
 use crate::record::host::Stopped;
-
-use crate::record::profile::HostSpec;
 
 impl HostSpec {
     /// Our skillhost in its own dialect, with `extra` flags appended.

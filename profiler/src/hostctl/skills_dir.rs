@@ -8,10 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::record::profile::Registry;
-use crate::record::profile::SkillWorld;
-
-use crate::record::profile::PythonSample;
+use crate::record::profile::{PythonSample, Registry, SkillWorld};
 
 pub struct SkillsDir {
     path: PathBuf,

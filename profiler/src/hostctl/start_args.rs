@@ -8,8 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::cpus::CpuList;
-use crate::record::profile::HostProfile;
-use crate::record::profile::HostSpec;
+use crate::record::profile::{HostProfile, HostSpec};
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct HostStartArgs {

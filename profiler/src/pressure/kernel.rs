@@ -2,7 +2,7 @@
 //! stalls, major faults and swap. Each figure comes from the probes when they run and from
 //! procfs otherwise, and says which: a figure neither can measure stays empty.
 
-use crate::record::probes::Probe;
+use crate::record::probes::{Probe, ProbeMetrics};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -11,7 +11,6 @@ use super::kswapd::Kswapd;
 use skillprof_common::{Counters as ProbeCounters, LruCounts};
 
 use crate::probes::ProbeSession;
-use crate::record::probes::ProbeMetrics;
 use crate::record::{Column, Metrics, Row, Unit};
 use crate::sample::PROC;
 use crate::sample::psi::{self, Psi};

@@ -1,7 +1,9 @@
 //! `skillprof probes`: load and attach every probe, show how each attached, and prove the
 //! counting works by reading a live count back.
 
-use crate::record::probes::Probe;
+use crate::record::probes::{
+    Mechanism, Outcome, Probe, ProbeCosts, ProbeMetrics, ProbeMode, ProbeStatus, Tracefs,
+};
 use std::{path::PathBuf, thread, time::Duration};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -18,13 +20,6 @@ use super::{
     session::{MechanismArgs, ProbeSession},
     tables,
 };
-use crate::record::probes::Mechanism;
-use crate::record::probes::Outcome;
-use crate::record::probes::ProbeCosts;
-use crate::record::probes::ProbeMetrics;
-use crate::record::probes::ProbeMode;
-use crate::record::probes::ProbeStatus;
-use crate::record::probes::Tracefs;
 
 /// mmaps skillprof makes itself when it watches itself, so the count has a known floor.
 const SELF_MMAPS: u64 = 16;

@@ -9,11 +9,8 @@ use std::{fmt, fs, io, path::Path};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::record::probes::Mechanism;
+use crate::record::probes::{Counted, Mechanism, Modelled, Ns, Per, Probe, Term};
 use crate::{machine::Machine, units};
-
-use crate::record::probes::Probe;
-use crate::record::probes::{Counted, Modelled, Ns, Per, Term};
 
 /// Where `probe_cost` saves the model and runs look for it, unless `--cost-model` says.
 pub const DEFAULT_PATH: &str = "/var/lib/skillprof/probe-cost.json";

@@ -6,7 +6,7 @@
 //! binary, a skillhost told not to mark) keeps entry attribution only, and the probe table
 //! says so.
 
-use crate::record::probes::Probe;
+use crate::record::probes::{Mechanism, Phase, Probe, ProbeStatus, SkillRow};
 use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result};
@@ -29,10 +29,6 @@ use super::{
     object,
     session::take,
 };
-use crate::record::probes::Mechanism;
-use crate::record::probes::ProbeStatus;
-
-use crate::record::probes::{Phase, SkillRow};
 
 /// The probe's name in the probe table and meta.json.
 const PROGRAM: &str = "uprobe_mark";

@@ -21,9 +21,7 @@ use aya::{
 };
 
 use super::{formats, tracefs};
-use crate::record::probes::Tracefs;
-
-use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus};
+use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus, Tracefs};
 
 impl Mechanism {
     pub const ALL: [Mechanism; 8] = [

@@ -13,9 +13,7 @@ use anyhow::{Result, bail};
 use aya::Ebpf;
 
 use super::host_symbol::HostSymbol;
-use crate::record::probes::Mechanism;
-use crate::record::probes::Probe;
-use crate::record::probes::ProbeStatus;
+use crate::record::probes::{Mechanism, Probe, ProbeStatus};
 
 const DECOMMIT_PROGRAM: &str = "uprobe_decommit";
 const SCAN_PROGRAM: &str = "uprobe_pagemap_scan";

@@ -13,9 +13,7 @@ use skillprof_common::{PUBLISH_TIMES, PublishTimes};
 
 use super::host_symbol::HostSymbol;
 use super::session::take;
-use crate::record::probes::Mechanism;
-use crate::record::probes::Probe;
-use crate::record::probes::ProbeStatus;
+use crate::record::probes::{Mechanism, Probe, ProbeStatus};
 
 const PROGRAM: &str = "uprobe_publish";
 const MAP: &str = "PUBLISHED";

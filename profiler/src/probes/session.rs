@@ -36,19 +36,11 @@ use super::{
     task_layout,
     time::{self, TimeMaps, TimeOptions},
 };
-use crate::record::probes::Counted;
-use crate::record::probes::Mechanism;
-use crate::record::probes::Modelled;
-use crate::record::probes::Per;
-use crate::record::probes::ProbeMetrics;
-use crate::record::probes::ProbeStatus;
-use crate::record::probes::StatsSource;
-use crate::record::probes::Tracefs;
-use crate::record::time::EntryTime;
-use crate::record::time::TimeProfile;
-
-use crate::record::probes::Probe;
-use crate::record::probes::{ProbeCosts, ProbeMode, ProgramCost};
+use crate::record::probes::{
+    Counted, Mechanism, Modelled, Per, Probe, ProbeCosts, ProbeMetrics, ProbeMode, ProbeStatus,
+    ProgramCost, StatsSource, Tracefs,
+};
+use crate::record::time::{EntryTime, TimeProfile};
 
 // The BPF side uses x86_64 syscall numbers and `__x64_sys_*` function names.
 #[cfg(not(target_arch = "x86_64"))]
@@ -244,7 +236,7 @@ pub struct ProbeSession {
 /// them: the marker, the pooling allocator's ([`PoolFunctions`]'s four), and wasmtime's code
 /// publish. One list, so that `probes --host-bin` checks a binary for exactly what a run looks
 /// for.
-pub(super) const HOST_FUNCTIONS: [fn(&str) -> bool; 6] = [
+const HOST_FUNCTIONS: [fn(&str) -> bool; 6] = [
     markers::is_marker,
     pool::is_batching_flag,
     pool::is_decommit_pages,

@@ -17,11 +17,9 @@
 //! `observed: false`, and one observed out of order is clamped and marked too; so the
 //! breakdown never invents time, and says where it could not cut.
 
-use crate::record::probes::StopPhase;
+use crate::record::probes::{StopBreakdown, StopPart, StopPhase, TeardownSource};
 use serde::Serialize;
 use skillprof_common::StopState;
-
-use crate::record::probes::{StopBreakdown, StopPart, TeardownSource};
 
 const PAGE: u64 = 4096;
 

@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 
 use super::session::CostMode;
-use crate::record::probes::ProbeCosts;
-use crate::record::probes::ProbeStatus;
+use crate::record::probes::{ProbeCosts, ProbeStatus};
 
 /// probe, mechanism, attached, detail: one line per probe.
 pub fn statuses(statuses: &[ProbeStatus]) -> String {

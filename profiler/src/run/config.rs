@@ -14,12 +14,8 @@ use crate::hostctl::{HostProcess, SampleSkills, SkillsDir, attach, trim};
 use crate::machine::Machine;
 use crate::output::harness_log;
 use crate::probes::{self, ProbeOptions, time::OffCpuMode};
-use crate::record::host::Cores;
-use crate::record::host::TrimBy;
-use crate::record::profile::HostProfile;
-use crate::record::profile::HostSpec;
-use crate::record::profile::PythonSample;
-use crate::record::profile::Registry;
+use crate::record::host::{Cores, TrimBy};
+use crate::record::profile::{HostProfile, HostSpec, PythonSample, Registry};
 
 use super::args::RunArgs;
 use super::balloon as balloon_room;

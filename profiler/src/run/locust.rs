@@ -11,8 +11,7 @@ use async_trait::async_trait;
 use crate::cmds::{Command, Entry, Load, Plan};
 use crate::hostctl::{Client, ExitWatch, SampleSkills};
 use crate::locust::{LoadNetwork, Swarm, SwarmSetup};
-use crate::record::locust::LoadEntry;
-use crate::record::locust::NetworkInfo;
+use crate::record::locust::{LoadEntry, NetworkInfo};
 use crate::record::{EntryRecord, Outcome, RunInfo};
 use crate::system::cgroup::Cgroup;
 

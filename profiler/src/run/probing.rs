@@ -11,12 +11,8 @@ use crate::cmds::Command;
 use crate::output;
 use crate::probes::{self, ProbeOptions, ProbeSession, stacks::EntryStacks, stop_breakdown};
 use crate::record::host::Stopped;
-use crate::record::probes::ProbeCosts;
-use crate::record::probes::ProbeMetrics;
-use crate::record::probes::StopBreakdown;
-use crate::record::time::EntryTime;
-use crate::record::time::ProfileCheck;
-use crate::record::time::TimeProfile;
+use crate::record::probes::{ProbeCosts, ProbeMetrics, StopBreakdown};
+use crate::record::time::{EntryTime, ProfileCheck, TimeProfile};
 use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 
 use super::interrupt::Abort;

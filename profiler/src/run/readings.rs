@@ -8,11 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::cmds::Command;
-use crate::record::composition::Composition;
-use crate::record::composition::EntryComposition;
+use crate::record::composition::{Composition, EntryComposition};
 use crate::record::host::HostCounters;
-use crate::record::memcg::MemcgEntry;
-use crate::record::memcg::MemcgStat;
+use crate::record::memcg::{MemcgEntry, MemcgStat};
 use crate::record::{EntryRecord, RunInfo};
 use crate::sample::{self, SampleSink, Sampler, process};
 use crate::system::cgroup::MemoryCgroup;

@@ -19,9 +19,7 @@ use crate::hostctl::{Client, Reply, SampleSkills, SkillsDir, sample_input, trim}
 use crate::record::Outcome;
 use crate::record::host::TrimBy;
 use crate::record::probes::RequestSpan;
-use crate::record::profile::PythonSample;
-use crate::record::profile::RegistryRoutes;
-use crate::record::profile::Route;
+use crate::record::profile::{PythonSample, RegistryRoutes, Route};
 use crate::record::traffic::{Arrivals, Load};
 use crate::traffic::generator::{self, StepPlan, Target, Targets};
 

@@ -2,9 +2,7 @@
 //! samples included, and changes between its two boundary samples.
 
 use super::{Sample, psi::Psi, system::Counters};
-use crate::record::sampling::ZoneId;
-
-use crate::record::sampling::{EntrySampling, Handles, Lowest};
+use crate::record::sampling::{EntrySampling, Handles, Lowest, ZoneId};
 
 impl Lowest {
     fn with(self, other: Lowest) -> Lowest {

@@ -30,8 +30,7 @@ use anyhow::{Context, Result};
 
 use super::read_proc_file;
 use crate::band::Band;
-use crate::record::sampling::Watermarks;
-use crate::record::sampling::ZoneId;
+use crate::record::sampling::{Watermarks, ZoneId};
 use crate::sample::zoneinfo::{self, Reserve, Zone};
 
 /// One zone, as user-space allocations see it.

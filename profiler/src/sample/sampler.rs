@@ -24,9 +24,7 @@ use super::{
     zoneinfo,
 };
 use crate::record::process::ProcessStat;
-use crate::record::sampling::EntrySampling;
-use crate::record::sampling::Handles;
-use crate::record::sampling::ZoneId;
+use crate::record::sampling::{EntrySampling, Handles, ZoneId};
 
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 

@@ -14,8 +14,7 @@ use super::snapshot::Snapshot;
 use crate::output::openmetrics::{Families, Kind, escape};
 use crate::record::composition::EntryComposition;
 use crate::record::field::{Column, Row, Unit};
-use crate::record::probes::Phase;
-use crate::record::probes::{SkillRow, skill_columns};
+use crate::record::probes::{Phase, SkillRow, skill_columns};
 
 /// The content type Prometheus asks for and reads.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -12,10 +12,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use skillprof::record::probes::Mechanism;
-use skillprof::record::probes::Outcome;
-use skillprof::record::probes::ProbeMetrics;
-use skillprof::record::probes::ProbeStatus;
+use skillprof::record::probes::{Mechanism, Outcome, ProbeMetrics, ProbeStatus};
 use skillprof::record::process::ProcessStat;
 use skillprof::{probes::PROBES, record::Row, sample::process};
 

@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
-use skillprof::record::profile::HostProfile;
-use skillprof::record::profile::HostSpec;
-use skillprof::record::profile::SkillWorld;
+use skillprof::record::profile::{HostProfile, HostSpec, SkillWorld};
 use tempfile::TempDir;
 
 #[path = "../../../tests/common/tools_python.rs"]

@@ -23,10 +23,8 @@ use super::bounds;
 use super::process::{Adjust, Balloon, Killer};
 use super::safety::Safety;
 use crate::band::{self, Band};
-use crate::record::balloon::Basis;
-use crate::record::balloon::Bounds;
-use crate::record::sampling::Watermarks;
-use crate::record::sampling::ZoneId;
+use crate::record::balloon::{BandHeld, Basis, Bounds, ZoneHeld};
+use crate::record::sampling::{Watermarks, ZoneId};
 use crate::sample::PROC;
 use crate::sample::meminfo::{self, Meminfo};
 use crate::sample::psi::{self, Psi};
@@ -37,8 +35,6 @@ mod step;
 
 use procfs::page_size;
 use step::Action;
-
-use crate::record::balloon::{BandHeld, ZoneHeld};
 
 /// Readings in the band, in a row, before a band counts as reached.
 const SETTLED_READS: u32 = 4;

@@ -21,11 +21,10 @@ use aya::{
 use skillprof_common::{NO_STACK, OffCpu, TimeCounts, TimeKey, TimeSample, TimeValue};
 
 use super::{markers::SkillNames, object, session::take, symbols};
-use crate::record::probes::Mechanism;
-use crate::record::probes::ProbeStatus;
-use crate::record::probes::{Phase, Probe, SkillRow};
-use crate::record::time::Frame;
-use crate::record::time::{EntryTime, ProfileCheck, ThreadCheck, TimeProfile, TimelineSample};
+use crate::record::probes::{Mechanism, Phase, Probe, ProbeStatus, SkillRow};
+use crate::record::time::{
+    EntryTime, Frame, ProfileCheck, ThreadCheck, TimeProfile, TimelineSample,
+};
 pub use classify::{wait_of, work_of};
 
 /// How a run profiles the host's time.
