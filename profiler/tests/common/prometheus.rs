@@ -65,17 +65,23 @@ pub fn start_prometheus_with(dir: &Path, config: &str) -> (Reaped, u16) {
     (Reaped(child), port)
 }
 
+/// The list `data.KEY` of Prometheus' API answer at `path`; empty while it does not answer.
+fn api_list(port: u16, path: &str, key: &str) -> Vec<Value> {
+    let Some((200, body)) = get(port, path) else {
+        return Vec::new();
+    };
+    let mut answer: Value = serde_json::from_str(&body).unwrap();
+    match answer["data"][key].take() {
+        Value::Array(list) => list,
+        _ => Vec::new(),
+    }
+}
+
 /// Prometheus' answer to an instant query: each series' labels and value.
 pub fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
     let encoded = percent_encoding::utf8_percent_encode(promql, percent_encoding::NON_ALPHANUMERIC);
-    let Some((200, body)) = get(port, &format!("/api/v1/query?query={encoded}")) else {
-        return Vec::new();
-    };
-    let answer: Value = serde_json::from_str(&body).unwrap();
-    answer["data"]["result"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    api_list(port, &format!("/api/v1/query?query={encoded}"), "result")
+        .iter()
         .map(|series| {
             let value = series["value"][1].as_str().unwrap().parse().unwrap();
             (series["metric"].clone(), value)
@@ -85,14 +91,8 @@ pub fn query(port: u16, promql: &str) -> Vec<(Value, f64)> {
 
 /// Prometheus' view of each of its targets: job, health and last error.
 pub fn targets(port: u16) -> Vec<(String, String, String)> {
-    let Some((200, body)) = get(port, "/api/v1/targets") else {
-        return Vec::new();
-    };
-    let answer: Value = serde_json::from_str(&body).unwrap();
-    answer["data"]["activeTargets"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    api_list(port, "/api/v1/targets", "activeTargets")
+        .iter()
         .map(|target| {
             let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
             (
