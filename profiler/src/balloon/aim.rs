@@ -154,6 +154,28 @@ impl Held {
     }
 }
 
+/// What the balloon's last adjustments showed of the zones, beyond what a reading says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Learnt {
+    /// Zones it was asked to give pages of and had none: not asked again until it grows.
+    pub holds_none: Vec<ZoneId>,
+    /// Zones a take got none of, though free: the allocator passes them by. Normal's free
+    /// pages may all sit in pageblocks of other migrate types, which it breaks up only once
+    /// DMA32 is down to its low watermark (a CI run after `drop_caches` left 528 MiB so).
+    /// While another zone is over its band, that one is lowered first; a take that gets the
+    /// zone's pages clears it.
+    pub refused: Vec<ZoneId>,
+}
+
+impl Learnt {
+    /// Remembers `zone` in `list` once.
+    pub fn note(list: &mut Vec<ZoneId>, zone: Option<ZoneId>) {
+        if let Some(zone) = zone.filter(|zone| !list.contains(zone)) {
+            list.push(zone);
+        }
+    }
+}
+
 /// The controller's view of one reading: what it holds in the band, each with its aim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Aims {
@@ -233,8 +255,9 @@ impl Aims {
     /// its comfort zone (unless the balloon holds none of its pages), gets pages of its own
     /// back; otherwise the first zone in the allocator's order above its comfort zone is
     /// lowered by taking from it alone (the zones the allocator takes from first lend it
-    /// their pages, and get them back). In baseline the balloon empties.
-    pub fn next_balloon(&self, balloon_pages: u64, holds_none: &[ZoneId]) -> Option<Adjust> {
+    /// their pages, and get them back); a zone a take was refused comes after the others. In
+    /// baseline the balloon empties.
+    pub fn next_balloon(&self, balloon_pages: u64, learnt: &Learnt) -> Option<Adjust> {
         let resize = |next: u64| (next != balloon_pages).then_some(Adjust::To(next));
         let short = |held: &Held| held.aim.target.unwrap_or(held.aim.floor) - held.free_pages;
         if let Some(low) = self.below_floor() {
@@ -255,7 +278,7 @@ impl Aims {
             .filter(|held| {
                 held.zone
                     .as_ref()
-                    .is_some_and(|zone| !holds_none.contains(zone))
+                    .is_some_and(|zone| !learnt.holds_none.contains(zone))
             })
             .filter(|held| held.free_pages < held.aim.comfort.0)
             .min_by(|a, b| a.position().total_cmp(&b.position()));
@@ -270,12 +293,18 @@ impl Aims {
         // would only take that one's pages, to give them back: the first zone over its
         // comfort zone in the allocator's order is lowered. It takes from zones above their
         // low watermark first, then (in its slow path, waking kswapd) from the others, each
-        // highest first.
+        // highest first; a zone it was seen to pass by goes with the others.
         let over =
             |held: &&Held| held.aim.target.is_some() && held.free_pages >= held.aim.comfort.1;
-        let above_low = |held: &&Held| held.free_pages >= held.low;
-        let mut order = self.held.iter().rev().filter(above_low);
-        let mut passed = self.held.iter().rev().filter(|held| !above_low(held));
+        let taken_first = |held: &&Held| {
+            held.free_pages >= held.low
+                && held
+                    .zone
+                    .as_ref()
+                    .is_none_or(|zone| !learnt.refused.contains(zone))
+        };
+        let mut order = self.held.iter().rev().filter(taken_first);
+        let mut passed = self.held.iter().rev().filter(|held| !taken_first(held));
         let first_over = order.find(over).or_else(|| passed.find(over));
         let leading = match first_over {
             Some(over) => over,

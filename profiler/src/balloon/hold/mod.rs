@@ -8,7 +8,7 @@
 //! in it, then per entry [`HeldBalloon::reset_window`] and [`HeldBalloon::held`]; move with
 //! [`HeldBalloon::retarget`]; end with [`HeldBalloon::release`].
 
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use super::aim::Aims;
+use super::aim::{Aims, Learnt};
 use super::bounds;
 use super::process::{Adjust, Balloon, Killer};
 use super::safety::Safety;
@@ -220,9 +220,7 @@ struct State {
     last: Option<(Reach, Aims)>,
     eased: Option<String>,
     aborted: Option<String>,
-    /// Zones the balloon was asked to give pages of and had none: not asked again until it
-    /// grows.
-    holds_none: Vec<ZoneId>,
+    learnt: Learnt,
 }
 
 struct Shared {
@@ -326,7 +324,7 @@ impl Balloon {
             last: None,
             eased: None,
             aborted: None,
-            holds_none: Vec::new(),
+            learnt: Learnt::default(),
         }));
         let killer = balloon.killer();
         let controller = Arc::clone(&shared);
@@ -617,15 +615,30 @@ fn hold_until_stopped(shared: &Shared, balloon: &mut Balloon, options: &HoldOpti
             let limit = STEP_LIMIT + Duration::from_secs(growth / GROW_BYTES_PER_SECOND);
             let held = shared.watched(limit, || balloon.adjust(&adjust))?;
             let mut state = shared.lock();
+            let zone_of = |state: &State, pfns: &Range<u64>| {
+                let (_, aims) = state.last.as_ref()?;
+                let held = aims.held.iter().find(|h| h.pfns.as_ref() == Some(pfns))?;
+                held.zone.clone()
+            };
             match &adjust {
                 Adjust::Give { pfns, .. } if held == before => {
-                    let zone = state.last.as_ref().and_then(|(_, aims)| {
-                        let given = aims.held.iter().find(|h| h.pfns.as_ref() == Some(pfns));
-                        given.and_then(|held| held.zone.clone())
-                    });
-                    state.holds_none.extend(zone);
+                    let zone = zone_of(&state, pfns);
+                    Learnt::note(&mut state.learnt.holds_none, zone);
                 }
-                _ if held > before => state.holds_none.clear(),
+                Adjust::Take { pfns, .. } if held == before => {
+                    let zone = zone_of(&state, pfns);
+                    Learnt::note(&mut state.learnt.refused, zone);
+                }
+                _ if held > before => {
+                    state.learnt.holds_none.clear();
+                    if let Adjust::Take { pfns, .. } = &adjust {
+                        let zone = zone_of(&state, pfns);
+                        state
+                            .learnt
+                            .refused
+                            .retain(|refused| Some(refused) != zone.as_ref());
+                    }
+                }
                 _ => {}
             }
             state.window.adjustments += 1;
@@ -690,7 +703,7 @@ mod tests {
                 last: Some((reach, aims)),
                 eased: None,
                 aborted: None,
-                holds_none: Vec::new(),
+                learnt: Learnt::default(),
             })),
             thread: None,
             watchdog: None,

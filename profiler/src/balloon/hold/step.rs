@@ -60,7 +60,7 @@ pub(super) fn step(
     };
     state.settled |= state.in_band_streak >= SETTLED_READS;
     state.window.record(&reading.reach, &aims, balloon_bytes);
-    let next = aims.next_balloon(balloon_bytes / page, &state.holds_none);
+    let next = aims.next_balloon(balloon_bytes / page, &state.learnt);
     state.last = Some((reading.reach.clone(), aims));
     Ok(Action::Hold(next))
 }
@@ -76,7 +76,13 @@ fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -
         }
         Some(Violation::Stalls(reason)) => Some(reason),
         Some(Violation::BelowFloor(reason)) if balloon_empty => {
-            Some(format!("{reason}, with the balloon already empty"))
+            // Nothing the experiment holds is left to give: say what else fills the memory.
+            Some(format!(
+                "{reason}, with the balloon already empty: the machine's own memory fills it \
+                 (another process, or page cache, which kswapd leaves in a lower zone once a \
+                 higher one is above its high watermark); `sync; echo 1 > \
+                 /proc/sys/vm/drop_caches` drops the clean cache before a rerun"
+            ))
         }
         Some(Violation::BelowFloor(reason)) if state.below_floor => Some(format!(
             "{reason}, still, after the balloon gave memory back"
@@ -92,7 +98,7 @@ fn judge(state: &mut State, violation: Option<Violation>, balloon_empty: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::balloon::aim::Aim;
+    use crate::balloon::aim::{Aim, Learnt};
     use crate::balloon::hold::BandHeld;
     use crate::record::balloon::Basis;
     use crate::sample::{meminfo, reach};
@@ -144,7 +150,7 @@ mod tests {
             last: None,
             eased: None,
             aborted: None,
-            holds_none: Vec::new(),
+            learnt: Learnt::default(),
         }
     }
 
@@ -234,7 +240,8 @@ mod tests {
             panic!("{action:?}");
         };
         assert!(
-            reason.contains("with the balloon already empty"),
+            reason.contains("with the balloon already empty")
+                && reason.contains("/proc/sys/vm/drop_caches"),
             "{reason}"
         );
     }
@@ -272,6 +279,7 @@ mod tests {
         // through Normal (half of its 1,680 pages over its aim of 4,667 + 0.7 × 933), which
         // gets back the pages it lends, up to all it has above its floor (which is above min).
         per_zone
+            .learnt
             .holds_none
             .push(per_zone.window.zones[2].id.clone());
         let action = step_gib(&mut per_zone, &dma32_above).unwrap();
@@ -298,6 +306,23 @@ mod tests {
             panic!("{action:?}");
         };
         assert_eq!(pfns, NORMAL_PFNS);
+        // ... unless a take from Normal got none of its pages: its free pages are ones the
+        // allocator keeps while DMA32 has room, so DMA32 is lowered first.
+        let normal = per_zone.window.zones[2].id.clone();
+        per_zone.learnt.refused.push(normal);
+        let action = step_gib(&mut per_zone, &both_over).unwrap();
+        let Action::Hold(Some(Adjust::Take { pfns, .. })) = action else {
+            panic!("{action:?}");
+        };
+        assert_eq!(pfns, DMA32_PFNS);
+        // With DMA32 in its band, Normal is taken from again, lending DMA32's pages.
+        let normal_over = reading(DMA32_RESERVE + 5300, 25_000);
+        let action = step_gib(&mut per_zone, &normal_over).unwrap();
+        let Action::Hold(Some(Adjust::Take { pfns, .. })) = action else {
+            panic!("{action:?}");
+        };
+        assert_eq!(pfns, NORMAL_PFNS);
+        per_zone.learnt.refused.clear();
 
         let both_in_high = reading(DMA32_RESERVE + 5300, normal_at_low);
         let action = step_gib(&mut per_zone, &both_in_high);
