@@ -11,7 +11,7 @@ use std::path::Path;
 /// Relative to the repo root; must match `OBJECT` in xtask/src/ebpf.rs.
 const OBJECT: &str = "build/ebpf/skillprof.bpf.o";
 /// Set when the object is missing, so that `cargo check` and clippy of the host crates work
-/// without the BPF toolchain; only loading the probes then fails (src/probes/object.rs).
+/// without the BPF toolchain; only loading the probes then fails (src/producers/probes/object.rs).
 const NO_OBJECT_CFG: &str = "skillprof_no_bpf_object";
 
 fn main() {

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use hyper::Method;
-use skillprof::hostctl::client::Http;
-use skillprof::hostctl::{Client, SampleSkills};
+use skillprof::producers::hostctl::client::Http;
+use skillprof::producers::hostctl::{Client, SampleSkills};
 use skillprof::record::profile::{HostProfile, SkillWorld};
 
 mod common;
@@ -156,7 +156,7 @@ fn main() -> Result<()> {
         values.sort_by(f64::total_cmp);
         format!(
             "median {:.2} s, max {:.2} s",
-            skillprof::stats::median(&values),
+            skillprof::ground::stats::median(&values),
             values[values.len() - 1]
         )
     };

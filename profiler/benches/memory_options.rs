@@ -22,8 +22,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
+use skillprof::ground::stats;
 use skillprof::record::EntryRecord;
-use skillprof::stats;
 
 mod common;
 use common::{change, run_records, skillprof_binary};

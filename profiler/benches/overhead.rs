@@ -36,10 +36,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, ensure};
-use skillprof::machine::Machine;
-use skillprof::probes::cost_model::{self, CostModel};
+use skillprof::ground::machine::Machine;
+use skillprof::ground::stats;
+use skillprof::producers::probes::cost_model::{self, CostModel};
 use skillprof::record::probes::{Counted, Mechanism, Per, Probe};
-use skillprof::stats;
 
 mod common;
 use common::{change, run_records, skillprof_binary};

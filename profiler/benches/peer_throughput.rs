@@ -28,12 +28,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
-use skillprof::cpus::CpuList;
-use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
+use skillprof::ground::cpus::CpuList;
+use skillprof::producers::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
+use skillprof::producers::traffic::generator::{self, StepPlan, Targets};
 use skillprof::record::profile::{HostProfile, HostSpec, SkillWorld};
 use skillprof::record::slo::{SloReport, Stage};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
-use skillprof::traffic::generator::{self, StepPlan, Targets};
 
 mod common;
 use common::{change, skillprof_binary};
@@ -225,7 +225,7 @@ fn slo_peak(skillprof: &Path, peer: Peer, step_s: u32, out: &Path) -> Result<Pea
         peer.name(),
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: SloReport = skillprof::slo::read(&folder)?;
+    let report: SloReport = skillprof::commands::slo::read(&folder)?;
     std::fs::remove_dir_all(&folder)?;
     let rps = report.configs[0]
         .peak_rps
@@ -284,7 +284,7 @@ fn hey(client: &Client, seconds: u32, cpus: &[usize]) -> Result<(f64, f64)> {
     let cpus = cpus.to_vec();
     // SAFETY: sched_setaffinity is async-signal-safe.
     unsafe {
-        command.pre_exec(move || skillprof::system::affinity::pin_current_thread(&cpus));
+        command.pre_exec(move || skillprof::producers::system::affinity::pin_current_thread(&cpus));
     }
     let output = command.output().context("running hey")?;
     let text = String::from_utf8_lossy(&output.stdout);
@@ -328,7 +328,7 @@ fn main() -> Result<()> {
         "\nhello on one CPU (CPU {}), generators on CPU(s) {}; {} rounds of skillprof slo \
          --target {TARGET} --step-s {}",
         machine - 1,
-        skillprof::cpus::format_list(&generator_cpus),
+        skillprof::ground::cpus::format_list(&generator_cpus),
         options.rounds,
         options.step_s
     );

@@ -17,8 +17,8 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
-use skillprof::pool::advice::choose;
-use skillprof::pool::compare::{Change, summary};
+use skillprof::commands::pool::advice::choose;
+use skillprof::commands::pool::compare::{Change, summary};
 use skillprof::record::pool::{BASE, CPU, FIGURES, PoolExperiment, RSS_PEAK};
 
 mod common;
@@ -49,9 +49,9 @@ const WORKLOADS: [(&str, &[&str]); 2] = [
 fn main() -> Result<()> {
     let flags: Flags = common::flags();
     ensure!(
-        flags.rounds as usize >= skillprof::pool::compare::MIN_ROUNDS,
+        flags.rounds as usize >= skillprof::commands::pool::compare::MIN_ROUNDS,
         "--rounds must be at least {} for an interval",
-        skillprof::pool::compare::MIN_ROUNDS
+        skillprof::commands::pool::compare::MIN_ROUNDS
     );
     ensure!(
         rustix::process::geteuid().is_root(),
@@ -145,7 +145,7 @@ fn experiment(
         .status()
         .context("running skillprof pool")?;
     ensure!(status.success(), "skillprof pool {} failed", cmds.display());
-    skillprof::pool::output::read(folder)
+    skillprof::commands::pool::output::read(folder)
 }
 
 fn words(change: Option<Change>) -> String {

@@ -40,12 +40,12 @@ use std::ptr;
 
 use anyhow::{Context, Result, bail, ensure};
 use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_TYPE_TRACEPOINT, perf_event_attr};
-use skillprof::machine::Machine;
-use skillprof::probes::cost_model::{self, CostModel, EventCost};
-use skillprof::probes::time::{OffCpuMode, TimeOptions};
-use skillprof::probes::{self, ProbeOptions, ProbeSession};
+use skillprof::ground::machine::Machine;
+use skillprof::ground::stats;
+use skillprof::producers::probes::cost_model::{self, CostModel, EventCost};
+use skillprof::producers::probes::time::{OffCpuMode, TimeOptions};
+use skillprof::producers::probes::{self, ProbeOptions, ProbeSession};
 use skillprof::record::probes::{Mechanism, Ns, Per, Probe, ProbeMode};
-use skillprof::stats;
 use skillprof_common::{PHASE_CALL, PHASE_FIRST, PHASE_IDLE, ledger};
 
 mod common;

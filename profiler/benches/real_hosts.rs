@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
-use skillprof::output::entries_jsonl;
+use skillprof::views::output::entries_jsonl;
 
 mod common;
 use common::{REAL_HOSTS, RealHost, real_host_named, skillprof_binary};

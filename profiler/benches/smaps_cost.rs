@@ -13,8 +13,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
+use skillprof::ground::stats;
 use skillprof::record::composition::Composition;
-use skillprof::stats;
 
 mod common;
 

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
-use skillprof::output::entries_jsonl;
 use skillprof::record::time::TimeState;
+use skillprof::views::output::entries_jsonl;
 
 mod common;
 
@@ -77,7 +77,7 @@ fn main() -> Result<()> {
         .status()
         .context("running perf record")?;
     ensure!(status.success(), "perf record -- skillprof run: {status}");
-    let meta = skillprof::output::meta::read(&folder)?;
+    let meta = skillprof::views::output::meta::read(&folder)?;
     let pid = meta.host.pid.context("meta.json names no host pid")?;
     let ours = skillprof_shares(&folder)?;
     let theirs = perf_shares(&data, pid)?;
@@ -136,7 +136,8 @@ fn skillprof_shares(folder: &Path) -> Result<Shares> {
     let mut samples: BTreeMap<String, u64> = BTreeMap::new();
     let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
     for record in &records {
-        let Some(profile) = skillprof::output::profile::read(folder, record.measure.index)? else {
+        let Some(profile) = skillprof::views::output::profile::read(folder, record.measure.index)?
+        else {
             continue;
         };
         for stack in profile.in_state(TimeState::OnCpu) {

@@ -18,10 +18,10 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use skillprof::hostctl::{Client, SampleSkills};
+use skillprof::producers::hostctl::{Client, SampleSkills};
+use skillprof::producers::traffic::generator::{self, StepPlan, Targets};
 use skillprof::record::profile::{HostProfile, SkillWorld};
 use skillprof::record::traffic::{Arrivals, Load, TrafficStep};
-use skillprof::traffic::generator::{self, StepPlan, Targets};
 
 mod common;
 use common::{Host, skillprof_binary};

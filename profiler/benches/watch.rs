@@ -26,14 +26,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use hyper::Method;
-use skillprof::hostctl::client::Http;
-use skillprof::hostctl::{Client, SampleSkills};
-use skillprof::machine::Machine;
-use skillprof::probes::cost_model::{self, CostModel};
+use skillprof::ground::machine::Machine;
+use skillprof::producers::hostctl::client::Http;
+use skillprof::producers::hostctl::{Client, SampleSkills};
+use skillprof::producers::probes::cost_model::{self, CostModel};
+use skillprof::producers::sample::{PROC, process};
 use skillprof::record::probes::{Counted, Mechanism, Per, Probe};
 use skillprof::record::process::ticks_to_seconds;
 use skillprof::record::profile::{HostProfile, SkillWorld};
-use skillprof::sample::{PROC, process};
 
 mod common;
 use common::{change, sample, skillprof_binary};
@@ -127,7 +127,7 @@ fn main() -> Result<()> {
         "a scrape with {} skills' series: median {:.1} ms, max {:.1} ms ({} KiB of text, 30 \
          scrapes)",
         options.skills,
-        skillprof::stats::median(&took),
+        skillprof::ground::stats::median(&took),
         took[took.len() - 1],
         size / 1024
     );
@@ -170,7 +170,7 @@ fn long_watch(watch: &Watch, hey: &Path, host: &Host, minutes: u64) -> Result<()
     let scrape_ms = |part: &[(u64, u64, f64)]| {
         let mut took: Vec<f64> = part.iter().map(|p| p.2).collect();
         took.sort_by(f64::total_cmp);
-        skillprof::stats::median(&took)
+        skillprof::ground::stats::median(&took)
     };
     println!(
         "skillprof over {minutes} min of watching under load ({} scrapes, a slow client \
@@ -252,7 +252,7 @@ fn marks_modelled(marked: &[(f64, f64)]) {
     let median = |values: Vec<f64>| {
         let mut values = values;
         values.sort_by(f64::total_cmp);
-        skillprof::stats::median(&values)
+        skillprof::ground::stats::median(&values)
     };
     let marks = median(marked.iter().map(|m| m.0).collect());
     let cpu_s = median(marked.iter().map(|m| m.1).collect());

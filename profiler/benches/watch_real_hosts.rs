@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use skillprof::hostctl::client::Http;
-use skillprof::hostctl::{Client, SampleSkills, SkillsDir, sample_input};
+use skillprof::producers::hostctl::client::Http;
+use skillprof::producers::hostctl::{Client, SampleSkills, SkillsDir, sample_input};
+use skillprof::producers::sample::{PROC, process};
 use skillprof::record::process::ticks_to_seconds;
 use skillprof::record::profile::HostProfile;
-use skillprof::sample::{PROC, process};
 
 mod common;
 use common::{REAL_HOSTS, RealHost, real_host_named, sample, skillprof_binary};

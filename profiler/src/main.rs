@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use skillprof::cli::{self, Cli};
+use skillprof::commands::cli::{self, Cli};
 
 fn main() -> ExitCode {
     match cli::dispatch(Cli::parse().command) {

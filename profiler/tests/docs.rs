@@ -312,7 +312,7 @@ fn wrong(cli: &clap::Command, quoted: &Quoted) -> Option<String> {
 #[test]
 fn every_command_the_docs_quote_exists_as_written() {
     use clap::CommandFactory;
-    let cli = skillprof::cli::Cli::command();
+    let cli = skillprof::commands::cli::Cli::command();
     let mut problems = Vec::new();
     let mut checked = 0;
     for file in markdown_files() {
@@ -345,7 +345,7 @@ fn every_command_the_docs_quote_exists_as_written() {
 #[test]
 fn a_quoted_command_is_read_as_a_shell_would_and_judged_by_the_cli() {
     use clap::CommandFactory;
-    let cli = skillprof::cli::Cli::command();
+    let cli = skillprof::commands::cli::Cli::command();
     let text = "Run `sudo skillprof run cmds/smoke.cmds --no-probes | tee log`, then\n\
                 ```\nskillprof capacity RUN \\\n  --memory 64G\n```\n\
                 `skillprof capacity --rate R --slo DIR`, `skillprof explain RUN`, \

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
-use skillprof::output::commands_csv;
+use skillprof::views::output::commands_csv;
 
 mod common;
 use common::cli::{self, describe};

@@ -41,7 +41,7 @@ fn record_types_are_reached_by_one_path() {
 }
 
 /// The layers as docs/architecture.md draws them (its `layers` block), top first: each a
-/// name and the top-level modules of profiler/src in it.
+/// folder of profiler/src and the modules in it.
 fn layers() -> Vec<(String, Vec<String>)> {
     let doc = fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -59,58 +59,55 @@ fn layers() -> Vec<(String, Vec<String>)> {
         .map(|line| {
             let (name, modules) = line.split_once(' ').unwrap();
             let modules = modules.split('·').map(|m| m.trim().to_owned()).collect();
-            (name.to_owned(), modules)
+            (name.trim_end_matches('/').to_owned(), modules)
         })
         .collect()
 }
 
-/// The top-level module a file of profiler/src belongs to (`record` for record/probes/mod.rs,
-/// `units` for units.rs); `None` for the crate's roots.
-fn module_of(src: &Path, file: &Path) -> Option<String> {
-    let first = file.strip_prefix(src).ok()?.components().next()?;
-    let name = first
-        .as_os_str()
-        .to_str()?
-        .trim_end_matches(".rs")
-        .to_owned();
-    (!["lib", "main", "bin"].contains(&name.as_str())).then_some(name)
+/// The layer and module a file of profiler/src belongs to (`record`, `probes` for
+/// record/probes/mod.rs; `ground`, `units` for ground/units.rs); `None` for the crate's roots
+/// and a layer's own mod.rs.
+fn place_of(src: &Path, file: &Path) -> Option<(String, String)> {
+    let mut parts = file.strip_prefix(src).ok()?.components();
+    let layer = parts.next()?.as_os_str().to_str()?.to_owned();
+    let module = parts.next()?.as_os_str().to_str()?.trim_end_matches(".rs");
+    (module != "mod" && layer != "bin").then(|| (layer, module.to_owned()))
 }
 
-/// Each module imports its own layer and the layers below it: a record never reaches for a
-/// producer, a producer never for a view. Checked on every `crate::` path outside comments,
-/// and the drawing is checked against the tree: every module is in exactly one layer, and
-/// every module the drawing names exists.
+/// The folders are the layers, and each imports its own layer and the layers below it: a
+/// record never reaches for a producer, a producer never for a view. Checked on every
+/// `crate::` path outside comments, and the drawing is checked against the tree: every module
+/// is in the layer the drawing puts it in, and every module the drawing names exists.
 #[test]
 fn no_module_imports_a_layer_above_its_own() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let layers = layers();
-    let rank = |module: &str| {
-        layers
-            .iter()
-            .position(|(_, modules)| modules.iter().any(|m| m == module))
-    };
+    let rank = |layer: &str| layers.iter().position(|(name, _)| name == layer);
     let files = sources(&src);
-    let tree: std::collections::BTreeSet<String> = files
+    let tree: std::collections::BTreeSet<(String, String)> = files
         .iter()
-        .filter_map(|file| module_of(&src, file))
+        .filter_map(|file| place_of(&src, file))
         .collect();
-    let drawn: Vec<&String> = layers.iter().flat_map(|(_, modules)| modules).collect();
-    let unplaced: Vec<&String> = tree.iter().filter(|m| rank(m).is_none()).collect();
+    let drawn: std::collections::BTreeSet<(String, String)> = layers
+        .iter()
+        .flat_map(|(layer, modules)| modules.iter().map(|m| (layer.clone(), m.clone())))
+        .collect();
+    let undrawn: Vec<_> = tree.difference(&drawn).collect();
     assert!(
-        unplaced.is_empty(),
-        "modules in no layer of architecture.md: {unplaced:?}"
+        undrawn.is_empty(),
+        "modules architecture.md does not draw where they are: {undrawn:?}"
     );
-    let absent: Vec<&&String> = drawn.iter().filter(|m| !tree.contains(**m)).collect();
+    let absent: Vec<_> = drawn.difference(&tree).collect();
     assert!(
         absent.is_empty(),
-        "architecture.md names modules the tree lacks: {absent:?}"
+        "architecture.md draws modules the tree lacks: {absent:?}"
     );
     let mut climbs = Vec::new();
     for file in &files {
-        let Some(module) = module_of(&src, file) else {
+        let Some((layer, module)) = place_of(&src, file) else {
             continue;
         };
-        let own = rank(&module).unwrap();
+        let own = rank(&layer).unwrap();
         let text = fs::read_to_string(file).unwrap();
         for (at, line) in text.lines().enumerate() {
             if line.trim_start().starts_with("//") {
@@ -125,15 +122,79 @@ fn no_module_imports_a_layer_above_its_own() {
                     && theirs < own
                 {
                     climbs.push(format!(
-                        "{}:{}: {module} ({}) uses {name} ({})",
+                        "{}:{}: {layer}::{module} uses {name}",
                         file.display(),
                         at + 1,
-                        layers[own].0,
-                        layers[theirs].0
                     ));
                 }
             }
         }
     }
     assert!(climbs.is_empty(), "{climbs:#?}");
+}
+
+/// The run-folder files as docs/architecture.md lists them (its `files` block): each name and
+/// the file of profiler/src that owns it.
+fn owners() -> Vec<(String, String)> {
+    let doc = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/architecture.md"
+    ))
+    .unwrap();
+    let block = doc
+        .split("```files\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/architecture.md has a ```files block");
+    block
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?.to_owned(), words.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// A run-folder file is named, as a string of its own (a folder: joined to a path), only by its owner: everything else asks
+/// the owner, so a file has one writer and one place to find it. Tests are left out: they name
+/// the files they check.
+#[test]
+fn each_run_folder_file_is_named_by_its_owner_alone() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let owners = owners();
+    assert!(owners.len() >= 10, "{owners:?}");
+    let mut strays = Vec::new();
+    for (name, owner) in &owners {
+        let owner = src.join(owner);
+        assert!(
+            owner.is_file(),
+            "{} owns {name}, but is not there",
+            owner.display()
+        );
+        // A folder's name is a common word ("stacks", "profile"): only joining a path to it
+        // names the folder.
+        let literal = match name.contains('.') {
+            true => format!("\"{name}\""),
+            false => format!("join(\"{name}\")"),
+        };
+        let named = format!("\"{name}\"");
+        assert!(
+            fs::read_to_string(&owner).unwrap().contains(&named),
+            "{} owns {name}, but does not name it",
+            owner.display()
+        );
+        for file in sources(&src).iter().filter(|file| **file != owner) {
+            let text = fs::read_to_string(file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (at, line) in code.lines().enumerate() {
+                if !line.trim_start().starts_with("//") && line.contains(&literal) {
+                    strays.push(format!("{}:{}: {}", file.display(), at + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        strays.is_empty(),
+        "run-folder files named outside their owners: {strays:#?}"
+    );
 }

@@ -369,7 +369,7 @@ fn bad_load_lines_are_refused_before_anything_runs() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let expected = if skillprof::system::running_as_root() {
+    let expected = if skillprof::producers::system::running_as_root() {
         "scripts/setup.sh"
     } else {
         "needs root"

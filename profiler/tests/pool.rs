@@ -58,7 +58,7 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
         "decommit-batch=1,4",
     ]);
     assert!(output.status.success(), "{}", describe(&output));
-    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
+    let experiment: PoolExperiment = skillprof::commands::pool::output::read(&folder).unwrap();
     let names: Vec<&str> = experiment.configs.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
@@ -151,7 +151,7 @@ fn for_the_peak_each_configuration_is_held_to_the_target_at_each_rate() {
         ],
     );
     assert!(output.status.success(), "{}", describe(&output));
-    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
+    let experiment: PoolExperiment = skillprof::commands::pool::output::read(&folder).unwrap();
     for config in &experiment.configs {
         let figures = config.runs[0].figures.as_ref().unwrap();
         let asked: Vec<f64> = figures.rates.iter().map(|step| step.asked_rps).collect();
@@ -348,7 +348,7 @@ fn pooled_runs_fail(sysctl: &str, args: &[&str], why: &[&str]) -> (PathBuf, temp
     let (dir, folder, output) = pool(&[&["--rounds", "1"], args].concat());
     assert_eq!(fs::read_to_string(&path).unwrap(), before);
     assert!(!output.status.success(), "{}", describe(&output));
-    let experiment: PoolExperiment = skillprof::pool::output::read(&folder).unwrap();
+    let experiment: PoolExperiment = skillprof::commands::pool::output::read(&folder).unwrap();
     assert!(!experiment.complete);
     for config in &experiment.configs {
         let run = &config.runs[0];

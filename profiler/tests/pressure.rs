@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 mod common;
 use common::cli::{alive, cell, csv_rows, eventually, meta, run_folder, run_ok, skillprof};
 use common::require_root;
-use skillprof::pressure::meta::{PressureInfo, PressureStatus};
+use skillprof::commands::pressure::meta::{PressureInfo, PressureStatus};
 use skillprof::record::Status;
 
 const SCALE_FACTOR: &str = "/proc/sys/vm/watermark_scale_factor";
@@ -30,7 +30,7 @@ const MEMORY_TOLERANCE_KB: u64 = 1 << 20;
 const ROOT: &str = "the pressure tests change vm.watermark_scale_factor and enable swap";
 
 fn mem_available_kb() -> u64 {
-    skillprof::sample::meminfo::read(Path::new("/proc"))
+    skillprof::producers::sample::meminfo::read(Path::new("/proc"))
         .unwrap()
         .memavailable_kb
 }
@@ -136,7 +136,7 @@ fn helper_pids(folder: &Path) -> Vec<u32> {
 }
 
 fn pressure_meta(folder: &Path) -> PressureInfo {
-    skillprof::pressure::meta::read(folder).unwrap()
+    skillprof::commands::pressure::meta::read(folder).unwrap()
 }
 
 /// The flags every experiment here uses: both changes to the machine, so that every test

@@ -16,7 +16,7 @@ use std::{os::unix::process::CommandExt as _, process::Command};
 use common::exercise::{Selection, assert_mechanisms, save_result};
 use common::require_root;
 use serde_json::Value;
-use skillprof::probes::PROBES;
+use skillprof::producers::probes::PROBES;
 use skillprof::record::probes::ProbeStatus;
 
 fn skillprof_probes() -> Command {
@@ -70,7 +70,7 @@ fn every_probe_is_listed_and_the_syscall_probe_counts_skillprofs_own_mmaps() {
         if status["attached"] == false {
             // Only the function-probe-only probes may be missing, and they say why.
             assert!(
-                !skillprof::probes::is_required(expected.probe),
+                !skillprof::producers::probes::is_required(expected.probe),
                 "required probe {} did not attach: {status:#}",
                 expected.probe.name()
             );

@@ -21,7 +21,7 @@ use common::require_root;
 use serde_json::{Value, json};
 use skillprof::record::probes::{Mechanism, Probe, ProbeMode};
 use skillprof::{
-    probes::{ProbeOptions, ProbeSession},
+    producers::probes::{ProbeOptions, ProbeSession},
     record::Row,
     record::probes::probe_columns,
 };

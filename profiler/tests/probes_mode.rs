@@ -15,9 +15,9 @@ mod common;
 
 use common::exercise::Exercise;
 use common::{loaded_ids, loaded_since, require_root, taxing_programs};
-use skillprof::probes::{ProbeOptions, ProbeSession};
+use skillprof::producers::probes::{ProbeOptions, ProbeSession};
+use skillprof::producers::sample::process;
 use skillprof::record::probes::{Probe, ProbeMode};
-use skillprof::sample::process;
 
 const ROOT: &str = "the probe mode test loads BPF programs";
 

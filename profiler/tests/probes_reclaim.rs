@@ -23,8 +23,8 @@ use common::require_root;
 use serde_json::json;
 use skillprof::record::probes::ProbeMode;
 use skillprof::{
-    probes::{ProbeOptions, ProbeSession},
-    system::cgroup::MemoryCgroup,
+    producers::probes::{ProbeOptions, ProbeSession},
+    producers::system::cgroup::MemoryCgroup,
 };
 
 /// What these tests do that needs root.

@@ -17,8 +17,8 @@ use common::exercise::{
 };
 use common::require_root;
 use serde_json::json;
-use skillprof::hostctl::process::monotonic_ns;
-use skillprof::probes::{ProbeOptions, ProbeSession, StopTimeline, stop_breakdown};
+use skillprof::producers::hostctl::process::monotonic_ns;
+use skillprof::producers::probes::{ProbeOptions, ProbeSession, StopTimeline, stop_breakdown};
 use skillprof::record::Row;
 use skillprof::record::probes::{ProbeMode, StopBreakdown, TeardownSource};
 

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use skillprof::explain;
-use skillprof::machine::Machine;
-use skillprof::output::commands_csv::{self, CsvRow};
-use skillprof::output::entries_jsonl;
-use skillprof::probes::cost_model::{CostModel, EventCost};
+use skillprof::ground::machine::Machine;
+use skillprof::producers::probes::cost_model::{CostModel, EventCost};
 use skillprof::record::probes::{Mechanism, Ns, Per, Probe};
+use skillprof::views::explain;
+use skillprof::views::output::commands_csv::{self, CsvRow};
+use skillprof::views::output::entries_jsonl;
 use skillprof_common::Counters;
 
 mod common;
@@ -437,7 +437,10 @@ fn a_real_runs_report_renders_with_every_section_and_plot() {
         "{document}"
     );
     // The report and explain.md say the same of each entry, both from its record.
-    let explained = explain::paragraphs(&skillprof::output::meta::read(folder).unwrap(), &records);
+    let explained = explain::paragraphs(
+        &skillprof::views::output::meta::read(folder).unwrap(),
+        &records,
+    );
     assert_eq!(explained.len(), rows.len(), "one explanation per entry");
     for paragraph in &explained {
         assert!(
@@ -612,7 +615,7 @@ fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
     let (syscalls, faults, marks) = (syscalls_counted, faults_counted, marks_counted);
     // Events counted × the model's figure, the interval carried through.
     let ms = |syscall: f64, fault: f64, mark: f64| {
-        skillprof::units::ms(
+        skillprof::ground::units::ms(
             (syscalls as f64 * syscall + faults as f64 * fault + marks as f64 * mark) / 1e6,
         )
     };
@@ -620,11 +623,11 @@ fn without_bpf_stats_the_cost_is_modelled_from_the_events_counted() {
         "- probe cost mode: modelled (BPF stats off): {} syscalls ({}) × 500 ns + {} faults ({}) \
          × 100 ns + {} marks ({}) × 300 ns ≈ {} of CPU [95% CI {}, {}] (probe_cost's \
          figures of the test, 15 rounds)",
-        skillprof::units::count(syscalls as f64),
+        skillprof::ground::units::count(syscalls as f64),
         mechanism("syscalls"),
-        skillprof::units::count(faults as f64),
+        skillprof::ground::units::count(faults as f64),
         mechanism("page_faults"),
-        skillprof::units::count(marks as f64),
+        skillprof::ground::units::count(marks as f64),
         mechanism("markers"),
         ms(SYSCALL_NS.median, FAULT_NS.median, MARK_NS.median),
         ms(SYSCALL_NS.lo, FAULT_NS.lo, MARK_NS.lo),

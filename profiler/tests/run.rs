@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use skillprof::cmds::{self, InFlightCap};
-use skillprof::output::harness_log::RunLog;
+use skillprof::ground::cmds::{self, InFlightCap};
 use skillprof::record::Status;
 use skillprof::record::host::TrimBy;
 use skillprof::record::probes::{Outcome, Probe, ProbeMode};
 use skillprof::record::profile::SkillWorld;
+use skillprof::views::output::harness_log::RunLog;
 
 mod common;
 use common::cli::{
@@ -54,7 +54,8 @@ fn smoke_run_leaves_four_consistent_files() {
     let plan = cmds::read(&cmds_file, InFlightCap::DEFAULT).unwrap();
 
     // The harness log: the workload's hash and one line per entry, names as in the plan.
-    let log = RunLog::read(&skillprof::output::harness_log::locate(&folder).unwrap()).unwrap();
+    let log =
+        RunLog::read(&skillprof::views::output::harness_log::locate(&folder).unwrap()).unwrap();
     assert_eq!(log.header.cmds.hash, plan.hash);
     let names: Vec<&str> = log.entries.iter().map(|e| e.cmd.as_str()).collect();
     let planned: Vec<&str> = plan.entries.iter().map(|e| e.name.as_str()).collect();
@@ -300,7 +301,8 @@ fn assert_incomplete_but_whole(folder: &Path, reason: &str, recorded: usize) {
     ];
     assert_eq!(meta.entries_not_run, entries[recorded..]);
     // Every file is there and parses, with the recorded entries in each.
-    let log = RunLog::read(&skillprof::output::harness_log::locate(folder).unwrap()).unwrap();
+    let log =
+        RunLog::read(&skillprof::views::output::harness_log::locate(folder).unwrap()).unwrap();
     assert_eq!(log.entries.len(), recorded);
     let (_, rows) = read_csv(&folder.join("commands.csv"));
     assert_eq!(rows.len(), recorded);

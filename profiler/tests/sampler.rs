@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use skillprof::{output::samples_csv::SamplesCsv, sample::Sampler};
+use skillprof::{producers::sample::Sampler, views::output::samples_csv::SamplesCsv};
 
 /// Touches 64 MiB (bytes filled with `x`, so every page is resident), says so, and exits
 /// when its stdin closes.

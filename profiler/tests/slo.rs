@@ -24,7 +24,7 @@ use skillprof::record::slo::{SloReport, Verdict};
 
 /// An experiment's slo.json, read as capacity reads it.
 fn slo_report(folder: &std::path::Path) -> SloReport {
-    skillprof::slo::output::read(folder).unwrap()
+    skillprof::commands::slo::output::read(folder).unwrap()
 }
 
 const ROOT: &str = "skillprof slo maps the host's ledger";

@@ -28,7 +28,7 @@ const SLEEPERS: u64 = 4;
 const HZ: &str = "499";
 
 fn profile(folder: &Path, entry: usize) -> TimeProfile {
-    skillprof::output::profile::read(folder, entry)
+    skillprof::views::output::profile::read(folder, entry)
         .unwrap()
         .unwrap_or_else(|| panic!("{} has no profile of entry {entry}", folder.display()))
 }

@@ -14,7 +14,7 @@ use std::process::Command;
 
 /// The container's root: systemd and nothing else of a distribution's.
 fn units_root() -> PathBuf {
-    let root = skillprof::hostctl::SampleSkills::build_path("units-root").unwrap();
+    let root = skillprof::producers::hostctl::SampleSkills::build_path("units-root").unwrap();
     assert!(
         root.join("usr/lib/systemd/systemd").is_file(),
         "{} has no systemd: scripts/test.sh makes it (debootstrap --variant=minbase \

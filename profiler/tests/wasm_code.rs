@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use procfs::process::{MMapPath, Process};
 use serde_json::json;
-use skillprof::hostctl::Client;
-use skillprof::probes::wasm_code::{ComponentNames, WasmCode, WasmFunction};
+use skillprof::producers::hostctl::Client;
+use skillprof::producers::probes::wasm_code::{ComponentNames, WasmCode, WasmFunction};
 use skillprof::record::profile::HostProfile;
 
 mod common;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hyper::Method;
 use serde_json::json;
-use skillprof::hostctl::client::Http;
+use skillprof::producers::hostctl::client::Http;
 
 mod common;
 use common::cli::eventually;
@@ -619,7 +619,7 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
         said.contains(&format!("serving http://127.0.0.1:{host_port}")),
         "{said}"
     );
-    let client = skillprof::hostctl::Client::new(
+    let client = skillprof::producers::hostctl::Client::new(
         &format!("http://127.0.0.1:{host_port}"),
         skillprof::record::profile::HostProfile::skillhost().dialect,
     );
@@ -871,8 +871,10 @@ fn a_host_killed_and_restarted_under_follow_is_watched_again_and_its_new_request
 /// CAP_SYS_ADMIN), and as nobody it follows the restarted host.
 #[test]
 fn with_user_and_follow_the_watch_holds_only_what_attaching_needs_and_follows_as_that_user() {
-    use skillprof::probes::privileges::{BPF, PERFMON, SYS_ADMIN};
-    use skillprof::probes::privileges::{CHECKPOINT_RESTORE, DAC_READ_SEARCH, SYS_PTRACE};
+    use skillprof::producers::probes::privileges::{BPF, PERFMON, SYS_ADMIN};
+    use skillprof::producers::probes::privileges::{
+        CHECKPOINT_RESTORE, DAC_READ_SEARCH, SYS_PTRACE,
+    };
     let documented = [
         BPF,
         PERFMON,
@@ -1037,7 +1039,7 @@ fn a_full_disk_ends_the_recording_with_a_line_saying_so_and_the_endpoint_keeps_s
         if !folder.join("meta.json").is_file() {
             continue;
         }
-        let entries = skillprof::output::entries_jsonl::read(&folder.join("entries.jsonl"))
+        let entries = skillprof::views::output::entries_jsonl::read(&folder.join("entries.jsonl"))
             .unwrap_or_else(|e| panic!("{}: {e:#}", folder.display()));
         if common::cli::meta(&folder).status == skillprof::record::Status::Complete {
             assert_eq!(entries.len(), 2, "{}", folder.display());
@@ -1465,7 +1467,7 @@ fn the_guides_example_host_marks_its_work_and_the_watch_counts_it_per_skill() {
         marks.join("marked-host.toml").to_str().unwrap(),
     )
     .unwrap();
-    let client = skillprof::hostctl::Client::new(&url, profile.dialect);
+    let client = skillprof::producers::hostctl::Client::new(&url, profile.dialect);
     eventually(
         Duration::from_secs(30),
         "the example host to answer",

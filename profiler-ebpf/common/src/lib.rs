@@ -4,7 +4,7 @@
 //! Both sides read the same bytes, so every type here is `#[repr(C)]`, `Copy`, and made of
 //! fixed-width integers only (no padding the two compilers could disagree on). The BPF side
 //! only adds numbers into the fields named here; their column names, units and documentation
-//! are decided once in userspace (`profiler/src/probes/metrics.rs`).
+//! are decided once in userspace (`profiler/src/producers/probes/metrics.rs`).
 
 // ---------------------------------------------------------------------------------------------
 // Syscalls
@@ -143,7 +143,7 @@ impl<T: Combine, const N: usize> Combine for [T; N] {
 
 /// Declares a counter group: a `#[repr(C)]` struct of u64 fields, each merged across CPUs by
 /// `sum` or `max`. A new counter is one line here; userspace names and documents it once
-/// (`profiler/src/probes/metrics.rs`).
+/// (`profiler/src/producers/probes/metrics.rs`).
 macro_rules! counters {
     ($(#[$meta:meta])* pub struct $name:ident { $($(#[$doc:meta])* $field:ident: $op:ident,)* }) => {
         $(#[$meta])*

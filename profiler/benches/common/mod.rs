@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
-use skillprof::output::entries_jsonl;
+use skillprof::ground::stats;
 use skillprof::record::EntryRecord;
-use skillprof::stats;
+use skillprof::views::output::entries_jsonl;
 
 const RESAMPLES: usize = 10_000;
 
@@ -74,7 +74,7 @@ pub fn run_folder(
         );
     }
     let records = entries_jsonl::read(&folder.join(entries_jsonl::FILE))?;
-    let meta = skillprof::output::meta::read(&folder)?;
+    let meta = skillprof::views::output::meta::read(&folder)?;
     fs::remove_dir_all(&folder)?;
     Ok((records, meta))
 }
@@ -182,7 +182,9 @@ impl Host {
             let cpus = cpus.to_vec();
             // SAFETY: sched_setaffinity is async-signal-safe.
             unsafe {
-                command.pre_exec(move || skillprof::system::affinity::pin_current_thread(&cpus));
+                command.pre_exec(move || {
+                    skillprof::producers::system::affinity::pin_current_thread(&cpus)
+                });
             }
         }
         let child = command.spawn().context("starting skillhost")?;

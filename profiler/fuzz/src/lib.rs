@@ -5,11 +5,11 @@
 
 use std::fs;
 
-use skillprof::cmds::{self, Command, InFlightCap, Plan};
-use skillprof::output::commands_csv;
-use skillprof::output::harness_log::RunLog;
+use skillprof::commands::report::read::Run;
+use skillprof::ground::cmds::{self, Command, InFlightCap, Plan};
 use skillprof::record::profile::HostProfile;
-use skillprof::report::read::Run;
+use skillprof::views::output::commands_csv;
+use skillprof::views::output::harness_log::RunLog;
 
 /// The cmds language: any text is a plan or a list of the bad lines, never a panic; and a
 /// plan's entries, written back as the harness logs them, parse to the same plan. The text is

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
-use skillprof::probes::{ProbeOptions, ProbeSession};
+use skillprof::ground::stats::{median, median_ci, nearest_rank};
+use skillprof::producers::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
+use skillprof::producers::probes::{ProbeOptions, ProbeSession};
 use skillprof::record::probes::Mechanism;
 use skillprof::record::profile::{HostProfile, HostSpec, SkillWorld};
-use skillprof::stats::{median, median_ci, nearest_rank};
 
 const ALLOCATORS: [&str; 2] = ["on-demand", "pooling"];
 const LATENCY_REQUESTS: usize = 200;
@@ -74,7 +74,7 @@ async fn markers(samples: &SampleSkills) -> Result<()> {
         skillprof_common::ledger::mark(u64::from(i), 0, 0);
     }
     let call_ns = started.elapsed().as_secs_f64() * 1e9 / f64::from(calls);
-    if !skillprof::system::running_as_root() {
+    if !skillprof::producers::system::running_as_root() {
         println!(
             "\nmarkers: an unattached mark costs {call_ns:.2} ns; attached: NOT MEASURED, the \
              uprobe needs root (sudo -E cargo bench -p skillhost --bench host)"

@@ -340,7 +340,7 @@ fn http_path(path: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
-    use skillprof::generated_docs::Generated;
+    use skillprof::ground::generated_docs::Generated;
 
     use super::{HostConfig, http_path};
 
@@ -366,7 +366,9 @@ mod tests {
             bless: "SKILLPROF_BLESS=1 cargo test -p skillhost config",
         };
         reference
-            .check(&skillprof::cli_reference::markdown(&HostConfig::command()))
+            .check(&skillprof::commands::cli_reference::markdown(
+                &HostConfig::command(),
+            ))
             .unwrap();
     }
 }

@@ -118,10 +118,11 @@ async fn every_route_with_both_sample_skills() {
     );
     // malloc's own view of the heap (mallinfo2): what it has handed out is resident or
     // swapped, so at most the host's RSS; after a Python compile it keeps freed memory too.
-    let rss_bytes = skillprof::sample::process::read(std::path::Path::new("/proc"), host.host.pid())
-        .unwrap()
-        .rss_kb as f64
-        * 1024.0;
+    let rss_bytes =
+        skillprof::producers::sample::process::read(std::path::Path::new("/proc"), host.host.pid())
+            .unwrap()
+            .rss_kb as f64
+            * 1024.0;
     let in_use = scraped["skillhost_heap_in_use_bytes{}"].as_f64().unwrap();
     let free = scraped["skillhost_heap_free_bytes{}"].as_f64().unwrap();
     assert!(in_use > 0.0 && in_use <= rss_bytes, "{scraped}");
@@ -428,7 +429,7 @@ async fn jemalloc_takes_the_heap_when_asked_and_nothing_else_does() {
     host.add("sample_py1", "sample_py").await;
     run_ok(&host, "sample_py1", &input("Alice", 1000, 0)).await;
     let scraped = host.prometheus_samples().await;
-    let rss_bytes = skillprof::sample::process::read(std::path::Path::new("/proc"), pid)
+    let rss_bytes = skillprof::producers::sample::process::read(std::path::Path::new("/proc"), pid)
         .unwrap()
         .rss_kb as f64
         * 1024.0;
@@ -464,7 +465,7 @@ async fn the_trim_route_gives_back_what_malloc_kept_after_a_compile() {
     host.add("sample_py1", "sample_py").await;
     run_ok(&host, "sample_py1", &input("Alice", 1000, 0)).await;
     let rss_kb = || {
-        skillprof::sample::process::read(std::path::Path::new("/proc"), host.host.pid())
+        skillprof::producers::sample::process::read(std::path::Path::new("/proc"), host.host.pid())
             .unwrap()
             .rss_kb
     };
@@ -672,7 +673,7 @@ async fn the_pharia_2024_dialect_namespaces_requires_a_bearer_and_does_not_sort(
     );
 
     // skillhost's own dialect: no bearer, a bare name. Refused, 400.
-    let plain = skillprof::hostctl::Client::new(
+    let plain = skillprof::producers::hostctl::Client::new(
         client.base(),
         skillprof::record::profile::HostProfile::skillhost().dialect,
     );
@@ -771,7 +772,7 @@ async fn the_pharia_2025_dialect_runs_skills_by_path_and_answers_with_the_engine
     assert_eq!(raw.json::<Value>().unwrap()["greeting"], "Hello, by path!");
 
     // Errors are plain text, with the engine's statuses.
-    let plain = |reply: &skillprof::hostctl::Reply| {
+    let plain = |reply: &skillprof::producers::hostctl::Reply| {
         assert!(
             reply.json::<Value>().is_err(),
             "not plain text: {}",
@@ -820,7 +821,7 @@ async fn the_pharia_2025_dialect_runs_skills_by_path_and_answers_with_the_engine
             .unwrap();
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path}");
     }
-    let http = skillprof::hostctl::client::Http::new(client.base());
+    let http = skillprof::producers::hostctl::client::Http::new(client.base());
     let no_type = http
         .send(
             Method::POST,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Command, CommandFactory};
 use clap_complete::Shell;
-use skillprof::cli::Cli;
+use skillprof::commands::cli::Cli;
 
 /// Writes `DIR/completions/` (bash, zsh, fish) and `DIR/man/` (a page for skillprof and one per
 /// subcommand); returns the files written.

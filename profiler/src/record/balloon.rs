@@ -1,7 +1,7 @@
 //! What a balloon held during an entry (`pressure BAND`, `--pressure`).
 
 use super::sampling::{Watermarks, ZoneId};
-use crate::band::Band;
+use crate::ground::band::Band;
 
 /// What a band is held on.
 #[derive(

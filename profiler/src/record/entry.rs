@@ -17,8 +17,8 @@ use super::process::{ProcessChange, ProcessStat};
 use super::sampling::{EntrySampling, ZoneId};
 use super::time::EntryTime;
 use super::traffic::TrafficStep;
-use crate::cmds::{self, Command, InFlightCap};
-use crate::stats::nearest_rank;
+use crate::ground::cmds::{self, Command, InFlightCap};
+use crate::ground::stats::nearest_rank;
 
 /// Everything measured of one entry.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -9,7 +9,7 @@ use super::probes::ProbeMetrics;
 use super::process::ProcessStat;
 use super::sampling::Lowest;
 use super::{EntryCmd, EntryMeasure, EntryRecord};
-use crate::band::Band;
+use crate::ground::band::Band;
 
 /// An entry of `cmd` that took `took_ms`, with the host alive at both ends, no requests,
 /// nothing probed and free memory at baseline.

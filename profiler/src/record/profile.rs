@@ -1,5 +1,5 @@
 //! Host profiles as data: how to start a host (HostSpec, Start) and how to speak its dialect
-//! of the skill API (Dialect, Routes). Read and used by `crate::hostctl`; recorded in meta.json.
+//! of the skill API (Dialect, Routes). Read and used by `crate::producers::hostctl`; recorded in meta.json.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -204,7 +204,7 @@ pub struct HostSpec {
     pub files: BTreeMap<String, String>,
     /// The CPUs the host may run on (`--host-cpus`; absent: every CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<crate::cpus::CpuList>,
+    pub cpus: Option<crate::ground::cpus::CpuList>,
     /// Where the binary's bytes are read, when not at `bin`: `/proc/PID/exe` for a host
     /// attached to, which opens the file the process runs even from another mount namespace
     /// (a host in a container), where `bin`, its path as the process sees it, may not exist.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::memcg::Version;
 use super::probes::{ProbeCosts, ProbeMode, ProbeStatus, Tracefs};
 use super::profile::{HostSpec, PythonSample};
-use crate::machine::Machine;
+use crate::ground::machine::Machine;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RunInfo {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::band::Band;
+use crate::ground::band::Band;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ZoneId {

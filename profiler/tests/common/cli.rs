@@ -79,12 +79,12 @@ pub fn run_folder(out: &Path) -> PathBuf {
 
 /// A run folder's meta.json, read as the report reads it.
 pub fn meta(folder: &Path) -> skillprof::record::RunInfo {
-    skillprof::output::meta::read(folder).unwrap()
+    skillprof::views::output::meta::read(folder).unwrap()
 }
 
 /// Running: not reaped, and not a zombie either (its memory is freed already).
 pub fn alive(pid: u64) -> bool {
-    skillprof::sample::process::read(Path::new("/proc"), pid as u32).is_ok()
+    skillprof::producers::sample::process::read(Path::new("/proc"), pid as u32).is_ok()
 }
 
 /// Writes a cmds file whose second entry sleeps long enough to be interrupted.
@@ -155,8 +155,8 @@ pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> Option
 
 /// A run folder's entries, typed, through the reader the report and capacity use.
 pub fn entries(folder: &Path) -> Vec<skillprof::record::EntryRecord> {
-    let path = folder.join(skillprof::output::entries_jsonl::FILE);
-    skillprof::output::entries_jsonl::read(&path)
+    let path = folder.join(skillprof::views::output::entries_jsonl::FILE);
+    skillprof::views::output::entries_jsonl::read(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e:#}", path.display()))
 }
 

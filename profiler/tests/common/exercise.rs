@@ -14,7 +14,7 @@ use std::{
 use serde_json::{Value, json};
 use skillprof::record::probes::{Mechanism, Outcome, ProbeMetrics, ProbeStatus};
 use skillprof::record::process::ProcessStat;
-use skillprof::{probes::PROBES, record::Row, sample::process};
+use skillprof::{producers::probes::PROBES, producers::sample::process, record::Row};
 
 /// The workload process, driven line by line.
 pub struct Exercise {

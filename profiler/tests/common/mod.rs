@@ -41,7 +41,7 @@ pub fn under_address_limit(command: &mut std::process::Command, limit: u64) {
 
 pub fn require_root(needs: &str) {
     assert!(
-        skillprof::system::running_as_root(),
+        skillprof::producers::system::running_as_root(),
         "{needs}, which needs root: run the tests as root (sudo scripts/test.sh)"
     );
 }
@@ -49,7 +49,7 @@ pub fn require_root(needs: &str) {
 /// The built sample component `name` (`hello`, `sample_rs`, `trap`, ...) of skillprof's own
 /// world, for a test to copy into a host's skills directory.
 pub fn sample_component(name: &str) -> std::path::PathBuf {
-    skillprof::hostctl::SampleSkills::beside_executable(
+    skillprof::producers::hostctl::SampleSkills::beside_executable(
         skillprof::record::profile::SkillWorld::Skillprof,
     )
     .unwrap()
@@ -83,7 +83,7 @@ pub fn loaded_ids() -> std::collections::BTreeSet<u32> {
 /// The programs of the probes that run for every process (every syscall or page fault on
 /// the machine), as the kernel names them (15 bytes).
 pub fn taxing_programs() -> std::collections::BTreeSet<String> {
-    skillprof::probes::PROBES
+    skillprof::producers::probes::PROBES
         .iter()
         .filter(|plan| plan.probe.taxes_every_process())
         .flat_map(|plan| plan.plan.iter())

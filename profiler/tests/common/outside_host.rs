@@ -93,8 +93,8 @@ impl OutsideHost {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    pub fn client(&self) -> skillprof::hostctl::Client {
-        skillprof::hostctl::Client::new(
+    pub fn client(&self) -> skillprof::producers::hostctl::Client {
+        skillprof::producers::hostctl::Client::new(
             &self.url(),
             skillprof::record::profile::HostProfile::skillhost().dialect,
         )

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use hyper::Method;
 use serde_json::Value;
-use skillprof::hostctl::client::Http;
+use skillprof::producers::hostctl::client::Http;
 
 /// A free loopback port (bound and let go: a race only with other tests, which pick theirs
 /// the same way).

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 /// Runs `script` with `args` and `stdin`; returns what it printed, as JSON.
 pub fn run(script: &str, args: &[&str], stdin: &str) -> Value {
-    let python = skillprof::hostctl::SampleSkills::build_path("venv-tools/bin/python").unwrap();
+    let python =
+        skillprof::producers::hostctl::SampleSkills::build_path("venv-tools/bin/python").unwrap();
     assert!(
         python.is_file(),
         "{} is missing: scripts/test.sh installs it (prometheus_client, duckdb)",

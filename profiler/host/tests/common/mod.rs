@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use skillprof::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
+use skillprof::producers::hostctl::{Client, HostProcess, SampleSkills, SkillsDir};
 use skillprof::record::profile::{HostProfile, HostSpec, SkillWorld};
 use tempfile::TempDir;
 

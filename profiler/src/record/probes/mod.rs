@@ -1,4 +1,4 @@
-//! What the probes measured and how they attached: plain data, filled in by `crate::probes`.
+//! What the probes measured and how they attached: plain data, filled in by `crate::producers::probes`.
 //! One room per concept: how each probe attached (`attach`), what an entry's probes counted and
 //! the columns they write (`metrics`), the host's rows by skill and phase (`skills`), the
 //! stop's breakdown (`stop`), and what the probes cost (`costs`).

@@ -1,0 +1,464 @@
+//! The time profile's live side: the programs attached (a profile clock per CPU for the
+//! samples on a CPU, the scheduler's switches and wakeups for the time off one), and each
+//! entry's counts read out of the kernel, their stacks named while the host runs, and
+//! summed up ([`TimeProfile`], [`EntryTime`]). What the code was doing and why a thread
+//! waited are read from the named frames (`classify`).
+
+mod classify;
+mod summary;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context as _, Result, bail};
+use aya::{
+    Btf, Ebpf,
+    maps::{Array, HashMap as BpfHashMap, MapData, RingBuf, StackTraceMap},
+    programs::{
+        BtfTracePoint, PerfEvent,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
+};
+use skillprof_common::{NO_STACK, OffCpu, TimeCounts, TimeKey, TimeSample, TimeValue};
+
+use super::{markers::SkillNames, object, session::take, symbols};
+use crate::record::probes::{Mechanism, Phase, Probe, ProbeStatus, SkillRow};
+use crate::record::time::{
+    EntryTime, Frame, ProfileCheck, ThreadCheck, TimeProfile, TimelineSample,
+};
+pub use classify::{wait_of, work_of};
+
+/// How a run profiles the host's time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeOptions {
+    /// Samples per second of each CPU's profile clock.
+    pub hz: u64,
+    pub off_cpu: OffCpuMode,
+    /// Each sample on a timeline too, with its instant (`skillprof slo`'s stalls).
+    pub timeline: bool,
+}
+
+/// What the switch programs do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OffCpuMode {
+    /// Nothing: no program on the scheduler's switches.
+    Off,
+    /// Time off a CPU by state (runnable, sleeping, blocked), skill and phase: a few map
+    /// operations per switch of a host thread, no stack walk (1.3% of the host's CPU on
+    /// cmds/overhead.cmds on this 2-core machine: docs/time.md).
+    States,
+    /// Also each wait's user and kernel stacks, walked as the thread leaves its CPU, which
+    /// say why it waited (a futex, epoll, a page fault, mmap_lock, a sleep): about 13 µs per
+    /// switch of a host thread here (5.0% of the host's CPU on cmds/overhead.cmds).
+    #[default]
+    Stacks,
+}
+
+/// The time profile's flags, shared by the commands that profile a host.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TimeArgs {
+    /// The profile clock's rate: samples a second of each CPU, counted when a host thread is
+    /// on it (the entries' cpu_* columns, profile/ENTRY.*). Its cost grows with the rate
+    /// (at 97, 0.14-0.25% of the host's CPU: docs/time.md); at most
+    /// kernel.perf_event_max_sample_rate [default: 97].
+    #[arg(long, value_name = "HZ", conflicts_with = "no_profile")]
+    pub profile_hz: Option<u64>,
+
+    /// What the scheduler's programs record of the host's threads' time off a CPU: `stacks`,
+    /// each wait's user and kernel stacks, which say why (a futex, epoll, a page fault,
+    /// mmap_lock, a sleep, waiting for a CPU), the default of `run` for a host it starts;
+    /// `states`, the time by state only (runnable, sleeping, blocked), the default of `run
+    /// --attach`, where each of the host's switches should cost little; `off`, the default
+    /// of `slo` and `watch`, where a program on each of the host's switches would be part of
+    /// what is measured. Their costs: docs/time.md.
+    #[arg(long, value_enum, value_name = "WHAT", conflicts_with = "no_profile")]
+    pub off_cpu: Option<OffCpuMode>,
+
+    /// No time profile: no profile clock and no program on the scheduler's switches.
+    #[arg(long)]
+    pub no_profile: bool,
+}
+
+impl TimeArgs {
+    /// The checked options (`None`: no profile); `off_cpu`: the command's default.
+    pub fn options(&self, off_cpu: OffCpuMode) -> Result<Option<TimeOptions>> {
+        if self.no_profile {
+            return Ok(None);
+        }
+        let options = TimeOptions {
+            timeline: false,
+            hz: self.profile_hz.unwrap_or(DEFAULT_HZ),
+            off_cpu: self.off_cpu.unwrap_or(off_cpu),
+        };
+        options.check()?;
+        Ok(Some(options))
+    }
+}
+
+/// The profile clock's default rate: a prime near 100, so the clock does not tick in step
+/// with the host's own periodic work (a 10 ms timer would always be seen, or never).
+pub const DEFAULT_HZ: u64 = 97;
+
+/// The kernel's limit on a perf event's sampling rate.
+const MAX_RATE: &str = "/proc/sys/kernel/perf_event_max_sample_rate";
+
+impl TimeOptions {
+    /// Refuses a rate the kernel would refuse, before anything runs.
+    pub fn check(&self) -> Result<()> {
+        if self.hz == 0 {
+            bail!(
+                "--profile-hz 0 samples nothing: give a rate (the default is {DEFAULT_HZ}), or --no-profile"
+            );
+        }
+        let max: u64 = std::fs::read_to_string(MAX_RATE)
+            .with_context(|| format!("reading {MAX_RATE}"))?
+            .trim()
+            .parse()
+            .with_context(|| format!("parsing {MAX_RATE}"))?;
+        if self.hz > max {
+            bail!(
+                "--profile-hz {} is above this kernel's limit of {max} samples a second \
+                 (kernel.perf_event_max_sample_rate)",
+                self.hz
+            );
+        }
+        Ok(())
+    }
+
+    /// The clock's period, ns.
+    pub fn period_ns(&self) -> u64 {
+        1_000_000_000 / self.hz
+    }
+}
+
+const SAMPLE_PROGRAM: &str = "profile_sample";
+const SWITCH_PROGRAM: &str = "btf_sched_switch";
+const WAKEUP_PROGRAM: &str = "btf_sched_wakeup";
+const OFF_CPU_MAP: &str = "OFF_CPU";
+const THREAD_SAMPLES_MAP: &str = "THREAD_SAMPLES";
+
+/// Attaches the profile clock and, as `options` say, the switch programs; one status each.
+/// A kernel that refuses either leaves the run without it, and the status says why.
+pub fn attach(ebpf: &mut Ebpf, options: &TimeOptions) -> [ProbeStatus; 2] {
+    let clock = attach_clock(ebpf, options.period_ns()).map(|cpus| {
+        format!(
+            "a software cpu-clock per CPU every {:.1} ms ({} Hz) on {cpus} CPUs, counted when a \
+             host thread is on it",
+            options.period_ns() as f64 / 1e6,
+            options.hz
+        )
+    });
+    let clock = ProbeStatus::single(
+        Probe::CpuProfile,
+        Mechanism::PerfEvent,
+        &clock.map_err(|e| format!("{e:#}")),
+        &[SAMPLE_PROGRAM],
+    );
+    let switches = match options.off_cpu {
+        OffCpuMode::Off => Err("off (--off-cpu off)".to_owned()),
+        mode => attach_switches(ebpf)
+            .map(|()| {
+                format!(
+                    "tp_btf/sched_switch and tp_btf/sched_wakeup{}",
+                    match mode {
+                        OffCpuMode::Stacks => ", each wait's stacks walked",
+                        _ => ", by state only (--off-cpu states)",
+                    }
+                )
+            })
+            .map_err(|e| format!("{e:#}")),
+    };
+    let switches = ProbeStatus::single(
+        Probe::OffCpu,
+        Mechanism::TpBtf,
+        &switches,
+        &[SWITCH_PROGRAM, WAKEUP_PROGRAM],
+    );
+    [clock, switches]
+}
+
+/// The sample program on a cpu-clock event of every online CPU. Returns the CPUs.
+fn attach_clock(ebpf: &mut Ebpf, period_ns: u64) -> Result<usize> {
+    let program: &mut PerfEvent = ebpf
+        .program_mut(SAMPLE_PROGRAM)
+        .context("the BPF object has no profile program")?
+        .try_into()?;
+    program
+        .load()
+        .context("loading the profile program (a perf_event program)")?;
+    let cpus =
+        aya::util::online_cpus().map_err(|(path, e)| anyhow::anyhow!("reading {path}: {e}"))?;
+    for &cpu in &cpus {
+        program
+            .attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Period(period_ns),
+                false,
+            )
+            .with_context(|| format!("a cpu-clock perf event on CPU {cpu}"))?;
+    }
+    Ok(cpus.len())
+}
+
+fn attach_switches(ebpf: &mut Ebpf) -> Result<()> {
+    let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
+    for (name, tracepoint) in [
+        (SWITCH_PROGRAM, "sched_switch"),
+        (WAKEUP_PROGRAM, "sched_wakeup"),
+    ] {
+        let program: &mut BtfTracePoint = ebpf
+            .program_mut(name)
+            .with_context(|| format!("the BPF object has no {name}"))?
+            .try_into()?;
+        program
+            .load(tracepoint, &btf)
+            .with_context(|| format!("loading {name}"))?;
+        program
+            .attach()
+            .with_context(|| format!("attaching tp_btf/{tracepoint}"))?;
+    }
+    Ok(())
+}
+
+/// The profile's maps in a live session.
+pub struct TimeMaps {
+    counts: BpfHashMap<MapData, TimeKey, TimeValue>,
+    stacks: StackTraceMap<MapData>,
+    off_cpu: BpfHashMap<MapData, u32, OffCpu>,
+    began: Array<MapData, u64>,
+    thread_samples: BpfHashMap<MapData, u32, u64>,
+    timeline: Option<RingBuf<MapData>>,
+    /// Each host thread's CPU time (schedstat, ns) when the clock started.
+    cpu_at_start: BTreeMap<u32, u64>,
+    tgid: u32,
+    wasm: symbols::WasmNames,
+    period_ns: u64,
+    /// Whether the switch programs run, and whether they walk stacks.
+    off_cpu_mode: OffCpuMode,
+    /// Whether the profile clock runs.
+    clock: bool,
+}
+
+impl TimeMaps {
+    /// The maps, for whichever of the programs attached (`statuses` from [`attach`]);
+    /// `skills_dir`: where the host's component files are, to name its wasm functions.
+    pub fn take(
+        ebpf: &mut Ebpf,
+        tgid: u32,
+        options: &TimeOptions,
+        statuses: &[ProbeStatus; 2],
+        skills_dir: Option<&std::path::Path>,
+    ) -> Result<TimeMaps> {
+        Ok(TimeMaps {
+            counts: BpfHashMap::try_from(take(ebpf, object::TIME)?)?,
+            stacks: StackTraceMap::try_from(take(ebpf, object::TIME_STACKS)?)?,
+            off_cpu: BpfHashMap::try_from(take(ebpf, OFF_CPU_MAP)?)?,
+            began: Array::try_from(take(ebpf, object::ENTRY_BEGAN)?)?,
+            thread_samples: BpfHashMap::try_from(take(ebpf, THREAD_SAMPLES_MAP)?)?,
+            timeline: match options.timeline {
+                true => Some(RingBuf::try_from(take(ebpf, object::TIME_SAMPLES)?)?),
+                false => None,
+            },
+            cpu_at_start: threads_cpu(tgid)
+                .into_iter()
+                .map(|(tid, _, ns)| (tid, ns))
+                .collect(),
+            tgid,
+            wasm: symbols::WasmNames::new(skills_dir),
+            period_ns: options.period_ns(),
+            off_cpu_mode: match statuses[1].attached {
+                true => options.off_cpu,
+                false => OffCpuMode::Off,
+            },
+            clock: statuses[0].attached,
+        })
+    }
+
+    /// An entry begins now: an interval off a CPU that spans this instant is split at it.
+    pub fn begin_entry(&mut self) -> Result<()> {
+        self.began
+            .set(0, &crate::producers::hostctl::process::monotonic_ns(), 0)
+            .context("writing the entry's beginning into the BPF map")
+    }
+
+    /// Entry `index`'s samples and intervals, named now (the host must still run), and then
+    /// cleared from the maps: call it once per entry. The stacks go with them, but for those
+    /// a thread asleep now will be counted with when it wakes. `rows` are the entry's rows by
+    /// skill, whose requests' time between polls joins the profile.
+    pub fn take_entry(
+        &mut self,
+        index: u32,
+        names: &SkillNames,
+        counts: &TimeCounts,
+        rows: &[SkillRow],
+    ) -> Result<(TimeProfile, EntryTime)> {
+        let mut counted: Vec<(TimeKey, TimeValue)> = Vec::new();
+        for item in self.counts.iter() {
+            let (key, value) = item.context("reading the time counts")?;
+            if key.entry == index {
+                counted.push((key, value));
+            }
+        }
+        for (key, _) in &counted {
+            // Best effort: what is not removed only takes a slot.
+            let _ = self.counts.remove(key);
+        }
+        let ids: BTreeSet<u32> = counted
+            .iter()
+            .flat_map(|(key, _)| [key.user_stack, key.kernel_stack])
+            .filter(|&id| id != NO_STACK)
+            .map(|id| id as u32)
+            .collect();
+        let walked = self.walked(&ids);
+        let (user, kernel) = self.named(&counted, &walked)?;
+        self.forget(ids.into_iter().filter(|id| walked.contains_key(id)))?;
+        let mut profile =
+            summary::profile(self.period_ns, &counted, &walked, &user, &kernel, names);
+        profile.stacks.extend(summary::between_polls(rows));
+        let off_cpu = self.off_cpu_mode != OffCpuMode::Off;
+        let stacks = self.off_cpu_mode == OffCpuMode::Stacks;
+        let time = summary::entry_time(&profile, counts, self.clock, off_cpu, stacks);
+        Ok((profile, time))
+    }
+
+    /// The timeline's samples since the last call, oldest first, each with the function it
+    /// was in named now (the host must still run); empty without the timeline.
+    pub fn timeline(&mut self, names: &SkillNames) -> Result<Vec<TimelineSample>> {
+        let Some(ring) = &mut self.timeline else {
+            return Ok(Vec::new());
+        };
+        let mut raw: Vec<TimeSample> = Vec::new();
+        while let Some(item) = ring.next() {
+            if item.len() >= std::mem::size_of::<TimeSample>() {
+                // SAFETY: the program writes whole `TimeSample`s; read unaligned from the ring.
+                raw.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const TimeSample) });
+            }
+        }
+        let user = symbols::user_frames(
+            self.tgid,
+            raw.iter().filter(|s| s.kernel == 0).map(|s| s.ip),
+            &mut self.wasm,
+        )?;
+        let kernel = symbols::kernel_frames(raw.iter().filter(|s| s.kernel != 0).map(|s| s.ip))?;
+        let mut samples: Vec<TimelineSample> = raw
+            .iter()
+            .map(|s| {
+                let skill = names.of(s.skill);
+                let frame = match s.kernel {
+                    0 => &user[&s.ip],
+                    _ => &kernel[&s.ip],
+                };
+                TimelineSample {
+                    at_ns: s.ts_ns,
+                    tid: s.tid,
+                    phase: Phase::from_number(s.phase).unwrap_or(Phase::Host),
+                    function: match &skill {
+                        Some(skill) => frame.of_skill(skill),
+                        None => frame.clone(),
+                    },
+                    skill,
+                }
+            })
+            .collect();
+        samples.sort_by_key(|s| s.at_ns);
+        Ok(samples)
+    }
+
+    /// The samples of each live host thread against the CPU time the kernel counted for it
+    /// since the clock started; `None` without the clock.
+    pub fn check(&self) -> Option<ProfileCheck> {
+        if !self.clock {
+            return None;
+        }
+        let threads = threads_cpu(self.tgid)
+            .into_iter()
+            .map(|(tid, name, ns)| ThreadCheck {
+                tid,
+                name,
+                samples: self.thread_samples.get(&tid, 0).unwrap_or(0),
+                cpu_ns: ns.saturating_sub(self.cpu_at_start.get(&tid).copied().unwrap_or(0)),
+            })
+            .collect();
+        Some(ProfileCheck {
+            period_ns: self.period_ns,
+            threads,
+        })
+    }
+
+    /// Each stack's frames, innermost first, return addresses moved back into their call
+    /// instruction (all but the innermost frame). A stack removed while an event was in
+    /// flight is missing: its samples keep their time and lose their frames.
+    fn walked(&self, ids: &BTreeSet<u32>) -> BTreeMap<u32, Vec<u64>> {
+        ids.iter()
+            .filter_map(|&id| {
+                let trace = self.stacks.get(&id, 0).ok()?;
+                let ips = trace
+                    .frames()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, frame)| if i == 0 { frame.ip } else { frame.ip - 1 })
+                    .collect();
+                Some((id, ips))
+            })
+            .collect()
+    }
+
+    /// Names for every address of the entry's user and kernel stacks.
+    fn named(
+        &mut self,
+        counted: &[(TimeKey, TimeValue)],
+        walked: &BTreeMap<u32, Vec<u64>>,
+    ) -> Result<(BTreeMap<u64, Frame>, BTreeMap<u64, Frame>)> {
+        let of = |pick: fn(&TimeKey) -> i32| {
+            counted
+                .iter()
+                .filter_map(move |(key, _)| walked.get(&(pick(key) as u32)))
+                .flatten()
+                .copied()
+                .collect::<BTreeSet<u64>>()
+        };
+        let user = symbols::user_frames(
+            self.tgid,
+            of(|key| key.user_stack).into_iter(),
+            &mut self.wasm,
+        )?;
+        let kernel = symbols::kernel_frames(of(|key| key.kernel_stack).into_iter())?;
+        Ok((user, kernel))
+    }
+
+    /// Removes `ids` from the stack map, but for the stacks a thread asleep now left with:
+    /// its interval is counted, with them, when it runs again.
+    fn forget(&mut self, ids: impl Iterator<Item = u32>) -> Result<()> {
+        let mut asleep = BTreeSet::new();
+        for item in self.off_cpu.iter() {
+            let (_, off) = item.context("reading the threads off a CPU")?;
+            if off.since_ns != 0 {
+                asleep.extend([off.user_stack, off.kernel_stack]);
+            }
+        }
+        for id in ids.filter(|&id| !asleep.contains(&(id as i32))) {
+            // Best effort, as for the counts.
+            let _ = self.stacks.remove(&id);
+        }
+        Ok(())
+    }
+}
+
+/// Each thread of process `tgid`: its id, its name and the CPU time the kernel counted for it
+/// (the first field of `/proc/PID/task/TID/schedstat`, ns). A thread that ends while it is
+/// read is left out.
+fn threads_cpu(tgid: u32) -> Vec<(u32, String, u64)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{tgid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let tid = path.file_name()?.to_str()?.parse().ok()?;
+            let schedstat = std::fs::read_to_string(path.join("schedstat")).ok()?;
+            let ns = schedstat.split_whitespace().next()?.parse().ok()?;
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            Some((tid, name.trim_end().to_owned(), ns))
+        })
+        .collect()
+}
