@@ -824,7 +824,7 @@ fn reclaim(run: &Run) -> Result<Figure> {
     let kswapd_top = top_of(kswapd.iter().flatten().map(|s| s.value), 1.0).min(112.0);
     let direct_top = top_of(direct.iter().chain(&others).flatten().map(|s| s.value), 1.0);
     let how = if from_events {
-        "events.csv"
+        crate::producers::probes::events::FILE
     } else {
         "probes: average over each entry"
     };
