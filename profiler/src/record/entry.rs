@@ -53,27 +53,81 @@ pub struct EntryRecord {
     pub held: Option<EntryComposition>,
 }
 
+/// One group of the record in commands.csv: its columns, and how an entry writes its cells.
+pub(super) struct Group {
+    pub(super) columns: fn() -> Vec<&'static Column>,
+    write: fn(&EntryRecord, &mut Row),
+}
+
+/// The record's groups, in column order: [`super::columns`] and each entry's row both read
+/// this list, so a new group is one line here (and its field above).
+pub(super) const GROUPS: &[Group] = &[
+    Group {
+        columns: || EntryMeasure::columns().collect(),
+        write: |record, row| record.measure.write(row),
+    },
+    Group {
+        columns: || EntrySampling::COLUMNS.to_vec(),
+        write: |record, row| record.sampling.write(row),
+    },
+    Group {
+        columns: || super::probes::probe_columns().iter().map(|c| &c.column).collect(),
+        write: |record, row| ProbeMetrics::write_cells(record.probes.as_ref(), row),
+    },
+    Group {
+        columns: || StopBreakdown::COLUMNS.to_vec(),
+        write: |record, row| StopBreakdown::write_cells(record.stop.as_ref(), row),
+    },
+    Group {
+        columns: || BandHeld::COLUMNS.to_vec(),
+        write: |record, row| {
+            let zones: Vec<ZoneId> = record
+                .sampling
+                .zone_lowest
+                .iter()
+                .map(|(id, _)| id.clone())
+                .collect();
+            BandHeld::write_cells(record.pressure.as_ref(), &zones, row);
+        },
+    },
+    Group {
+        columns: || MemcgEntry::COLUMNS.to_vec(),
+        write: |record, row| MemcgEntry::write_cells(record.memcg.as_ref(), row),
+    },
+    Group {
+        columns: || StackSummary::COLUMNS.to_vec(),
+        write: |record, row| StackSummary::write_cells(record.stacks.as_ref(), row),
+    },
+    Group {
+        columns: || EntryTime::COLUMNS.to_vec(),
+        write: |record, row| EntryTime::write_cells(record.time.as_ref(), row),
+    },
+    Group {
+        columns: || LoadEntry::COLUMNS.to_vec(),
+        write: |record, row| LoadEntry::write_cells(record.load.as_ref(), row),
+    },
+    Group {
+        columns: || TrafficStep::COLUMNS.to_vec(),
+        write: |record, row| {
+            TrafficStep::write_cells(record.measure.outcome.traffic.as_ref(), row)
+        },
+    },
+    Group {
+        columns: || HostCounters::COLUMNS.to_vec(),
+        write: |record, row| HostCounters::write_cells(record.host.as_ref(), row),
+    },
+    Group {
+        columns: || EntryComposition::COLUMNS.to_vec(),
+        write: |record, row| EntryComposition::write_cells(record.held.as_ref(), row),
+    },
+];
+
 /// The entry's commands.csv row: every group's cells, in column order.
 impl Metrics for EntryRecord {
     fn write(&self, row: &mut Row) {
-        self.measure.write(row);
-        self.sampling.write(row);
-        ProbeMetrics::write_cells(self.probes.as_ref(), row);
-        StopBreakdown::write_cells(self.stop.as_ref(), row);
-        let zones: Vec<ZoneId> = self
-            .sampling
-            .zone_lowest
-            .iter()
-            .map(|(id, _)| id.clone())
-            .collect();
-        BandHeld::write_cells(self.pressure.as_ref(), &zones, row);
-        MemcgEntry::write_cells(self.memcg.as_ref(), row);
-        StackSummary::write_cells(self.stacks.as_ref(), row);
-        EntryTime::write_cells(self.time.as_ref(), row);
-        LoadEntry::write_cells(self.load.as_ref(), row);
-        TrafficStep::write_cells(self.measure.outcome.traffic.as_ref(), row);
-        HostCounters::write_cells(self.host.as_ref(), row);
-        EntryComposition::write_cells(self.held.as_ref(), row);
+        for group in GROUPS {
+            (group.write)(self, row);
+        }
     }
 }
 

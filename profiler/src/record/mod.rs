@@ -43,19 +43,10 @@ pub trait Metrics {
 
 /// Every column of commands.csv, in row order: the field table every view reads.
 pub fn columns() -> Vec<&'static Column> {
-    let mut columns: Vec<&'static Column> = EntryMeasure::columns().collect();
-    columns.extend(sampling::EntrySampling::COLUMNS);
-    columns.extend(probes::probe_columns().iter().map(|column| &column.column));
-    columns.extend(probes::StopBreakdown::COLUMNS);
-    columns.extend(balloon::BandHeld::COLUMNS);
-    columns.extend(memcg::MemcgEntry::COLUMNS);
-    columns.extend(probes::StackSummary::COLUMNS);
-    columns.extend(time::EntryTime::COLUMNS);
-    columns.extend(locust::LoadEntry::COLUMNS);
-    columns.extend(traffic::TrafficStep::COLUMNS);
-    columns.extend(host::HostCounters::COLUMNS);
-    columns.extend(composition::EntryComposition::COLUMNS);
-    columns
+    entry::GROUPS
+        .iter()
+        .flat_map(|group| (group.columns)())
+        .collect()
 }
 
 /// The column `name` is, or is a member of.
