@@ -96,6 +96,14 @@ fn smoke_run_leaves_four_consistent_files() {
         );
     }
 
+    // The scheduler's counts of the host's threads: each entry before `stop` put one on a
+    // CPU (a request wakes a thread to serve it), and `stop`, with the host gone, has none.
+    let timeslices = column(&header, "sched_timeslices");
+    for row in &rows[..rows.len() - 1] {
+        assert!(int(row, timeslices) >= 1, "{row:?}");
+    }
+    assert_eq!(stop[timeslices], "", "{stop:?}");
+
     // Kernel evidence, attributed to the right entry, without a flag: a started host is
     // profiled in exact mode. The skill touches every page of the 1,000 KB it allocates, so
     // that entry saw at least 250 page faults, each counted by the fault programs as the

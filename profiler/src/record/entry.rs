@@ -14,7 +14,7 @@ use super::locust::LoadEntry;
 use super::memcg::MemcgEntry;
 use super::probes::{ProbeMetrics, StackSummary, StopBreakdown};
 use super::process::{ProcessChange, ProcessStat};
-use super::sampling::{EntrySampling, ZoneId};
+use super::sampling::{EntrySampling, HostScheduling, ZoneId};
 use super::time::EntryTime;
 use super::traffic::TrafficStep;
 use crate::ground::cmds::{self, Command, InFlightCap};
@@ -51,6 +51,9 @@ pub struct EntryRecord {
     /// host is gone.
     #[serde(default)]
     pub held: Option<EntryComposition>,
+    /// How long the host's threads waited for a CPU; `None` once the host is gone.
+    #[serde(default)]
+    pub scheduling: Option<HostScheduling>,
 }
 
 /// One group of the record in commands.csv: its columns, and how an entry writes its cells.
@@ -71,7 +74,16 @@ pub(super) const GROUPS: &[Group] = &[
         write: |record, row| record.sampling.write(row),
     },
     Group {
-        columns: || super::probes::probe_columns().iter().map(|c| &c.column).collect(),
+        columns: || HostScheduling::COLUMNS.to_vec(),
+        write: |record, row| HostScheduling::write_cells(record.scheduling.as_ref(), row),
+    },
+    Group {
+        columns: || {
+            super::probes::probe_columns()
+                .iter()
+                .map(|c| &c.column)
+                .collect()
+        },
         write: |record, row| ProbeMetrics::write_cells(record.probes.as_ref(), row),
     },
     Group {
@@ -108,9 +120,7 @@ pub(super) const GROUPS: &[Group] = &[
     },
     Group {
         columns: || TrafficStep::COLUMNS.to_vec(),
-        write: |record, row| {
-            TrafficStep::write_cells(record.measure.outcome.traffic.as_ref(), row)
-        },
+        write: |record, row| TrafficStep::write_cells(record.measure.outcome.traffic.as_ref(), row),
     },
     Group {
         columns: || HostCounters::COLUMNS.to_vec(),
@@ -147,6 +157,7 @@ impl EntryRecord {
             load: None,
             host: None,
             held: None,
+            scheduling: None,
         }
     }
 

@@ -144,6 +144,22 @@ fields! {
     VMSTAT "vmstat_*" Count "change of a /proc/vmstat counter over the entry (pgfault, pgmajfault, pgscan_*, pgsteal_*, allocstall_*, pgrefill, workingset_*, pswpin, pswpout; workingset_nodes is a gauge and can fall)" for self.vmstat.iter().map(|(counter, change)| (format!("vmstat_{counter}"), *change));
 }
 
+/// What the scheduler counted for the host's threads over an entry
+/// (/proc/PID/task/TID/schedstat at both boundaries): each thread living at the end, from its
+/// count at the start (all of it, for a thread born since). A thread that exits during the
+/// entry is missed, with its counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HostScheduling {
+    pub run_delay_ms: f64,
+    pub timeslices: u64,
+}
+
+fields! {
+    impl HostScheduling: pub fn write_cells(entry: Option<&HostScheduling>, row: &mut Row) -> row {}
+    RUN_DELAY "sched_run_delay_ms" Ms "time the host's threads spent runnable but waiting for a CPU during the entry (schedstat at both boundaries; a thread that exited before the end is missed): the CPU contention the host's own CPU time cannot show" = entry.map(|e| e.run_delay_ms);
+    TIMESLICES "sched_timeslices" Count "times the scheduler put one of the host's threads on a CPU during the entry (schedstat)" = entry.map(|e| e.timeslices);
+}
+
 impl EntrySampling {
     /// No samples yet.
     pub fn unsampled() -> EntrySampling {

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::ground::cmds::Command;
+use crate::producers::sample::schedstat::Schedstats;
 use crate::producers::sample::{self, SampleSink, Sampler, process};
 use crate::producers::system::cgroup::MemoryCgroup;
 use crate::record::composition::{Composition, EntryComposition};
 use crate::record::host::HostCounters;
 use crate::record::memcg::{MemcgEntry, MemcgStat};
+use crate::record::sampling::HostScheduling;
 use crate::record::{EntryRecord, RunInfo};
 
 use super::interrupt::Abort;
@@ -29,6 +31,8 @@ pub struct Sampling {
     peak_how: Option<String>,
     interval_ms: u64,
     attached: bool,
+    /// The host's threads' scheduler counts at the entry's start.
+    scheduled: Schedstats,
 }
 
 impl Sampling {
@@ -44,6 +48,7 @@ impl Sampling {
             peak_how: None,
             interval_ms: interval.as_millis() as u64,
             attached,
+            scheduled: Schedstats::default(),
         })
     }
 
@@ -96,6 +101,7 @@ impl Measurer for Sampling {
             self.sampler().release_process()?;
         }
         self.peak_reset = self.reset_peak(begin.host.progress, begin.host.pid);
+        self.scheduled = Schedstats::read(Path::new(sample::PROC), begin.host.pid);
         Ok(())
     }
 
@@ -113,6 +119,14 @@ impl Measurer for Sampling {
             sampling.cover_rss(peak);
         }
         record.sampling = sampling;
+        if measure.after.is_some() {
+            let now = Schedstats::read(Path::new(sample::PROC), host.pid);
+            let since = now.total_since(&self.scheduled);
+            record.scheduling = Some(HostScheduling {
+                run_delay_ms: since.run_delay_ns as f64 / 1e6,
+                timeslices: since.timeslices,
+            });
+        }
         Ok(())
     }
 

@@ -301,6 +301,16 @@ fn cpu(record: &EntryRecord) -> Option<String> {
             count(yielded as f64)
         ));
     }
+    if let Some(waited) = record
+        .scheduling
+        .map(|s| s.run_delay_ms)
+        .filter(|waited| *waited >= 1.0)
+    {
+        text.push_str(&format!(
+            "; its threads waited {} in all runnable for a CPU (schedstat)",
+            ms(waited)
+        ));
+    }
     Some(text)
 }
 
