@@ -40,20 +40,25 @@ fn record_types_are_reached_by_one_path() {
     assert!(second_names.is_empty(), "{second_names:#?}");
 }
 
-/// The layers as docs/architecture.md draws them (its `layers` block), top first: each a
-/// folder of profiler/src and the modules in it.
-fn layers() -> Vec<(String, Vec<String>)> {
+/// The lines of docs/architecture.md's fenced block ```` ```name ````, which the tests below
+/// hold against the tree.
+fn architecture_block(name: &str) -> String {
     let doc = fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../docs/architecture.md"
     ))
     .unwrap();
-    let block = doc
-        .split("```layers\n")
+    doc.split(&format!("```{name}\n"))
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("docs/architecture.md has a ```layers block");
-    block
+        .unwrap_or_else(|| panic!("docs/architecture.md has a ```{name} block"))
+        .to_owned()
+}
+
+/// The layers as docs/architecture.md draws them (its `layers` block), top first: each a
+/// folder of profiler/src and the modules in it.
+fn layers() -> Vec<(String, Vec<String>)> {
+    architecture_block("layers")
         .lines()
         .filter(|line| !line.trim().is_empty())
         .map(|line| {
@@ -136,17 +141,7 @@ fn no_module_imports_a_layer_above_its_own() {
 /// The run-folder files as docs/architecture.md lists them (its `files` block): each name and
 /// the file of profiler/src that owns it.
 fn owners() -> Vec<(String, String)> {
-    let doc = fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/architecture.md"
-    ))
-    .unwrap();
-    let block = doc
-        .split("```files\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("docs/architecture.md has a ```files block");
-    block
+    architecture_block("files")
         .lines()
         .filter_map(|line| {
             let mut words = line.split_whitespace();
@@ -155,14 +150,27 @@ fn owners() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A run-folder file is named, as a string of its own (a folder: joined to a path), only by its owner: everything else asks
-/// the owner, so a file has one writer and one place to find it. Tests are left out: they name
-/// the files they check.
+/// A run-folder file is named, as a string of its own (a folder: joined to a path), only by
+/// its owner: everything else asks the owner, so a file has one writer and one place to find
+/// it. Tests are left out: they name the files they check.
 #[test]
 fn each_run_folder_file_is_named_by_its_owner_alone() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let owners = owners();
     assert!(owners.len() >= 10, "{owners:?}");
+    // Each file's code, up to its tests, read once for every name.
+    let code: Vec<(PathBuf, String)> = sources(&src)
+        .into_iter()
+        .map(|file| {
+            let text = fs::read_to_string(&file).unwrap();
+            let code = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            (file, code)
+        })
+        .collect();
     let mut strays = Vec::new();
     for (name, owner) in &owners {
         let owner = src.join(owner);
@@ -183,9 +191,7 @@ fn each_run_folder_file_is_named_by_its_owner_alone() {
             "{} owns {name}, but does not name it",
             owner.display()
         );
-        for file in sources(&src).iter().filter(|file| **file != owner) {
-            let text = fs::read_to_string(file).unwrap();
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (file, code) in code.iter().filter(|(file, _)| *file != owner) {
             for (at, line) in code.lines().enumerate() {
                 if !line.trim_start().starts_with("//") && line.contains(&literal) {
                     strays.push(format!("{}:{}: {}", file.display(), at + 1, line.trim()));
