@@ -21,8 +21,9 @@ use super::interrupt::Abort;
 use super::measure::{Begin, Host, Measurer};
 use super::progress::Progress;
 
-/// The sampler's figures of each entry, and its RSS peak: the kernel's high-water mark,
-/// reset at each entry's start, where the kernel lets it be.
+/// The sampler's figures of each entry, its RSS peak (the kernel's high-water mark, reset at
+/// each entry's start, where the kernel lets it be), and the host's threads' scheduler counts
+/// (read at the boundaries, outside the command's timing).
 pub struct Sampling {
     sampler: Option<Sampler>,
     /// Whether this entry's peak was reset, so that the kernel's peak is the entry's.
