@@ -1,10 +1,10 @@
-//! The host process from one read of /proc/PID/stat at an entry's boundary, and what changed
+//! The host process from one read of /proc/PID/statm and stat at an entry's boundary, and what changed
 //! between the two readings of an entry.
 
 use super::field::{Row, fields};
 
-/// Memory in KB as psutil's `memory_info()` reports rss and vms, which the 2024 harness
-/// logged; faults are the process's own (children's are not included).
+/// Memory in KB as psutil's `memory_info()` reports rss and vms (from /proc/PID/statm), which
+/// the 2024 harness logged; faults are the process's own (children's are not included).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessStat {
     pub rss_kb: u64,
@@ -84,7 +84,7 @@ fields! {
         let faults = self.faults();
         let switches = self.switches();
     }
-    RSS_BEFORE "rss_before_kb" Kib "host resident set size before the entry" = self.before.rss_kb;
+    RSS_BEFORE "rss_before_kb" Kib "host resident set size before the entry (/proc/PID/statm, as psutil's `memory_info()`: the exact sum of the kernel's per-CPU counts, which /proc/PID/stat skips)" = self.before.rss_kb;
     RSS_AFTER "rss_after_kb" Kib "host resident set size after the entry (0 after stop)" = self.rss_after_kb();
     RSS_DIFF "rss_diff_kb" Kib "rss_after_kb - rss_before_kb" = self.rss_diff_kb();
     VMS_BEFORE "vms_before_kb" Kib "host virtual memory size before the entry" = self.before.vms_kb;

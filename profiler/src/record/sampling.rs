@@ -127,7 +127,7 @@ fields! {
     MAPS_LIMIT "maps_limit" Count "vm.max_map_count at the end of the entry: the mappings one process may hold" = self.maps_limit;
     FDS_PEAK "fds_peak" Count "most open file descriptors the host held in any count of the entry (/proc/PID/fd, at both ends and once a second between), against fds_limit: every connection in flight holds one" = self.handles.fds_peak;
     FDS_LIMIT "fds_limit" Count "the host's soft RLIMIT_NOFILE (/proc/PID/limits) at the entry's last count: past it, accept, open and socket fail with EMFILE; empty when unlimited" = self.handles.fds_limit;
-    VMS_PEAK "vms_peak_kb" Kib "most address space (VmSize, /proc/PID/stat) the host held in any sample of the entry: a pool's reservation, and on demand each live instance's, against as_limit_kb and the 128 TiB of a 47-bit address space" = self.vms_peak_kb;
+    VMS_PEAK "vms_peak_kb" Kib "most address space (VmSize, /proc/PID/statm) the host held in any sample of the entry: a pool's reservation, and on demand each live instance's, against as_limit_kb and the 128 TiB of a 47-bit address space" = self.vms_peak_kb;
     AS_LIMIT "as_limit_kb" Kib "the host's soft RLIMIT_AS (ulimit -v, /proc/PID/limits) at the entry's last count: past it, mmap fails with ENOMEM; empty when unlimited" = self.handles.as_limit_kb;
     THREADS_PEAK "threads_peak" Count "most threads the host ran in any sample of the entry (/proc/PID/stat): a compile's own threads (skillhost: one per CPU) are gone by its end" = self.threads_peak;
     SAMPLES "samples" Count "samples the sampler took during the entry, both boundary samples included" = self.samples;

@@ -1,4 +1,4 @@
-//! Sampling from procfs: the host process (/proc/PID/stat) and the system (PSI, meminfo,
+//! Sampling from procfs: the host process (/proc/PID/statm and stat) and the system (PSI, meminfo,
 //! zoneinfo, vmstat), every interval and at entry boundaries, on a thread of its own.
 //! Knows nothing of probes; everything here is read from text files.
 

@@ -85,7 +85,7 @@ const COLUMNS: &[(record::Column, Column, Cell)] = &[
         record::Column::new(
             "rss_kb",
             Unit::Kib,
-            "host resident set size (/proc/PID/stat, as psutil's `memory_info()`); empty once the host has exited",
+            "host resident set size (/proc/PID/statm, as psutil's `memory_info()`); empty once the host has exited",
         ),
         Column::RssKb,
         |s| Some(s.process?.rss_kb.to_string()),
