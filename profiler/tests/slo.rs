@@ -40,32 +40,57 @@ fn allowed_cpus(pid: i32) -> String {
         .to_owned()
 }
 
-/// Runs `experiment` again, once, after a pause, when the experiment itself says its
-/// generator could not keep its schedule where the test needs it to (`late` counts the steps
-/// that matter judged `Generator`: over 1% of their sends more than 1 ms late). These tests
-/// judge a host against a target, which needs a generator that sends on time; on this VM a
-/// stretch of the suite sometimes stalls every thread for milliseconds (one suite run: sends
-/// up to 9 ms late and a hello request's p99 10 ms at 15/s, where alone it is under 1 ms),
-/// and slo is right to refuse to judge the host then. A second stall fails the test.
-fn with_a_generator_on_time<T>(mut experiment: impl FnMut() -> T, late: impl Fn(&T) -> usize) -> T {
-    let first = experiment();
-    let steps = late(&first);
-    if steps == 0 {
-        return first;
+/// Runs `experiment` again, up to twice, 30 s apart, while the experiment itself says its
+/// generator could not keep its schedule where the test needs it to (`late` gives why, for
+/// each step that matters judged `Generator`: over 1% of its sends more than 1 ms late).
+/// These tests judge a host against a target, which needs a generator that sends on time,
+/// and slo is right to refuse to judge the host when it did not. On this VM that happens in
+/// stretches when the hypervisor takes the vCPUs: 2026-11-29, 7% and 9% of the two CPUs'
+/// time stolen over an slo run (0.2% over the machine's 20 hours up), and every step's sends
+/// up to 11 ms late. The third such run fails the test, with each run's reasons.
+fn with_a_generator_on_time<T>(
+    mut experiment: impl FnMut() -> T,
+    late: impl Fn(&T) -> Vec<String>,
+) -> T {
+    let mut said = Vec::new();
+    let mut run = 1;
+    loop {
+        let result = experiment();
+        let why = late(&result);
+        if why.is_empty() {
+            return result;
+        }
+        said.push(format!("run {run}: {}", why.join("; ")));
+        if run == 3 {
+            eprintln!(
+                "the generator could not keep its schedule in three runs:\n{}",
+                said.join("\n")
+            );
+            return result;
+        }
+        eprintln!(
+            "the generator could not keep its schedule in a step the test judges ({}): once \
+             more, in 30 s",
+            said[said.len() - 1]
+        );
+        run += 1;
+        std::thread::sleep(Duration::from_secs(30));
     }
-    eprintln!(
-        "the generator could not keep its schedule in {steps} step(s) the test judges (the \
-         machine stalled its threads): once more, in 30 s"
-    );
-    std::thread::sleep(Duration::from_secs(30));
-    experiment()
 }
 
-fn judged_generator(steps: &[skillprof::record::slo::SloStep]) -> usize {
+/// Why the generator could not send each step judged `Generator`, in slo's words.
+fn judged_generator(steps: &[skillprof::record::slo::SloStep]) -> Vec<String> {
     steps
         .iter()
         .filter(|step| step.verdict == Verdict::Generator)
-        .count()
+        .map(|step| {
+            format!(
+                "{}/s: {}",
+                step.rps,
+                step.traffic.generator_limited().unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -234,7 +259,7 @@ fn a_search_brackets_the_peak_and_says_what_bound_the_step_above_it() {
         // Generator steps above the knee are the search's business; a search the generator
         // held back from every rate leaves no peak to judge.
         |(_, _, report)| match report.configs[0].peak_rps {
-            Some(_) => 0,
+            Some(_) => Vec::new(),
             None => judged_generator(&report.steps),
         },
     );

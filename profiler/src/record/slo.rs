@@ -291,6 +291,7 @@ fields! {
     FAULTS "faults_per_request" Ratio "the host's page faults per request answered" = e.per_request(e.faults as f64);
     TLB "tlb_shootdowns_per_request" Ratio "TLB shootdown interrupts of the machine per request answered" = e.per_request(e.tlb_shootdowns as f64);
     GENERATOR_CPU "generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step" = t.generator_cpu_ms;
+    GENERATOR_STEAL "generator_steal_pct" Percent "share of the generator's CPUs' time the hypervisor gave to other guests over the schedule (their /proc/stat steal): a vCPU that is not running cannot wake the generator to send; empty in experiments made before it was read" = t.generator_cpus_time.map(|time| time.steal_pct);
 }
 
 impl SloStep {

@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::field::{Row, fields};
+use super::sampling::CpuShare;
 
 /// How a step's requests were sent.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -111,6 +112,12 @@ pub struct TrafficStep {
     /// or [`UNPINNED`]).
     pub generator_cpu_ms: f64,
     pub generator_cpus: String,
+    /// The generator's CPUs from its schedule's start to its end (their /proc/stat lines; every
+    /// CPU's where it was not pinned): a thread that sleeps until each send is late when its
+    /// CPU is not there to wake it, taken by the hypervisor (steal) or by interrupts. `None`
+    /// in steps recorded before they were read.
+    #[serde(default)]
+    pub generator_cpus_time: Option<CpuShare>,
     /// The stall the latency's tail came from, where it came from one.
     #[serde(default)]
     pub stall: Option<Stall>,
@@ -162,7 +169,8 @@ impl TrafficStep {
 
     /// Why the generator could not hold its schedule, if it could not: then the step is no
     /// measure of the host's limit. Late sends beyond 1% of the requests and beyond
-    /// [`ONE_HICCUP`], or a generator busy for more than 90% of one CPU.
+    /// [`ONE_HICCUP`] (with what took the generator's CPUs, where that was 1% of their time
+    /// or more), or a generator busy for more than 90% of one CPU.
     pub fn generator_limited(&self) -> Option<String> {
         let busy = self.generator_cpu_ms / ((self.measured_s + self.warmup_s) * 1e3);
         if self.asked_rps().is_some()
@@ -170,8 +178,13 @@ impl TrafficStep {
             && self.late_sends > ONE_HICCUP
         {
             return Some(format!(
-                "{} of {} sends were more than 1 ms late (send lag p99 {:.2} ms)",
-                self.late_sends, self.sent, self.send_lag_p99_ms
+                "{} of {} sends were more than 1 ms late (send lag p99 {:.2} ms){}",
+                self.late_sends,
+                self.sent,
+                self.send_lag_p99_ms,
+                self.generator_cpus_taken()
+                    .map(|taken| format!("; of the generator's CPU time, {taken}"))
+                    .unwrap_or_default()
             ));
         }
         (busy > 0.9).then(|| {
@@ -181,6 +194,23 @@ impl TrafficStep {
                 self.generator_cpu_ms.round()
             )
         })
+    }
+
+    /// What took the generator's CPUs from every task, where it took 1% of their time or
+    /// more: "7% went to the hypervisor (steal)". The scheduler thread runs at real-time
+    /// priority, so no task of this machine delays its wake; these can.
+    pub fn generator_cpus_taken(&self) -> Option<String> {
+        let share = self.generator_cpus_time?;
+        let interrupts = share.irq_pct.unwrap_or(0.0) + share.softirq_pct.unwrap_or(0.0);
+        let taken: Vec<String> = [
+            (share.steal_pct, "went to the hypervisor (steal)"),
+            (interrupts, "to interrupts and softirqs"),
+        ]
+        .into_iter()
+        .filter(|(pct, _)| *pct >= 1.0)
+        .map(|(pct, what)| format!("{pct:.0}% {what}"))
+        .collect();
+        (!taken.is_empty()).then(|| taken.join(", "))
     }
 
     /// Why the step was not sustained, in words, latency aside: the generator could not hold
@@ -242,6 +272,7 @@ fields! {
     MAX "traffic_max_ms" Ms "slowest request, as traffic_p50_ms" = step.map(|s| s.latency.max_ms);
     SERVICE_P99 "traffic_service_p99_ms" Ms "99th percentile from the actual send to the answer" = step.map(|s| s.service.p99_ms);
     GENERATOR_CPU "traffic_generator_cpu_ms" Ms "CPU time of skillprof's load generator over the step" = step.map(|s| s.generator_cpu_ms);
+    GENERATOR_STEAL "traffic_generator_steal_pct" Percent "share of the generator's CPUs' time the hypervisor gave to other guests over the schedule (their /proc/stat steal): a vCPU that is not running cannot wake the generator to send" = step.and_then(|s| s.generator_cpus_time).map(|t| t.steal_pct);
 }
 
 impl TrafficStep {

@@ -43,6 +43,16 @@ pub fn read(proc_root: &Path) -> Result<CpuTimes> {
         .with_context(|| format!("parsing {}", proc_root.join("stat").display()))
 }
 
+/// The CPUs `cpus`, summed, or every CPU where `cpus` is `None`.
+pub fn read_cpus(proc_root: &Path, cpus: Option<&[usize]>) -> Result<CpuTimes> {
+    let text = super::read_proc_file(proc_root, "stat")?;
+    match cpus {
+        Some(cpus) => parse_cpus(&text, cpus),
+        None => parse(&text),
+    }
+    .with_context(|| format!("parsing {}", proc_root.join("stat").display()))
+}
+
 pub fn parse(text: &str) -> Result<CpuTimes> {
     let Some(line) = text.lines().find(|line| line.starts_with("cpu ")) else {
         bail!("no `cpu ` line");

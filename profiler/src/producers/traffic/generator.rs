@@ -13,6 +13,7 @@
 //! measured. After the last send the step waits for the answers still due, at most
 //! [`DRAIN`]; what is still unanswered then counts as failed.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use tokio::sync::Notify;
 
 use super::schedule::Schedule;
 use crate::producers::hostctl::Client;
+use crate::producers::sample::{PROC, cpu};
 use crate::producers::system::affinity;
 use crate::record::traffic::{Load, Percentiles, TrafficErrors, TrafficStep, UNPINNED};
 
@@ -386,7 +388,9 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
         connections: tokio::sync::Semaphore::new(CONNECTIONS),
     });
     let plan = &shared.plan;
-    let scheduler_cpu = runtime.block_on(async {
+    let cpus_time = || cpu::read_cpus(Path::new(PROC), plan.cpus.as_deref()).ok();
+    let cpus_at_start = cpus_time();
+    let (scheduler_cpu, cpus_at_end) = runtime.block_on(async {
         let scheduler_cpu = match plan.load {
             Load::Open { rps, arrivals } => {
                 let handle = tokio::runtime::Handle::current();
@@ -452,11 +456,13 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
                 None
             }
         };
+        // The schedule is over: the drain that follows sends nothing.
+        let cpus_at_end = cpus_time();
         shared
             .in_flight
             .drained(start + plan.length + DRAIN, &cancelled)
             .await;
-        Ok::<_, anyhow::Error>(scheduler_cpu)
+        Ok::<_, anyhow::Error>((scheduler_cpu, cpus_at_end))
     })?;
     let generator_cpu = io_cpu.since() + scheduler_cpu.unwrap_or_default();
     drop(runtime);
@@ -484,6 +490,9 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
         last_fifth_p50_ms: fifth(4),
         generator_cpu_ms: generator_cpu.as_secs_f64() * 1e3,
         generator_cpus: cpus,
+        generator_cpus_time: cpus_at_start
+            .zip(cpus_at_end)
+            .and_then(|(start, end)| end.since(&start)),
         stall: super::stall::find(
             &recorder.requests,
             recorder.latency.value_at_quantile(0.5),
