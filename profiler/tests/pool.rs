@@ -12,6 +12,7 @@ use std::process::Output;
 use common::cli::{describe, skillprof, write_cmds};
 use common::require_root;
 use skillprof::record::pool::PoolExperiment;
+use skillprof::record::traffic::GENERATOR_LATE;
 
 /// A Rust skill (add_rs runs its first request, which compiles it), then forty requests that
 /// each write 1 MiB of its memory, alone and four at once.
@@ -144,14 +145,35 @@ const RATES: &str = "add_rs\no_execute sample_rs1 50 2 constant 1024 0\n\
 fn for_the_peak_each_configuration_is_held_to_the_target_at_each_rate() {
     require_root("skillprof pool runs skillprof run with its probes");
     let _machine = common::machine();
-    let (_dir, folder, output) = pool_on(
-        RATES,
-        &[
-            "--rounds", "1", "--seed", "3", "--goal", "peak", "--p99-ms", "250",
-        ],
+    let (_dir, folder, _output, experiment) = common::generator::on_time(
+        || {
+            let (dir, folder, output) = pool_on(
+                RATES,
+                &[
+                    "--rounds", "1", "--seed", "3", "--goal", "peak", "--p99-ms", "250",
+                ],
+            );
+            assert!(output.status.success(), "{}", describe(&output));
+            let experiment: PoolExperiment =
+                skillprof::commands::pool::output::read(&folder).unwrap();
+            (dir, folder, output, experiment)
+        },
+        |(_, _, _, experiment)| {
+            experiment
+                .configs
+                .iter()
+                .flat_map(|config| {
+                    let rates = config.runs[0].figures.as_ref().map(|f| f.rates.as_slice());
+                    rates.unwrap_or_default().iter().filter_map(move |step| {
+                        step.unsustained
+                            .as_ref()
+                            .filter(|why| why.starts_with(GENERATOR_LATE))
+                            .map(|why| format!("{} at {}/s: {why}", config.name, step.asked_rps))
+                    })
+                })
+                .collect()
+        },
     );
-    assert!(output.status.success(), "{}", describe(&output));
-    let experiment: PoolExperiment = skillprof::commands::pool::output::read(&folder).unwrap();
     for config in &experiment.configs {
         let figures = config.runs[0].figures.as_ref().unwrap();
         let asked: Vec<f64> = figures.rates.iter().map(|step| step.asked_rps).collect();

@@ -40,44 +40,6 @@ fn allowed_cpus(pid: i32) -> String {
         .to_owned()
 }
 
-/// Runs `experiment` again, up to twice, 30 s apart, while the experiment itself says its
-/// generator could not keep its schedule where the test needs it to (`late` gives why, for
-/// each step that matters judged `Generator`: over 1% of its sends more than 1 ms late).
-/// These tests judge a host against a target, which needs a generator that sends on time,
-/// and slo is right to refuse to judge the host when it did not. On this VM that happens in
-/// stretches when the hypervisor takes the vCPUs: 2026-11-29, 7% and 9% of the two CPUs'
-/// time stolen over an slo run (0.2% over the machine's 20 hours up), and every step's sends
-/// up to 11 ms late. The third such run fails the test, with each run's reasons.
-fn with_a_generator_on_time<T>(
-    mut experiment: impl FnMut() -> T,
-    late: impl Fn(&T) -> Vec<String>,
-) -> T {
-    let mut said = Vec::new();
-    let mut run = 1;
-    loop {
-        let result = experiment();
-        let why = late(&result);
-        if why.is_empty() {
-            return result;
-        }
-        said.push(format!("run {run}: {}", why.join("; ")));
-        if run == 3 {
-            eprintln!(
-                "the generator could not keep its schedule in three runs:\n{}",
-                said.join("\n")
-            );
-            return result;
-        }
-        eprintln!(
-            "the generator could not keep its schedule in a step the test judges ({}): once \
-             more, in 30 s",
-            said[said.len() - 1]
-        );
-        run += 1;
-        std::thread::sleep(Duration::from_secs(30));
-    }
-}
-
 /// Why the generator could not send each step judged `Generator`, in slo's words.
 fn judged_generator(steps: &[skillprof::record::slo::SloStep]) -> Vec<String> {
     steps
@@ -97,7 +59,7 @@ fn judged_generator(steps: &[skillprof::record::slo::SloStep]) -> Vec<String> {
 fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_failed() {
     require_root(ROOT);
     let _one = common::machine();
-    let (_dir, folder, report, said) = with_a_generator_on_time(
+    let (_dir, folder, report, said) = common::generator::on_time(
         || {
             let dir = tempfile::tempdir().unwrap();
             let folder = dir.path().join("slo");
@@ -241,7 +203,7 @@ fn a_stalled_host_misses_the_target_in_that_step_and_a_killed_one_ends_its_step_
 fn a_search_brackets_the_peak_and_says_what_bound_the_step_above_it() {
     require_root(ROOT);
     let _one = common::machine();
-    let (dir, folder, report) = with_a_generator_on_time(
+    let (dir, folder, report) = common::generator::on_time(
         || {
             let dir = tempfile::tempdir().unwrap();
             let folder = dir.path().join("slo");

@@ -144,6 +144,9 @@ pub struct Stall {
 /// the rate (and its request's latency still counts from its scheduled send).
 const ONE_HICCUP: u64 = 2;
 
+/// How [`TrafficStep::unsustained`] begins when the generator could not hold its schedule.
+pub const GENERATOR_LATE: &str = "the generator could not hold its schedule";
+
 /// `generator_cpus` of a generator that was not pinned: it ran on any CPU, the host's too.
 pub const UNPINNED: &str = "any";
 
@@ -218,7 +221,7 @@ impl TrafficStep {
     /// latency was still growing at the end. `None` for a step the host kept up with.
     pub fn unsustained(&self) -> Option<String> {
         if let Some(why) = self.generator_limited() {
-            return Some(format!("the generator could not hold its schedule: {why}"));
+            return Some(format!("{GENERATOR_LATE}: {why}"));
         }
         if let Some(asked) = self
             .asked_rps()

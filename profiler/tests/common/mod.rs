@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod exercise;
+pub mod generator;
 pub mod outside_host;
 pub mod prometheus;
 pub mod tls;
