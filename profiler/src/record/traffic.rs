@@ -202,7 +202,7 @@ impl TrafficStep {
     /// What took the generator's CPUs from every task, where it took 1% of their time or
     /// more: "7% went to the hypervisor (steal)". The scheduler thread runs at real-time
     /// priority, so no task of this machine delays its wake; these can.
-    pub fn generator_cpus_taken(&self) -> Option<String> {
+    fn generator_cpus_taken(&self) -> Option<String> {
         let share = self.generator_cpus_time?;
         let interrupts = share.irq_pct.unwrap_or(0.0) + share.softirq_pct.unwrap_or(0.0);
         let taken: Vec<String> = [

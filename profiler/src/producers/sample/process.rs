@@ -134,7 +134,9 @@ fn switches(proc_root: &Path, pid: u32) -> Option<(u64, u64)> {
 /// for every sample. Its RSS is statm's: since Linux 6.2 the kernel keeps a process's RSS as
 /// per-CPU counters, and stat reads only their shared part, which lags each CPU's unsynced
 /// changes by up to 31 pages per CPU and memory type (under 1 MiB on this 2-core machine,
-/// about 95 MiB on 64 cores); statm and status sum every CPU's part. statm is read first: a
+/// about 95 MiB on 64 cores). statm and status sum every CPU's part on this machine's 6.18;
+/// on 6.2 to 6.15 they may not, and only smaps_rollup, too dear for every sample, is exact
+/// (docs/findings/2026-11-29-rss-from-stat-lags.md). statm is read first: a
 /// host that exits between the two then reads as a zombie in stat, never as an RSS of 0.
 pub fn read(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
     let dir = proc_root.join(pid.to_string());
