@@ -4,7 +4,8 @@
 # preferred mechanisms must attach), then the two kernels' results compared: the exact-count
 # workload's syscalls and bytes equal, its faults within 0.5%, and the stop breakdowns side by
 # side (in the guest, fexit exit_mmap against the rss_stat estimate this machine relies on).
-# Called by scripts/test.sh after `cargo test`; runs alone too (as root).
+# Called by scripts/test.sh after `cargo test`, whose run of the probe tests on this kernel
+# saved the host half's results already (--host-from-suite); runs alone too (as root).
 #
 # It prepares the guest first, idempotently (a second run only checks):
 #   - apt packages: qemu-system-x86 busybox-static kmod e2fsprogs file (python3-venv if
@@ -21,7 +22,12 @@
 # controller in cgroup v1; the guest mounts cgroup2 with it, so memory_cgroup checks
 # --memory-max on v1 here and on v2 there.
 #
-# Usage: scripts/kernel-matrix.sh [--prepare-only] [--stop-runs N] [--update-docs]
+# Usage: scripts/kernel-matrix.sh [--prepare-only] [--host-from-suite] [--stop-runs N]
+#                                 [--update-docs]
+#   --host-from-suite  this kernel's half is what scripts/test.sh's `cargo test` saved in
+#                    build/kernel-matrix/host (it sets SKILLPROF_MATRIX_OUT there, and
+#                    SKILLPROF_EXPECT_MECHANISMS unset means fallback): the probe tests are
+#                    not run a second time here, only in the guest
 #   --stop-runs N    run the stop test N times in the guest (default 1), to measure the
 #                    spread of exit_mmap against the rss_stat estimate
 #   --update-docs    write the generated section into docs/kernel-matrix.md
@@ -42,10 +48,11 @@ TESTS=(probes probes_mode probes_counts probes_reclaim probes_stop memory_cgroup
 PREFIX=kernel-matrix
 source "$ROOT/scripts/common.sh"
 
-prepare_only=0 update_docs=0 stop_runs=1
+prepare_only=0 update_docs=0 stop_runs=1 host_from_suite=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --prepare-only) prepare_only=1 ;;
+        --host-from-suite) host_from_suite=1 ;;
         --update-docs) update_docs=1 ;;
         --stop-runs)
             [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "--stop-runs needs a count"
@@ -176,21 +183,31 @@ done
 
 # ---- this machine's kernel -----------------------------------------------------------------
 
-rm -rf "$OUT/host" "$OUT/guest" "$OUT/summary.json" "$OUT/section.md"
-mkdir -p "$OUT/host" "$OUT/guest"
+rm -rf "$OUT/guest" "$OUT/summary.json" "$OUT/section.md"
+mkdir -p "$OUT/guest"
 failed=()
-step "host kernel $(uname -r): the probe suite, expecting the fallbacks"
-for test in "${TESTS[@]}"; do
-    started=$SECONDS
-    rc=0
-    (cd "$ROOT/profiler" && SKILLPROF_EXPECT_MECHANISMS=fallback SKILLPROF_MATRIX_OUT="$OUT/host" \
-        "${BIN[$test]}" --nocapture >"$OUT/host/$test.log" 2>&1) || rc=$?
-    step "  host  $test: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in $((SECONDS - started)) s"
-    if [ $rc -ne 0 ]; then
-        failed+=("host:$test")
-        grep -E "panicked|assertion|^test .* FAILED|^---- " "$OUT/host/$test.log" | head -n 20 >&2 || true
-    fi
-done
+if [ "$host_from_suite" -eq 1 ]; then
+    for saved in probes exact-counts stop reclaim; do
+        [ -f "$OUT/host/$saved.json" ] || die "--host-from-suite: no $OUT/host/$saved.json: \
+run the probe tests with SKILLPROF_MATRIX_OUT=$OUT/host first (scripts/test.sh does)"
+    done
+    step "host kernel $(uname -r): the probe suite's results from the suite's own run of it"
+else
+    rm -rf "$OUT/host"
+    mkdir -p "$OUT/host"
+    step "host kernel $(uname -r): the probe suite, expecting the fallbacks"
+    for test in "${TESTS[@]}"; do
+        started=$SECONDS
+        rc=0
+        (cd "$ROOT/profiler" && SKILLPROF_EXPECT_MECHANISMS=fallback SKILLPROF_MATRIX_OUT="$OUT/host" \
+            "${BIN[$test]}" --nocapture >"$OUT/host/$test.log" 2>&1) || rc=$?
+        step "  host  $test: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in $((SECONDS - started)) s"
+        if [ $rc -ne 0 ]; then
+            failed+=("host:$test")
+            grep -E "panicked|assertion|^test .* FAILED|^---- " "$OUT/host/$test.log" | head -n 20 >&2 || true
+        fi
+    done
+fi
 
 # ---- the Debian 6.1 guest ------------------------------------------------------------------
 

@@ -27,11 +27,12 @@ pub fn on_time<T>(mut experiment: impl FnMut() -> T, late: impl Fn(&T) -> Vec<St
             );
             return result;
         }
-        eprintln!(
-            "the generator could not keep its schedule in a step the test judges ({}): once \
-             more, in 30 s",
+        let why = format!(
+            "the generator could not keep its schedule in a step the test judges ({})",
             said[said.len() - 1]
         );
+        eprintln!("{why}: once more, in 30 s");
+        super::count_retry(&why);
         run += 1;
         std::thread::sleep(Duration::from_secs(30));
     }

@@ -14,15 +14,51 @@ pub mod tools_python;
 /// One test of a binary at a time on the machine, for tests that change what every process
 /// lives under (a sysctl, a balloon), measure memory or CPU a neighbour would share, or count
 /// the kernel's programs. A test that failed holding it does not fail the ones that wait.
+/// How long the test waited for it goes to the suite's table, which takes it out of
+/// libtest's time for the test.
 pub fn machine() -> std::sync::MutexGuard<'static, ()> {
     static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    MACHINE
+    let asked = std::time::Instant::now();
+    let held = MACHINE
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    note_for_the_suite(
+        "waits.tsv",
+        &format!("{:.3}", asked.elapsed().as_secs_f64()),
+    );
+    held
 }
 
-/// Stops a test that needs root, loudly: CI runs the suite as root, and a skipped test would
-/// pass while proving nothing. `needs` says what the test does that needs it.
+/// Counts a retry of the running test, with `why`, in the suite's table. Outside
+/// scripts/test.sh, only the test's own output says it.
+pub fn count_retry(why: &str) {
+    note_for_the_suite("retries.tsv", why);
+}
+
+/// Adds a line to `file` in the folder scripts/test.sh names in SKILLPROF_SUITE_DIR, for
+/// scripts/suite_report.py: the test binary, the running test and `text`. Nothing outside
+/// the suite.
+fn note_for_the_suite(file: &str, text: &str) {
+    use std::io::Write;
+    let Some(dir) = std::env::var_os("SKILLPROF_SUITE_DIR") else {
+        return;
+    };
+    let path = std::path::Path::new(&dir).join(file);
+    let executable = std::env::current_exe().unwrap();
+    let stem = executable.file_stem().unwrap().to_string_lossy();
+    // target/release/deps/slo-0123456789abcdef: the binary is `slo`.
+    let binary = stem.rsplit_once('-').map_or(&*stem, |(binary, _)| binary);
+    // libtest runs each test on a thread named after it.
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    let line = format!("{binary}\t{test}\t{}\n", text.replace(['\t', '\n'], " "));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| file.write_all(line.as_bytes()))
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+}
+
 /// `command` run under RLIMIT_AS of `limit` bytes (`ulimit -v`, as some container runtimes
 /// set it), which what it starts inherits.
 pub fn under_address_limit(command: &mut std::process::Command, limit: u64) {
@@ -40,6 +76,8 @@ pub fn under_address_limit(command: &mut std::process::Command, limit: u64) {
     }
 }
 
+/// Stops a test that needs root, loudly: CI runs the suite as root, and a skipped test would
+/// pass while proving nothing. `needs` says what the test does that needs it.
 pub fn require_root(needs: &str) {
     assert!(
         skillprof::producers::system::running_as_root(),
