@@ -82,6 +82,11 @@ pub struct BandHeld {
     pub late_steps: u64,
     pub slowest_step_ms: u64,
     pub zones: Vec<ZoneHeld>,
+    /// The most the kernel's watermark boost added to the watermarks in a reading, summed
+    /// over the zones: an allocation took part of another migrate type's pageblock, and
+    /// every band moved up by it until kswapd reset it.
+    #[serde(default)]
+    pub max_boost_pages: u64,
     /// Why the aim was eased, if it was (the kernel had little to reclaim).
     pub eased: Option<String>,
     /// Why the hold stopped, if a safety rule stopped it.
@@ -110,6 +115,7 @@ fields! {
     FLOOR "pressure_floor_crossings" Count "readings below min + margin, each making the balloon give memory back" = held.map(|h| h.floor_crossings);
     LATE "pressure_late_steps" Count "controller steps that overran their time limit while free memory stayed above the high watermark: the machine was slow to hand out memory, and the entry's times include that" = held.map(|h| h.late_steps);
     SLOWEST "pressure_slowest_step_ms" Ms "the slowest controller step" = held.map(|h| h.slowest_step_ms);
+    BOOST "pressure_boost_max_kb" Kib "the most the kernel's watermark boost added to the watermarks in a reading: an allocation took part of another migrate type's pageblock (fragmentation), and the band moved up by it until kswapd reset it (vm.watermark_boost_factor; --boost-factor 0 turns it off)" = read.map(|h| kb(h.max_boost_pages));
     ZONE "pressure_zone_*" Text "per populated zone: pressure_zone_<node>_<name>_min_usable_kb (fewest free KiB above the zone's lowmem reserve in any reading) and pressure_zone_<node>_<name>_lowest_band (its lowest band against its own watermarks); empty for a zone that cannot serve user memory (DMA)" for zone_cells(held, zones);
     EASED "pressure_eased" Text "why the aim was eased: the kernel had little to reclaim" = held.and_then(|h| h.eased.as_deref());
     ABORTED "pressure_aborted" Text "why the hold stopped" = held.and_then(|h| h.aborted.as_deref());

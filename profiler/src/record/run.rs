@@ -46,6 +46,9 @@ pub struct RunInfo {
     pub pressure_balloon_pids: Vec<u32>,
     /// `--scale-factor`: vm.watermark_scale_factor before and during the run.
     pub scale_factor: Option<SysctlDuring>,
+    /// `--boost-factor`: vm.watermark_boost_factor before and during the run.
+    #[serde(default)]
+    pub boost_factor: Option<SysctlDuring>,
     /// `--max-map-count`: vm.max_map_count before and during the run.
     #[serde(default)]
     pub max_map_count: Option<SysctlDuring>,

@@ -51,10 +51,11 @@ half of --psi-full-max, so that stalls left by an earlier run do not abort the f
 the aim moves higher in the band and the margin doubles, and the output says so. The balloon \
 volunteers for the OOM killer (oom_score_adj 1000), so a misjudgement costs the balloon, not \
 another process. On every exit path (the end, an error, Ctrl-C, SIGTERM, a panic, even \
-SIGKILL) the balloon's memory is freed, vm.watermark_scale_factor is restored and the swap file \
-is turned off and deleted: small guardian processes, forked before each change, undo it when \
-skillprof goes. If one ever reports a failure, restore by hand: `sysctl -w \
-vm.watermark_scale_factor=<value in meta.json>`, `swapoff <file>; rm <file>`.
+SIGKILL) the balloon's memory is freed, vm.watermark_scale_factor and vm.watermark_boost_factor \
+are restored and the swap file is turned off and deleted: small guardian processes, forked \
+before each change, undo it when skillprof goes. If one ever reports a failure, restore by \
+hand: `sysctl -w vm.watermark_scale_factor=<value in meta.json>` (and the boost factor), \
+`swapoff <file>; rm <file>`.
 
 --quick holds baseline, promo and high only, with fewer iterations: in those bands kswapd \
 sleeps and the page cache stays, so any burst of allocations by another process is reclaimed \
@@ -100,6 +101,15 @@ pub struct PressureArgs {
     /// 2% of memory wide instead of 0.1%.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=3000))]
     pub scale_factor: Option<u32>,
+
+    /// Set vm.watermark_boost_factor to N for the experiment, restored afterwards. When an
+    /// allocation has to take part of a pageblock of another migrate type (free memory is
+    /// fragmented, as after a build), the kernel raises every watermark by up to N/10000 of
+    /// the high watermark (15000 by default) until kswapd has reclaimed up to it, and every
+    /// band moves up with it. 0 turns boosting off, so that a band stays where the configured
+    /// watermarks put it; the summary says when a boost moved a band.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32))]
+    pub boost_factor: Option<u32>,
 
     /// Create a swap file of SIZE (e.g. 2G) in the run folder and enable it for the
     /// experiment; turned off and deleted afterwards.

@@ -30,7 +30,11 @@ pub struct PressureInfo {
     pub block_bytes: Option<u64>,
     pub margin_percent: u64,
     pub psi_full_max: f64,
-    pub watermark_scale_factor: ScaleFactor,
+    pub watermark_scale_factor: SysctlSetting,
+    /// `--boost-factor`; absent where the kernel has no watermark boost (before 5.0), and in
+    /// runs made before skillprof could set it.
+    #[serde(default)]
+    pub watermark_boost_factor: Option<SysctlSetting>,
     pub min_free_kbytes: String,
     pub swapfile: Option<SwapInfo>,
     /// `--page-cache`: the file kept hot, its size, and how often it was read through.
@@ -58,8 +62,9 @@ pub enum PressureStatus {
     Failed,
 }
 
+/// A sysctl the experiment may set: its value before, and what it was set to (`None`: left).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ScaleFactor {
+pub struct SysctlSetting {
     pub before: String,
     pub during: Option<u32>,
 }

@@ -38,7 +38,7 @@ use crate::producers::probes::{ProbeOptions, ProbeSession};
 use crate::producers::sample::PROC;
 use crate::producers::sample::reach;
 use crate::producers::system::swapfile::Swapfile;
-use crate::producers::system::sysctl::{self, SCALE_FACTOR, SysctlChange};
+use crate::producers::system::sysctl::{self, BOOST_FACTOR, SCALE_FACTOR, SysctlChange};
 use crate::record::balloon::Basis;
 use crate::record::{Metrics, Row};
 use crate::views::output::commands_csv::CommandsCsv;
@@ -47,7 +47,7 @@ use crate::views::output::json_stdout::{self, JsonStdout};
 use crate::views::output::pressure_csv::PressureCsv;
 use experiment::{BandResult, Instruments, Outcome, Plan};
 use meta::{
-    BandSummary, PageCacheInfo, PressureInfo, PressureStatus, ProbesInfo, ScaleFactor, SwapInfo,
+    BandSummary, PageCacheInfo, PressureInfo, PressureStatus, ProbesInfo, SwapInfo, SysctlSetting,
 };
 use procfs::page_size;
 
@@ -121,10 +121,14 @@ pub fn run(args: PressureArgs) -> Result<ExitCode> {
         block_bytes: None,
         margin_percent: args.margin_percent,
         psi_full_max: args.psi_full_max,
-        watermark_scale_factor: ScaleFactor {
+        watermark_scale_factor: SysctlSetting {
             before: sysctl::read(SCALE_FACTOR)?,
             during: args.scale_factor,
         },
+        watermark_boost_factor: sysctl::read(BOOST_FACTOR).ok().map(|before| SysctlSetting {
+            before,
+            during: args.boost_factor,
+        }),
         min_free_kbytes: sysctl::read("vm.min_free_kbytes")?,
         swapfile: None,
         page_cache: None,
@@ -259,19 +263,19 @@ fn set_up_and_run(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
         CALM_TIMEOUT,
         Duration::from_secs(1),
     )?;
-    let scale = match args.scale_factor {
-        Some(value) => {
-            let change = SysctlChange::set(SCALE_FACTOR, &value.to_string())?;
-            println!(
-                "{SCALE_FACTOR}: {} -> {value} for the experiment",
-                change.original()
-            );
-            meta.info.guardian_pids.push(change.guardian_pid());
-            meta.save()?;
-            Some(change)
-        }
-        None => None,
-    };
+    let mut sysctls = Vec::new();
+    for setting in sysctl::watermark_settings(args.scale_factor, args.boost_factor) {
+        let Some(value) = setting.value else { continue };
+        let change = SysctlChange::set(setting.sysctl, &value.to_string())?;
+        println!(
+            "{}: {} -> {value} for the experiment",
+            setting.sysctl,
+            change.original()
+        );
+        meta.info.guardian_pids.push(change.guardian_pid());
+        meta.save()?;
+        sysctls.push(change);
+    }
     let swap = match args.swapfile {
         Some(bytes) => {
             let path = folder.join("skillprof.swap");
@@ -323,13 +327,13 @@ fn set_up_and_run(args: &PressureArgs, folder: &Path, meta: &mut Meta) -> Result
             )
         }));
     }
-    if let Some(change) = scale {
-        restored.push(change.restore().map(|()| {
-            println!(
-                "{SCALE_FACTOR} restored to {}",
-                meta.info.watermark_scale_factor.before
-            )
-        }));
+    for change in sysctls {
+        let (name, before) = (change.name(), change.original().to_owned());
+        restored.push(
+            change
+                .restore()
+                .map(|()| println!("{name} restored to {before}")),
+        );
     }
     if let Some(swap) = swap {
         let path = swap.path().to_path_buf();

@@ -316,6 +316,9 @@ pub fn render_results(results: &[BandResult]) -> String {
                 units::pages_in_mib(held.max_free_pages)
             );
         }
+        if let Some(boost) = crate::views::explain::boost_moved_the_band(held) {
+            let _ = writeln!(out, "{}: {boost}", result.band);
+        }
         if held.late_steps > 0 {
             let _ = writeln!(
                 out,

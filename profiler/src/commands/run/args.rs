@@ -29,7 +29,8 @@ stolen CPU, for entries that are slow for want of a CPU.
 Under pressure (--pressure BAND, or `pressure BAND|off` lines in the file) a balloon holds the \
 machine's free memory in a watermark band while the entries run, and every entry records the \
 band really held; a safety rule that stops the balloon is said in the rows, explain.md and at \
-the end. --scale-factor widens the bands for the run. Both need root, and both are undone on \
+the end. --scale-factor widens the bands for the run, and --boost-factor 0 keeps the kernel \
+from moving them on a fragmented machine. They need root, and all are undone on \
 every exit path (see skillprof pressure --help).
 
 With a host that marks its work (skillhost calls skillhost_mark around every request's polls \
@@ -268,6 +269,16 @@ pub struct RunArgs {
     /// of 0.1%, so a balloon can absorb a host's allocation bursts inside the band.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=3000))]
     pub scale_factor: Option<u32>,
+
+    /// Set vm.watermark_boost_factor to N for the run, restored afterwards (by a guardian
+    /// process, however the run ends). When an allocation has to take part of a pageblock of
+    /// another migrate type (free memory is fragmented, as after a build), the kernel raises
+    /// every watermark by up to N/10000 of the high watermark (15000 by default) until kswapd
+    /// has reclaimed up to it, and every band moves up with it. 0 turns boosting off, so that
+    /// a band stays where the configured watermarks put it; explain.md says when a boost
+    /// moved a band.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32))]
+    pub boost_factor: Option<u32>,
 
     /// Run the host in a memory cgroup of its own with this hard limit (e.g. 3G, 512M;
     /// needs root): the machine a capacity prediction is checked against, and what

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use crate::ground::band::Band;
 use crate::ground::cmds::{Command, Entry, Plan};
 use crate::producers::balloon::{Balloon, HeldBalloon, HoldOptions, NotHeld};
-use crate::producers::system::sysctl::{SCALE_FACTOR, SysctlChange};
+use crate::producers::system::sysctl::{self, BOOST_FACTOR, SysctlChange, WatermarkSetting};
 use crate::record::balloon::BandHeld;
 use crate::record::{EntryRecord, RunInfo, SysctlDuring};
 
@@ -26,17 +26,20 @@ use super::progress::Progress;
 /// pressure`, a run that holds a band needs root. Checked before anything starts.
 pub fn require_root_if_used(
     from_start: Option<Band>,
-    scale_factor: Option<u32>,
+    watermarks: [WatermarkSetting; 2],
     plan: &Plan,
 ) -> Result<()> {
     let in_plan = plan
         .entries
         .iter()
         .find(|entry| matches!(entry.command, Command::Pressure(_)));
-    let why = match (from_start, in_plan, scale_factor) {
+    let set = watermarks
+        .iter()
+        .find_map(|setting| Some(format!("{} {}", setting.flag, setting.value?)));
+    let why = match (from_start, in_plan, set) {
         (Some(band), _, _) => format!("--pressure {band}"),
         (None, Some(entry), _) => format!("line {}: {}", entry.line.unwrap_or(0), entry.name),
-        (None, None, Some(value)) => format!("--scale-factor {value}"),
+        (None, None, Some(flag)) => flag,
         (None, None, None) => return Ok(()),
     };
     if !crate::producers::system::running_as_root() {
@@ -55,8 +58,8 @@ pub struct Pressure {
     pub notes: Vec<String>,
     /// Every balloon process this run started (meta.json: proof none outlives it).
     pub balloon_pids: Vec<u32>,
-    /// `--scale-factor`, until the run ends.
-    scale: Option<SysctlChange>,
+    /// `--scale-factor` and `--boost-factor`, until the run ends.
+    sysctls: Vec<SysctlChange>,
 }
 
 impl Pressure {
@@ -66,18 +69,23 @@ impl Pressure {
             settle_timeout,
             notes: Vec::new(),
             balloon_pids: Vec::new(),
-            scale: None,
+            sysctls: Vec::new(),
         }
     }
 
-    /// Sets vm.watermark_scale_factor until [`Pressure::finish`], under a guardian; returns
-    /// the value before and the guardian's pid.
-    pub fn set_scale_factor(&mut self, value: u32, progress: &Progress) -> Result<(String, u32)> {
-        let change = SysctlChange::set(SCALE_FACTOR, &value.to_string())?;
+    /// Sets the sysctl `name` until [`Pressure::finish`], under a guardian; returns the
+    /// value before and the guardian's pid.
+    fn set_sysctl(
+        &mut self,
+        name: &'static str,
+        value: u32,
+        progress: &Progress,
+    ) -> Result<(String, u32)> {
+        let change = SysctlChange::set(name, &value.to_string())?;
         let before = change.original().to_string();
-        progress.note(&format!("{SCALE_FACTOR}: {before} -> {value} for the run"));
+        progress.note(&format!("{name}: {before} -> {value} for the run"));
         let guardian = change.guardian_pid();
-        self.scale = Some(change);
+        self.sysctls.push(change);
         Ok((before, guardian))
     }
 
@@ -182,10 +190,10 @@ impl Pressure {
             self.notes
                 .push(format!("releasing the balloon failed: {error:#}"));
         }
-        if let Some(change) = self.scale.take() {
-            let before = change.original().to_string();
+        for change in self.sysctls.drain(..).rev() {
+            let (name, before) = (change.name(), change.original().to_string());
             match change.restore() {
-                Ok(()) => eprintln!("{SCALE_FACTOR} restored to {before}"),
+                Ok(()) => eprintln!("{name} restored to {before}"),
                 Err(error) => self.notes.push(format!("{error:#}")),
             }
         }
@@ -241,8 +249,8 @@ impl Measurer for Pressure {
 }
 
 impl Pressure {
-    /// The run's pressure from its start: `--scale-factor` set and `--pressure`'s band held
-    /// (both said in `info`), or none yet.
+    /// The run's pressure from its start: `--scale-factor` and `--boost-factor` set and
+    /// `--pressure`'s band held (all said in `info`), or none yet.
     pub async fn start(
         &mut self,
         config: &PressureConfig,
@@ -250,12 +258,19 @@ impl Pressure {
         progress: &Progress,
         signals: &mut Signals,
     ) -> Result<(), Abort> {
-        if let Some(during) = config.scale_factor {
-            let (before, guardian) = self.set_scale_factor(during, progress)?;
-            info.scale_factor = Some(SysctlDuring {
+        for setting in sysctl::watermark_settings(config.scale_factor, config.boost_factor) {
+            let Some(during) = setting.value else {
+                continue;
+            };
+            let (before, guardian) = self.set_sysctl(setting.sysctl, during, progress)?;
+            let said = Some(SysctlDuring {
                 before,
                 during: during.into(),
             });
+            match setting.sysctl {
+                BOOST_FACTOR => info.boost_factor = said,
+                _ => info.scale_factor = said,
+            }
             info.guardian_pids.push(guardian);
         }
         if let Some(band) = config.band {

@@ -13,6 +13,7 @@ use crate::ground::cmds::{Command, InFlightCap, Plan};
 use crate::ground::machine::Machine;
 use crate::producers::hostctl::{HostProcess, SampleSkills, SkillsDir, attach, trim};
 use crate::producers::probes::{self, ProbeOptions, time::OffCpuMode};
+use crate::producers::system::sysctl;
 use crate::record::host::{Cores, TrimBy};
 use crate::record::profile::{HostProfile, HostSpec, PythonSample, Registry};
 use crate::views::output::harness_log;
@@ -66,10 +67,11 @@ pub struct RunConfig {
     pub locust: Option<(PathBuf, u32, Duration)>,
 }
 
-/// `--pressure`, `--scale-factor` and how long a band may take to settle.
+/// `--pressure`, `--scale-factor`, `--boost-factor` and how long a band may take to settle.
 pub struct PressureConfig {
     pub band: Option<Band>,
     pub scale_factor: Option<u32>,
+    pub boost_factor: Option<u32>,
     pub settle_timeout: Duration,
 }
 
@@ -92,7 +94,11 @@ impl RunConfig {
                 None => probes::require_bpf_for_run()?,
             }
         }
-        balloon_room::require_root_if_used(args.pressure, args.scale_factor, &plan)?;
+        balloon_room::require_root_if_used(
+            args.pressure,
+            sysctl::watermark_settings(args.scale_factor, args.boost_factor),
+            &plan,
+        )?;
         require_limits_usable(
             args.memory_max,
             args.max_map_count.or(args.overcommit_memory),
@@ -217,6 +223,7 @@ impl RunConfig {
             pressure: PressureConfig {
                 band: args.pressure,
                 scale_factor: args.scale_factor,
+                boost_factor: args.boost_factor,
                 settle_timeout: Duration::from_secs(args.pressure_timeout_s),
             },
             memory_max: args.memory_max,

@@ -559,6 +559,7 @@ fn run_info(config: &RunConfig, header: &Header) -> RunInfo {
         pressure_notes: Vec::new(),
         pressure_balloon_pids: Vec::new(),
         scale_factor: None,
+        boost_factor: None,
         max_map_count: None,
         overcommit_memory: None,
         guardian_pids: Vec::new(),

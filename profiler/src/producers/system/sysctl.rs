@@ -11,6 +11,34 @@ use crate::producers::system::guardian::{Guardian, Restore};
 /// What `--scale-factor` sets: the distance between the watermarks, in 1/10000 of memory.
 pub const SCALE_FACTOR: &str = "vm.watermark_scale_factor";
 
+/// What `--boost-factor` sets: how far, in 1/10000 of the high watermark, the kernel raises
+/// every watermark after an allocation takes part of another migrate type's pageblock.
+pub const BOOST_FACTOR: &str = "vm.watermark_boost_factor";
+
+/// A watermark sysctl a band experiment may set, the flag that sets it, and the value asked.
+#[derive(Clone, Copy, Debug)]
+pub struct WatermarkSetting {
+    pub sysctl: &'static str,
+    pub flag: &'static str,
+    pub value: Option<u32>,
+}
+
+/// `--scale-factor` and `--boost-factor`, in the order they are set.
+pub fn watermark_settings(scale: Option<u32>, boost: Option<u32>) -> [WatermarkSetting; 2] {
+    [
+        WatermarkSetting {
+            sysctl: SCALE_FACTOR,
+            flag: "--scale-factor",
+            value: scale,
+        },
+        WatermarkSetting {
+            sysctl: BOOST_FACTOR,
+            flag: "--boost-factor",
+            value: boost,
+        },
+    ]
+}
+
 /// A sysctl set to another value until [`SysctlChange::restore`] (or drop).
 pub struct SysctlChange {
     name: &'static str,
@@ -56,6 +84,10 @@ impl SysctlChange {
 
     pub fn original(&self) -> &str {
         &self.original
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// Puts the original value back and checks that it holds.

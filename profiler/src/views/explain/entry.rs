@@ -772,7 +772,27 @@ fn pressure(record: &EntryRecord) -> Option<String> {
     } else if let Some(why) = said(&held.eased) {
         text.push_str(&format!(" (eased: {why})"));
     }
+    if let Some(boost) = boost_moved_the_band(held) {
+        text.push_str(&format!("; {boost}"));
+    }
     Some(text)
+}
+
+/// Whether the kernel's watermark boost moved the band while it was held, in words. A band
+/// is free memory against the watermarks, and the kernel raises every watermark (by up to
+/// vm.watermark_boost_factor of high, 150% by default) when an allocation takes part of a
+/// pageblock of another migrate type, until kswapd has reclaimed to the raised high: on a
+/// machine whose free memory lies in other types' blocks (after a build) the balloon's own
+/// growth sets it off, and no balloon holds a band that jumps by three times its width.
+pub fn boost_moved_the_band(held: &crate::record::balloon::BandHeld) -> Option<String> {
+    (held.max_boost_pages > 0).then(|| {
+        format!(
+            "the kernel's watermark boost moved the band up by as much as {} (an allocation \
+             took part of a pageblock of another migrate type: free memory is fragmented), \
+             until kswapd reset it; --boost-factor 0 holds the configured watermarks",
+            bytes((held.max_boost_pages * procfs::page_size()) as f64)
+        )
+    })
 }
 
 #[cfg(test)]
@@ -1036,6 +1056,7 @@ mod tests {
             floor_crossings: 0,
             late_steps: 0,
             slowest_step_ms: 0,
+            max_boost_pages: 0,
             zones: Vec::new(),
             eased: None,
             aborted: None,
@@ -1045,6 +1066,18 @@ mod tests {
             text.ends_with(
                 "under pressure: a balloon aimed at the promo band holding 21.0 GiB, free \
                  memory in the band 96% of the time."
+            ),
+            "{text}"
+        );
+        // A band the kernel's boost moved says so, and how to keep it still.
+        entry.pressure.as_mut().unwrap().max_boost_pages = 188_416;
+        let text = paragraph(&entry, &[], None);
+        assert!(
+            text.ends_with(
+                "free memory in the band 96% of the time; the kernel's watermark boost moved \
+                 the band up by as much as 736 MiB (an allocation took part of a pageblock of \
+                 another migrate type: free memory is fragmented), until kswapd reset it; \
+                 --boost-factor 0 holds the configured watermarks."
             ),
             "{text}"
         );

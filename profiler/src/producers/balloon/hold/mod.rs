@@ -120,6 +120,7 @@ impl BandHeld {
             floor_crossings: 0,
             late_steps: 0,
             slowest_step_ms: 0,
+            max_boost_pages: 0,
             zones: zones
                 .into_iter()
                 .map(|id| ZoneHeld {
@@ -147,6 +148,7 @@ impl BandHeld {
         self.watermarks = reach.watermarks;
         self.balloon_bytes = balloon_bytes;
         self.max_balloon_bytes = self.max_balloon_bytes.max(balloon_bytes);
+        self.max_boost_pages = self.max_boost_pages.max(reach.boost_pages);
         for zone in reach.reachable() {
             if let Some(held) = self.zones.iter_mut().find(|held| held.id == zone.id) {
                 let usable = zone.usable_pages();
