@@ -119,14 +119,7 @@ fn main() -> Result<()> {
 /// `skillprof run CMDS --run-dir FOLDER ARGS -- --scan-interval-ms=50`; a fill ends at its
 /// limit, which the run reports as its end, so only a run without records fails here.
 fn run(skillprof: &Path, cmds: &Path, folder: &Path, args: &[&str]) -> Result<()> {
-    let output = Command::new(skillprof)
-        .arg("run")
-        .arg(cmds)
-        .arg("--run-dir")
-        .arg(folder)
-        .args(args)
-        .args(FAST_LISTING)
-        .output()?;
+    let output = common::run_kept(skillprof, cmds, folder, &[args, &FAST_LISTING[..]].concat())?;
     ensure!(
         folder.join(entries_jsonl::FILE).is_file(),
         "skillprof run {} left no records: {}",

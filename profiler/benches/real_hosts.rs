@@ -13,7 +13,7 @@
 //! compiles), p_execute_all.cmds about three, saturate.cmds about two. Needs root (the probes)
 //! and a release build of skillprof and skillhost.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -116,16 +116,8 @@ fn parse_options() -> Result<(Vec<&'static RealHost>, Vec<String>)> {
 
 /// One `skillprof run CMDS --run-dir FOLDER ARGS`; a run that fails is an error with its
 /// output.
-fn run(skillprof: &Path, cmds: &Path, folder: &PathBuf, args: &[&str]) -> Result<()> {
-    eprintln!("skillprof run {} {}", cmds.display(), args.join(" "));
-    let output = Command::new(skillprof)
-        .arg("run")
-        .arg(cmds)
-        .arg("--run-dir")
-        .arg(folder)
-        .args(args)
-        .output()
-        .context("running skillprof")?;
+fn run(skillprof: &Path, cmds: &Path, folder: &Path, args: &[&str]) -> Result<()> {
+    let output = common::run_kept(skillprof, cmds, folder, args)?;
     if !output.status.success() {
         bail!(
             "skillprof run {} {} failed:\n{}",

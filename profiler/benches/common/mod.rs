@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use anyhow::{Context, Result, bail, ensure};
 use skillprof::ground::stats;
@@ -77,6 +77,20 @@ pub fn run_folder(
     let meta = skillprof::views::output::meta::read(&folder)?;
     fs::remove_dir_all(&folder)?;
     Ok((records, meta))
+}
+
+/// One `skillprof run CMDS --run-dir FOLDER ARGS`, its folder kept, however it ended: the
+/// caller judges its output (a fill, for one, ends at its limit).
+pub fn run_kept(skillprof: &Path, cmds: &Path, folder: &Path, args: &[&str]) -> Result<Output> {
+    eprintln!("skillprof run {} {}", cmds.display(), args.join(" "));
+    Command::new(skillprof)
+        .arg("run")
+        .arg(cmds)
+        .arg("--run-dir")
+        .arg(folder)
+        .args(args)
+        .output()
+        .context("running skillprof")
 }
 
 /// `+X.X% [lo, hi]`: the median of the per-round ratios as a change, with its interval.
