@@ -116,8 +116,8 @@ fn samples_match_the_kernels_cpu_time_and_name_the_hot_function_and_the_sleep() 
         (per_request / SLEEP_MS as f64 - 1.0).abs() <= 0.05,
         "each request slept {SLEEP_MS} ms; pending per request: {per_request:.1} ms"
     );
-    let profile = profile(&folder, 3);
-    let slept: u64 = profile
+    let sleeping = profile(&folder, 3);
+    let slept: u64 = sleeping
         .in_state(TimeState::Sleeping)
         .filter(|s| s.skill.as_deref() == Some("sample_rs1") && s.phase == Phase::Call)
         .map(|s| s.ns)
@@ -131,6 +131,30 @@ fn samples_match_the_kernels_cpu_time_and_name_the_hot_function_and_the_sleep() 
     // The pprof files read as such by the tool they are for, with the wasm function named.
     let pprof = folder.join("profile/1.cpu.pb.gz");
     common::pprof_top_lists(&pprof, &[], "sample_rs1!sample_rs::burn");
+    // Every function under its own name, a compile's (entry 0) and a request's alike: pprof
+    // once read `<regalloc2::…::Env<…>>::run` and `<…::EgraphPass>::run` as one `::run`.
+    for entry in [0, 1] {
+        let of_entry = profile(&folder, entry);
+        let names: std::collections::BTreeSet<&str> = of_entry
+            .in_state(TimeState::OnCpu)
+            .flat_map(|stack| of_entry.frames_of(stack))
+            .map(|frame| frame.name.as_str())
+            .collect();
+        let listed = common::pprof_top_names(&folder.join(format!("profile/{entry}.cpu.pb.gz")));
+        let renamed: Vec<&String> = listed
+            .iter()
+            .filter(|name| !names.contains(name.as_str()))
+            .collect();
+        assert!(
+            !listed.is_empty() && renamed.is_empty(),
+            "go tool pprof -top lists entry {entry}'s functions under names the profile does \
+             not have: {renamed:?}"
+        );
+        assert!(
+            names.iter().any(|name| name.starts_with('<')),
+            "entry {entry} has no function of the `<Type>::method` form to check"
+        );
+    }
 
     // And explain.md says it in words.
     let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();

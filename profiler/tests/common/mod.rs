@@ -142,6 +142,39 @@ pub fn loaded_since(
         .collect()
 }
 
+/// Every function `go tool pprof -top` lists for `file`, none dropped, named as it names them.
+pub fn pprof_top_names(file: &std::path::Path) -> Vec<String> {
+    let top = std::process::Command::new("go")
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-nodecount=1000000",
+            "-nodefraction=0",
+        ])
+        .arg(file)
+        .output()
+        .expect("go (Debian's golang-go: scripts/test.sh installs it) runs `go tool pprof`");
+    let listed = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success(),
+        "go tool pprof -top {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&top.stderr)
+    );
+    // After the header `flat  flat%   sum%  cum   cum%`, five figures and the name, which
+    // may hold spaces (`<A as B>::f`).
+    listed
+        .lines()
+        .skip_while(|line| !line.trim_start().starts_with("flat "))
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() > 5).then(|| fields[5..].join(" "))
+        })
+        .collect()
+}
+
 /// `go tool pprof -top ARGS FILE`'s listing, as a user reads a pprof file; panics with what
 /// it said unless it read the file and lists `function`.
 pub fn pprof_top_lists(file: &std::path::Path, args: &[&str], function: &str) {

@@ -171,11 +171,15 @@ pub fn encode(
         .iter()
         .enumerate()
         .map(|(i, frame)| {
-            let name = strings.of(&frame.name);
+            // No system name: pprof's symbolizer demangles a function whose name is its
+            // system name, and where that fails on a name that looks like C++ it strips the
+            // name's `<…>`, so `<regalloc2::…::Env<…>>::run` and
+            // `<cranelift_codegen::egraph::EgraphPass>::run` both read `::run`. A name beside
+            // a different system name counts as demangled already, and is kept.
             proto::Function {
                 id: i as u64 + 1,
-                name,
-                system_name: name,
+                name: strings.of(&frame.name),
+                system_name: strings.of(""),
                 filename: strings.of(kind_name(frame.kind)),
             }
         })
