@@ -98,7 +98,11 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
             // add_rs's request, which compiled the skill, is left out: 20 + 5 × 4 remain.
             assert_eq!(figures.executions, 40, "{}", config.name);
             assert_eq!(figures.request_errors, 0);
-            assert!(figures.host_cpu_ms > 0.0 && figures.rss_peak_kb.is_some());
+            assert!(
+                figures.host_cpu_ms > 0.0 && figures.rss_peak_kb.is_some(),
+                "{}: {figures:?}",
+                config.name
+            );
             // The kernel's evidence of each allocator: on demand each instance maps its
             // memory and unmaps it; pooled, a freed slot is decommitted with madvise (or,
             // batched, process_madvise) and nothing is mapped per instance.
@@ -125,7 +129,7 @@ fn every_configuration_runs_once_a_round_and_the_answer_names_its_flags() {
     let report = fs::read_to_string(folder.join("pool.md")).unwrap();
     for part in [
         "## The answer",
-        "The host's setting: `--allocator",
+        "`--allocator",
         "## When pooling pays",
         "The control (pooling at its defaults",
         "## Address space",
@@ -201,7 +205,8 @@ fn for_the_peak_each_configuration_is_held_to_the_target_at_each_rate() {
     let report = fs::read_to_string(folder.join("pool.md")).unwrap();
     for part in [
         "| peak within the target, req/s |",
-        "For the most requests per second with p99 within 250 ms: **",
+        "For the most requests per second with p99 within 250 ms: nothing this experiment can \
+         stand behind. With 1 round its control",
     ] {
         assert!(report.contains(part), "{part}:\n{report}");
     }

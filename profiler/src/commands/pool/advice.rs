@@ -184,6 +184,63 @@ fn within_spread(
     measured.into_iter().filter(|m| m.1 <= within).collect()
 }
 
+/// Whether the experiment tells its answer from the configurations nearest it in the goal's
+/// figure, the control's spread being the machine's noise.
+pub enum Told {
+    /// The answer is outside the control's spread of every other configuration.
+    Apart,
+    /// Too few rounds for the control to have an interval: every difference is two medians.
+    NoInterval,
+    /// These configurations (the answer among them) are within the control's spread
+    /// (`noise`, percent) of the best; `rounds`: about how many would tell the answer from
+    /// the nearest of them, `None` where they differ by too little for any.
+    Tied {
+        names: Vec<String>,
+        noise: f64,
+        rounds: Option<u64>,
+    },
+}
+
+/// Differences under this, in percent, no number of rounds within reach tells apart.
+const TOO_CLOSE_PCT: f64 = 0.5;
+
+/// How far `best`, the answer, stands from the other configurations by the goal's figure.
+pub fn told(experiment: &PoolExperiment, best: usize) -> Told {
+    let key = experiment.goal.figure();
+    let Some(noise) = compare::summary(experiment, CONTROL, &FIGURES[key])
+        .and_then(|summary| summary.change)
+        .map(|change| change.lo.abs().max(change.hi.abs()))
+    else {
+        return Told::NoInterval;
+    };
+    let scored: Vec<(usize, f64)> = candidates(experiment)
+        .into_iter()
+        .filter_map(|config| Some((config, score(experiment, config)?)))
+        .collect();
+    let tied = within_spread(experiment, key, scored);
+    let Some(answer) = score(experiment, best).filter(|_| tied.len() > 1) else {
+        return Told::Apart;
+    };
+    // An interval narrows with the square root of the rounds: the control's spread falls
+    // under the gap to the nearest configuration at rounds × (spread / gap)².
+    let gap = tied
+        .iter()
+        .filter(|(config, _)| *config != best)
+        .map(|(_, score)| 100.0 * ((score - answer) / answer.abs().max(1e-9)).abs())
+        .min_by(f64::total_cmp)
+        .unwrap_or(0.0);
+    let rounds = (gap >= TOO_CLOSE_PCT)
+        .then(|| (experiment.rounds as f64 * (noise / gap).powi(2)).ceil() as u64);
+    Told::Tied {
+        names: tied
+            .iter()
+            .map(|(config, _)| experiment.configs[*config].name.clone())
+            .collect(),
+        noise,
+        rounds,
+    }
+}
+
 /// How far the control strayed from pooling in `figure`, in percent: the wider end of its
 /// interval, or its change where it has no interval; 0 without a control.
 pub fn noise_pct(experiment: &PoolExperiment, figure: usize) -> f64 {
@@ -224,11 +281,55 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
                 }
                 _ => config.setting(),
             };
-            let _ = writeln!(
-                text,
-                "For {goal}: **{}**. The host's setting: `{setting}`.\n",
-                config.name
-            );
+            let key = &FIGURES[experiment.goal.figure()];
+            let other = &FIGURES[experiment.goal.other_figure()];
+            let _ = match told(experiment, best) {
+                Told::Apart => writeln!(
+                    text,
+                    "For {goal}: **{}**. The host's setting: `{setting}`.\n",
+                    config.name
+                ),
+                Told::NoInterval => writeln!(
+                    text,
+                    "For {goal}: nothing this experiment can stand behind. With {} round{} its \
+                     control (pooling at its defaults, run twice a round) has no interval, \
+                     which needs {}, so every difference is two medians. The least {} by its \
+                     median: **{}** (`{setting}`); run `--rounds {}` or more before acting on \
+                     it.\n",
+                    experiment.rounds,
+                    if experiment.rounds == 1 { "" } else { "s" },
+                    compare::MIN_ROUNDS,
+                    key.name,
+                    config.name,
+                    compare::MIN_ROUNDS
+                ),
+                Told::Tied {
+                    names,
+                    noise,
+                    rounds,
+                } => writeln!(
+                    text,
+                    "For {goal}: this experiment cannot tell {} configurations apart by {}, each \
+                     within the control's spread ({noise:.1}%) of the best: {}; {}. Of them, the \
+                     answer is the one with the least {} (within its own control's spread, \
+                     {:.1}%), then the fewest knobs: **{}**. The host's setting: `{setting}`.\n",
+                    names.len(),
+                    key.name,
+                    names.join(", "),
+                    match rounds {
+                        Some(rounds) => format!(
+                            "about {rounds} rounds would tell the answer from the nearest of them"
+                        ),
+                        None => format!(
+                            "they differ by under {TOO_CLOSE_PCT}%, which no number of rounds \
+                             within reach tells apart"
+                        ),
+                    },
+                    other.name,
+                    noise_pct(experiment, experiment.goal.other_figure()),
+                    config.name
+                ),
+            };
             if best == BASE {
                 let _ = writeln!(
                     text,
@@ -260,26 +361,10 @@ pub fn markdown(experiment: &PoolExperiment) -> String {
 }
 
 /// The configurations that did a little better than the answer, within the noise, with
-/// more knobs set.
+/// more knobs set (the answer's line says the tie itself).
 fn simpler(experiment: &PoolExperiment, best: usize) -> String {
     let key = experiment.goal.figure();
     let other = experiment.goal.other_figure();
-    let scored: Vec<(usize, f64)> = candidates(experiment)
-        .into_iter()
-        .filter_map(|config| Some((config, score(experiment, config)?)))
-        .collect();
-    if scored.len() > 1 && within_spread(experiment, key, scored.clone()).len() == scored.len() {
-        return format!(
-            "\nEvery configuration is within the control's spread ({:.1}%) of the best {}: \
-             this machine cannot tell them apart by it. The answer is the one with the least \
-             {} (within its own control's spread, {:.1}%), then the fewest knobs; more rounds \
-             narrow the spread.\n",
-            noise_pct(experiment, key),
-            FIGURES[key].name,
-            FIGURES[other].name,
-            noise_pct(experiment, other)
-        );
-    }
     let Some(answer) = score(experiment, best) else {
         return String::new();
     };
@@ -515,6 +600,29 @@ mod tests {
         assert!(text.contains("A draw: on demand 1404 µs"), "{text}");
     }
 
+    /// The 2024 users' `skillprof pool` with 3 rounds named on-demand the answer for CPU from
+    /// 5,650 against pooling's 5,825 µs, while pooling's control, the same configuration, read
+    /// 5,600: with fewer rounds than an interval needs, no answer is named as one.
+    #[test]
+    fn too_few_rounds_for_an_interval_name_no_answer_as_one() {
+        let mut experiment = experiment(Goal::Cpu);
+        for config in &mut experiment.configs {
+            config.runs.truncate(3);
+        }
+        experiment.rounds = 3;
+        let text = markdown(&experiment);
+        assert!(
+            text.contains(
+                "For the least host CPU per request: nothing this experiment can stand behind. \
+                 With 3 rounds its control"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("**. The host's setting"), "{text}");
+        let said = crate::commands::pool::output::summary(&experiment);
+        assert!(said.contains("no answer to act on"), "{said}");
+    }
+
     #[test]
     fn for_memory_on_demand_and_a_memory_bound_rules_the_kept_pages_out() {
         assert_eq!(name(&experiment(Goal::Memory)), "on-demand");
@@ -539,10 +647,12 @@ mod tests {
         assert_eq!(experiment.goal, Goal::Peak);
         let text = markdown(&experiment);
         for part in [
-            "For the most requests per second with p99 within 20.0 ms: **on-demand**",
+            "For the most requests per second with p99 within 20.0 ms: this experiment \
+             cannot tell 3 configurations apart by peak within the target, each within the \
+             control's spread (100.0%) of the best: on-demand, pooling, keep-resident=4M",
+            "Of them, the answer is the one with the least RSS peak",
+            "then the fewest knobs: **on-demand**",
             "- peak within the target 500 → 1000 req/s",
-            "Every configuration is within the control's spread (100.0%) of the best peak \
-             within the target: this machine cannot tell them apart by it",
         ] {
             assert!(text.contains(part), "{part}:\n{text}");
         }

@@ -198,15 +198,34 @@ pub fn summary(experiment: &PoolExperiment) -> String {
         }
     }
     if let (Some(best), _) = advice::choose(experiment) {
-        let _ = write!(
-            text,
-            "\npool: for --goal {}: {} ({}); the reasons are in pool.md",
-            clap::ValueEnum::to_possible_value(&experiment.goal)
-                .expect("every goal has a name")
-                .get_name(),
-            experiment.configs[best].name,
-            experiment.configs[best].setting()
+        let goal = clap::ValueEnum::to_possible_value(&experiment.goal)
+            .expect("every goal has a name")
+            .get_name()
+            .to_owned();
+        let (name, setting) = (
+            &experiment.configs[best].name,
+            experiment.configs[best].setting(),
         );
+        let _ = match advice::told(experiment, best) {
+            advice::Told::Apart => write!(
+                text,
+                "\npool: for --goal {goal}: {name} ({setting}); the reasons are in pool.md"
+            ),
+            advice::Told::NoInterval => write!(
+                text,
+                "\npool: for --goal {goal}: no answer to act on, the control has no interval \
+                 with {} rounds (--rounds {} or more); the least by its median: {name} \
+                 ({setting}); see pool.md",
+                experiment.rounds,
+                compare::MIN_ROUNDS
+            ),
+            advice::Told::Tied { names, noise, .. } => write!(
+                text,
+                "\npool: for --goal {goal}: {} configurations tie, within the control's spread \
+                 ({noise:.1}%) of the best; of them {name} ({setting}); see pool.md",
+                names.len()
+            ),
+        };
     }
     text
 }
