@@ -252,12 +252,19 @@ pub struct SloReport {
 }
 
 impl SloReport {
-    /// The table's cell of configuration `config` at `rps`.
-    pub fn cell(&self, config: usize, rps: u32) -> Option<&SloStep> {
+    /// The table's cell of configuration `config` at load point `point` (an index into
+    /// `load_points`): of its steps at the point's rate, the one asked for at that point, a
+    /// rate asked for again being a point of its own.
+    pub fn cell(&self, config: usize, point: usize) -> Option<&SloStep> {
+        let rps = *self.load_points.get(point)?;
+        let asked_before = self.load_points[..point]
+            .iter()
+            .filter(|&&earlier| earlier == rps)
+            .count();
         self.steps
             .iter()
-            .rev()
-            .find(|s| s.config == config && s.stage == Stage::Table && s.rps == rps)
+            .filter(|s| s.config == config && s.stage == Stage::Table && s.rps == rps)
+            .nth(asked_before)
     }
 
     /// The highest peak of any configuration.

@@ -49,18 +49,53 @@ pub fn summary(report: &SloReport) -> String {
         "slo: {} on {}, target {}",
         report.skill, report.host_profile, report.target
     );
-    for peak in &report.configs {
+    for (index, peak) in report.configs.iter().enumerate() {
         let _ = write!(
             text,
             "\n  {}: {}",
             peak.config.label(),
-            peak_words(report, peak)
+            peak_words(report, index)
         );
     }
     text
 }
 
-fn peak_words(report: &SloReport, peak: &crate::record::slo::ConfigPeak) -> String {
+/// A load point's column heading: its rate, and for a rate asked for again, which time.
+fn point_label(report: &SloReport, point: usize) -> String {
+    let rps = report.load_points[point];
+    let asked = report.load_points[..=point]
+        .iter()
+        .filter(|&&r| r == rps)
+        .count();
+    match asked {
+        1 => format!("{}/s", count(f64::from(rps))),
+        n => format!("{}/s ({n})", count(f64::from(rps))),
+    }
+}
+
+fn peak_words(report: &SloReport, config: usize) -> String {
+    let peak = &report.configs[config];
+    let words = bracket_words(report, peak);
+    let mixed: Vec<String> = table::mixed(report, config)
+        .into_iter()
+        .map(|(rps, met, steps)| {
+            format!(
+                "{}/s met it in {met} of its {steps} steps and missed it in {}",
+                count(f64::from(rps)),
+                steps - met
+            )
+        })
+        .collect();
+    match mixed.is_empty() {
+        true => words,
+        false => format!(
+            "{words}; {}: the host does not hold the rate, and the steps that missed say why",
+            mixed.join(", ")
+        ),
+    }
+}
+
+fn bracket_words(report: &SloReport, peak: &crate::record::slo::ConfigPeak) -> String {
     match (peak.peak_rps, peak.missed_rps) {
         (Some(met), Some(missed)) => format!(
             "{}/s meets {}, {}/s does not",
@@ -150,7 +185,7 @@ fn explain(report: &SloReport) -> String {
 
     let _ = writeln!(text, "\n## Peaks\n");
     for (index, peak) in report.configs.iter().enumerate() {
-        let mut line = format!("- {}: {}", peak.config.label(), peak_words(report, peak));
+        let mut line = format!("- {}: {}", peak.config.label(), peak_words(report, index));
         if let Some(step) = knee(report, index).filter(|s| s.verdict == Verdict::Generator) {
             let _ = write!(
                 line,
@@ -180,8 +215,8 @@ fn explain(report: &SloReport) -> String {
             report.target.quantile
         );
         let _ = write!(text, "| configuration |");
-        for rps in &report.load_points {
-            let _ = write!(text, " {}/s |", count(f64::from(*rps)));
+        for point in 0..report.load_points.len() {
+            let _ = write!(text, " {} |", point_label(report, point));
         }
         let _ = write!(text, "\n|---|");
         for _ in &report.load_points {
@@ -190,8 +225,8 @@ fn explain(report: &SloReport) -> String {
         text.push('\n');
         for (index, peak) in report.configs.iter().enumerate() {
             let _ = write!(text, "| {} |", peak.config.label());
-            for &rps in &report.load_points {
-                let cell = report.cell(index, rps).map_or("-".to_owned(), |step| {
+            for point in 0..report.load_points.len() {
+                let cell = report.cell(index, point).map_or("-".to_owned(), |step| {
                     let mark = match step.verdict {
                         Verdict::Met => "",
                         Verdict::Near => " (101-150%)",
@@ -205,12 +240,12 @@ fn explain(report: &SloReport) -> String {
             text.push('\n');
         }
         let _ = writeln!(text, "\n## The fewest that meets the target\n");
-        for &rps in &report.load_points {
-            let who = table::fewest_meeting(report, rps).map_or_else(
+        for point in 0..report.load_points.len() {
+            let who = table::fewest_meeting(report, point).map_or_else(
                 || "none of the configurations".to_owned(),
                 |c| report.configs[c].config.label(),
             );
-            let _ = writeln!(text, "- at {}/s: {who}", count(f64::from(rps)));
+            let _ = writeln!(text, "- at {}: {who}", point_label(report, point));
         }
     }
 
@@ -259,8 +294,8 @@ fn html_page(report: &SloReport) -> Markup {
                 h1 { "skillprof slo: " (report.skill) " on " (report.host_profile) ", target " (report.target.to_string()) }
                 h2 { "Peaks" }
                 ul {
-                    @for peak in &report.configs {
-                        li { (peak.config.label()) ": " (peak_words(report, peak)) }
+                    @for (index, peak) in report.configs.iter().enumerate() {
+                        li { (peak.config.label()) ": " (peak_words(report, index)) }
                     }
                 }
                 @if !report.load_points.is_empty() {
@@ -268,13 +303,13 @@ fn html_page(report: &SloReport) -> Markup {
                     table {
                         tr {
                             th { "configuration" }
-                            @for rps in &report.load_points { th { (count(f64::from(*rps))) "/s" } }
+                            @for point in 0..report.load_points.len() { th { (point_label(report, point)) } }
                         }
                         @for (index, peak) in report.configs.iter().enumerate() {
                             tr {
                                 th { (peak.config.label()) }
-                                @for &rps in &report.load_points {
-                                    @match report.cell(index, rps) {
+                                @for point in 0..report.load_points.len() {
+                                    @match report.cell(index, point) {
                                         Some(step) => td class=(class(step.verdict)) title=(evidence::bound(&step.traffic, &step.evidence, &peak.config)) { (cell_text(report, step)) },
                                         None => td { "-" },
                                     }
@@ -300,16 +335,18 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
 
 fn openmetrics(report: &SloReport) -> String {
     let mut families = Families::default();
-    for step in &report.steps {
+    for (number, step) in report.steps.iter().enumerate() {
         let row = step.row(report);
+        // The step's place in the experiment keeps two steps at one rate two series.
         let labels = format!(
-            "config=\"{}\",stage=\"{}\",asked_rps=\"{}\"",
+            "config=\"{}\",stage=\"{}\",asked_rps=\"{}\",step=\"{}\"",
             escape(&report.configs[step.config].config.label()),
             match step.stage {
                 Stage::Search => "search",
                 Stage::Table => "table",
             },
-            step.rps
+            step.rps,
+            number
         );
         for cell in row.cells() {
             families.add(
@@ -323,4 +360,72 @@ fn openmetrics(report: &SloReport) -> String {
         }
     }
     families.text()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::slo::{ConfigPeak, Evidence, HostConfig, Target};
+
+    /// `--rps 30,30,30` with the host stopped for a second in the second step: every cell
+    /// read one step's 5.0 ms, and the peak line said "30/s meets p99 ≤ 50 ms, 30/s does not".
+    #[test]
+    fn a_rate_asked_for_again_is_a_column_of_its_own() {
+        let target = Target {
+            quantile: "p99".into(),
+            ms: 50.0,
+        };
+        let step = |p99_ms: f64| {
+            let mut traffic = crate::record::fixture::traffic(30);
+            traffic.latency.p99_ms = p99_ms;
+            SloStep {
+                config: 0,
+                stage: Stage::Table,
+                rps: 30,
+                verdict: target.verdict(&traffic),
+                traffic,
+                evidence: Evidence {
+                    wall_ms: 4000.0,
+                    answered: 96,
+                    ..Evidence::default()
+                },
+            }
+        };
+        let mut report = SloReport {
+            target: target.clone(),
+            skill: "sample_rs".into(),
+            input: serde_json::json!({}),
+            arrivals: Arrivals::Constant,
+            step_s: 5,
+            host_profile: "skillhost".into(),
+            machine_cpus: 2,
+            configs: vec![ConfigPeak {
+                config: HostConfig {
+                    workers: None,
+                    cpus: vec![1],
+                    allocator: None,
+                },
+                peak_rps: None,
+                missed_rps: None,
+            }],
+            load_points: vec![30, 30, 30],
+            steps: vec![step(5.0), step(961.0), step(5.0)],
+            started: String::new(),
+            complete: true,
+        };
+        let (met, missed) = table::bracket(&report, 0);
+        report.configs[0].peak_rps = met;
+        report.configs[0].missed_rps = missed;
+        let text = explain(&report);
+        for said in [
+            "| configuration | 30/s | 30/s (2) | 30/s (3) |",
+            "| default workers, 1 CPU | 5.0 | 961.0 (>150%) | 5.0 |",
+            "no rate met p99 ≤ 50 ms (30/s the lowest tried); 30/s met it in 2 of its 3 steps \
+             and missed it in 1",
+            "- at 30/s (2): none of the configurations",
+        ] {
+            assert!(text.contains(said), "{said}\n{text}");
+        }
+        assert!(!text.contains("30/s meets"), "{text}");
+    }
 }
