@@ -153,9 +153,10 @@ pub fn stall_seen(
     })
 }
 
-/// What bounded the step, in words: the generator, the host's death, its errors, its CPU
-/// (and which phase of its work took most of it), one thread that never stopped, waiting
-/// for a CPU, or none of those.
+/// What bounded the step, in words: the generator, the host's death, a stall its tail came
+/// from (first, since the tail is what a target judges), its errors, its CPU (and which phase
+/// of its work took most of it), one thread that never stopped, waiting for a CPU, or none of
+/// those.
 pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String {
     if let Some(died) = &evidence.died {
         return format!("the host died: {died}");
@@ -163,6 +164,16 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
     if let Some(why) = step.generator_limited() {
         return format!("generator-limited: {why}");
     }
+    let besides = load(step, evidence, config);
+    match stalled(step, evidence) {
+        Some(stall) => format!("stalled: {stall}; besides the stall, {besides}"),
+        None => besides,
+    }
+}
+
+/// What the host's load did to the step: its errors, its CPU, one thread, waiting for a CPU,
+/// or none of those; then where the time went.
+fn load(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String {
     let cpus = config.cpus.len();
     let share = evidence.cpu_share(cpus);
     let rate = step.achieved_rps();
@@ -195,7 +206,7 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
         .unwrap_or_default();
     let waited = evidence.per_request(evidence.run_delay_ms);
     let errors = step.errors.total();
-    let went = went(step, evidence, config, false);
+    let went = went(evidence, config, false);
     if errors > 0 {
         return format!(
             "failing: {errors} of {} requests failed ({} without an answer, {} outside 2xx, {} \
@@ -246,17 +257,16 @@ pub fn bound(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> St
         "not CPU-bound: the host used {cpu}{busiest}; its threads waited {} per request for a \
          CPU{}",
         ms(waited),
-        self::went(step, evidence, config, true)
+        self::went(evidence, config, true)
     )
 }
 
 /// Where the step's time went, as far as its evidence says, each part after a `; `: the
 /// host's CPU by what its code did (the time profile), each request's time inside the host
-/// (on a thread, queued for one, pending on the skill's own waits: the host's ledger), what
-/// the host's CPUs did that no task sees (steal, interrupts), and the stall its tail came
-/// from. `waits`: where a request waited is the question (the host was not CPU-bound), so
-/// not knowing it is said too.
-fn went(step: &TrafficStep, evidence: &Evidence, config: &HostConfig, waits: bool) -> String {
+/// (on a thread, queued for one, pending on the skill's own waits: the host's ledger), and
+/// what the host's CPUs did that no task sees (steal, interrupts). `waits`: where a request
+/// waited is the question (the host was not CPU-bound), so not knowing it is said too.
+fn went(evidence: &Evidence, config: &HostConfig, waits: bool) -> String {
     let mut parts = Vec::new();
     if let Some(split) = evidence
         .time
@@ -298,36 +308,33 @@ fn went(step: &TrafficStep, evidence: &Evidence, config: &HostConfig, waits: boo
             parts.push(format!("its CPUs' time: {}", said.join(", ")));
         }
     }
-    if let Some(stall) = &step.stall {
-        let mut text = format!(
-            "the tail came from one stall {} into the window, {} long ({:.0}% of the requests \
-             at or above p99 were sent in it)",
-            ms(stall.begins_ms),
-            ms(stall.lasted_ms),
-            100.0 * stall.tail_share
-        );
-        if let Some(seen) = &evidence.stall {
-            let functions: Vec<String> = seen
-                .functions
-                .iter()
-                .map(|f| format!("{} ×{}", f.what, f.samples))
-                .collect();
-            text.push_str(&format!(
-                ": the host's threads were sampled {} times in it of {:.0} possible",
-                seen.samples, seen.possible
-            ));
-            if !functions.is_empty() {
-                text.push_str(&format!(" ({})", functions.join(", ")));
-            }
-            if (seen.samples as f64) < 0.25 * seen.possible {
-                text.push_str(
-                    ", so they were mostly off their CPUs: waiting for work, or not given a CPU",
-                );
-            }
-        }
-        parts.push(text);
-    }
     parts.into_iter().map(|part| format!("; {part}")).collect()
+}
+
+/// The stall the step's tail came from, in words, with what the time profile saw of the
+/// host's threads in it.
+fn stalled(step: &TrafficStep, evidence: &Evidence) -> Option<String> {
+    let mut text = crate::views::explain::one_stall(step.stall.as_ref()?);
+    if let Some(seen) = &evidence.stall {
+        let functions: Vec<String> = seen
+            .functions
+            .iter()
+            .map(|f| format!("{} ×{}", f.what, f.samples))
+            .collect();
+        text.push_str(&format!(
+            ": the host's threads were sampled {} times in it of {:.0} possible",
+            seen.samples, seen.possible
+        ));
+        if !functions.is_empty() {
+            text.push_str(&format!(" ({})", functions.join(", ")));
+        }
+        if (seen.samples as f64) < 0.25 * seen.possible {
+            text.push_str(
+                ", so they were mostly off their CPUs: waiting for work, or not given a CPU",
+            );
+        }
+    }
+    Some(text)
 }
 
 fn micros(us: f64) -> String {
@@ -340,36 +347,13 @@ fn micros(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::traffic::{Arrivals, Load, Percentiles, TrafficErrors, UNPINNED};
+    use crate::record::traffic::{Stall, UNPINNED};
 
     fn step(generator_cpus: &str, generator_cpu_ms: f64) -> TrafficStep {
         TrafficStep {
-            skill: "s".into(),
-            load: Load::Open {
-                rps: 400,
-                arrivals: Arrivals::Constant,
-            },
-            measured_s: 3.2,
-            warmup_s: 0.8,
-            sent: 1280,
-            ok: 1280,
-            delivered: 1280,
-            answered_all: 1600,
-            answered_by_end: 1600,
-            errors: TrafficErrors::default(),
-            late_sends: 0,
-            send_lag_p99_ms: 0.1,
-            latency: Percentiles {
-                p50_ms: 5.0,
-                ..Percentiles::default()
-            },
-            service: Percentiles::default(),
-            first_fifth_p50_ms: 5.0,
-            last_fifth_p50_ms: 5.0,
             generator_cpu_ms,
             generator_cpus: generator_cpus.into(),
-            generator_cpus_time: None,
-            stall: None,
+            ..crate::record::fixture::traffic(400)
         }
     }
 
@@ -389,6 +373,32 @@ mod tests {
             answered: 1600,
             ..Evidence::default()
         }
+    }
+
+    /// A step whose tail came from one stall says so first: the 2024 users' heavy skill at
+    /// 30/s, the host stopped for a second with a tenth of its CPU used. The stall came last,
+    /// after "not CPU-bound" and where the time went.
+    #[test]
+    fn a_stall_is_named_first() {
+        let stalled = TrafficStep {
+            stall: Some(Stall {
+                begins_ms: 2000.0,
+                lasted_ms: 1003.0,
+                tail_share: 1.0,
+                requests: 31,
+                begins_at_ns: 0,
+            }),
+            ..crate::record::fixture::traffic(30)
+        };
+        let said = bound(&stalled, &evidence(400.0, 200.0), &config(None, 1));
+        assert!(
+            said.starts_with(
+                "stalled: the tail came from one stall 2,000 ms into the window, 1,003 ms long \
+                 (100% of the requests at or above p99 were sent in it); besides the stall, not \
+                 CPU-bound: the host used 0.10 of its 1 CPU"
+            ),
+            "{said}"
+        );
     }
 
     #[test]

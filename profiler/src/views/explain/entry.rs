@@ -383,6 +383,17 @@ fn load(record: &EntryRecord) -> Option<String> {
     ))
 }
 
+/// The stall a step's tail came from, in words.
+pub fn one_stall(stall: &crate::record::traffic::Stall) -> String {
+    format!(
+        "the tail came from one stall {} into the window, {} long ({:.0}% of the requests at or \
+         above p99 were sent in it)",
+        ms(stall.begins_ms),
+        ms(stall.lasted_ms),
+        100.0 * stall.tail_share
+    )
+}
+
 /// A traffic step: what it asked, what the host answered, the latency percentiles, and
 /// whether the generator kept its schedule (if it did not, the step measured the generator).
 fn traffic(record: &EntryRecord) -> Option<String> {
@@ -440,6 +451,8 @@ fn traffic(record: &EntryRecord) -> Option<String> {
             "; THE GENERATOR COULD NOT HOLD ITS SCHEDULE ({why}): this step measured the \
              generator, not the host's limit"
         ));
+    } else if let Some(stall) = &step.stall {
+        text.push_str(&format!("; {}", one_stall(stall)));
     }
     if step.still_growing() {
         text.push_str(&format!(

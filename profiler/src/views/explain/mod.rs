@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use crate::record::{EntryRecord, RunInfo};
 use crate::views::output::{entries_jsonl, meta};
 
-pub use entry::{boost_moved_the_band, failures, paragraph};
+pub use entry::{boost_moved_the_band, failures, one_stall, paragraph};
 pub use time::cpu_split;
 
 /// explain.md: a header about how the run was measured, then one paragraph per entry.
