@@ -39,6 +39,7 @@ pub fn paragraph(
     parts.extend(untimed(record));
     parts.extend(cpu(record));
     parts.extend(super::time::sentence(record));
+    parts.extend(super::time::wall_variance(record, earlier));
     parts.extend(super::time::variance(record, earlier, machine));
     parts.extend(load(record));
     parts.extend(traffic(record));
@@ -1037,6 +1038,35 @@ mod tests {
             text.contains("2,498 page faults (81% write, 32 in kernel mode)"),
             "{text}"
         );
+    }
+
+    /// Two identical entries, the second twice as long because another process ran on the
+    /// host's CPU: the second said "waiting for a CPU" and nothing of its twin, since the
+    /// sentence about a twin spoke only when the host's CPU grew.
+    #[test]
+    fn a_slower_twin_says_how_much_longer_and_what_grew() {
+        let twin = |index, took_ms, run_delay_ms| {
+            let mut entry = record("execute_all Bob 0 0", took_ms);
+            entry.measure.index = index;
+            entry.scheduling = Some(crate::record::sampling::HostScheduling {
+                run_delay_ms,
+                timeslices: 100,
+            });
+            entry
+        };
+        let first = twin(2, 2786.0, 56.0);
+        let second = twin(3, 5798.0, 2786.0);
+        let text = paragraph(&second, std::slice::from_ref(&first), None);
+        assert!(
+            text.contains(
+                "3,012 ms longer than the same command in entry 2 (5,798 ms against 2,786 ms, \
+                 +108%): waiting runnable for a CPU +2,730 ms (summed over its threads)"
+            ),
+            "{text}"
+        );
+        // The twin that ran as long says nothing of it.
+        let same = paragraph(&twin(3, 2800.0, 60.0), &[first], None);
+        assert!(!same.contains("than the same command"), "{same}");
     }
 
     #[test]

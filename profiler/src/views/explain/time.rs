@@ -149,6 +149,82 @@ fn waits(record: &EntryRecord, time: &EntryTime) -> Option<String> {
     (!said.is_empty()).then(|| said.join("; "))
 }
 
+/// When this entry's command ran earlier in the run and took much longer or shorter on the
+/// wall clock: by how much, and which of the host's parts grew, each summed over its threads
+/// (so they may add up to more than the wall time): its CPU, its threads' wait for a CPU
+/// (schedstat), and the skills' work asleep or blocked (the time profile). Twins that ran as long but cost
+/// different CPU are [`variance`]'s.
+pub fn wall_variance(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<String> {
+    let twin = earlier
+        .iter()
+        .rev()
+        .find(|e| *e.measure.cmd == *record.measure.cmd)?;
+    let took = |r: &EntryRecord| r.measure.took.as_secs_f64() * 1e3;
+    let (now, before) = (took(record), took(twin));
+    let (high, low) = (now.max(before), now.min(before));
+    if high < DIFFERENT * low || high - low < DIFFERENT_MS {
+        return None;
+    }
+    let mut grew: Vec<(&str, f64)> = Vec::new();
+    let mut part = |what: &'static str, of: &dyn Fn(&EntryRecord) -> Option<f64>| {
+        if let (Some(now), Some(before)) = (of(record), of(twin)) {
+            grew.push((what, now - before));
+        }
+    };
+    part("its CPU", &|r| r.measure.host_cpu_ms());
+    part("waiting runnable for a CPU", &|r| {
+        r.scheduling.map(|sched| sched.run_delay_ms)
+    });
+    // Off the CPU inside the skills' work only: the host's idle threads sleep as long as the
+    // wall clock runs, so theirs grows with any longer entry and says nothing of why.
+    let in_skills = |r: &EntryRecord, state: usize| {
+        let off = r.time.as_ref()?.off_cpu.as_ref()?;
+        Some(off.in_skills_ns[state] as f64 / 1e6)
+    };
+    part("asleep inside the skills' work (timers, waits)", &|r| {
+        in_skills(r, 1)
+    });
+    part("blocked inside the skills' work (I/O, locks)", &|r| {
+        in_skills(r, 2)
+    });
+    grew.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+    let said: Vec<String> = grew
+        .iter()
+        .filter(|(_, delta)| delta.abs() >= 0.1 * (high - low))
+        .map(|(what, delta)| {
+            format!(
+                "{what} {}{}",
+                if *delta < 0.0 { "-" } else { "+" },
+                ms(delta.abs())
+            )
+        })
+        .collect();
+    let mut text = format!(
+        "{} than the same command in entry {} ({} against {}, {:+.0}%)",
+        match now > before {
+            true => format!("{} longer", ms(now - before)),
+            false => format!("{} shorter", ms(before - now)),
+        },
+        twin.measure.index,
+        ms(now),
+        ms(before),
+        100.0 * (now - before) / before.max(1e-9)
+    );
+    match said.is_empty() {
+        true => text.push_str(
+            ": none of the host's parts measured (its CPU, its wait for a CPU, the skills' work \
+             asleep or blocked) moved by a tenth of it, so the difference was not in the host's \
+             measured time: look at the wire and the client",
+        ),
+        false => {
+            text.push_str(": ");
+            text.push_str(&said.join(", "));
+            text.push_str(" (summed over its threads)");
+        }
+    }
+    Some(text)
+}
+
 /// When this entry's command ran earlier in the run and cost much more or less of the host's
 /// CPU: where the difference went, by what the code did, with the cost per fault where the
 /// faults' work changed, and what that points to outside the host.
