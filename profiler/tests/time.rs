@@ -165,6 +165,38 @@ fn samples_match_the_kernels_cpu_time_and_name_the_hot_function_and_the_sleep() 
     );
 }
 
+/// A Python request that waits for nothing still polls with a zero timeout (`time.sleep(0)`):
+/// a yield, which tokio wakes only once its worker has run the other ready requests. That
+/// time is queued for a thread, not pending on the skill's own waits: ten requests at once on
+/// this 2-core machine read 4.5 ms pending each (of 6 ms between polls) before the host said
+/// which of its waits were yields.
+#[test]
+fn a_request_that_waits_for_nothing_is_queued_not_pending() {
+    require_root(ROOT);
+    let _machine = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let workload = write_cmds(
+        dir.path(),
+        "yields.cmds",
+        "add_py\n20 p_execute_all Busy 0 0 10\n",
+    );
+    let (output, folder) = run_ok(&workload, &dir.path().join("runs"), &[]);
+    let rows = csv_rows(&folder.join("skills.csv"));
+    let call = rows
+        .iter()
+        .find(|row| row["entry"] == "1" && row["phase"] == "call")
+        .unwrap_or_else(|| panic!("no call row of entry 1: {rows:?}\n{}", describe(&output)));
+    let runs: f64 = cell(call, "runs");
+    let (pending, queued): (f64, f64) = (cell(call, "pending_ms"), cell(call, "queued_ms"));
+    assert_eq!(runs, 200.0, "{call:?}");
+    assert!(
+        pending / runs <= 0.5 && queued > pending,
+        "requests asked to wait 0 ms were pending {:.2} ms each, queued {:.2} ms: {call:?}",
+        pending / runs,
+        queued / runs
+    );
+}
+
 #[test]
 fn a_rate_the_kernel_would_refuse_is_refused_before_the_run() {
     require_root(ROOT);

@@ -1,6 +1,7 @@
 //! skillhost: the wasmtime skill host that skillprof drives and measures.
 
 mod api;
+mod clock;
 mod compile;
 mod config;
 mod dialect;

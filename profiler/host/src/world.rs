@@ -79,6 +79,7 @@ impl Linkers {
     pub fn new(engine: &Engine, http_path: &str) -> Result<Self> {
         let mut skillprof = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut skillprof)?;
+        crate::clock::add_to_linker(&mut skillprof)?;
         let mut pharia = skillprof.clone();
         csi::add_to_linker::<_, HasSelf<RequestState>>(&mut pharia, |state| state)?;
         let mut http = skillprof.clone();

@@ -131,6 +131,18 @@ impl PhaseCell {
     }
 }
 
+thread_local! {
+    /// Set by [`yielding`] inside a tracked future's poll, taken when the poll returns.
+    static YIELDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The tracked future being polled on this thread yields: it is ready, and returns Pending
+/// only to let others run. Its time until the next poll is queued, however late its runtime
+/// wakes it (tokio's `yield_now` wakes a task only once its worker has run the others).
+pub fn yielding() {
+    YIELDING.with(|yielding| yielding.set(true));
+}
+
 /// When a tracked future was last woken: its runtime's waker, wrapped so the wake is timed.
 #[derive(Default)]
 struct WakeClock {
@@ -164,6 +176,8 @@ struct Between {
     started_ns: u64,
     ended_ns: u64,
     phase: u32,
+    /// The last poll returned Pending as a yield ([`yielding`]).
+    yielded: bool,
 }
 
 impl Between {
@@ -176,11 +190,12 @@ impl Between {
             .clock
             .as_ref()
             .map_or(0, |clock| clock.woken_ns.load(Ordering::Relaxed));
-        // Woken during the last poll (a yield): queued from its end. Not woken since it
-        // began (polled anyway, by a combinator): pending all along.
-        let woken = match woken >= self.started_ns {
-            true => woken.clamp(self.ended_ns, now),
-            false => now,
+        // Yielded, or woken during the last poll (a waker woken at once): queued from its
+        // end. Not woken since it began (polled anyway, by a combinator): pending all along.
+        let woken = match (self.yielded, woken >= self.started_ns) {
+            (true, _) => self.ended_ns,
+            (false, true) => woken.clamp(self.ended_ns, now),
+            (false, false) => now,
         };
         ledger::waited(skill, self.phase, woken - self.ended_ns, now - woken);
     }
@@ -226,8 +241,10 @@ impl<F: Future> Future for Tracked<'_, F> {
             between.poll_begins(this.work.skill.id, now);
             let waker = between.waker(cx.waker());
             between.started_ns = now;
+            YIELDING.with(|yielding| yielding.set(false));
             let polled = this.future.poll(&mut Context::from_waker(&waker));
             between.ended_ns = ledger::now_ns();
+            between.yielded = YIELDING.with(|yielding| yielding.replace(false));
             between.phase = this.phase.0.load(Ordering::Relaxed) & !PHASE_FIRST;
             polled
         } else {
