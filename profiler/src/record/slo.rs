@@ -182,6 +182,11 @@ pub struct StallSeen {
     pub samples: u64,
     pub possible: f64,
     pub functions: Vec<super::time::Share>,
+    /// From the stall's start to the first sample in it (all of it without one), ms: how long
+    /// the host ran nothing, to the clock's period. The rest of the stall is the backlog of
+    /// requests it left, drained.
+    #[serde(default)]
+    pub quiet_ms: f64,
 }
 
 impl Evidence {

@@ -136,6 +136,10 @@ pub struct Stall {
     pub requests: u64,
     /// Its beginning on CLOCK_MONOTONIC (ns), the kernel's programs' clock.
     pub begins_at_ns: u64,
+    /// How far its beginning may be off, ms: it began between the send before its first
+    /// delayed request and that request's own, and is put halfway.
+    #[serde(default)]
+    pub give_or_take_ms: f64,
 }
 
 /// Late sends that one preemption of the generator's thread makes in a step of a few

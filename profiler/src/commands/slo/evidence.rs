@@ -133,8 +133,10 @@ pub fn stall_seen(
     let to = from + (stall.lasted_ms * 1e6) as u64;
     let mut functions: BTreeMap<&str, u64> = BTreeMap::new();
     let mut seen = 0;
+    let mut first_ns = to;
     for sample in samples.iter().filter(|s| (from..to).contains(&s.at_ns)) {
         seen += 1;
+        first_ns = first_ns.min(sample.at_ns);
         *functions.entry(sample.function.name.as_str()).or_default() += 1;
     }
     let mut functions: Vec<Share> = functions
@@ -150,6 +152,7 @@ pub fn stall_seen(
         samples: seen,
         possible: (to - from) as f64 / period_ns.max(1) as f64 * cpus as f64,
         functions,
+        quiet_ms: (first_ns - from) as f64 / 1e6,
     })
 }
 
@@ -333,6 +336,18 @@ fn stalled(step: &TrafficStep, evidence: &Evidence) -> Option<String> {
                 ", so they were mostly off their CPUs: waiting for work, or not given a CPU",
             );
         }
+        // A host that serves requests side by side drains the backlog of a pause slowly:
+        // every request of it is answered late, and the stall by its requests outlasts the
+        // pause. The first sample says where the pause ended.
+        let stall = step.stall.as_ref()?;
+        if seen.samples > 0 && seen.quiet_ms < 0.9 * stall.lasted_ms {
+            text.push_str(&format!(
+                "; they ran nothing for its first {} (no sample), then drained the requests \
+                 that had waited for {}",
+                ms(seen.quiet_ms),
+                ms(stall.lasted_ms - seen.quiet_ms)
+            ));
+        }
     }
     Some(text)
 }
@@ -347,6 +362,7 @@ fn micros(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::slo::StallSeen;
     use crate::record::traffic::{Stall, UNPINNED};
 
     fn step(generator_cpus: &str, generator_cpu_ms: f64) -> TrafficStep {
@@ -387,6 +403,7 @@ mod tests {
                 tail_share: 1.0,
                 requests: 31,
                 begins_at_ns: 0,
+                give_or_take_ms: 0.0,
             }),
             ..crate::record::fixture::traffic(30)
         };
@@ -399,6 +416,45 @@ mod tests {
             ),
             "{said}"
         );
+    }
+
+    /// The Python sample at 100/s on one CPU, stopped for 1.5 s: the backlog of 150 requests
+    /// shares the CPU as it drains, each answered late, and the stall by its requests read
+    /// 1,970 ms, 31% longer than the pause. The time profile's first sample in it says where
+    /// the pause ended.
+    #[test]
+    fn a_stalls_pause_is_told_from_its_backlog() {
+        let stalled = TrafficStep {
+            stall: Some(Stall {
+                begins_ms: 1130.0,
+                lasted_ms: 1970.0,
+                tail_share: 1.0,
+                requests: 197,
+                begins_at_ns: 0,
+                give_or_take_ms: 0.0,
+            }),
+            ..crate::record::fixture::traffic(100)
+        };
+        let seen = |quiet_ms| Evidence {
+            stall: Some(StallSeen {
+                samples: 40,
+                possible: 191.0,
+                functions: Vec::new(),
+                quiet_ms,
+            }),
+            ..evidence(400.0, 200.0)
+        };
+        let said = bound(&stalled, &seen(1505.0), &config(None, 1));
+        assert!(
+            said.contains(
+                "; they ran nothing for its first 1,505 ms (no sample), then drained the \
+                 requests that had waited for 465 ms; besides the stall"
+            ),
+            "{said}"
+        );
+        // Quiet all along (a host that serves one request at a time): no backlog to tell.
+        let said = bound(&stalled, &seen(1900.0), &config(None, 1));
+        assert!(!said.contains("ran nothing"), "{said}");
     }
 
     #[test]

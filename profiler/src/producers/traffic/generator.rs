@@ -493,12 +493,10 @@ fn io_thread(client: Client, plan: StepPlan, cancelled: Arc<AtomicBool>) -> Resu
         generator_cpus_time: cpus_at_start
             .zip(cpus_at_end)
             .and_then(|(start, end)| end.since(&start)),
-        stall: super::stall::find(
-            &recorder.requests,
-            recorder.latency.value_at_quantile(0.5),
-            recorder.latency.value_at_quantile(0.99),
-            recorder.warm_end_ns,
-        ),
+        stall: {
+            let (p50_us, p99_us) = super::stall::thresholds(&recorder.latency);
+            super::stall::find(&recorder.requests, p50_us, p99_us, recorder.warm_end_ns)
+        },
     })
 }
 

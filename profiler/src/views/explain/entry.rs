@@ -386,9 +386,19 @@ fn load(record: &EntryRecord) -> Option<String> {
 
 /// The stall a step's tail came from, in words.
 pub fn one_stall(stall: &crate::record::traffic::Stall) -> String {
+    // At low rates the sends are far apart, and where between two the stall began is not
+    // known: said where it is a twentieth of the stall or more.
+    let between = match stall.give_or_take_ms >= 0.05 * stall.lasted_ms {
+        true => format!(
+            "give or take {}, its requests being sent {} apart; ",
+            ms(stall.give_or_take_ms),
+            ms(2.0 * stall.give_or_take_ms)
+        ),
+        false => String::new(),
+    };
     format!(
-        "the tail came from one stall {} into the window, {} long ({:.0}% of the requests at or \
-         above p99 were sent in it)",
+        "the tail came from one stall {} into the window, {} long ({between}{:.0}% of the \
+         requests at or above p99 were sent in it)",
         ms(stall.begins_ms),
         ms(stall.lasted_ms),
         100.0 * stall.tail_share
