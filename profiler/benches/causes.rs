@@ -1,0 +1,255 @@
+//! Explanations scored against causes injected into real steps of `skillprof slo`: one
+//! experiment per skill and rate, five fixed-rate steps, each with a known cause or none:
+//!
+//! 1. none;
+//! 2. the host stopped (SIGSTOP, then SIGCONT) for --short-ms, mid-step;
+//! 3. the same for --long-ms;
+//! 4. a busy loop pinned to the host's CPU for the whole step (a CPU competitor);
+//! 5. none.
+//!
+//! A stall scores when the step's explanation names it first and its length is within 20% of
+//! the injected one; a competitor when the explanation begins with the host's wait for a CPU
+//! (its size, the CPU the competitor took, is not yet said); a clean step when no cause is
+//! named (the explanation begins "not CPU-bound"). Prints a row per step and the score.
+//!
+//!     cargo bench -p skillprof --bench causes [-- --skills hello,rust,python --rates 10,30,100]
+//!
+//! About 40 s an experiment on a 2-core machine (the Python sample's compile included). Needs
+//! root (slo's probes) and a release build of skillprof and skillhost.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+
+mod common;
+use common::{flags, skillprof_binary};
+
+#[derive(Parser)]
+struct Options {
+    /// slo's sample skills (`--skill`).
+    #[arg(long, value_delimiter = ',', default_value = "hello,rust,python")]
+    skills: Vec<String>,
+    /// The rates, requests a second: one experiment each.
+    #[arg(long, value_delimiter = ',', default_value = "10,30,100")]
+    rates: Vec<u32>,
+    /// The short stall, ms.
+    #[arg(long, default_value_t = 300)]
+    short_ms: u64,
+    /// The long stall, ms.
+    #[arg(long, default_value_t = 1500)]
+    long_ms: u64,
+    /// Keep each experiment's folder (SKILL-RATE) under this one, to read its steps.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+/// Seconds of each step (its first fifth warms up); a stall begins this far into it.
+const STEP_S: u64 = 5;
+const STALL_AT: Duration = Duration::from_millis(2200);
+
+#[derive(Clone, Copy, Debug)]
+enum Cause {
+    None,
+    Stall(u64),
+    Competitor,
+}
+
+impl Cause {
+    fn name(self) -> String {
+        match self {
+            Cause::None => "none".into(),
+            Cause::Stall(ms) => format!("stall {ms} ms"),
+            Cause::Competitor => "CPU competitor".into(),
+        }
+    }
+
+    /// Whether `said` (a step's explanation) names this cause first, at its size.
+    fn scores(self, said: &str) -> bool {
+        match self {
+            Cause::None => said.starts_with("not CPU-bound"),
+            Cause::Stall(ms) => {
+                said.starts_with("stalled:")
+                    && stall_ms(said).is_some_and(|seen| (seen / ms as f64 - 1.0).abs() <= 0.2)
+            }
+            Cause::Competitor => said.starts_with("waiting for a CPU"),
+        }
+    }
+}
+
+/// The pause as the explanation says it: how long the host ran nothing where the time
+/// profile saw that ("ran nothing for its first 1,510 ms"), else the stall's whole length
+/// ("..., 1,010 ms long").
+fn stall_ms(said: &str) -> Option<f64> {
+    let said = &said[..said.find("; besides the stall")?];
+    let length = match said.split_once("ran nothing for its first ") {
+        Some((_, quiet)) => quiet.split(" (").next()?,
+        None => said[..said.find(" long (")?].rsplit_once(", ")?.1,
+    };
+    let (number, unit) = length.split_once(' ')?;
+    let value: f64 = number.replace(',', "").parse().ok()?;
+    Some(match unit {
+        "s" => value * 1e3,
+        _ => value,
+    })
+}
+
+const STEPS: [fn(&Options) -> Cause; 5] = [
+    |_| Cause::None,
+    |o| Cause::Stall(o.short_ms),
+    |o| Cause::Stall(o.long_ms),
+    |_| Cause::Competitor,
+    |_| Cause::None,
+];
+
+fn main() -> Result<()> {
+    let options: Options = flags();
+    let skillprof = skillprof_binary()?;
+    let dir = tempfile::tempdir()?;
+    let under = options.out.clone().unwrap_or_else(|| dir.path().to_owned());
+    println!(
+        "causes injected into slo steps ({STEP_S} s each, 1 CPU for the host) on this {}-CPU \
+         machine",
+        thread::available_parallelism()?.get()
+    );
+    println!("skill   rate  step  injected         scored  explanation (its first 110 characters)");
+    let (mut scored, mut cells) = (0, 0);
+    for skill in &options.skills {
+        for &rate in &options.rates {
+            let folder = under.join(format!("{skill}-{rate}"));
+            let said = experiment(&skillprof, &options, skill, rate, &folder)
+                .with_context(|| format!("{skill} at {rate}/s"))?;
+            for (index, (cause, said)) in said.iter().enumerate() {
+                let ok = cause.scores(said);
+                scored += usize::from(ok);
+                cells += 1;
+                println!(
+                    "{skill:<7} {rate:>4}  {:>4}  {:<16} {:<6}  {}",
+                    index + 1,
+                    cause.name(),
+                    if ok { "yes" } else { "MISS" },
+                    said.chars().take(110).collect::<String>()
+                );
+            }
+        }
+    }
+    println!(
+        "scored {scored} of {cells} cells ({:.0}%)",
+        100.0 * scored as f64 / cells.max(1) as f64
+    );
+    Ok(())
+}
+
+/// One experiment: each step's injected cause and its explanation.
+fn experiment(
+    skillprof: &std::path::Path,
+    options: &Options,
+    skill: &str,
+    rate: u32,
+    folder: &std::path::Path,
+) -> Result<Vec<(Cause, String)>> {
+    let rates = vec![rate.to_string(); STEPS.len()].join(",");
+    let mut slo = Command::new(skillprof)
+        .args([
+            "slo",
+            "--skill",
+            skill,
+            "--target",
+            "p99<=50ms",
+            "--cpus",
+            "1",
+        ])
+        .args(["--rps", &rates, "--step-s", &STEP_S.to_string()])
+        .args(["--memory-kb", if skill == "hello" { "0" } else { "1024" }])
+        .arg("--run-dir")
+        .arg(folder)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (lines, seen) = mpsc::channel();
+    for pipe in [
+        Box::new(slo.stdout.take().context("stdout")?) as Box<dyn std::io::Read + Send>,
+        Box::new(slo.stderr.take().context("stderr")?),
+    ] {
+        let lines = lines.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+    }
+    drop(lines);
+    let mut host: Option<(u32, String)> = None;
+    let mut said: Vec<(Cause, String)> = Vec::new();
+    let mut log = Vec::new();
+    let mut competitor: Option<Child> = None;
+    let wait = Duration::from_secs(120);
+    while said.len() < STEPS.len() {
+        let Ok(line) = seen.recv_timeout(wait) else {
+            let _ = slo.kill();
+            bail!("slo stopped before its steps ended:\n{}", log.join("\n"));
+        };
+        log.push(line.clone());
+        if let Some(rest) = line.split(" host pid ").nth(1) {
+            let mut words = rest.split_whitespace();
+            let pid = words.next().context("pid")?.parse()?;
+            let cpus = words
+                .nth(2)
+                .context("CPU")?
+                .trim_end_matches(',')
+                .to_owned();
+            host = Some((pid, cpus));
+            continue;
+        }
+        let Some(explanation) = explanation(&line, rate) else {
+            continue;
+        };
+        if let Some(mut busy) = competitor.take() {
+            busy.kill()?;
+            busy.wait()?;
+        }
+        said.push((STEPS[said.len()](options), explanation));
+        // The next step begins now: inject its cause.
+        let Some(next) = STEPS.get(said.len()) else {
+            break;
+        };
+        let (pid, cpus) = host.clone().context("slo never said the host's pid")?;
+        match next(options) {
+            Cause::None => {}
+            Cause::Stall(ms) => {
+                thread::sleep(STALL_AT);
+                signal(pid, "STOP")?;
+                thread::sleep(Duration::from_millis(ms));
+                signal(pid, "CONT")?;
+            }
+            Cause::Competitor => {
+                competitor = Some(
+                    Command::new("taskset")
+                        .args(["-c", &cpus, "sh", "-c", "while :; do :; done"])
+                        .spawn()?,
+                )
+            }
+        }
+    }
+    slo.wait()?;
+    Ok(said)
+}
+
+/// The explanation of a step's line (`... table 30/s: p99 ..., met (EXPLANATION)`).
+fn explanation(line: &str, rate: u32) -> Option<String> {
+    let rest = line.split(&format!(" table {rate}/s: ")).nth(1)?;
+    let open = rest.find(" (")?;
+    Some(rest[open + 2..].trim_end_matches(')').to_owned())
+}
+
+fn signal(pid: u32, which: &str) -> Result<()> {
+    let status = Command::new("kill")
+        .args([&format!("-{which}"), &pid.to_string()])
+        .status()?;
+    anyhow::ensure!(status.success(), "kill -{which} {pid}: {status}");
+    Ok(())
+}
