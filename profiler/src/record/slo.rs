@@ -153,6 +153,23 @@ pub struct Evidence {
     /// and the profile's timeline ran.
     #[serde(default)]
     pub stall: Option<StallSeen>,
+    /// The CPU quota of the host's cgroup and its throttling over the step, where its cgroup
+    /// has the CPU controller.
+    #[serde(default)]
+    pub quota: Option<CpuQuota>,
+}
+
+/// The host's cgroup's CPU quota over a step (`cpu.max`, v1's `cpu.cfs_quota_us`), and the
+/// kernel's count of it in `cpu.stat`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuQuota {
+    /// The quota in CPUs; `None` without one (the counters then stay at 0).
+    pub quota_cpus: Option<f64>,
+    /// Enforcement periods with runnable tasks, and those in which the quota ran out.
+    pub periods: u64,
+    pub throttled_periods: u64,
+    /// Time the host's tasks were held back by it.
+    pub throttled_ms: f64,
 }
 
 /// The requests' time inside the host, from its tracked futures (ms, summed over the step):
@@ -299,6 +316,8 @@ fields! {
     CPU_SHARE "host_cpu_share" Ratio "the host's CPU time over the step against the CPUs it was given (1: all of them, all the time)" = e.cpu_share(config.cpus.len());
     CPU_PER_REQUEST "host_cpu_us_per_request" Us "the host's CPU time per request answered" = e.per_request(e.host_cpu_ms * 1e3);
     RUN_DELAY "run_delay_us_per_request" Us "time the host's threads waited for a CPU, runnable, per request answered (schedstat)" = e.per_request(e.run_delay_ms * 1e3);
+    THROTTLED "throttled_ms" Ms "time the host's cgroup was held back by its CPU quota over the step (cpu.stat's throttled_usec, v1's throttled_time): its threads runnable, no CPU busy; empty where its cgroup has no CPU controller" = e.quota.map(|q| q.throttled_ms);
+    THROTTLED_PERIODS "throttled_periods" Count "the quota's enforcement periods over the step in which the host's cgroup used its quota and waited for the next (cpu.stat's nr_throttled)" = e.quota.map(|q| q.throttled_periods);
     BUSIEST_THREAD "busiest_thread_share" Ratio "the time on a CPU of the host's busiest thread against the step's wall time (1: it never stopped running; schedstat)" = e.busiest_thread_ms / e.wall_ms.max(1e-9);
     FAULTS "faults_per_request" Ratio "the host's page faults per request answered" = e.per_request(e.faults as f64);
     TLB "tlb_shootdowns_per_request" Ratio "TLB shootdown interrupts of the machine per request answered" = e.per_request(e.tlb_shootdowns as f64);

@@ -13,8 +13,9 @@ use skillprof_common::PHASE_NAMES;
 use crate::ground::units::{count, ms};
 use crate::producers::probes::ledger::{HostLedger, LedgerReading};
 use crate::producers::sample::cpu::{self, CpuTimes};
+use crate::producers::sample::cpu_quota::{self, QuotaReading};
 use crate::producers::sample::schedstat::Schedstats;
-use crate::record::slo::{CpusLost, Evidence, HostConfig, RequestTimes, StallSeen};
+use crate::record::slo::{CpuQuota, CpusLost, Evidence, HostConfig, RequestTimes, StallSeen};
 use crate::record::time::{Share, TimelineSample};
 use crate::record::traffic::TrafficStep;
 
@@ -29,6 +30,7 @@ pub struct Reading {
     ledger: Option<LedgerReading>,
     /// The host's CPUs' lines of /proc/stat, summed.
     cpus: Option<CpuTimes>,
+    quota: Option<QuotaReading>,
 }
 
 /// Reads the host `pid`'s counters now (and its ledger's, if skillprof maps it); `cpus`:
@@ -51,6 +53,11 @@ pub fn read(pid: u32, ledger: Option<&HostLedger>, cpus: &[usize]) -> Result<Rea
         .unwrap_or(0),
         ledger: ledger.map(HostLedger::read),
         cpus: cpu::read_cpus(Path::new(crate::producers::sample::PROC), Some(cpus)).ok(),
+        quota: cpu_quota::read(
+            Path::new(crate::producers::sample::PROC),
+            Path::new(cpu_quota::CGROUP),
+            pid,
+        ),
     })
 }
 
@@ -117,6 +124,15 @@ pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
         },
         time: None,
         stall: None,
+        quota: before.quota.zip(after.quota).map(|(before, after)| {
+            let since = after.since(&before);
+            CpuQuota {
+                quota_cpus: since.quota_cpus,
+                periods: since.periods,
+                throttled_periods: since.throttled,
+                throttled_ms: since.throttled_ns as f64 / 1e6,
+            }
+        }),
     }
 }
 
@@ -210,6 +226,31 @@ fn load(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String 
     let waited = evidence.per_request(evidence.run_delay_ms);
     let errors = step.errors.total();
     let went = went(evidence, config, false);
+    // A quota that ran out holds the host's threads runnable with no CPU busy: schedstat
+    // counts it as waiting for a CPU, and a host far under its CPUs reads as not CPU-bound.
+    // It comes first, failures included: a throttled host is what makes requests time out.
+    if let Some(quota) = evidence
+        .quota
+        .filter(|q| q.throttled_periods * 20 >= q.periods.max(1))
+    {
+        return format!(
+            "throttled by its cgroup's CPU quota ({}): held back in {} of {} periods, {} in all \
+             ({} per request){}; the host used {cpu}{went}",
+            match quota.quota_cpus {
+                // Three places: a container's quota is often a few hundredths of a CPU.
+                Some(cpus) => format!("{cpus:.3} of a CPU"),
+                None => "now lifted".to_owned(),
+            },
+            count(quota.throttled_periods as f64),
+            count(quota.periods as f64),
+            ms(quota.throttled_ms),
+            ms(evidence.per_request(quota.throttled_ms)),
+            match errors {
+                0 => String::new(),
+                _ => format!("; {errors} requests failed"),
+            }
+        );
+    }
     if errors > 0 {
         return format!(
             "failing: {errors} of {} requests failed ({} without an answer, {} outside 2xx, {} \
@@ -362,7 +403,7 @@ fn micros(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::slo::StallSeen;
+    use crate::record::slo::{CpuQuota, StallSeen};
     use crate::record::traffic::{Stall, UNPINNED};
 
     fn step(generator_cpus: &str, generator_cpu_ms: f64) -> TrafficStep {
@@ -416,6 +457,48 @@ mod tests {
             ),
             "{said}"
         );
+    }
+
+    /// A host whose cgroup has a twentieth of a CPU: its threads wait, runnable, for the next
+    /// period, which schedstat counts as waiting for a CPU, though none was busy.
+    #[test]
+    fn a_throttled_host_is_named_first() {
+        let throttled = Evidence {
+            run_delay_ms: 2400.0,
+            quota: Some(CpuQuota {
+                quota_cpus: Some(0.05),
+                periods: 40,
+                throttled_periods: 30,
+                throttled_ms: 900.0,
+            }),
+            ..evidence(200.0, 150.0)
+        };
+        let said = bound(
+            &crate::record::fixture::traffic(30),
+            &throttled,
+            &config(None, 1),
+        );
+        assert!(
+            said.starts_with(
+                "throttled by its cgroup's CPU quota (0.050 of a CPU): held back in 30 of 40 \
+                 periods, 900 ms in all (0.6 ms per request); the host used 0.05 of its 1 CPU"
+            ),
+            "{said}"
+        );
+        // A quota that held the host back in under a twentieth of its periods is not named.
+        let rarely = Evidence {
+            quota: Some(CpuQuota {
+                throttled_periods: 1,
+                ..throttled.quota.unwrap()
+            }),
+            ..throttled
+        };
+        let said = bound(
+            &crate::record::fixture::traffic(30),
+            &rarely,
+            &config(None, 1),
+        );
+        assert!(!said.contains("throttled"), "{said}");
     }
 
     /// The Python sample at 100/s on one CPU, stopped for 1.5 s: the backlog of 150 requests

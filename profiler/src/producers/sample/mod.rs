@@ -4,6 +4,7 @@
 
 pub mod composition;
 pub mod cpu;
+pub mod cpu_quota;
 mod entry;
 pub mod interrupts;
 pub mod meminfo;
