@@ -5,12 +5,18 @@
 //! 2. the host stopped (SIGSTOP, then SIGCONT) for --short-ms, mid-step;
 //! 3. the same for --long-ms;
 //! 4. a busy loop pinned to the host's CPU for the whole step (a CPU competitor);
-//! 5. none.
+//! 5. none;
+//! 6. the host moved into a CPU cgroup of the bench's whose quota is half the CPU it used in
+//!    step 2 (at least 1 ms a 100 ms period), for the whole step. Last: a host held to half
+//!    the CPU it needs falls behind, and what it still owes spills into the step after.
 //!
 //! A stall scores when the step's explanation names it first and its length is within 20% of
 //! the injected one; a competitor when the explanation begins with the host's wait for a CPU
-//! (its size, the CPU the competitor took, is not yet said); a clean step when no cause is
-//! named (the explanation begins "not CPU-bound"). Prints a row per step and the score.
+//! (its size, the CPU the competitor took, is not yet said); a quota when it begins
+//! "throttled" and the quota it gives is within 20% of the one set, where the cgroup's
+//! cpu.stat counted it holding the host back in a twentieth of its periods or more (else as a
+//! clean step); a clean step when no cause is named (the explanation begins "not CPU-bound").
+//! Prints a row per step and the score.
 //!
 //!     cargo bench -p skillprof --bench causes [-- --skills hello,rust,python --rates 10,30,100]
 //!
@@ -57,6 +63,8 @@ enum Cause {
     None,
     Stall(u64),
     Competitor,
+    /// A CPU quota, in CPUs, with what its cgroup counted: periods and throttled periods.
+    Quota(Option<(f64, u64, u64)>),
 }
 
 impl Cause {
@@ -65,6 +73,10 @@ impl Cause {
             Cause::None => "none".into(),
             Cause::Stall(ms) => format!("stall {ms} ms"),
             Cause::Competitor => "CPU competitor".into(),
+            Cause::Quota(Some((cpus, periods, throttled))) => {
+                format!("quota {cpus:.3} CPU, {throttled}/{periods} held")
+            }
+            Cause::Quota(None) => "quota".into(),
         }
     }
 
@@ -77,6 +89,11 @@ impl Cause {
                     && stall_ms(said).is_some_and(|seen| (seen / ms as f64 - 1.0).abs() <= 0.2)
             }
             Cause::Competitor => said.starts_with("waiting for a CPU"),
+            Cause::Quota(Some((cpus, periods, throttled))) if throttled * 20 >= periods => {
+                said.starts_with("throttled")
+                    && quota_cpus(said).is_some_and(|seen| (seen / cpus - 1.0).abs() <= 0.2)
+            }
+            Cause::Quota(_) => Cause::None.scores(said),
         }
     }
 }
@@ -98,12 +115,19 @@ fn stall_ms(said: &str) -> Option<f64> {
     })
 }
 
-const STEPS: [fn(&Options) -> Cause; 5] = [
+/// The quota as the explanation says it: "...'s CPU quota (0.045 of a CPU)".
+fn quota_cpus(said: &str) -> Option<f64> {
+    let quota = said.split_once("CPU quota (")?.1;
+    quota.split(' ').next()?.parse().ok()
+}
+
+const STEPS: [fn(&Options) -> Cause; 6] = [
     |_| Cause::None,
     |o| Cause::Stall(o.short_ms),
     |o| Cause::Stall(o.long_ms),
     |_| Cause::Competitor,
     |_| Cause::None,
+    |_| Cause::Quota(None),
 ];
 
 fn main() -> Result<()> {
@@ -187,6 +211,9 @@ fn experiment(
     let mut said: Vec<(Cause, String)> = Vec::new();
     let mut log = Vec::new();
     let mut competitor: Option<Child> = None;
+    let mut quota: Option<Quota> = None;
+    // The host's CPU time at the end of each step (clock ticks), for the quota's size.
+    let mut cpu_at: Vec<u64> = Vec::new();
     let wait = Duration::from_secs(120);
     while said.len() < STEPS.len() {
         let Ok(line) = seen.recv_timeout(wait) else {
@@ -212,12 +239,17 @@ fn experiment(
             busy.kill()?;
             busy.wait()?;
         }
-        said.push((STEPS[said.len()](options), explanation));
+        let (pid, cpus) = host.clone().context("slo never said the host's pid")?;
+        cpu_at.push(host_cpu_ticks(pid)?);
+        let cause = match quota.take() {
+            Some(quota) => Cause::Quota(Some(quota.end()?)),
+            None => STEPS[said.len()](options),
+        };
+        said.push((cause, explanation));
         // The next step begins now: inject its cause.
         let Some(next) = STEPS.get(said.len()) else {
             break;
         };
-        let (pid, cpus) = host.clone().context("slo never said the host's pid")?;
         match next(options) {
             Cause::None => {}
             Cause::Stall(ms) => {
@@ -233,10 +265,97 @@ fn experiment(
                         .spawn()?,
                 )
             }
+            Cause::Quota(_) => {
+                // Half of what the host used in the second step (a stall delays requests but
+                // leaves their work the same), a step being about STEP_S long.
+                let ticks = (cpu_at[1] - cpu_at[0]) as f64 / procfs::ticks_per_second() as f64;
+                let share = ticks / STEP_S as f64;
+                let quota_us = ((share * 0.5 * PERIOD_US as f64) as u64).max(1000);
+                quota = Some(Quota::start(pid, quota_us)?);
+            }
         }
     }
     slo.wait()?;
     Ok(said)
+}
+
+/// The host's CPU time since it started, clock ticks (/proc/PID/stat's utime + stime).
+fn host_cpu_ticks(pid: u32) -> Result<u64> {
+    let stat = procfs::process::Process::new(pid as i32)?.stat()?;
+    Ok(stat.utime + stat.stime)
+}
+
+const PERIOD_US: u64 = 100_000;
+
+/// The host held in a CPU cgroup of the bench's, with a quota, until [`Quota::end`] (or drop)
+/// moves it back where it was and removes the cgroup.
+struct Quota {
+    pid: u32,
+    quota_us: u64,
+    dir: std::path::PathBuf,
+    home: std::path::PathBuf,
+}
+
+impl Quota {
+    fn start(pid: u32, quota_us: u64) -> Result<Quota> {
+        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();
+        let root = std::path::Path::new(if v1 {
+            "/sys/fs/cgroup/cpu"
+        } else {
+            "/sys/fs/cgroup"
+        });
+        let membership = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+        let home = membership
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, ':');
+                parts.next()?;
+                Some((parts.next()?, parts.next()?))
+            })
+            .find(|(controllers, _)| match v1 {
+                true => controllers.split(',').any(|c| c == "cpu"),
+                false => controllers.is_empty(),
+            })
+            .map(|(_, path)| root.join(path.trim_start_matches('/')))
+            .context("the host's CPU cgroup")?;
+        let dir = root.join(format!("skillprof-causes-{}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let quota = Quota {
+            pid,
+            quota_us,
+            dir,
+            home,
+        };
+        match v1 {
+            true => {
+                std::fs::write(quota.dir.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
+                std::fs::write(quota.dir.join("cpu.cfs_quota_us"), quota_us.to_string())?;
+            }
+            false => std::fs::write(quota.dir.join("cpu.max"), format!("{quota_us} {PERIOD_US}"))?,
+        }
+        std::fs::write(quota.dir.join("cgroup.procs"), pid.to_string())?;
+        Ok(quota)
+    }
+
+    /// Moves the host back; the quota in CPUs, and what the cgroup counted: periods and
+    /// throttled periods.
+    fn end(self) -> Result<(f64, u64, u64)> {
+        let stat = std::fs::read_to_string(self.dir.join("cpu.stat"))?;
+        let value = |key: &str| {
+            stat.lines()
+                .find_map(|line| line.strip_prefix(key)?.trim().parse::<u64>().ok())
+                .with_context(|| format!("{key} in cpu.stat"))
+        };
+        let cpus = self.quota_us as f64 / PERIOD_US as f64;
+        Ok((cpus, value("nr_periods ")?, value("nr_throttled ")?))
+    }
+}
+
+impl Drop for Quota {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.home.join("cgroup.procs"), self.pid.to_string());
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 /// The explanation of a step's line (`... table 30/s: p99 ..., met (EXPLANATION)`).
