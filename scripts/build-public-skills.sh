@@ -9,6 +9,10 @@
 #   cpy_http_echo.wasm      componentize-py 0.17.2's examples/http/app.py (its PyPI sdist), a
 #                           Python wasi:http/proxy handler: POST /echo streams the body back
 #                           through an asyncio loop on WASI's poll (~20 s)
+#   js_http_echo.wasm       skills/js_echo/echo.js, a JavaScript wasi:http/proxy handler, by
+#                           npm's @bytecodealliance/componentize-js 0.23.0 (StarlingMonkey):
+#                           POST /echo answers its JSON body with a greeting (~1 minute, most
+#                           of it npm install; needs npm)
 #
 # Needs scripts/setup.sh's toolchain (the wasm32-wasip2 target, build/venv-py312's
 # componentize-py 0.17.2). Each archive is checked against its SHA-256 before it is used, and
@@ -91,6 +95,35 @@ else
         -w wasi:http/proxy@0.2.0 componentize app -o "$OUT/cpy_http_echo.wasm" >/dev/null) ||
         die "componentize-py of $CPY's examples/http failed"
     echo "$CPY_SHA256" >"$OUT/cpy_http_echo.wasm.stamp"
+fi
+
+# The JavaScript handler is ours (componentize-js publishes no example to build); its
+# toolchain is the published one, pinned. StarlingMonkey exports wasi:http 0.2.10's handler:
+# the world is jco's WIT of 0.2.12 (in the same install) with the http package at 0.2.10.
+CJS=@bytecodealliance/componentize-js@0.23.0
+JS_SOURCE="$ROOT/skills/js_echo/echo.js"
+js_stamp="$CJS $(sha256sum "$JS_SOURCE" | cut -d' ' -f1)"
+if fresh js_http_echo.wasm "$js_stamp"; then
+    step "js_http_echo.wasm is built from skills/js_echo/echo.js with $CJS"
+else
+    need npm "apt-get install npm"
+    mkdir -p "$OUT/js"
+    [ -f "$OUT/js/package.json" ] || echo '{"private": true}' >"$OUT/js/package.json"
+    step "installing $CJS with npm"
+    (cd "$OUT/js" && npm install --no-audit --no-fund --save-exact "$CJS" >/dev/null) ||
+        die "npm install $CJS failed"
+    wit=$OUT/js/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
+    rm -rf "$OUT/js/wit" && mkdir -p "$OUT/js/wit/deps"
+    sed 's/^package wasi:http@0.2.12;/package wasi:http@0.2.10;/' "$wit/wasi-http/package.wit" \
+        >"$OUT/js/wit/package.wit"
+    for package in io clocks random cli filesystem sockets; do
+        cp -r "$wit/wasi-$package" "$OUT/js/wit/deps/"
+    done
+    step "componentizing skills/js_echo/echo.js"
+    "$OUT/js/node_modules/.bin/componentize-js" "$JS_SOURCE" --wit "$OUT/js/wit" \
+        --world-name proxy -o "$OUT/js_http_echo.wasm" >/dev/null ||
+        die "componentize-js of skills/js_echo/echo.js failed"
+    echo "$js_stamp" >"$OUT/js_http_echo.wasm.stamp"
 fi
 
 ls -l "$OUT"/*.wasm
