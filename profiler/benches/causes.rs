@@ -1,5 +1,5 @@
 //! Explanations scored against causes injected into real steps of `skillprof slo`: one
-//! experiment per skill and rate, five fixed-rate steps, each with a known cause or none:
+//! experiment per skill and rate, six fixed-rate steps, each with a known cause or none:
 //!
 //! 1. none;
 //! 2. the host stopped (SIGSTOP, then SIGCONT) for --short-ms, mid-step;
@@ -24,6 +24,7 @@
 //! root (slo's probes) and a release build of skillprof and skillhost.
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -31,6 +32,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use skillprof::producers::sample::cpu_quota;
 
 mod common;
 use common::{flags, skillprof_binary};
@@ -51,7 +53,7 @@ struct Options {
     long_ms: u64,
     /// Keep each experiment's folder (SKILL-RATE) under this one, to read its steps.
     #[arg(long)]
-    out: Option<std::path::PathBuf>,
+    out: Option<PathBuf>,
 }
 
 /// Seconds of each step (its first fifth warms up); a stall begins this far into it.
@@ -170,11 +172,11 @@ fn main() -> Result<()> {
 
 /// One experiment: each step's injected cause and its explanation.
 fn experiment(
-    skillprof: &std::path::Path,
+    skillprof: &Path,
     options: &Options,
     skill: &str,
     rate: u32,
-    folder: &std::path::Path,
+    folder: &Path,
 ) -> Result<Vec<(Cause, String)>> {
     let rates = vec![rate.to_string(); STEPS.len()].join(",");
     let mut slo = Command::new(skillprof)
@@ -292,46 +294,30 @@ const PERIOD_US: u64 = 100_000;
 struct Quota {
     pid: u32,
     quota_us: u64,
-    dir: std::path::PathBuf,
-    home: std::path::PathBuf,
+    dir: PathBuf,
+    home: PathBuf,
 }
 
 impl Quota {
     fn start(pid: u32, quota_us: u64) -> Result<Quota> {
-        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();
-        let root = std::path::Path::new(if v1 {
-            "/sys/fs/cgroup/cpu"
-        } else {
-            "/sys/fs/cgroup"
-        });
-        let membership = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
-        let home = membership
-            .lines()
-            .filter_map(|line| {
-                let mut parts = line.splitn(3, ':');
-                parts.next()?;
-                Some((parts.next()?, parts.next()?))
-            })
-            .find(|(controllers, _)| match v1 {
-                true => controllers.split(',').any(|c| c == "cpu"),
-                false => controllers.is_empty(),
-            })
-            .map(|(_, path)| root.join(path.trim_start_matches('/')))
+        let home = cpu_quota::cgroup_of(Path::new("/proc"), Path::new(cpu_quota::CGROUP), pid)
             .context("the host's CPU cgroup")?;
-        let dir = root.join(format!("skillprof-causes-{}", std::process::id()));
+        let dir = home
+            .root
+            .join(format!("skillprof-causes-{}", std::process::id()));
         std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let quota = Quota {
             pid,
             quota_us,
             dir,
-            home,
+            home: home.dir,
         };
-        match v1 {
-            true => {
+        match home.v2 {
+            true => std::fs::write(quota.dir.join("cpu.max"), format!("{quota_us} {PERIOD_US}"))?,
+            false => {
                 std::fs::write(quota.dir.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
                 std::fs::write(quota.dir.join("cpu.cfs_quota_us"), quota_us.to_string())?;
             }
-            false => std::fs::write(quota.dir.join("cpu.max"), format!("{quota_us} {PERIOD_US}"))?,
         }
         std::fs::write(quota.dir.join("cgroup.procs"), pid.to_string())?;
         Ok(quota)
@@ -340,14 +326,10 @@ impl Quota {
     /// Moves the host back; the quota in CPUs, and what the cgroup counted: periods and
     /// throttled periods.
     fn end(self) -> Result<(f64, u64, u64)> {
-        let stat = std::fs::read_to_string(self.dir.join("cpu.stat"))?;
-        let value = |key: &str| {
-            stat.lines()
-                .find_map(|line| line.strip_prefix(key)?.trim().parse::<u64>().ok())
-                .with_context(|| format!("{key} in cpu.stat"))
-        };
+        let counted = cpu_quota::read(Path::new("/proc"), Path::new(cpu_quota::CGROUP), self.pid)
+            .context("the quota's cpu.stat")?;
         let cpus = self.quota_us as f64 / PERIOD_US as f64;
-        Ok((cpus, value("nr_periods ")?, value("nr_throttled ")?))
+        Ok((cpus, counted.periods, counted.throttled))
     }
 }
 

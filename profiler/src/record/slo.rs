@@ -279,14 +279,19 @@ impl SloReport {
     /// rate asked for again being a point of its own.
     pub fn cell(&self, config: usize, point: usize) -> Option<&SloStep> {
         let rps = *self.load_points.get(point)?;
-        let asked_before = self.load_points[..point]
-            .iter()
-            .filter(|&&earlier| earlier == rps)
-            .count();
         self.steps
             .iter()
             .filter(|s| s.config == config && s.stage == Stage::Table && s.rps == rps)
-            .nth(asked_before)
+            .nth(self.asked_before(point))
+    }
+
+    /// How many earlier load points asked for load point `point`'s rate.
+    pub fn asked_before(&self, point: usize) -> usize {
+        let rps = self.load_points[point];
+        self.load_points[..point]
+            .iter()
+            .filter(|&&earlier| earlier == rps)
+            .count()
     }
 
     /// The highest peak of any configuration.

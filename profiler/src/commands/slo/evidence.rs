@@ -15,7 +15,7 @@ use crate::producers::probes::ledger::{HostLedger, LedgerReading};
 use crate::producers::sample::cpu::{self, CpuTimes};
 use crate::producers::sample::cpu_quota::{self, QuotaReading};
 use crate::producers::sample::schedstat::Schedstats;
-use crate::record::slo::{CpuQuota, CpusLost, Evidence, HostConfig, RequestTimes, StallSeen};
+use crate::record::slo::{CpusLost, Evidence, HostConfig, RequestTimes, StallSeen};
 use crate::record::time::{Share, TimelineSample};
 use crate::record::traffic::TrafficStep;
 
@@ -124,15 +124,10 @@ pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
         },
         time: None,
         stall: None,
-        quota: before.quota.zip(after.quota).map(|(before, after)| {
-            let since = after.since(&before);
-            CpuQuota {
-                quota_cpus: since.quota_cpus,
-                periods: since.periods,
-                throttled_periods: since.throttled,
-                throttled_ms: since.throttled_ns as f64 / 1e6,
-            }
-        }),
+        quota: before
+            .quota
+            .zip(after.quota)
+            .map(|(before, after)| after.since(&before)),
     }
 }
 
@@ -358,7 +353,8 @@ fn went(evidence: &Evidence, config: &HostConfig, waits: bool) -> String {
 /// The stall the step's tail came from, in words, with what the time profile saw of the
 /// host's threads in it.
 fn stalled(step: &TrafficStep, evidence: &Evidence) -> Option<String> {
-    let mut text = crate::views::explain::one_stall(step.stall.as_ref()?);
+    let stall = step.stall.as_ref()?;
+    let mut text = crate::views::explain::one_stall(stall);
     if let Some(seen) = &evidence.stall {
         let functions: Vec<String> = seen
             .functions
@@ -380,7 +376,6 @@ fn stalled(step: &TrafficStep, evidence: &Evidence) -> Option<String> {
         // A host that serves requests side by side drains the backlog of a pause slowly:
         // every request of it is answered late, and the stall by its requests outlasts the
         // pause. The first sample says where the pause ended.
-        let stall = step.stall.as_ref()?;
         if seen.samples > 0 && seen.quiet_ms < 0.9 * stall.lasted_ms {
             text.push_str(&format!(
                 "; they ran nothing for its first {} (no sample), then drained the requests \

@@ -62,14 +62,10 @@ pub fn summary(report: &SloReport) -> String {
 
 /// A load point's column heading: its rate, and for a rate asked for again, which time.
 fn point_label(report: &SloReport, point: usize) -> String {
-    let rps = report.load_points[point];
-    let asked = report.load_points[..=point]
-        .iter()
-        .filter(|&&r| r == rps)
-        .count();
-    match asked {
-        1 => format!("{}/s", count(f64::from(rps))),
-        n => format!("{}/s ({n})", count(f64::from(rps))),
+    let rps = count(f64::from(report.load_points[point]));
+    match report.asked_before(point) {
+        0 => format!("{rps}/s"),
+        n => format!("{rps}/s ({})", n + 1),
     }
 }
 

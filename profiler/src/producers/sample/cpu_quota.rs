@@ -7,6 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::ground::keyed;
+use crate::record::slo::CpuQuota;
 
 /// Where the hierarchies are mounted on machines like this one, under /sys/fs/cgroup: v2's,
 /// then v1's cpu controller (alone, or with cpuacct).
@@ -28,31 +29,46 @@ pub struct QuotaReading {
 
 impl QuotaReading {
     /// What changed from `before` to this reading (the quota as it is now).
-    pub fn since(&self, before: &QuotaReading) -> QuotaReading {
-        QuotaReading {
+    pub fn since(&self, before: &QuotaReading) -> CpuQuota {
+        CpuQuota {
             quota_cpus: self.quota_cpus,
             periods: self.periods.saturating_sub(before.periods),
-            throttled: self.throttled.saturating_sub(before.throttled),
-            throttled_ns: self.throttled_ns.saturating_sub(before.throttled_ns),
+            throttled_periods: self.throttled.saturating_sub(before.throttled),
+            throttled_ms: self.throttled_ns.saturating_sub(before.throttled_ns) as f64 / 1e6,
         }
     }
 }
 
-/// The quota and counters of process `pid`'s CPU cgroup, from `proc` (/proc) and `cgroup`
-/// ([`CGROUP`]); `None` where its cgroup has no CPU controller to read.
-pub fn read(proc: &Path, cgroup: &Path, pid: u32) -> Option<QuotaReading> {
+/// A process's CPU cgroup: its directory, the root of its hierarchy, and whether that is
+/// cgroup v2's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuCgroup {
+    pub dir: PathBuf,
+    pub root: PathBuf,
+    pub v2: bool,
+}
+
+/// Process `pid`'s CPU cgroup, from `proc` (/proc) and `cgroup` ([`CGROUP`]): v1's cpu
+/// hierarchy where the process has a line in it, else v2's; `None` where neither has the CPU
+/// controller.
+pub fn cgroup_of(proc: &Path, cgroup: &Path, pid: u32) -> Option<CpuCgroup> {
     let membership = fs::read_to_string(proc.join(pid.to_string()).join("cgroup")).ok()?;
-    let (dir, version) = cpu_cgroup(&membership, cgroup)?;
+    cpu_cgroup(&membership, cgroup)
+}
+
+/// The quota and counters of process `pid`'s CPU cgroup (see [`cgroup_of`]).
+pub fn read(proc: &Path, cgroup: &Path, pid: u32) -> Option<QuotaReading> {
+    let CpuCgroup { dir, v2, .. } = cgroup_of(proc, cgroup, pid)?;
     let stat = fs::read_to_string(dir.join("cpu.stat")).ok()?;
-    let quota_cpus = match version {
-        2 => {
+    let quota_cpus = match v2 {
+        true => {
             let max = fs::read_to_string(dir.join("cpu.max")).ok()?;
             let mut words = max.split_whitespace();
             let quota = words.next()?.parse::<f64>().ok();
             let period = words.next()?.parse::<f64>().ok()?;
             quota.map(|quota| quota / period)
         }
-        _ => {
+        false => {
             let number = |file: &str| -> Option<f64> {
                 fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
             };
@@ -64,16 +80,16 @@ pub fn read(proc: &Path, cgroup: &Path, pid: u32) -> Option<QuotaReading> {
         quota_cpus,
         periods: keyed::value(&stat, "nr_periods")?,
         throttled: keyed::value(&stat, "nr_throttled")?,
-        throttled_ns: match version {
-            2 => keyed::value(&stat, "throttled_usec")? * 1000,
-            _ => keyed::value(&stat, "throttled_time")?,
+        throttled_ns: match v2 {
+            true => keyed::value(&stat, "throttled_usec")? * 1000,
+            false => keyed::value(&stat, "throttled_time")?,
         },
     })
 }
 
-/// The directory of the CPU cgroup named in /proc/PID/cgroup's `membership`, under
-/// `cgroup`, and its hierarchy's version: v1's cpu line where there is one, else v2's `0::`.
-fn cpu_cgroup(membership: &str, cgroup: &Path) -> Option<(PathBuf, u8)> {
+/// The CPU cgroup named in /proc/PID/cgroup's `membership`, under `cgroup`: v1's cpu line
+/// where there is one, else v2's `0::`.
+fn cpu_cgroup(membership: &str, cgroup: &Path) -> Option<CpuCgroup> {
     let lines: Vec<(&str, &str)> = membership
         .lines()
         .filter_map(|line| {
@@ -82,25 +98,26 @@ fn cpu_cgroup(membership: &str, cgroup: &Path) -> Option<(PathBuf, u8)> {
             Some((parts.next()?, parts.next()?))
         })
         .collect();
-    let within = |under: &str, path: &str| cgroup.join(under).join(path.trim_start_matches('/'));
+    // The first hierarchy under which the path has the controller's file.
+    let within = |unders: &[&str], path: &str, file: &str, v2: bool| {
+        unders.iter().find_map(|under| {
+            let root = cgroup.join(under);
+            let dir = root.join(path.trim_start_matches('/'));
+            dir.join(file)
+                .exists()
+                .then_some(CpuCgroup { dir, root, v2 })
+        })
+    };
     if let Some((_, path)) = lines
         .iter()
         .find(|(controllers, _)| controllers.split(',').any(|c| c == "cpu"))
     {
-        return V1_UNDER
-            .iter()
-            .map(|under| within(under, path))
-            .find(|dir| dir.join("cpu.cfs_quota_us").exists())
-            .map(|dir| (dir, 1));
+        return within(&V1_UNDER, path, "cpu.cfs_quota_us", false);
     }
     let (_, path) = lines
         .iter()
         .find(|(controllers, _)| controllers.is_empty())?;
-    V2_UNDER
-        .iter()
-        .map(|under| within(under, path))
-        .find(|dir| dir.join("cpu.max").exists())
-        .map(|dir| (dir, 2))
+    within(&V2_UNDER, path, "cpu.max", true)
 }
 
 #[cfg(test)]
@@ -135,6 +152,14 @@ mod tests {
                     "nr_periods 40\nnr_throttled 30\nthrottled_time 900000000\n",
                 ),
             ],
+        );
+        assert_eq!(
+            cgroup_of(&proc, &cgroup, 42),
+            Some(CpuCgroup {
+                dir: cgroup.join("cpu,cpuacct/slow"),
+                root: cgroup.join("cpu,cpuacct"),
+                v2: false,
+            })
         );
         assert_eq!(
             read(&proc, &cgroup, 42),
@@ -185,11 +210,11 @@ mod tests {
         };
         assert_eq!(
             after.since(&before),
-            QuotaReading {
+            CpuQuota {
                 quota_cpus: Some(0.1),
                 periods: 40,
-                throttled: 30,
-                throttled_ns: 900_000_000,
+                throttled_periods: 30,
+                throttled_ms: 900.0,
             }
         );
     }

@@ -47,11 +47,12 @@ pub fn find(requests: &[(u32, u32)], p50_us: u64, p99_us: u64, window_at_ns: u64
     let in_tail = |&(_, latency): &(u32, u32)| u64::from(latency) >= p99_us;
     let tail = by_schedule.iter().filter(|r| in_tail(r)).count();
     // Runs of slow requests, each ended by a request answered at the usual speed.
-    let run = by_schedule
+    let (of_tail, run) = by_schedule
         .split(|&(_, latency)| f64::from(latency) < slow_us)
         .filter(|run| run.len() >= FEWEST_DELAYED)
-        .max_by_key(|run| run.iter().filter(|r| in_tail(r)).count())?;
-    let share = run.iter().filter(|r| in_tail(r)).count() as f64 / tail.max(1) as f64;
+        .map(|run| (run.iter().filter(|r| in_tail(r)).count(), run))
+        .max_by_key(|&(of_tail, _)| of_tail)?;
+    let share = of_tail as f64 / tail.max(1) as f64;
     if share < ONE_STALL {
         return None;
     }

@@ -14,9 +14,28 @@ const ENOUGH: u64 = 20;
 const SAID_PCT: f64 = 5.0;
 /// Stacks lost, as a share of the samples, that the sentence names.
 const LOST_SAID: f64 = 0.05;
-/// Two runs of one command differ when their CPU does by this ratio and this much.
+/// Two runs of one command differ when their CPU (or their wall time) does by this ratio and
+/// this much.
 const DIFFERENT: f64 = 1.25;
 const DIFFERENT_MS: f64 = 100.0;
+
+/// Whether two runs' figures, ms, differ by [`DIFFERENT`] and [`DIFFERENT_MS`].
+fn differ(a: f64, b: f64) -> bool {
+    let (high, low) = (a.max(b), a.min(b));
+    high >= DIFFERENT * low && high - low >= DIFFERENT_MS
+}
+
+/// The last of `earlier` that ran `record`'s command and has what `has` asks for.
+fn twin<'a>(
+    record: &EntryRecord,
+    earlier: &'a [EntryRecord],
+    has: impl Fn(&EntryRecord) -> bool,
+) -> Option<&'a EntryRecord> {
+    earlier
+        .iter()
+        .rev()
+        .find(|e| *e.measure.cmd == *record.measure.cmd && has(e))
+}
 
 /// Where the entry's CPU and waiting went; `None` without a profile or anything to say.
 pub fn sentence(record: &EntryRecord) -> Option<String> {
@@ -152,19 +171,16 @@ fn waits(record: &EntryRecord, time: &EntryTime) -> Option<String> {
 /// When this entry's command ran earlier in the run and took much longer or shorter on the
 /// wall clock: by how much, and which of the host's parts grew, each summed over its threads
 /// (so they may add up to more than the wall time): its CPU, its threads' wait for a CPU
-/// (schedstat), and the skills' work asleep or blocked (the time profile). Twins that ran as long but cost
-/// different CPU are [`variance`]'s.
+/// (schedstat), and the skills' work asleep or blocked (the time profile). Twins that ran as
+/// long but cost different CPU are [`variance`]'s.
 pub fn wall_variance(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<String> {
-    let twin = earlier
-        .iter()
-        .rev()
-        .find(|e| *e.measure.cmd == *record.measure.cmd)?;
+    let twin = twin(record, earlier, |_| true)?;
     let took = |r: &EntryRecord| r.measure.took.as_secs_f64() * 1e3;
     let (now, before) = (took(record), took(twin));
-    let (high, low) = (now.max(before), now.min(before));
-    if high < DIFFERENT * low || high - low < DIFFERENT_MS {
+    if !differ(now, before) {
         return None;
     }
+    let gap = (now - before).abs();
     let mut grew: Vec<(&str, f64)> = Vec::new();
     let mut part = |what: &'static str, of: &dyn Fn(&EntryRecord) -> Option<f64>| {
         if let (Some(now), Some(before)) = (of(record), of(twin)) {
@@ -190,7 +206,7 @@ pub fn wall_variance(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<St
     grew.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
     let said: Vec<String> = grew
         .iter()
-        .filter(|(_, delta)| delta.abs() >= 0.1 * (high - low))
+        .filter(|(_, delta)| delta.abs() >= 0.1 * gap)
         .map(|(what, delta)| {
             format!(
                 "{what} {}{}",
@@ -234,18 +250,13 @@ pub fn variance(
     machine: Option<&Machine>,
 ) -> Option<String> {
     let now = record.time.as_ref()?;
-    let before_record = earlier
-        .iter()
-        .rev()
-        .find(|e| *e.measure.cmd == *record.measure.cmd && e.time.is_some())?;
+    let before_record = twin(record, earlier, |e| e.time.is_some())?;
     let before = before_record.time.as_ref()?;
     let (cpu_now, cpu_before) = (
         record.measure.host_cpu_ms()?,
         before_record.measure.host_cpu_ms()?,
     );
-    let (high, low) = (cpu_now.max(cpu_before), cpu_now.min(cpu_before));
-    if high < DIFFERENT * low || high - low < DIFFERENT_MS || now.samples + before.samples < ENOUGH
-    {
+    if !differ(cpu_now, cpu_before) || now.samples + before.samples < ENOUGH {
         return None;
     }
     let this_slower = cpu_now > cpu_before;
@@ -263,7 +274,7 @@ pub fn variance(
         .filter(|(_, delta)| *delta > 0.0)
         .collect();
     grew.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let extra = high - low;
+    let extra = (cpu_now - cpu_before).abs();
     let mut text = format!(
         "the same command in entry {} took {} of the host's CPU, this one {}; the {} one's \
          extra {}:",
