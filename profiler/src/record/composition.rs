@@ -20,6 +20,11 @@ pub struct Composition {
     /// their layout alone), and in records from before arenas were counted.
     #[serde(default)]
     pub arenas: Option<u64>,
+    /// The kernel's RSS counter (statm), read right after smaps: a host still freeing what
+    /// the entry left reads lower here than at the entry's end, and the parts lie between.
+    /// `None` in records from before it was read.
+    #[serde(default)]
+    pub statm_rss_kb: Option<u64>,
 }
 
 /// What holds a part of the host's resident memory.
@@ -115,5 +120,6 @@ fields! {
     STACKS "held_stacks_kb" Kib "thread and fiber stacks" = after.map(|a| a.stacks_kb);
     MAPPINGS "held_mappings" Count "the host's mappings (VMAs) at the end of the entry" = after.map(|a| a.mappings);
     ARENAS "held_arenas" Count "malloc's thread arenas, from the headers glibc writes at the start of each heap; empty where the host's memory could not be read and the heaps were told by their layout alone" = after.and_then(|a| a.arenas);
+    STATM "held_statm_rss_kb" Kib "the host's RSS as the kernel counts it (statm), read right after smaps: a host still freeing what the entry left reads lower here than in rss_after_kb, read before smaps, and the held_* parts lie between the two" = after.and_then(|a| a.statm_rss_kb);
     READ_MS "held_read_ms" Ms "what reading and classifying smaps cost the profiler" = after.map(|a| a.read_us as f64 / 1e3);
 }

@@ -35,7 +35,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use procfs::FromRead;
-use procfs::process::{MMPermissions, MMapPath, MemoryMap, MemoryMaps};
+use procfs::process::{MMPermissions, MMapPath, MemoryMap, MemoryMaps, StatM};
 
 use crate::record::composition::{Composition, EntryComposition, Holder};
 
@@ -135,6 +135,7 @@ impl HeaderReader for ProcMem {
 /// (`--user`) still reads them.
 pub struct HostFiles {
     smaps: File,
+    statm: Option<File>,
     memory: Option<ProcMem>,
 }
 
@@ -144,6 +145,7 @@ impl HostFiles {
         let dir = proc_root.join(pid.to_string());
         Some(HostFiles {
             smaps: File::open(dir.join("smaps")).ok()?,
+            statm: File::open(dir.join("statm")).ok(),
             memory: File::open(dir.join("mem")).ok().map(ProcMem),
         })
     }
@@ -159,6 +161,11 @@ impl HostFiles {
         }
         let memory = self.memory.as_ref().map(|m| m as &dyn HeaderReader);
         let mut composition = Composition::of(&maps.0, memory);
+        composition.statm_rss_kb = self.statm.as_ref().and_then(|mut statm| {
+            statm.seek(SeekFrom::Start(0)).ok()?;
+            let resident = StatM::from_read(statm).ok()?.resident;
+            Some(resident * procfs::page_size() / 1024)
+        });
         composition.read_us = started.elapsed().as_micros() as u64;
         Some(composition)
     }
