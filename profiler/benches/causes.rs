@@ -12,7 +12,7 @@
 //!
 //! A stall scores when the step's explanation names it first and its length is within 20% of
 //! the injected one; a competitor when the explanation begins with the host's wait for a CPU
-//! (its size, the CPU the competitor took, is not yet said); a quota when it begins
+//! and names the busy loop, by its pid, first among what used the CPUs; a quota when it begins
 //! "throttled" and the quota it gives is within 20% of the one set, where the cgroup's
 //! cpu.stat counted it holding the host back in a twentieth of its periods or more (else as a
 //! clean step); a clean step when no cause is named (the explanation begins "not CPU-bound").
@@ -64,7 +64,8 @@ const STALL_AT: Duration = Duration::from_millis(2200);
 enum Cause {
     None,
     Stall(u64),
-    Competitor,
+    /// A busy loop, with its pid once the step has ended.
+    Competitor(Option<u32>),
     /// A CPU quota, in CPUs, with what its cgroup counted: periods and throttled periods.
     Quota(Option<(f64, u64, u64)>),
 }
@@ -74,7 +75,7 @@ impl Cause {
         match self {
             Cause::None => "none".into(),
             Cause::Stall(ms) => format!("stall {ms} ms"),
-            Cause::Competitor => "CPU competitor".into(),
+            Cause::Competitor(_) => "CPU competitor".into(),
             Cause::Quota(Some((cpus, periods, throttled))) => {
                 format!("quota {cpus:.3} CPU, {throttled}/{periods} held")
             }
@@ -90,7 +91,12 @@ impl Cause {
                 said.starts_with("stalled:")
                     && stall_ms(said).is_some_and(|seen| (seen / ms as f64 - 1.0).abs() <= 0.2)
             }
-            Cause::Competitor => said.starts_with("waiting for a CPU"),
+            Cause::Competitor(pid) => {
+                said.starts_with("waiting for a CPU")
+                    && pid.is_some_and(|pid| {
+                        said.contains(&format!("while these used the CPUs: sh (pid {pid},"))
+                    })
+            }
             Cause::Quota(Some((cpus, periods, throttled))) if throttled * 20 >= periods => {
                 said.starts_with("throttled")
                     && quota_cpus(said).is_some_and(|seen| (seen / cpus - 1.0).abs() <= 0.2)
@@ -127,7 +133,7 @@ const STEPS: [fn(&Options) -> Cause; 6] = [
     |_| Cause::None,
     |o| Cause::Stall(o.short_ms),
     |o| Cause::Stall(o.long_ms),
-    |_| Cause::Competitor,
+    |_| Cause::Competitor(None),
     |_| Cause::None,
     |_| Cause::Quota(None),
 ];
@@ -237,15 +243,20 @@ fn experiment(
         let Some(explanation) = explanation(&line, rate) else {
             continue;
         };
-        if let Some(mut busy) = competitor.take() {
-            busy.kill()?;
-            busy.wait()?;
-        }
+        let competed = match competitor.take() {
+            Some(mut busy) => {
+                busy.kill()?;
+                busy.wait()?;
+                Some(busy.id())
+            }
+            None => None,
+        };
         let (pid, cpus) = host.clone().context("slo never said the host's pid")?;
         cpu_at.push(host_cpu_ticks(pid)?);
-        let cause = match quota.take() {
-            Some(quota) => Cause::Quota(Some(quota.end()?)),
-            None => STEPS[said.len()](options),
+        let cause = match (quota.take(), competed) {
+            (Some(quota), _) => Cause::Quota(Some(quota.end()?)),
+            (None, Some(busy)) => Cause::Competitor(Some(busy)),
+            (None, None) => STEPS[said.len()](options),
         };
         said.push((cause, explanation));
         // The next step begins now: inject its cause.
@@ -260,7 +271,7 @@ fn experiment(
                 thread::sleep(Duration::from_millis(ms));
                 signal(pid, "CONT")?;
             }
-            Cause::Competitor => {
+            Cause::Competitor(_) => {
                 competitor = Some(
                     Command::new("taskset")
                         .args(["-c", &cpus, "sh", "-c", "while :; do :; done"])

@@ -1460,3 +1460,63 @@ fn a_component_the_host_cannot_serve_is_refused_before_anything_starts() {
         String::from_utf8_lossy(&run(&cmds_file, &runs, &["--no-probes"]).stderr).into_owned();
     assert!(stderr.contains("notes.wasm is not WebAssembly"), "{stderr}");
 }
+
+/// A process spinning on every CPU while the host compiles: the host's threads wait for a
+/// CPU, and the entry names what ran instead, the spinner first, with its pid and cgroup, in
+/// sched_ran_instead and in explain.md.
+#[test]
+fn what_ran_while_the_host_waited_for_a_cpu_is_named_with_its_pid() {
+    let _machine = common::machine();
+    /// The spinners, killed on every way out of the test.
+    struct Spinners(Vec<std::process::Child>);
+    impl Drop for Spinners {
+        fn drop(&mut self) {
+            for child in &mut self.0 {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let spinners = Spinners(
+        (0..cpus)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let pids: Vec<String> = spinners.0.iter().map(|c| c.id().to_string()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let cmds_file = dir.path().join("contended.cmds");
+    fs::write(&cmds_file, "add_rs\np_add_rs 2\n").unwrap();
+    let (output, folder) = run_ok(&cmds_file, &dir.path().join("runs"), &[]);
+    drop(spinners);
+    let (header, rows) = read_csv(&folder.join("commands.csv"));
+    let [waited, ran] = ["sched_run_delay_ms", "sched_ran_instead"].map(|c| column(&header, c));
+    let compile = &rows[1];
+    assert!(
+        cell::<f64>(compile, waited) > 10.0,
+        "the host hardly waited: {compile:?}"
+    );
+    let first = compile[ran].split(';').next().unwrap_or_default();
+    assert!(
+        first.starts_with("sh (pid ")
+            && pids
+                .iter()
+                .any(|pid| first.contains(&format!("pid {pid},"))),
+        "a spinner ({pids:?}) is not named first: {compile:?}\n{}",
+        describe(&output)
+    );
+    let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
+    let said = explain
+        .lines()
+        .find(|line| line.starts_with("p_add_rs 2"))
+        .unwrap();
+    assert!(
+        said.contains("in all runnable for a CPU (schedstat), while these used the CPUs: sh (pid "),
+        "{said}"
+    );
+}

@@ -148,16 +148,67 @@ fields! {
 /// (/proc/PID/task/TID/schedstat at both boundaries): each thread living at the end, from its
 /// count at the start (all of it, for a thread born since). A thread that exits during the
 /// entry is missed, with its counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HostScheduling {
     pub run_delay_ms: f64,
     pub timeslices: u64,
+    /// CPU time every other process used over the entry; `None` in records from before it
+    /// was read.
+    #[serde(default)]
+    pub others_cpu_ms: Option<f64>,
+    /// The other processes that used the most of it, most first: what ran while the host's
+    /// threads waited.
+    #[serde(default)]
+    pub ran_instead: Vec<CpuTaker>,
+}
+
+/// A process other than the host that used CPU time over a stretch (/proc/PID/stat).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CpuTaker {
+    pub command: String,
+    pub pid: u32,
+    /// skillprof itself: the measurer's own share.
+    pub profiler: bool,
+    /// Its CPU cgroup under the hierarchy's root (another container's, say); empty if none.
+    pub cgroup: String,
+    pub cpu_ms: f64,
+}
+
+impl std::fmt::Display for CpuTaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (pid {}", self.command, self.pid)?;
+        if self.profiler {
+            f.write_str(", this profiler")?;
+        }
+        if !self.cgroup.is_empty() {
+            write!(f, ", cgroup {}", self.cgroup)?;
+        }
+        write!(f, ") {}", crate::ground::units::ms(self.cpu_ms))
+    }
+}
+
+/// Takers as one line: `a (pid 1, cgroup /x) 950 ms; b (…) 12 ms`.
+pub fn takers(ran: &[CpuTaker]) -> String {
+    ran.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `, while these used the CPUs: …` after a wait for a CPU, or nothing where none was read.
+pub fn while_these_ran(ran: &[CpuTaker]) -> String {
+    match ran.is_empty() {
+        true => String::new(),
+        false => format!(", while these used the CPUs: {}", takers(ran)),
+    }
 }
 
 fields! {
     impl HostScheduling: pub fn write_cells(entry: Option<&HostScheduling>, row: &mut Row) -> row {}
     RUN_DELAY "sched_run_delay_ms" Ms "time the host's threads spent runnable but waiting for a CPU during the entry (schedstat at both boundaries; a thread that exited before the end is missed): the CPU contention the host's own CPU time cannot show" = entry.map(|e| e.run_delay_ms);
     TIMESLICES "sched_timeslices" Count "times the scheduler put one of the host's threads on a CPU during the entry (schedstat)" = entry.map(|e| e.timeslices);
+    OTHERS_CPU "sched_others_cpu_ms" Ms "CPU time every other process used during the entry, the profiler included (utime and stime of /proc/PID/stat, with the children each waited for, at both boundaries; clock ticks, 10 ms here)" = entry.and_then(|e| e.others_cpu_ms);
+    RAN_INSTEAD "sched_ran_instead" Text "the three other processes that used the most CPU during the entry, most first, each as command (pid, cgroup) and its CPU time: what ran while the host's threads waited for a CPU (sched_run_delay_ms). Not from the switches: one that began and ended inside the entry is missed, unless its parent waited for it" = entry.filter(|e| !e.ran_instead.is_empty()).map(|e| takers(&e.ran_instead));
 }
 
 impl EntrySampling {

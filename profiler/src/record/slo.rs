@@ -157,6 +157,10 @@ pub struct Evidence {
     /// has the CPU controller.
     #[serde(default)]
     pub quota: Option<CpuQuota>,
+    /// The other processes that used the most CPU over the step, most first (the
+    /// generator, skillprof, among them): what ran while the host's threads waited.
+    #[serde(default)]
+    pub ran_instead: Vec<super::sampling::CpuTaker>,
 }
 
 /// The host's cgroup's CPU quota over a step (`cpu.max`, v1's `cpu.cfs_quota_us`), and the
@@ -323,6 +327,7 @@ fields! {
     RUN_DELAY "run_delay_us_per_request" Us "time the host's threads waited for a CPU, runnable, per request answered (schedstat)" = e.per_request(e.run_delay_ms * 1e3);
     THROTTLED "throttled_ms" Ms "time the host's cgroup was held back by its CPU quota over the step (cpu.stat's throttled_usec, v1's throttled_time): its threads runnable, no CPU busy; empty where its cgroup has no CPU controller" = e.quota.map(|q| q.throttled_ms);
     THROTTLED_PERIODS "throttled_periods" Count "the quota's enforcement periods over the step in which the host's cgroup used its quota and waited for the next (cpu.stat's nr_throttled)" = e.quota.map(|q| q.throttled_periods);
+    RAN_INSTEAD "ran_instead" Text "the three other processes that used the most CPU over the step, most first, each as command (pid, cgroup) and its CPU time (/proc/PID/stat at both ends, clock ticks): what ran while the host's threads waited for a CPU; skillprof, the generator, among them" = (!e.ran_instead.is_empty()).then(|| super::sampling::takers(&e.ran_instead));
     BUSIEST_THREAD "busiest_thread_share" Ratio "the time on a CPU of the host's busiest thread against the step's wall time (1: it never stopped running; schedstat)" = e.busiest_thread_ms / e.wall_ms.max(1e-9);
     FAULTS "faults_per_request" Ratio "the host's page faults per request answered" = e.per_request(e.faults as f64);
     TLB "tlb_shootdowns_per_request" Ratio "TLB shootdown interrupts of the machine per request answered" = e.per_request(e.tlb_shootdowns as f64);

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::ground::cmds::Command;
+use crate::producers::sample::cpu_quota;
+use crate::producers::sample::cpu_takers::CpuUse;
 use crate::producers::sample::schedstat::Schedstats;
 use crate::producers::sample::{self, SampleSink, Sampler, process};
 use crate::producers::system::cgroup::MemoryCgroup;
@@ -34,6 +36,8 @@ pub struct Sampling {
     attached: bool,
     /// The host's threads' scheduler counts at the entry's start.
     scheduled: Schedstats,
+    /// Every other process's CPU time at the entry's start.
+    others: CpuUse,
 }
 
 impl Sampling {
@@ -50,6 +54,7 @@ impl Sampling {
             interval_ms: interval.as_millis() as u64,
             attached,
             scheduled: Schedstats::default(),
+            others: CpuUse::default(),
         })
     }
 
@@ -103,6 +108,7 @@ impl Measurer for Sampling {
         }
         self.peak_reset = self.reset_peak(begin.host.progress, begin.host.pid);
         self.scheduled = Schedstats::read(Path::new(sample::PROC), begin.host.pid);
+        self.others = CpuUse::read(Path::new(sample::PROC), begin.host.pid);
         Ok(())
     }
 
@@ -123,9 +129,17 @@ impl Measurer for Sampling {
         if measure.after.is_some() {
             let now = Schedstats::read(Path::new(sample::PROC), host.pid);
             let since = now.total_since(&self.scheduled);
+            let taken = CpuUse::read(Path::new(sample::PROC), host.pid).since(
+                &self.others,
+                Path::new(sample::PROC),
+                Path::new(cpu_quota::CGROUP),
+                std::process::id(),
+            );
             record.scheduling = Some(HostScheduling {
                 run_delay_ms: since.run_delay_ns as f64 / 1e6,
                 timeslices: since.timeslices,
+                others_cpu_ms: Some(taken.total_ms),
+                ran_instead: taken.top,
             });
         }
         Ok(())

@@ -14,7 +14,9 @@ use crate::ground::units::{count, ms};
 use crate::producers::probes::ledger::{HostLedger, LedgerReading};
 use crate::producers::sample::cpu::{self, CpuTimes};
 use crate::producers::sample::cpu_quota::{self, QuotaReading};
+use crate::producers::sample::cpu_takers::CpuUse;
 use crate::producers::sample::schedstat::Schedstats;
+use crate::record::sampling::while_these_ran;
 use crate::record::slo::{CpusLost, Evidence, HostConfig, RequestTimes, StallSeen};
 use crate::record::time::{Share, TimelineSample};
 use crate::record::traffic::TrafficStep;
@@ -31,6 +33,8 @@ pub struct Reading {
     /// The host's CPUs' lines of /proc/stat, summed.
     cpus: Option<CpuTimes>,
     quota: Option<QuotaReading>,
+    /// Every other process's CPU time.
+    others: CpuUse,
 }
 
 /// Reads the host `pid`'s counters now (and its ledger's, if skillprof maps it); `cpus`:
@@ -58,6 +62,7 @@ pub fn read(pid: u32, ledger: Option<&HostLedger>, cpus: &[usize]) -> Result<Rea
             Path::new(cpu_quota::CGROUP),
             pid,
         ),
+        others: CpuUse::read(Path::new(crate::producers::sample::PROC), pid),
     })
 }
 
@@ -128,6 +133,15 @@ pub fn between(before: &Reading, after: &Reading, answered: u64) -> Evidence {
             .quota
             .zip(after.quota)
             .map(|(before, after)| after.since(&before)),
+        ran_instead: after
+            .others
+            .since(
+                &before.others,
+                Path::new(crate::producers::sample::PROC),
+                Path::new(cpu_quota::CGROUP),
+                std::process::id(),
+            )
+            .top,
     }
 }
 
@@ -287,9 +301,10 @@ fn load(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String 
     if waited > 0.3 * step.latency.p50_ms {
         return format!(
             "waiting for a CPU: its threads waited {} per request to run (the median request \
-             took {}); the host used {cpu}{went}",
+             took {}){}; the host used {cpu}{went}",
             ms(waited),
-            ms(step.latency.p50_ms)
+            ms(step.latency.p50_ms),
+            while_these_ran(&evidence.ran_instead)
         );
     }
     format!(

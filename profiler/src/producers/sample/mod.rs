@@ -5,6 +5,7 @@
 pub mod composition;
 pub mod cpu;
 pub mod cpu_quota;
+pub mod cpu_takers;
 mod entry;
 pub mod interrupts;
 pub mod meminfo;

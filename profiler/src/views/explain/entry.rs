@@ -14,6 +14,7 @@ use crate::ground::band::Band;
 use crate::ground::machine::Machine;
 use crate::ground::units::{bytes, change, count, many, ms};
 use crate::record::host::Call;
+use crate::record::sampling;
 use crate::record::traffic::Load;
 use crate::record::{EntryRecord, FillStop};
 
@@ -302,14 +303,11 @@ fn cpu(record: &EntryRecord) -> Option<String> {
             count(yielded as f64)
         ));
     }
-    if let Some(waited) = record
-        .scheduling
-        .map(|s| s.run_delay_ms)
-        .filter(|waited| *waited >= 1.0)
-    {
+    if let Some(scheduling) = record.scheduling.as_ref().filter(|s| s.run_delay_ms >= 1.0) {
         text.push_str(&format!(
-            "; its threads waited {} in all runnable for a CPU (schedstat)",
-            ms(waited)
+            "; its threads waited {} in all runnable for a CPU (schedstat){}",
+            ms(scheduling.run_delay_ms),
+            sampling::while_these_ran(&scheduling.ran_instead)
         ));
     }
     Some(text)
@@ -1061,6 +1059,14 @@ mod tests {
             entry.scheduling = Some(crate::record::sampling::HostScheduling {
                 run_delay_ms,
                 timeslices: 100,
+                others_cpu_ms: Some(run_delay_ms),
+                ran_instead: vec![crate::record::sampling::CpuTaker {
+                    command: "stress-ng".into(),
+                    pid: 4242,
+                    profiler: false,
+                    cgroup: "/batch.slice".into(),
+                    cpu_ms: run_delay_ms,
+                }],
             });
             entry
         };
@@ -1070,7 +1076,8 @@ mod tests {
         assert!(
             text.contains(
                 "3,012 ms longer than the same command in entry 2 (5,798 ms against 2,786 ms, \
-                 +108%): waiting runnable for a CPU +2,730 ms (summed over its threads)"
+                 +108%): waiting runnable for a CPU +2,730 ms (summed over its threads), \
+                 while these used the CPUs: stress-ng (pid 4242, cgroup /batch.slice) 2,786 ms"
             ),
             "{text}"
         );

@@ -189,7 +189,7 @@ pub fn wall_variance(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<St
     };
     part("its CPU", &|r| r.measure.host_cpu_ms());
     part("waiting runnable for a CPU", &|r| {
-        r.scheduling.map(|sched| sched.run_delay_ms)
+        r.scheduling.as_ref().map(|sched| sched.run_delay_ms)
     });
     // Off the CPU inside the skills' work only: the host's idle threads sleep as long as the
     // wall clock runs, so theirs grows with any longer entry and says nothing of why.
@@ -236,6 +236,16 @@ pub fn wall_variance(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<St
             text.push_str(": ");
             text.push_str(&said.join(", "));
             text.push_str(" (summed over its threads)");
+            // Which of the wait's growth the others' CPU answers for: theirs in this entry.
+            if grew
+                .iter()
+                .any(|(what, delta)| what.starts_with("waiting runnable") && *delta >= 0.1 * gap)
+                && let Some(scheduling) = &record.scheduling
+            {
+                text.push_str(&crate::record::sampling::while_these_ran(
+                    &scheduling.ran_instead,
+                ));
+            }
         }
     }
     Some(text)
