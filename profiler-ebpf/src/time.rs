@@ -221,10 +221,14 @@ pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
         let preempt: u64 = ctx.arg(0);
         let prev_state: u64 = ctx.arg(3);
         // TASK_INTERRUPTIBLE 0x1, TASK_UNINTERRUPTIBLE 0x2; a preempted task is runnable
-        // whatever its state says (it may have been on its way to sleep).
-        let state = match (preempt & 1, prev_state & 3) {
-            (0, 1) => TIME_SLEEPING,
-            (0, 2) | (0, 3) => TIME_BLOCKED,
+        // whatever its state says (it may have been on its way to sleep). __TASK_STOPPED 0x4
+        // and __TASK_TRACED 0x8 (SIGSTOP, a debugger) are off the run queue until SIGCONT
+        // wakes them: counted asleep, which their kernel stack (do_signal_stop) says why,
+        // not runnable, which read a stopped host as one waiting for a CPU.
+        let state = match (preempt & 1, prev_state & 3, prev_state & 0xc) {
+            (0, 1, _) => TIME_SLEEPING,
+            (0, 2, _) | (0, 3, _) => TIME_BLOCKED,
+            (0, 0, stopped) if stopped != 0 => TIME_SLEEPING,
             _ => TIME_RUNNABLE,
         };
         switched_out(&ctx, kernel as u32, state);

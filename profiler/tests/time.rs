@@ -13,7 +13,9 @@ use skillprof::record::probes::{Phase, Probe};
 use skillprof::record::time::{FrameKind, TimeProfile, TimeState};
 
 mod common;
-use common::cli::{cell, csv_rows, describe, meta, run, run_ok, skillprof, write_cmds};
+use common::cli::{
+    cell, csv_rows, describe, host_pid, meta, run, run_ok, skillprof, start_long_run, write_cmds,
+};
 use common::require_root;
 
 /// What these tests do that needs root.
@@ -386,5 +388,51 @@ fn a_command_that_cost_more_than_its_twin_says_where_the_extra_went() {
         "compiling +",
     ] {
         assert!(second.contains(said), "{said:?} not in: {second}");
+    }
+}
+
+/// The host stopped (SIGSTOP) for a second in the middle of a traffic entry: its threads'
+/// time off a CPU says stopped, not waiting for a CPU (a stopped task leaves the run queue
+/// with neither of the sleep states, and was read as preempted), and explain.md says the host
+/// was stopped and where the tail came from.
+#[test]
+fn a_host_stopped_mid_entry_is_said_stopped_not_waiting_for_a_cpu() {
+    require_root(ROOT);
+    let _machine = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let workload = write_cmds(
+        dir.path(),
+        "stopped.cmds",
+        "add_rs\no_execute sample_rs1 30 4 constant 1024 0\n",
+    );
+    let (child, folder) = start_long_run(dir.path(), &workload, &[]);
+    let host = host_pid(&folder);
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // SAFETY: signals to the run's own host, which it started.
+    unsafe { libc::kill(host, libc::SIGSTOP) };
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    unsafe { libc::kill(host, libc::SIGCONT) };
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let rows = csv_rows(&folder.join("commands.csv"));
+    let traffic = &rows[1];
+    let [stopped, cpu] =
+        ["offcpu_wait_stopped_ms", "offcpu_wait_cpu_ms"].map(|column| cell::<f64>(traffic, column));
+    // Every thread of the host is held for the second; each is counted.
+    assert!(stopped >= 900.0, "stopped {stopped} ms: {traffic:?}");
+    assert!(
+        cpu < stopped / 4.0,
+        "waiting for a CPU {cpu} ms, stopped {stopped} ms"
+    );
+    let explain = std::fs::read_to_string(folder.join("explain.md")).unwrap();
+    let said = explain
+        .lines()
+        .find(|line| line.starts_with("o_execute"))
+        .unwrap();
+    for words in [
+        "the host was stopped by a signal (SIGSTOP, SIGTSTP) or a debugger",
+        "the tail came from one stall",
+    ] {
+        assert!(said.contains(words), "{words:?} not in: {said}");
     }
 }

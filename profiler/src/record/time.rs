@@ -68,10 +68,13 @@ pub enum Wait {
     Pending,
     /// A request's too: woken, queued until a thread of the host's runtime polled it again.
     Queued,
+    /// Stopped by a signal (SIGSTOP, SIGTSTP) or held by a debugger, until SIGCONT. Last, so
+    /// that the `by_wait` arrays of older records keep their places.
+    Stopped,
 }
 
 impl Wait {
-    pub const ALL: [Wait; 11] = [
+    pub const ALL: [Wait; 12] = [
         Wait::Cpu,
         Wait::Futex,
         Wait::Epoll,
@@ -83,6 +86,7 @@ impl Wait {
         Wait::Other,
         Wait::Pending,
         Wait::Queued,
+        Wait::Stopped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -98,6 +102,7 @@ impl Wait {
             Wait::Other => "other",
             Wait::Pending => "pending",
             Wait::Queued => "queued",
+            Wait::Stopped => "stopped",
         }
     }
 
@@ -117,6 +122,7 @@ impl Wait {
                 "pending between polls (the skill's own waits: a timer, I/O, a host call)"
             }
             Wait::Queued => "woken and queued for a thread of the host's runtime",
+            Wait::Stopped => "stopped by a signal (SIGSTOP, SIGTSTP) or a debugger, until SIGCONT",
         }
     }
 
@@ -325,13 +331,35 @@ pub struct OffCpuTime {
     pub blocked_ns: u64,
     /// By why, in [`Wait::ALL`] order (ns); `None` without the stacks that say why. The
     /// requests' time between polls is in it too (pending, queued), not in the states.
+    #[serde(deserialize_with = "by_wait")]
     pub by_wait: Option<[u64; Wait::ALL.len()]>,
     /// The part in a skill's phase (the rest was the host's own threads, mostly idle ones
     /// waiting for work), by state: runnable, sleeping, blocked (ns).
     pub in_skills_ns: [u64; 3],
     /// That part by why, as `by_wait`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "by_wait")]
     pub in_skills_by_wait: Option<[u64; Wait::ALL.len()]>,
+}
+
+/// A `by_wait` array as recorded, shorter in records from before a wait was added (those
+/// waits are last, and read 0).
+fn by_wait<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<[u64; Wait::ALL.len()]>, D::Error> {
+    let recorded: Option<Vec<u64>> = Deserialize::deserialize(deserializer)?;
+    recorded
+        .map(|ns| {
+            let mut all = [0; Wait::ALL.len()];
+            if ns.len() > all.len() {
+                return Err(serde::de::Error::invalid_length(
+                    ns.len(),
+                    &"one figure a wait",
+                ));
+            }
+            all[..ns.len()].copy_from_slice(&ns);
+            Ok(all)
+        })
+        .transpose()
 }
 
 impl EntryTime {
@@ -488,9 +516,31 @@ fields! {
     OFF_SLEEPING "offcpu_sleeping_ms" Ms "time the host's threads slept wakeably (a futex, epoll, a socket, a timer), idle workers waiting for work included" = off.map(|o| ms(o.sleeping_ns));
     OFF_BLOCKED "offcpu_blocked_ms" Ms "time the host's threads slept unwakeably (a page fault's I/O, mmap_lock, a disk)" = off.map(|o| ms(o.blocked_ns));
     OFF_IN_SKILLS "offcpu_in_skills_ms" Ms "of the time off a CPU, the part of threads working on a skill's phase (not the host's idle workers)" = off.map(|o| ms(o.in_skills_ns.iter().sum()));
-    OFF_WAIT "offcpu_wait_*_ms" Ms "time off a CPU by why, from each thread's kernel stack as it left (with --off-cpu stacks): cpu (runnable), futex, epoll, network, page_fault, mmap_lock, sleep, io, other; and the requests' time between polls, from the host's marks: pending (until a wake) and queued (woken, until polled)" for Wait::ALL.iter().enumerate().map(|(i, wait)| {
+    OFF_WAIT "offcpu_wait_*_ms" Ms "time off a CPU by why, from each thread's kernel stack as it left (with --off-cpu stacks): cpu (runnable), futex, epoll, network, page_fault, mmap_lock, sleep, io, other, stopped (SIGSTOP, a debugger); and the requests' time between polls, from the host's marks: pending (until a wake) and queued (woken, until polled)" for Wait::ALL.iter().enumerate().map(|(i, wait)| {
         (format!("offcpu_wait_{}_ms", wait.as_str()), off.and_then(|o| o.by_wait).map(|w| ms(w[i])))
     });
     TIME_STACKS_LOST "time_stacks_lost" Count "samples and intervals counted without their stack (the stack map full, or another stack with the same hash)" = entry.map(|t| t.stacks_lost);
     TIME_LOST "time_lost" Count "samples and intervals not counted at all (the profile's map full)" = entry.map(|t| t.lost);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record from before `stopped` was a wait has 11 figures a wait: they keep their
+    /// places, and `stopped` reads 0.
+    #[test]
+    fn an_older_records_waits_keep_their_places() {
+        let older = serde_json::json!({
+            "switches": 1, "runnable_ns": 0, "sleeping_ns": 0, "blocked_ns": 0,
+            "by_wait": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+            "in_skills_ns": [0, 0, 0],
+            "in_skills_by_wait": null,
+        });
+        let off: OffCpuTime = serde_json::from_value(older).unwrap();
+        let by_wait = off.by_wait.unwrap();
+        assert_eq!(by_wait[Wait::Queued as usize], 11);
+        assert_eq!(by_wait[Wait::Stopped as usize], 0);
+        assert_eq!(off.in_skills_by_wait, None);
+    }
 }

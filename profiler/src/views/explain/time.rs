@@ -115,6 +115,21 @@ pub fn cpu_split(time: &EntryTime) -> Option<String> {
 /// off a CPU inside the skills' work, and their requests between polls (the host's marks).
 fn waits(record: &EntryRecord, time: &EntryTime) -> Option<String> {
     let mut said = Vec::new();
+    // A stop holds every thread, the idle ones too, and most likely outside a skill's work:
+    // said of the whole host, before the skills' part.
+    if let Some(stopped) = time
+        .off_cpu
+        .as_ref()
+        .and_then(|off| off.by_wait)
+        .map(|by_wait| by_wait[Wait::Stopped as usize] as f64 / 1e6)
+        .filter(|stopped| *stopped >= 1.0)
+    {
+        said.push(format!(
+            "the host was stopped by a signal (SIGSTOP, SIGTSTP) or a debugger: its threads \
+             were held {} in all (summed over them) until SIGCONT",
+            ms(stopped)
+        ));
+    }
     if let Some(off) = &time.off_cpu {
         let [runnable, sleeping, blocked] = off.in_skills_ns;
         let total = runnable + sleeping + blocked;

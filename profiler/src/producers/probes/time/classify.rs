@@ -212,6 +212,10 @@ pub fn wait_of(state: TimeState, kernel: &[&Frame]) -> Option<Wait> {
         return None;
     }
     let any = |pred: &dyn Fn(&str) -> bool| kernel.iter().any(|f| pred(&f.name));
+    // A stop is taken on the way back to user space, outside any other wait.
+    if any(&|n| n == "do_signal_stop" || n == "ptrace_stop") {
+        return Some(Wait::Stopped);
+    }
     let rwsem = any(&|n| n.starts_with("rwsem_down_") || n == "down_read" || n == "down_write");
     let on_mm = any(&|n| {
         n.starts_with("lock_mm_and_find_vma")
@@ -401,6 +405,18 @@ mod tests {
                 "schedule"
             ]),
             Some(Wait::Sleep)
+        );
+        // SIGSTOP wakes a thread out of its futex and stops it on its way back to user space.
+        assert_eq!(
+            wait(&[
+                "do_syscall_64",
+                "syscall_exit_to_user_mode",
+                "arch_do_signal_or_restart",
+                "get_signal",
+                "do_signal_stop",
+                "schedule"
+            ]),
+            Some(Wait::Stopped)
         );
         assert_eq!(wait(&[]), None);
         assert_eq!(wait_of(TimeState::Runnable, &[]), Some(Wait::Cpu));
