@@ -160,6 +160,40 @@ pub struct HostScheduling {
     /// threads waited.
     #[serde(default)]
     pub ran_instead: Vec<CpuTaker>,
+    /// The host's cgroup's CPU quota and what it held back; `None` where its cgroup has no
+    /// CPU controller, and in records from before it was read.
+    #[serde(default)]
+    pub quota: Option<CpuQuota>,
+}
+
+/// The host's cgroup's CPU quota over a stretch (a step, an entry) (`cpu.max`, v1's `cpu.cfs_quota_us`), and the
+/// kernel's count of it in `cpu.stat`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CpuQuota {
+    /// The quota in CPUs; `None` without one (the counters then stay at 0).
+    pub quota_cpus: Option<f64>,
+    /// Enforcement periods with runnable tasks, and those in which the quota ran out.
+    pub periods: u64,
+    pub throttled_periods: u64,
+    /// Time the host's tasks were held back by it.
+    pub throttled_ms: f64,
+}
+
+impl CpuQuota {
+    /// Whether the quota held the host back in a twentieth of its periods or more: enough to
+    /// be what its requests waited for.
+    pub fn held_back(&self) -> bool {
+        self.throttled_periods * 20 >= self.periods.max(1)
+    }
+
+    /// The quota in words: "0.050 of a CPU" (three places: a container's quota is often a
+    /// few hundredths of a CPU), or "now lifted".
+    pub fn said(&self) -> String {
+        match self.quota_cpus {
+            Some(cpus) => format!("{cpus:.3} of a CPU"),
+            None => "now lifted".to_owned(),
+        }
+    }
 }
 
 /// A process other than the host that used CPU time over a stretch (/proc/PID/stat).
@@ -208,6 +242,9 @@ fields! {
     RUN_DELAY "sched_run_delay_ms" Ms "time the host's threads spent runnable but waiting for a CPU during the entry (schedstat at both boundaries; a thread that exited before the end is missed): the CPU contention the host's own CPU time cannot show" = entry.map(|e| e.run_delay_ms);
     TIMESLICES "sched_timeslices" Count "times the scheduler put one of the host's threads on a CPU during the entry (schedstat)" = entry.map(|e| e.timeslices);
     OTHERS_CPU "sched_others_cpu_ms" Ms "CPU time every other process used during the entry, the profiler included (utime and stime of /proc/PID/stat, with the children each waited for, at both boundaries; clock ticks, 10 ms here)" = entry.and_then(|e| e.others_cpu_ms);
+    THROTTLED "sched_throttled_ms" Ms "time the host's cgroup was held back by its CPU quota during the entry (cpu.stat's throttled_usec, v1's throttled_time): its threads runnable, no CPU busy, which sched_run_delay_ms counts as waiting for a CPU; empty where its cgroup has no CPU controller" = entry.and_then(|e| e.quota).map(|q| q.throttled_ms);
+    THROTTLED_PERIODS "sched_throttled_periods" Count "the quota's enforcement periods during the entry in which the host's cgroup used its quota and waited for the next (cpu.stat's nr_throttled)" = entry.and_then(|e| e.quota).map(|q| q.throttled_periods);
+    QUOTA "sched_quota_cpus" Ratio "the host's cgroup's CPU quota at the entry's end, in CPUs (cpu.max, v1's cpu.cfs_quota_us); empty without one" = entry.and_then(|e| e.quota).and_then(|q| q.quota_cpus);
     RAN_INSTEAD "sched_ran_instead" Text "the three other processes that used the most CPU during the entry, most first, each as command (pid, cgroup) and its CPU time: what ran while the host's threads waited for a CPU (sched_run_delay_ms). Not from the switches: one that began and ended inside the entry is missed, unless its parent waited for it" = entry.filter(|e| !e.ran_instead.is_empty()).map(|e| takers(&e.ran_instead));
 }
 

@@ -156,24 +156,11 @@ pub struct Evidence {
     /// The CPU quota of the host's cgroup and its throttling over the step, where its cgroup
     /// has the CPU controller.
     #[serde(default)]
-    pub quota: Option<CpuQuota>,
+    pub quota: Option<super::sampling::CpuQuota>,
     /// The other processes that used the most CPU over the step, most first (the
     /// generator, skillprof, among them): what ran while the host's threads waited.
     #[serde(default)]
     pub ran_instead: Vec<super::sampling::CpuTaker>,
-}
-
-/// The host's cgroup's CPU quota over a step (`cpu.max`, v1's `cpu.cfs_quota_us`), and the
-/// kernel's count of it in `cpu.stat`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuQuota {
-    /// The quota in CPUs; `None` without one (the counters then stay at 0).
-    pub quota_cpus: Option<f64>,
-    /// Enforcement periods with runnable tasks, and those in which the quota ran out.
-    pub periods: u64,
-    pub throttled_periods: u64,
-    /// Time the host's tasks were held back by it.
-    pub throttled_ms: f64,
 }
 
 /// The requests' time inside the host, from its tracked futures (ms, summed over the step):

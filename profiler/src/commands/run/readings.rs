@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::ground::cmds::Command;
-use crate::producers::sample::cpu_quota;
+use crate::producers::sample::cpu_quota::{self, QuotaReading};
 use crate::producers::sample::cpu_takers::CpuUse;
 use crate::producers::sample::schedstat::Schedstats;
 use crate::producers::sample::{self, SampleSink, Sampler, process};
@@ -38,6 +38,8 @@ pub struct Sampling {
     scheduled: Schedstats,
     /// Every other process's CPU time at the entry's start.
     others: CpuUse,
+    /// The host's cgroup's CPU quota counters at the entry's start.
+    quota: Option<QuotaReading>,
 }
 
 impl Sampling {
@@ -55,6 +57,7 @@ impl Sampling {
             attached,
             scheduled: Schedstats::default(),
             others: CpuUse::default(),
+            quota: None,
         })
     }
 
@@ -109,6 +112,11 @@ impl Measurer for Sampling {
         self.peak_reset = self.reset_peak(begin.host.progress, begin.host.pid);
         self.scheduled = Schedstats::read(Path::new(sample::PROC), begin.host.pid);
         self.others = CpuUse::read(Path::new(sample::PROC), begin.host.pid);
+        self.quota = cpu_quota::read(
+            Path::new(sample::PROC),
+            Path::new(cpu_quota::CGROUP),
+            begin.host.pid,
+        );
         Ok(())
     }
 
@@ -140,6 +148,14 @@ impl Measurer for Sampling {
                 timeslices: since.timeslices,
                 others_cpu_ms: Some(taken.total_ms),
                 ran_instead: taken.top,
+                quota: self
+                    .quota
+                    .zip(cpu_quota::read(
+                        Path::new(sample::PROC),
+                        Path::new(cpu_quota::CGROUP),
+                        host.pid,
+                    ))
+                    .map(|(before, after)| after.since(&before)),
             });
         }
         Ok(())

@@ -238,18 +238,11 @@ fn load(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String 
     // A quota that ran out holds the host's threads runnable with no CPU busy: schedstat
     // counts it as waiting for a CPU, and a host far under its CPUs reads as not CPU-bound.
     // It comes first, failures included: a throttled host is what makes requests time out.
-    if let Some(quota) = evidence
-        .quota
-        .filter(|q| q.throttled_periods * 20 >= q.periods.max(1))
-    {
+    if let Some(quota) = evidence.quota.filter(|q| q.held_back()) {
         return format!(
             "throttled by its cgroup's CPU quota ({}): held back in {} of {} periods, {} in all \
              ({} per request){}; the host used {cpu}{went}",
-            match quota.quota_cpus {
-                // Three places: a container's quota is often a few hundredths of a CPU.
-                Some(cpus) => format!("{cpus:.3} of a CPU"),
-                None => "now lifted".to_owned(),
-            },
+            quota.said(),
             count(quota.throttled_periods as f64),
             count(quota.periods as f64),
             ms(quota.throttled_ms),
@@ -413,7 +406,8 @@ fn micros(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::slo::{CpuQuota, StallSeen};
+    use crate::record::sampling::CpuQuota;
+    use crate::record::slo::StallSeen;
     use crate::record::traffic::{Stall, UNPINNED};
 
     fn step(generator_cpus: &str, generator_cpu_ms: f64) -> TrafficStep {

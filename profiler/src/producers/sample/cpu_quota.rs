@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::ground::keyed;
-use crate::record::slo::CpuQuota;
+use crate::record::sampling::CpuQuota;
 
 /// Where the hierarchies are mounted on machines like this one, under /sys/fs/cgroup: v2's,
 /// then v1's cpu controller (alone, or with cpuacct).

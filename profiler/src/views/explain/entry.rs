@@ -303,6 +303,23 @@ fn cpu(record: &EntryRecord) -> Option<String> {
             count(yielded as f64)
         ));
     }
+    // A quota that ran out holds the threads runnable with no CPU busy: said before the wait
+    // for a CPU, which it is part of.
+    if let Some(quota) = record
+        .scheduling
+        .as_ref()
+        .and_then(|s| s.quota)
+        .filter(|q| q.held_back() && q.throttled_ms >= 1.0)
+    {
+        text.push_str(&format!(
+            "; its cgroup's CPU quota ({}) held it back in {} of {} periods, {} in all: its \
+             threads runnable with the quota spent",
+            quota.said(),
+            count(quota.throttled_periods as f64),
+            count(quota.periods as f64),
+            ms(quota.throttled_ms)
+        ));
+    }
     if let Some(scheduling) = record.scheduling.as_ref().filter(|s| s.run_delay_ms >= 1.0) {
         text.push_str(&format!(
             "; its threads waited {} in all runnable for a CPU (schedstat){}",
@@ -1048,6 +1065,37 @@ mod tests {
         );
     }
 
+    /// A host whose cgroup's quota ran out: its entry says so before the wait for a CPU,
+    /// which the hold is part of; a quota that held it back in under a twentieth of its
+    /// periods is not said.
+    #[test]
+    fn a_quota_that_held_the_host_back_is_said_before_its_wait() {
+        let held = |throttled_periods| {
+            let mut entry = record("o_execute sample_rs1 30 5 constant 1024 0", 5000.0);
+            entry.scheduling = Some(crate::record::sampling::HostScheduling {
+                run_delay_ms: 3900.0,
+                timeslices: 900,
+                quota: Some(crate::record::sampling::CpuQuota {
+                    quota_cpus: Some(0.05),
+                    periods: 50,
+                    throttled_periods,
+                    throttled_ms: 4100.0,
+                }),
+                ..Default::default()
+            });
+            paragraph(&entry, &[], None)
+        };
+        let text = held(48);
+        let quota = "its cgroup's CPU quota (0.050 of a CPU) held it back in 48 of 50 periods, \
+                     4,100 ms in all";
+        let waited = "its threads waited 3,900 ms in all runnable";
+        assert!(
+            text.find(quota).unwrap() < text.find(waited).unwrap(),
+            "{text}"
+        );
+        assert!(!held(2).contains("CPU quota"));
+    }
+
     /// Two identical entries, the second twice as long because another process ran on the
     /// host's CPU: the second said "waiting for a CPU" and nothing of its twin, since the
     /// sentence about a twin spoke only when the host's CPU grew.
@@ -1067,6 +1115,7 @@ mod tests {
                     cgroup: "/batch.slice".into(),
                     cpu_ms: run_delay_ms,
                 }],
+                quota: None,
             });
             entry
         };
