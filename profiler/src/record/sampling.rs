@@ -229,11 +229,22 @@ pub fn takers(ran: &[CpuTaker]) -> String {
         .join("; ")
 }
 
-/// `, while these used the CPUs: …` after a wait for a CPU, or nothing where none was read.
-pub fn while_these_ran(ran: &[CpuTaker]) -> String {
-    match ran.is_empty() {
-        true => String::new(),
-        false => format!(", while these used the CPUs: {}", takers(ran)),
+/// `, while these used the CPUs: …` after a wait of `waited_ms` for a CPU: the takers that
+/// used a tenth of it or more, or, where none did, that none did (the wait was then the
+/// host's own threads outnumbering its CPUs, a quota, or the hypervisor's steal). Nothing
+/// where no takers were read.
+pub fn while_these_ran(ran: &[CpuTaker], waited_ms: f64) -> String {
+    if ran.is_empty() {
+        return String::new();
+    }
+    let mattered: Vec<CpuTaker> = ran
+        .iter()
+        .filter(|taker| taker.cpu_ms >= 0.1 * waited_ms)
+        .cloned()
+        .collect();
+    match mattered.is_empty() {
+        true => ", while no other process used a tenth of that on the CPUs".to_owned(),
+        false => format!(", while these used the CPUs: {}", takers(&mattered)),
     }
 }
 
@@ -298,5 +309,36 @@ impl ZoneId {
     /// `zone_<node>_<name>_<what>`, the column name of one of the zone's values.
     pub fn column(&self, what: &str) -> String {
         format!("zone_{}_{}_{what}", self.node, self.name)
+    }
+}
+
+#[cfg(test)]
+mod takers_tests {
+    use super::*;
+
+    fn taker(command: &str, cpu_ms: f64) -> CpuTaker {
+        CpuTaker {
+            command: command.into(),
+            pid: 7,
+            profiler: false,
+            cgroup: String::new(),
+            cpu_ms,
+        }
+    }
+
+    /// Beside a wait of 1,840 ms, a kworker's 10 ms is no answer: a wait with no taker of a
+    /// tenth of it says none took it, not the kworker.
+    #[test]
+    fn only_takers_of_a_tenth_of_the_wait_are_said() {
+        let ran = [taker("sh", 900.0), taker("kworker/0:4", 10.0)];
+        assert_eq!(
+            while_these_ran(&ran, 1000.0),
+            ", while these used the CPUs: sh (pid 7) 900 ms"
+        );
+        assert_eq!(
+            while_these_ran(&ran[1..], 1840.0),
+            ", while no other process used a tenth of that on the CPUs"
+        );
+        assert_eq!(while_these_ran(&[], 1840.0), "");
     }
 }
