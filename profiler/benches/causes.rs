@@ -18,7 +18,7 @@
 //! clean step); a clean step when no cause is named (the explanation begins "not CPU-bound").
 //! Prints a row per step and the score.
 //!
-//!     cargo bench -p skillprof --bench causes [-- --skills hello,rust,python --rates 10,30,100]
+//!     cargo bench -p skillprof --bench causes [-- --skills hello,rust,python,wstd,cpy,js --rates 10,30,100]
 //!
 //! About 40 s an experiment on a 2-core machine (the Python sample's compile included). Needs
 //! root (slo's probes) and a release build of skillprof and skillhost.
@@ -39,7 +39,10 @@ use common::{flags, skillprof_binary};
 
 #[derive(Parser)]
 struct Options {
-    /// slo's sample skills (`--skill`).
+    /// slo's sample skills (`--skill`: hello, rust, python) and the public components
+    /// scripts/build-public-skills.sh builds (wstd: wstd's Rust http_server example; cpy:
+    /// componentize-py's http example; js: our JavaScript echo, componentized by
+    /// componentize-js).
     #[arg(long, value_delimiter = ',', default_value = "hello,rust,python")]
     skills: Vec<String>,
     /// The rates, requests a second: one experiment each.
@@ -185,23 +188,32 @@ fn experiment(
     folder: &Path,
 ) -> Result<Vec<(Cause, String)>> {
     let rates = vec![rate.to_string(); STEPS.len()].join(",");
-    let mut slo = Command::new(skillprof)
-        .args([
-            "slo",
-            "--skill",
-            skill,
-            "--target",
-            "p99<=50ms",
-            "--cpus",
-            "1",
-        ])
+    let mut slo = Command::new(skillprof);
+    slo.args(["slo", "--target", "p99<=50ms", "--cpus", "1"])
         .args(["--rps", &rates, "--step-s", &STEP_S.to_string()])
-        .args(["--memory-kb", if skill == "hello" { "0" } else { "1024" }])
         .arg("--run-dir")
-        .arg(folder)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+        .arg(folder);
+    match public_component(skill) {
+        Some((file, input, path)) => {
+            let wasm = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../build/public")
+                .join(file);
+            anyhow::ensure!(
+                wasm.exists(),
+                "{} is not built: scripts/build-public-skills.sh builds it",
+                wasm.display()
+            );
+            slo.arg("--component").arg(wasm).args(["--input", input]);
+            if let Some(path) = path {
+                slo.args(["--", "--http-path", path]);
+            }
+        }
+        None => {
+            slo.args(["--skill", skill])
+                .args(["--memory-kb", if skill == "hello" { "0" } else { "1024" }]);
+        }
+    }
+    let mut slo = slo.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let (lines, seen) = mpsc::channel();
     for pipe in [
         Box::new(slo.stdout.take().context("stdout")?) as Box<dyn std::io::Read + Send>,
@@ -356,6 +368,17 @@ fn explanation(line: &str, rate: u32) -> Option<String> {
     let rest = line.split(&format!(" table {rate}/s: ")).nth(1)?;
     let open = rest.find(" (")?;
     Some(rest[open + 2..].trim_end_matches(')').to_owned())
+}
+
+/// A public component's file under build/public, its input, and the path its handler
+/// answers where not `/`; `None` for slo's own samples.
+fn public_component(skill: &str) -> Option<(&'static str, &'static str, Option<&'static str>)> {
+    match skill {
+        "wstd" => Some(("wstd_http_server.wasm", "\"hello\"", None)),
+        "cpy" => Some(("cpy_http_echo.wasm", r#"{"topic": "rain"}"#, Some("/echo"))),
+        "js" => Some(("js_http_echo.wasm", r#"{"topic": "rain"}"#, Some("/echo"))),
+        _ => None,
+    }
 }
 
 fn signal(pid: u32, which: &str) -> Result<()> {

@@ -229,21 +229,25 @@ pub fn takers(ran: &[CpuTaker]) -> String {
         .join("; ")
 }
 
-/// `, while these used the CPUs: …` after a wait of `waited_ms` for a CPU: the takers that
-/// used a tenth of it or more, or, where none did, that none did (the wait was then the
-/// host's own threads outnumbering its CPUs, a quota, or the hypervisor's steal). Nothing
-/// where no takers were read.
-pub fn while_these_ran(ran: &[CpuTaker], waited_ms: f64) -> String {
+/// `, while these used the CPUs: …` after a wait for a CPU over a stretch of `wall_ms`: the
+/// takers that kept a CPU busy a tenth of the stretch or more, or, where none did, that none
+/// did: the wait was then the host's own threads queued behind each other, a quota, or the
+/// hypervisor's steal. Against the stretch, not the wait: the wait is summed over the host's
+/// threads, and a competitor on one CPU makes each of them wait. Nothing where no takers
+/// were read.
+pub fn while_these_ran(ran: &[CpuTaker], wall_ms: f64) -> String {
     if ran.is_empty() {
         return String::new();
     }
     let mattered: Vec<CpuTaker> = ran
         .iter()
-        .filter(|taker| taker.cpu_ms >= 0.1 * waited_ms)
+        .filter(|taker| taker.cpu_ms >= 0.1 * wall_ms)
         .cloned()
         .collect();
     match mattered.is_empty() {
-        true => ", while no other process used a tenth of that on the CPUs".to_owned(),
+        true => ", while no other process kept a CPU busy a tenth of the time (its own threads \
+                 queued behind each other, a quota, or the hypervisor's steal)"
+            .to_owned(),
         false => format!(", while these used the CPUs: {}", takers(&mattered)),
     }
 }
@@ -326,19 +330,19 @@ mod takers_tests {
         }
     }
 
-    /// Beside a wait of 1,840 ms, a kworker's 10 ms is no answer: a wait with no taker of a
-    /// tenth of it says none took it, not the kworker.
+    /// Over 4 s, a kworker's 10 ms is no answer: a wait with no taker busy a tenth of the
+    /// stretch says none took it, not the kworker.
     #[test]
     fn only_takers_of_a_tenth_of_the_wait_are_said() {
         let ran = [taker("sh", 900.0), taker("kworker/0:4", 10.0)];
         assert_eq!(
-            while_these_ran(&ran, 1000.0),
+            while_these_ran(&ran, 4000.0),
             ", while these used the CPUs: sh (pid 7) 900 ms"
         );
-        assert_eq!(
-            while_these_ran(&ran[1..], 1840.0),
-            ", while no other process used a tenth of that on the CPUs"
+        assert!(
+            while_these_ran(&ran[1..], 4000.0)
+                .starts_with(", while no other process kept a CPU busy a tenth of the time")
         );
-        assert_eq!(while_these_ran(&[], 1840.0), "");
+        assert_eq!(while_these_ran(&[], 4000.0), "");
     }
 }

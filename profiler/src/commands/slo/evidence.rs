@@ -297,7 +297,7 @@ fn load(step: &TrafficStep, evidence: &Evidence, config: &HostConfig) -> String 
              took {}){}; the host used {cpu}{went}",
             ms(waited),
             ms(step.latency.p50_ms),
-            while_these_ran(&evidence.ran_instead, evidence.run_delay_ms)
+            while_these_ran(&evidence.ran_instead, evidence.wall_ms)
         );
     }
     format!(

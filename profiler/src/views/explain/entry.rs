@@ -324,7 +324,7 @@ fn cpu(record: &EntryRecord) -> Option<String> {
         text.push_str(&format!(
             "; its threads waited {} in all runnable for a CPU (schedstat){}",
             ms(scheduling.run_delay_ms),
-            sampling::while_these_ran(&scheduling.ran_instead, scheduling.run_delay_ms)
+            sampling::while_these_ran(&scheduling.ran_instead, took_ms(record))
         ));
     }
     Some(text)

@@ -259,7 +259,7 @@ pub fn wall_variance(record: &EntryRecord, earlier: &[EntryRecord]) -> Option<St
             {
                 text.push_str(&crate::record::sampling::while_these_ran(
                     &scheduling.ran_instead,
-                    scheduling.run_delay_ms,
+                    now,
                 ));
             }
         }
