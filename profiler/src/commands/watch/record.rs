@@ -11,8 +11,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, ChildStderr, Command};
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
 use crate::producers::probes::time::TimeOptions;
 use crate::record::probes::ProbeMode;
@@ -62,7 +64,7 @@ impl Recording {
     ) -> Result<Vec<PathBuf>> {
         loop {
             let before = run_folders(&self.dir);
-            let mut child = self.start(pid, &host_url, &cmds)?;
+            let (mut child, errors) = self.start(pid, &host_url, &cmds)?;
             let finished = tokio::select! {
                 status = child.wait() => Some(status?),
                 () = stop.notified() => None,
@@ -80,25 +82,37 @@ impl Recording {
             self.prune(&mut ours)?;
             match finished {
                 Some(status) if status.success() => continue,
-                Some(status) => eprintln!("skillprof watch: {}", self.ended_short(status, &ours)),
+                Some(status) => {
+                    // The pipe closes as the run exits; a second bounds a child that kept it.
+                    let error = tokio::time::timeout(std::time::Duration::from_secs(1), errors)
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                        .flatten();
+                    eprintln!(
+                        "skillprof watch: {}",
+                        self.ended_short(status, &ours, error)
+                    );
+                }
                 None => {}
             }
             return Ok(ours);
         }
     }
 
-    /// Why the recording ended, in a line: the run's own error from record.log, whether the
-    /// disk is full, and what is kept. The watch goes on serving.
-    fn ended_short(&self, status: std::process::ExitStatus, ours: &[PathBuf]) -> String {
-        let log = fs::read_to_string(self.log()).unwrap_or_default();
-        let error = log
-            .lines()
-            .rev()
-            .find(|line| line.starts_with("error:") || line.starts_with("Error:"))
-            .map_or_else(
-                || format!("{} says why", self.log().display()),
-                |line| format!("\"{line}\""),
-            );
+    /// Why the recording ended, in a line: the run's own `error` line (as it wrote it, not
+    /// as record.log kept it: on a full disk the log's copy is cut where the disk ran out),
+    /// whether the disk is full, and what is kept. The watch goes on serving.
+    fn ended_short(
+        &self,
+        status: std::process::ExitStatus,
+        ours: &[PathBuf],
+        error: Option<String>,
+    ) -> String {
+        let error = error.map_or_else(
+            || format!("{} says why", self.log().display()),
+            |line| format!("\"{line}\""),
+        );
         let kept = format!(
             "the endpoint keeps serving, and the {} run folder(s) recorded keep every window \
              that finished",
@@ -130,7 +144,14 @@ impl Recording {
         self.dir.join("record.log")
     }
 
-    fn start(&self, pid: u32, host_url: &str, cmds: &Path) -> Result<Child> {
+    /// Starts a recording run, its stdout into record.log and its stderr through us, which
+    /// copies it there and keeps its last error line: the task's result.
+    fn start(
+        &self,
+        pid: u32,
+        host_url: &str,
+        cmds: &Path,
+    ) -> Result<(Child, JoinHandle<Option<String>>)> {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -151,7 +172,7 @@ impl Recording {
             .args(time_args(self.time))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log);
+            .stderr(Stdio::piped());
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent's.
         unsafe {
             command.pre_exec(|| {
@@ -162,9 +183,11 @@ impl Recording {
                 Ok(())
             });
         }
-        command
+        let mut child = command
             .spawn()
-            .context("starting the recording run (skillprof run --attach)")
+            .context("starting the recording run (skillprof run --attach)")?;
+        let stderr = child.stderr.take().context("the recording run's stderr")?;
+        Ok((child, tokio::spawn(copy_keeping_error(stderr, log))))
     }
 
     /// Removes the oldest of `ours` beyond `--keep`.
@@ -177,6 +200,21 @@ impl Recording {
         }
         Ok(())
     }
+}
+
+/// Copies a run's stderr into `log` line by line (a write the disk refuses is dropped) and
+/// returns its last `error:` line.
+async fn copy_keeping_error(stderr: ChildStderr, mut log: fs::File) -> Option<String> {
+    use std::io::Write as _;
+    let mut lines = BufReader::new(stderr).lines();
+    let mut last = None;
+    while let Ok(Some(line)) = lines.next_line().await {
+        let _ = writeln!(log, "{line}");
+        if line.starts_with("error:") || line.starts_with("Error:") {
+            last = Some(line);
+        }
+    }
+    last
 }
 
 /// Free space below which a failed run is put down to a full disk: less than a run folder's
