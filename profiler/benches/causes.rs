@@ -33,6 +33,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use skillprof::producers::sample::cpu_quota;
+use skillprof::record::sampling::CpuQuota;
 
 mod common;
 use common::{flags, skillprof_binary};
@@ -69,8 +70,8 @@ enum Cause {
     Stall(u64),
     /// A busy loop, with its pid once the step has ended.
     Competitor(Option<u32>),
-    /// A CPU quota, in CPUs, with what its cgroup counted: periods and throttled periods.
-    Quota(Option<(f64, u64, u64)>),
+    /// A CPU quota, with what its cgroup counted once the step has ended.
+    Quota(Option<CpuQuota>),
 }
 
 impl Cause {
@@ -79,9 +80,12 @@ impl Cause {
             Cause::None => "none".into(),
             Cause::Stall(ms) => format!("stall {ms} ms"),
             Cause::Competitor(_) => "CPU competitor".into(),
-            Cause::Quota(Some((cpus, periods, throttled))) => {
-                format!("quota {cpus:.3} CPU, {throttled}/{periods} held")
-            }
+            Cause::Quota(Some(quota)) => format!(
+                "quota {:.3} CPU, {}/{} held",
+                quota.quota_cpus.unwrap_or(0.0),
+                quota.throttled_periods,
+                quota.periods
+            ),
             Cause::Quota(None) => "quota".into(),
         }
     }
@@ -100,7 +104,8 @@ impl Cause {
                         said.contains(&format!("while these used the CPUs: sh (pid {pid},"))
                     })
             }
-            Cause::Quota(Some((cpus, periods, throttled))) if throttled * 20 >= periods => {
+            Cause::Quota(Some(quota)) if quota.held_back() => {
+                let cpus = quota.quota_cpus.unwrap_or(0.0);
                 said.starts_with("throttled")
                     && quota_cpus(said).is_some_and(|seen| (seen / cpus - 1.0).abs() <= 0.2)
             }
@@ -346,13 +351,15 @@ impl Quota {
         Ok(quota)
     }
 
-    /// Moves the host back; the quota in CPUs, and what the cgroup counted: periods and
-    /// throttled periods.
-    fn end(self) -> Result<(f64, u64, u64)> {
+    /// Moves the host back; the quota set, and what the cgroup counted since the bench
+    /// made it.
+    fn end(self) -> Result<CpuQuota> {
         let counted = cpu_quota::read(Path::new("/proc"), Path::new(cpu_quota::CGROUP), self.pid)
             .context("the quota's cpu.stat")?;
-        let cpus = self.quota_us as f64 / PERIOD_US as f64;
-        Ok((cpus, counted.periods, counted.throttled))
+        Ok(CpuQuota {
+            quota_cpus: Some(self.quota_us as f64 / PERIOD_US as f64),
+            ..counted.since(&Default::default())
+        })
     }
 }
 
