@@ -14,6 +14,11 @@ pub struct ProcessStat {
     pub threads: u64,
     /// utime + stime, in clock ticks (USER_HZ).
     pub cpu_ticks: u64,
+    /// The process's CPU time in ns, from its CPU-time clock (`clock_getcpuclockid`), read at
+    /// entry boundaries: the scheduler's own sum, where `cpu_ticks` truncates it to 10 ms,
+    /// a whole short entry's worth. `None` if it could not be read, and in older records.
+    #[serde(default)]
+    pub cpu_ns: Option<u64>,
     /// Context switches of the threads alive at the reading, summed over their own counters
     /// (at entry boundaries only): `(voluntary, involuntary)`. A thread gives up its CPU
     /// voluntarily when it blocks or sleeps; involuntarily when the scheduler takes it off
@@ -72,9 +77,14 @@ impl ProcessChange<'_> {
         ))
     }
 
-    /// CPU time the host used during the entry; `None` once it is gone.
+    /// CPU time the host used during the entry, to the ns where both readings have the
+    /// CPU-time clock and to the clock tick where not; `None` once it is gone.
     pub fn host_cpu_ms(&self) -> Option<f64> {
-        let ticks = self.after?.cpu_ticks.saturating_sub(self.before.cpu_ticks);
+        let after = self.after?;
+        if let (Some(before), Some(after)) = (self.before.cpu_ns, after.cpu_ns) {
+            return Some(after.saturating_sub(before) as f64 / 1e6);
+        }
+        let ticks = after.cpu_ticks.saturating_sub(self.before.cpu_ticks);
         Some(ticks_to_seconds(ticks) * 1e3)
     }
 }
@@ -93,7 +103,7 @@ fields! {
     MINFLT "minflt" Count "minor page faults of the host during the entry (/proc/PID/stat)" = faults.map(|f| f.0);
     MAJFLT "majflt" Count "major page faults of the host during the entry (/proc/PID/stat)" = faults.map(|f| f.1);
     THREADS "threads" Count "host threads at the end of the entry" = self.after.map(|a| a.threads);
-    HOST_CPU "host_cpu_ms" Ms "CPU time the host used during the entry, user + system, all threads (/proc/PID/stat, in 10 ms ticks; empty after stop). Far below took_ms on a CPU-bound entry: the host waited for a CPU" = self.host_cpu_ms();
+    HOST_CPU "host_cpu_ms" Ms "CPU time the host used during the entry, user + system, all threads, the dead ones too (the process's CPU-time clock, to the ns; in runs before 2026-12-05, /proc/PID/stat's 10 ms ticks; empty after stop). Far below took_ms on a CPU-bound entry: the host waited for a CPU" = self.host_cpu_ms();
     VOLUNTARY_SWITCHES "voluntary_ctxt_switches" Count "times the host's threads gave up a CPU during the entry, blocking or sleeping: summed over each thread's own count (/proc/PID/task/*/status) at both ends; a thread that ended within the entry took its count with it; empty after stop" = switches.map(|s| s.0);
     INVOLUNTARY_SWITCHES "nonvoluntary_ctxt_switches" Count "times the scheduler took a CPU from the host's threads while they still wanted to run (preempted, or their time slice ended), counted as voluntary_ctxt_switches: more of these than of those says the host's threads were short of CPUs" = switches.map(|s| s.1);
 }

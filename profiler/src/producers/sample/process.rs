@@ -109,7 +109,17 @@ pub fn peak_rss_kb(proc_root: &Path, pid: u32) -> Option<u64> {
 pub fn at_boundary(proc_root: &Path, pid: u32) -> Result<ProcessStat, ProcessError> {
     let mut stat = read(proc_root, pid)?;
     stat.switches = switches(proc_root, pid);
+    stat.cpu_ns = cpu_ns(pid);
     Ok(stat)
+}
+
+/// The process's CPU time so far, in ns: its CPU-time clock sums every thread's scheduler
+/// runtime, the dead ones' included, as /proc/PID/stat does before it rounds to ticks.
+fn cpu_ns(pid: u32) -> Option<u64> {
+    use nix::time::{clock_getcpuclockid, clock_gettime};
+    let clock = clock_getcpuclockid(nix::unistd::Pid::from_raw(pid as i32)).ok()?;
+    let now = clock_gettime(clock).ok()?;
+    Some(now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64)
 }
 
 /// `(voluntary, involuntary)` context switches summed over the process's threads: each
@@ -198,6 +208,7 @@ fn parse(stat: &str, statm: &str, page_size_bytes: u64) -> Result<ProcessStat, P
         majflt: field(12)?,
         threads: field(20)?,
         cpu_ticks: field(14)? + field(15)?,
+        cpu_ns: None,
         vms_kb: size * page_size_bytes / 1024,
         rss_kb: resident * page_size_bytes / 1024,
         switches: None,
@@ -230,6 +241,7 @@ mod tests {
                 majflt: 0,
                 threads: 4,
                 cpu_ticks: 8 + 2,
+                cpu_ns: None,
                 switches: None,
             }
         );
