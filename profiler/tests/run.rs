@@ -204,6 +204,11 @@ fn smoke_run_leaves_four_consistent_files() {
         explanation.contains("- probe cost mode: measured (--self-cost: BPF stats on)"),
         "the head says how the probes' cost was taken:\n{explanation}"
     );
+    // And what it came to against the host's CPU in the entries.
+    assert!(
+        explanation.contains("% of the host's") && explanation.contains("of CPU in the entries"),
+        "the head gives the probes' cost as a share of the host's CPU:\n{explanation}"
+    );
     let paragraphs: Vec<&str> = explanation
         .split("\n\n")
         .filter(|p| !p.trim().is_empty() && !p.starts_with('#') && !p.starts_with("- "))

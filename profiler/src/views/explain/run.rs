@@ -10,7 +10,11 @@ use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 
 /// The head's lines: how the run was measured, and with `--stacks` what the stacks came to.
 pub fn head(info: &RunInfo, records: &[EntryRecord]) -> Vec<String> {
-    let mut lines = measurement(info);
+    let host_cpu_ms: f64 = records
+        .iter()
+        .filter_map(|record| record.measure.host_cpu_ms())
+        .sum();
+    let mut lines = measurement(info, host_cpu_ms);
     lines.extend(stacks_line(records));
     lines
 }
@@ -41,7 +45,7 @@ fn stacks_line(records: &[EntryRecord]) -> Option<String> {
 
 /// How the run was measured, for the head of explain.md: the host, which probes were live
 /// by which mechanism, and what measuring cost.
-fn measurement(info: &RunInfo) -> Vec<String> {
+fn measurement(info: &RunInfo, host_cpu_ms: f64) -> Vec<String> {
     let mut lines = vec![format!(
         "host: {}{} ({} profile) on {} ({} cores, {} GiB), kernel {}",
         if info.host.attached {
@@ -97,7 +101,7 @@ fn measurement(info: &RunInfo) -> Vec<String> {
     }
     if let Some(probes) = &info.probes {
         lines.extend(probes_live(probes));
-        lines.extend(cost(probes, info.sampler_cpu_ms));
+        lines.extend(cost(probes, info.sampler_cpu_ms, host_cpu_ms));
     }
     lines
 }
@@ -218,20 +222,49 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
     lines
 }
 
-/// What the probes and the sampler cost the machine.
-fn cost(probes: &ProbesInfo, sampler_cpu_ms: Option<f64>) -> Option<String> {
+/// The probes' share of the host's CPU from which explain.md says the host's figures include
+/// it: the run-to-run spread of the host's CPU for the same work on this machine is about
+/// that (the overhead bench's control).
+const MOVES_FIGURES_PCT: f64 = 3.0;
+
+/// What the probes and the sampler cost the machine, and the probes' cost as a share of the
+/// host's CPU over the entries (`host_cpu_ms`), with a caution where it is large enough to
+/// move the host's figures.
+fn cost(probes: &ProbesInfo, sampler_cpu_ms: Option<f64>, host_cpu_ms: f64) -> Option<String> {
     let costs = probes.costs.as_ref()?;
-    let mode = match costs.mode() {
-        CostMode::Measured(_) => format!(
-            "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in total",
-            units::count(costs.total_runs as f64),
-            units::ms(costs.total_run_ns as f64 / 1e6),
+    let share = |ns: f64| 100.0 * ns / (host_cpu_ms * 1e6);
+    let (mode, pct) = match costs.mode() {
+        CostMode::Measured(_) => (
+            format!(
+                "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in total",
+                units::count(costs.total_runs as f64),
+                units::ms(costs.total_run_ns as f64 / 1e6),
+            ),
+            Some(share(costs.total_run_ns as f64)),
         ),
-        CostMode::Modelled(modelled) => format!("modelled (BPF stats off): {modelled}"),
-        CostMode::Unknown(why) => format!("not measured ({why})"),
+        CostMode::Modelled(modelled) => (
+            format!("modelled (BPF stats off): {modelled}"),
+            Some(share(modelled.total_ns.median)),
+        ),
+        CostMode::Unknown(why) => (format!("not measured ({why})"), None),
     };
+    let pct = pct.filter(|pct| host_cpu_ms > 0.0 && pct.is_finite());
     Some(format!(
-        "probe cost mode: {mode}{}; the sampler thread used {} of CPU",
+        "probe cost mode: {mode}{}{}; the sampler thread used {} of CPU",
+        match pct {
+            Some(pct) if pct >= MOVES_FIGURES_PCT => format!(
+                ", equal to {pct:.1}% of the host's {} of CPU in the entries (some of it \
+                 spent on other processes' events): the host's CPU and latencies below \
+                 include the part spent in its threads",
+                units::ms(host_cpu_ms)
+            ),
+            Some(pct) => format!(
+                ", equal to {pct:.1}% of the host's {} of CPU in the entries (some of it \
+                 spent on other processes' events)",
+                units::ms(host_cpu_ms)
+            ),
+            None => String::new(),
+        },
         if costs.events_streamed {
             format!(
                 ", {} events streamed, {} lost",
