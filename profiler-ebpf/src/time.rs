@@ -10,24 +10,27 @@
 //! switches, and threads come and go; a per-CPU one costs nothing between its ticks.
 //!
 //! Off a CPU: at each switch, a host thread that leaves the CPU is stamped with the instant,
-//! its state and (with `OFF_CPU_STACKS`) its stacks; a wakeup stamps when it became runnable
-//! again; when it runs again its interval is counted, the part asleep in the state it left
-//! in and the part from its wakeup to running as runnable (waiting for a CPU). Every other
-//! task's switch costs two loads and a compare.
+//! its state and (with `OFF_CPU_EVERY_STACK`) its stacks; a wakeup stamps when it became
+//! runnable again; when it runs again its interval is counted, the part asleep in the state
+//! it left in and the part from its wakeup to running as runnable (waiting for a CPU). With
+//! `OFF_CPU_WAITS`, the part asleep gets its kernel stack then, if it was long enough to pay
+//! for the walk (or by chance in proportion to its length). Every other task's switch costs
+//! two loads and a compare.
 
 use aya_ebpf::{
     EbpfContext as _, Global,
     bindings::{BPF_F_NO_PREALLOC, BPF_F_USER_STACK, BPF_NOEXIST},
     macros::{btf_tracepoint, map, perf_event},
-    maps::{Array, HashMap, LruHashMap, RingBuf, StackTrace},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use skillprof_common::{
-    NO_STACK, OffCpu, TIME_BLOCKED, TIME_ON_CPU, TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeSample,
-    TimeValue,
+    NO_STACK, OFF_CPU_EVERY_STACK, OFF_CPU_WAITS, OffCpu, TIME_BLOCKED, TIME_ON_CPU,
+    TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeSample, TimeValue, WAIT_STACK_DEPTH,
+    WAIT_STACK_ID, WaitStack,
 };
 
-use aya_ebpf::helpers::bpf_get_current_pid_tgid;
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_get_task_stack};
 
 use crate::{add, counters, current_entry, ids, is_host, marks, now, stacks};
 
@@ -38,11 +41,26 @@ static TASK_PID: Global<u64> = Global::new(crate::UNSET as u64);
 #[unsafe(no_mangle)]
 static TASK_TGID: Global<u64> = Global::new(crate::UNSET as u64 + 1);
 
-/// 1 when the switch programs walk the stacks of a thread that leaves its CPU: the cause of a
-/// wait is in its kernel stack, and whose wait it is in its user stack. A load-time constant:
-/// without it the verifier removes the walks.
+/// Which stacks the switch programs take (`OFF_CPU_*`): the cause of a wait is in its kernel
+/// stack, and whose wait it is in its user stack. A load-time constant: the verifier removes
+/// the walks a run does not ask for.
 #[unsafe(no_mangle)]
 static OFF_CPU_STACKS: Global<u32> = Global::new(crate::UNSET);
+
+/// With `OFF_CPU_WAITS`: the time asleep (ns) from which every wait's kernel stack is
+/// walked. A load-time constant.
+#[unsafe(no_mangle)]
+static WAIT_WALK_NS: Global<u64> = Global::new(crate::UNSET as u64);
+
+/// Wait stack id → its kernel stack. Never cleared in a session: a host's waits come from
+/// a few hundred places.
+#[map]
+static WAIT_STACKS: HashMap<u32, WaitStack> =
+    HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
+
+/// Where a wait's stack is put together, too big for the BPF stack.
+#[map]
+static WAIT_SCRATCH: PerCpuArray<WaitStack> = PerCpuArray::with_max_entries(1, 0);
 
 /// 1 when each CPU sample is also put on the timeline (`TIME_SAMPLES`), for a step's
 /// stalls: a load-time constant.
@@ -99,7 +117,14 @@ const PT_REGS_CS: usize = 17 * 8;
 
 /// Adds `ns` of time in `state` to a key of `entry`, and one sample or interval.
 #[inline(always)]
-fn count(entry: u32, skill: u32, phase: u32, state: u32, stacks: (i32, i32), ns: u64) {
+fn count(
+    entry: u32,
+    skill: u32,
+    phase: u32,
+    state: u32,
+    stacks: (i32, i32, u32),
+    ns: u64,
+) {
     let key = TimeKey {
         entry,
         skill,
@@ -107,6 +132,7 @@ fn count(entry: u32, skill: u32, phase: u32, state: u32, stacks: (i32, i32), ns:
         state,
         user_stack: stacks.0,
         kernel_stack: stacks.1,
+        sampled: stacks.2,
     };
     if TIME.get_ptr_mut(&key).is_none() {
         // NOEXIST: of two CPUs adding a new key at once, the second fails here and adds to
@@ -179,7 +205,7 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
     if let Some(counters) = counters(entry) {
         add(&mut counters.time.samples, 1);
     }
-    count(entry, skill, phase, TIME_ON_CPU, (user, kernel), period);
+    count(entry, skill, phase, TIME_ON_CPU, (user, kernel, 0), period);
     if TIMELINE.load() != 0 {
         let sample = TimeSample {
             ts_ns: now(),
@@ -243,7 +269,7 @@ pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
         )
     };
     if next_tgid == host_kernel_tgid() && next_tid != 0 {
-        switched_in(next_tid);
+        switched_in(next, next_tid);
     }
     0
 }
@@ -277,7 +303,7 @@ pub fn btf_sched_wakeup(ctx: BtfTracePointContext) -> u32 {
 fn switched_out(ctx: &BtfTracePointContext, tid: u32, state: u32) {
     let entry = current_entry();
     let (skill, phase) = marks::slot_now();
-    let stacks = if OFF_CPU_STACKS.load() != 0 {
+    let stacks = if OFF_CPU_STACKS.load() == OFF_CPU_EVERY_STACK {
         (
             stack(ctx, entry, BPF_F_USER_STACK as u64),
             stack(ctx, entry, 0),
@@ -307,8 +333,9 @@ fn switched_out(ctx: &BtfTracePointContext, tid: u32, state: u32) {
     }
 }
 
+/// Thread `tid` (the task `next`) runs again: its interval off the CPU is counted.
 #[inline(always)]
-fn switched_in(tid: u32) {
+fn switched_in(next: *const u8, tid: u32) {
     let Some(off) = OFF_CPU.get_ptr_mut(&tid) else {
         // Switched out before the programs were attached.
         return;
@@ -327,22 +354,91 @@ fn switched_in(tid: u32) {
         // Woken before the programs saw it: all of it counts as the state it left in.
         _ => now,
     };
-    span(off, off.state, off.since_ns, woken, entry);
-    span(off, TIME_RUNNABLE, woken, now, entry);
+    let mut stacks = (off.user_stack, off.kernel_stack, 0);
+    if OFF_CPU_STACKS.load() == OFF_CPU_WAITS && off.state != TIME_RUNNABLE {
+        let asleep = woken - off.since_ns;
+        let threshold = WAIT_WALK_NS.load();
+        // A draw below `threshold`: under `asleep` with a chance of asleep / threshold.
+        // SAFETY: a helper without arguments.
+        let draw = (u64::from(unsafe { bpf_get_prandom_u32() }) * threshold) >> 32;
+        if asleep >= threshold || draw < asleep {
+            stacks.1 = wait_stack(next, entry);
+            stacks.2 = u32::from(asleep < threshold);
+        }
+    }
+    span(off, off.state, stacks, off.since_ns, woken, entry);
+    let left_with = (off.user_stack, off.kernel_stack, 0);
+    span(off, TIME_RUNNABLE, left_with, woken, now, entry);
     off.since_ns = 0;
     if let Some(counters) = counters(entry) {
         add(&mut counters.time.switches_in, 1);
     }
 }
 
-/// Counts `[start, end)` in `state` for the thread of `off`: to the current entry, but for
-/// the part before it began, which goes to the entry the thread left its CPU in.
+/// The kernel stack task `next` slept on (it has not run since), as a wait stack id, or
+/// [`NO_STACK`] with the loss counted.
 #[inline(always)]
-fn span(off: &OffCpu, state: u32, start: u64, end: u64, entry: u32) {
+fn wait_stack(next: *const u8, entry: u32) -> i32 {
+    let lost = || {
+        if let Some(counters) = counters(entry) {
+            add(&mut counters.time.stacks_lost, 1);
+        }
+        NO_STACK
+    };
+    let Some(walk) = WAIT_SCRATCH.get_ptr_mut(0) else {
+        return lost();
+    };
+    // SAFETY: this CPU's scratch value; nothing else runs on the CPU meanwhile.
+    let walk = unsafe { &mut *walk };
+    // SAFETY: `next` is a task the verifier types from BTF; the buffer is the map value's.
+    let bytes = unsafe {
+        bpf_get_task_stack(
+            next as *mut _,
+            walk.ips.as_mut_ptr() as *mut _,
+            core::mem::size_of::<WaitStack>() as u32,
+            0,
+        )
+    };
+    if bytes <= 0 {
+        return lost();
+    }
+    let frames = bytes as usize / 8;
+    // FNV-1a over the frames; the rest of the scratch zeroed, so one stack is one value.
+    let mut hash: u32 = 0x811c_9dc5;
+    for i in 0..WAIT_STACK_DEPTH {
+        if i >= frames {
+            walk.ips[i] = 0;
+        }
+        let ip = walk.ips[i];
+        hash = (hash ^ ip as u32).wrapping_mul(0x0100_0193);
+        hash = (hash ^ (ip >> 32) as u32).wrapping_mul(0x0100_0193);
+    }
+    let id = (hash & (WAIT_STACK_ID as u32 - 1)) | WAIT_STACK_ID as u32;
+    if WAIT_STACKS.insert(&id, walk, BPF_NOEXIST as u64).is_ok() {
+        return id as i32;
+    }
+    // Already there: the same stack, or another with the same hash (which loses this one).
+    // SAFETY: a plain read of a live map value.
+    let Some(kept) = (unsafe { WAIT_STACKS.get(&id) }) else {
+        return lost();
+    };
+    // A loop, not `==`: BPF has no memcmp to call.
+    for i in 0..WAIT_STACK_DEPTH {
+        if kept.ips[i] != walk.ips[i] {
+            return lost();
+        }
+    }
+    id as i32
+}
+
+/// Counts `[start, end)` in `state` for the thread of `off`, with `stacks`: to the current
+/// entry, but for the part before it began, which goes to the entry the thread left its CPU
+/// in.
+#[inline(always)]
+fn span(off: &OffCpu, state: u32, stacks: (i32, i32, u32), start: u64, end: u64, entry: u32) {
     if end <= start {
         return;
     }
-    let stacks = (off.user_stack, off.kernel_stack);
     let began = ENTRY_BEGAN.get(0).copied().unwrap_or(0);
     let split = if off.entry != entry && began > start {
         let split = began.min(end);

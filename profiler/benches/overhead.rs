@@ -24,7 +24,8 @@
 //!
 //! `--time-only` measures the time profile (docs/time.md#what-it-costs): the host-only mode
 //! with it at its defaults (a started host: the profile clock at 97 Hz and the switch
-//! programs with stacks), with `--off-cpu states`, with `--off-cpu off` (the profile clock
+//! programs naming the waits worth it, `--off-cpu waits`), with `--off-cpu stacks`, with
+//! `--off-cpu states`, with `--off-cpu off` (the profile clock
 //! only), all against `--no-profile` and a second `--no-profile` as the control; then one
 //! run of each with `--self-cost`, the kernel's own count of the programs' run time against
 //! the host's CPU, and how many of the switch programs' runs were the host's.
@@ -93,6 +94,9 @@ enum Condition {
     Amplified,
     /// The default mode with the switch programs taking no stacks (`--off-cpu states`).
     OffCpuStates,
+    /// The default mode with every wait's stacks walked (`--off-cpu stacks`, the default of a
+    /// started host until 2026-12-05).
+    OffCpuStacks,
     /// The default mode with the profile clock only (`--off-cpu off`).
     SamplingOnly,
     /// The default mode without the time profile (`--no-profile`), and again as the control.
@@ -100,7 +104,7 @@ enum Condition {
     NoProfileAgain,
 }
 
-const CONDITIONS: usize = 10;
+const CONDITIONS: usize = 11;
 
 /// One run's figures.
 #[derive(Clone, Copy, Default)]
@@ -131,6 +135,7 @@ fn main() -> Result<()> {
         if options.time_only {
             order = vec![
                 Condition::Default,
+                Condition::OffCpuStacks,
                 Condition::OffCpuStates,
                 Condition::SamplingOnly,
                 Condition::NoProfile,
@@ -225,6 +230,7 @@ fn condition_args(condition: Condition) -> &'static [&'static str] {
         Condition::NoMarkers => &["--probes", "host-only", "--no-markers"],
         Condition::Amplified => &["--probes", "host-only"],
         Condition::OffCpuStates => &["--probes", "host-only", "--off-cpu", "states"],
+        Condition::OffCpuStacks => &["--probes", "host-only", "--off-cpu", "stacks"],
         Condition::SamplingOnly => &["--probes", "host-only", "--off-cpu", "off"],
         Condition::NoProfile | Condition::NoProfileAgain => {
             &["--probes", "host-only", "--no-profile"]
@@ -297,7 +303,8 @@ fn report_time(
         median_of(rounds, Condition::NoProfile, |m| m.wall_ms)
     );
     let lines = [
-        ("defaults (off-CPU stacks) / none", Condition::Default),
+        ("defaults (--off-cpu waits) / none", Condition::Default),
+        ("--off-cpu stacks / none", Condition::OffCpuStacks),
         ("--off-cpu states / none", Condition::OffCpuStates),
         (
             "--off-cpu off (sampling only) / none",
@@ -315,7 +322,7 @@ fn report_time(
         );
     }
     println!("\nthe kernel's count of the programs' run time (one --self-cost run each):");
-    for (label, condition) in &lines[..3] {
+    for (label, condition) in &lines[..4] {
         let mut args = condition_args(*condition).to_vec();
         args.push("--self-cost");
         let host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();

@@ -684,7 +684,8 @@ pub const NO_STACK: i32 = -1;
 
 /// Key of the time counts: an entry, the skill and phase the thread worked on ([`HOST_SKILL`]
 /// and [`PHASE_IDLE`] if none), its state (`TIME_*`), and its user and kernel stacks' ids in
-/// the time stack map ([`NO_STACK`] where there is none).
+/// the time stack map, or a kernel stack's in the wait stack map ([`WAIT_STACK_ID`] set;
+/// [`NO_STACK`] where there is none).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimeKey {
@@ -694,6 +695,37 @@ pub struct TimeKey {
     pub state: u32,
     pub user_stack: i32,
     pub kernel_stack: i32,
+    /// 1: waits shorter than the walk threshold whose stack was taken, each with a chance of
+    /// its length over the threshold ([`OFF_CPU_WAITS`]); 0 otherwise.
+    pub sampled: u32,
+}
+
+/// The switch programs' ways with stacks (a load-time constant): none, every wait's user and
+/// kernel stacks as the thread leaves its CPU, or the kernel stack of the waits worth it,
+/// taken as the thread comes back ([`OFF_CPU_WAITS`]).
+pub const OFF_CPU_NO_STACKS: u32 = 0;
+pub const OFF_CPU_EVERY_STACK: u32 = 1;
+/// A wait at least the threshold long gets its kernel stack, walked when the thread is
+/// switched back in (bpf_get_task_stack: it is still the stack it slept on); a shorter one
+/// gets it with a chance of its length over the threshold, so each kind of wait's share of
+/// the short waits' time can be estimated without bias while walks stay at most one per
+/// threshold of a thread's time asleep. Runnable time needs no stack (it is a wait for a
+/// CPU), and no user stack is walked: another task's cannot be.
+pub const OFF_CPU_WAITS: u32 = 2;
+
+/// Set in a [`TimeKey::kernel_stack`] that names a wait stack map entry, not a stack map id
+/// (those are below the stack map's size, far below this bit).
+pub const WAIT_STACK_ID: i32 = 1 << 30;
+
+/// Frames kept of a wait's kernel stack, innermost first: a wait's cause is within its
+/// innermost frames, and the syscall or fault that led to it within a few dozen.
+pub const WAIT_STACK_DEPTH: usize = 48;
+
+/// A wait's kernel stack: its return addresses, innermost first, zero after the last.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitStack {
+    pub ips: [u64; WAIT_STACK_DEPTH],
 }
 
 /// What a [`TimeKey`] counted: CPU samples (each one period of the profile clock) or off-CPU
@@ -1049,4 +1081,5 @@ mod pod {
     unsafe impl aya::Pod for super::TimeValue {}
     unsafe impl aya::Pod for super::OffCpu {}
     unsafe impl aya::Pod for super::TimeSample {}
+    unsafe impl aya::Pod for super::WaitStack {}
 }

@@ -180,7 +180,7 @@ impl RunConfig {
                 options.no_markers = args.no_markers;
                 options.time = args.time.options(match attached {
                     Some(_) => OffCpuMode::States,
-                    None => OffCpuMode::Stacks,
+                    None => OffCpuMode::Waits,
                 })?;
                 // Where the host's component files are: the run's own skills folder for a
                 // host it starts, the directory given for one it attaches to.

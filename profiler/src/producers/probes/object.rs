@@ -30,6 +30,8 @@ const ATTRIBUTE_CALLS: &str = "ATTRIBUTE_CALLS";
 const TASK_PID: &str = "TASK_PID";
 const TASK_TGID: &str = "TASK_TGID";
 const OFF_CPU_STACKS: &str = "OFF_CPU_STACKS";
+const WAIT_WALK_NS: &str = "WAIT_WALK_NS";
+pub const WAIT_STACKS: &str = "WAIT_STACKS";
 const TIMELINE: &str = "TIMELINE";
 const SYSCALL_LATENCY: &str = "SYSCALL_LATENCY";
 const STACKS: &str = "STACKS";
@@ -82,8 +84,10 @@ pub struct MarkSlots {
 pub struct TimeSettings {
     /// The offsets of a task's thread id and process id in `struct task_struct`.
     pub task_ids: (u64, u64),
-    /// Walk the stacks of each host thread that leaves its CPU.
-    pub off_cpu_stacks: bool,
+    /// Which stacks the switch programs take (`skillprof_common::OFF_CPU_*`).
+    pub off_cpu_stacks: u32,
+    /// With `OFF_CPU_WAITS`: the time asleep from which each wait's stack is walked (ns).
+    pub wait_walk_ns: u64,
     /// Put each CPU sample on the timeline too.
     pub timeline: bool,
 }
@@ -121,7 +125,8 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         .map_or((0, 0), |slots| (slots.task_fsbase, slots.mark_slot));
     let attribute_calls = u32::from(settings.attribute_calls && settings.mark_slots.is_some());
     let (task_pid, task_tgid) = settings.time.map_or((0, 0), |time| time.task_ids);
-    let off_cpu_stacks = u32::from(settings.time.is_some_and(|time| time.off_cpu_stacks));
+    let off_cpu_stacks = settings.time.map_or(0, |time| time.off_cpu_stacks);
+    let wait_walk_ns = settings.time.map_or(1, |time| time.wait_walk_ns.max(1));
     let timeline = settings.time.is_some_and(|time| time.timeline);
     let latency = u32::from(settings.syscall_latency);
     let walk = u32::from(settings.stacks);
@@ -137,6 +142,7 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         .override_global(TASK_PID, &task_pid, true)
         .override_global(TASK_TGID, &task_tgid, true)
         .override_global(OFF_CPU_STACKS, &off_cpu_stacks, true)
+        .override_global(WAIT_WALK_NS, &wait_walk_ns, true)
         .override_global(TIMELINE, &u32::from(timeline), true)
         .override_global(SYSCALL_LATENCY, &latency, true)
         .override_global(STACKS, &walk, true)

@@ -370,7 +370,8 @@ impl ProbeSession {
                 task_layout::ids_offsets()
                     .map(|task_ids| object::TimeSettings {
                         task_ids,
-                        off_cpu_stacks: time.off_cpu == time::OffCpuMode::Stacks,
+                        off_cpu_stacks: time.off_cpu.stacks(),
+                        wait_walk_ns: time::WAIT_WALK.as_nanos() as u64,
                         timeline: time.timeline,
                     })
                     .map_err(|why| anyhow::anyhow!("where the kernel keeps a task's ids: {why}"))?,

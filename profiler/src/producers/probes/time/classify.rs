@@ -217,7 +217,7 @@ pub fn wait_of(state: TimeState, kernel: &[&Frame]) -> Option<Wait> {
         return Some(Wait::Stopped);
     }
     let rwsem = any(&|n| n.starts_with("rwsem_down_") || n == "down_read" || n == "down_write");
-    let on_mm = any(&|n| {
+    let takes_mm_lock = |n: &str| {
         n.starts_with("lock_mm_and_find_vma")
             || n.starts_with("mmap_read_lock")
             || n.starts_with("mmap_write_lock")
@@ -230,8 +230,14 @@ pub fn wait_of(state: TimeState, kernel: &[&Frame]) -> Option<Wait> {
                     | "__x64_sys_mremap"
                     | "__x64_sys_brk"
             )
-    });
-    Some(if rwsem && on_mm {
+    };
+    let on_mm = any(&takes_mm_lock);
+    // A sleeping task's stack walked from outside (`--off-cpu waits`) leaves out the
+    // scheduler's and the locks' own functions (the kernel's `__sched` section, rwsem's slow
+    // paths with them): a task blocked right in a function that takes mmap_lock waits for it.
+    let asleep_taking_mm_lock =
+        state == TimeState::Blocked && kernel.last().is_some_and(|f| takes_mm_lock(&f.name));
+    Some(if (rwsem && on_mm) || asleep_taking_mm_lock {
         Wait::MmapLock
     } else if any(&|n| {
         matches!(
@@ -405,6 +411,26 @@ mod tests {
                 "schedule"
             ]),
             Some(Wait::Sleep)
+        );
+        // A stack walked from outside a sleeping task ends before the scheduler's and the
+        // rwsem's functions: blocked right where mmap_lock is taken.
+        let blocked = |names: &[&str]| {
+            let frames = frames(&names.iter().map(|n| (*n, Kernel)).collect::<Vec<_>>());
+            wait_of(TimeState::Blocked, &frames.iter().collect::<Vec<_>>())
+        };
+        for innermost in ["do_mprotect_pkey", "vm_mmap_pgoff", "__vm_munmap"] {
+            assert_eq!(
+                blocked(&["do_syscall_64", "__x64_sys_x", innermost]),
+                Some(Wait::MmapLock)
+            );
+        }
+        assert_eq!(
+            blocked(&[
+                "asm_exc_page_fault",
+                "exc_page_fault",
+                "lock_mm_and_find_vma"
+            ]),
+            Some(Wait::MmapLock)
         );
         // SIGSTOP wakes a thread out of its futex and stops it on its way back to user space.
         assert_eq!(

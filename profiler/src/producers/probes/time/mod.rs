@@ -18,7 +18,9 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use skillprof_common::{NO_STACK, OffCpu, TimeCounts, TimeKey, TimeSample, TimeValue};
+use skillprof_common::{
+    NO_STACK, OffCpu, TimeCounts, TimeKey, TimeSample, TimeValue, WAIT_STACK_ID, WaitStack,
+};
 
 use super::{markers::SkillNames, object, session::take, symbols};
 use crate::record::probes::{Mechanism, Phase, Probe, ProbeStatus, SkillRow};
@@ -43,15 +45,40 @@ pub enum OffCpuMode {
     /// Nothing: no program on the scheduler's switches.
     Off,
     /// Time off a CPU by state (runnable, sleeping, blocked), skill and phase: a few map
-    /// operations per switch of a host thread, no stack walk (1.3% of the host's CPU on
-    /// cmds/overhead.cmds on this 2-core machine: docs/time.md).
+    /// operations per switch of a host thread, no stack walk.
     States,
-    /// Also each wait's user and kernel stacks, walked as the thread leaves its CPU, which
-    /// say why it waited (a futex, epoll, a page fault, mmap_lock, a sleep): about 13 µs per
-    /// switch of a host thread here (5.0% of the host's CPU on cmds/overhead.cmds).
+    /// Also why each wait worth it happened: a sleep of at least 1 ms gets its kernel stack
+    /// (a futex, epoll, a page fault, mmap_lock, a sleep), walked as the thread comes back;
+    /// a shorter one by chance, in proportion to its length, and the short waits' time is
+    /// shared by what the chosen ones say. No user stacks.
     #[default]
+    Waits,
+    /// Each wait's user and kernel stacks, walked as the thread leaves its CPU: whose wait
+    /// as well as why, for an off-CPU flame graph, at about 5 µs per switch of a host thread
+    /// on this 2-core machine.
     Stacks,
 }
+
+impl OffCpuMode {
+    /// The switch programs' load-time constant for the mode.
+    pub fn stacks(self) -> u32 {
+        match self {
+            OffCpuMode::Off | OffCpuMode::States => skillprof_common::OFF_CPU_NO_STACKS,
+            OffCpuMode::Waits => skillprof_common::OFF_CPU_WAITS,
+            OffCpuMode::Stacks => skillprof_common::OFF_CPU_EVERY_STACK,
+        }
+    }
+
+    /// Whether waits are named (their kernel stacks taken).
+    pub fn names_waits(self) -> bool {
+        matches!(self, OffCpuMode::Waits | OffCpuMode::Stacks)
+    }
+}
+
+/// With `--off-cpu waits`: the time asleep from which every wait's kernel stack is walked.
+/// Walks then cost at most one per millisecond a thread sleeps, and a wait long enough to
+/// move a request's latency is never left unnamed.
+pub const WAIT_WALK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The time profile's flags, shared by the commands that profile a host.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -63,10 +90,12 @@ pub struct TimeArgs {
     #[arg(long, value_name = "HZ", conflicts_with = "no_profile")]
     pub profile_hz: Option<u64>,
 
-    /// What the scheduler's programs record of the host's threads' time off a CPU: `stacks`,
-    /// each wait's user and kernel stacks, which say why (a futex, epoll, a page fault,
-    /// mmap_lock, a sleep, waiting for a CPU), the default of `run` for a host it starts;
-    /// `states`, the time by state only (runnable, sleeping, blocked), the default of `run
+    /// What the scheduler's programs record of the host's threads' time off a CPU: `waits`,
+    /// why the host's threads waited (a futex, epoll, a page fault, mmap_lock, a sleep,
+    /// waiting for a CPU), from the kernel stack of each wait of 1 ms or more and of shorter
+    /// ones by chance, the default of `run` for a host it starts; `stacks`, each wait's user
+    /// and kernel stacks (whose wait too, for an off-CPU flame graph, at several times the
+    /// cost); `states`, the time by state only (runnable, sleeping, blocked), the default of `run
     /// --attach`, where each of the host's switches should cost little; `off`, the default
     /// of `slo` and `watch`, where a program on each of the host's switches would be part of
     /// what is measured. Their costs: docs/time.md.
@@ -161,6 +190,9 @@ pub fn attach(ebpf: &mut Ebpf, options: &TimeOptions) -> [ProbeStatus; 2] {
                     "tp_btf/sched_switch and tp_btf/sched_wakeup{}",
                     match mode {
                         OffCpuMode::Stacks => ", each wait's stacks walked",
+                        OffCpuMode::Waits =>
+                            ", the kernel stack of each wait of 1 ms or more \
+                                              and of shorter ones by chance",
                         _ => ", by state only (--off-cpu states)",
                     }
                 )
@@ -224,6 +256,8 @@ fn attach_switches(ebpf: &mut Ebpf) -> Result<()> {
 pub struct TimeMaps {
     counts: BpfHashMap<MapData, TimeKey, TimeValue>,
     stacks: StackTraceMap<MapData>,
+    /// The waits' kernel stacks (`--off-cpu waits`), by their own ids.
+    wait_stacks: BpfHashMap<MapData, u32, WaitStack>,
     off_cpu: BpfHashMap<MapData, u32, OffCpu>,
     began: Array<MapData, u64>,
     thread_samples: BpfHashMap<MapData, u32, u64>,
@@ -252,6 +286,7 @@ impl TimeMaps {
         Ok(TimeMaps {
             counts: BpfHashMap::try_from(take(ebpf, object::TIME)?)?,
             stacks: StackTraceMap::try_from(take(ebpf, object::TIME_STACKS)?)?,
+            wait_stacks: BpfHashMap::try_from(take(ebpf, object::WAIT_STACKS)?)?,
             off_cpu: BpfHashMap::try_from(take(ebpf, OFF_CPU_MAP)?)?,
             began: Array::try_from(take(ebpf, object::ENTRY_BEGAN)?)?,
             thread_samples: BpfHashMap::try_from(take(ebpf, THREAD_SAMPLES_MAP)?)?,
@@ -316,7 +351,7 @@ impl TimeMaps {
             summary::profile(self.period_ns, &counted, &walked, &user, &kernel, names);
         profile.stacks.extend(summary::between_polls(rows));
         let off_cpu = self.off_cpu_mode != OffCpuMode::Off;
-        let stacks = self.off_cpu_mode == OffCpuMode::Stacks;
+        let stacks = self.off_cpu_mode.names_waits();
         let time = summary::entry_time(&profile, counts, self.clock, off_cpu, stacks);
         Ok((profile, time))
     }
@@ -391,14 +426,22 @@ impl TimeMaps {
     fn walked(&self, ids: &BTreeSet<u32>) -> BTreeMap<u32, Vec<u64>> {
         ids.iter()
             .filter_map(|&id| {
-                let trace = self.stacks.get(&id, 0).ok()?;
-                let ips = trace
-                    .frames()
+                let ips: Vec<u64> = match is_wait_stack(id) {
+                    true => {
+                        let stack = self.wait_stacks.get(&id, 0).ok()?;
+                        stack.ips.into_iter().take_while(|&ip| ip != 0).collect()
+                    }
+                    false => {
+                        let trace = self.stacks.get(&id, 0).ok()?;
+                        trace.frames().iter().map(|frame| frame.ip).collect()
+                    }
+                };
+                let calls = ips
                     .iter()
                     .enumerate()
-                    .map(|(i, frame)| if i == 0 { frame.ip } else { frame.ip - 1 })
+                    .map(|(i, &ip)| if i == 0 { ip } else { ip - 1 })
                     .collect();
-                Some((id, ips))
+                Some((id, calls))
             })
             .collect()
     }
@@ -436,12 +479,18 @@ impl TimeMaps {
                 asleep.extend([off.user_stack, off.kernel_stack]);
             }
         }
-        for id in ids.filter(|&id| !asleep.contains(&(id as i32))) {
+        // A wait stack stays for the session: the waits of a host come from few places.
+        for id in ids.filter(|&id| !is_wait_stack(id) && !asleep.contains(&(id as i32))) {
             // Best effort, as for the counts.
             let _ = self.stacks.remove(&id);
         }
         Ok(())
     }
+}
+
+/// Whether a stack id is the wait stack map's (`--off-cpu waits`), not the stack map's.
+fn is_wait_stack(id: u32) -> bool {
+    id & WAIT_STACK_ID as u32 != 0
 }
 
 /// Each thread of process `tgid`: its id, its name and the CPU time the kernel counted for it

@@ -50,6 +50,51 @@ pub fn between_polls(rows: &[crate::record::probes::SkillRow]) -> Vec<TimeStack>
         .collect()
 }
 
+/// The counts with the short waits' time shared out (`--off-cpu waits`): of the waits shorter
+/// than the walk threshold, a wait of length d had its stack taken with a chance of d over
+/// the threshold, so each taken one stands for the same time, the threshold, whatever its
+/// length. Per skill, phase and state, the short waits' time (exact: the unwalked ones' key
+/// without a stack plus the taken ones') is shared among the taken stacks by their counts,
+/// and the key without a stack keeps only what no stack was taken for. Other counts pass as
+/// they are.
+fn short_waits_shared(counted: &[(TimeKey, TimeValue)]) -> Vec<(TimeKey, TimeValue)> {
+    type Group = (u32, u32, u32);
+    let group = |key: &TimeKey| (key.skill, key.phase, key.state);
+    let unwalked = |key: &TimeKey| key.kernel_stack == NO_STACK && key.user_stack == NO_STACK;
+    // Per group: the short waits' time and intervals, and the taken stacks' count.
+    let mut short: BTreeMap<Group, (u64, u64, u64)> = BTreeMap::new();
+    for (key, value) in counted.iter().filter(|(key, _)| key.sampled != 0) {
+        let sum = short.entry(group(key)).or_default();
+        sum.0 += value.ns;
+        sum.1 += value.count;
+        sum.2 += value.count;
+    }
+    for (key, value) in counted {
+        if unwalked(key)
+            && key.state != TimeState::OnCpu as u32
+            && let Some(sum) = short.get_mut(&group(key))
+        {
+            sum.0 += value.ns;
+            sum.1 += value.count;
+        }
+    }
+    counted
+        .iter()
+        .filter(|(key, _)| !(unwalked(key) && short.contains_key(&group(key))))
+        .map(|&(key, value)| match short.get(&group(&key)) {
+            Some(&(ns, intervals, taken)) if key.sampled != 0 => {
+                let share = value.count as f64 / taken as f64;
+                let value = TimeValue {
+                    ns: (ns as f64 * share).round() as u64,
+                    count: (intervals as f64 * share).round() as u64,
+                };
+                (key, value)
+            }
+            _ => (key, value),
+        })
+        .collect()
+}
+
 /// Functions the summary lists by their samples.
 const TOP: usize = 10;
 
@@ -78,7 +123,7 @@ pub fn profile(
     };
     type Place = (Option<String>, Phase, TimeState, Option<Wait>, Vec<u32>);
     let mut merged: BTreeMap<Place, (u64, u64)> = BTreeMap::new();
-    for (key, value) in counted {
+    for (key, value) in &short_waits_shared(counted) {
         let state = TimeState::ALL
             .get(key.state as usize)
             .copied()
@@ -240,4 +285,61 @@ fn largest<S: AsRef<str>>(counts: BTreeMap<S, u64>) -> Vec<Share> {
         .collect();
     shares.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.what.cmp(&b.what)));
     shares
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(state: TimeState, kernel_stack: i32, sampled: u32) -> TimeKey {
+        TimeKey {
+            entry: 1,
+            skill: 2,
+            phase: 3,
+            state: state as u32,
+            user_stack: NO_STACK,
+            kernel_stack,
+            sampled,
+        }
+    }
+
+    /// Short sleeps of 9 ms in all, two of whose stacks were taken on a futex and one on
+    /// epoll: the 9 ms are shared two to one; a long wait's own stack and the runnable time
+    /// are left as they were, and so is another state with no stack taken.
+    #[test]
+    fn the_short_waits_time_is_shared_by_the_stacks_taken_among_them() {
+        let (futex, epoll, long) = (WAIT_FUTEX, WAIT_EPOLL, WAIT_LONG);
+        let counted = [
+            (key(TimeState::Sleeping, NO_STACK, 0), value(27, 8_000_000)),
+            (key(TimeState::Sleeping, futex, 1), value(2, 600_000)),
+            (key(TimeState::Sleeping, epoll, 1), value(1, 400_000)),
+            (key(TimeState::Sleeping, long, 0), value(1, 50_000_000)),
+            (key(TimeState::Runnable, NO_STACK, 0), value(30, 3_000_000)),
+            (key(TimeState::Blocked, NO_STACK, 0), value(4, 200_000)),
+        ];
+        let shared = short_waits_shared(&counted);
+        let ns = |stack: i32, state: TimeState| {
+            shared
+                .iter()
+                .filter(|(k, _)| k.kernel_stack == stack && k.state == state as u32)
+                .map(|(_, v)| (v.count, v.ns))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ns(futex, TimeState::Sleeping), [(20, 6_000_000)]);
+        assert_eq!(ns(epoll, TimeState::Sleeping), [(10, 3_000_000)]);
+        assert_eq!(ns(NO_STACK, TimeState::Sleeping), []);
+        assert_eq!(ns(long, TimeState::Sleeping), [(1, 50_000_000)]);
+        assert_eq!(ns(NO_STACK, TimeState::Runnable), [(30, 3_000_000)]);
+        assert_eq!(ns(NO_STACK, TimeState::Blocked), [(4, 200_000)]);
+        let total = |list: &[(TimeKey, TimeValue)]| list.iter().map(|(_, v)| v.ns).sum::<u64>();
+        assert_eq!(total(&shared), total(&counted));
+    }
+
+    const WAIT_FUTEX: i32 = skillprof_common::WAIT_STACK_ID | 1;
+    const WAIT_EPOLL: i32 = skillprof_common::WAIT_STACK_ID | 2;
+    const WAIT_LONG: i32 = skillprof_common::WAIT_STACK_ID | 3;
+
+    fn value(count: u64, ns: u64) -> TimeValue {
+        TimeValue { count, ns }
+    }
 }
