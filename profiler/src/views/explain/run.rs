@@ -251,20 +251,16 @@ fn cost(probes: &ProbesInfo, sampler_cpu_ms: Option<f64>, host_cpu_ms: f64) -> O
     let pct = pct.filter(|pct| host_cpu_ms > 0.0 && pct.is_finite());
     Some(format!(
         "probe cost mode: {mode}{}{}; the sampler thread used {} of CPU",
-        match pct {
-            Some(pct) if pct >= MOVES_FIGURES_PCT => format!(
-                ", equal to {pct:.1}% of the host's {} of CPU in the entries (some of it \
-                 spent on other processes' events): the host's CPU and latencies below \
-                 include the part spent in its threads",
-                units::ms(host_cpu_ms)
-            ),
-            Some(pct) => format!(
-                ", equal to {pct:.1}% of the host's {} of CPU in the entries (some of it \
-                 spent on other processes' events)",
-                units::ms(host_cpu_ms)
-            ),
-            None => String::new(),
-        },
+        pct.map_or(String::new(), |pct| format!(
+            ", equal to {pct:.1}% of the host's {} of CPU in the entries (some of it spent on \
+             other processes' events){}",
+            units::ms(host_cpu_ms),
+            match pct >= MOVES_FIGURES_PCT {
+                true =>
+                    ": the host's CPU and latencies below include the part spent in its threads",
+                false => "",
+            }
+        )),
         if costs.events_streamed {
             format!(
                 ", {} events streamed, {} lost",

@@ -189,11 +189,13 @@ pub fn attach(ebpf: &mut Ebpf, options: &TimeOptions) -> [ProbeStatus; 2] {
                 format!(
                     "tp_btf/sched_switch and tp_btf/sched_wakeup{}",
                     match mode {
-                        OffCpuMode::Stacks => ", each wait's stacks walked",
-                        OffCpuMode::Waits =>
-                            ", the kernel stack of each wait of 1 ms or more \
-                                              and of shorter ones by chance",
-                        _ => ", by state only (--off-cpu states)",
+                        OffCpuMode::Stacks => ", each wait's stacks walked".to_owned(),
+                        OffCpuMode::Waits => format!(
+                            ", the kernel stack of each wait of {} ms or more and of shorter \
+                             ones by chance",
+                            WAIT_WALK.as_millis()
+                        ),
+                        _ => ", by state only (--off-cpu states)".to_owned(),
                     }
                 )
             })

@@ -55,8 +55,8 @@ pub fn between_polls(rows: &[crate::record::probes::SkillRow]) -> Vec<TimeStack>
 /// the threshold, so each taken one stands for the same time, the threshold, whatever its
 /// length. Per skill, phase and state, the short waits' time (exact: the unwalked ones' key
 /// without a stack plus the taken ones') is shared among the taken stacks by their counts,
-/// and the key without a stack keeps only what no stack was taken for. Other counts pass as
-/// they are.
+/// the key without a stack folded in. Where none was taken, and for every other count, the
+/// counts pass as they are.
 fn short_waits_shared(counted: &[(TimeKey, TimeValue)]) -> Vec<(TimeKey, TimeValue)> {
     type Group = (u32, u32, u32);
     let group = |key: &TimeKey| (key.skill, key.phase, key.state);
@@ -70,8 +70,8 @@ fn short_waits_shared(counted: &[(TimeKey, TimeValue)]) -> Vec<(TimeKey, TimeVal
         sum.2 += value.count;
     }
     for (key, value) in counted {
+        // Only sleeping and blocked groups have taken stacks, so only theirs are found.
         if unwalked(key)
-            && key.state != TimeState::OnCpu as u32
             && let Some(sum) = short.get_mut(&group(key))
         {
             sum.0 += value.ns;
