@@ -15,7 +15,7 @@ use skillprof_common::{
     EventBody, FaultCounts, HandledFaultEvent, KernelFaultEvent, STACK_FAULT, UserFaultEvent,
 };
 
-use crate::{add, counters, current_entry, emit, ids, is_host, stacks};
+use crate::{add, add_unpreempted, counters, current_entry, emit, ids, is_host, stacks};
 
 /// x86 page-fault error code: the access was a write.
 const X86_PF_WRITE: u64 = 1 << 1;
@@ -26,6 +26,17 @@ const FAULT_FLAG_USER: u32 = 1 << 6;
 /// `vm_fault_t` bits: a major fault; retry (the fault is handled again by a later call).
 const VM_FAULT_MAJOR: u32 = 0x4;
 const VM_FAULT_RETRY: u32 = 0x400;
+
+/// How a mechanism's program adds to the per-CPU fault counters: fexit runs preemptible,
+/// so another thread's fault on the same CPU can interleave with its add, which must be
+/// atomic; tp_btf and tracepoint programs run with preemption off, and a plain add is exact.
+#[inline(always)]
+fn add_by<const PREEMPTIBLE: bool>(counter: &mut u64, value: u64) {
+    match PREEMPTIBLE {
+        true => add(counter, value),
+        false => add_unpreempted(counter, value),
+    }
+}
 
 /// Counts one fault: its stack (`--stacks`), then `counted` applied to the entry's fault
 /// counters. Returns the entry. A fault is not attributed to a skill here: the host's ledger
@@ -42,7 +53,7 @@ fn count<C: StackIdContext>(ctx: &C, tid: u32, counted: impl Fn(&mut FaultCounts
 }
 
 #[inline(always)]
-fn fault<C: StackIdContext, E: EventBody + 'static>(
+fn fault<const PREEMPTIBLE: bool, C: StackIdContext, E: EventBody + 'static>(
     ctx: &C,
     tid: u32,
     write: bool,
@@ -50,12 +61,12 @@ fn fault<C: StackIdContext, E: EventBody + 'static>(
     event: E,
 ) {
     let entry = count(ctx, tid, |faults| {
-        add(&mut faults.user, 1);
+        add_by::<PREEMPTIBLE>(&mut faults.user, 1);
         if write {
-            add(&mut faults.user_write, 1);
+            add_by::<PREEMPTIBLE>(&mut faults.user_write, 1);
         }
         if major {
-            add(&mut faults.major, 1);
+            add_by::<PREEMPTIBLE>(&mut faults.major, 1);
         }
     });
     emit(entry, tid, event);
@@ -64,11 +75,16 @@ fn fault<C: StackIdContext, E: EventBody + 'static>(
 /// A fault taken in kernel mode. Only those on user addresses (the lower half of the address
 /// space) are the host's memory: the kernel's own addresses never fault into its minflt.
 #[inline(always)]
-fn kernel_fault<C: StackIdContext>(ctx: &C, tid: u32, address: u64, write: bool) {
+fn kernel_fault<const PREEMPTIBLE: bool, C: StackIdContext>(
+    ctx: &C,
+    tid: u32,
+    address: u64,
+    write: bool,
+) {
     if address >> 63 != 0 || stacks::walking() {
         return;
     }
-    let entry = count(ctx, tid, |faults| add(&mut faults.kernel, 1));
+    let entry = count(ctx, tid, |faults| add_by::<PREEMPTIBLE>(&mut faults.kernel, 1));
     emit(
         entry,
         tid,
@@ -97,7 +113,7 @@ pub fn tp_page_fault_user(ctx: TracePointContext) -> u32 {
     let record = ctx.as_ptr().cast::<PageFault>();
     // SAFETY: tracepoint programs read their record directly; the verifier bounds-checks it.
     let (address, error_code) = unsafe { ((*record).address, (*record).error_code) };
-    fault(
+    fault::<false, _, _>(
         &ctx,
         tid,
         error_code & X86_PF_WRITE != 0,
@@ -119,7 +135,7 @@ pub fn btf_page_fault_user(ctx: BtfTracePointContext) -> i32 {
     }
     let address: u64 = ctx.arg(0);
     let error_code: u64 = ctx.arg(2);
-    fault(
+    fault::<false, _, _>(
         &ctx,
         tid,
         error_code & X86_PF_WRITE != 0,
@@ -141,7 +157,7 @@ pub fn tp_page_fault_kernel(ctx: TracePointContext) -> u32 {
     let record = ctx.as_ptr().cast::<PageFault>();
     // SAFETY: as in `tp_page_fault_user`.
     let (address, error_code) = unsafe { ((*record).address, (*record).error_code) };
-    kernel_fault(&ctx, tid, address, error_code & X86_PF_WRITE != 0);
+    kernel_fault::<false, _>(&ctx, tid, address, error_code & X86_PF_WRITE != 0);
     0
 }
 
@@ -153,7 +169,7 @@ pub fn btf_page_fault_kernel(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let error_code: u64 = ctx.arg(2);
-    kernel_fault(&ctx, tid, ctx.arg(0), error_code & X86_PF_WRITE != 0);
+    kernel_fault::<false, _>(&ctx, tid, ctx.arg(0), error_code & X86_PF_WRITE != 0);
     0
 }
 
@@ -178,13 +194,13 @@ pub fn fexit_handle_mm_fault(ctx: FExitContext) -> i32 {
     }
     if flags & FAULT_FLAG_USER == 0 {
         if regs != 0 {
-            kernel_fault(&ctx, tid, address, flags & FAULT_FLAG_WRITE != 0);
+            kernel_fault::<true, _>(&ctx, tid, address, flags & FAULT_FLAG_WRITE != 0);
         } else {
             count(&ctx, tid, |faults| add(&mut faults.gup, 1));
         }
         return 0;
     }
-    fault(
+    fault::<true, _, _>(
         &ctx,
         tid,
         flags & FAULT_FLAG_WRITE != 0,

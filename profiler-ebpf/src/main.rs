@@ -30,6 +30,7 @@
 mod decommits;
 mod exit;
 mod faults;
+mod floor;
 mod marks;
 mod pagemap_scan;
 mod publish;
@@ -163,6 +164,15 @@ fn add(counter: &mut u64, value: u64) {
     // SAFETY: an aligned u64 inside a map value, only ever accessed atomically or by
     // userspace copies.
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(counter, value) };
+}
+
+/// Adds to a per-CPU counter with a plain add, from a program that runs with preemption off
+/// (tp_btf, classic tracepoints) and that nothing interrupting it on its CPU adds to (an
+/// interrupt's programs count other fields). Worth a few ns a run on the hottest paths:
+/// the user-fault program went from 51 to 48 ns a run by the kernel's count.
+#[inline(always)]
+fn add_unpreempted(counter: &mut u64, value: u64) {
+    *counter += value;
 }
 
 #[inline(always)]

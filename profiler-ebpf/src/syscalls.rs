@@ -234,7 +234,7 @@ fn user_nr(regs: *const PtRegs) -> u32 {
 
 /// The current thread's user registers, as the kernel saved them at syscall entry.
 #[inline(always)]
-fn current_regs() -> *const PtRegs {
+pub fn current_regs() -> *const PtRegs {
     // SAFETY: both helpers take and give BTF pointers the verifier types.
     unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) as *const PtRegs }
 }

@@ -10,9 +10,10 @@
 //! switches, and threads come and go; a per-CPU one costs nothing between its ticks.
 //!
 //! Off a CPU: at each switch, a host thread that leaves the CPU is stamped with the instant,
-//! its state and (with `OFF_CPU_EVERY_STACK`) its stacks; a wakeup stamps when it became
-//! runnable again; when it runs again its interval is counted, the part asleep in the state
-//! it left in and the part from its wakeup to running as runnable (waiting for a CPU). With
+//! its state and (with `OFF_CPU_EVERY_STACK`) its stacks; when it runs again its interval is
+//! counted, the part asleep in the state it left in and the part since it became runnable
+//! (waiting for a CPU), which the kernel's own sched_info says at that switch (so no program
+//! runs at the machine's wakeups; a kernel without it in its BTF gets a wakeup program). With
 //! `OFF_CPU_WAITS`, the part asleep gets its kernel stack then, if it was long enough to pay
 //! for the walk (or by chance in proportion to its length). Every other task's switch costs
 //! two loads and a compare.
@@ -25,14 +26,16 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use skillprof_common::{
-    NO_STACK, OFF_CPU_EVERY_STACK, OFF_CPU_WAITS, OffCpu, TIME_BLOCKED, TIME_ON_CPU,
+    HOST_SKILL, NO_STACK, OFF_CPU_EVERY_STACK, OFF_CPU_WAITS, OffCpu, TIME_BLOCKED, TIME_ON_CPU,
     TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeSample, TimeValue, WAIT_STACK_DEPTH,
     WAIT_STACK_ID, WaitStack,
 };
 
-use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_get_task_stack};
+use aya_ebpf::helpers::{
+    bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_prandom_u32, bpf_get_task_stack,
+};
 
-use crate::{add, counters, current_entry, ids, is_host, marks, now, stacks};
+use crate::{add, add_unpreempted, counters, current_entry, ids, is_host, marks, now, stacks};
 
 /// Where the kernel keeps a task's thread id and process id in `struct task_struct` (from
 /// its BTF): the scheduler's tracepoints pass tasks other than the current one.
@@ -51,6 +54,13 @@ static OFF_CPU_STACKS: Global<u32> = Global::new(crate::UNSET);
 /// walked. A load-time constant.
 #[unsafe(no_mangle)]
 static WAIT_WALK_NS: Global<u64> = Global::new(crate::UNSET as u64);
+
+/// The same for a wait in no skill's work, in a host that marks its work: longer, since the
+/// explanations name the waits inside the skills' work, and the host's idle threads (runtime
+/// workers parked between requests, the epoch ticker) sleep as long as the wall clock runs,
+/// which at one walk per `WAIT_WALK_NS` asleep was most of the walks. A load-time constant.
+#[unsafe(no_mangle)]
+static WAIT_WALK_IDLE_NS: Global<u64> = Global::new(crate::UNSET as u64 + 2);
 
 /// Wait stack id → its kernel stack. Never cleared in a session: a host's waits come from
 /// a few hundred places.
@@ -83,6 +93,58 @@ static TIME: HashMap<TimeKey, TimeValue> = HashMap::with_max_entries(65536, BPF_
 /// switch out. LRU, so exited threads age out.
 #[map]
 static OFF_CPU: LruHashMap<u32, OffCpu> = LruHashMap::with_max_entries(16384, 0);
+
+/// Where a thread's wait for a CPU is, in the kernel's own accounting (`struct sched_info`,
+/// CONFIG_SCHED_INFO, which schedstat reads): the offsets in `struct task_struct` of
+/// `sched_info.last_queued` (when it was queued on a CPU's run queue, 0 while it runs or
+/// sleeps) and `sched_info.run_delay`, and the path to its run queue's clock
+/// (`se.cfs_rq`, `cfs_rq.rq`, `rq.clock`, updated as the switch began). Load-time constants;
+/// `TASK_LAST_QUEUED` 0 where the kernel's BTF does not have them, and the wakeup program
+/// stamps the wakeups instead.
+#[unsafe(no_mangle)]
+static TASK_LAST_QUEUED: Global<u64> = Global::new(crate::UNSET as u64 + 3);
+#[unsafe(no_mangle)]
+static TASK_RUN_DELAY: Global<u64> = Global::new(crate::UNSET as u64 + 4);
+#[unsafe(no_mangle)]
+static TASK_CFS_RQ: Global<u64> = Global::new(crate::UNSET as u64 + 5);
+#[unsafe(no_mangle)]
+static CFS_RQ_RQ: Global<u64> = Global::new(crate::UNSET as u64 + 6);
+#[unsafe(no_mangle)]
+static RQ_CLOCK: Global<u64> = Global::new(crate::UNSET as u64 + 7);
+
+#[inline(always)]
+fn sched_info_known() -> bool {
+    TASK_LAST_QUEUED.load() != 0
+}
+
+/// A task's `sched_info.run_delay` (ns).
+#[inline(always)]
+fn run_delay(task: *const u8) -> u64 {
+    // SAFETY: `task` is a task the verifier types from BTF; a load at a constant offset of
+    // one of its fields is checked at load time.
+    unsafe { *(task.add(TASK_RUN_DELAY.load() as usize) as *const u64) }
+}
+
+/// How long task `next`, about to run, was runnable without a CPU since `since_run_delay`
+/// (its run_delay as it left its CPU): the waits the kernel has summed since (it moved
+/// between queues), and the one ending now, from when it was queued to its run queue's
+/// clock, which the switch set. The kernel's own figure, the one schedstat gives.
+#[inline(always)]
+fn runnable_since(next: *const u8, since_run_delay: u64) -> u64 {
+    // SAFETY: as in `run_delay`; the run queue is reached through pointers the verifier
+    // types from BTF too, and a load through them that faults reads 0.
+    let (queued, clock) = unsafe {
+        let queued = *(next.add(TASK_LAST_QUEUED.load() as usize) as *const u64);
+        let cfs_rq = *(next.add(TASK_CFS_RQ.load() as usize) as *const *const u8);
+        let rq = *(cfs_rq.add(CFS_RQ_RQ.load() as usize) as *const *const u8);
+        (queued, *(rq.add(RQ_CLOCK.load() as usize) as *const u64))
+    };
+    let waiting = match queued {
+        0 => 0,
+        queued => clock.saturating_sub(queued),
+    };
+    run_delay(next).saturating_sub(since_run_delay) + waiting
+}
 
 /// `[0]`: the host's process id as the kernel numbers it, learnt from its first switch out,
 /// where skillprof runs in a PID namespace of its own: the switched tasks carry the kernel's
@@ -147,7 +209,7 @@ fn count(
         },
         None => {
             if let Some(counters) = counters(entry) {
-                add(&mut counters.time.lost, 1);
+                add_unpreempted(&mut counters.time.lost, 1);
             }
         }
     }
@@ -170,7 +232,7 @@ fn stack<C: StackIdContext>(ctx: &C, entry: u32, flags: u64) -> i32 {
         Ok(id) => id as i32,
         Err(_) => {
             if let Some(counters) = counters(entry) {
-                add(&mut counters.time.stacks_lost, 1);
+                add_unpreempted(&mut counters.time.stacks_lost, 1);
             }
             NO_STACK
         }
@@ -185,7 +247,7 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
         return 0;
     }
     let entry = current_entry();
-    let (skill, phase) = marks::slot_now();
+    let (skill, phase) = marks::slot_now(tid);
     // SAFETY: the program's context, a `bpf_perf_event_data`: its registers, then the
     // period, both readable by a perf_event program.
     let (ip, cs, period) = unsafe {
@@ -203,7 +265,7 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
     };
     let user = stack(&ctx, entry, BPF_F_USER_STACK as u64);
     if let Some(counters) = counters(entry) {
-        add(&mut counters.time.samples, 1);
+        add_unpreempted(&mut counters.time.samples, 1);
     }
     count(entry, skill, phase, TIME_ON_CPU, (user, kernel, 0), period);
     if TIMELINE.load() != 0 {
@@ -218,7 +280,7 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
         if TIME_SAMPLES.output(&sample, 0).is_err()
             && let Some(counters) = counters(entry)
         {
-            add(&mut counters.time.timeline_lost, 1);
+            add_unpreempted(&mut counters.time.timeline_lost, 1);
         }
     }
     match THREAD_SAMPLES.get_ptr_mut(&tid) {
@@ -257,7 +319,7 @@ pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
             (0, 0, stopped) if stopped != 0 => TIME_SLEEPING,
             _ => TIME_RUNNABLE,
         };
-        switched_out(&ctx, kernel as u32, state);
+        switched_out(&ctx, tid, kernel as u32, state);
     }
     let next: *const u8 = ctx.arg(2);
     // SAFETY: `next` is a task the verifier types from BTF; loads at constant offsets of its
@@ -299,10 +361,11 @@ pub fn btf_sched_wakeup(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+/// Host thread `tid` (`kernel_tid` as the kernel numbers it) leaves its CPU in `state`.
 #[inline(always)]
-fn switched_out(ctx: &BtfTracePointContext, tid: u32, state: u32) {
+fn switched_out(ctx: &BtfTracePointContext, tid: u32, kernel_tid: u32, state: u32) {
     let entry = current_entry();
-    let (skill, phase) = marks::slot_now();
+    let (skill, phase) = marks::slot_now(tid);
     let stacks = if OFF_CPU_STACKS.load() == OFF_CPU_EVERY_STACK {
         (
             stack(ctx, entry, BPF_F_USER_STACK as u64),
@@ -311,9 +374,15 @@ fn switched_out(ctx: &BtfTracePointContext, tid: u32, state: u32) {
     } else {
         (NO_STACK, NO_STACK)
     };
+    let run_delay_ns = match sched_info_known() {
+        // SAFETY: a helper without arguments; it gives the current task, typed from BTF.
+        true => run_delay(unsafe { bpf_get_current_task_btf() } as *const u8),
+        false => 0,
+    };
     let off = OffCpu {
         since_ns: now(),
         woken_ns: 0,
+        run_delay_ns,
         entry,
         skill,
         phase,
@@ -321,15 +390,15 @@ fn switched_out(ctx: &BtfTracePointContext, tid: u32, state: u32) {
         user_stack: stacks.0,
         kernel_stack: stacks.1,
     };
-    match OFF_CPU.get_ptr_mut(&tid) {
+    match OFF_CPU.get_ptr_mut(&kernel_tid) {
         // SAFETY: a live map value, written only at its own thread's switches.
         Some(kept) => unsafe { *kept = off },
         None => {
-            let _ = OFF_CPU.insert(&tid, &off, 0);
+            let _ = OFF_CPU.insert(&kernel_tid, &off, 0);
         }
     }
     if let Some(counters) = counters(entry) {
-        add(&mut counters.time.switches_out, 1);
+        add_unpreempted(&mut counters.time.switches_out, 1);
     }
 }
 
@@ -348,8 +417,11 @@ fn switched_in(next: *const u8, tid: u32) {
     let now = now();
     let entry = current_entry();
     // Asleep until woken (a runnable thread was never asleep), then waiting for a CPU.
-    let woken = match off.state {
-        TIME_RUNNABLE => off.since_ns,
+    let woken = match (off.state, sched_info_known()) {
+        (TIME_RUNNABLE, _) => off.since_ns,
+        (_, true) => now
+            .saturating_sub(runnable_since(next, off.run_delay_ns))
+            .max(off.since_ns),
         _ if off.woken_ns >= off.since_ns => off.woken_ns,
         // Woken before the programs saw it: all of it counts as the state it left in.
         _ => now,
@@ -357,11 +429,17 @@ fn switched_in(next: *const u8, tid: u32) {
     let mut stacks = (off.user_stack, off.kernel_stack, 0);
     if OFF_CPU_STACKS.load() == OFF_CPU_WAITS && off.state != TIME_RUNNABLE {
         let asleep = woken - off.since_ns;
-        let threshold = WAIT_WALK_NS.load();
+        let threshold = match off.skill == HOST_SKILL && marks::keeps_slots() {
+            true => WAIT_WALK_IDLE_NS.load(),
+            false => WAIT_WALK_NS.load(),
+        };
         // A draw below `threshold`: under `asleep` with a chance of asleep / threshold.
         // SAFETY: a helper without arguments.
         let draw = (u64::from(unsafe { bpf_get_prandom_u32() }) * threshold) >> 32;
         if asleep >= threshold || draw < asleep {
+            if let Some(counters) = counters(entry) {
+                add_unpreempted(&mut counters.time.walks, 1);
+            }
             stacks.1 = wait_stack(next, entry);
             stacks.2 = u32::from(asleep < threshold);
         }
@@ -371,7 +449,7 @@ fn switched_in(next: *const u8, tid: u32) {
     span(off, TIME_RUNNABLE, left_with, woken, now, entry);
     off.since_ns = 0;
     if let Some(counters) = counters(entry) {
-        add(&mut counters.time.switches_in, 1);
+        add_unpreempted(&mut counters.time.switches_in, 1);
     }
 }
 
@@ -381,7 +459,7 @@ fn switched_in(next: *const u8, tid: u32) {
 fn wait_stack(next: *const u8, entry: u32) -> i32 {
     let lost = || {
         if let Some(counters) = counters(entry) {
-            add(&mut counters.time.stacks_lost, 1);
+            add_unpreempted(&mut counters.time.stacks_lost, 1);
         }
         NO_STACK
     };
@@ -414,14 +492,16 @@ fn wait_stack(next: *const u8, entry: u32) -> i32 {
         hash = (hash ^ (ip >> 32) as u32).wrapping_mul(0x0100_0193);
     }
     let id = (hash & (WAIT_STACK_ID as u32 - 1)) | WAIT_STACK_ID as u32;
-    if WAIT_STACKS.insert(&id, walk, BPF_NOEXIST as u64).is_ok() {
-        return id as i32;
-    }
-    // Already there: the same stack, or another with the same hash (which loses this one).
     // SAFETY: a plain read of a live map value.
     let Some(kept) = (unsafe { WAIT_STACKS.get(&id) }) else {
-        return lost();
+        // A new stack (most walks find theirs already kept: one lookup, no insert). Refused
+        // when the map is full, or when another CPU kept the same id a moment before.
+        return match WAIT_STACKS.insert(&id, walk, BPF_NOEXIST as u64) {
+            Ok(()) => id as i32,
+            Err(_) => lost(),
+        };
     };
+    // The same stack, or another with the same hash (which loses this one).
     // A loop, not `==`: BPF has no memcmp to call.
     for i in 0..WAIT_STACK_DEPTH {
         if kept.ips[i] != walk.ips[i] {

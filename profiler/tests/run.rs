@@ -19,7 +19,7 @@ use common::cli::{
     run_folder, run_ok, skillprof, smoke_cmds, start_long_run, write_cmds,
 };
 use common::outside_host::OutsideHost;
-use common::prometheus::Reaped;
+use common::prometheus::spin_every_cpu;
 
 /// A CSV file's header and its rows by column name.
 fn read_csv(path: &Path) -> (Vec<String>, Vec<CsvRow>) {
@@ -1473,18 +1473,7 @@ fn a_component_the_host_cannot_serve_is_refused_before_anything_starts() {
 #[test]
 fn what_ran_while_the_host_waited_for_a_cpu_is_named_with_its_pid() {
     let _machine = common::machine();
-    let cpus = std::thread::available_parallelism().unwrap().get();
-    // Killed on every way out of the test.
-    let spinners: Vec<Reaped> = (0..cpus)
-        .map(|_| {
-            Reaped(
-                Command::new("sh")
-                    .args(["-c", "while :; do :; done"])
-                    .spawn()
-                    .unwrap(),
-            )
-        })
-        .collect();
+    let spinners = spin_every_cpu();
     let pids: Vec<String> = spinners.iter().map(|s| s.0.id().to_string()).collect();
     let dir = tempfile::tempdir().unwrap();
     let cmds_file = dir.path().join("contended.cmds");

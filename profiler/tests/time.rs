@@ -16,6 +16,7 @@ mod common;
 use common::cli::{
     cell, csv_rows, describe, host_pid, meta, run, run_ok, skillprof, start_long_run, write_cmds,
 };
+use common::prometheus::spin_every_cpu;
 use common::require_root;
 
 /// What these tests do that needs root.
@@ -164,6 +165,41 @@ fn samples_match_the_kernels_cpu_time_and_name_the_hot_function_and_the_sleep() 
         explain.contains("running the skills' wasm")
             && explain.contains("hottest sample_rs1!sample_rs::burn"),
         "explain.md does not say where the burn went:\n{explain}\n{stdout}"
+    );
+}
+
+/// The time the host's threads waited for a CPU, as the switch programs count it (from the
+/// kernel's sched_info at each switch in), against the kernel's own sum of it (schedstat's
+/// run_delay, read per thread at the boundaries): requests burning while a busy loop runs on
+/// every CPU queue for about half their time. The runtime's workers live the whole run, so
+/// both sums cover the same threads.
+#[test]
+fn the_wait_for_a_cpu_is_the_kernels_own_count() {
+    require_root(ROOT);
+    let _machine = common::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let workload = write_cmds(
+        dir.path(),
+        "queued.cmds",
+        "add_rs\np_execute 4 sample_rs1 {\"burn_ms\": 400}\n",
+    );
+    let spinners = spin_every_cpu();
+    let cpus = spinners.len();
+    let (_, folder) = run_ok(&workload, &dir.path().join("runs"), &[]);
+    drop(spinners);
+    let entry = &common::cli::entries(&folder)[1];
+    let run_delay_ms = entry.scheduling.as_ref().unwrap().run_delay_ms;
+    let off = entry.time.as_ref().unwrap().off_cpu.as_ref().unwrap();
+    let runnable_ms = off.runnable_ns as f64 / 1e6;
+    assert!(
+        run_delay_ms >= 200.0,
+        "four 400 ms burns beside a busy loop on each of {cpus} CPUs waited only \
+         {run_delay_ms:.0} ms for one (schedstat)"
+    );
+    assert!(
+        (runnable_ms / run_delay_ms - 1.0).abs() <= 0.05,
+        "the switch programs counted {runnable_ms:.1} ms runnable, schedstat's run_delay \
+         {run_delay_ms:.1} ms"
     );
 }
 

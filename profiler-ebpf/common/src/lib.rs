@@ -741,9 +741,13 @@ pub struct TimeValue {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OffCpu {
-    /// When it was switched out, and when it was woken (0: not yet).
+    /// When it was switched out, and when it was woken (0: not yet; only where the wakeup
+    /// program runs).
     pub since_ns: u64,
     pub woken_ns: u64,
+    /// Its `sched_info.run_delay` as it left: the kernel's sum of its waits for a CPU, which
+    /// grows by a wait only when the wait ends (or the task moves to another CPU's queue).
+    pub run_delay_ns: u64,
     pub entry: u32,
     pub skill: u32,
     pub phase: u32,
@@ -782,6 +786,9 @@ counters! {
         lost: sum,
         /// Samples not put on the timeline (its ring full).
         timeline_lost: sum,
+        /// Waits whose kernel stack was walked (`OFF_CPU_WAITS`): the part of the switch
+        /// programs' cost that grows with the time the host's threads sleep.
+        walks: sum,
     }
 }
 

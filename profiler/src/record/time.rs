@@ -325,6 +325,9 @@ pub struct EntryTime {
 pub struct OffCpuTime {
     /// Times a thread left its CPU.
     pub switches: u64,
+    /// Waits whose kernel stack was walked (`--off-cpu waits`); 0 in records from before.
+    #[serde(default)]
+    pub walks: u64,
     /// By state: runnable, sleeping, blocked (ns).
     pub runnable_ns: u64,
     pub sleeping_ns: u64,
@@ -512,6 +515,7 @@ fields! {
         (format!("cpu_work_{}_pct", work.as_str()), time.and_then(|t| t.pct(t.by_work[i])))
     });
     OFF_SWITCHES "offcpu_switches" Count "times a host thread left its CPU in the entry (the scheduler's switches)" = off.map(|o| o.switches);
+    OFF_WALKS "offcpu_walks" Count "with --off-cpu waits: waits whose kernel stack was walked (each of 1 ms or more inside a skill's work, 100 ms or more in none, and shorter ones by chance), the part of the switch programs' cost that grows with the time the host's threads sleep" = off.map(|o| o.walks);
     OFF_RUNNABLE "offcpu_runnable_ms" Ms "time the host's threads were runnable but not running: preempted, or woken and waiting for a CPU" = off.map(|o| ms(o.runnable_ns));
     OFF_SLEEPING "offcpu_sleeping_ms" Ms "time the host's threads slept wakeably (a futex, epoll, a socket, a timer), idle workers waiting for work included" = off.map(|o| ms(o.sleeping_ns));
     OFF_BLOCKED "offcpu_blocked_ms" Ms "time the host's threads slept unwakeably (a page fault's I/O, mmap_lock, a disk)" = off.map(|o| ms(o.blocked_ns));

@@ -29,6 +29,22 @@ impl Drop for Reaped {
     }
 }
 
+/// A busy loop on every CPU of the machine, each killed and reaped when the test ends: the
+/// host's threads then wait for a CPU about half their time.
+pub fn spin_every_cpu() -> Vec<Reaped> {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    (0..cpus)
+        .map(|_| {
+            Reaped(
+                std::process::Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// A runtime for a test's blocking call into an async client.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

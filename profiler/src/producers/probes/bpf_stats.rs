@@ -10,9 +10,37 @@
 
 use std::{fs, os::fd::OwnedFd};
 
-use aya::sys::{Stats, enable_stats};
+use anyhow::{Context as _, Result};
+use aya::{
+    Btf, Ebpf,
+    sys::{Stats, enable_stats},
+};
 
-use crate::record::probes::StatsSource;
+use super::object;
+use crate::record::probes::{CountFloor, StatsSource};
+
+/// The empty program (profiler-ebpf/src/floor.rs) and where it runs.
+const FLOOR_PROGRAM: &str = "btf_count_floor";
+const FLOOR_TRACEPOINT: &str = "sched_wakeup";
+
+/// Attaches the empty program whose count is every program's floor; while stats are on only.
+pub fn attach_floor(ebpf: &mut Ebpf) -> Result<()> {
+    let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
+    object::attach_tp_btf(ebpf, &btf, FLOOR_PROGRAM, FLOOR_TRACEPOINT)
+}
+
+/// The empty program's count so far.
+pub fn floor(ebpf: &Ebpf) -> Result<CountFloor> {
+    let info = ebpf
+        .program(FLOOR_PROGRAM)
+        .with_context(|| format!("the BPF object has no {FLOOR_PROGRAM}"))?
+        .info()
+        .with_context(|| format!("reading the info of program {FLOOR_PROGRAM}"))?;
+    Ok(CountFloor {
+        runs: info.run_count(),
+        run_ns: info.run_time().as_nanos() as u64,
+    })
+}
 
 const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 

@@ -159,6 +159,11 @@ impl HostLedger {
         }
     }
 
+    /// Whether the host's marks pass the slot in their getrusage call too.
+    pub fn slot_in_call(&self) -> bool {
+        self.view().header.slot_in_call.load(Ordering::Relaxed) == 1
+    }
+
     fn view(&self) -> LedgerView<'_> {
         // SAFETY: a shared mapping of at least LEDGER_BYTES (checked in `open`), page-aligned,
         // alive as long as `self`.

@@ -2,7 +2,9 @@
 //! profiler/build.rs for why), and the names of what is inside it.
 
 use anyhow::{Context as _, Result};
-use aya::{Ebpf, EbpfLoader};
+use aya::{Btf, Ebpf, EbpfLoader, programs::BtfTracePoint};
+
+use super::task_layout;
 
 #[cfg(not(skillprof_no_bpf_object))]
 fn object() -> Result<&'static [u8]> {
@@ -26,11 +28,18 @@ const PIDNS_INO: &str = "PIDNS_INO";
 const STREAM_EVENTS: &str = "STREAM_EVENTS";
 const TASK_FSBASE: &str = "TASK_FSBASE";
 const MARK_SLOT: &str = "MARK_SLOT";
+const MARK_SLOT_IN_CALL: &str = "MARK_SLOT_IN_CALL";
 const ATTRIBUTE_CALLS: &str = "ATTRIBUTE_CALLS";
 const TASK_PID: &str = "TASK_PID";
 const TASK_TGID: &str = "TASK_TGID";
 const OFF_CPU_STACKS: &str = "OFF_CPU_STACKS";
 const WAIT_WALK_NS: &str = "WAIT_WALK_NS";
+const WAIT_WALK_IDLE_NS: &str = "WAIT_WALK_IDLE_NS";
+const TASK_LAST_QUEUED: &str = "TASK_LAST_QUEUED";
+const TASK_RUN_DELAY: &str = "TASK_RUN_DELAY";
+const TASK_CFS_RQ: &str = "TASK_CFS_RQ";
+const CFS_RQ_RQ: &str = "CFS_RQ_RQ";
+const RQ_CLOCK: &str = "RQ_CLOCK";
 pub const WAIT_STACKS: &str = "WAIT_STACKS";
 const TIMELINE: &str = "TIMELINE";
 const SYSCALL_LATENCY: &str = "SYSCALL_LATENCY";
@@ -77,6 +86,8 @@ pub struct MarkSlots {
     pub task_fsbase: u64,
     /// The host's mark slot's distance from a thread's FS base.
     pub mark_slot: u64,
+    /// The host's marks pass the slot in their getrusage call too.
+    pub in_call: bool,
 }
 
 /// What the time profile's programs need.
@@ -86,8 +97,14 @@ pub struct TimeSettings {
     pub task_ids: (u64, u64),
     /// Which stacks the switch programs take (`skillprof_common::OFF_CPU_*`).
     pub off_cpu_stacks: u32,
-    /// With `OFF_CPU_WAITS`: the time asleep from which each wait's stack is walked (ns).
+    /// With `OFF_CPU_WAITS`: the time asleep from which each wait's stack is walked (ns),
+    /// inside a skill's work and in a host that does not mark its work; and in no skill's
+    /// work of a host that does.
     pub wait_walk_ns: u64,
+    pub wait_walk_idle_ns: u64,
+    /// The scheduler's own accounting of a wait for a CPU, where the kernel's BTF has it;
+    /// `None`: the wakeup program stamps the wakeups.
+    pub sched_info: Option<task_layout::SchedInfo>,
     /// Put each CPU sample on the timeline too.
     pub timeline: bool,
 }
@@ -120,13 +137,25 @@ pub struct Settings {
 pub fn load(settings: &Settings) -> Result<Ebpf> {
     let object = object()?;
     let stream = u32::from(settings.stream_events);
-    let (task_fsbase, mark_slot) = settings
-        .mark_slots
-        .map_or((0, 0), |slots| (slots.task_fsbase, slots.mark_slot));
+    let (task_fsbase, mark_slot, in_call) = settings.mark_slots.map_or((0, 0, 0), |slots| {
+        (slots.task_fsbase, slots.mark_slot, u32::from(slots.in_call))
+    });
     let attribute_calls = u32::from(settings.attribute_calls && settings.mark_slots.is_some());
     let (task_pid, task_tgid) = settings.time.map_or((0, 0), |time| time.task_ids);
     let off_cpu_stacks = settings.time.map_or(0, |time| time.off_cpu_stacks);
     let wait_walk_ns = settings.time.map_or(1, |time| time.wait_walk_ns.max(1));
+    let wait_walk_idle_ns = settings
+        .time
+        .map_or(1, |time| time.wait_walk_idle_ns.max(1));
+    let sched_info = settings.time.and_then(|time| time.sched_info);
+    let sched = |of: fn(&task_layout::SchedInfo) -> u64| sched_info.as_ref().map_or(0, of);
+    let (last_queued, run_delay, cfs_rq, cfs_rq_rq, rq_clock) = (
+        sched(|s| s.last_queued),
+        sched(|s| s.run_delay),
+        sched(|s| s.cfs_rq),
+        sched(|s| s.cfs_rq_rq),
+        sched(|s| s.rq_clock),
+    );
     let timeline = settings.time.is_some_and(|time| time.timeline);
     let latency = u32::from(settings.syscall_latency);
     let walk = u32::from(settings.stacks);
@@ -138,11 +167,18 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         .override_global(STREAM_EVENTS, &stream, true)
         .override_global(TASK_FSBASE, &task_fsbase, true)
         .override_global(MARK_SLOT, &mark_slot, true)
+        .override_global(MARK_SLOT_IN_CALL, &in_call, true)
         .override_global(ATTRIBUTE_CALLS, &attribute_calls, true)
         .override_global(TASK_PID, &task_pid, true)
         .override_global(TASK_TGID, &task_tgid, true)
         .override_global(OFF_CPU_STACKS, &off_cpu_stacks, true)
         .override_global(WAIT_WALK_NS, &wait_walk_ns, true)
+        .override_global(WAIT_WALK_IDLE_NS, &wait_walk_idle_ns, true)
+        .override_global(TASK_LAST_QUEUED, &last_queued, true)
+        .override_global(TASK_RUN_DELAY, &run_delay, true)
+        .override_global(TASK_CFS_RQ, &cfs_rq, true)
+        .override_global(CFS_RQ_RQ, &cfs_rq_rq, true)
+        .override_global(RQ_CLOCK, &rq_clock, true)
         .override_global(TIMELINE, &u32::from(timeline), true)
         .override_global(SYSCALL_LATENCY, &latency, true)
         .override_global(STACKS, &walk, true)
@@ -199,4 +235,20 @@ fn pid_namespace() -> Result<(u64, u64)> {
     let dev = namespace.dev();
     let kernel_dev = (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev));
     Ok((kernel_dev, namespace.ino()))
+}
+
+/// Loads the object's tp_btf program `name` for `tracepoint` and attaches it (for the probes
+/// outside the attach plans: the switch programs, and the count's floor).
+pub fn attach_tp_btf(ebpf: &mut Ebpf, btf: &Btf, name: &str, tracepoint: &str) -> Result<()> {
+    let program: &mut BtfTracePoint = ebpf
+        .program_mut(name)
+        .with_context(|| format!("the BPF object has no {name}"))?
+        .try_into()?;
+    program
+        .load(tracepoint, btf)
+        .with_context(|| format!("loading {name}"))?;
+    program
+        .attach()
+        .with_context(|| format!("attaching tp_btf/{tracepoint}"))?;
+    Ok(())
 }

@@ -18,7 +18,7 @@ use aya_log::EbpfLogger;
 use skillprof_common::{Counters, RECLAIM_KSWAPD, ReclaimState, StopState};
 
 use super::{
-    bpf_stats::StatsGuard,
+    bpf_stats::{self, StatsGuard},
     cost_model::CostModel,
     events::EventStream,
     host_symbol,
@@ -218,6 +218,8 @@ pub struct ProbeSession {
     time: Option<Mutex<TimeMaps>>,
     stats: Option<StatsGuard>,
     stats_error: Option<String>,
+    /// With stats: whether the empty program runs beside the others, or why not.
+    floor: Option<Result<(), String>>,
     /// The cost model, or why none applies (`None`: not asked for).
     model: Option<Result<CostModel, String>>,
     /// aya-log records from the programs (rare paths only, e.g. a full map).
@@ -361,6 +363,7 @@ impl ProbeSession {
                 Ok(object::MarkSlots {
                     task_fsbase: task_layout::fsbase_offset()?,
                     mark_slot,
+                    in_call: ledger.slot_in_call(),
                 })
             })),
             _ => None,
@@ -372,6 +375,8 @@ impl ProbeSession {
                         task_ids,
                         off_cpu_stacks: time.off_cpu.stacks(),
                         wait_walk_ns: time::WAIT_WALK.as_nanos() as u64,
+                        wait_walk_idle_ns: time::WAIT_WALK_IDLE.as_nanos() as u64,
+                        sched_info: task_layout::sched_info().ok(),
                         timeline: time.timeline,
                     })
                     .map_err(|why| anyhow::anyhow!("where the kernel keeps a task's ids: {why}"))?,
@@ -392,6 +397,9 @@ impl ProbeSession {
         })?;
         seed_kswapd(&mut ebpf)?;
         seed_brk(&mut ebpf, tgid)?;
+        let floor = stats
+            .is_some()
+            .then(|| bpf_stats::attach_floor(&mut ebpf).map_err(|e| format!("{e:#}")));
         let diagnostics = Diagnostics::default();
         let logger = EbpfLogger::init_with_logger(&mut ebpf, diagnostics.clone())
             .context("reading the BPF programs' log ring (aya-log)")?;
@@ -488,6 +496,7 @@ impl ProbeSession {
             majflt_marks: Mutex::new(HashMap::new()),
             stats,
             stats_error,
+            floor,
             model,
             logger: Some(Mutex::new(logger)),
             diagnostics,
@@ -803,6 +812,11 @@ impl ProbeSession {
             total_runs: programs.iter().map(|p| p.runs).sum(),
             total_run_ns: programs.iter().map(|p| p.run_ns).sum(),
             programs,
+            floor: match &self.floor {
+                Some(Ok(())) => Some(bpf_stats::floor(&self.ebpf)?),
+                _ => None,
+            },
+            floor_error: self.floor.clone().and_then(Result::err),
             events_streamed: self.events.is_some(),
             events_sent: total.events.sent,
             events_lost: total.events.lost,

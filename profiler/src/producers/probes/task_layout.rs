@@ -1,8 +1,8 @@
-//! Where the kernel keeps a task's FS base, thread id and process id: offsets in its
-//! `struct task_struct`, read from the running kernel's BTF. The programs add the FS base's
-//! to the current task's address to find the thread pointer, and from there the host's mark
-//! slot in the thread's TLS; the scheduler's programs read the ids of tasks other than the
-//! current one. The layout differs between kernels and configurations, so it is read, never
+//! Where the kernel keeps a task's FS base, thread id, process id and its waits for a CPU:
+//! offsets in its `struct task_struct` (and the run queue's), read from the running kernel's
+//! BTF. The programs add the FS base's to the current task's address to find the thread
+//! pointer, and from there the host's mark slot in the thread's TLS; the scheduler's
+//! programs read the ids and the waits of tasks other than the current one. The layout differs between kernels and configurations, so it is read, never
 //! assumed.
 
 use std::sync::OnceLock;
@@ -38,6 +38,58 @@ pub fn ids_offsets() -> Result<(u64, u64), String> {
         .clone()
 }
 
+/// Where a task's wait for a CPU is in the scheduler's own accounting, and the clock it is
+/// measured by: offsets in `struct task_struct` of `sched_info.last_queued`,
+/// `sched_info.run_delay` and `se.cfs_rq`, of `rq` in `struct cfs_rq`, and of `clock` in
+/// `struct rq`. Read once; an error where the kernel has no CONFIG_SCHED_INFO or no
+/// CONFIG_FAIR_GROUP_SCHED (no `se.cfs_rq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedInfo {
+    pub last_queued: u64,
+    pub run_delay: u64,
+    pub cfs_rq: u64,
+    pub cfs_rq_rq: u64,
+    pub rq_clock: u64,
+}
+
+pub fn sched_info() -> Result<SchedInfo, String> {
+    static LAYOUT: OnceLock<Result<SchedInfo, String>> = OnceLock::new();
+    LAYOUT
+        .get_or_init(|| {
+            let read = || -> Result<SchedInfo> {
+                let (btf, task) = task_struct()?;
+                let at = |path: &str| path_offset(&btf, &task, path);
+                Ok(SchedInfo {
+                    last_queued: at("sched_info.last_queued")?,
+                    run_delay: at("sched_info.run_delay")?,
+                    cfs_rq: at("se.cfs_rq")?,
+                    cfs_rq_rq: path_offset(&btf, &named_struct(&btf, "cfs_rq")?, "rq")?,
+                    rq_clock: path_offset(&btf, &named_struct(&btf, "rq")?, "clock")?,
+                })
+            };
+            read().map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+}
+
+/// The byte offset of `path` (members joined by dots, through nested structs) in `of`.
+fn path_offset(btf: &Btf, of: &btf_rs::Struct, path: &str) -> Result<u64> {
+    let mut inside = of.clone();
+    let mut offset = 0;
+    let mut names = path.split('.').peekable();
+    while let Some(name) = names.next() {
+        let (at, found) = member(btf, &inside, name)?;
+        offset += at;
+        if names.peek().is_some() {
+            let Type::Struct(next) = found else {
+                bail!("{name} in {path} is not a struct");
+            };
+            inside = next;
+        }
+    }
+    Ok(offset)
+}
+
 fn task_struct() -> Result<(Btf, btf_rs::Struct)> {
     let btf =
         Btf::from_file(VMLINUX).with_context(|| format!("reading the kernel's BTF ({VMLINUX})"))?;
@@ -47,12 +99,7 @@ fn task_struct() -> Result<(Btf, btf_rs::Struct)> {
 
 fn read() -> Result<u64> {
     let (btf, task) = task_struct()?;
-    let (thread_at, thread) = member(&btf, &task, "thread")?;
-    let Type::Struct(thread) = thread else {
-        bail!("task_struct.thread is not a struct");
-    };
-    let (fsbase_at, _) = member(&btf, &thread, "fsbase")?;
-    Ok(thread_at + fsbase_at)
+    path_offset(&btf, &task, "thread.fsbase")
 }
 
 fn named_struct(btf: &Btf, name: &str) -> Result<btf_rs::Struct> {
@@ -94,6 +141,26 @@ mod tests {
         assert!(
             offset > 0 && offset < 64 * 1024 && offset.is_multiple_of(8),
             "{offset}"
+        );
+    }
+
+    /// This kernel (CONFIG_SCHED_INFO, CONFIG_FAIR_GROUP_SCHED) has them all: run_delay
+    /// follows last_queued's neighbours in `struct sched_info`, 8-aligned like every u64.
+    #[test]
+    fn finds_the_scheduler_accounting_of_a_wait_for_a_cpu() {
+        let layout = super::sched_info().unwrap();
+        for offset in [
+            layout.last_queued,
+            layout.run_delay,
+            layout.cfs_rq,
+            layout.cfs_rq_rq,
+            layout.rq_clock,
+        ] {
+            assert!(offset.is_multiple_of(8), "{layout:?}");
+        }
+        assert!(
+            layout.last_queued.abs_diff(layout.run_delay) < 64,
+            "{layout:?}"
         );
     }
 

@@ -14,6 +14,13 @@ pub struct ProbeCosts {
     pub programs: Vec<ProgramCost>,
     pub total_runs: u64,
     pub total_run_ns: u64,
+    /// With stats: an empty program's runs on the scheduler's wakeups, the floor every
+    /// program's count includes (the call into it and one clock read); or why it is missing.
+    /// Not in `programs`, nor in the totals: it only runs to measure.
+    #[serde(default)]
+    pub floor: Option<CountFloor>,
+    #[serde(default)]
+    pub floor_error: Option<String>,
     pub events_streamed: bool,
     /// Events the programs put in the ring, and those that did not fit.
     pub events_sent: u64,
@@ -37,6 +44,19 @@ pub struct ProgramCost {
     pub runs: u64,
     pub run_ns: u64,
     pub ns_per_run: Option<f64>,
+}
+
+/// The empty program's count.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct CountFloor {
+    pub runs: u64,
+    pub run_ns: u64,
+}
+
+impl CountFloor {
+    pub fn ns_per_run(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.run_ns as f64 / self.runs as f64)
+    }
 }
 
 /// How stats were turned on, for the cost report.

@@ -10,7 +10,9 @@ mod skills;
 mod stop;
 
 pub use attach::{Attempt, Mechanism, Outcome, ProbeMode, ProbeStatus, Tracefs};
-pub use costs::{Counted, Modelled, Ns, Per, ProbeCosts, ProgramCost, StatsSource, Term};
+pub use costs::{
+    CountFloor, Counted, Modelled, Ns, Per, ProbeCosts, ProgramCost, StatsSource, Term,
+};
 pub use metrics::{
     ProbeColumn, ProbeMetrics, PublishedDuring, RequestSpan, StackSummary, probe_columns,
 };

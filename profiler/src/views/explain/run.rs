@@ -5,7 +5,7 @@ use clap::ValueEnum as _;
 
 use crate::ground::units;
 use crate::producers::probes::CostMode;
-use crate::record::probes::{Mechanism, Probe, StackSummary};
+use crate::record::probes::{Mechanism, Probe, ProbeCosts, StackSummary};
 use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 
 /// The head's lines: how the run was measured, and with `--stacks` what the stacks came to.
@@ -222,6 +222,21 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
     lines
 }
 
+/// How much of the programs' count is the count's own floor: an empty program's time a run
+/// (the call into it and a clock read), which every run of every program includes.
+fn floor(costs: &ProbeCosts) -> String {
+    let Some(ns) = costs.floor.and_then(|floor| floor.ns_per_run()) else {
+        return costs.floor_error.as_ref().map_or(String::new(), |why| {
+            format!(" (the count's floor not measured: {why})")
+        });
+    };
+    format!(
+        " (of which {} is the count's floor: an empty program on the scheduler's wakeups \
+         reads {ns:.0} ns a run, the call and the clock read that every run includes)",
+        units::ms(ns * costs.total_runs as f64 / 1e6)
+    )
+}
+
 /// The probes' share of the host's CPU from which explain.md says the host's figures include
 /// it: the run-to-run spread of the host's CPU for the same work on this machine is about
 /// that (the overhead bench's control).
@@ -236,9 +251,11 @@ fn cost(probes: &ProbesInfo, sampler_cpu_ms: Option<f64>, host_cpu_ms: f64) -> O
     let (mode, pct) = match costs.mode() {
         CostMode::Measured(_) => (
             format!(
-                "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in total",
+                "measured (--self-cost: BPF stats on): BPF programs ran {} times for {} in \
+                 total{}",
                 units::count(costs.total_runs as f64),
                 units::ms(costs.total_run_ns as f64 / 1e6),
+                floor(costs)
             ),
             Some(share(costs.total_run_ns as f64)),
         ),

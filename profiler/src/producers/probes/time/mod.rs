@@ -14,7 +14,7 @@ use aya::{
     Btf, Ebpf,
     maps::{Array, HashMap as BpfHashMap, MapData, RingBuf, StackTraceMap},
     programs::{
-        BtfTracePoint, PerfEvent,
+        PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
@@ -22,7 +22,7 @@ use skillprof_common::{
     NO_STACK, OffCpu, TimeCounts, TimeKey, TimeSample, TimeValue, WAIT_STACK_ID, WaitStack,
 };
 
-use super::{markers::SkillNames, object, session::take, symbols};
+use super::{markers::SkillNames, object, session::take, symbols, task_layout};
 use crate::record::probes::{Mechanism, Phase, Probe, ProbeStatus, SkillRow};
 use crate::record::time::{
     EntryTime, Frame, ProfileCheck, ThreadCheck, TimeProfile, TimelineSample,
@@ -79,6 +79,14 @@ impl OffCpuMode {
 /// Walks then cost at most one per millisecond a thread sleeps, and a wait long enough to
 /// move a request's latency is never left unnamed.
 pub const WAIT_WALK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The same for a wait in no skill's work of a host that marks its work: its idle threads
+/// sleep as long as the wall clock runs, and a walk costs about 9 µs (a sleeping task's
+/// stack, cold in cache), so one per millisecond of that was most of the switch programs'
+/// cost in a default lab run (issue 70). Their waits are still named, by fewer walks that
+/// each stand for more of the time, and a stop of the host (SIGSTOP), which holds every
+/// thread, is walked whenever it lasts this long.
+pub const WAIT_WALK_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The time profile's flags, shared by the commands that profile a host.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -182,18 +190,27 @@ pub fn attach(ebpf: &mut Ebpf, options: &TimeOptions) -> [ProbeStatus; 2] {
         &clock.map_err(|e| format!("{e:#}")),
         &[SAMPLE_PROGRAM],
     );
+    // The wait for a CPU comes from the kernel's own sched_info where its BTF says where that
+    // is (the session loaded the programs with the same layout); else a program stamps every
+    // wakeup of the machine.
+    let wakeups = task_layout::sched_info().is_err();
     let switches = match options.off_cpu {
         OffCpuMode::Off => Err("off (--off-cpu off)".to_owned()),
-        mode => attach_switches(ebpf)
+        mode => attach_switches(ebpf, wakeups)
             .map(|()| {
                 format!(
-                    "tp_btf/sched_switch and tp_btf/sched_wakeup{}",
+                    "tp_btf/sched_switch{}{}",
+                    match wakeups {
+                        true => " and tp_btf/sched_wakeup",
+                        false => " (the wait for a CPU from the kernel's sched_info)",
+                    },
                     match mode {
                         OffCpuMode::Stacks => ", each wait's stacks walked".to_owned(),
                         OffCpuMode::Waits => format!(
-                            ", the kernel stack of each wait of {} ms or more and of shorter \
-                             ones by chance",
-                            WAIT_WALK.as_millis()
+                            ", the kernel stack of each wait of {} ms or more ({} ms in no \
+                             skill's work) and of shorter ones by chance",
+                            WAIT_WALK.as_millis(),
+                            WAIT_WALK_IDLE.as_millis()
                         ),
                         _ => ", by state only (--off-cpu states)".to_owned(),
                     }
@@ -205,7 +222,10 @@ pub fn attach(ebpf: &mut Ebpf, options: &TimeOptions) -> [ProbeStatus; 2] {
         Probe::OffCpu,
         Mechanism::TpBtf,
         &switches,
-        &[SWITCH_PROGRAM, WAKEUP_PROGRAM],
+        match wakeups {
+            true => &[SWITCH_PROGRAM, WAKEUP_PROGRAM],
+            false => &[SWITCH_PROGRAM],
+        },
     );
     [clock, switches]
 }
@@ -234,22 +254,14 @@ fn attach_clock(ebpf: &mut Ebpf, period_ns: u64) -> Result<usize> {
     Ok(cpus.len())
 }
 
-fn attach_switches(ebpf: &mut Ebpf) -> Result<()> {
+fn attach_switches(ebpf: &mut Ebpf, wakeups: bool) -> Result<()> {
     let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
-    for (name, tracepoint) in [
+    let programs = [
         (SWITCH_PROGRAM, "sched_switch"),
         (WAKEUP_PROGRAM, "sched_wakeup"),
-    ] {
-        let program: &mut BtfTracePoint = ebpf
-            .program_mut(name)
-            .with_context(|| format!("the BPF object has no {name}"))?
-            .try_into()?;
-        program
-            .load(tracepoint, &btf)
-            .with_context(|| format!("loading {name}"))?;
-        program
-            .attach()
-            .with_context(|| format!("attaching tp_btf/{tracepoint}"))?;
+    ];
+    for (name, tracepoint) in &programs[..if wakeups { 2 } else { 1 }] {
+        object::attach_tp_btf(ebpf, &btf, name, tracepoint)?;
     }
     Ok(())
 }

@@ -241,6 +241,7 @@ pub fn entry_time(
     if off_cpu {
         let mut off = OffCpuTime {
             switches: counts.switches_out,
+            walks: counts.walks,
             by_wait: stacks.then_some([0; Wait::ALL.len()]),
             in_skills_by_wait: stacks.then_some([0; Wait::ALL.len()]),
             ..OffCpuTime::default()
