@@ -44,7 +44,10 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use aya_ebpf::{
     Global,
     bindings::bpf_pidns_info,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_ns_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_ns_current_pid_tgid,
+        bpf_ktime_get_ns,
+    },
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
@@ -111,9 +114,29 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+/// Where the kernel keeps a task's thread id and process id in `struct task_struct` (from
+/// its BTF): the scheduler's tracepoints pass tasks other than the current one, and [`ids`]
+/// reads the current one's there. Load-time constants; 0 where the BTF did not say.
+#[unsafe(no_mangle)]
+static TASK_PID: Global<u64> = Global::new(UNSET as u64);
+#[unsafe(no_mangle)]
+static TASK_TGID: Global<u64> = Global::new(UNSET as u64 + 1);
+
 /// (tid, tgid) of the current task, as skillprof's PID namespace numbers them.
 #[inline(always)]
 fn ids() -> (u32, u32) {
+    if !in_pid_namespace() && TASK_PID.load() != 0 {
+        // SAFETY: the current task, typed from BTF: loads at constant offsets of its fields
+        // are checked at load time. Two loads where the helper was a call (the page-fault
+        // program runs on every fault of the machine).
+        return unsafe {
+            let task = bpf_get_current_task_btf() as *const u8;
+            (
+                *(task.add(TASK_PID.load() as usize) as *const u32),
+                *(task.add(TASK_TGID.load() as usize) as *const u32),
+            )
+        };
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     if in_pid_namespace() {
         let ino = PIDNS_INO.load();

@@ -35,14 +35,10 @@ use aya_ebpf::helpers::{
     bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_prandom_u32, bpf_get_task_stack,
 };
 
-use crate::{add, add_unpreempted, counters, current_entry, ids, is_host, marks, now, stacks};
-
-/// Where the kernel keeps a task's thread id and process id in `struct task_struct` (from
-/// its BTF): the scheduler's tracepoints pass tasks other than the current one.
-#[unsafe(no_mangle)]
-static TASK_PID: Global<u64> = Global::new(crate::UNSET as u64);
-#[unsafe(no_mangle)]
-static TASK_TGID: Global<u64> = Global::new(crate::UNSET as u64 + 1);
+use crate::{
+    TASK_PID, TASK_TGID, add, add_unpreempted, counters, current_entry, ids, is_host, marks, now,
+    stacks,
+};
 
 /// Which stacks the switch programs take (`OFF_CPU_*`): the cause of a wait is in its kernel
 /// stack, and whose wait it is in its user stack. A load-time constant: the verifier removes

@@ -17,7 +17,10 @@
 //!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE --amplify K
 //!         --default-only | --exact-only [-- HOST_FLAGS]]
 //!
-//! `--default-only` leaves out exact mode and --no-markers (rounds take half as long).
+//! `--default-only` leaves out exact mode and --no-markers (rounds take half as long). Both
+//! end with the default mode's cost in parts: its programs by the kernel's count in one more
+//! run with `--self-cost` (and the count's own floor within it), its marks at the busy
+//! host's price, what is left of the measured median, and skillprof's sampler beside.
 //! `--exact-only` runs host-only, exact, off and off again, and compares exact mode with the
 //! host-only mode directly (host CPU, and the busiest entry's p50: a pooled burst's with
 //! `--cmds cmds/pooled.cmds -- --allocator pooling`).
@@ -36,7 +39,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use skillprof::ground::machine::Machine;
 use skillprof::ground::stats;
 use skillprof::producers::probes::cost_model::{self, CostModel};
@@ -162,9 +165,13 @@ fn main() -> Result<()> {
         }
         rounds.push(measured);
     }
-    match options.time_only {
-        true => report_time(&skillprof, &options, &rounds, out.path())?,
-        false => report(&options, &rounds),
+    match (options.time_only, options.exact_only) {
+        (true, _) => report_time(&skillprof, &options, &rounds, out.path())?,
+        (false, true) => report_exact(&options, &rounds),
+        (false, false) => {
+            let marks = report(&options, &rounds);
+            split(&skillprof, &options, &rounds, marks, out.path())?;
+        }
     }
     Ok(())
 }
@@ -411,10 +418,9 @@ fn report_exact(options: &Options, rounds: &[[Measured; CONDITIONS]]) {
     }
 }
 
-fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) {
-    if options.exact_only {
-        return report_exact(options, rounds);
-    }
+/// The default mode against off, the control, and a mark's price in the busy host. Returns
+/// the default mode's marks at that price, in % of the host's CPU: median, low, high.
+fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
     let ratios = |condition: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
         rounds
             .iter()
@@ -497,6 +503,91 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) {
         percent(hi)
     );
     modelled(rounds);
+    [percent(mark_ns), percent(lo), percent(hi)]
+}
+
+/// The default mode's cost in parts, beside the measured total (default / off, above):
+/// - its BPF programs, by the kernel's count in one more run of the default mode with
+///   `--self-cost`, against that run's host CPU: an upper bound of what they add to the host,
+///   since the count includes the runs on other processes' events, and the part of it that
+///   is the count's own floor (an empty program's time a run, times the runs);
+/// - its marks, at the busy host's price (above);
+/// - skillprof's own threads (the sampler: /proc, smaps, PSI, the ledger's rows), which run
+///   on the machine's CPUs beside the host, not in its CPU time: said, not summed.
+///
+/// What is left, the total less the parts, is what no part accounts for.
+fn split(
+    skillprof: &Path,
+    options: &Options,
+    rounds: &[[Measured; CONDITIONS]],
+    marks_pct: [f64; 3],
+    out: &Path,
+) -> Result<()> {
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .map(|round| {
+            round[Condition::Default as usize].host_cpu_ms
+                / round[Condition::Off as usize].host_cpu_ms
+        })
+        .collect();
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let total = (stats::median(&sorted) - 1.0) * 100.0;
+    let (lo, hi) = stats::median_ci(&ratios, 5_000, 1);
+    let (lo, hi) = ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0);
+    let mut args = condition_args(Condition::Default).to_vec();
+    args.push("--self-cost");
+    let host_flags: Vec<&str> = options.host_flags.iter().map(String::as_str).collect();
+    let (records, meta) =
+        common::run_folder(skillprof, &options.cmds, &args, &host_flags, out, "split")?;
+    let host_ms = measured(&records).host_cpu_ms;
+    let share = |ns: f64| 100.0 * ns / (host_ms * 1e6);
+    let costs = meta
+        .probes
+        .and_then(|p| p.costs)
+        .context("the --self-cost run recorded no costs")?;
+    let programs = share(costs.total_run_ns as f64);
+    let each: Vec<String> = costs
+        .programs
+        .iter()
+        .filter(|p| p.run_ns > 0)
+        .map(|p| format!("{} {:.2}%", p.program, share(p.run_ns as f64)))
+        .collect();
+    let floor = costs
+        .floor
+        .and_then(|f| f.ns_per_run())
+        .map(|ns| (ns, share(ns * costs.total_runs as f64)));
+    println!("\nthe default mode's cost in parts (shares of the host's CPU):");
+    println!("measured: {total:+.1}% [{lo:+.1}, {hi:+.1}] (default / off, above)");
+    println!(
+        "BPF programs, by the kernel's count in one --self-cost run: {programs:.2}% ({}){}",
+        each.join(", "),
+        floor.map_or(String::new(), |(ns, pct)| format!(
+            "; {pct:.2}% of it the count's floor (an empty program reads {ns:.0} ns a run)"
+        ))
+    );
+    println!(
+        "the marks: {:+.2}% [{:+.2}, {:+.2}]",
+        marks_pct[0], marks_pct[1], marks_pct[2]
+    );
+    let parts = programs + marks_pct[0];
+    println!(
+        "the parts: {parts:.2}% ({:.2}% without the count's floor), {} the measured \
+         interval; left: {:+.2} points",
+        parts - floor.map_or(0.0, |f| f.1),
+        match (lo..=hi).contains(&parts) {
+            true => "inside",
+            false => "OUTSIDE",
+        },
+        total - parts
+    );
+    println!(
+        "skillprof's sampler thread (/proc, smaps, PSI, the ledger's rows): {:.0} ms, {:.2}% of \
+         the host's CPU, on the machine's CPUs beside the host",
+        meta.sampler_cpu_ms.unwrap_or(0.0),
+        100.0 * meta.sampler_cpu_ms.unwrap_or(0.0) / host_ms
+    );
+    Ok(())
 }
 
 /// The median over the rounds of one condition's `metric`.

@@ -140,8 +140,22 @@ fn main() -> Result<()> {
 }
 
 /// skillprof's RSS, CPU and scrape time over `minutes` of scrapes every 15 s under load, with
-/// a slow client attached throughout: the first tenth of the scrapes against the last.
+/// a slow client attached throughout: the first tenth of the scrapes against the last. Then
+/// what the watch cost the host over those minutes, its two parts: its BPF programs (the
+/// profile clock) by the kernel's count, BPF stats on for the long watch, and its marks by
+/// the machine's cost per mark, against the host's CPU in the same minutes.
 fn long_watch(watch: &Watch, hey: &Path, host: &Host, minutes: u64) -> Result<()> {
+    let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .context("turning BPF stats on (BPF_ENABLE_STATS)")?;
+    let programs_before = programs_run()?;
+    let marks_before = sample(&watch.scrape()?, "skillprof_host_marks_hits_total")
+        .context("the watch serves no marks count")?;
+    let host_ticks = || -> Result<u64> {
+        Ok(process::read(Path::new(PROC), host.pid())
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .cpu_ticks)
+    };
+    let host_before = host_ticks()?;
     let slow = SlowClient::attach(watch.port)?;
     let until = Instant::now() + Duration::from_secs(minutes * 60);
     // (RSS KiB, CPU ticks, scrape ms) after each scrape.
@@ -191,7 +205,55 @@ fn long_watch(watch: &Watch, hey: &Path, host: &Host, minutes: u64) -> Result<()
         scrape_ms(first),
         scrape_ms(last)
     );
+    let host_s = ticks_to_seconds(host_ticks()? - host_before);
+    let (runs, run_ns) = programs_run()?;
+    let (runs, run_ns) = (runs - programs_before.0, run_ns - programs_before.1);
+    let marks = sample(&watch.scrape()?, "skillprof_host_marks_hits_total")
+        .context("the watch serves no marks count")?
+        - marks_before;
+    let share = |ns: f64| 100.0 * ns / (host_s * 1e9);
+    println!(
+        "  the host's CPU over the {minutes} min: {host_s:.1} s; the watch's BPF programs (the \
+         profile clock) by the kernel's count: {runs} runs, {:.0} ms, {:.2}% of it",
+        run_ns as f64 / 1e6,
+        share(run_ns as f64)
+    );
+    match Machine::read()
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|machine| CostModel::load(Path::new(cost_model::DEFAULT_PATH), &machine))
+        .and_then(|model| {
+            model.apply(&[Counted {
+                probe: Probe::Markers,
+                mechanism: Mechanism::Ledger,
+                per: Per::Mark,
+                events: marks as u64,
+            }])
+        }) {
+        Ok(modelled) => println!(
+            "  its marks: {marks:.0} × the cost per mark = {:.2}% [{:.2}, {:.2}] of it \
+             ({modelled}); the watch in all: {:.2}% [{:.2}, {:.2}]",
+            share(modelled.total_ns.median),
+            share(modelled.total_ns.lo),
+            share(modelled.total_ns.hi),
+            share(modelled.total_ns.median + run_ns as f64),
+            share(modelled.total_ns.lo + run_ns as f64),
+            share(modelled.total_ns.hi + run_ns as f64),
+        ),
+        Err(why) => println!("  its marks: {marks:.0}, their cost NOT COMPUTED ({why})"),
+    }
     Ok(())
+}
+
+/// Every BPF program's runs and run time in the kernel so far (the watch's are the only ones
+/// here while it runs): BPF stats count only while they are on.
+fn programs_run() -> Result<(u64, u64)> {
+    aya::programs::loaded_programs().try_fold((0, 0), |(runs, ns), info| {
+        let info = info.context("listing the kernel's BPF programs")?;
+        Ok((
+            runs + info.run_count(),
+            ns + info.run_time().as_nanos() as u64,
+        ))
+    })
 }
 
 /// A client that asks for /metrics and takes its answer a byte a second, through a receive

@@ -93,8 +93,6 @@ pub struct MarkSlots {
 /// What the time profile's programs need.
 #[derive(Clone, Copy, Debug)]
 pub struct TimeSettings {
-    /// The offsets of a task's thread id and process id in `struct task_struct`.
-    pub task_ids: (u64, u64),
     /// Which stacks the switch programs take (`skillprof_common::OFF_CPU_*`).
     pub off_cpu_stacks: u32,
     /// With `OFF_CPU_WAITS`: the time asleep from which each wait's stack is walked (ns),
@@ -141,7 +139,7 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         (slots.task_fsbase, slots.mark_slot, u32::from(slots.in_call))
     });
     let attribute_calls = u32::from(settings.attribute_calls && settings.mark_slots.is_some());
-    let (task_pid, task_tgid) = settings.time.map_or((0, 0), |time| time.task_ids);
+    let (task_pid, task_tgid) = task_layout::ids_offsets().unwrap_or((0, 0));
     let off_cpu_stacks = settings.time.map_or(0, |time| time.off_cpu_stacks);
     let wait_walk_ns = settings.time.map_or(1, |time| time.wait_walk_ns.max(1));
     let wait_walk_idle_ns = settings

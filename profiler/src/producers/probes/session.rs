@@ -369,10 +369,10 @@ impl ProbeSession {
             _ => None,
         };
         let time_settings = match &options.time {
+            // The switch programs read the switched tasks' ids (the load sets the offsets).
             Some(time) => Some(
                 task_layout::ids_offsets()
-                    .map(|task_ids| object::TimeSettings {
-                        task_ids,
+                    .map(|_| object::TimeSettings {
                         off_cpu_stacks: time.off_cpu.stacks(),
                         wait_walk_ns: time::WAIT_WALK.as_nanos() as u64,
                         wait_walk_idle_ns: time::WAIT_WALK_IDLE.as_nanos() as u64,
