@@ -563,7 +563,8 @@ fn split(
         "BPF programs, by the kernel's count in one --self-cost run: {programs:.2}% ({}){}",
         each.join(", "),
         floor.map_or(String::new(), |(ns, pct)| format!(
-            "; {pct:.2}% of it the count's floor (an empty program reads {ns:.0} ns a run)"
+            "; {pct:.2}% of it at the count's floor (an empty program reads {ns:.0} ns a run \
+             on the wakeups)"
         ))
     );
     println!(

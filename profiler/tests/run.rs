@@ -286,9 +286,24 @@ fn smoke_run_leaves_four_consistent_files() {
         explain.contains("probe mode: exact (the default for a host skillprof starts)"),
         "{explain}"
     );
+    let costs = probes.costs.as_ref().unwrap();
+    assert!(costs.total_runs > 0, "the profiler's own cost");
+    // The count's own floor, measured beside the programs, not among them, and said.
+    let floor = costs
+        .floor
+        .unwrap_or_else(|| panic!("no floor: {:?}", costs.floor_error));
     assert!(
-        probes.costs.as_ref().unwrap().total_runs > 0,
-        "the profiler's own cost"
+        floor.runs > 0
+            && floor.ns_per_run().is_some_and(|ns| ns > 0.0)
+            && !costs
+                .programs
+                .iter()
+                .any(|p| p.program == "btf_count_floor"),
+        "{floor:?}"
+    );
+    assert!(
+        explain.contains("an empty program on the scheduler's wakeups reads"),
+        "{explain}"
     );
 
     // The run prints its own comparison-style table.

@@ -222,8 +222,9 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
     lines
 }
 
-/// How much of the programs' count is the count's own floor: an empty program's time a run
-/// (the call into it and a clock read), which every run of every program includes.
+/// How much of the programs' count the count's own floor may be: an empty program's time a
+/// run (the call into it and a clock read), which every run of every program includes, at
+/// the rate it reads on the wakeups (on other tracepoints it reads less or more).
 fn floor(costs: &ProbeCosts) -> String {
     let Some(ns) = costs.floor.and_then(|floor| floor.ns_per_run()) else {
         return costs.floor_error.as_ref().map_or(String::new(), |why| {
@@ -231,8 +232,8 @@ fn floor(costs: &ProbeCosts) -> String {
         });
     };
     format!(
-        " (of which {} is the count's floor: an empty program on the scheduler's wakeups \
-         reads {ns:.0} ns a run, the call and the clock read that every run includes)",
+        " (an empty program on the scheduler's wakeups reads {ns:.0} ns a run, the call and \
+         the clock read every run includes: at that rate, {} of the count)",
         units::ms(ns * costs.total_runs as f64 / 1e6)
     )
 }

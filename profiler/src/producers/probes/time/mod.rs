@@ -47,10 +47,11 @@ pub enum OffCpuMode {
     /// Time off a CPU by state (runnable, sleeping, blocked), skill and phase: a few map
     /// operations per switch of a host thread, no stack walk.
     States,
-    /// Also why each wait worth it happened: a sleep of at least 1 ms gets its kernel stack
-    /// (a futex, epoll, a page fault, mmap_lock, a sleep), walked as the thread comes back;
-    /// a shorter one by chance, in proportion to its length, and the short waits' time is
-    /// shared by what the chosen ones say. No user stacks.
+    /// Also why each wait worth it happened: a sleep of at least 1 ms in a skill's work (100
+    /// ms in none) gets its kernel stack (a futex, epoll, a page fault, mmap_lock, a sleep),
+    /// walked as the thread comes back; a shorter one by chance, in proportion to its
+    /// length, and the short waits' time is shared by what the chosen ones say. No user
+    /// stacks.
     #[default]
     Waits,
     /// Each wait's user and kernel stacks, walked as the thread leaves its CPU: whose wait
@@ -75,9 +76,10 @@ impl OffCpuMode {
     }
 }
 
-/// With `--off-cpu waits`: the time asleep from which every wait's kernel stack is walked.
-/// Walks then cost at most one per millisecond a thread sleeps, and a wait long enough to
-/// move a request's latency is never left unnamed.
+/// With `--off-cpu waits`: the time asleep from which every wait's kernel stack is walked, in
+/// a skill's work (or in a host that does not mark its work). Walks then cost at most one per
+/// millisecond such a thread sleeps, and a wait long enough to move a request's latency is
+/// never left unnamed.
 pub const WAIT_WALK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The same for a wait in no skill's work of a host that marks its work: its idle threads
@@ -100,8 +102,9 @@ pub struct TimeArgs {
 
     /// What the scheduler's programs record of the host's threads' time off a CPU: `waits`,
     /// why the host's threads waited (a futex, epoll, a page fault, mmap_lock, a sleep,
-    /// waiting for a CPU), from the kernel stack of each wait of 1 ms or more and of shorter
-    /// ones by chance, the default of `run` for a host it starts; `stacks`, each wait's user
+    /// waiting for a CPU), from the kernel stack of each wait of 1 ms or more in a skill's
+    /// work (100 ms in none) and of shorter ones by chance, the default of `run` for a host it
+    /// starts; `stacks`, each wait's user
     /// and kernel stacks (whose wait too, for an off-CPU flame graph, at several times the
     /// cost); `states`, the time by state only (runnable, sleeping, blocked), the default of `run
     /// --attach`, where each of the host's switches should cost little; `off`, the default
