@@ -145,15 +145,10 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
     let wait_walk_idle_ns = settings
         .time
         .map_or(1, |time| time.wait_walk_idle_ns.max(1));
-    let sched_info = settings.time.and_then(|time| time.sched_info);
-    let sched = |of: fn(&task_layout::SchedInfo) -> u64| sched_info.as_ref().map_or(0, of);
-    let (last_queued, run_delay, cfs_rq, cfs_rq_rq, rq_clock) = (
-        sched(|s| s.last_queued),
-        sched(|s| s.run_delay),
-        sched(|s| s.cfs_rq),
-        sched(|s| s.cfs_rq_rq),
-        sched(|s| s.rq_clock),
-    );
+    let sched = settings
+        .time
+        .and_then(|time| time.sched_info)
+        .unwrap_or_default();
     let timeline = settings.time.is_some_and(|time| time.timeline);
     let latency = u32::from(settings.syscall_latency);
     let walk = u32::from(settings.stacks);
@@ -172,11 +167,11 @@ pub fn load(settings: &Settings) -> Result<Ebpf> {
         .override_global(OFF_CPU_STACKS, &off_cpu_stacks, true)
         .override_global(WAIT_WALK_NS, &wait_walk_ns, true)
         .override_global(WAIT_WALK_IDLE_NS, &wait_walk_idle_ns, true)
-        .override_global(TASK_LAST_QUEUED, &last_queued, true)
-        .override_global(TASK_RUN_DELAY, &run_delay, true)
-        .override_global(TASK_CFS_RQ, &cfs_rq, true)
-        .override_global(CFS_RQ_RQ, &cfs_rq_rq, true)
-        .override_global(RQ_CLOCK, &rq_clock, true)
+        .override_global(TASK_LAST_QUEUED, &sched.last_queued, true)
+        .override_global(TASK_RUN_DELAY, &sched.run_delay, true)
+        .override_global(TASK_CFS_RQ, &sched.cfs_rq, true)
+        .override_global(CFS_RQ_RQ, &sched.cfs_rq_rq, true)
+        .override_global(RQ_CLOCK, &sched.rq_clock, true)
         .override_global(TIMELINE, &u32::from(timeline), true)
         .override_global(SYSCALL_LATENCY, &latency, true)
         .override_global(STACKS, &walk, true)

@@ -42,8 +42,9 @@ pub fn ids_offsets() -> Result<(u64, u64), String> {
 /// measured by: offsets in `struct task_struct` of `sched_info.last_queued`,
 /// `sched_info.run_delay` and `se.cfs_rq`, of `rq` in `struct cfs_rq`, and of `clock` in
 /// `struct rq`. Read once; an error where the kernel has no CONFIG_SCHED_INFO or no
-/// CONFIG_FAIR_GROUP_SCHED (no `se.cfs_rq`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// CONFIG_FAIR_GROUP_SCHED (no `se.cfs_rq`). The default, all 0, tells the programs the
+/// layout is unknown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedInfo {
     pub last_queued: u64,
     pub run_delay: u64,
