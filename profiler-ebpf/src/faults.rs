@@ -15,7 +15,7 @@ use skillprof_common::{
     EventBody, FaultCounts, HandledFaultEvent, KernelFaultEvent, STACK_FAULT, UserFaultEvent,
 };
 
-use crate::{add, add_unpreempted, counters, current_entry, emit, ids, is_host, stacks};
+use crate::{add, add_by, counters, current_entry, emit, ids, is_host, stacks};
 
 /// x86 page-fault error code: the access was a write.
 const X86_PF_WRITE: u64 = 1 << 1;
@@ -26,17 +26,6 @@ const FAULT_FLAG_USER: u32 = 1 << 6;
 /// `vm_fault_t` bits: a major fault; retry (the fault is handled again by a later call).
 const VM_FAULT_MAJOR: u32 = 0x4;
 const VM_FAULT_RETRY: u32 = 0x400;
-
-/// How a mechanism's program adds to the per-CPU fault counters: fexit runs preemptible,
-/// so another thread's fault on the same CPU can interleave with its add, which must be
-/// atomic; tp_btf and tracepoint programs run with preemption off, and a plain add is exact.
-#[inline(always)]
-fn add_by<const PREEMPTIBLE: bool>(counter: &mut u64, value: u64) {
-    match PREEMPTIBLE {
-        true => add(counter, value),
-        false => add_unpreempted(counter, value),
-    }
-}
 
 /// Counts one fault: its stack (`--stacks`), then `counted` applied to the entry's fault
 /// counters. Returns the entry. A fault is not attributed to a skill here: the host's ledger
@@ -84,7 +73,9 @@ fn kernel_fault<const PREEMPTIBLE: bool, C: StackIdContext>(
     if address >> 63 != 0 || stacks::walking() {
         return;
     }
-    let entry = count(ctx, tid, |faults| add_by::<PREEMPTIBLE>(&mut faults.kernel, 1));
+    let entry = count(ctx, tid, |faults| {
+        add_by::<PREEMPTIBLE>(&mut faults.kernel, 1)
+    });
     emit(
         entry,
         tid,

@@ -198,6 +198,18 @@ fn add_unpreempted(counter: &mut u64, value: u64) {
     *counter += value;
 }
 
+/// How a mechanism's program adds to its per-CPU counters: fexit and kprobes run with
+/// migration, not preemption, disabled, so another thread's event on the same CPU can
+/// interleave with the add, which must be atomic; tp_btf and tracepoint programs run with
+/// preemption off, and a plain add is exact.
+#[inline(always)]
+fn add_by<const PREEMPTIBLE: bool>(counter: &mut u64, value: u64) {
+    match PREEMPTIBLE {
+        true => add(counter, value),
+        false => add_unpreempted(counter, value),
+    }
+}
+
 #[inline(always)]
 fn max(counter: &mut u64, value: u64) {
     if value > *counter {

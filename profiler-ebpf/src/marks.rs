@@ -15,7 +15,7 @@ use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     helpers::{bpf_get_current_task_btf, bpf_probe_read_user},
     macros::{map, uprobe},
-    maps::{LruHashMap, PerCpuHashMap},
+    maps::{Array, PerCpuHashMap},
     programs::ProbeContext,
 };
 use skillprof_common::{HOST_SKILL, MarkEvent, PHASE_IDLE, PHASES, SkillCounters, SkillKey};
@@ -44,10 +44,26 @@ static MARK_SLOT_IN_CALL: Global<u32> = Global::new(crate::UNSET);
 #[unsafe(no_mangle)]
 static ATTRIBUTE_CALLS: Global<u32> = Global::new(crate::UNSET);
 
-/// Per host thread (key: tid): its mark slot as read at its latest mark. Written in place,
-/// so a mark costs a lookup, not an insert and a delete; LRU, so exited threads age out.
+/// A host thread's mark slot as read at its latest mark, with the thread's id.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct ThreadMark {
+    tid: u32,
+    _pad: u32,
+    slot: u64,
+}
+
+/// How many threads' marks `MARKS` keeps: a thread's place is its id's low bits.
+const THREAD_PLACES: u32 = 1 << 16;
+
+/// Per host thread, at its id's low bits: its latest mark. An array rather than a hash by
+/// tid: its lookup is an address the verifier computes inline, where a hash lookup and an
+/// LRU's write in place cost a mark 45 ns more and each memory call 15 (cmds/overhead.cmds,
+/// `--self-cost`). Two threads whose ids share their low 16 bits share a place: the latest
+/// to mark holds it, and the other's calls count in the host's row (`marks_overflow`) until
+/// its own next mark. Exited threads need no ageing out: their place is simply taken.
 #[map]
-static MARKS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+static MARKS: Array<ThreadMark> = Array::with_max_entries(THREAD_PLACES, 0);
 
 /// Per CPU, per (entry, skill, phase): the counters. Allocated as rows appear, since the
 /// number of skills is not known in advance. Userspace creates each entry's unattributed row
@@ -162,12 +178,9 @@ pub fn marked(tid: u32) {
         1 => unsafe { (*crate::syscalls::current_regs()).dx },
         _ => read_slot(),
     };
-    match MARKS.get_ptr_mut(&tid) {
-        // SAFETY: a live map value, written only by its own thread (the key is its tid).
-        Some(kept) => unsafe { *kept = slot },
-        None => {
-            let _ = MARKS.insert(&tid, &slot, 0);
-        }
+    if let Some(kept) = MARKS.get_ptr_mut(tid % THREAD_PLACES) {
+        // SAFETY: a live array value; of two threads sharing it, the latest mark wins.
+        unsafe { *kept = ThreadMark { tid, _pad: 0, slot } };
     }
 }
 
@@ -177,11 +190,22 @@ pub fn current(tid: u32) -> (u32, u32) {
     if !attributing() {
         return (HOST_SKILL, PHASE_IDLE);
     }
-    // SAFETY: a plain copy out of a live map value.
-    let Some(&slot) = (unsafe { MARKS.get(&tid) }) else {
+    let Some(&kept) = MARKS.get(tid % THREAD_PLACES) else {
         return (HOST_SKILL, PHASE_IDLE);
     };
-    decode(slot)
+    match kept.tid {
+        held if held == tid => decode(kept.slot),
+        // No thread has marked at this place.
+        0 => (HOST_SKILL, PHASE_IDLE),
+        // Another thread's mark holds it: one sharing the low bits (live, or exited before
+        // this one's first mark, when the call was the host's own work anyway).
+        _ => {
+            if let Some(counters) = counters(current_entry()) {
+                add(&mut counters.marks.overflow, 1);
+            }
+            (HOST_SKILL, PHASE_IDLE)
+        }
+    }
 }
 
 /// `skillhost_mark(request: u64, skill: u32, phase: u32)`: one event per mark, attached only

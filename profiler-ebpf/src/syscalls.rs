@@ -24,13 +24,14 @@ use aya_ebpf::{
     },
 };
 use skillprof_common::{
-    EAGAIN, EINVAL, ENOMEM, ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_GETRUSAGE, NR_MADVISE, NR_MMAP,
-    NR_MPROTECT, NR_MREMAP, NR_MUNMAP, PROT_EXEC, STACK_SYSCALL, SYS_BRK, SYS_MADVISE,
+    EAGAIN, EINVAL, ENOMEM, ExitGroupEvent, NR_BRK, NR_EXIT_GROUP, NR_GETRUSAGE, NR_MADVISE,
+    NR_MMAP, NR_MPROTECT, NR_MREMAP, NR_MUNMAP, PROT_EXEC, STACK_SYSCALL, SYS_BRK, SYS_MADVISE,
     SYS_MREMAP, SYS_MUNMAP, SysEnter, SyscallEvent, advice_class, syscall_kind,
 };
 
 use crate::{
-    PtRegs, add, counters, current_entry, emit, ids, is_host, marks, max, now, stacks, stop_state,
+    PtRegs, add_by, counters, current_entry, emit, ids, is_host, marks, max, now, stacks,
+    stop_state,
 };
 
 /// 1 with `--syscall-latency`: a load-time constant, so without it the verifier removes the
@@ -121,8 +122,15 @@ fn latency(tid: u32, nr: u32) -> u64 {
 }
 
 /// A syscall `nr` of the host returned `ret`; `args` are its first three arguments.
+/// `PREEMPTIBLE`: how the mechanism adds (`add_by`).
 #[inline(always)]
-fn exit<C: StackIdContext>(ctx: &C, tid: u32, nr: u32, args: [u64; 3], ret: i64) {
+fn exit<const PREEMPTIBLE: bool, C: StackIdContext>(
+    ctx: &C,
+    tid: u32,
+    nr: u32,
+    args: [u64; 3],
+    ret: i64,
+) {
     let Some(kind) = syscall_kind(nr) else {
         return;
     };
@@ -139,39 +147,39 @@ fn exit<C: StackIdContext>(ctx: &C, tid: u32, nr: u32, args: [u64; 3], ret: i64)
     if let Some(row) = marks::row(entry, skill, phase)
         && let Some(counts) = row.syscalls.get_mut(kind)
     {
-        add(&mut counts.calls, 1);
-        add(&mut counts.bytes, bytes);
+        add_by::<PREEMPTIBLE>(&mut counts.calls, 1);
+        add_by::<PREEMPTIBLE>(&mut counts.bytes, bytes);
     }
     let Some(c) = counters(entry) else {
         return;
     };
     let took = latency(tid, nr);
     if let Some(counts) = c.syscalls.get_mut(kind) {
-        add(&mut counts.calls, 1);
-        add(&mut counts.bytes, bytes);
+        add_by::<PREEMPTIBLE>(&mut counts.calls, 1);
+        add_by::<PREEMPTIBLE>(&mut counts.bytes, bytes);
         if failed {
-            add(&mut counts.errors, 1);
+            add_by::<PREEMPTIBLE>(&mut counts.errors, 1);
             match -ret {
-                ENOMEM => add(&mut counts.enomem, 1),
-                EINVAL => add(&mut counts.einval, 1),
-                EAGAIN => add(&mut counts.eagain, 1),
+                ENOMEM => add_by::<PREEMPTIBLE>(&mut counts.enomem, 1),
+                EINVAL => add_by::<PREEMPTIBLE>(&mut counts.einval, 1),
+                EAGAIN => add_by::<PREEMPTIBLE>(&mut counts.eagain, 1),
                 _ => {}
             }
         }
         if took > 0 {
-            add(&mut counts.lat_ns, took);
+            add_by::<PREEMPTIBLE>(&mut counts.lat_ns, took);
             max(&mut counts.lat_max_ns, took);
         }
     }
     if matches!(nr, NR_MMAP | NR_MPROTECT) && !failed && args[2] & PROT_EXEC != 0 {
-        add(&mut c.exec.calls, 1);
-        add(&mut c.exec.bytes, bytes);
+        add_by::<PREEMPTIBLE>(&mut c.exec.calls, 1);
+        add_by::<PREEMPTIBLE>(&mut c.exec.bytes, bytes);
     }
     if kind == SYS_MADVISE
         && let Some(advice) = c.madvise.get_mut(advice_class(args[2]))
     {
-        add(&mut advice.calls, 1);
-        add(&mut advice.bytes, bytes);
+        add_by::<PREEMPTIBLE>(&mut advice.calls, 1);
+        add_by::<PREEMPTIBLE>(&mut advice.bytes, bytes);
     }
     if kind == SYS_MUNMAP
         && let Some(stop) = stop_state()
@@ -188,7 +196,11 @@ fn exit<C: StackIdContext>(ctx: &C, tid: u32, nr: u32, args: [u64; 3], ret: i64)
         SYS_MREMAP => args[2],
         _ => args[1],
     };
-    let advice = if kind == SYS_MADVISE { args[2] as u32 } else { 0 };
+    let advice = if kind == SYS_MADVISE {
+        args[2] as u32
+    } else {
+        0
+    };
     emit(
         entry,
         tid,
@@ -284,7 +296,7 @@ pub fn tp_sys_exit(ctx: TracePointContext) -> u32 {
     let record = ctx.as_ptr().cast::<TraceExit>();
     // SAFETY: as above.
     let (nr, ret) = unsafe { ((*record).nr as u32, (*record).ret) };
-    exit(&ctx, tid, nr, user_args(current_regs()), ret);
+    exit::<false, _>(&ctx, tid, nr, user_args(current_regs()), ret);
     0
 }
 
@@ -298,8 +310,7 @@ pub fn btf_sys_enter(ctx: BtfTracePointContext) -> i32 {
     }
     let id: i64 = ctx.arg(1);
     let nr = id as u32;
-    if nr != NR_EXIT_GROUP && nr != NR_GETRUSAGE && (!latency_on() || syscall_kind(nr).is_none())
-    {
+    if nr != NR_EXIT_GROUP && nr != NR_GETRUSAGE && (!latency_on() || syscall_kind(nr).is_none()) {
         return 0;
     }
     let regs: *const PtRegs = ctx.arg(0);
@@ -319,7 +330,7 @@ pub fn btf_sys_exit(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let ret: i64 = ctx.arg(1);
-    exit(&ctx, tid, nr, user_args(regs), ret);
+    exit::<false, _>(&ctx, tid, nr, user_args(regs), ret);
     0
 }
 
@@ -348,7 +359,7 @@ pub fn kretprobe_sys_exit(ctx: RetProbeContext) -> u32 {
     }
     let regs = current_regs();
     let ret: i64 = ctx.ret();
-    exit(&ctx, tid, user_nr(regs), user_args(regs), ret);
+    exit::<true, _>(&ctx, tid, user_nr(regs), user_args(regs), ret);
     0
 }
 
@@ -376,7 +387,7 @@ macro_rules! fentry_fexit {
             // fexit's context: the arguments (the user registers), then the return value.
             let regs: *const PtRegs = ctx.arg(0);
             let ret: i64 = ctx.arg(1);
-            exit(&ctx, tid, $nr, user_args(regs), ret);
+            exit::<true, _>(&ctx, tid, $nr, user_args(regs), ret);
             0
         }
     };

@@ -27,13 +27,11 @@ use aya_ebpf::{
 };
 use skillprof_common::{
     HOST_SKILL, NO_STACK, OFF_CPU_EVERY_STACK, OFF_CPU_WAITS, OffCpu, TIME_BLOCKED, TIME_ON_CPU,
-    TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeSample, TimeValue, WAIT_STACK_DEPTH,
-    WAIT_STACK_ID, WaitStack,
+    TIME_RUNNABLE, TIME_SLEEPING, TimeKey, TimeSample, TimeValue, WAIT_STACK_DEPTH, WAIT_STACK_ID,
+    WaitStack,
 };
 
-use aya_ebpf::helpers::{
-    bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_prandom_u32, bpf_get_task_stack,
-};
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_get_task_stack};
 
 use crate::{
     TASK_PID, TASK_TGID, add, add_unpreempted, counters, current_entry, ids, is_host, marks, now,
@@ -61,8 +59,7 @@ static WAIT_WALK_IDLE_NS: Global<u64> = Global::new(crate::UNSET as u64 + 2);
 /// Wait stack id → its kernel stack. Never cleared in a session: a host's waits come from
 /// a few hundred places.
 #[map]
-static WAIT_STACKS: HashMap<u32, WaitStack> =
-    HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
+static WAIT_STACKS: HashMap<u32, WaitStack> = HashMap::with_max_entries(4096, BPF_F_NO_PREALLOC);
 
 /// Where a wait's stack is put together, too big for the BPF stack.
 #[map]
@@ -175,14 +172,7 @@ const PT_REGS_CS: usize = 17 * 8;
 
 /// Adds `ns` of time in `state` to a key of `entry`, and one sample or interval.
 #[inline(always)]
-fn count(
-    entry: u32,
-    skill: u32,
-    phase: u32,
-    state: u32,
-    stacks: (i32, i32, u32),
-    ns: u64,
-) {
+fn count(entry: u32, skill: u32, phase: u32, state: u32, stacks: (i32, i32, u32), ns: u64) {
     let key = TimeKey {
         entry,
         skill,
@@ -295,13 +285,18 @@ pub fn profile_sample(ctx: PerfEventContext) -> u32 {
 pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
     let (tid, tgid) = ids();
     if is_host(tgid) && tid != 0 {
-        let kernel = bpf_get_current_pid_tgid();
-        if crate::in_pid_namespace()
-            && let Some(host) = HOST_KERNEL_TGID.get_ptr_mut(0)
-        {
-            // SAFETY: a live map value; every writer writes the same number.
-            unsafe { *host = (kernel >> 32) as u32 };
-        }
+        // The kernel's ids differ from `ids()`'s only in a PID namespace of skillprof's own.
+        let kernel_tid = match crate::in_pid_namespace() {
+            true => {
+                let kernel = bpf_get_current_pid_tgid();
+                if let Some(host) = HOST_KERNEL_TGID.get_ptr_mut(0) {
+                    // SAFETY: a live map value; every writer writes the same number.
+                    unsafe { *host = (kernel >> 32) as u32 };
+                }
+                kernel as u32
+            }
+            false => tid,
+        };
         let preempt: u64 = ctx.arg(0);
         let prev_state: u64 = ctx.arg(3);
         // TASK_INTERRUPTIBLE 0x1, TASK_UNINTERRUPTIBLE 0x2; a preempted task is runnable
@@ -315,7 +310,7 @@ pub fn btf_sched_switch(ctx: BtfTracePointContext) -> u32 {
             (0, 0, stopped) if stopped != 0 => TIME_SLEEPING,
             _ => TIME_RUNNABLE,
         };
-        switched_out(&ctx, tid, kernel as u32, state);
+        switched_out(&ctx, ctx.arg(1), tid, kernel_tid, state);
     }
     let next: *const u8 = ctx.arg(2);
     // SAFETY: `next` is a task the verifier types from BTF; loads at constant offsets of its
@@ -357,9 +352,16 @@ pub fn btf_sched_wakeup(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
-/// Host thread `tid` (`kernel_tid` as the kernel numbers it) leaves its CPU in `state`.
+/// Host thread `tid` (the task `prev`, `kernel_tid` as the kernel numbers it) leaves its CPU
+/// in `state`.
 #[inline(always)]
-fn switched_out(ctx: &BtfTracePointContext, tid: u32, kernel_tid: u32, state: u32) {
+fn switched_out(
+    ctx: &BtfTracePointContext,
+    prev: *const u8,
+    tid: u32,
+    kernel_tid: u32,
+    state: u32,
+) {
     let entry = current_entry();
     let (skill, phase) = marks::slot_now(tid);
     let stacks = if OFF_CPU_STACKS.load() == OFF_CPU_EVERY_STACK {
@@ -371,8 +373,7 @@ fn switched_out(ctx: &BtfTracePointContext, tid: u32, kernel_tid: u32, state: u3
         (NO_STACK, NO_STACK)
     };
     let run_delay_ns = match sched_info_known() {
-        // SAFETY: a helper without arguments; it gives the current task, typed from BTF.
-        true => run_delay(unsafe { bpf_get_current_task_btf() } as *const u8),
+        true => run_delay(prev),
         false => 0,
     };
     let off = OffCpu {
