@@ -445,9 +445,6 @@ fn switched_in(next: *const u8, tid: u32) {
     let left_with = (off.user_stack, off.kernel_stack, 0);
     span(off, TIME_RUNNABLE, left_with, woken, now, entry);
     off.since_ns = 0;
-    if let Some(counters) = counters(entry) {
-        add_unpreempted(&mut counters.time.switches_in, 1);
-    }
 }
 
 /// The kernel stack task `next` slept on (it has not run since), as a wait stack id, or
@@ -516,8 +513,12 @@ fn span(off: &OffCpu, state: u32, stacks: (i32, i32, u32), start: u64, end: u64,
     if end <= start {
         return;
     }
-    let began = ENTRY_BEGAN.get(0).copied().unwrap_or(0);
-    let split = if off.entry != entry && began > start {
+    // The boundary is read only for an interval that crossed one: most stay in one entry.
+    let began = match off.entry == entry {
+        true => 0,
+        false => ENTRY_BEGAN.get(0).copied().unwrap_or(0),
+    };
+    let split = if began > start {
         let split = began.min(end);
         count(
             off.entry,

@@ -776,9 +776,8 @@ counters! {
     pub struct TimeCounts {
         /// CPU samples that landed on a host thread.
         samples: sum,
-        /// Times a host thread left a CPU, and came back to one.
+        /// Times a host thread left a CPU.
         switches_out: sum,
-        switches_in: sum,
         /// Samples or intervals counted without a stack they should have had (the stack map
         /// full, or a hash collision in it).
         stacks_lost: sum,
