@@ -12,7 +12,10 @@ use crate::ground::band::Band;
 use crate::ground::cmds::{Command, InFlightCap, Plan};
 use crate::ground::machine::Machine;
 use crate::producers::hostctl::{HostProcess, SampleSkills, SkillsDir, attach, trim};
-use crate::producers::probes::{self, ProbeOptions, time::OffCpuMode};
+use crate::producers::probes::{
+    self, ProbeOptions,
+    time::{DEFAULT_HZ, OffCpuMode},
+};
 use crate::producers::system::sysctl;
 use crate::record::host::{Cores, TrimBy};
 use crate::record::profile::{HostProfile, HostSpec, PythonSample, Registry};
@@ -178,10 +181,11 @@ impl RunConfig {
                 options.mode = args.probe_mode()?;
                 options.syscall_latency = args.syscall_latency;
                 options.no_markers = args.no_markers;
-                options.time = args.time.options(match attached {
+                let off_cpu = match attached {
                     Some(_) => OffCpuMode::States,
                     None => OffCpuMode::Waits,
-                })?;
+                };
+                options.time = args.time.options(off_cpu, DEFAULT_HZ)?;
                 // Where the host's component files are: the run's own skills folder for a
                 // host it starts, the directory given for one it attaches to.
                 options.skills_dir = match &attached {

@@ -24,7 +24,7 @@ use clap::Args;
 
 use crate::producers::hostctl::{HostProcess, HostStartArgs, SampleSkills, SkillsDir};
 use crate::producers::probes::ledger::HostLedger;
-use crate::producers::probes::time::{OffCpuMode, TimeArgs};
+use crate::producers::probes::time::{DEFAULT_HZ, OffCpuMode, TimeArgs};
 use crate::producers::probes::{ProbeOptions, ProbeSession};
 use crate::producers::traffic::generator::{self, StepPlan, Targets};
 use crate::record::probes::ProbeMode;
@@ -439,7 +439,7 @@ const MAX_STEPS: u32 = 1024;
 /// The time profile's probes on the host, its samples put on a timeline for the steps'
 /// stalls; none (said on stderr, and in the steps by what they lack) where they cannot load.
 fn probe(args: &SloArgs, pid: u32, skills: &Path) -> Result<Option<ProbeSession>> {
-    let Some(mut time) = args.time.options(OffCpuMode::Off)? else {
+    let Some(mut time) = args.time.options(OffCpuMode::Off, DEFAULT_HZ)? else {
         return Ok(None);
     };
     time.timeline = true;

@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use crate::ground::cmds::MAX_WATCH_S;
 use crate::producers::hostctl::process::ExitWatch;
 use crate::producers::hostctl::{Client, HostStartArgs};
-use crate::producers::probes::time::{OffCpuMode, TimeArgs, TimeOptions};
+use crate::producers::probes::time::{OffCpuMode, TimeArgs, TimeOptions, WATCH_HZ};
 use crate::producers::probes::{self, ProbeOptions, ProbeSession};
 use crate::record::probes::ProbeMode;
 use crate::record::profile::HostProfile;
@@ -227,7 +227,7 @@ async fn watch(args: WatchArgs) -> Result<ExitCode> {
     // The endpoint and the recording's folder first: a bad web configuration, a busy address
     // or a folder that cannot be written fails before anything is started or attached.
     // A profile rate the kernel would refuse, too.
-    let time = args.time.options(OffCpuMode::Off)?;
+    let time = args.time.options(OffCpuMode::Off, WATCH_HZ)?;
     let (listener, protection) = endpoint(&args).await?;
     let address = listener.local_addr()?;
     let recording = recording(&args, time)?;

@@ -95,8 +95,8 @@ pub const WAIT_WALK_IDLE: std::time::Duration = std::time::Duration::from_millis
 pub struct TimeArgs {
     /// The profile clock's rate: samples a second of each CPU, counted when a host thread is
     /// on it (the entries' cpu_* columns, profile/ENTRY.*). Its cost grows with the rate
-    /// (at 97, 0.14-0.25% of the host's CPU: docs/time.md); at most
-    /// kernel.perf_event_max_sample_rate [default: 97].
+    /// (docs/defaults.md); at most kernel.perf_event_max_sample_rate [default: 97, and 19 in
+    /// `watch`].
     #[arg(long, value_name = "HZ", conflicts_with = "no_profile")]
     pub profile_hz: Option<u64>,
 
@@ -119,14 +119,14 @@ pub struct TimeArgs {
 }
 
 impl TimeArgs {
-    /// The checked options (`None`: no profile); `off_cpu`: the command's default.
-    pub fn options(&self, off_cpu: OffCpuMode) -> Result<Option<TimeOptions>> {
+    /// The checked options (`None`: no profile); `off_cpu` and `hz`: the command's defaults.
+    pub fn options(&self, off_cpu: OffCpuMode, hz: u64) -> Result<Option<TimeOptions>> {
         if self.no_profile {
             return Ok(None);
         }
         let options = TimeOptions {
             timeline: false,
-            hz: self.profile_hz.unwrap_or(DEFAULT_HZ),
+            hz: self.profile_hz.unwrap_or(hz),
             off_cpu: self.off_cpu.unwrap_or(off_cpu),
         };
         options.check()?;
@@ -137,6 +137,12 @@ impl TimeArgs {
 /// The profile clock's default rate: a prime near 100, so the clock does not tick in step
 /// with the host's own periodic work (a 10 ms timer would always be seen, or never).
 pub const DEFAULT_HZ: u64 = 97;
+
+/// The watch's: always on, on every CPU whether the host is busy or not, and read over hours,
+/// where 19 samples a second of each CPU still hold thousands of the host's; a prime for the
+/// same reason, the rate of the OpenTelemetry eBPF profiler, which promises at most 1% of the
+/// CPU. At 97 Hz the clock alone was 0.55% of a quiet host's CPU over an hour (issue 70).
+pub const WATCH_HZ: u64 = 19;
 
 /// The kernel's limit on a perf event's sampling rate.
 const MAX_RATE: &str = "/proc/sys/kernel/perf_event_max_sample_rate";
