@@ -357,7 +357,8 @@ counters! {
         /// filled from the ledger by userspace.
         hits: sum,
         /// Marks for skills beyond the ledger's rows, and (exact mode) events counted in the
-        /// unattributed row because the skill table was full.
+        /// unattributed row because the skill table was full or another thread's mark held
+        /// the thread's place (threads whose ids share their low 16 bits).
         overflow: sum,
     }
 }
