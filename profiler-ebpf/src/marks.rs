@@ -160,7 +160,7 @@ pub fn keeps_slots() -> bool {
 #[inline(always)]
 pub fn slot_now(tid: u32) -> (u32, u32) {
     match attributing() {
-        true => current(tid),
+        true => held(tid).0,
         false => decode(read_slot()),
     }
 }
@@ -184,27 +184,33 @@ pub fn marked(tid: u32) {
     }
 }
 
-/// The skill and phase thread `tid` of the host works on now (the unattributed row if none).
+/// The skill and phase thread `tid` of the host works on now (the unattributed row if none),
+/// for a memory call, which counts in skills.csv's host row when another thread's mark holds
+/// the thread's place: `marks_overflow` counts those calls.
 #[inline(always)]
 pub fn current(tid: u32) -> (u32, u32) {
-    if !attributing() {
-        return (HOST_SKILL, PHASE_IDLE);
+    let (slot, shared) = held(tid);
+    if shared && let Some(counters) = counters(current_entry()) {
+        add(&mut counters.marks.overflow, 1);
     }
-    let Some(&kept) = MARKS.get(tid % THREAD_PLACES) else {
-        return (HOST_SKILL, PHASE_IDLE);
-    };
-    match kept.tid {
-        held if held == tid => decode(kept.slot),
+    slot
+}
+
+/// The skill and phase thread `tid`'s latest mark left, and whether another thread's mark
+/// holds its place instead (one sharing the low bits, live, or exited before this one's
+/// first mark, when its work was the host's own anyway).
+#[inline(always)]
+pub fn held(tid: u32) -> ((u32, u32), bool) {
+    let unattributed = (HOST_SKILL, PHASE_IDLE);
+    if !attributing() {
+        return (unattributed, false);
+    }
+    match MARKS.get(tid % THREAD_PLACES) {
+        Some(kept) if kept.tid == tid => (decode(kept.slot), false),
         // No thread has marked at this place.
-        0 => (HOST_SKILL, PHASE_IDLE),
-        // Another thread's mark holds it: one sharing the low bits (live, or exited before
-        // this one's first mark, when the call was the host's own work anyway).
-        _ => {
-            if let Some(counters) = counters(current_entry()) {
-                add(&mut counters.marks.overflow, 1);
-            }
-            (HOST_SKILL, PHASE_IDLE)
-        }
+        Some(kept) if kept.tid == 0 => (unattributed, false),
+        Some(_) => (unattributed, true),
+        None => (unattributed, false),
     }
 }
 

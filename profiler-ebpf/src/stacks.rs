@@ -55,7 +55,7 @@ pub fn sample<C: StackIdContext>(ctx: &C, tid: u32, entry: u32, kind: u32) {
     if STACKS.load() == 0 {
         return;
     }
-    let (skill, _) = marks::current(tid);
+    let ((skill, _), _) = marks::held(tid);
     let Some(counters) = counters(entry) else {
         return;
     };

@@ -1,24 +1,25 @@
 //! What a run costs the host it profiles: a short workload run again and again with the
-//! probes in the host-only mode (`--probes host-only`), the same without markers
-//! (`--no-markers`), in exact mode (`--probes exact`), and off (`--no-probes`), a second
-//! probes-off run as the control, and the host-only mode with every mark recorded K times
+//! probes as a lab run has them by default (`--probes calls`: the memory calls traced, the
+//! faults the kernel's own counts), the same without markers (`--no-markers`), in exact mode
+//! (`--probes exact`: also a program on every fault), and off (`--no-probes`), a second
+//! probes-off run as the control, and the default with every mark recorded K times
 //! (skillhost's `--mark-repeat K`), which amplifies the marks' cost above the machine's noise
 //! to measure a mark's cost in the busy host.
 //! Each round runs its conditions in a random order, so that drift on a noisy machine hits all
 //! alike. Metrics per run, from the run's own typed records (entries.jsonl): the host's CPU
 //! time (utime + stime of every host thread, summed over the entries), the workload's wall
 //! time (took_ms summed), and the median request latency of its busiest entry. Per round,
-//! host-only/off, exact/off and off-again/off are ratios; the figure is the median ratio with
+//! default/off, exact/off and off-again/off are ratios; the figure is the median ratio with
 //! a bootstrap 95% interval, and the control's interval shows how small an effect the
-//! machine's noise lets the benchmark see. Beside the direct comparison, the host-only mode's
+//! machine's noise lets the benchmark see. Beside the direct comparison, the default's marks'
 //! cost by the machine's cost model (probe_cost's figure per mark times the runs' marks).
 //! Figures only, no pass/fail.
 //!
 //!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE --amplify K
-//!         --default-only | --exact-only [-- HOST_FLAGS]]
+//!         --default-only | --exact-only | --time-only [-- HOST_FLAGS]]
 //!
 //! `--default-only` leaves out exact mode and --no-markers (rounds take half as long). Both
-//! end with the default mode's cost in parts: its programs by the kernel's count in one more
+//! end with the default's cost in parts: its programs by the kernel's count in one more
 //! run with `--self-cost` (and the count's own floor within it), its marks at the busy
 //! host's price, what is left of the measured median, and skillprof's sampler beside.
 //! `--exact-only` runs host-only, exact, off and off again, and compares exact mode with the
@@ -60,7 +61,7 @@ struct Flags {
     /// The amplified condition's skillhost --mark-repeat (2 to 1000).
     #[arg(long, default_value_t = 33)]
     amplify: u32,
-    /// Only the default mode's conditions.
+    /// Only the lab default's conditions.
     #[arg(long)]
     default_only: bool,
     /// Only the exact mode's conditions.
@@ -87,27 +88,32 @@ struct Options {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Condition {
+    /// A lab run's default: the memory calls traced (`--probes calls`) and the time profile
+    /// at a started host's defaults.
     Default,
+    /// The host-only mode (`--attach`'s default): the base of `--time-only`'s conditions
+    /// and of `--exact-only`'s comparison.
+    HostOnly,
     Exact,
     Off,
     OffAgain,
-    /// The default mode with `--no-markers`: what the markers cost, in the host, by difference.
+    /// The lab default with `--no-markers`: what the markers cost, in the host, by difference.
     NoMarkers,
-    /// The default mode with every mark recorded `--amplify` times.
+    /// The lab default with every mark recorded `--amplify` times.
     Amplified,
-    /// The default mode with the switch programs taking no stacks (`--off-cpu states`).
+    /// The host-only mode with the switch programs taking no stacks (`--off-cpu states`).
     OffCpuStates,
-    /// The default mode with every wait's stacks walked (`--off-cpu stacks`, the default of a
-    /// started host until 2026-12-05).
+    /// The host-only mode with every wait's stacks walked (`--off-cpu stacks`, the default of
+    /// a started host until 2026-12-05).
     OffCpuStacks,
-    /// The default mode with the profile clock only (`--off-cpu off`).
+    /// The host-only mode with the profile clock only (`--off-cpu off`).
     SamplingOnly,
-    /// The default mode without the time profile (`--no-profile`), and again as the control.
+    /// The host-only mode without the time profile (`--no-profile`), and again as the control.
     NoProfile,
     NoProfileAgain,
 }
 
-const CONDITIONS: usize = 11;
+const CONDITIONS: usize = 12;
 
 /// One run's figures.
 #[derive(Clone, Copy, Default)]
@@ -137,14 +143,16 @@ fn main() -> Result<()> {
         let mut order = vec![Condition::Default, Condition::Off, Condition::OffAgain];
         if options.time_only {
             order = vec![
-                Condition::Default,
+                Condition::HostOnly,
                 Condition::OffCpuStacks,
                 Condition::OffCpuStates,
                 Condition::SamplingOnly,
                 Condition::NoProfile,
                 Condition::NoProfileAgain,
             ];
-        } else if !options.exact_only {
+        } else if options.exact_only {
+            order = vec![Condition::HostOnly, Condition::Off, Condition::OffAgain];
+        } else {
             order.push(Condition::Amplified);
         }
         if !options.default_only && !options.time_only {
@@ -231,11 +239,12 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
 
 fn condition_args(condition: Condition) -> &'static [&'static str] {
     match condition {
-        Condition::Default => &["--probes", "host-only"],
+        Condition::Default => &["--probes", "calls"],
+        Condition::HostOnly => &["--probes", "host-only"],
         Condition::Exact => &["--probes", "exact"],
         Condition::Off | Condition::OffAgain => &["--no-probes"],
-        Condition::NoMarkers => &["--probes", "host-only", "--no-markers"],
-        Condition::Amplified => &["--probes", "host-only"],
+        Condition::NoMarkers => &["--probes", "calls", "--no-markers"],
+        Condition::Amplified => &["--probes", "calls"],
         Condition::OffCpuStates => &["--probes", "host-only", "--off-cpu", "states"],
         Condition::OffCpuStacks => &["--probes", "host-only", "--off-cpu", "stacks"],
         Condition::SamplingOnly => &["--probes", "host-only", "--off-cpu", "off"],
@@ -310,7 +319,7 @@ fn report_time(
         median_of(rounds, Condition::NoProfile, |m| m.wall_ms)
     );
     let lines = [
-        ("defaults (--off-cpu waits) / none", Condition::Default),
+        ("defaults (--off-cpu waits) / none", Condition::HostOnly),
         ("--off-cpu stacks / none", Condition::OffCpuStacks),
         ("--off-cpu states / none", Condition::OffCpuStates),
         (
@@ -409,17 +418,17 @@ fn report_exact(options: &Options, rounds: &[[Measured; CONDITIONS]]) {
         println!(
             "{name}: host-only {:.1}, exact {:.1} (medians, ms); exact / host-only {}; \
              exact / off {}; control, off again / off {}",
-            median_of(rounds, Condition::Default, metric),
+            median_of(rounds, Condition::HostOnly, metric),
             median_of(rounds, Condition::Exact, metric),
-            change(&ratios(Condition::Exact, Condition::Default, metric), 3),
+            change(&ratios(Condition::Exact, Condition::HostOnly, metric), 3),
             change(&ratios(Condition::Exact, Condition::Off, metric), 5),
             change(&ratios(Condition::OffAgain, Condition::Off, metric), 7),
         );
     }
 }
 
-/// The default mode against off, the control, and a mark's price in the busy host. Returns
-/// the default mode's marks at that price, in % of the host's CPU: median, low, high.
+/// The lab default against off, the control, and a mark's price in the busy host. Returns
+/// the lab default's marks at that price, in % of the host's CPU: median, low, high.
 fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
     let ratios = |condition: Condition, metric: fn(&Measured) -> f64| -> Vec<f64> {
         rounds
@@ -447,7 +456,7 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
         median_of(rounds, Condition::Off, wall)
     );
     let mut lines = vec![
-        ("default mode / off", Condition::Default),
+        ("lab default (--probes calls) / off", Condition::Default),
         ("control, off again / off", Condition::OffAgain),
         ("marks recorded ×K / off", Condition::Amplified),
     ];
@@ -455,7 +464,7 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
         lines.extend([
             ("exact mode / off", Condition::Exact),
             (
-                "default mode without markers (--no-markers) / off",
+                "lab default without markers (--no-markers) / off",
                 Condition::NoMarkers,
             ),
         ]);
@@ -470,7 +479,7 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
             change(&ratios(*condition, serving), seed + 21),
         );
     }
-    // A mark in the busy host: the amplified runs' CPU above the default mode's, per extra
+    // A mark in the busy host: the amplified runs' CPU above the lab default's, per extra
     // recording of a mark, round by round.
     let per_mark: Vec<f64> = rounds
         .iter()
@@ -490,12 +499,12 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
          recorded ×{} minus once, per extra recording, median of rounds)",
         options.amplify
     );
-    // What the default mode's marks cost the host at that price: its only per-request work.
+    // What the lab default's marks cost the host at that price.
     let marks = median_of(rounds, Condition::Default, |m| m.marks as f64);
     let off_ms = median_of(rounds, Condition::Off, cpu);
     let percent = |ns: f64| 100.0 * marks * ns / (off_ms * 1e6);
     println!(
-        "default mode's marks at that price: {:.0} marks × {mark_ns:.0} ns = {:+.2}% [{:+.2}%, \
+        "lab default's marks at that price: {:.0} marks × {mark_ns:.0} ns = {:+.2}% [{:+.2}%, \
          {:+.2}%] of the host's CPU with probes off",
         marks,
         percent(mark_ns),
@@ -506,8 +515,8 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
     [percent(mark_ns), percent(lo), percent(hi)]
 }
 
-/// The default mode's cost in parts, beside the measured total (default / off, above):
-/// - its BPF programs, by the kernel's count in one more run of the default mode with
+/// The lab default's cost in parts, beside the measured total (default / off, above):
+/// - its BPF programs, by the kernel's count in one more run of the lab default with
 ///   `--self-cost`, against that run's host CPU: an upper bound of what they add to the host,
 ///   since the count includes the runs on other processes' events, and the part of it that
 ///   is the count's own floor (an empty program's time a run, times the runs);
@@ -557,7 +566,7 @@ fn split(
         .floor
         .and_then(|f| f.ns_per_run())
         .map(|ns| (ns, share(ns * costs.total_runs as f64)));
-    println!("\nthe default mode's cost in parts (shares of the host's CPU):");
+    println!("\nthe lab default's cost in parts (shares of the host's CPU):");
     println!("measured: {total:+.1}% [{lo:+.1}, {hi:+.1}] (default / off, above)");
     println!(
         "BPF programs, by the kernel's count in one --self-cost run: {programs:.2}% ({}){}",
@@ -605,18 +614,18 @@ fn median_of(
     stats::median(&values)
 }
 
-/// What the default mode adds by the machine's cost model: the only thing it adds to the
-/// host's ordinary work is each mark's reading into the ledger, so its cost is the runs'
-/// marks times probe_cost's figure per mark, against the host CPU of the same runs. An interval far
-/// narrower than the direct comparison's, which this machine's run-to-run noise widens.
+/// What the lab default's marks add by the machine's cost model: each mark's reading into the
+/// ledger, the runs' marks times probe_cost's figure per mark, against the host CPU of the
+/// same runs (its programs are the kernel's count, in the split). An interval far narrower
+/// than the direct comparison's, which this machine's run-to-run noise widens.
 fn modelled(rounds: &[[Measured; CONDITIONS]]) {
     let machine = match Machine::read() {
         Ok(machine) => machine,
-        Err(e) => return println!("default mode, modelled: NOT COMPUTED ({e:#})"),
+        Err(e) => return println!("lab default, modelled: NOT COMPUTED ({e:#})"),
     };
     let model = match CostModel::load(Path::new(cost_model::DEFAULT_PATH), &machine) {
         Ok(model) => model,
-        Err(why) => return println!("default mode, modelled: NOT COMPUTED ({why})"),
+        Err(why) => return println!("lab default, modelled: NOT COMPUTED ({why})"),
     };
     let marks = median_of(rounds, Condition::Default, |m| m.marks as f64);
     let cpu_ms = median_of(rounds, Condition::Default, |m| m.host_cpu_ms);
@@ -630,12 +639,12 @@ fn modelled(rounds: &[[Measured; CONDITIONS]]) {
         Ok(modelled) => {
             let percent = |ns: f64| format!("{:+.2}%", 100.0 * ns / (cpu_ms * 1e6));
             println!(
-                "default mode, modelled: {modelled}; {} [{}, {}] of the host's median CPU",
+                "lab default's marks, modelled: {modelled}; {} [{}, {}] of the host's median CPU",
                 percent(modelled.total_ns.median),
                 percent(modelled.total_ns.lo),
                 percent(modelled.total_ns.hi)
             );
         }
-        Err(why) => println!("default mode, modelled: NOT COMPUTED ({why})"),
+        Err(why) => println!("lab default, modelled: NOT COMPUTED ({why})"),
     }
 }

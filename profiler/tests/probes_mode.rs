@@ -14,7 +14,7 @@
 mod common;
 
 use common::exercise::Exercise;
-use common::{loaded_ids, loaded_since, require_root, taxing_programs};
+use common::{loaded_ids, loaded_since, programs_of, require_root, taxing_programs};
 use skillprof::producers::probes::{ProbeOptions, ProbeSession};
 use skillprof::producers::sample::process;
 use skillprof::record::probes::{Probe, ProbeMode};
@@ -154,6 +154,57 @@ fn the_default_mode_loads_no_program_that_taxes_other_processes() {
         "exact mode loaded none of the syscall and fault programs {taxing:?}: {ours:?}"
     );
     drop(exact);
+
+    // The calls mode (a lab run's default): the memory calls' programs, none on the faults,
+    // whose counts are the kernel's as in the host-only mode.
+    let before = loaded_ids();
+    let calls = ProbeSession::start(
+        pid,
+        &ProbeOptions {
+            max_entries: 2,
+            mode: ProbeMode::Calls,
+            ..ProbeOptions::default()
+        },
+    )
+    .unwrap();
+    let ours = loaded_since(&before);
+    println!("calls mode loaded: {ours:?}");
+    let syscalls = programs_of(|probe| probe == Probe::Syscalls);
+    let faults = programs_of(|probe| probe == Probe::PageFaults);
+    assert!(
+        ours.intersection(&syscalls).next().is_some(),
+        "the calls mode loaded none of the memory calls' programs {syscalls:?}: {ours:?}"
+    );
+    assert!(
+        ours.intersection(&faults).next().is_none(),
+        "the calls mode loaded a fault program: {ours:?}"
+    );
+    for probe in [Probe::PageFaults, Probe::MajorFaults] {
+        let status = calls
+            .statuses()
+            .iter()
+            .find(|status| status.probe == probe)
+            .unwrap();
+        assert!(
+            status.exact_only() && status.detail.contains("--probes exact"),
+            "{probe}: {status:?}"
+        );
+    }
+    calls.begin_entry(1).unwrap();
+    exercise.cmd("mark 259");
+    exercise.cmd("mmap 1 4194304");
+    exercise.cmd("mark 0");
+    let metrics = calls.entry(1).unwrap();
+    assert_eq!(metrics.read(Probe::PageFaults, |c| c.faults.user), None);
+    let skills = metrics.skills.as_ref().expect("the ledger was read");
+    assert!(
+        skills
+            .iter()
+            .any(|row| row.skill.is_some()
+                && row.counts.syscalls[skillprof_common::SYS_MMAP].calls >= 1),
+        "the marked mmap is not the skill's: {skills:#?}"
+    );
+    drop(calls);
 
     // --no-markers: neither the ledger nor the marker's uprobe, and the probe table says why.
     let before = loaded_ids();

@@ -58,7 +58,10 @@ fn pooling() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
     RUN.get_or_init(|| {
         let model = cost_model();
+        // Exact mode: the fault program's events priced by the model too.
         let args = [
+            "--probes",
+            "exact",
             "--cost-model",
             model.to_str().unwrap(),
             "--",

@@ -294,7 +294,7 @@ fn a_host_without_markers_is_profiled_by_entry_and_says_so() {
     // The entries are still measured.
     let commands = csv_rows(&folder.join("commands.csv"));
     let mixed = &commands[1];
-    assert!(cell::<u64>(mixed, "faults_user") >= 2 * 256, "{mixed:?}");
+    assert!(cell::<u64>(mixed, "minflt") >= 2 * 256, "{mixed:?}");
     assert_eq!(
         mixed["marks_hits"], "",
         "a probe that did not attach writes empty cells"

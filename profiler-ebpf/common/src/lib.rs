@@ -356,9 +356,9 @@ counters! {
         /// Marks the host's ledger counted (each began or ended a stretch of a skill's phase);
         /// filled from the ledger by userspace.
         hits: sum,
-        /// Marks for skills beyond the ledger's rows, and (exact mode) events counted in the
-        /// unattributed row because the skill table was full or another thread's mark held
-        /// the thread's place (threads whose ids share their low 16 bits).
+        /// Marks for skills beyond the ledger's rows, and (calls and exact modes) memory calls
+        /// counted in the unattributed row because the skill table was full or another
+        /// thread's mark held the thread's place (threads whose ids share their low 16 bits).
         overflow: sum,
     }
 }

@@ -122,9 +122,16 @@ pub fn loaded_ids() -> std::collections::BTreeSet<u32> {
 /// The programs of the probes that run for every process (every syscall or page fault on
 /// the machine), as the kernel names them (15 bytes).
 pub fn taxing_programs() -> std::collections::BTreeSet<String> {
+    programs_of(|probe| probe.taxes_every_process())
+}
+
+/// The programs of the probes `which` picks, as the kernel names them (15 bytes).
+pub fn programs_of(
+    which: impl Fn(skillprof::record::probes::Probe) -> bool,
+) -> std::collections::BTreeSet<String> {
     skillprof::producers::probes::PROBES
         .iter()
-        .filter(|plan| plan.probe.taxes_every_process())
+        .filter(|plan| which(plan.probe))
         .flat_map(|plan| plan.plan.iter())
         .flat_map(|how| how.hooks.iter())
         .map(|hook| hook.program().chars().take(15).collect())

@@ -210,13 +210,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_probes: bool,
 
-    /// Which probes run. `exact`, the default for a host skillprof starts (a lab run): every
-    /// memory call (mmap, munmap, mremap, mprotect, madvise, brk) and page fault of the host,
-    /// by kind, entry and skill, from programs on the syscall and fault paths, which every
-    /// process on the machine passes through (the head of explain.md says what they cost).
-    /// `host-only`, the default with --attach (a production host): no program on any syscall
-    /// or fault path, so only the host pays; faults per entry are the kernel's own counts and
-    /// per skill the host's ledger's. --stacks and --events need exact.
+    /// Which probes run. `calls`, the default for a host skillprof starts (a lab run): every
+    /// memory call (mmap, munmap, mremap, mprotect, madvise, brk) of the host, by kind, entry
+    /// and skill, from programs on the syscall paths, which every process on the machine
+    /// passes through (the head of explain.md says what they cost); faults are the kernel's
+    /// own counts. `exact`: also every page fault, split into reads and writes, user and
+    /// kernel mode, from a program on every fault of the machine (on a fault-heavy host as
+    /// much again as the rest: docs/defaults.md). `host-only`, the default with --attach (a
+    /// production host): no program on any syscall or fault path, so only the host pays;
+    /// faults per entry are the kernel's own counts and per skill the host's ledger's.
+    /// --stacks and --events need exact, --syscall-latency calls.
     #[arg(long, value_enum, value_name = "MODE", conflicts_with = "no_probes")]
     pub probes: Option<ProbeMode>,
 
@@ -341,38 +344,59 @@ impl RunArgs {
         }
     }
 
-    /// The probe mode that runs: asked for, or by situation (exact for a host skillprof
-    /// starts, host-only for one it attaches to). `Err` when a flag needs the other mode.
+    /// The probe mode that runs: asked for, or by situation (calls for a host skillprof
+    /// starts, host-only for one it attaches to), or the one a flag needs. `Err` when a flag
+    /// needs more than the mode asked for.
     pub fn probe_mode(&self) -> anyhow::Result<ProbeMode> {
         let asked = match self.trace_syscalls {
             true => Some(ProbeMode::Exact),
             false => self.probes,
         };
-        let needs_exact = [
+        let needs = [
             (
                 self.stacks,
+                ProbeMode::Exact,
                 "--stacks walks the stack at each fault and memory call",
             ),
-            (self.events, "--events streams each fault and memory call"),
+            (
+                self.events,
+                ProbeMode::Exact,
+                "--events streams each fault and memory call",
+            ),
             (
                 self.syscall_latency,
+                ProbeMode::Calls,
                 "--syscall-latency times each memory call",
             ),
         ];
-        if asked == Some(ProbeMode::HostOnly)
-            && let Some((_, why)) = needs_exact.iter().find(|(on, _)| *on)
+        // How many of the programs on every process's paths a mode runs.
+        let depth = |mode: ProbeMode| match mode {
+            ProbeMode::HostOnly => 0,
+            ProbeMode::Calls => 1,
+            ProbeMode::Exact => 2,
+        };
+        let needed = needs
+            .iter()
+            .filter(|(on, ..)| *on)
+            .map(|&(_, mode, why)| (mode, why))
+            .max_by_key(|(mode, _)| depth(*mode));
+        if let (Some(asked), Some((needed, why))) = (asked, needed)
+            && depth(asked) < depth(needed)
         {
-            anyhow::bail!("{why}: it needs --probes exact, not host-only");
+            anyhow::bail!(
+                "{why}: it needs --probes {}, not {}",
+                needed.as_str(),
+                asked.as_str()
+            );
         }
         let by_situation = match self.attach {
             Some(_) => ProbeMode::HostOnly,
-            None => ProbeMode::Exact,
+            None => ProbeMode::Calls,
         };
-        let needed = needs_exact.iter().any(|(on, _)| *on);
         Ok(match (asked, needed) {
             (Some(mode), _) => mode,
-            (None, true) => ProbeMode::Exact,
-            (None, false) => by_situation,
+            (None, Some((needed, _))) if depth(needed) > depth(by_situation) => needed,
+            (None, _) => by_situation,
         })
     }
 }
@@ -397,8 +421,8 @@ mod tests {
     const ATTACH: [&str; 4] = ["--attach", "1", "--host-url", "http://127.0.0.1:1"];
 
     #[test]
-    fn a_started_host_is_traced_exactly_an_attached_one_only_pays_itself() {
-        assert_eq!(mode(&[]).unwrap(), ProbeMode::Exact);
+    fn a_started_host_has_its_calls_traced_an_attached_one_only_pays_itself() {
+        assert_eq!(mode(&[]).unwrap(), ProbeMode::Calls);
         assert_eq!(mode(&ATTACH).unwrap(), ProbeMode::HostOnly);
         let chosen = [&ATTACH[..], &["--probes", "exact"]].concat();
         assert_eq!(mode(&chosen).unwrap(), ProbeMode::Exact);
@@ -412,16 +436,25 @@ mod tests {
         // What needs exact mode asks for it on an attached host.
         let stacks = [&ATTACH[..], &["--stacks"]].concat();
         assert_eq!(mode(&stacks).unwrap(), ProbeMode::Exact);
+        assert_eq!(mode(&["--events"]).unwrap(), ProbeMode::Exact);
+        let latency = [&ATTACH[..], &["--syscall-latency"]].concat();
+        assert_eq!(mode(&latency).unwrap(), ProbeMode::Calls);
+        assert_eq!(
+            mode(&["--syscall-latency", "--probes", "exact"]).unwrap(),
+            ProbeMode::Exact
+        );
     }
 
     #[test]
-    fn what_needs_exact_mode_is_refused_with_host_only() {
-        for flag in ["--stacks", "--events", "--syscall-latency"] {
-            let error = mode(&["--probes", "host-only", flag])
-                .unwrap_err()
-                .to_string();
+    fn what_needs_a_deeper_mode_is_refused_with_a_shallower_one() {
+        for (flag, asked, needed) in [
+            ("--stacks", "host-only", "exact"),
+            ("--events", "calls", "exact"),
+            ("--syscall-latency", "host-only", "calls"),
+        ] {
+            let error = mode(&["--probes", asked, flag]).unwrap_err().to_string();
             assert!(
-                error.contains(flag) && error.contains("--probes exact"),
+                error.contains(flag) && error.contains(&format!("--probes {needed}, not {asked}")),
                 "{error}"
             );
         }

@@ -74,10 +74,10 @@ pub struct ProbeOptions {
     pub stacks: bool,
     /// Without `self_cost`: estimate the cost from this cost model (`probe_cost`'s figures).
     pub cost_model: Option<PathBuf>,
-    /// Exact mode: also the programs that every process's syscalls and page faults run
-    /// through. Implied by `stacks` and `events`.
+    /// Which of the programs that every process's syscalls and page faults run through
+    /// attach (exact: both; calls: the syscalls'). Exact is implied by `stacks` and `events`.
     pub mode: ProbeMode,
-    /// In exact mode, also time each memory call (`--syscall-latency`): a program at each
+    /// Where the memory calls are traced, also time each memory call (`--syscall-latency`): a program at each
     /// call's entry, and two clock reads.
     pub syscall_latency: bool,
     /// Leave the host's markers unprobed (`--no-markers`): entries only.
@@ -151,16 +151,12 @@ impl MechanismArgs {
 }
 
 impl ProbeOptions {
-    /// Exact mode: asked for, or needed by the per-call events or the stacks.
-    pub fn exact(&self) -> bool {
-        self.mode == ProbeMode::Exact || self.stacks || self.events.is_some()
-    }
-
-    /// The mode that runs.
+    /// The mode that runs: the one asked for, or exact where the per-call events or the
+    /// stacks need it (they are taken at each fault too).
     pub fn mode(&self) -> ProbeMode {
-        match self.exact() {
+        match self.stacks || self.events.is_some() {
             true => ProbeMode::Exact,
-            false => ProbeMode::HostOnly,
+            false => self.mode,
         }
     }
 
@@ -295,7 +291,7 @@ fn host_functions(
 }
 
 /// The major-fault perf counter's status: on every host thread in exact mode; the kernel's
-/// own majflt, read at the boundaries, says the same in the default mode, where a perf counter
+/// own majflt, read at the boundaries, says the same in the other modes, where a perf counter
 /// on every host thread would add to each of their context switches.
 fn major_faults_status(majflt: &Option<Result<MajorFaults>>, tgid: u32) -> ProbeStatus {
     match majflt {
@@ -316,7 +312,7 @@ fn major_faults_status(majflt: &Option<Result<MajorFaults>>, tgid: u32) -> Probe
         None => ProbeStatus::left_to_exact_mode(
             Probe::MajorFaults,
             &[Mechanism::PerfCounter],
-            "exact mode only (--probes exact): the host-only mode reads the kernel's own \
+            "exact mode only (--probes exact): the other modes read the kernel's own \
              count of the host's major faults (majflt) at each boundary, and a perf \
              counter on every host thread would add to each of their context switches",
         ),
@@ -348,17 +344,19 @@ impl ProbeSession {
             )),
             None => None,
         };
-        // The host's ledger first: in exact mode, whether the fault and syscall programs
-        // attribute to skills is a load-time constant, and they do where the host marks.
-        let exact = options.exact();
+        // The host's ledger first: where the memory calls are traced, whether their programs
+        // (and the faults') attribute to skills is a load-time constant, and they do where
+        // the host marks.
+        let mode = options.mode();
+        let calls = mode.traces_calls();
         let ledger = match options.no_markers {
             true => Err("off (--no-markers): entries only, no per-skill rows".to_owned()),
             false => HostLedger::open(tgid),
         };
         let (marker, pool, publish) = host_functions(tgid, options, &ledger);
-        // The programs read a thread's mark slot where the host keeps one: the exact mode's
+        // The programs read a thread's mark slot where the host keeps one: the traced
         // memory calls and the time profile's samples and switches.
-        let mark_slots = match (exact || options.time.is_some(), &ledger) {
+        let mark_slots = match (calls || options.time.is_some(), &ledger) {
             (true, Ok(ledger)) => Some(ledger.mark_slot().and_then(|mark_slot| {
                 Ok(object::MarkSlots {
                     task_fsbase: task_layout::fsbase_offset()?,
@@ -390,9 +388,9 @@ impl ProbeSession {
             mark_slots: mark_slots
                 .as_ref()
                 .and_then(|slots| slots.as_ref().ok().copied()),
-            attribute_calls: exact,
+            attribute_calls: calls,
             time: time_settings,
-            syscall_latency: exact && options.syscall_latency,
+            syscall_latency: calls && options.syscall_latency,
             stacks: options.stacks,
         })?;
         seed_kswapd(&mut ebpf)?;
@@ -408,7 +406,7 @@ impl ProbeSession {
         let allowed = options.allowed();
         let mut statuses: Vec<ProbeStatus> = Vec::new();
         for probe in PROBES {
-            let status = if probe.probe.taxes_every_process() && !exact {
+            let status = if !mode.runs(probe.probe) {
                 ProbeStatus::exact_mode_only(probe)
             } else if probe.probe == Probe::SyscallLatency {
                 latency_status(&mut attacher, &mut ebpf, probe, &statuses, options)
@@ -425,7 +423,7 @@ impl ProbeSession {
             ledger.as_ref().map_err(String::clone),
             mark_slots
                 .as_ref()
-                .filter(|_| exact)
+                .filter(|_| calls)
                 .map(|slots| slots.as_ref().map(|_| ())),
             &uprobe,
         ));
@@ -453,7 +451,7 @@ impl ProbeSession {
             }
             None => None,
         };
-        let attributed = exact && matches!(mark_slots, Some(Ok(_)));
+        let attributed = calls && matches!(mark_slots, Some(Ok(_)));
         let markers = match ledger {
             Ok(ledger) => Some(Mutex::new(Attribution::new(
                 ledger,
@@ -471,9 +469,11 @@ impl ProbeSession {
             None
         };
 
-        // The kernel's own majflt, read at the boundaries, says the same in the default mode;
-        // a perf counter on every host thread adds to each of their context switches.
-        let majflt = exact.then(|| MajorFaults::open(tgid));
+        // The kernel's own majflt, read at the boundaries, says the same without the fault
+        // programs; a perf counter on every host thread adds to each of their switches.
+        let majflt = mode
+            .runs(Probe::MajorFaults)
+            .then(|| MajorFaults::open(tgid));
         statuses.push(major_faults_status(&majflt, tgid));
 
         let entry_map = Array::try_from(take(&mut ebpf, object::ENTRY)?)?;
@@ -507,7 +507,7 @@ impl ProbeSession {
             statuses,
             tracefs: attacher.tracefs(),
             tgid,
-            mode: options.mode(),
+            mode,
             max_entries,
             current: Mutex::new(0),
             rss_stat,

@@ -35,8 +35,8 @@ pub enum Outcome {
     Failed,
     /// Not tried: excluded by `--mechanism`/`--force-fallback`, or a better one attached.
     Skipped,
-    /// Not tried: the probe taxes every process, and the run was in the host-only mode
-    /// (`--probes host-only`).
+    /// Not tried: the probe taxes every process, and the run's mode leaves it out
+    /// (`--probes host-only`, or `calls` for the faults).
     ExactOnly,
     /// Not tried: it measures what the run did not ask for (`--syscall-latency`).
     NotAsked,
@@ -50,6 +50,10 @@ pub enum ProbeMode {
     /// host, by kind, entry and skill: programs on the syscall and fault paths, which every
     /// process on the machine passes through.
     Exact,
+    /// Every memory call of the host, by kind, entry and skill, as exact; its page faults are
+    /// the kernel's own counts (no read/write or user/kernel split), since a program on every
+    /// fault of the machine costs more than all the others together on a fault-heavy host.
+    Calls,
     /// Only the host pays: no program on any syscall or fault path; faults per entry are the
     /// kernel's own counts, per skill the host's ledger.
     #[default]
@@ -61,7 +65,25 @@ impl ProbeMode {
     pub fn as_str(self) -> &'static str {
         match self {
             ProbeMode::Exact => "exact",
+            ProbeMode::Calls => "calls",
             ProbeMode::HostOnly => "host-only",
+        }
+    }
+
+    /// Whether the memory calls' programs run (and with them the per-call attribution to
+    /// skills through the marks).
+    pub fn traces_calls(self) -> bool {
+        matches!(self, ProbeMode::Exact | ProbeMode::Calls)
+    }
+
+    /// Whether `probe` attaches in this mode: the programs on every process's memory calls
+    /// need `calls`; the fault programs, and the major-fault counter on every host thread
+    /// (the kernel's own majflt replaces it), need `exact`; the rest attach in every mode.
+    pub fn runs(self, probe: Probe) -> bool {
+        match probe {
+            Probe::Syscalls | Probe::SyscallLatency => self.traces_calls(),
+            Probe::PageFaults | Probe::MajorFaults => self == ProbeMode::Exact,
+            _ => true,
         }
     }
 }

@@ -253,7 +253,7 @@ pub fn probe_columns() -> &'static [ProbeColumn] {
         col("throttle_host_ms".into(), Ms, "reclaim throttling of the host: time delayed".into(), Throttle, ns_as(|c| c.throttle.host_us, 1e-3));
 
         col("marks_hits".into(), Count, "the host's markers (its ledger; empty for a host without one): marks that began or ended a stretch of a skill's phase".into(), Markers, count(|c| c.marks.hits));
-        col("marks_overflow".into(), Count, "marks for skills beyond the ledger's rows, and (exact mode) events counted in skills.csv's host row because the skill table was full or another thread's mark held the thread's place (threads whose ids share their low 16 bits)".into(), Markers, count(|c| c.marks.overflow));
+        col("marks_overflow".into(), Count, "marks for skills beyond the ledger's rows, and (calls and exact modes) memory calls counted in skills.csv's host row because the skill table was full or another thread's mark held the thread's place (threads whose ids share their low 16 bits)".into(), Markers, count(|c| c.marks.overflow));
 
         let batched = "the pooling allocator's batched decommits: wasmtime's decommit_pages with more than one range (its decommit batch size above 1), given back with one process_madvise(2) call (where the kernel refuses it, wasmtime falls back to one madvise per range); in every mode";
         col("process_madvise_calls".into(), Count, format!("{batched}: batches"), Decommits, count(|c| c.process_madvise.calls));

@@ -5,7 +5,7 @@ use clap::ValueEnum as _;
 
 use crate::ground::units;
 use crate::producers::probes::CostMode;
-use crate::record::probes::{Mechanism, Probe, ProbeCosts, StackSummary};
+use crate::record::probes::{Mechanism, Probe, ProbeCosts, ProbeMode, StackSummary};
 use crate::record::{EntryRecord, ProbesInfo, RunInfo};
 
 /// The head's lines: how the run was measured, and with `--stacks` what the stacks came to.
@@ -172,28 +172,41 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
         .filter(|s| s.exact_only())
         .map(|s| s.probe.name())
         .collect();
-    if exact_only.is_empty() {
-        lines.push(
-            "probe mode: exact (the default for a host skillprof starts): every memory call and \
-             page fault of the host counted by kind, entry and skill; their programs run on \
-             every process's syscalls and faults on this machine (what they cost: below, and \
-             docs/probes.md); --probes host-only leaves them out"
+    let mode = probes.mode.unwrap_or(match exact_only.is_empty() {
+        true => ProbeMode::Exact,
+        false => ProbeMode::HostOnly,
+    });
+    match mode {
+        ProbeMode::Exact => lines.push(
+            "probe mode: exact: every memory call and page fault of the host counted by kind, \
+             entry and skill; their programs run on every process's syscalls and faults on \
+             this machine (what they cost: below, and docs/defaults.md); --probes calls leaves \
+             out the faults' programs, --probes host-only both"
                 .to_owned(),
-        );
-        if probes.statuses.iter().any(|s| s.not_asked()) {
-            lines.push(
-                "memory calls not timed (--syscall-latency times them, with a program at each \
-                 call's entry and two clock reads)"
-                    .to_owned(),
-            );
-        }
-    } else {
-        lines.push(format!(
+        ),
+        ProbeMode::Calls => lines.push(
+            "probe mode: calls (the default for a host skillprof starts): every memory call of \
+             the host counted by kind, entry and skill, by programs on every process's syscalls \
+             on this machine (what they cost: below); page faults are the kernel's own counts \
+             (minflt, majflt), without a read/write or user/kernel split: --probes exact adds \
+             a program on every fault of the machine for those, --probes host-only leaves out \
+             the memory calls' programs too"
+                .to_owned(),
+        ),
+        ProbeMode::HostOnly => lines.push(format!(
             "probe mode: host-only, only the host pays: {} left out (their programs run for \
              every process); faults per entry are the kernel's own counts (minflt, majflt); \
-             --probes exact for per-call counts, bytes, errnos and per-fault splits",
+             --probes calls for per-call counts, bytes and errnos, --probes exact also for \
+             per-fault splits",
             exact_only.join(", ")
-        ));
+        )),
+    }
+    if mode.traces_calls() && probes.statuses.iter().any(|s| s.not_asked()) {
+        lines.push(
+            "memory calls not timed (--syscall-latency times them, with a program at each \
+             call's entry and two clock reads)"
+                .to_owned(),
+        );
     }
     let missing: Vec<&str> = probes
         .statuses

@@ -127,7 +127,8 @@ pub(super) fn probes_live(run: &Run) -> Markup {
             " (hover for why; others cover their ground)"
         }
         @if !exact_only.is_empty() {
-            "; left out by the host-only mode, which taxes no other process: "
+            "; left out by the " (probes.mode.map_or("host-only", |m| m.as_str()))
+            " mode, since they run on every process: "
             (joined(exact_only, ", ", |s| html! { (s.probe) }))
             " (" code { "--probes exact" } " attaches them)"
         }
