@@ -16,12 +16,12 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::{FAILURES, PHASE_IDLE, PHASES, SKILL_NAME_LEN};
+use crate::{FAILURES, LATENCY_BUCKETS, PHASE_IDLE, PHASES, SKILL_NAME_LEN, latency_bucket};
 
 /// The memfd's name: `/proc/PID/maps` shows it as `/memfd:skillhost-ledger (deleted)`.
 pub const LEDGER_NAME: &str = "skillhost-ledger";
 /// The first word of the mapping; its last byte is the layout's version.
-pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x05");
+pub const LEDGER_MAGIC: u64 = u64::from_le_bytes(*b"skledgr\x06");
 /// Skill registrations the ledger holds (each registration of a skill takes a row); marks
 /// for later ones are counted in [`LedgerHeader::overflow`] only.
 pub const LEDGER_ROWS: usize = 16384;
@@ -93,6 +93,10 @@ pub struct LedgerRow {
     pub phases: [LedgerCounts; PHASES],
     /// Counted whether or not skillprof holds a lease: a failure is rare and costs one add.
     pub failed: [AtomicU64; FAILURES],
+    /// Requests answered while skillprof held its lease, by latency
+    /// ([`crate::latency_bucket`]), and the latencies' sum.
+    pub answered: [AtomicU64; LATENCY_BUCKETS],
+    pub answered_ns: AtomicU64,
 }
 
 /// The mapping's size in bytes.
@@ -248,13 +252,23 @@ impl LedgerView<'_> {
         }
     }
 
+    /// A request of `row` was answered `ns` after the host took it.
+    pub fn answered(&self, row: u32, ns: u64) {
+        if let Some(row) = self.rows.get(row as usize) {
+            row.answered[latency_bucket(ns)].fetch_add(1, Ordering::Relaxed);
+            row.answered_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
+
     fn counts(&self, row: u32, phase: u32) -> Option<&LedgerCounts> {
         self.rows.get(row as usize)?.phases.get(phase as usize)
     }
 }
 
 #[cfg(feature = "marker")]
-pub use writer::{disable, failed, lease_until, mark, now_ns, open, register, repeat, waited};
+pub use writer::{
+    answered, disable, failed, lease_until, mark, now_ns, open, register, repeat, started, waited,
+};
 
 /// The host's side: the mapping, each thread's stretch, and the marks.
 #[cfg(feature = "marker")]
@@ -381,7 +395,7 @@ mod writer {
                 counts.marks.store(0, Ordering::Relaxed);
                 counts.cpu_ns.store(0, Ordering::Relaxed);
             }
-            for counter in &row.failed {
+            for counter in row.failed.iter().chain(&row.answered) {
                 counter.store(0, Ordering::Relaxed);
             }
             for (word, chunk) in row.name.iter().zip(bytes.as_chunks::<8>().0) {
@@ -435,6 +449,31 @@ mod writer {
     pub fn waited(skill: u32, phase: u32, pending_ns: u64, queued_ns: u64) {
         if let Some(ledger) = ledger() {
             ledger.view.waited(skill, phase, pending_ns, queued_ns);
+        }
+    }
+
+    /// When a request is taken, for [`answered`]: now while skillprof holds the lease, else 0
+    /// (one load, no clock read).
+    pub fn started() -> u64 {
+        match lease_until() {
+            0 => 0,
+            until => Some(now_ns()).filter(|&now| now < until).unwrap_or(0),
+        }
+    }
+
+    /// A request of skill `skill` taken at `started` (by [`started`]) is answered: its
+    /// latency counts in the skill's row while skillprof holds the lease, as it did when the
+    /// request was taken.
+    pub fn answered(skill: u32, started: u64) {
+        if started == 0 {
+            return;
+        }
+        let Some(ledger) = ledger() else {
+            return;
+        };
+        let now = now_ns();
+        if now < ledger.view.header.lease_until_ns.load(Ordering::Relaxed) {
+            ledger.view.answered(skill, now.saturating_sub(started));
         }
     }
 

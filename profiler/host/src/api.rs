@@ -141,6 +141,7 @@ async fn execute(app: &App, requested: &str, input: &Value) -> Response {
         return api.error(StatusCode::SERVICE_UNAVAILABLE, "the host is shutting down");
     };
     let work = Work::new(&slot.tag);
+    let _answering = work.answering();
     let compiled = match app.registry.compiled(&slot, &work).await {
         Ok(compiled) => compiled,
         Err(reason) => {

@@ -127,6 +127,8 @@ async fn run(
     // The request's future moves between the runtime's threads: `track` marks each poll
     // with the phase it is in, instantiating first, then calling.
     let work = Work::new(&skill.tag);
+    // Counts the request as answered, with its latency, when this function returns.
+    let _answering = work.answering();
     let phase = PhaseCell::new(PHASE_INSTANTIATE);
     let call = async {
         let instance = skill.pre.instantiate_async(&mut store).await?;

@@ -7,8 +7,9 @@
 //! a few atomic operations. The ledger, the function and their numbering are skillprof's
 //! (`skillprof_common`).
 //!
-//! A host registers each skill once ([`SkillTag::new`]), makes a [`Work`] per request, and
-//! marks the phases it runs: [`Work::begin`] on the thread that compiles, instantiates,
+//! A host registers each skill once ([`SkillTag::new`]), makes a [`Work`] per request, holds
+//! [`Work::answering`]'s guard until the request is answered (its latency), and marks the
+//! phases it runs: [`Work::begin`] on the thread that compiles, instantiates,
 //! calls or resets (drops the request's store), [`Work::leave`] after, or [`Work::track`]
 //! around an async call that moves between threads. A tracked call also says where its time
 //! between polls went: pending until something woke it, then queued until a thread polled it
@@ -69,15 +70,27 @@ pub fn ready() {
 pub struct Work {
     request: u64,
     skill: SkillTag,
+    /// When the host took the request (0: nobody profiled it then).
+    started_ns: u64,
 }
 
 impl Work {
+    /// The host takes a request of `skill`: its latency runs from here to [`Work::answering`]'s
+    /// end.
     pub fn new(skill: &SkillTag) -> Self {
         static REQUESTS: AtomicU64 = AtomicU64::new(1);
         Work {
             request: REQUESTS.fetch_add(1, Ordering::Relaxed),
             skill: *skill,
+            started_ns: ledger::started(),
         }
+    }
+
+    /// A guard that counts the request as answered when dropped, with its latency since
+    /// [`Work::new`], in the skill's row (`skillprof_skill_latency_seconds`): hold it until
+    /// the answer is ready, on every path, failures included.
+    pub fn answering(&self) -> Answering<'_> {
+        Answering(self)
     }
 
     fn mark(&self, phase: u32) {
@@ -111,6 +124,16 @@ impl Work {
             between: Between::default(),
             future,
         }
+    }
+}
+
+/// Counts its request as answered when dropped ([`Work::answering`]).
+#[must_use = "the request is counted as answered when this guard drops"]
+pub struct Answering<'a>(&'a Work);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        ledger::answered(self.0.skill.id, self.0.started_ns);
     }
 }
 

@@ -15,7 +15,8 @@ use skillprof_common::ledger::{
     LEASE_NS, LEASE_RENEW_NS, LEDGER_BYTES, LEDGER_MAGIC, LEDGER_NAME, LedgerView, NO_MARK_SLOT,
 };
 use skillprof_common::{
-    FAILURE_PHASES, FailureCounts, PHASES, PhaseCounts, SKILL_NAME_LEN, TaskCounts,
+    FAILURE_PHASES, FailureCounts, Latency, PHASE_CALL, PHASES, PhaseCounts, SKILL_NAME_LEN,
+    TaskCounts,
 };
 
 use crate::producers::hostctl::process::monotonic_ns;
@@ -34,6 +35,9 @@ pub struct PhaseTotals {
     pub task: TaskCounts,
     /// The reasons of this phase only (`FAILURE_PHASES`); the others are 0.
     pub failed: FailureCounts,
+    /// The requests answered, by latency: in the call phase's totals only (a request's
+    /// latency spans its phases; the call is the one every request has).
+    pub answered: Latency,
 }
 
 /// The whole ledger at one instant: per registration (by skill id), per phase number.
@@ -95,6 +99,12 @@ impl PhaseTotals {
                 by_reason: std::array::from_fn(|reason| {
                     d(self.failed.by_reason[reason], then.failed.by_reason[reason])
                 }),
+            },
+            answered: Latency {
+                buckets: std::array::from_fn(|bucket| {
+                    d(self.answered.buckets[bucket], then.answered.buckets[bucket])
+                }),
+                ns: d(self.answered.ns, then.answered.ns),
             },
         }
     }
@@ -199,6 +209,13 @@ impl HostLedger {
                                     false => 0,
                                 }
                             }),
+                        },
+                        answered: match phase as u32 == PHASE_CALL {
+                            true => Latency {
+                                buckets: std::array::from_fn(|b| load(&row.answered[b])),
+                                ns: load(&row.answered_ns),
+                            },
+                            false => Latency::default(),
                         },
                     }
                 })

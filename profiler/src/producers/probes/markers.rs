@@ -16,7 +16,7 @@ use aya::{
     sys::SyscallError,
 };
 use skillprof_common::{
-    Combine as _, Counters, HOST_SKILL, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES,
+    Combine as _, Counters, HOST_SKILL, Latency, MARKER_SYMBOL, PHASE_IDLE, PHASE_NAMES, PHASES,
     SkillCounters, SkillKey,
 };
 
@@ -227,7 +227,7 @@ impl Attribution {
             _ => anyhow::bail!("entry {index} was never begun"),
         };
         let names = self.names();
-        let mut rows: BTreeMap<(Option<String>, Phase), SkillCounters> = BTreeMap::new();
+        let mut rows: BTreeMap<(Option<String>, Phase), (SkillCounters, Latency)> = BTreeMap::new();
         let mut marks = LedgerMarks {
             hits: 0,
             overflow: changed.overflow,
@@ -237,10 +237,11 @@ impl Attribution {
                 continue;
             };
             marks.hits += delta.marks;
-            let row = rows.entry((names.of(skill), phase)).or_default();
+            let (row, answered) = rows.entry((names.of(skill), phase)).or_default();
             row.phase.combine(&delta.phase);
             row.task.combine(&delta.task);
             row.failed.combine(&delta.failed);
+            answered.combine(&delta.answered);
         }
         if let Some(exact) = &self.exact {
             for (skill, phase, counts) in exact.entry(index)? {
@@ -249,15 +250,17 @@ impl Attribution {
                 };
                 rows.entry((names.of(skill), phase))
                     .or_default()
+                    .0
                     .combine(&counts);
             }
         }
         let mut rows: Vec<SkillRow> = rows
             .into_iter()
-            .map(|((skill, phase), counts)| SkillRow {
+            .map(|((skill, phase), (counts, answered))| SkillRow {
                 skill,
                 phase,
                 counts,
+                answered,
                 time: None,
             })
             .collect();

@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
-use skillprof_common::{FAILURE_NAMES, FAILURE_PHASES, SYSCALL_NAMES, SkillCounters};
+use skillprof_common::{FAILURE_NAMES, FAILURE_PHASES, Latency, SYSCALL_NAMES, SkillCounters};
 
 use crate::record::field::{Row, fields};
 
@@ -27,6 +27,9 @@ pub struct SkillRow {
     pub skill: Option<String>,
     pub phase: Phase,
     pub counts: SkillCounters,
+    /// The requests answered, by latency, from the host's ledger: the call phase's row only.
+    #[serde(default)]
+    pub answered: Latency,
     /// The time profile's part of the row, where it ran.
     #[serde(default)]
     pub time: Option<crate::record::time::SkillTime>,
@@ -90,6 +93,7 @@ pub mod skill_columns {
             }
         };
         SYSCALL_BYTES "*_bytes" Bytes "per address-space syscall kind: <kind>_bytes, the lengths of those calls" => {};
+        ANSWERED "answered" Count "the skill's requests the host answered, failures included, in the call phase's row (empty in the others): the count of the watch's skillprof_skill_latency_seconds histogram, from the host's ledger (a ledger from before 2026-12-06 has none)" = (self.phase == super::Phase::Call && self.skill.is_some()).then_some(self.answered.count());
         FAILED "failed_*" Count "per reason the host failed one of the skill's requests in the phase, from its ledger in every mode (empty in the other phases): failed_unloadable (compile: the module did not compile or load), failed_no_slot (instantiate: the pooling allocator had no free slot), and the call's failed_input (the skill rejected its input), failed_error (it reported an error), failed_trap (it trapped: a panic, an out-of-bounds access, memory growth refused), failed_output (its answer was not JSON), failed_deadline (it ran past the host's deadline)" for CELL_NAMES.failed.iter().enumerate().map(|(reason, name)| {
             let in_phase = FAILURE_PHASES[reason] == self.phase as u32 && self.skill.is_some();
             (name.as_str(), in_phase.then_some(c.failed.by_reason[reason]))

@@ -235,6 +235,7 @@ mod tests {
             skill: skill.map(str::to_owned),
             phase,
             counts,
+            answered: Default::default(),
             time: None,
         }
     }
