@@ -348,7 +348,7 @@ fn a_quoted_command_is_read_as_a_shell_would_and_judged_by_the_cli() {
     let cli = skillprof::commands::cli::Cli::command();
     let text = "Run `sudo skillprof run cmds/smoke.cmds --no-probes | tee log`, then\n\
                 ```\nskillprof capacity RUN \\\n  --memory 64G\n```\n\
-                `skillprof capacity --rate R --slo DIR`, `skillprof explain RUN`, \
+                `skillprof slo --skill rust --component x.wasm`, `skillprof explain RUN`, \
                 `skillprof run cmds/x.cmds --no-such-flag`, `skillprof run ... --interval-ms 5`\n\
                 `/var/lib/skillprof` and `skillprof-watch.service` are no commands.";
     let quoted = quoted_commands(Path::new("t.md"), text);
@@ -362,8 +362,8 @@ fn a_quoted_command_is_read_as_a_shell_would_and_judged_by_the_cli() {
             ("run cmds/smoke.cmds --no-probes".to_owned(), None),
             ("capacity RUN --memory 64G".to_owned(), None),
             (
-                "capacity --rate R --slo DIR".to_owned(),
-                Some("skillprof capacity leaves out its required RUN".to_owned())
+                "slo --skill rust --component x.wasm".to_owned(),
+                Some("skillprof slo leaves out its required --target".to_owned())
             ),
             (
                 "explain RUN".to_owned(),

@@ -15,7 +15,9 @@ use skillprof::producers::hostctl::client::Http;
 mod common;
 use common::cli::eventually;
 use common::outside_host::OutsideHost;
-use common::prometheus::{Reaped, free_port, get, query, runtime, start_prometheus_with, targets};
+use common::prometheus::{
+    Reaped, free_port, get, query, runtime, scrape, spawn_watch_of, start_prometheus_with, targets,
+};
 use common::{loaded_ids, loaded_since, require_root, taxing_programs};
 
 /// Every program loaded since `before` is gone (the kernel frees them when their last file
@@ -49,34 +51,6 @@ fn start_watch_with(host: &OutsideHost, dir: &Path, args: &[&str]) -> (Reaped, u
 /// `skillprof watch ARGS`, serving on a port of its own, its stderr in `dir`, once it serves.
 fn spawn_watch(dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
     spawn_watch_of(Path::new(env!("CARGO_BIN_EXE_skillprof")), dir, args)
-}
-
-/// The same with the skillprof executable `bin`.
-fn spawn_watch_of(bin: &Path, dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
-    let port = free_port();
-    let stderr = dir.join("watch.err");
-    let child = Command::new(bin)
-        .arg("watch")
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let watch = Reaped(child);
-    eventually(
-        Duration::from_secs(30),
-        "the watch to serve /metrics",
-        || match scrape(port) {
-            Some(_) => None,
-            None => Some(fs::read_to_string(&stderr).unwrap_or_default()),
-        },
-    );
-    (watch, port, stderr)
-}
-
-fn scrape(port: u16) -> Option<String> {
-    get(port, "/metrics").and_then(|(status, text)| (status == 200).then_some(text))
 }
 
 /// The value of the sample `name{labels}` in an exposition, if there.
@@ -654,12 +628,12 @@ fn a_watch_without_attach_starts_its_host_serves_its_skills_and_stops_it() {
     );
     // On demand, the host has no pool to show.
     assert!(!text.contains("skillprof_host_pool_"), "{text}");
-    // A skill is 36 series, as watch.md and --max-skills' help say when sizing a target.
+    // A skill is 63 series, as watch.md and --max-skills' help say when sizing a target.
     let series = text
         .lines()
         .filter(|line| !line.starts_with('#') && line.contains("skill=\"served\""))
         .count();
-    assert_eq!(series, 36, "{text}");
+    assert_eq!(series, 63, "{text}");
     assert!(fs::metadata(&log).unwrap().is_file());
 
     // The continuous profile: the host's CPU over the next 2 s as a pprof file, which go

@@ -47,6 +47,15 @@ family!(
     POOL_SLOTS, POOL_SLOTS_EXPOSED, "pool_slots", ""
 );
 
+family!(
+    /// Skills in the host's skills directory, by [`SKILL_STATE`] (gauges).
+    SKILLS, SKILLS_EXPOSED, "skills", ""
+);
+
+/// The label of [`SKILLS`]: `registered` (every skill, the others included), `compiled`
+/// (held compiled, ready to instantiate), `failed`.
+pub const SKILL_STATE: &str = "state";
+
 /// The label of [`POOL_SLOTS`].
 pub const POOL_KIND: &str = "kind";
 /// Unused slots whose memory is still mapped, reused first.

@@ -138,7 +138,7 @@ impl Default for Metrics {
             metrics.compile_seconds.clone(),
         );
         registry.register(
-            "skills",
+            metric::SKILLS,
             "skills in the skills directory, by state (registered includes the others)",
             metrics.skills.clone(),
         );

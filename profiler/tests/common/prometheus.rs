@@ -2,8 +2,9 @@
 //! have one scrape skillprof, and the loopback HTTP its API answers on.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use hyper::Method;
 use serde_json::Value;
@@ -118,4 +119,34 @@ pub fn targets(port: u16) -> Vec<(String, String, String)> {
             )
         })
         .collect()
+}
+
+/// `skillprof watch ARGS` of the skillprof executable `bin`, serving on a port of its own, its
+/// stderr in `dir`, once it serves.
+pub fn spawn_watch_of(bin: &Path, dir: &Path, args: &[&str]) -> (Reaped, u16, PathBuf) {
+    let port = free_port();
+    let stderr = dir.join(format!("watch-{port}.err"));
+    let child = Command::new(bin)
+        .arg("watch")
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let watch = Reaped(child);
+    super::cli::eventually(
+        Duration::from_secs(30),
+        "the watch to serve /metrics",
+        || match scrape(port) {
+            Some(_) => None,
+            None => Some(fs::read_to_string(&stderr).unwrap_or_default()),
+        },
+    );
+    (watch, port, stderr)
+}
+
+/// The watch's exposition on `port`, if it serves one.
+pub fn scrape(port: u16) -> Option<String> {
+    get(port, "/metrics").and_then(|(status, text)| (status == 200).then_some(text))
 }

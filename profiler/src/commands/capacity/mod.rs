@@ -4,6 +4,7 @@
 
 pub mod dependence;
 pub mod model;
+pub mod production;
 pub mod sweep;
 pub mod traffic;
 
@@ -77,12 +78,46 @@ pub struct CapacityArgs {
     /// Run folders, or folders of run folders (a sweep's); figures are pooled across the runs
     /// made at the same core count, the idle host and first skill from each run that starts
     /// with an add.
-    #[arg(required = true, value_name = "RUN")]
+    #[arg(required_unless_present = "prometheus", value_name = "RUN")]
     pub runs: Vec<PathBuf>,
 
-    /// The machine's memory (e.g. 64G, 3G, 512M), in binary units: 64G is 64 GiB.
-    #[arg(long, value_name = "SIZE", value_parser = crate::ground::units::parse_size)]
-    pub memory: u64,
+    /// The machine's memory (e.g. 64G, 3G, 512M), in binary units: 64G is 64 GiB. With
+    /// --prometheus, instead of what the watch's series say (its cgroup's limit, else the
+    /// machine's memory).
+    #[arg(long, value_name = "SIZE", value_parser = crate::ground::units::parse_size, required_unless_present = "prometheus")]
+    pub memory: Option<u64>,
+
+    /// Answer from production instead of from runs: the address of the Prometheus that
+    /// scrapes `skillprof watch` (or anything that serves its query API: Thanos, Mimir,
+    /// VictoriaMetrics), e.g. http://127.0.0.1:9090. Per host (its `instance` label) and for
+    /// the fleet: the skills that still fit, the rate within --target, the headroom now and
+    /// the servers for --growth times the peak, each with its interval and its evidence.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["runs", "slo", "cores", "kind", "skills"])]
+    pub prometheus: Option<String>,
+
+    /// With --prometheus: how far back to read, up to now (30m, 12h, 7d).
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub since: std::time::Duration,
+
+    /// With --prometheus: label matchers that pick one host, as PromQL writes them inside
+    /// braces (instance="10.0.0.5:9477"); refused if they match several. Without it, every
+    /// host in the window, and the fleet.
+    #[arg(long, value_name = "MATCHERS", requires = "prometheus")]
+    pub selector: Option<String>,
+
+    /// With --prometheus: the latency target the rate must keep (p99<=250ms; quantiles p50,
+    /// p90, p99, p99.9). Without it, the rate is the CPU's bound.
+    #[arg(long, value_name = "pN<=TIME", value_parser = crate::commands::slo::target::parse, requires = "prometheus")]
+    pub target: Option<crate::record::slo::Target>,
+
+    /// With --prometheus: the servers for this many times the observed peak.
+    #[arg(long, value_name = "N", default_value_t = 2.0, value_parser = positive)]
+    pub growth: f64,
+
+    /// With --prometheus: seconds between the points read [default: the window / 500, at
+    /// least 1 s]; rates are taken over four of them.
+    #[arg(long, value_name = "S", requires = "prometheus", value_parser = positive)]
+    pub step: Option<f64>,
 
     /// Its cores: the parallelism the memory figures are taken at (measured there, or
     /// interpolated between the runs' counts around it), and the time loading the skills
@@ -131,6 +166,13 @@ pub struct CapacityArgs {
     /// fleet joined from two skill sets answers for neither).
     #[arg(long, requires = "fleet_skills")]
     pub mixed_workloads: bool,
+}
+
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(number) if number > 0.0 && number.is_finite() => Ok(number),
+        _ => Err(format!("expected a number above 0, got {text:?}")),
+    }
 }
 
 fn parse_rate(text: &str) -> Result<f64, String> {
@@ -218,6 +260,10 @@ enum Refusal {
 }
 
 pub fn run(args: CapacityArgs) -> Result<()> {
+    if let Some(url) = &args.prometheus {
+        return production::run(&args, url);
+    }
+    let memory = args.memory.context("--memory is needed with runs")?;
     let mut runs = Vec::new();
     for folder in &args.runs {
         runs.extend(load_all(folder)?);
@@ -243,7 +289,7 @@ pub fn run(args: CapacityArgs) -> Result<()> {
         }
     };
     let machine = Machine {
-        memory_bytes: args.memory,
+        memory_bytes: memory,
         cores,
         headroom: args.headroom,
     };

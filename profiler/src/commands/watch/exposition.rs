@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use skillprof_common::{Combine as _, SkillCounters};
+use skillprof_common::{Combine as _, LATENCY_BUCKETS, Latency, SkillCounters, latency_bound_ns};
 
 use super::snapshot::Snapshot;
 use crate::record::composition::EntryComposition;
@@ -23,6 +23,11 @@ static COMPILES_AGAIN: Column = Column::new(
     "compiles_again",
     Unit::Count,
     "compiles of the skill beyond its first since the watch began: after an eviction, or a file rewritten in place (the markers' compile phase runs, less one)",
+);
+static LATENCY: Column = Column::new(
+    "latency_seconds",
+    Unit::Seconds,
+    "the skill's requests by the host's time from taking one to its answer, failures included, from its ledger (skillprof_marks' Work::answering): buckets of powers of two from 16 µs; histogram_quantile(0.99, ...) gives its p99 over any window, at most one bucket's width high",
 );
 static PER_SKILL: Column = Column::new(
     "per_skill_series",
@@ -113,6 +118,31 @@ static POOL_RESIDENT: Column = Column::new(
     "pool_unused_resident_bytes",
     Unit::Bytes,
     "bytes the pool's unused warm slots keep resident, by kind (memory, table): RSS that no instance uses, the price of --pool-keep-resident and --pool-max-unused-warm-slots",
+);
+static SKILLS: Column = Column::new(
+    "skills",
+    Unit::Count,
+    "skills the host holds, by state, from its own metrics (skillhost_skills): registered (all of them), compiled (ready to instantiate: what stays resident), failed; absent for a host without them",
+);
+static RSS: Column = Column::new(
+    "rss_bytes",
+    Unit::Bytes,
+    "the host's resident memory now (/proc/PID/statm, read at every scrape; the held_* parts are up to 10 s older)",
+);
+static CPU: Column = Column::new(
+    "cpu_seconds",
+    Unit::Seconds,
+    "the host's CPU time, user and system, every thread's (/proc/PID/stat, read at every scrape, to 10 ms): over the requests answered, what a request costs it in all, its HTTP and runtime work included",
+);
+static CPUS: Column = Column::new(
+    "cpus",
+    Unit::Count,
+    "CPUs the host may run on (its affinity)",
+);
+static MEMORY: Column = Column::new(
+    "memory_bytes",
+    Unit::Bytes,
+    "the machine's memory (MemTotal)",
 );
 static OWN_CPU: Column = Column::new(
     "cpu_ms",
@@ -208,7 +238,29 @@ fn host(families: &mut Families, snapshot: &Snapshot) {
             families.column("host", column, Kind::Counter, &labels, &value.into());
         }
     }
-    for (kind, value) in &snapshot.pool {
+    for (state, value) in &snapshot.host_gauges.skills {
+        let labels = format!("state=\"{}\"", escape(state));
+        families.column("host", &SKILLS, Kind::Gauge, &labels, &(*value).into());
+    }
+    families.column(
+        "host",
+        &RSS,
+        Kind::Gauge,
+        "",
+        &snapshot.process.map(|p| p.rss_kb * 1024).into(),
+    );
+    families.column(
+        "host",
+        &CPU,
+        Kind::Counter,
+        "",
+        &snapshot
+            .process
+            .map(|p| crate::record::process::ticks_to_seconds(p.cpu_ticks))
+            .into(),
+    );
+    families.column("host", &CPUS, Kind::Gauge, "", &snapshot.host_cpus.into());
+    for (kind, value) in &snapshot.host_gauges.pool {
         let (column, kind) = match kind
             .strip_prefix("unused_")
             .and_then(|rest| rest.strip_suffix("_bytes_resident"))
@@ -219,6 +271,13 @@ fn host(families: &mut Families, snapshot: &Snapshot) {
         let labels = format!("kind=\"{}\"", escape(kind));
         families.column("host", column, Kind::Gauge, &labels, &(*value).into());
     }
+    families.column(
+        "machine",
+        &MEMORY,
+        Kind::Gauge,
+        "",
+        &snapshot.memory_kb.map(|kb| kb * 1024).into(),
+    );
     families.column(
         "machine",
         &MAX_MAP_COUNT,
@@ -237,8 +296,8 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
     let (kept, left_out) = busiest(&grouped, max_skills);
     // One row's cells at a time, its allocation kept from one to the next.
     let mut row = Row::default();
-    for ((skill, phase), counts) in &grouped {
-        let (phase, counts) = (*phase, *counts);
+    for ((skill, phase), (counts, answered)) in &grouped {
+        let (phase, counts, answered) = (*phase, *counts, *answered);
         if skill.as_deref().is_some_and(|skill| !kept.contains(skill)) {
             continue;
         }
@@ -256,9 +315,15 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
             skill: skill.map(str::to_owned),
             phase,
             counts,
+            answered,
             time: None,
         }
         .write_cells(&mut row, counted);
+        if phase == Phase::Call
+            && let Some(skill) = skill
+        {
+            latency(families, skill, &answered);
+        }
         for cell in row
             .cells()
             .iter()
@@ -300,14 +365,33 @@ fn skills(families: &mut Families, snapshot: &Snapshot, max_skills: usize) -> u6
     left_out
 }
 
+/// A skill's requests by latency, as a histogram in seconds.
+fn latency(families: &mut Families, skill: &str, answered: &Latency) {
+    let labels = format!("skill=\"{}\"", escape(skill));
+    let buckets = (0..LATENCY_BUCKETS).map(|bucket| {
+        let bound = match latency_bound_ns(bucket) {
+            u64::MAX => f64::INFINITY,
+            ns => ns as f64 / 1e9,
+        };
+        (bound, answered.buckets[bucket])
+    });
+    families.histogram(
+        "skill",
+        &LATENCY,
+        &labels,
+        buckets,
+        answered.ns as f64 / 1e9,
+    );
+}
+
 /// The `max_skills` skills with the most runs since the watch began (ties by name), and how
 /// many others there are. The host's own row is no skill and always served.
 fn busiest<'a>(
-    grouped: &BTreeMap<(Option<&'a str>, Phase), SkillCounters>,
+    grouped: &BTreeMap<(Option<&'a str>, Phase), (SkillCounters, Latency)>,
     max_skills: usize,
 ) -> (rustc_hash::FxHashSet<&'a str>, u64) {
     let mut runs: BTreeMap<&str, u64> = BTreeMap::new();
-    for ((skill, _), counts) in grouped {
+    for ((skill, _), (counts, _)) in grouped {
         if let Some(skill) = skill {
             *runs.entry(skill).or_default() += counts.phase.runs;
         }
@@ -402,13 +486,14 @@ fn own(families: &mut Families, snapshot: &Snapshot) {
 
 /// The rows summed by skill name and phase: a skill registered again (a changed file) has
 /// rows under each registration, one series here.
-fn by_skill_and_phase(rows: &[SkillRow]) -> BTreeMap<(Option<&str>, Phase), SkillCounters> {
-    let mut summed: BTreeMap<(Option<&str>, Phase), SkillCounters> = BTreeMap::new();
+fn by_skill_and_phase(
+    rows: &[SkillRow],
+) -> BTreeMap<(Option<&str>, Phase), (SkillCounters, Latency)> {
+    let mut summed: BTreeMap<(Option<&str>, Phase), (SkillCounters, Latency)> = BTreeMap::new();
     for row in rows {
-        summed
-            .entry((row.skill.as_deref(), row.phase))
-            .or_default()
-            .combine(&row.counts);
+        let (counts, answered) = summed.entry((row.skill.as_deref(), row.phase)).or_default();
+        counts.combine(&row.counts);
+        answered.combine(&row.answered);
     }
     summed
 }
@@ -430,7 +515,7 @@ mod tests {
         ] {
             let mut counts = SkillCounters::default();
             counts.phase.runs = runs;
-            grouped.insert((skill, phase), counts);
+            grouped.insert((skill, phase), (counts, Latency::default()));
         }
         let (kept, left_out) = busiest(&grouped, 2);
         assert_eq!(kept.into_iter().collect::<Vec<_>>(), ["busy", "middling"]);

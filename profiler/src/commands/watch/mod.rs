@@ -135,8 +135,9 @@ pub struct WatchArgs {
 
     /// The most skills whose series a scrape serves: beyond it the least busy (fewest runs
     /// since the watch began) are left out, and skillprof_watch_skills_left_out says how many.
-    /// A skill is 36 series (seven counters in each of four phases, seven failure reasons,
-    /// its recompiles); Prometheus takes tens of thousands per target well.
+    /// A skill is 63 series (seven counters in each of four phases, seven failure reasons,
+    /// its recompiles, its requests answered and their latency's 26: 24 buckets, count, sum);
+    /// Prometheus takes tens of thousands per target well.
     #[arg(long, default_value_t = 1000, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_skills: usize,

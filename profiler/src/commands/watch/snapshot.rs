@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::producers::hostctl::Client;
-use crate::producers::hostctl::host_metrics::read_pool_slots;
+use crate::producers::hostctl::host_metrics::{HostGauges, read_gauges};
 use crate::producers::probes::ProbeSession;
 use crate::producers::sample::composition::HostFiles;
 use crate::producers::sample::psi::{self, Psi};
@@ -19,6 +19,7 @@ use crate::producers::system::cgroup::ChargedTo;
 use crate::record::composition::Composition;
 use crate::record::memcg::MemcgStat;
 use crate::record::probes::ProbeMetrics;
+use crate::record::process::ProcessStat;
 
 /// How old the host's smaps reading may be: reading it walks every mapping (milliseconds to
 /// tens of them for a large host; a hundred and more for one of 10,000 skills), too much for
@@ -27,7 +28,7 @@ use crate::record::probes::ProbeMetrics;
 pub const HELD_EVERY: Duration = Duration::from_secs(10);
 
 /// How long a scrape waits for the host's own metrics.
-const POOL_WAIT: Duration = Duration::from_millis(500);
+const HOST_METRICS_WAIT: Duration = Duration::from_millis(500);
 
 pub struct Snapshot {
     /// Everything the probes counted since the watch began (entry 0, never reset: every
@@ -42,9 +43,16 @@ pub struct Snapshot {
     /// The memory cgroup the host is charged to, if it has one: its path, the kernel's
     /// account and its limit.
     pub cgroup: Option<(String, MemcgStat, Option<u64>)>,
-    /// The host's pooling allocator, by kind, from its own metrics (skillhost's
-    /// `skillhost_pool_slots`); empty on demand, or for a host without them.
-    pub pool: Vec<(String, u64)>,
+    /// The host's own gauges: its pooling allocator's slots by kind (skillhost's
+    /// `skillhost_pool_slots`; empty on demand) and its skills by state (`skillhost_skills`);
+    /// empty for a host without them.
+    pub host_gauges: HostGauges,
+    /// The host process now (statm and stat, every scrape: the held parts are up to
+    /// [`HELD_EVERY`] old): its RSS and CPU time.
+    pub process: Option<ProcessStat>,
+    /// The machine's memory (MemTotal), and the CPUs the host may run on (its affinity).
+    pub memory_kb: Option<u64>,
+    pub host_cpus: Option<u64>,
     pub own: OwnCost,
 }
 
@@ -116,7 +124,14 @@ impl Reader {
                     cgroup.limit_bytes(),
                 ))
             }),
-            pool: self.pool(),
+            host_gauges: self.host_gauges(),
+            process: process::read(proc_root, self.pid).ok(),
+            memory_kb: crate::ground::machine::memory_kb()
+                .ok()
+                .map(|(total, _)| total),
+            host_cpus: rustix::process::Pid::from_raw(self.pid as i32)
+                .and_then(|pid| rustix::thread::sched_getaffinity(Some(pid)).ok())
+                .map(|set| set.count() as u64),
             own,
         };
         *self.last_scrape.lock().unwrap() = started.elapsed();
@@ -125,13 +140,13 @@ impl Reader {
 }
 
 impl Reader {
-    /// The pool's gauges as the host serves them, waiting at most [`POOL_WAIT`]: a host too
-    /// busy to answer leaves them out of the scrape, not the scrape waiting.
-    fn pool(&self) -> Vec<(String, u64)> {
+    /// The host's gauges as it serves them, waiting at most [`HOST_METRICS_WAIT`]: a host
+    /// too busy to answer leaves them out of the scrape, not the scrape waiting.
+    fn host_gauges(&self) -> HostGauges {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Vec::new();
+            return HostGauges::default();
         };
-        let read = tokio::time::timeout(POOL_WAIT, read_pool_slots(&self.client));
+        let read = tokio::time::timeout(HOST_METRICS_WAIT, read_gauges(&self.client));
         runtime.block_on(read).unwrap_or_default()
     }
 

@@ -5,38 +5,51 @@ use super::Client;
 
 use skillprof_common::host_metrics::{
     COMPILATIONS_TOTAL, HEAP_FREE_BYTES, HEAP_IN_USE_BYTES, INSTANCES_TOTAL, POOL_KIND,
-    POOL_SLOTS_EXPOSED as POOL_SLOTS, REQUESTS_TOTAL, UNUSED_MEMORY_BYTES_RESIDENT,
-    UNUSED_TABLE_BYTES_RESIDENT, UNUSED_WARM_MEMORIES,
+    POOL_SLOTS_EXPOSED as POOL_SLOTS, REQUESTS_TOTAL, SKILL_STATE, SKILLS_EXPOSED,
+    UNUSED_MEMORY_BYTES_RESIDENT, UNUSED_TABLE_BYTES_RESIDENT, UNUSED_WARM_MEMORIES,
 };
 
 use crate::record::host::HostCounters;
 
-/// The pool's gauges of a host's exposition, by kind as the host names them; empty for a host
-/// on demand, or one without skillhost's metrics.
-pub fn pool_slots(text: &str) -> Vec<(String, u64)> {
-    let Ok(scrape) = prometheus_parse::Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
-    else {
-        return Vec::new();
-    };
-    scrape
-        .samples
-        .iter()
-        .filter(|sample| sample.metric == POOL_SLOTS)
-        .filter_map(|sample| {
-            let value = match sample.value {
-                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
-                _ => return None,
-            };
-            Some((sample.labels.get(POOL_KIND)?.to_owned(), value as u64))
-        })
-        .collect()
+/// The gauges of a host's exposition the watch serves again: the pool's slots by kind and
+/// its skills by state, as the host names them; empty for a host without skillhost's
+/// metrics (and the pool's on demand).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct HostGauges {
+    pub pool: Vec<(String, u64)>,
+    pub skills: Vec<(String, u64)>,
 }
 
-/// The pool's gauges as the host serves them now; empty if it does not answer.
-pub async fn read_pool_slots(client: &Client) -> Vec<(String, u64)> {
+pub fn gauges(text: &str) -> HostGauges {
+    let Ok(scrape) = prometheus_parse::Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
+    else {
+        return HostGauges::default();
+    };
+    let labelled = |family: &str, label: &str| -> Vec<(String, u64)> {
+        scrape
+            .samples
+            .iter()
+            .filter(|sample| sample.metric == family)
+            .filter_map(|sample| {
+                let value = match sample.value {
+                    prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+                    _ => return None,
+                };
+                Some((sample.labels.get(label)?.to_owned(), value as u64))
+            })
+            .collect()
+    };
+    HostGauges {
+        pool: labelled(POOL_SLOTS, POOL_KIND),
+        skills: labelled(SKILLS_EXPOSED, SKILL_STATE),
+    }
+}
+
+/// Those gauges as the host serves them now; empty if it does not answer.
+pub async fn read_gauges(client: &Client) -> HostGauges {
     match client.get("/metrics").await {
-        Ok(reply) if reply.is_ok() => pool_slots(&reply.text()),
-        _ => Vec::new(),
+        Ok(reply) if reply.is_ok() => gauges(&reply.text()),
+        _ => HostGauges::default(),
     }
 }
 
@@ -139,6 +152,9 @@ skillhost_pool_slots{kind=\"memories\"} 2
 skillhost_pool_slots{kind=\"unused_warm_memories\"} 5
 skillhost_pool_slots{kind=\"unused_memory_bytes_resident\"} 1048576
 skillhost_pool_slots{kind=\"unused_table_bytes_resident\"} 4096
+# TYPE skillhost_skills gauge
+skillhost_skills{state=\"registered\"} 4
+skillhost_skills{state=\"compiled\"} 3
 # TYPE skillhost_request_duration_seconds histogram
 # UNIT skillhost_request_duration_seconds seconds
 skillhost_request_duration_seconds_sum 1.5
@@ -190,9 +206,10 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
     }
 
     #[test]
-    fn the_pools_gauges_pass_by_kind() {
+    fn the_pools_gauges_pass_by_kind_and_the_skills_by_state() {
+        let read = gauges(SCRAPE);
         assert_eq!(
-            pool_slots(SCRAPE),
+            read.pool,
             [
                 ("memories".to_owned(), 2),
                 ("unused_warm_memories".to_owned(), 5),
@@ -200,7 +217,12 @@ skillhost_request_duration_seconds_bucket{le=\"+Inf\"} 15
                 ("unused_table_bytes_resident".to_owned(), 4096),
             ]
         );
-        assert!(pool_slots("# TYPE http_requests counter\nhttp_requests_total 7\n").is_empty());
+        assert_eq!(
+            read.skills,
+            [("registered".to_owned(), 4), ("compiled".to_owned(), 3)]
+        );
+        let other = gauges("# TYPE http_requests counter\nhttp_requests_total 7\n");
+        assert_eq!(other, HostGauges::default());
     }
 
     #[test]

@@ -11,11 +11,13 @@ use rustc_hash::FxHashMap;
 
 use crate::record::field::{Column, Value};
 
-/// Whether a series only grows (a counter) or is a reading of now (a gauge).
+/// Whether a series only grows (a counter), is a reading of now (a gauge), or counts
+/// observations by bucket (a histogram).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Counter,
     Gauge,
+    Histogram,
 }
 
 #[derive(Default)]
@@ -74,6 +76,65 @@ impl Families {
         value: f64,
         ms: Option<i64>,
     ) {
+        let suffix = match family.kind {
+            Kind::Counter => "_total",
+            _ => "",
+        };
+        self.line(group, column, family, suffix, labels, value, ms);
+    }
+
+    /// A histogram of `skillprof_<group>_<column>` with `labels`: `buckets` as each bucket's
+    /// upper bound (`f64::INFINITY` last) and the observations in it (not cumulative), and
+    /// the observations' sum.
+    pub fn histogram(
+        &mut self,
+        group: &str,
+        column: &'static Column,
+        labels: &str,
+        buckets: impl Iterator<Item = (f64, u64)>,
+        sum: f64,
+    ) {
+        let family = Family {
+            kind: Kind::Histogram,
+            unit: column.unit.openmetrics(),
+            help: &column.help,
+        };
+        let separator = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (bound, count) in buckets {
+            cumulative += count;
+            let le = match bound.is_finite() {
+                true => format!("{bound}"),
+                false => "+Inf".to_owned(),
+            };
+            let labels = format!("{labels}{separator}le=\"{le}\"");
+            self.line(
+                group,
+                &column.name,
+                &family,
+                "_bucket",
+                &labels,
+                cumulative as f64,
+                None,
+            );
+        }
+        for (suffix, value) in [("_count", cumulative as f64), ("_sum", sum)] {
+            self.line(group, &column.name, &family, suffix, labels, value, None);
+        }
+    }
+
+    /// One line of the family `skillprof_<group>_<column>`: its name with `suffix`.
+    #[allow(clippy::too_many_arguments)]
+    fn line(
+        &mut self,
+        group: &str,
+        column: &str,
+        family: &Family<'_>,
+        suffix: &str,
+        labels: &str,
+        value: f64,
+        ms: Option<i64>,
+    ) {
         write_metric_name(&mut self.name, group, column);
         let name = self.name.as_str();
         if !self.by_name.contains_key(name) {
@@ -83,9 +144,7 @@ impl Families {
         }
         let (_, points) = self.by_name.get_mut(name).expect("inserted above");
         points.push_str(name);
-        if family.kind == Kind::Counter {
-            points.push_str("_total");
-        }
+        points.push_str(suffix);
         if !labels.is_empty() {
             points.push('{');
             points.push_str(labels);
@@ -145,6 +204,7 @@ impl Family<'_> {
         let kind = match self.kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         };
         let _ = writeln!(head, "# TYPE {name} {kind}");
         if let Some(unit) = self.unit {
