@@ -150,6 +150,14 @@ fn bad_input_is_refused_before_any_work_each_with_its_own_error() {
     // A flag that makes no sense is refused by the parser, with nothing read.
     let said = refused(&capacity(port, &["--since", "a week"]));
     assert!(said.contains("--since"), "{said}");
+    // Production's flags with runs would be ignored there: refused instead.
+    let with_runs = skillprof()
+        .args(["capacity", "--memory", "1G", "--since", "1h"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let said = refused(&with_runs);
+    assert!(said.contains("--since") && said.contains("RUN"), "{said}");
 }
 
 /// `n` requests to `skill` on `host`, each answered well.

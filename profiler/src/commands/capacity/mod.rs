@@ -96,27 +96,32 @@ pub struct CapacityArgs {
     pub prometheus: Option<String>,
 
     /// With --prometheus: how far back to read, up to now (30m, 12h, 7d).
-    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration, requires = "prometheus", conflicts_with = "runs")]
     pub since: std::time::Duration,
 
     /// With --prometheus: label matchers that pick one host, as PromQL writes them inside
     /// braces (instance="10.0.0.5:9477"); refused if they match several. Without it, every
     /// host in the window, and the fleet.
-    #[arg(long, value_name = "MATCHERS", requires = "prometheus")]
+    #[arg(
+        long,
+        value_name = "MATCHERS",
+        requires = "prometheus",
+        conflicts_with = "runs"
+    )]
     pub selector: Option<String>,
 
     /// With --prometheus: the latency target the rate must keep (p99<=250ms; quantiles p50,
     /// p90, p99, p99.9). Without it, the rate is the CPU's bound.
-    #[arg(long, value_name = "pN<=TIME", value_parser = crate::commands::slo::target::parse, requires = "prometheus")]
+    #[arg(long, value_name = "pN<=TIME", value_parser = crate::commands::slo::target::parse, requires = "prometheus", conflicts_with = "runs")]
     pub target: Option<crate::record::slo::Target>,
 
     /// With --prometheus: the servers for this many times the observed peak.
-    #[arg(long, value_name = "N", default_value_t = 2.0, value_parser = positive)]
+    #[arg(long, value_name = "N", default_value_t = 2.0, value_parser = positive, requires = "prometheus", conflicts_with = "runs")]
     pub growth: f64,
 
     /// With --prometheus: seconds between the points read [default: the window / 500, at
     /// least 1 s]; rates are taken over four of them.
-    #[arg(long, value_name = "S", requires = "prometheus", value_parser = positive)]
+    #[arg(long, value_name = "S", requires = "prometheus", conflicts_with = "runs", value_parser = positive)]
     pub step: Option<f64>,
 
     /// Its cores: the parallelism the memory figures are taken at (measured there, or
@@ -176,12 +181,7 @@ fn positive(text: &str) -> Result<f64, String> {
 }
 
 fn parse_rate(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
-        _ => Err(format!(
-            "a rate is requests per second above 0, got {text:?}"
-        )),
-    }
+    positive(text).map_err(|_| format!("a rate is requests per second above 0, got {text:?}"))
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

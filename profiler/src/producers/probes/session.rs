@@ -77,8 +77,8 @@ pub struct ProbeOptions {
     /// Which of the programs that every process's syscalls and page faults run through
     /// attach (exact: both; calls: the syscalls'). Exact is implied by `stacks` and `events`.
     pub mode: ProbeMode,
-    /// Where the memory calls are traced, also time each memory call (`--syscall-latency`): a program at each
-    /// call's entry, and two clock reads.
+    /// Where the memory calls are traced, also time each memory call (`--syscall-latency`):
+    /// a program at each call's entry, and two clock reads.
     pub syscall_latency: bool,
     /// Leave the host's markers unprobed (`--no-markers`): entries only.
     pub no_markers: bool,

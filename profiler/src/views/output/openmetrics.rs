@@ -100,21 +100,24 @@ impl Families {
             help: &column.help,
         };
         let separator = if labels.is_empty() { "" } else { "," };
+        // One buffer for every bucket's labels: a scrape writes tens of thousands of them.
+        let mut with_le = String::new();
         let mut cumulative = 0;
         for (bound, count) in buckets {
             cumulative += count;
-            let le = match bound.is_finite() {
-                true => format!("{bound}"),
-                false => "+Inf".to_owned(),
+            with_le.clear();
+            let _ = match bound.is_finite() {
+                true => write!(with_le, "{labels}{separator}le=\"{bound}\""),
+                false => write!(with_le, "{labels}{separator}le=\"+Inf\""),
             };
-            let labels = format!("{labels}{separator}le=\"{le}\"");
+            let value = cumulative as f64;
             self.line(
                 group,
                 &column.name,
                 &family,
                 "_bucket",
-                &labels,
-                cumulative as f64,
+                &with_le,
+                value,
                 None,
             );
         }

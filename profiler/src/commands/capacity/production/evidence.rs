@@ -165,7 +165,7 @@ pub async fn read(
         .await?;
     let cpus_points = first_of(series(format!("max(skillprof_host_cpus{{{host}}})")).await?);
     let samples = scraped.first().and_then(Series::last).unwrap_or(0.0);
-    let (span, _) = covered(&cpus_points, window.step);
+    let (span, gaps_s) = covered(&cpus_points, window.step);
     let interval = match samples > 1.0 {
         true => span / (samples - 1.0),
         false => window.step,
@@ -188,21 +188,22 @@ pub async fn read(
         None => {
             let machine =
                 first(series(format!("max(skillprof_machine_memory_bytes{{{host}}})")).await?);
-            let limit = match memory_override {
-                Some(bytes) => Some((bytes as f64, "--memory".to_owned())),
-                None => last(&machine).map(|bytes| {
+            (
+                first(series(format!("max(skillprof_host_rss_bytes{{{host}}})")).await?),
+                "its RSS (skillprof_host_rss_bytes)",
+                last(&machine).map(|bytes| {
                     (
                         bytes,
                         "the machine's memory (skillprof_machine_memory_bytes)".to_owned(),
                     )
                 }),
-            };
-            (
-                first(series(format!("max(skillprof_host_rss_bytes{{{host}}})")).await?),
-                "its RSS (skillprof_host_rss_bytes)",
-                limit,
             )
         }
+    };
+    // --memory stands for the limit whichever the series have, as its help says.
+    let limit = match memory_override {
+        Some(bytes) => Some((bytes as f64, "--memory".to_owned())),
+        None => limit,
     };
     let skills = first(
         series(format!(
@@ -299,8 +300,8 @@ pub async fn read(
         mappings,
         max_map_count,
         cpus: last(&cpus_points),
-        covered_s: covered(&cpus_points, window.step).0,
-        gaps_s: covered(&cpus_points, window.step).1,
+        covered_s: span,
+        gaps_s,
         load,
         latency,
         mix,
