@@ -1,6 +1,7 @@
 //! What a run costs the host it profiles: a short workload run again and again with the
-//! probes as a lab run has them by default (`--probes calls`: the memory calls traced, the
-//! faults the kernel's own counts), the same without markers (`--no-markers`), in exact mode
+//! probes as a lab run has them by default (no flag: the mode the kernel decides, `calls`
+//! where function probes trace the memory calls, else `host-only`), the same without markers
+//! (`--no-markers`), with the memory calls traced (`--probes calls`), in exact mode
 //! (`--probes exact`: also a program on every fault), and off (`--no-probes`), a second
 //! probes-off run as the control, and the default with every mark recorded K times
 //! (skillhost's `--mark-repeat K`), which amplifies the marks' cost above the machine's noise
@@ -18,7 +19,7 @@
 //!     cargo bench -p skillprof --bench overhead [-- --rounds N --cmds FILE --amplify K
 //!         --default-only | --exact-only | --time-only [-- HOST_FLAGS]]
 //!
-//! `--default-only` leaves out exact mode and --no-markers (rounds take half as long). Both
+//! `--default-only` leaves out calls, exact and --no-markers (rounds take half as long). Both
 //! end with the default's cost in parts: its programs by the kernel's count in one more
 //! run with `--self-cost` (and the count's own floor within it), its marks at the busy
 //! host's price, what is left of the measured median, and skillprof's sampler beside.
@@ -88,9 +89,11 @@ struct Options {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Condition {
-    /// A lab run's default: the memory calls traced (`--probes calls`) and the time profile
+    /// A lab run's default: no flag, the probe mode the kernel decides, and the time profile
     /// at a started host's defaults.
     Default,
+    /// The memory calls traced whatever the kernel (`--probes calls`).
+    Calls,
     /// The host-only mode (`--attach`'s default): the base of `--time-only`'s conditions
     /// and of `--exact-only`'s comparison.
     HostOnly,
@@ -113,7 +116,7 @@ enum Condition {
     NoProfileAgain,
 }
 
-const CONDITIONS: usize = 12;
+const CONDITIONS: usize = 13;
 
 /// One run's figures.
 #[derive(Clone, Copy, Default)]
@@ -157,6 +160,9 @@ fn main() -> Result<()> {
         }
         if !options.default_only && !options.time_only {
             order.push(Condition::Exact);
+        }
+        if !options.default_only && !options.exact_only && !options.time_only {
+            order.push(Condition::Calls);
         }
         if !options.default_only && !options.exact_only && !options.time_only {
             order.push(Condition::NoMarkers);
@@ -239,12 +245,12 @@ fn run(skillprof: &Path, options: &Options, condition: Condition, out: &Path) ->
 
 fn condition_args(condition: Condition) -> &'static [&'static str] {
     match condition {
-        Condition::Default => &["--probes", "calls"],
+        Condition::Default | Condition::Amplified => &[],
+        Condition::Calls => &["--probes", "calls"],
         Condition::HostOnly => &["--probes", "host-only"],
         Condition::Exact => &["--probes", "exact"],
         Condition::Off | Condition::OffAgain => &["--no-probes"],
-        Condition::NoMarkers => &["--probes", "calls", "--no-markers"],
-        Condition::Amplified => &["--probes", "calls"],
+        Condition::NoMarkers => &["--no-markers"],
         Condition::OffCpuStates => &["--probes", "host-only", "--off-cpu", "states"],
         Condition::OffCpuStacks => &["--probes", "host-only", "--off-cpu", "stacks"],
         Condition::SamplingOnly => &["--probes", "host-only", "--off-cpu", "off"],
@@ -448,7 +454,11 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
         options.cmds.display(),
         rounds.len(),
         options.amplify,
-        if exact { " / exact / --no-markers" } else { "" }
+        if exact {
+            " / calls / exact / --no-markers"
+        } else {
+            ""
+        }
     );
     println!(
         "probes off: median host CPU {:.0} ms, wall {:.0} ms",
@@ -456,12 +466,13 @@ fn report(options: &Options, rounds: &[[Measured; CONDITIONS]]) -> [f64; 3] {
         median_of(rounds, Condition::Off, wall)
     );
     let mut lines = vec![
-        ("lab default (--probes calls) / off", Condition::Default),
+        ("lab default / off", Condition::Default),
         ("control, off again / off", Condition::OffAgain),
         ("marks recorded ×K / off", Condition::Amplified),
     ];
     if exact {
         lines.extend([
+            ("calls mode / off", Condition::Calls),
             ("exact mode / off", Condition::Exact),
             (
                 "lab default without markers (--no-markers) / off",
@@ -553,7 +564,8 @@ fn split(
     let share = |ns: f64| 100.0 * ns / (host_ms * 1e6);
     let costs = meta
         .probes
-        .and_then(|p| p.costs)
+        .as_ref()
+        .and_then(|p| p.costs.clone())
         .context("the --self-cost run recorded no costs")?;
     let programs = share(costs.total_run_ns as f64);
     let each: Vec<String> = costs
@@ -566,7 +578,17 @@ fn split(
         .floor
         .and_then(|f| f.ns_per_run())
         .map(|ns| (ns, share(ns * costs.total_runs as f64)));
-    println!("\nthe lab default's cost in parts (shares of the host's CPU):");
+    let probes = meta.probes.as_ref();
+    println!(
+        "\nthe lab default's cost in parts (shares of the host's CPU); its mode on this kernel: \
+         {} ({})",
+        probes
+            .and_then(|p| p.mode)
+            .map_or("none recorded", |mode| mode.as_str()),
+        probes
+            .and_then(|p| p.mode_why.as_deref())
+            .unwrap_or("no reason recorded")
+    );
     println!("measured: {total:+.1}% [{lo:+.1}, {hi:+.1}] (default / off, above)");
     println!(
         "BPF programs, by the kernel's count in one --self-cost run: {programs:.2}% ({}){}",

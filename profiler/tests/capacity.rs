@@ -447,7 +447,12 @@ fn requests_that_meet_vm_max_map_count_are_explained_from_the_evidence() {
     );
     let before = fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
     let out = dir.path().join("runs");
-    let output = run(&workload, &out, &["--max-map-count", "1024"]);
+    // --probes calls: the kernel's refusals are the memory calls' errnos.
+    let output = run(
+        &workload,
+        &out,
+        &["--max-map-count", "1024", "--probes", "calls"],
+    );
     assert_eq!(
         fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(),
         before,

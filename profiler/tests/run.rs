@@ -9,7 +9,7 @@ use std::time::Duration;
 use skillprof::ground::cmds::{self, InFlightCap};
 use skillprof::record::Status;
 use skillprof::record::host::TrimBy;
-use skillprof::record::probes::{Outcome, Probe, ProbeMode};
+use skillprof::record::probes::{Mechanism, Outcome, Probe, ProbeMode};
 use skillprof::record::profile::SkillWorld;
 use skillprof::views::output::harness_log::RunLog;
 
@@ -105,11 +105,13 @@ fn smoke_run_leaves_four_consistent_files() {
     }
     assert_eq!(stop[timeslices], "", "{stop:?}");
 
-    // Kernel evidence, attributed to the right entry, without a flag: a started host has
-    // its memory calls traced (the calls mode). The skill touches every page of the 1,000 KB
-    // it allocates, so that entry saw at least 250 page faults by the kernel's own count,
-    // which is all the faults this mode has (no program on every fault of the machine), and
-    // the instance's memory was mapped and unmapped.
+    // Kernel evidence, attributed to the right entry, without a flag. The skill touches
+    // every page of the 1,000 KB it allocates, so that entry saw at least 250 page faults by
+    // the kernel's own count, which is all the faults a lab run's default has (no program on
+    // every fault of the machine). Where the kernel traces the memory calls without a
+    // syscall tracepoint (calls mode), the instance's memory was mapped and unmapped; where
+    // it would take tracepoints (host-only, this VM), there are no call counts at all.
+    let lab_default = meta(&folder).probes.unwrap().mode.unwrap();
     let [
         executions,
         minflt,
@@ -137,8 +139,16 @@ fn smoke_run_leaves_four_consistent_files() {
         rows.iter().all(|row| row[faults_user].is_empty()),
         "no fault program, no fault column: {rows:?}"
     );
-    assert!(int(execute_skill, mmap_calls) > 0, "{execute_skill:?}");
-    assert!(int(execute_skill, munmap_calls) > 0, "{execute_skill:?}");
+    match lab_default {
+        ProbeMode::Calls => {
+            assert!(int(execute_skill, mmap_calls) > 0, "{execute_skill:?}");
+            assert!(int(execute_skill, munmap_calls) > 0, "{execute_skill:?}");
+        }
+        _ => assert!(
+            rows.iter().all(|row| row[mmap_calls].is_empty()),
+            "calls counted in {lab_default:?} mode: {rows:?}"
+        ),
+    }
     assert_eq!(
         execute_skill[mmap_lat], "",
         "calls timed without --syscall-latency: {execute_skill:?}"
@@ -262,14 +272,33 @@ fn smoke_run_leaves_four_consistent_files() {
     );
     let probes = meta.probes.as_ref().unwrap();
     assert!(probes.enabled);
-    assert_eq!(probes.mode, Some(ProbeMode::Calls));
+    // The mode is the kernel's, and the run says why: the memory calls traced by function
+    // probes, or left out where only syscall tracepoints would trace them.
+    let why = probes.mode_why.as_deref().expect("why the kernel's mode");
     let statuses = &probes.statuses;
-    assert!(
-        statuses
-            .iter()
-            .any(|s| s.probe == Probe::Syscalls && s.attached),
-        "the memory calls are not traced in a lab run: {statuses:?}"
-    );
+    let syscalls = statuses
+        .iter()
+        .find(|s| s.probe == Probe::Syscalls)
+        .unwrap();
+    match lab_default {
+        ProbeMode::Calls => assert!(
+            syscalls.attached
+                && matches!(syscalls.mechanism, Mechanism::Fentry | Mechanism::Kprobe)
+                && why.contains("function probes"),
+            "{why}: {syscalls:?}"
+        ),
+        ProbeMode::HostOnly => {
+            // Each function probe's refusal named.
+            assert!(
+                syscalls.exact_only()
+                    && why.contains("fentry: ")
+                    && why.contains("kprobe: ")
+                    && why.contains("--probes calls"),
+                "{why}: {syscalls:?}"
+            );
+        }
+        ProbeMode::Exact => panic!("exact mode without a flag: {why}"),
+    }
     for exact_only in [Probe::PageFaults, Probe::MajorFaults] {
         assert!(
             statuses.iter().any(|s| s.probe == exact_only
@@ -278,15 +307,20 @@ fn smoke_run_leaves_four_consistent_files() {
             "{exact_only} is not left to exact mode: {statuses:?}"
         );
     }
+    // The calls' latency: not asked for where the calls are traced, else left with them.
+    let unasked = match lab_default.traces_calls() {
+        true => Outcome::NotAsked,
+        false => Outcome::ExactOnly,
+    };
     assert!(
         statuses.iter().any(|s| s.probe == Probe::SyscallLatency
             && !s.attached
-            && s.attempts[0].outcome == Outcome::NotAsked),
+            && s.attempts[0].outcome == unasked),
         "{statuses:?}"
     );
     let explain = fs::read_to_string(folder.join("explain.md")).unwrap();
     assert!(
-        explain.contains("probe mode: calls (the default for a host skillprof starts)"),
+        explain.contains(&format!("probe mode: {} ({why})", lab_default.as_str())),
         "{explain}"
     );
     let costs = probes.costs.as_ref().unwrap();
@@ -625,8 +659,9 @@ fn runs_through_its_profile(profile: &str, emulation: &[&str], workloads: &[&str
     let api = emulation[1];
     let dir = tempfile::tempdir().unwrap();
     let host = [
-        // The probes' per-fault and per-call counts of the host, below: exact mode, a
-        // started host's default.
+        // The probes' per-call counts of the host, below, whatever the kernel's default.
+        "--probes",
+        "calls",
         "--host-profile",
         profile,
         "--",

@@ -154,6 +154,9 @@ pub struct ProbesInfo {
     /// Which programs ran (absent in runs before the modes were named, and with probes off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<ProbeMode>,
+    /// Why that mode, where skillprof chose it by the kernel (a lab run no flag decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_why: Option<String>,
     pub tracefs: Option<Tracefs>,
     pub statuses: Vec<ProbeStatus>,
     /// The profiler's own cost, read at the end of the run.

@@ -99,7 +99,9 @@ pub struct PoolArgs {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
 
-    /// An option for every `skillprof run`, repeatable (e.g. --run-arg=--no-probes).
+    /// An option for every `skillprof run`, repeatable (e.g. --run-arg=--no-probes). Each
+    /// run traces the host's memory calls (`--probes calls`) unless one of these decides the
+    /// probes.
     #[arg(long = "run-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub run_args: Vec<String>,
 
@@ -322,6 +324,27 @@ fn reserved(common: &[String], config: &PoolConfig) -> Result<u64> {
 }
 
 /// One run of the workload under `config`, and its figures.
+/// `--probes calls` unless `run_args` decide the probes: the allocators differ by their
+/// memory calls (an instance's mmap and munmap on demand, a slot's madvise pooled), which a
+/// lab run leaves out by default on a kernel that would trace them with tracepoints only.
+fn traced_calls(run_args: &[String]) -> &'static [&'static str] {
+    let decides = |arg: &String| {
+        [
+            "--probes",
+            "--no-probes",
+            "--stacks",
+            "--events",
+            "--trace-syscalls",
+        ]
+        .iter()
+        .any(|flag| arg == flag || arg.starts_with(&format!("{flag}=")))
+    };
+    match run_args.iter().any(decides) {
+        true => &[],
+        false => &["--probes", "calls"],
+    }
+}
+
 fn run_once(
     args: &PoolArgs,
     config: &PoolConfig,
@@ -341,6 +364,7 @@ fn run_once(
                 .iter()
                 .flat_map(|(key, value)| ["--host-env".to_owned(), format!("{key}={value}")]),
         )
+        .args(traced_calls(&args.run_args))
         .args(&args.run_args)
         .arg("--")
         .args(&args.host_flags)

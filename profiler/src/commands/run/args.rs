@@ -210,15 +210,17 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_probes: bool,
 
-    /// Which probes run. `calls`, the default for a host skillprof starts (a lab run): every
-    /// memory call (mmap, munmap, mremap, mprotect, madvise, brk) of the host, by kind, entry
-    /// and skill, from programs on the syscall paths, which every process on the machine
-    /// passes through (the head of explain.md says what they cost); faults are the kernel's
-    /// own counts. `exact`: also every page fault, split into reads and writes, user and
-    /// kernel mode, from a program on every fault of the machine (on a fault-heavy host as
-    /// much again as the rest: docs/defaults.md). `host-only`, the default with --attach (a
-    /// production host): no program on any syscall or fault path, so only the host pays;
-    /// faults per entry are the kernel's own counts and per skill the host's ledger's.
+    /// Which probes run. `calls`: every memory call (mmap, munmap, mremap, mprotect, madvise,
+    /// brk) of the host, by kind, entry and skill, from programs on those syscalls, which
+    /// every process on the machine passes through; faults are the kernel's own counts.
+    /// `exact`: also every page fault, split into reads and writes, user and kernel mode,
+    /// from a program on every fault of the machine (on a fault-heavy host as much again as
+    /// the rest: docs/defaults.md). `host-only`: no program on any syscall or fault path, so
+    /// only the host pays; faults per entry are the kernel's own counts and per skill the
+    /// host's ledger's. Default: host-only with --attach (a production host); for a host
+    /// skillprof starts, calls where the kernel attaches function probes (fexit, kprobes) to
+    /// the memory calls, else host-only, since a syscall tracepoint sends every syscall of
+    /// every process down the kernel's slow path (the run's head says which and why).
     /// --stacks and --events need exact, --syscall-latency calls.
     #[arg(long, value_enum, value_name = "MODE", conflicts_with = "no_probes")]
     pub probes: Option<ProbeMode>,
@@ -344,10 +346,11 @@ impl RunArgs {
         }
     }
 
-    /// The probe mode that runs: asked for, or by situation (calls for a host skillprof
-    /// starts, host-only for one it attaches to), or the one a flag needs. `Err` when a flag
-    /// needs more than the mode asked for.
-    pub fn probe_mode(&self) -> anyhow::Result<ProbeMode> {
+    /// The probe mode that runs: asked for, or by situation (host-only for a host skillprof
+    /// attaches to), or the one a flag needs; `None` for a host skillprof starts with no
+    /// flag that decides, whose mode the kernel decides (`probes::lab_default`). `Err` when a
+    /// flag needs more than the mode asked for.
+    pub fn probe_mode(&self) -> anyhow::Result<Option<ProbeMode>> {
         let asked = match self.trace_syscalls {
             true => Some(ProbeMode::Exact),
             false => self.probes,
@@ -389,13 +392,19 @@ impl RunArgs {
                 asked.as_str()
             );
         }
+        // A started host's default is calls or host-only, by the kernel: what any flag needs
+        // (at least calls) decides it.
         let by_situation = match self.attach {
-            Some(_) => ProbeMode::HostOnly,
-            None => ProbeMode::Calls,
+            Some(_) => Some(ProbeMode::HostOnly),
+            None => None,
         };
         Ok(match (asked, needed) {
-            (Some(mode), _) => mode,
-            (None, Some((needed, _))) if depth(needed) > depth(by_situation) => needed,
+            (Some(mode), _) => Some(mode),
+            (None, Some((needed, _)))
+                if by_situation.is_none_or(|mode| depth(needed) > depth(mode)) =>
+            {
+                Some(needed)
+            }
             (None, _) => by_situation,
         })
     }
@@ -415,15 +424,28 @@ mod tests {
 
     fn mode(flags: &[&str]) -> anyhow::Result<ProbeMode> {
         let argv = ["skillprof", "w.cmds"].iter().chain(flags);
-        Cli::try_parse_from(argv)?.run.probe_mode()
+        let mode = Cli::try_parse_from(argv)?.run.probe_mode()?;
+        Ok(mode.expect("a mode the flags decide"))
+    }
+
+    fn by_kernel(flags: &[&str]) -> bool {
+        let argv = ["skillprof", "w.cmds"].iter().chain(flags);
+        Cli::try_parse_from(argv)
+            .unwrap()
+            .run
+            .probe_mode()
+            .unwrap()
+            .is_none()
     }
 
     const ATTACH: [&str; 4] = ["--attach", "1", "--host-url", "http://127.0.0.1:1"];
 
     #[test]
-    fn a_started_host_has_its_calls_traced_an_attached_one_only_pays_itself() {
-        assert_eq!(mode(&[]).unwrap(), ProbeMode::Calls);
+    fn a_started_hosts_mode_is_the_kernels_an_attached_one_only_pays_itself() {
+        assert!(by_kernel(&[]));
+        assert!(by_kernel(&["--no-markers"]));
         assert_eq!(mode(&ATTACH).unwrap(), ProbeMode::HostOnly);
+        assert_eq!(mode(&["--syscall-latency"]).unwrap(), ProbeMode::Calls);
         let chosen = [&ATTACH[..], &["--probes", "exact"]].concat();
         assert_eq!(mode(&chosen).unwrap(), ProbeMode::Exact);
         assert_eq!(

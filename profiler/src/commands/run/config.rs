@@ -178,7 +178,13 @@ impl RunConfig {
                     .mechanisms
                     .options(events, plan.entries.len() as u32 + 1)?;
                 options.stacks = args.stacks;
-                options.mode = args.probe_mode()?;
+                (options.mode, options.mode_why) = match args.probe_mode()? {
+                    Some(mode) => (mode, None),
+                    None => {
+                        let (mode, why) = crate::producers::probes::lab_default::choose();
+                        (mode, Some(why))
+                    }
+                };
                 options.syscall_latency = args.syscall_latency;
                 options.no_markers = args.no_markers;
                 let off_cpu = match attached {

@@ -39,6 +39,7 @@ impl Probing {
             Probing::Live(session) => ProbesInfo {
                 enabled: true,
                 mode: Some(session.mode()),
+                mode_why: session.mode_why().map(str::to_owned),
                 tracefs: session.tracefs(),
                 statuses: session.statuses().to_vec(),
                 costs: None,
@@ -47,6 +48,7 @@ impl Probing {
             Probing::Off => ProbesInfo {
                 enabled: false,
                 mode: None,
+                mode_why: None,
                 tracefs: None,
                 statuses: Vec::new(),
                 costs: None,

@@ -17,6 +17,7 @@ pub mod events;
 mod formats;
 mod host_check;
 mod host_symbol;
+pub mod lab_default;
 pub mod ledger;
 mod majflt;
 pub mod markers;

@@ -21,7 +21,7 @@ use aya::{
 };
 
 use super::{formats, tracefs};
-use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeStatus, Tracefs};
+use crate::record::probes::{Attempt, Mechanism, Outcome, Probe, ProbeMode, ProbeStatus, Tracefs};
 
 impl Mechanism {
     pub const ALL: [Mechanism; 8] = [
@@ -149,9 +149,14 @@ impl ProbePlan {
 impl ProbeStatus {
     /// A probe left out of the host-only mode: every mechanism of its plan skipped, and why.
     pub fn exact_mode_only(probe: &ProbePlan) -> Self {
-        let why = "exact mode only (--probes exact): its programs run for every process on \
-                   the machine, not only the host";
-        Self::left_out(probe.probe, &probe.mechanisms(), Outcome::ExactOnly, why)
+        let modes = match ProbeMode::Calls.runs(probe.probe) {
+            true => "calls and exact modes only (--probes calls)",
+            false => "exact mode only (--probes exact)",
+        };
+        let why = format!(
+            "{modes}: its programs run for every process on the machine, not only the host"
+        );
+        Self::left_out(probe.probe, &probe.mechanisms(), Outcome::ExactOnly, &why)
     }
 
     /// A probe that measures what the run did not ask for, and the flag that asks.

@@ -77,6 +77,8 @@ pub struct ProbeOptions {
     /// Which of the programs that every process's syscalls and page faults run through
     /// attach (exact: both; calls: the syscalls'). Exact is implied by `stacks` and `events`.
     pub mode: ProbeMode,
+    /// Why `mode`, where skillprof chose it by the kernel (a lab run no flag decides).
+    pub mode_why: Option<String>,
     /// Where the memory calls are traced, also time each memory call (`--syscall-latency`):
     /// a program at each call's entry, and two clock reads.
     pub syscall_latency: bool,
@@ -142,6 +144,7 @@ impl MechanismArgs {
             self_cost: self.self_cost,
             cost_model: (!self.self_cost).then(|| self.cost_model.clone()),
             mode: ProbeMode::HostOnly,
+            mode_why: None,
             syscall_latency: false,
             no_markers: false,
             time: None,
@@ -225,6 +228,7 @@ pub struct ProbeSession {
     tracefs: Option<Tracefs>,
     tgid: u32,
     mode: ProbeMode,
+    mode_why: Option<String>,
     max_entries: u32,
     current: Mutex<u32>,
     rss_stat: RssStat,
@@ -508,6 +512,7 @@ impl ProbeSession {
             tracefs: attacher.tracefs(),
             tgid,
             mode,
+            mode_why: options.mode_why.clone(),
             max_entries,
             current: Mutex::new(0),
             rss_stat,
@@ -573,6 +578,11 @@ impl ProbeSession {
     /// Which programs run.
     pub fn mode(&self) -> ProbeMode {
         self.mode
+    }
+
+    /// Why the mode, where skillprof chose it by the kernel.
+    pub fn mode_why(&self) -> Option<&str> {
+        self.mode_why.as_deref()
     }
 
     /// From now on, events are attributed to entry `index`.

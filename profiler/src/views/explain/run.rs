@@ -176,6 +176,11 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
         true => ProbeMode::Exact,
         false => ProbeMode::HostOnly,
     });
+    // Where skillprof chose the mode by the kernel, why: before what it leaves out.
+    let why = probes
+        .mode_why
+        .as_deref()
+        .map_or(String::new(), |why| format!(" ({why})"));
     match mode {
         ProbeMode::Exact => lines.push(
             "probe mode: exact: every memory call and page fault of the host counted by kind, \
@@ -184,18 +189,17 @@ fn probes_live(probes: &ProbesInfo) -> Vec<String> {
              out the faults' programs, --probes host-only both"
                 .to_owned(),
         ),
-        ProbeMode::Calls => lines.push(
-            "probe mode: calls (the default for a host skillprof starts): every memory call of \
-             the host counted by kind, entry and skill, by programs on every process's syscalls \
-             on this machine (what they cost: below); page faults are the kernel's own counts \
-             (minflt, majflt), without a read/write or user/kernel split: --probes exact adds \
-             a program on every fault of the machine for those, --probes host-only leaves out \
-             the memory calls' programs too"
-                .to_owned(),
-        ),
+        ProbeMode::Calls => lines.push(format!(
+            "probe mode: calls{why}: every memory call of the host counted by kind, entry and \
+             skill, by programs on every process's memory calls on this machine (what they \
+             cost: below); page faults are the kernel's own counts (minflt, majflt), without a \
+             read/write or user/kernel split: --probes exact adds a program on every fault of \
+             the machine for those, --probes host-only leaves out the memory calls' programs \
+             too"
+        )),
         ProbeMode::HostOnly => lines.push(format!(
-            "probe mode: host-only, only the host pays: {} left out (their programs run for \
-             every process); faults per entry are the kernel's own counts (minflt, majflt); \
+            "probe mode: host-only{why}, only the host pays: {} left out (their programs run \
+             for every process); faults per entry are the kernel's own counts (minflt, majflt); \
              --probes calls for per-call counts, bytes and errnos, --probes exact also for \
              per-fault splits",
             exact_only.join(", ")
