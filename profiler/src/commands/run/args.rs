@@ -394,10 +394,7 @@ impl RunArgs {
         }
         // A started host's default is calls or host-only, by the kernel: what any flag needs
         // (at least calls) decides it.
-        let by_situation = match self.attach {
-            Some(_) => Some(ProbeMode::HostOnly),
-            None => None,
-        };
+        let by_situation = self.attach.map(|_| ProbeMode::HostOnly);
         Ok(match (asked, needed) {
             (Some(mode), _) => Some(mode),
             (None, Some((needed, _)))
