@@ -47,7 +47,12 @@ fn on_demand() -> &'static Path {
         run(
             "on-demand",
             &smoke_cmds(),
-            &["--cost-model", absent.to_str().unwrap()],
+            &[
+                "--probes",
+                "exact",
+                "--cost-model",
+                absent.to_str().unwrap(),
+            ],
         )
     })
 }
