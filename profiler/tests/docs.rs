@@ -180,13 +180,23 @@ fn quoted_commands(file: &Path, text: &str) -> Vec<Quoted> {
     let mut found = Vec::new();
     for (number, piece) in pieces {
         for (at, _) in piece.match_indices("skillprof ") {
-            // The command word only, as a shell line starts it: not skillprof-watch,
-            // /var/lib/skillprof, `skillprof:`, or an output table's column (wide spacing).
-            let before = piece[..at].split_whitespace().next_back().unwrap_or("");
-            let starts = piece[..at].is_empty() || piece[..at].ends_with(char::is_whitespace);
+            // The command word only, as a shell line starts it, with or without a path in
+            // front (target/release/skillprof, /usr/local/bin/skillprof): not skillprof-watch,
+            // `skillprof:`, or an output table's column (wide spacing).
+            let head = &piece[..at];
+            let path = &head[head.rfind(char::is_whitespace).map_or(0, |space| space + 1)..];
+            let head = match path.ends_with('/') {
+                true => &head[..head.len() - path.len()],
+                false => head,
+            };
+            let before = head.split_whitespace().next_back().unwrap_or("");
+            let starts = head.is_empty() || head.ends_with(char::is_whitespace);
             let rest = &piece[at + "skillprof ".len()..];
             if !starts
-                || !matches!(before, "" | "sudo" | "$" | "#" | "&&" | ";" | "then" | "do")
+                || !matches!(
+                    before,
+                    "" | "sudo" | "exec" | "$" | "#" | "&&" | ";" | "then" | "do"
+                )
                 || rest.starts_with(char::is_whitespace)
                 || rest.is_empty()
             {
@@ -267,8 +277,13 @@ fn wrong(cli: &clap::Command, quoted: &Quoted) -> Option<String> {
             };
             given.insert(arg.get_id().to_string());
             options += 1;
-            if !inline && arg.get_action().takes_values() {
-                words.next();
+            let value = match inline {
+                true => word.split_once('=').map(|(_, value)| value),
+                false if arg.get_action().takes_values() => words.next(),
+                false => None,
+            };
+            if let Some(problem) = value.and_then(|value| not_a_choice(arg, value)) {
+                return Some(format!("{path} {shown}: {problem}"));
             }
         } else if positionals == 0
             && let Some(nested) = command.find_subcommand(word)
@@ -307,6 +322,23 @@ fn wrong(cli: &clap::Command, quoted: &Quoted) -> Option<String> {
     None
 }
 
+/// What is wrong with `value` for `arg`, one of a fixed set of choices: a value none of them
+/// is. Placeholders (MODE, <mode>, $VAR, {port}) and lists are not judged.
+fn not_a_choice(arg: &clap::Arg, value: &str) -> Option<String> {
+    let choices = arg.get_possible_values();
+    let placeholder = value.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        || value.contains(['<', '$', '{', ','])
+        || value.contains("...");
+    if choices.is_empty()
+        || placeholder
+        || choices.iter().any(|choice| choice.matches(value, false))
+    {
+        return None;
+    }
+    let names: Vec<&str> = choices.iter().map(|choice| choice.get_name()).collect();
+    Some(format!("{value} is none of {}", names.join(", ")))
+}
+
 /// Every `skillprof` command the README and docs quote names a subcommand and flags that
 /// exist, and one written out whole gives every required argument: a newcomer copies them.
 #[test]
@@ -341,6 +373,64 @@ fn every_command_the_docs_quote_exists_as_written() {
     );
 }
 
+/// `script` with each command substitution, `$(...)`, as one placeholder word: its `)` would
+/// end the command the docs' reader takes.
+fn without_substitutions(script: &str) -> String {
+    let mut out = String::new();
+    let mut rest = script;
+    while let Some(start) = rest.find("$(") {
+        out.push_str(&rest[..start]);
+        out.push_str("VALUE");
+        let end = rest[start..].find(')').expect("a substitution's end");
+        rest = &rest[start + end + 1..];
+    }
+    out + rest
+}
+
+/// The commands the shipped unit files start (`ExecStart=`, continued lines joined, through
+/// `/bin/sh -c` where they are wrapped in one), judged as the docs' are.
+#[test]
+fn every_command_the_unit_files_start_exists_as_written() {
+    use clap::CommandFactory;
+    let cli = skillprof::commands::cli::Cli::command();
+    let folder = repo().join("docs/systemd");
+    let mut checked = 0;
+    for entry in fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        let text = fs::read_to_string(&path).unwrap().replace("\\\n", " ");
+        let shown = path.strip_prefix(repo()).unwrap().to_path_buf();
+        for line in text.lines() {
+            let Some(command) = line.strip_prefix("ExecStart=") else {
+                continue;
+            };
+            // A shell wrapper's script is read as the docs' code blocks are.
+            let words = shlex::split(command).unwrap();
+            let script = match words.as_slice() {
+                [shell, flag, script, ..] if shell.ends_with("/sh") && flag == "-c" => {
+                    script.clone()
+                }
+                _ => command.to_owned(),
+            };
+            let block = format!("```\n{}\n```\n", without_substitutions(&script));
+            for quoted in quoted_commands(&shown, &block) {
+                checked += 1;
+                assert_eq!(
+                    wrong(&cli, &quoted),
+                    None,
+                    "{}: {:?}",
+                    shown.display(),
+                    quoted.words
+                );
+            }
+        }
+    }
+    assert!(
+        checked >= 1,
+        "no skillprof command in {}: the reader is broken",
+        folder.display()
+    );
+}
+
 /// The reader itself: what it takes for a command, and what it calls wrong.
 #[test]
 fn a_quoted_command_is_read_as_a_shell_would_and_judged_by_the_cli() {
@@ -350,7 +440,10 @@ fn a_quoted_command_is_read_as_a_shell_would_and_judged_by_the_cli() {
                 ```\nskillprof capacity RUN \\\n  --memory 64G\n```\n\
                 `skillprof slo --skill rust --component x.wasm`, `skillprof explain RUN`, \
                 `skillprof run cmds/x.cmds --no-such-flag`, `skillprof run ... --interval-ms 5`\n\
-                `/var/lib/skillprof` and `skillprof-watch.service` are no commands.";
+                `sudo target/release/skillprof run cmds/x.cmds --probes all`, \
+                `skillprof run cmds/x.cmds --probes=calls --probes MODE`\n\
+                `/var/lib/skillprof` and `skillprof-watch.service` are no commands, \
+                nor is `ls /var/lib/skillprof /tmp`.";
     let quoted = quoted_commands(Path::new("t.md"), text);
     let said: Vec<(String, Option<String>)> = quoted
         .iter()
@@ -374,6 +467,14 @@ fn a_quoted_command_is_read_as_a_shell_would_and_judged_by_the_cli() {
                 Some("skillprof run has no option --no-such-flag".to_owned())
             ),
             ("run ... --interval-ms 5".to_owned(), None),
+            (
+                "run cmds/x.cmds --probes all".to_owned(),
+                Some("skillprof run --probes: all is none of exact, calls, host-only".to_owned())
+            ),
+            (
+                "run cmds/x.cmds --probes=calls --probes MODE".to_owned(),
+                None
+            ),
         ]
     );
 }
