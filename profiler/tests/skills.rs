@@ -115,7 +115,9 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
     }
     // What the sample skill touched: one write per page of its MEMORY_KB, in chunks that
     // need not start on a page boundary (at most one more page per chunk of >= 100 KiB), and
-    // a little allocator metadata, above what the same requests without memory faulted.
+    // a little allocator metadata, above what the same requests without memory faulted. That
+    // baseline holds first touches entry 2 no longer pays (a thread's stack page, a buffer
+    // malloc kept): a page a request fewer is still the skill's (6,143 of 6,144 seen once).
     for (skill, kb) in [("sample_rs1", A_KB), ("sample_rs2", B_KB)] {
         let with = cell::<u64>(call(2, skill), "task_minflt");
         let without = cell::<u64>(call(1, skill), "task_minflt");
@@ -123,7 +125,7 @@ fn two_skills_in_one_entry_get_their_own_pages_and_the_rows_sum_to_the_entry() {
         let pages = TIMES * kb / PAGE_KB;
         let chunks = TIMES * kb.div_ceil(100);
         assert!(
-            (pages..=pages + chunks + 16 * TIMES).contains(&touched),
+            (pages - TIMES..=pages + chunks + 16 * TIMES).contains(&touched),
             "{skill} touched {pages} pages ({TIMES} × {kb} KiB) above its baseline; \
              skills.csv says {touched} ({with} - {without})"
         );
