@@ -3,7 +3,7 @@
 # build/peers/, so that skillprof's traffic figures can be put beside theirs
 # (cargo bench --bench peer_throughput, docs/traffic.md):
 #
-#   wasmtime-50.0.1   wasmtime-cli 50.0.1 from crates.io (the wasmtime skillprof's own host
+#   wasmtime-50.0.1   wasmtime-cli 50.0.1 as published, by cargo install (the wasmtime skillprof's own host
 #                     links), with only what `wasmtime serve` needs: serve (and the async
 #                     component model, which its code uses), cranelift, the pooling allocator
 #                     and parallel compilation (~15 minutes on 2 cores)

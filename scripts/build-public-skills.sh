@@ -3,10 +3,10 @@
 # that skillprof's answers for "your skills" are checked on skills that are not its own
 # (docs/own-skills.md gives their answers, skills/public/ the profiles that serve them):
 #
-#   wstd_http_server.wasm   wstd 0.6.8's examples/http_server.rs (crates.io), a Rust
+#   wstd_http_server.wasm   wstd 0.6.8's examples/http_server.rs (cargo fetches it), a Rust
 #                           wasi:http/proxy handler: POST / answers "Hello, wasi:http/proxy
 #                           world!", /echo echoes the body (~1 minute on 2 cores)
-#   cpy_http_echo.wasm      componentize-py 0.17.2's examples/http/app.py (its PyPI sdist), a
+#   cpy_http_echo.wasm      componentize-py 0.17.2's examples/http/app.py (its published sdist), a
 #                           Python wasi:http/proxy handler: POST /echo streams the body back
 #                           through an asyncio loop on WASI's poll (~20 s)
 #   js_http_echo.wasm       skills/js_echo/echo.js, a JavaScript wasi:http/proxy handler, by
@@ -15,8 +15,8 @@
 #                           of it npm install; needs npm)
 #
 # Needs scripts/setup.sh's toolchain (the wasm32-wasip2 target, build/venv-py312's
-# componentize-py 0.17.2). Each archive is checked against its SHA-256 before it is used, and
-# a component whose stamp names the same archive is kept: a second run only checks.
+# componentize-py 0.17.2). Each package is checked against its SHA-256 before it is used, and
+# a component whose stamp names the same package is kept: a second run only checks.
 #
 # Usage: scripts/build-public-skills.sh
 set -euo pipefail
@@ -35,11 +35,12 @@ case "${1:-}" in
     *) die "unknown argument $1 (see $0 --help)" ;;
 esac
 
-WSTD=wstd-0.6.8
-WSTD_URL=https://static.crates.io/crates/wstd/$WSTD.crate
+WSTD_VERSION=0.6.8
+WSTD=wstd-$WSTD_VERSION
+# The package's checksum, as cargo's registry index gives it (and cargo checks the download).
 WSTD_SHA256=29b52936db10a79bb724dadd1c2c3aac958e8229dcb1f1c7f2b7044ca9fc6a3a
-CPY=componentize_py-0.17.2
-CPY_URL=https://files.pythonhosted.org/packages/eb/45/ba5b7abdbd966e465f02c25b3b07c5dcf776bfd837ea00b5f7db73a81b21/$CPY.tar.gz
+CPY_VERSION=0.17.2
+CPY=componentize_py-$CPY_VERSION
 CPY_SHA256=f3149d93388b8c4cd6807a0a5c8ecce83d647ee21a92b35043111df6746e76e8
 COMPONENTIZE_PY="$ROOT/build/venv-py312/bin/componentize-py"
 
@@ -63,13 +64,51 @@ unpack() {
     tar -xzf "$archive" -C "$OUT/src"
 }
 
+# `crate_source NAME VERSION SHA256 FOLDER`: the published source of crate NAME VERSION, which
+# cargo fetches by name into its own cache through a throwaway package that depends on it,
+# copied afresh into $OUT/src/FOLDER; the checksum cargo recorded must be SHA256.
+crate_source() {
+    local name=$1 version=$2 sum=$3 folder=$4 probe="$OUT/src/fetch-$1"
+    mkdir -p "$probe/src"
+    : >"$probe/src/lib.rs"
+    printf '[package]\nname = "fetch-%s"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\n%s = "=%s"\n\n[workspace]\n' \
+        "$name" "$name" "$version" >"$probe/Cargo.toml"
+    step "fetching $name $version with cargo"
+    (cd "$probe" && cargo fetch --quiet) || die "cargo fetch of $name $version failed"
+    grep -A3 "^name = \"$name\"\$" "$probe/Cargo.lock" | grep -q "^checksum = \"$sum\"\$" ||
+        die "$name $version: cargo's checksum is not $sum"
+    local source
+    source=$(cargo metadata --quiet --format-version 1 --manifest-path "$probe/Cargo.toml" |
+        python3 -c 'import json, os, sys
+name, version = sys.argv[1:]
+for package in json.load(sys.stdin)["packages"]:
+    if package["name"] == name and package["version"] == version:
+        print(os.path.dirname(package["manifest_path"]))' "$name" "$version")
+    [ -d "$source" ] || die "cargo fetched $name $version but names no folder of its source"
+    rm -rf "${OUT:?}/src/$folder"
+    cp -r "$source" "$OUT/src/$folder"
+}
+
+# `sdist_link NAME VERSION FILE`: where pip's configured index keeps NAME VERSION's sdist FILE,
+# as pip itself finds it by name. pip cannot download this one itself: `pip download` prepares
+# an sdist's metadata, and componentize-py's needs a git dependency of its Rust build (tried
+# 2026-12-06: maturin's cargo metadata could not reach it). So pip names the link, curl
+# fetches it, and its SHA-256 is checked.
+sdist_link() {
+    local name=$1 version=$2 file=$3 link
+    link=$("$ROOT/build/venv-py312/bin/pip" download -vvv --no-deps --no-binary "$name" \
+        "$name==$version" -d "$OUT/src/pip" 2>&1 | grep -o "https\?://[^ \"#]*/$file" | head -1 || true)
+    [ -n "$link" ] || die "pip found no sdist $file for $name $version in its index"
+    echo "$link"
+}
+
 # `fresh COMPONENT SHA256`: the component exists and was built from the archive of that hash.
 fresh() { [ -s "$OUT/$1" ] && [ "$(cat "$OUT/$1.stamp" 2>/dev/null)" = "$2" ]; }
 
 if fresh wstd_http_server.wasm "$WSTD_SHA256"; then
     step "wstd_http_server.wasm is built from $WSTD"
 else
-    unpack "$WSTD_URL" "$WSTD_SHA256" "$OUT/src/$WSTD.crate" "$WSTD"
+    crate_source wstd "$WSTD_VERSION" "$WSTD_SHA256" "$WSTD"
     # An empty [workspace] keeps the crate its own workspace, not a stray member of ours.
     printf '\n[workspace]\n' >>"$OUT/src/$WSTD/Cargo.toml"
     step "building $WSTD's http_server example for wasm32-wasip2"
@@ -88,7 +127,13 @@ fi
 if fresh cpy_http_echo.wasm "$CPY_SHA256"; then
     step "cpy_http_echo.wasm is built from $CPY"
 else
-    unpack "$CPY_URL" "$CPY_SHA256" "$OUT/src/$CPY.tar.gz" "$CPY"
+    archive="$OUT/src/$CPY.tar.gz"
+    link=""
+    if ! echo "$CPY_SHA256  $archive" | sha256sum --check --status 2>/dev/null; then
+        step "finding $CPY.tar.gz with pip"
+        link=$(sdist_link componentize-py "$CPY_VERSION" "$CPY.tar.gz")
+    fi
+    unpack "$link" "$CPY_SHA256" "$archive" "$CPY"
     step "componentizing $CPY's examples/http/app.py"
     # As its README builds it: the sdist's own wit/ holds the wasi:http world it targets.
     (cd "$OUT/src/$CPY/examples/http" && "$COMPONENTIZE_PY" -d ../../wit \

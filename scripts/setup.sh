@@ -16,7 +16,7 @@ COMPONENTIZE_PY=0.25.1        # turns the Python sample skill into a component
 # The pydantic sample skill, as 2024's skills were built: pydantic-core's WASI wheel is cp312,
 # so its componentize-py must bundle CPython 3.12 (0.14 to 0.17; pharia-skill pins 0.17).
 COMPONENTIZE_PY_312=0.17.2
-PHARIA_SKILL=0.20.0           # its PyPI wheel ships wasi_wheels/pydantic_core-2.33.2-cp312-*.whl
+PHARIA_SKILL=0.20.0           # its published wheel ships wasi_wheels/pydantic_core-2.33.2-cp312-*.whl
 PYDANTIC=2.11.7               # what pharia-skill 0.20.0 pins, with its pure-Python dependencies:
 PYDANTIC_DEPS=(annotated-types==0.7.0 typing-extensions==4.14.1 typing-inspection==0.4.1)
 # l_execute_all's load engine, with the versions of its engine parts it was verified with.

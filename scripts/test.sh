@@ -93,8 +93,11 @@ if ! command -v debootstrap >/dev/null 2>&1 || ! command -v systemd-nspawn >/dev
 fi
 UNITS_ROOT="$BUILD/units-root"
 if [ ! -e "$UNITS_ROOT.stamp" ]; then
+    # apt's own mirror: a deb822 source's URIs, else a one-line source's.
     MIRROR=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-    MIRROR=${MIRROR:-http://deb.debian.org/debian}
+    [ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
+    [ -n "$MIRROR" ] || die "apt has no mirror configured (/etc/apt/sources.list*): debootstrap needs one"
     step "a Debian bookworm root with systemd in build/units-root (~50 s, from $MIRROR)"
     rm -rf "$UNITS_ROOT"
     debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$UNITS_ROOT" \

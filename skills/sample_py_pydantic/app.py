@@ -1,5 +1,5 @@
 """sample_py's work with a native dependency, as the 2024 study's skill had: the input is a
-pydantic model, validated by pydantic-core (Rust compiled to WASI, from the wheel PyPI's
+pydantic model, validated by pydantic-core (Rust compiled to WASI, from the wheel the published
 pharia-skill package ships). Built by componentize-py 0.17 (CPython 3.12), which that wheel
 needs. A world's binding layer (skills/py_worlds) calls `run`.
 
