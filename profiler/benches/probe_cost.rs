@@ -9,8 +9,9 @@
 //!   blocks this thread once each way), with the time profile's switch programs by state and
 //!   with stacks, for another process and for this one.
 //!
-//! Each attach selection the kernel allows (the default mode, which leaves out every program
-//! that runs for other processes' syscalls and faults; exact mode, `--trace-syscalls`, with
+//! Each attach selection the kernel allows (the host-only mode, which leaves out every program
+//! that runs for other processes' syscalls and faults; the calls mode, `--probes calls`, with
+//! the memory calls' programs and no fault program; exact mode, `--probes exact`, with
 //! the preferred mechanisms; the same with `--self-cost`, BPF stats on; and the forced
 //! fallback, each plan's last mechanism) is one condition, next to two conditions without probes: "off" is
 //! the baseline of every round, "off again" the control that shows the detection floor.
@@ -72,8 +73,11 @@ const REPEATS: usize = 7;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Attach {
-    /// What `skillprof run` attaches unless told otherwise.
+    /// The host-only mode: what `skillprof run --attach`, `slo` and `watch` attach, and a lab
+    /// run where the kernel has no function probes for the memory calls.
     Default,
+    /// The calls mode (`--probes calls`): the memory calls' programs, no fault program.
+    Calls,
     /// Exact mode (`--trace-syscalls`), the preferred mechanisms.
     Preferred,
     /// The preferred mechanisms with BPF stats on (`--self-cost`).
@@ -105,7 +109,7 @@ struct Condition {
     setup: Setup,
 }
 
-const CONDITIONS: [Condition; 15] = [
+const CONDITIONS: [Condition; 17] = [
     Condition {
         label: "off (baseline)",
         setup: Setup::Off,
@@ -119,12 +123,20 @@ const CONDITIONS: [Condition; 15] = [
         setup: Setup::SyscallTracing,
     },
     Condition {
-        label: "default mode, another process",
+        label: "host-only, another process",
         setup: Setup::Probes(Attach::Default, Target::Other),
     },
     Condition {
-        label: "default mode, this process",
+        label: "host-only, this process",
         setup: Setup::Probes(Attach::Default, Target::Itself),
+    },
+    Condition {
+        label: "calls, another process",
+        setup: Setup::Probes(Attach::Calls, Target::Other),
+    },
+    Condition {
+        label: "calls, this process",
+        setup: Setup::Probes(Attach::Calls, Target::Itself),
     },
     Condition {
         label: "exact, another process",
@@ -214,6 +226,7 @@ fn main() -> Result<()> {
                         self_cost: attach == Attach::SelfCost,
                         mode: match attach {
                             Attach::Default | Attach::Time(_) => ProbeMode::HostOnly,
+                            Attach::Calls => ProbeMode::Calls,
                             _ => ProbeMode::Exact,
                         },
                         time: match attach {
