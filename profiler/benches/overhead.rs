@@ -162,10 +162,7 @@ fn main() -> Result<()> {
             order.push(Condition::Exact);
         }
         if !options.default_only && !options.exact_only && !options.time_only {
-            order.push(Condition::Calls);
-        }
-        if !options.default_only && !options.exact_only && !options.time_only {
-            order.push(Condition::NoMarkers);
+            order.extend([Condition::Calls, Condition::NoMarkers]);
         }
         rng.shuffle(&mut order);
         let mut measured = [Measured::default(); CONDITIONS];

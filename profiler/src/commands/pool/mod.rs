@@ -323,7 +323,6 @@ fn reserved(common: &[String], config: &PoolConfig) -> Result<u64> {
         .context("skillhost --check-config gave no reserved_bytes")
 }
 
-/// One run of the workload under `config`, and its figures.
 /// `--probes calls` unless `run_args` decide the probes: the allocators differ by their
 /// memory calls (an instance's mmap and munmap on demand, a slot's madvise pooled), which a
 /// lab run leaves out by default on a kernel that would trace them with tracepoints only.
@@ -345,6 +344,7 @@ fn traced_calls(run_args: &[String]) -> &'static [&'static str] {
     }
 }
 
+/// One run of the workload under `config`, and its figures.
 fn run_once(
     args: &PoolArgs,
     config: &PoolConfig,

@@ -419,20 +419,18 @@ mod tests {
         run: RunArgs,
     }
 
-    fn mode(flags: &[&str]) -> anyhow::Result<ProbeMode> {
+    /// The mode the flags decide, `None` where the kernel does.
+    fn decided(flags: &[&str]) -> anyhow::Result<Option<ProbeMode>> {
         let argv = ["skillprof", "w.cmds"].iter().chain(flags);
-        let mode = Cli::try_parse_from(argv)?.run.probe_mode()?;
-        Ok(mode.expect("a mode the flags decide"))
+        Cli::try_parse_from(argv)?.run.probe_mode()
+    }
+
+    fn mode(flags: &[&str]) -> anyhow::Result<ProbeMode> {
+        Ok(decided(flags)?.expect("a mode the flags decide"))
     }
 
     fn by_kernel(flags: &[&str]) -> bool {
-        let argv = ["skillprof", "w.cmds"].iter().chain(flags);
-        Cli::try_parse_from(argv)
-            .unwrap()
-            .run
-            .probe_mode()
-            .unwrap()
-            .is_none()
+        decided(flags).unwrap().is_none()
     }
 
     const ATTACH: [&str; 4] = ["--attach", "1", "--host-url", "http://127.0.0.1:1"];
